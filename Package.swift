@@ -1,0 +1,108 @@
+// swift-tools-version: 6.1
+// Volley: push-notification fan-out engine. Module map and arrows: see README "Layout" and ../shared/STYLE.md.
+import PackageDescription
+
+let package = Package(
+    name: "Volley",
+    platforms: [.macOS(.v14)],
+    products: [
+        .executable(name: "volley", targets: ["volley"]),
+        .executable(name: "volley-mock", targets: ["VolleyMockMain"]),
+        .library(name: "VolleyHTTP2", targets: ["VolleyHTTP2"]),
+        .library(name: "VolleyService", targets: ["VolleyService"]),
+    ],
+    dependencies: [
+        .package(url: "https://github.com/apple/swift-argument-parser", from: "1.5.0"),
+        .package(url: "https://github.com/apple/swift-log", from: "1.6.0"),
+        .package(url: "https://github.com/apple/swift-crypto", from: "4.0.0"),
+        .package(url: "https://github.com/apple/swift-certificates", from: "1.10.0"),
+        .package(url: "https://github.com/jpsim/Yams", from: "6.0.0"),
+        .package(url: "https://github.com/swift-server/swift-service-lifecycle", from: "2.6.0"),
+        .package(url: "https://github.com/apple/swift-metrics", from: "2.5.0"),
+        .package(url: "https://github.com/swift-server/swift-prometheus", from: "2.0.0"),
+        .package(url: "https://github.com/HdrHistogram/hdrhistogram-swift", from: "0.1.0"),
+    ],
+    targets: [
+        // C libraries: one system-library target each, module map + shim.h for what Swift cannot call.
+        .systemLibrary(name: "CNGHTTP2", pkgConfig: "libnghttp2", providers: [.apt(["libnghttp2-dev"])]),
+        .systemLibrary(name: "COpenSSL", pkgConfig: "openssl", providers: [.apt(["libssl-dev"])]),
+        .systemLibrary(name: "CHiredis", pkgConfig: "hiredis", providers: [.apt(["libhiredis-dev"])]),
+
+        // Value types, protocols, errors, clocks. No C, no I/O, no Dispatch.
+        .target(name: "VolleyCore"),
+        // TLS + nghttp2 + Dispatch sockets: client connections, pool, and the server side the mock uses.
+        .target(name: "VolleyHTTP2", dependencies: [
+            "CNGHTTP2", "COpenSSL",
+            .product(name: "Logging", package: "swift-log"),
+        ]),
+        // hiredis behind one small wrapper: pipelining, reconnect, AUTH, scripts.
+        .target(name: "VolleyRedis", dependencies: [
+            "CHiredis",
+            .product(name: "Logging", package: "swift-log"),
+        ]),
+        // Redis-backed implementations of VolleyCore's stores: job stream, device registry, ledger, quotas, reports.
+        .target(name: "VolleyStore", dependencies: [
+            "VolleyCore", "VolleyRedis",
+            .product(name: "Logging", package: "swift-log"),
+        ]),
+        // Providers: request encoders, auth, response decoding into DeliveryOutcome.
+        .target(name: "VolleyAPNs", dependencies: [
+            "VolleyCore", "VolleyHTTP2",
+            .product(name: "Crypto", package: "swift-crypto"),
+            .product(name: "Logging", package: "swift-log"),
+        ]),
+        .target(name: "VolleyFCM", dependencies: [
+            "VolleyCore", "VolleyHTTP2",
+            .product(name: "Crypto", package: "swift-crypto"),
+            .product(name: "CryptoExtras", package: "swift-crypto"),
+            .product(name: "Logging", package: "swift-log"),
+        ]),
+        // job → recipients → devices → quota → sends → outcomes → report → ack. Sees only VolleyCore protocols.
+        .target(name: "VolleyEngine", dependencies: [
+            "VolleyCore",
+            .product(name: "Logging", package: "swift-log"),
+            .product(name: "Metrics", package: "swift-metrics"),
+        ]),
+        // Configuration, bootstrap, lifecycle: the one place that wires things together.
+        .target(name: "VolleyService", dependencies: [
+            "VolleyCore", "VolleyHTTP2", "VolleyRedis", "VolleyStore", "VolleyAPNs", "VolleyFCM", "VolleyEngine",
+            .product(name: "Yams", package: "Yams"),
+            .product(name: "Logging", package: "swift-log"),
+            .product(name: "Metrics", package: "swift-metrics"),
+            .product(name: "Prometheus", package: "swift-prometheus"),
+            .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+            .product(name: "Histogram", package: "hdrhistogram-swift"),
+        ]),
+        .executableTarget(name: "volley", dependencies: [
+            "VolleyService",
+            .product(name: "ArgumentParser", package: "swift-argument-parser"),
+        ]),
+
+        // The mock APNs/FCM server (library so tests can run it in-process; `volley-mock` wraps it).
+        .target(name: "VolleyMock", dependencies: [
+            "VolleyHTTP2",
+            .product(name: "Crypto", package: "swift-crypto"),
+            .product(name: "CryptoExtras", package: "swift-crypto"),
+            .product(name: "X509", package: "swift-certificates"),
+            .product(name: "Logging", package: "swift-log"),
+        ], path: "tools/VolleyMock"),
+        .executableTarget(name: "VolleyMockMain", dependencies: [
+            "VolleyMock",
+            .product(name: "ArgumentParser", package: "swift-argument-parser"),
+        ], path: "tools/VolleyMockMain"),
+
+        // Test helpers: start redis-server on a unix socket, start the mock on a free port.
+        .target(name: "VolleyTestSupport", dependencies: [
+            "VolleyMock", "VolleyHTTP2", "VolleyRedis",
+        ], path: "Tests/VolleyTestSupport"),
+        .testTarget(name: "VolleyCoreTests", dependencies: ["VolleyCore"]),
+        .testTarget(name: "VolleyHTTP2Tests", dependencies: ["VolleyHTTP2", "VolleyMock", "VolleyTestSupport"]),
+        .testTarget(name: "VolleyRedisTests", dependencies: ["VolleyRedis", "VolleyStore", "VolleyTestSupport"]),
+        .testTarget(name: "VolleyProvidersTests", dependencies: [
+            "VolleyAPNs", "VolleyFCM", "VolleyMock", "VolleyTestSupport",
+        ]),
+        .testTarget(name: "VolleyEngineTests", dependencies: [
+            "VolleyEngine", "VolleyService", "VolleyTestSupport",
+        ]),
+    ]
+)

@@ -1,0 +1,1 @@
+// VolleyAPNs: placeholder until its first real file lands.

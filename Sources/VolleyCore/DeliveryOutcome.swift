@@ -1,0 +1,53 @@
+/// A provider's reason string, open-ended: known values are statics, anything else is kept verbatim.
+public struct OutcomeReason: Sendable, Hashable, Codable, CustomStringConvertible, ExpressibleByStringLiteral {
+    public let rawValue: String
+    public init(_ rawValue: String) { self.rawValue = rawValue }
+    public init(stringLiteral value: String) { self.rawValue = value }
+    public init(from decoder: any Decoder) throws { rawValue = try decoder.singleValueContainer().decode(String.self) }
+    public func encode(to encoder: any Encoder) throws { var c = encoder.singleValueContainer(); try c.encode(rawValue) }
+    public var description: String { rawValue }
+}
+
+/// What to do about a rejection.
+public enum RejectionAction: String, Sendable, Hashable, Codable {
+    /// The token is dead: remove it from the registry.
+    case removeToken = "remove-token"
+    /// The notification itself is invalid: a job error, never retried.
+    case invalidNotification = "invalid-notification"
+    /// The app's credentials or topic are wrong: stop this app's sends until fixed.
+    case fixApp = "fix-app"
+    /// A reason we do not know: kept verbatim, not retried, counted.
+    case unknown = "unknown"
+}
+
+/// The terminal outcome of one (job, device) delivery. Every device of a job ends with exactly one.
+public enum DeliveryOutcome: Sendable, Hashable, Codable {
+    /// The provider accepted it; `messageID` is APNs's apns-id or FCM's message name.
+    case accepted(messageID: String?)
+    /// The provider said no; `action` says what to do about it.
+    case rejected(status: Int, reason: OutcomeReason, action: RejectionAction)
+    /// No answer we can act on, after bounded retries (or a non-retryable transport failure).
+    case failed(reason: OutcomeReason, resendWasSafe: Bool)
+    /// Not sent: the org's hourly quota for this platform is used up (stored in-app).
+    case quotaExceeded
+
+    /// Short label for reports, metrics and CLI (`accepted`, `remove-token`, `retry`, …).
+    public var label: String {
+        switch self {
+        case .accepted: "accepted"
+        case .rejected(_, _, let action): action.rawValue
+        case .failed: "failed"
+        case .quotaExceeded: "quota_exceeded"
+        }
+    }
+
+    public var isAccepted: Bool { if case .accepted = self { true } else { false } }
+}
+
+/// A notification rejected before sending (over size, silent with alert, bad collapse id, …).
+public struct NotificationError: Error, Sendable, Hashable, CustomStringConvertible {
+    public let reason: OutcomeReason
+    public let message: String
+    public init(_ reason: OutcomeReason, _ message: String) { self.reason = reason; self.message = message }
+    public var description: String { "\(reason): \(message)" }
+}

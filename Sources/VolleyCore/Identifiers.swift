@@ -1,0 +1,79 @@
+/// Identifiers that say what they are. Each wraps a string; none behaves like one.
+
+/// A push platform.
+public enum Platform: String, Sendable, Hashable, Codable, CaseIterable, CustomStringConvertible {
+    case ios
+    case android
+    public var description: String { rawValue }
+}
+
+/// The APNs environment a device token belongs to.
+public enum APNSEnvironment: String, Sendable, Hashable, Codable {
+    case sandbox
+    case production
+}
+
+/// A device's provider token (APNs hex token or FCM registration token).
+/// Prints redacted: never log a token in full.
+public struct DeviceToken: Sendable, Hashable, Codable, CustomStringConvertible {
+    public let rawValue: String
+    public init(_ rawValue: String) { self.rawValue = rawValue }
+    public init(from decoder: any Decoder) throws { rawValue = try decoder.singleValueContainer().decode(String.self) }
+    public func encode(to encoder: any Encoder) throws {
+        var c = encoder.singleValueContainer()
+        try c.encode(rawValue)
+    }
+    /// First 6 and last 4 characters, so operators can correlate without leaking the token.
+    public var redacted: String {
+        rawValue.count <= 12 ? "…" : "\(rawValue.prefix(6))…\(rawValue.suffix(4))"
+    }
+    public var description: String { redacted }
+}
+
+/// Declares a string-backed identifier type with Codable as a bare string.
+public protocol StringIdentifier: Sendable, Hashable, Codable, CustomStringConvertible, ExpressibleByStringLiteral {
+    var rawValue: String { get }
+    init(_ rawValue: String)
+}
+
+extension StringIdentifier {
+    public init(stringLiteral value: String) { self.init(value) }
+    public init(from decoder: any Decoder) throws { self.init(try decoder.singleValueContainer().decode(String.self)) }
+    public func encode(to encoder: any Encoder) throws {
+        var c = encoder.singleValueContainer()
+        try c.encode(rawValue)
+    }
+    public var description: String { rawValue }
+}
+
+/// An organisation (tenant).
+public struct OrgID: StringIdentifier { public let rawValue: String; public init(_ rawValue: String) { self.rawValue = rawValue } }
+/// A configured app (the connected app's API name, as jobs name it).
+public struct AppName: StringIdentifier { public let rawValue: String; public init(_ rawValue: String) { self.rawValue = rawValue } }
+/// A user in an org's directory.
+public struct UserID: StringIdentifier { public let rawValue: String; public init(_ rawValue: String) { self.rawValue = rawValue } }
+/// A job's idempotency key.
+public struct JobID: StringIdentifier { public let rawValue: String; public init(_ rawValue: String) { self.rawValue = rawValue } }
+/// A recipient id as a job names it: a user, group, queue, account team or opportunity team.
+public struct RecipientID: StringIdentifier { public let rawValue: String; public init(_ rawValue: String) { self.rawValue = rawValue } }
+/// A Redis stream entry id ("1700000000000-0").
+public struct StreamEntryID: StringIdentifier { public let rawValue: String; public init(_ rawValue: String) { self.rawValue = rawValue } }
+
+/// One registered device.
+public struct Device: Sendable, Hashable, Codable {
+    public var platform: Platform
+    public var token: DeviceToken
+    /// iOS only: which APNs environment issued the token (default production).
+    public var environment: APNSEnvironment?
+    public var locale: String?
+    public var user: UserID?
+
+    public init(platform: Platform, token: DeviceToken, environment: APNSEnvironment? = nil,
+                locale: String? = nil, user: UserID? = nil) {
+        self.platform = platform
+        self.token = token
+        self.environment = environment
+        self.locale = locale
+        self.user = user
+    }
+}

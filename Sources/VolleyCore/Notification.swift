@@ -1,0 +1,69 @@
+/// A notification as jobs and `volley test-push` give it (camelCase keys; contract of the providers issue).
+/// Provider-specific encoding lives in VolleyAPNs / VolleyFCM; this is the platform-neutral input.
+public struct Notification: Sendable, Hashable, Codable {
+    public struct LocalizedText: Sendable, Hashable, Codable {
+        public var title: String?
+        public var subtitle: String?
+        public var body: String?
+        public init(title: String? = nil, subtitle: String? = nil, body: String? = nil) {
+            self.title = title; self.subtitle = subtitle; self.body = body
+        }
+    }
+
+    public enum Priority: String, Sendable, Hashable, Codable { case high, normal }
+
+    public var title: String?
+    public var subtitle: String?
+    public var body: String?
+    /// Per-language variants keyed by language code ("es", "pt-BR").
+    public var localized: [String: LocalizedText]?
+    public var sound: String?
+    /// Badge: a number sets it; `badgeIncrement` (OneSignal's "increase") adds to it instead.
+    public var badge: Int?
+    public var badgeIncrement: Int?
+    /// Custom data: at the APNs payload root, FCM `data` (values stringified).
+    public var data: [String: JSONValue]?
+    /// Silent ("record changed") push: content-available, no alert/sound/badge.
+    public var contentAvailable: Bool?
+    public var mutableContent: Bool?
+    public var category: String?
+    public var threadId: String?
+    public var collapseId: String?
+    public var interruptionLevel: String?
+    public var relevanceScore: Double?
+    public var targetContentId: String?
+    /// Time to live in seconds; 0 = deliver once, now or never.
+    public var ttl: Int?
+    public var priority: Priority?
+    /// APNs push type (alert, background, voip, complication, fileprovider, liveactivity, location, mdm, pushtotalk, widgets).
+    public var pushType: String?
+    public var imageUrl: String?
+    public var url: String?
+    public var channelId: String?
+    /// Salesforce-style fields for the in-app inbox and types (used by later issues).
+    public var type: String?
+    public var targetId: String?
+    /// Raw platform payloads passed through (Apex / Connect REST style).
+    public var apns: JSONValue?
+    public var fcm: JSONValue?
+
+    public init(title: String? = nil, subtitle: String? = nil, body: String? = nil,
+                localized: [String: LocalizedText]? = nil, sound: String? = nil, badge: Int? = nil,
+                badgeIncrement: Int? = nil, data: [String: JSONValue]? = nil, contentAvailable: Bool? = nil,
+                mutableContent: Bool? = nil, category: String? = nil, threadId: String? = nil,
+                collapseId: String? = nil, interruptionLevel: String? = nil, relevanceScore: Double? = nil,
+                targetContentId: String? = nil, ttl: Int? = nil, priority: Priority? = nil,
+                pushType: String? = nil, imageUrl: String? = nil, url: String? = nil, channelId: String? = nil,
+                type: String? = nil, targetId: String? = nil, apns: JSONValue? = nil, fcm: JSONValue? = nil) {
+        self.title = title; self.subtitle = subtitle; self.body = body; self.localized = localized
+        self.sound = sound; self.badge = badge; self.badgeIncrement = badgeIncrement; self.data = data
+        self.contentAvailable = contentAvailable; self.mutableContent = mutableContent; self.category = category
+        self.threadId = threadId; self.collapseId = collapseId; self.interruptionLevel = interruptionLevel
+        self.relevanceScore = relevanceScore; self.targetContentId = targetContentId; self.ttl = ttl
+        self.priority = priority; self.pushType = pushType; self.imageUrl = imageUrl; self.url = url
+        self.channelId = channelId; self.type = type; self.targetId = targetId; self.apns = apns; self.fcm = fcm
+    }
+
+    /// True when this is a silent (background) push.
+    public var isSilent: Bool { contentAvailable == true && title == nil && body == nil && sound == nil && badge == nil }
+}

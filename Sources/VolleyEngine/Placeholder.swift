@@ -1,0 +1,1 @@
+// VolleyEngine: placeholder until its first real file lands.

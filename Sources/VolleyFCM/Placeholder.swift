@@ -1,0 +1,1 @@
+// VolleyFCM: placeholder until its first real file lands.

@@ -1,0 +1,116 @@
+/// Public value types of the transport. Classes that own sockets live beside this file;
+/// nothing here touches C.
+
+/// One header field. `sensitive` headers are never indexed by HPACK (RFC 7541 §7.1.3):
+/// use it for `authorization` and for values that change per request (`:path` with a device token).
+public struct HTTP2Header: Sendable, Hashable {
+    public var name: String
+    public var value: String
+    public var sensitive: Bool
+    public init(_ name: String, _ value: String, sensitive: Bool = false) {
+        self.name = name; self.value = value; self.sensitive = sensitive
+    }
+}
+
+/// A request to submit on a client connection. Scheme is always https.
+public struct HTTP2Request: Sendable {
+    public var method: String
+    public var authority: String
+    public var path: String
+    public var headers: [HTTP2Header]
+    public var body: [UInt8]
+    public init(method: String = "POST", authority: String, path: String, headers: [HTTP2Header] = [], body: [UInt8] = []) {
+        self.method = method; self.authority = authority; self.path = path; self.headers = headers; self.body = body
+    }
+}
+
+/// A complete response.
+public struct HTTP2Response: Sendable {
+    public var status: Int
+    public var headers: [HTTP2Header]
+    public var body: [UInt8]
+    public init(status: Int, headers: [HTTP2Header] = [], body: [UInt8] = []) {
+        self.status = status; self.headers = headers; self.body = body
+    }
+    /// First value of a header (names compared lower-case).
+    public func header(_ name: String) -> String? {
+        let n = name.lowercased()
+        return headers.first(where: { $0.name == n })?.value
+    }
+}
+
+/// Why a request got no response. `resendIsSafe` is true only when the request provably never reached
+/// the server's application: refused stream (RFC 9113 §8.7), stream id above GOAWAY's last-stream-id,
+/// or never written to the socket.
+public struct HTTP2Error: Error, Sendable, Hashable, CustomStringConvertible {
+    public struct Kind: Sendable, Hashable, CustomStringConvertible {
+        public let rawValue: String
+        public init(_ rawValue: String) { self.rawValue = rawValue }
+        public var description: String { rawValue }
+        public static let refusedStream = Kind("refused-stream")
+        public static let goAway = Kind("goaway")
+        public static let connectionReset = Kind("connection-reset")
+        public static let connectFailed = Kind("connect-failed")
+        public static let tlsHandshake = Kind("tls-handshake")
+        public static let certificateVerification = Kind("certificate-verification")
+        public static let alpnNotH2 = Kind("alpn-not-h2")
+        public static let streamReset = Kind("stream-reset")
+        public static let timeout = Kind("timeout")
+        public static let protocolError = Kind("protocol-error")
+        public static let shutdown = Kind("shutdown")
+        public static let configuration = Kind("configuration")
+    }
+    public var kind: Kind
+    public var resendIsSafe: Bool
+    public var message: String
+    public init(_ kind: Kind, resendIsSafe: Bool, _ message: String) {
+        self.kind = kind; self.resendIsSafe = resendIsSafe; self.message = message
+    }
+    public var description: String { "\(kind): \(message)\(resendIsSafe ? " (safe to resend)" : "")" }
+}
+
+/// A client certificate for TLS client auth (APNs certificate auth).
+public enum TLSClientCertificate: Sendable, Hashable {
+    /// PEM certificate (chain) file + PEM private key file.
+    case pem(certificateFile: String, privateKeyFile: String, passphrase: String?)
+    /// PKCS#12 bundle with its password.
+    case pkcs12(file: String, password: String)
+}
+
+/// How a client pool reaches one endpoint.
+public struct HTTP2ClientConfiguration: Sendable, Hashable {
+    /// Host name or IP literal to connect to; also SNI and the name verified in the certificate.
+    public var host: String
+    public var port: Int
+    /// Extra trusted CA file (PEM). When nil, the system trust store is used. Verification is always on.
+    public var caFile: String?
+    public var clientCertificate: TLSClientCertificate?
+    /// Connections kept to this endpoint (opened lazily).
+    public var connections: Int
+    /// Our own cap on streams per connection, below the peer's SETTINGS_MAX_CONCURRENT_STREAMS.
+    public var maxConcurrentStreamsCap: Int
+    public var connectTimeoutSeconds: Double
+    /// Time from submit to response before the request fails with `.timeout` (not safe to resend once written).
+    public var requestTimeoutSeconds: Double
+    /// Send a PING after this long without reading anything; 0 disables.
+    public var idlePingSeconds: Double
+    /// A PING not answered within this closes the connection.
+    public var pingTimeoutSeconds: Double
+    /// How many times the pool resends a request that failed "safe to resend" before giving it back.
+    public var maxResends: Int
+    /// Reconnect backoff: base and cap, exponential with jitter.
+    public var reconnectBaseSeconds: Double
+    public var reconnectMaxSeconds: Double
+
+    public init(host: String, port: Int = 443, caFile: String? = nil, clientCertificate: TLSClientCertificate? = nil,
+                connections: Int = 1, maxConcurrentStreamsCap: Int = 1000, connectTimeoutSeconds: Double = 10,
+                requestTimeoutSeconds: Double = 30, idlePingSeconds: Double = 60, pingTimeoutSeconds: Double = 10,
+                maxResends: Int = 3, reconnectBaseSeconds: Double = 0.1, reconnectMaxSeconds: Double = 30) {
+        self.host = host; self.port = port; self.caFile = caFile; self.clientCertificate = clientCertificate
+        self.connections = connections; self.maxConcurrentStreamsCap = maxConcurrentStreamsCap
+        self.connectTimeoutSeconds = connectTimeoutSeconds; self.requestTimeoutSeconds = requestTimeoutSeconds
+        self.idlePingSeconds = idlePingSeconds; self.pingTimeoutSeconds = pingTimeoutSeconds
+        self.maxResends = maxResends; self.reconnectBaseSeconds = reconnectBaseSeconds
+        self.reconnectMaxSeconds = reconnectMaxSeconds
+    }
+}

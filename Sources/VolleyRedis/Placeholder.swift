@@ -1,0 +1,1 @@
+// VolleyRedis: placeholder until its first real file lands.

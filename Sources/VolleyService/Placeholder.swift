@@ -1,0 +1,1 @@
+// VolleyService: placeholder until its first real file lands.

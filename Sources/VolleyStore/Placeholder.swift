@@ -1,0 +1,1 @@
+// VolleyStore: placeholder until its first real file lands.

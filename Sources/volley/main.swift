@@ -1,0 +1,1 @@
+print("volley: not built yet")

@@ -1,0 +1,19 @@
+import Testing
+import Foundation
+@testable import VolleyCore
+
+@Test func deviceTokenPrintsRedacted() {
+    let t = DeviceToken("0123456789abcdef0123456789abcdef")
+    #expect("\(t)" == "012345…cdef")
+    #expect(!"\(t)".contains("6789abcdef0123"))
+}
+
+@Test func notificationDecodesCamelCaseKeys() throws {
+    let json = #"{"title":"Hi","contentAvailable":true,"localized":{"es":{"title":"Hola"}},"data":{"k":"v","n":2},"apns":{"aps":{"alert":"x"}}}"#
+    let n = try JSONDecoder().decode(Notification.self, from: Data(json.utf8))
+    #expect(n.title == "Hi")
+    #expect(n.contentAvailable == true)
+    #expect(n.localized?["es"]?.title == "Hola")
+    #expect(n.data?["n"] == .number(2))
+    #expect(n.apns?["aps"]?["alert"] == .string("x"))
+}

@@ -1,0 +1,1 @@
+print("volley-mock: not built yet")
