@@ -1,0 +1,5 @@
+import ArgumentParser
+
+struct Bench: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(abstract: "Benchmarks (transport; end to end).")
+}

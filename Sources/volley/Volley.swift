@@ -1,0 +1,11 @@
+import ArgumentParser
+
+/// The `volley` command line. Each subcommand group lives in its own file.
+@main
+struct Volley: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "volley",
+        abstract: "Push-notification fan-out engine: Redis Streams in, APNs/FCM over HTTP/2 out.",
+        subcommands: [Demo.self, Worker.self, Send.self, Devices.self, TestPush.self, Bench.self]
+    )
+}

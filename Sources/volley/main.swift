@@ -1,1 +1,0 @@
-print("volley: not built yet")
