@@ -1,1 +1,1 @@
-print("volley-mock: not built yet")
+print("volley-mock: waiting for transport")
