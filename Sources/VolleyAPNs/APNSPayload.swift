@@ -59,7 +59,7 @@ public enum APNSPayload {
     static let interruptionLevels: Set<String> = ["passive", "active", "time-sensitive", "critical"]
 
     /// The payload for one variant of a notification. `raw` `apns` objects are returned unchanged.
-    public static func payload(for n: Notification, text: Notification.LocalizedText) throws -> JSONValue {
+    public static func payload(for n: VolleyCore.Notification, text: VolleyCore.Notification.LocalizedText) throws -> JSONValue {
         if let raw = n.apns {
             guard case .object = raw else {
                 throw NotificationError("BadPayload", "apns must be a JSON object (the whole APNs payload)")

@@ -47,7 +47,7 @@ public final class APNSProvider: PushSender, @unchecked Sendable {
     /// Why this app stopped sending (a `fix-app` answer), if it did.
     public var stopReason: String? { lock.withLock { stopped?.message } }
 
-    public func prepare(_ notification: Notification, jobID: JobID) throws -> any PreparedNotification {
+    public func prepare(_ notification: VolleyCore.Notification, jobID: JobID) throws -> any PreparedNotification {
         try APNSPreparedNotification(notification, jobID: jobID, bundleID: app.topic, now: clock.now())
     }
 
@@ -109,7 +109,7 @@ public final class APNSProvider: PushSender, @unchecked Sendable {
             transports = [:]
             return t
         }
-        for t in all { t.shutdown() }
+        for t in all { t.shutdown(completion: {}) }
     }
 
     private func transport(for env: APNSEnvironment) throws -> (submitter: any HTTP2RequestSubmitter, authority: String) {

@@ -45,11 +45,11 @@ public struct APNSPreparedNotification: PreparedNotification {
     public let variantPayloads: [String: [UInt8]]
     /// topic, push-type, priority, expiration, collapse-id: the same for every device of the job.
     public let sharedHeaders: [HTTP2Header]
-    let notification: Notification
+    let notification: VolleyCore.Notification
     let jobIDBytes: [UInt8]
 
     /// Validates and encodes. `now` fixes `apns-expiration` for the job (ttl counts from preparation).
-    public init(_ n: Notification, jobID: JobID, bundleID: String, now: Date) throws {
+    public init(_ n: VolleyCore.Notification, jobID: JobID, bundleID: String, now: Date) throws {
         // Push type: explicit, else background for a silent push, else alert.
         let pushType: APNSPushType
         if let raw = n.pushType {

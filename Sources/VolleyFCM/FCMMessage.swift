@@ -8,7 +8,7 @@ public enum FCMMessage {
     public static let maxDataBytes = 4096
 
     /// The `message` object without `token`, for one language variant.
-    public static func message(for n: Notification, text: Notification.LocalizedText) throws -> [String: JSONValue] {
+    public static func message(for n: VolleyCore.Notification, text: VolleyCore.Notification.LocalizedText) throws -> [String: JSONValue] {
         var message: [String: JSONValue] = [:]
         if !n.isSilent {
             var notification: [String: JSONValue] = [:]
@@ -104,11 +104,11 @@ public struct FCMPreparedNotification: PreparedNotification {
     /// Message bytes after the opening brace (`"android":{…},…}`), or empty when the message has no fields.
     let defaultTail: [UInt8]
     let variantTails: [String: [UInt8]]
-    let notification: Notification
+    let notification: VolleyCore.Notification
     let path: String
 
-    public init(_ n: Notification, projectID: String, validateOnly: Bool = false) throws {
-        func tail(_ text: Notification.LocalizedText) throws -> [UInt8] {
+    public init(_ n: VolleyCore.Notification, projectID: String, validateOnly: Bool = false) throws {
+        func tail(_ text: VolleyCore.Notification.LocalizedText) throws -> [UInt8] {
             let m = try FCMMessage.message(for: n, text: text)
             let encoder = JSONEncoder()
             encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]

@@ -78,12 +78,12 @@ public final class FCMProvider: PushSender, @unchecked Sendable {
 
     public var stopReason: String? { lock.withLock { stopped?.message } }
 
-    public func prepare(_ notification: Notification, jobID: JobID) throws -> any PreparedNotification {
+    public func prepare(_ notification: VolleyCore.Notification, jobID: JobID) throws -> any PreparedNotification {
         try FCMPreparedNotification(notification, projectID: account.projectID)
     }
 
     /// A prepared notification with `validate_only` (dry runs).
-    public func prepare(_ notification: Notification, validateOnly: Bool) throws -> FCMPreparedNotification {
+    public func prepare(_ notification: VolleyCore.Notification, validateOnly: Bool) throws -> FCMPreparedNotification {
         try FCMPreparedNotification(notification, projectID: account.projectID, validateOnly: validateOnly)
     }
 
@@ -135,8 +135,8 @@ public final class FCMProvider: PushSender, @unchecked Sendable {
     }
 
     public func shutdown() {
-        transport.shutdown()
-        tokenTransport.shutdown()
+        transport.shutdown(completion: {})
+        tokenTransport.shutdown(completion: {})
     }
 
     private func stopApp(_ outcome: DeliveryOutcome, reason: OutcomeReason, result: AttemptResult) {

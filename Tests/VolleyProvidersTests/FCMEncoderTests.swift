@@ -128,3 +128,40 @@ import VolleyHTTP2
         #expect(FCMAppConfiguration.connections(forConcurrency: 1000) == 10)
     }
 }
+
+/// Never used for sending: the assertion test needs a transport only to construct the provider.
+final class UnreachableSubmitter: HTTP2RequestSubmitter, @unchecked Sendable {
+    func submit(_ request: HTTP2Request, completion: @escaping @Sendable (Result<HTTP2Response, HTTP2Error>) -> Void) {
+        completion(.failure(HTTP2Error(.connectFailed, resendIsSafe: true, "unreachable")))
+    }
+    func shutdown(completion: @escaping @Sendable () -> Void) { completion() }
+}
+
+@Suite struct FCMAssertionTests {
+    @Test func rs256AssertionClaimsAndSignature() throws {
+        let key = try _RSA.Signing.PrivateKey(keySize: .bits2048)
+        let account = FCMServiceAccount(clientEmail: "sender@proj.iam.gserviceaccount.com", privateKeyPEM: key.pemRepresentation,
+                                        tokenURI: "https://oauth2.googleapis.com/token", projectID: "proj")
+        let provider = try FCMAccessTokenProvider(app: "A", account: account, transport: UnreachableSubmitter(),
+                                                  logger: .init(label: "t"))
+        let jwt = try provider.assertion(now: Date(timeIntervalSince1970: 1_800_000_000))
+        let parts = jwt.split(separator: ".").map(String.init)
+        #expect(parts.count == 3)
+        func b64(_ s: String) -> Data {
+            var t = s.replacingOccurrences(of: "-", with: "+").replacingOccurrences(of: "_", with: "/")
+            while t.count % 4 != 0 { t += "=" }
+            return Data(base64Encoded: t) ?? Data()
+        }
+        let header = try JSONSerialization.jsonObject(with: b64(parts[0])) as? [String: Any]
+        let claims = try JSONSerialization.jsonObject(with: b64(parts[1])) as? [String: Any]
+        #expect(header?["alg"] as? String == "RS256")
+        #expect(claims?["iss"] as? String == "sender@proj.iam.gserviceaccount.com")
+        #expect(claims?["scope"] as? String == "https://www.googleapis.com/auth/firebase.messaging")
+        #expect(claims?["aud"] as? String == "https://oauth2.googleapis.com/token")
+        #expect(claims?["iat"] as? Int == 1_800_000_000)
+        #expect(claims?["exp"] as? Int == 1_800_003_600)
+        let signature = _RSA.Signing.RSASignature(rawRepresentation: b64(parts[2]))
+        #expect(key.publicKey.isValidSignature(signature, for: Data((parts[0] + "." + parts[1]).utf8),
+                                               padding: .insecurePKCS1v1_5))
+    }
+}

@@ -39,11 +39,11 @@ public enum TestPush {
         public var app: String
         public var platform: Platform
         public var token: String
-        public var notification: Notification
+        public var notification: VolleyCore.Notification
         public var dryRun: Bool
         public var locale: String?
         public var environment: APNSEnvironment?
-        public init(app: String, platform: Platform, token: String, notification: Notification, dryRun: Bool = false,
+        public init(app: String, platform: Platform, token: String, notification: VolleyCore.Notification, dryRun: Bool = false,
                     locale: String? = nil, environment: APNSEnvironment? = nil) {
             self.app = app; self.platform = platform; self.token = token; self.notification = notification
             self.dryRun = dryRun; self.locale = locale; self.environment = environment
