@@ -84,14 +84,17 @@ final class HTTP2ClientConnection: HTTP2Channel, @unchecked Sendable {
                 throw HTTP2Error(.connectFailed, resendIsSafe: true, "socket: \(String(cString: strerror(errno)))")
             }
             SocketAddress.setNonBlocking(fd)
-            attach(fd: fd)
-            let t = try TLSConnection(context: context, fd: fd, serverSide: false)
-            try t.setPeerName(configuration.host)
-            tls = t
             var storage = addr.storage
             let rv = withUnsafePointer(to: &storage) { p in
                 p.withMemoryRebound(to: sockaddr.self, capacity: 1) { Glibc.connect(fd, $0, addr.length) }
             }
+            let connectErrno = errno
+            // Sources only after connect(): an unconnected socket polls as HUP.
+            attach(fd: fd)
+            let t = try TLSConnection(context: context, fd: fd, serverSide: false)
+            try t.setPeerName(configuration.host)
+            tls = t
+            errno = connectErrno
             if rv == 0 {
                 startHandshake()
             } else if errno == EINPROGRESS {

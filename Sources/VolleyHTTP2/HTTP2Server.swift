@@ -107,6 +107,8 @@ public final class HTTP2ServerConnection: HTTP2Channel, @unchecked Sendable {
     private let subject = Mutex<String?>(nil)
     private var streams: [Int32: ServerStream] = [:]
     private var opened = false
+    /// After we sent GOAWAY(last): streams above it are not handed to the handler (RFC 9113 §6.8 promise).
+    private var goAwayLastStreamID: Int32?
 
     /// Connection-scoped storage for the handler; touch it only on the connection queue (inside `handle`).
     public var userState: AnyObject?
@@ -245,6 +247,7 @@ public final class HTTP2ServerConnection: HTTP2Channel, @unchecked Sendable {
     }
 
     private func dispatch(_ st: ServerStream, streamID: Int32) {
+        if let last = goAwayLastStreamID, streamID > last { return }
         stats.withLock { $0.requests += 1 }
         let request = HTTP2ServerRequest(method: st.method, path: st.path, authority: st.authority, scheme: st.scheme,
                                          headers: st.headers, body: st.body, streamID: streamID)
@@ -289,6 +292,7 @@ public final class HTTP2ServerConnection: HTTP2Channel, @unchecked Sendable {
         onQueue { [self] in
             guard state == .open, let session else { return }
             let last = lastStreamID ?? nghttp2_session_get_last_proc_stream_id(session)
+            goAwayLastStreamID = min(goAwayLastStreamID ?? Int32.max, last)
             debugData.withUnsafeBufferPointer { d in
                 _ = nghttp2_submit_goaway(session, UInt8(NGHTTP2_FLAG_NONE.rawValue), last, errorCode,
                                           d.baseAddress, d.count)

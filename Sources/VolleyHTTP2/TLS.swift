@@ -152,7 +152,12 @@ final class TLSContext: @unchecked Sendable {
         alpnSelectList?.deallocate()
     }
 
+    /// OpenSSL's socket BIO writes with write(2), which raises SIGPIPE on a reset connection; there is no
+    /// per-socket opt-out on Linux, so the process ignores SIGPIPE once (EPIPE is handled as an error).
+    private static let ignoreSIGPIPE: Void = { _ = signal(SIGPIPE, SIG_IGN) }()
+
     private static func base(server: Bool) throws(HTTP2Error) -> TLSContext {
+        _ = ignoreSIGPIPE
         guard let method = server ? TLS_server_method() : TLS_client_method(), let ctx = SSL_CTX_new(method) else {
             throw HTTP2Error(.configuration, resendIsSafe: false, openSSLErrorString("SSL_CTX_new failed"))
         }
