@@ -52,13 +52,15 @@ public final class PipelineWorker: @unchecked Sendable {
             let readerSession = try backend.makeSession(name: "reader") { st.draining }
             try readerSession.ensureGroup()
             state.readerStarted()
-            let reader = Thread { [self] in self.readLoop(readerSession) }
+            let readerBox = Handoff(readerSession)
+            let reader = Thread { [self] in self.readLoop(readerBox.value) }
             reader.name = "volley-reader"
             reader.start()
             for i in 0..<configuration.concurrentJobs {
                 let session = try backend.makeSession(name: "lane-\(i)") { st.shouldAbandon }
                 state.laneStarted()
-                let lane = Thread { [self] in self.laneLoop(session, index: i) }
+                let box = Handoff(session)
+                let lane = Thread { [self] in self.laneLoop(box.value, index: i) }
                 lane.name = "volley-lane-\(i)"
                 lane.start()
             }
@@ -96,7 +98,7 @@ public final class PipelineWorker: @unchecked Sendable {
                     lastKeepAlive = now
                     try session.keepAlive(state.activeEntries())
                 }
-                let free = state.waitForFreeSlots(timeout: Double(c.blockMillis) / 1000)
+                let free = min(c.readBatch, state.waitForFreeSlots(timeout: Double(c.blockMillis) / 1000))
                 if free == 0 { continue }
                 var entries: [JobEntry] = []
                 if Date().timeIntervalSince(lastReclaim) * 1000 >= Double(c.reclaimIntervalMillis) {
@@ -133,4 +135,10 @@ public final class PipelineWorker: @unchecked Sendable {
             state.finished(entry.entryID)
         }
     }
+}
+
+/// Hands a thread-owned object to the thread that will own it (it is never used by the creating thread again).
+final class Handoff<T>: @unchecked Sendable {
+    let value: T
+    init(_ value: T) { self.value = value }
 }

@@ -9,6 +9,8 @@ public struct WorkerConfiguration: Sendable, Hashable {
     /// In-flight sends per worker (credits), split evenly across the concurrent jobs. When a job's share is used,
     /// it waits for outcomes before sending more; when no job slot is free, the worker stops reading the stream.
     public var inFlight: Int
+    /// XREADGROUP COUNT cap (never more than the free job slots).
+    public var readBatch: Int
     /// XREADGROUP BLOCK time.
     public var blockMillis: Int
     /// Entries pending on a consumer longer than this are reclaimed (XAUTOCLAIM) by another worker.
@@ -27,12 +29,13 @@ public struct WorkerConfiguration: Sendable, Hashable {
     public var chunkSize: Int
 
     public init(consumer: String = WorkerConfiguration.defaultConsumerName(), concurrentJobs: Int = 2,
-                inFlight: Int = 1000, blockMillis: Int = 1000, reclaimIdleMillis: Int = 60_000,
+                inFlight: Int = 1000, readBatch: Int = 16, blockMillis: Int = 1000, reclaimIdleMillis: Int = 60_000,
                 reclaimIntervalMillis: Int = 5_000, keepAliveIntervalMillis: Int? = nil, maxDeliveries: Int = 5,
                 drainDeadlineSeconds: Double = 25, recordBatch: Int = 500, chunkSize: Int = 500) {
         self.consumer = consumer
         self.concurrentJobs = max(1, concurrentJobs)
         self.inFlight = max(1, inFlight)
+        self.readBatch = max(1, readBatch)
         self.blockMillis = max(1, blockMillis)
         self.reclaimIdleMillis = max(100, reclaimIdleMillis)
         self.reclaimIntervalMillis = max(50, reclaimIntervalMillis)

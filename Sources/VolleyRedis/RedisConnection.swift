@@ -13,6 +13,7 @@ public final class RedisConnection: @unchecked Sendable {
     /// Connects, authenticates (`AUTH [user] password`) and selects the database.
     public init(endpoint: RedisEndpoint, connectTimeout: Double = 2, commandTimeout: Double = 5) throws {
         self.endpoint = endpoint
+        _ = RedisConnection.ignoreSIGPIPE
         let tv = RedisConnection.timeval(connectTimeout)
         let c: UnsafeMutablePointer<redisContext>?
         switch endpoint.address {
@@ -29,7 +30,12 @@ public final class RedisConnection: @unchecked Sendable {
         if redisSetTimeout(c, RedisConnection.timeval(commandTimeout)) != REDIS_OK {
             throw RedisError(.connection, "set timeout on \(endpoint): \(RedisConnection.errstr(c))")
         }
-        _ = redisEnableKeepAlive(c)
+        if case .tcp = endpoint.address {
+            // Only for TCP: on a unix socket hiredis 0.14 fails TCP_KEEPIDLE and marks the context broken (EOPNOTSUPP).
+            if redisEnableKeepAlive(c) != REDIS_OK {
+                throw RedisError(.connection, "enable keep-alive on \(endpoint): \(RedisConnection.errstr(c))")
+            }
+        }
         if let password = endpoint.password {
             let args = endpoint.user.map { ["AUTH", $0, password] } ?? ["AUTH", password]
             let r = try command(args)
@@ -46,6 +52,10 @@ public final class RedisConnection: @unchecked Sendable {
     }
 
     deinit { redisFree(ctx) }
+
+    /// hiredis 0.14 writes with plain write(2): a write to a socket the server closed raises SIGPIPE, which would kill
+    /// the process. Ignore it once per process; the write then fails with EPIPE and the client reconnects.
+    private static let ignoreSIGPIPE: Void = { _ = signal(SIGPIPE, SIG_IGN) }()
 
     /// Changes the socket read/write timeout (e.g. longer than an XREADGROUP BLOCK).
     public func setCommandTimeout(_ seconds: Double) throws {

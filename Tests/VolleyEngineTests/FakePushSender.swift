@@ -24,7 +24,7 @@ final class FakePushSender: PushSender, @unchecked Sendable {
         queue = DispatchQueue(label: "fake-\(platform)", attributes: .concurrent)
     }
 
-    func prepare(_ notification: Notification, jobID: JobID) throws -> any PreparedNotification {
+    func prepare(_ notification: VolleyCore.Notification, jobID: JobID) throws -> any PreparedNotification {
         if notification.contentAvailable == true && (notification.title != nil || notification.body != nil) {
             throw NotificationError("SilentWithAlert", "silent push must not carry an alert")
         }

@@ -24,7 +24,7 @@ import VolleyTestSupport
 
         let job = PushJob(id: "job-1", org: "org1", app: "app1",
                           recipients: ["user0", "user1", "user2", "user3", "nobody", "user0"],
-                          notification: Notification(title: "Hi", body: "There"))
+                          notification: VolleyCore.Notification(title: "Hi", body: "There"))
         try h.producer.enqueue(job)
         #expect(eventually { (try? h.report(for: "job-1")) != nil })
         let report = try #require(try h.report(for: "job-1"))
@@ -57,7 +57,7 @@ import VolleyTestSupport
         func good(_ i: Int) throws {
             try h.producer.enqueue(PushJob(id: JobID("good-\(i)"), org: "org1", app: "app1",
                                            devices: explicitDevices(10, prefix: "g\(i)"),
-                                           notification: Notification(title: "t", body: "b")))
+                                           notification: VolleyCore.Notification(title: "t", body: "b")))
         }
         let tooMany = (0...PushJob.maxRecipients).map { RecipientID("u\($0)") }
         let enc = JSONEncoder()
@@ -67,13 +67,13 @@ import VolleyTestSupport
         try good(1)
         try h.producer.enqueueRaw(fields: ["other": "x"])
         try h.producer.enqueueRaw(fields: ["job": json(PushJob(org: "org1", app: "nope", devices: explicitDevices(1),
-                                                               notification: Notification(title: "x")))])
+                                                               notification: VolleyCore.Notification(title: "x")))])
         try good(2)
         try h.producer.enqueueRaw(fields: ["job": json(PushJob(org: "org1", app: "app1", recipients: tooMany,
-                                                               notification: Notification(title: "x")))])
+                                                               notification: VolleyCore.Notification(title: "x")))])
         try h.producer.enqueueRaw(fields: ["job": json(PushJob(org: "org1", app: "app1", devices: explicitDevices(2),
-                                                               notification: Notification(title: "loud", contentAvailable: true)))])
-        try h.producer.enqueueRaw(fields: ["job": json(PushJob(org: "org1", app: "app1", notification: Notification(title: "x")))])
+                                                               notification: VolleyCore.Notification(title: "loud", contentAvailable: true)))])
+        try h.producer.enqueueRaw(fields: ["job": json(PushJob(org: "org1", app: "app1", notification: VolleyCore.Notification(title: "x")))])
         try h.producer.enqueueRaw(fields: ["job": #"{"org":"org1","app":"app1","devices":[{"platform":"blackberry","token":"x"}],"notification":{}}"#])
         try good(3)
 
@@ -109,7 +109,7 @@ import VolleyTestSupport
         try worker.start()
         defer { worker.drain(deadline: 1) }
         try h.producer.enqueue(PushJob(id: "job-r", org: "org1", app: "app1", devices: devices,
-                                       notification: Notification(body: "b")))
+                                       notification: VolleyCore.Notification(body: "b")))
         #expect(eventually { (try? h.report(for: "job-r")) != nil })
         let report = try #require(try h.report(for: "job-r"))
         #expect(ios.total + android.total == 40)
@@ -121,7 +121,7 @@ import VolleyTestSupport
         #expect(try h.ledger(job: "job-r").count == 100)
         // A second delivery of the same job id publishes no second report.
         try h.producer.enqueue(PushJob(id: "job-r", org: "org1", app: "app1", devices: devices,
-                                       notification: Notification(body: "b")))
+                                       notification: VolleyCore.Notification(body: "b")))
         #expect(eventually { worker.stats.jobsCompleted == 2 })
         #expect(try h.producer.allReports().count == 1)
         #expect(ios.total + android.total == 40)
@@ -133,12 +133,12 @@ import VolleyTestSupport
         let ghost = RedisPipelineBackend(endpoint: h.redis.endpoint, store: h.store, consumer: "ghost").makeRedisSession(name: "ghost")
         try ghost.ensureGroup()
         try h.producer.enqueue(PushJob(id: "orphan", org: "org1", app: "app1", devices: explicitDevices(5),
-                                       notification: Notification(title: "t")))
+                                       notification: VolleyCore.Notification(title: "t")))
         let taken = try ghost.readNew(count: 10, blockMillis: 10)
         #expect(taken.count == 1)
         // A second orphan, already delivered 9 times.
         let id2 = try h.producer.enqueue(PushJob(id: "poison", org: "org1", app: "app1", devices: explicitDevices(5),
-                                                 notification: Notification(title: "t")))
+                                                 notification: VolleyCore.Notification(title: "t")))
         _ = try ghost.readNew(count: 10, blockMillis: 10)
         try ghost.client.checked(["XCLAIM", "volley:jobs", "volley-workers", "ghost", "0", id2.rawValue, "RETRYCOUNT", "9"])
 
@@ -169,7 +169,7 @@ import VolleyTestSupport
         try w1.start()
         defer { w1.drain(deadline: 1) }
         try h.producer.enqueue(PushJob(id: "long", org: "org1", app: "app1", devices: explicitDevices(1000),
-                                       notification: Notification(title: "t")))
+                                       notification: VolleyCore.Notification(title: "t")))
         #expect(eventually { slow.total > 0 })
         let other = FakePushSender(platform: .ios)
         let w2 = h.worker(["app1": [.ios: other, .android: FakePushSender(platform: .android)]], consumer: "w2") {

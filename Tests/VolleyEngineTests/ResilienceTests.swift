@@ -17,7 +17,7 @@ import VolleyTestSupport
         defer { worker.drain(deadline: 1) }
         let devices = explicitDevices(20_000)
         try h.producer.enqueue(PushJob(id: "big", org: "org1", app: "app1", devices: devices,
-                                       notification: Notification(title: "t")))
+                                       notification: VolleyCore.Notification(title: "t")))
         #expect(eventually { ios.total + android.total > 4_000 })
         try h.redis.restart()
         #expect(eventually(timeout: 60) { (try? h.report(for: "big")) != nil })
@@ -45,10 +45,10 @@ import VolleyTestSupport
         }
         try w1.start()
         try h.producer.enqueue(PushJob(id: "quick", org: "org1", app: "app1", devices: explicitDevices(4, prefix: "q"),
-                                       notification: Notification(title: "t")))
+                                       notification: VolleyCore.Notification(title: "t")))
         #expect(eventually { (try? h.report(for: "quick")) != nil })
         try h.producer.enqueue(PushJob(id: "drained", org: "org1", app: "app1", devices: explicitDevices(2_000),
-                                       notification: Notification(title: "t")))
+                                       notification: VolleyCore.Notification(title: "t")))
         #expect(eventually { slowI.total + slowA.total > 100 })
         #expect(w1.drain(deadline: 0.2))
         let firstSends = slowI.total + slowA.total

@@ -53,17 +53,20 @@ public final class RedisServerFixture: @unchecked Sendable {
         process = p
         // Wait until it answers PING (at most ~5 s).
         let deadline = Date().addingTimeInterval(5)
+        var lastError = "socket file never appeared"
         while Date() < deadline {
-            if FileManager.default.fileExists(atPath: socketPath),
-               let c = try? RedisConnection(endpoint: .unix(socketPath), connectTimeout: 0.5, commandTimeout: 1),
-               let r = try? c.command(["PING"]) {
-                // With `requirepass`/ACL the default user is refused: that still means the server is up.
-                _ = r
-                return
+            if FileManager.default.fileExists(atPath: socketPath) {
+                do {
+                    // With ACLs the default user may be refused: any reply means the server is up.
+                    _ = try RedisConnection(endpoint: .unix(socketPath), connectTimeout: 0.5, commandTimeout: 1).command(["PING"])
+                    return
+                } catch {
+                    lastError = "\(error)"
+                }
             }
             usleep(20_000)
         }
-        throw RedisError(.connection, "redis-server did not start on \(socketPath); see \(directory.path)/redis.log")
+        throw RedisError(.connection, "redis-server did not start on \(socketPath) (\(lastError)); see \(directory.path)/redis.log")
     }
 
     /// SIGKILL the server (a crash, from the clients' point of view).
