@@ -1,1 +1,0 @@
-// VolleyService: placeholder until its first real file lands.
