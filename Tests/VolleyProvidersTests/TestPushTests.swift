@@ -28,6 +28,7 @@ import VolleyTestSupport
         let json = try JSONSerialization.jsonObject(with: JSONEncoder().encode(ios)) as? [String: Any]
         #expect(json?["status"] as? Int == 200)
         #expect(json?["outcome"] as? String == "accepted")
+        #expect(json?.keys.contains("reason") == true)   // contract key, null when accepted
 
         let dead = await run(mock, .ios, hexToken("dead", 2), n)
         #expect(dead.outcome == "remove-token")
