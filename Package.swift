@@ -101,6 +101,7 @@ let package = Package(
         .testTarget(name: "VolleyProvidersTests", dependencies: [
             "VolleyAPNs", "VolleyFCM", "VolleyMock", "VolleyTestSupport", "VolleyService",
         ]),
+        .testTarget(name: "VolleyServiceTests", dependencies: ["VolleyService"]),
         .testTarget(name: "VolleyEngineTests", dependencies: [
             "VolleyEngine", "VolleyService", "VolleyTestSupport",
         ]),

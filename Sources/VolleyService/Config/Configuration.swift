@@ -1,0 +1,342 @@
+import Foundation
+import Yams
+import VolleyCore
+
+/// Volley's configuration: one YAML file (`--config FILE`), every key overridable by a `VOLLEY_*` environment
+/// variable, validated at start with one error that lists every problem and names its key.
+///
+/// The key names under `apps` are a contract (providers issue); keys may be added, never renamed.
+public struct VolleyConfiguration: Sendable {
+    public var apps: [AppSettings]
+    public var redis: RedisSettings
+    public var worker: WorkerSettings
+    public var quotas: QuotaSettings
+    public var log: LogSettings
+    public var metrics: MetricsSettings
+    /// Where the file was read from (nil when built in code).
+    public var sourcePath: String?
+
+    public init(apps: [AppSettings] = [], redis: RedisSettings = .init(), worker: WorkerSettings = .init(),
+                quotas: QuotaSettings = .init(), log: LogSettings = .init(), metrics: MetricsSettings = .init()) {
+        self.apps = apps; self.redis = redis; self.worker = worker; self.quotas = quotas; self.log = log
+        self.metrics = metrics
+    }
+
+    public func app(named name: AppName) -> AppSettings? { apps.first { $0.name == name } }
+}
+
+/// One connected app: its APNs and/or FCM credentials.
+public struct AppSettings: Sendable, Hashable {
+    public var name: AppName
+    public var apns: APNSSettings?
+    public var fcm: FCMSettings?
+}
+
+public struct APNSSettings: Sendable, Hashable {
+    public enum Auth: Sendable, Hashable {
+        /// Token auth: `.p8` key, key id, team id.
+        case token(keyFile: String, keyId: String, teamId: String)
+        /// Certificate auth: PKCS#12 (`certFile` ends in .p12/.pfx) + `certPassword`, or PEM cert + `certKeyFile`.
+        case certificate(certFile: String, password: String?, keyFile: String?)
+    }
+    public var auth: Auth
+    public var topic: String
+    public var environment: APNSEnvironment
+    public var host: String?
+    public var port: Int?
+    public var caFile: String?
+    public var connections: Int
+    public var maxStreams: Int
+
+    /// The host the environment implies unless `host` overrides it.
+    public var effectiveHost: String {
+        host ?? (environment == .production ? "api.push.apple.com" : "api.sandbox.push.apple.com")
+    }
+    public var effectivePort: Int { port ?? 443 }
+}
+
+public struct FCMSettings: Sendable, Hashable {
+    public var serviceAccountFile: String
+    /// Default `https://fcm.googleapis.com`.
+    public var endpoint: String
+    public var caFile: String?
+    public var connections: Int
+    public var maxStreams: Int
+}
+
+public struct RedisSettings: Sendable, Hashable {
+    /// `redis://[user:pass@]host:port/db` or `unix:///path/to/sock[?db=N]`.
+    public var url: String = "redis://127.0.0.1:6379/0"
+    public var connectTimeoutSeconds: Double = 5
+    public var commandTimeoutSeconds: Double = 10
+    public init() {}
+}
+
+public struct WorkerSettings: Sendable, Hashable {
+    public var stream: String = "volley:jobs"
+    public var group: String = "volley"
+    /// Default: host name + pid, unique per process.
+    public var consumer: String?
+    public var deadLetterStream: String = "volley:dead"
+    public var reportStream: String = "volley:reports"
+    /// XREADGROUP COUNT.
+    public var batchSize: Int = 16
+    /// XREADGROUP BLOCK, milliseconds.
+    public var blockMs: Int = 1000
+    /// In-flight device sends per worker process; reading stops while they are all taken.
+    public var inFlight: Int = 4000
+    /// Pending entries idle longer than this are reclaimed from dead consumers (XAUTOCLAIM).
+    public var reclaimIdleMs: Int = 60_000
+    /// Entries delivered more often than this are dead-lettered.
+    public var maxDeliveries: Int = 5
+    /// On SIGTERM: how long to finish in-flight sends before leaving the rest pending.
+    public var drainSeconds: Double = 20
+    /// Outcomes recorded to Redis per pipelined batch.
+    public var recordBatchSize: Int = 512
+    /// Jobs resolving to more devices than this are split into shard jobs shared by the fleet.
+    public var shardSize: Int = 50_000
+    /// At most this many recipients per job (Salesforce's customNotificationAction limit).
+    public var maxRecipients: Int = 500
+    public init() {}
+}
+
+public struct QuotaSettings: Sendable, Hashable {
+    public var ios: Int = 20_000
+    public var android: Int = 10_000
+    /// Per-org overrides from the file (Redis overrides set with `volley quota set` win).
+    public var orgs: [String: OrgQuota] = [:]
+    public struct OrgQuota: Sendable, Hashable { public var ios: Int?; public var android: Int? }
+    public init() {}
+}
+
+public struct LogSettings: Sendable, Hashable {
+    public enum Format: String, Sendable, Hashable { case text, json }
+    public var level: String = "info"
+    public var format: Format = .text
+    public init() {}
+}
+
+public struct MetricsSettings: Sendable, Hashable {
+    /// Prometheus scrape port on 0.0.0.0; 0 disables.
+    public var port: Int = 0
+    public init() {}
+}
+
+/// Startup failure: every problem, each naming its key.
+public struct ConfigurationError: Error, CustomStringConvertible, Sendable {
+    public let problems: [String]
+    public let source: String
+    public var description: String {
+        "invalid configuration (\(source)): \(problems.count) problem\(problems.count == 1 ? "" : "s")\n"
+            + problems.map { "  - \($0)" }.joined(separator: "\n")
+    }
+}
+
+extension VolleyConfiguration {
+    static let schema: [String: [String]] = [
+        "redis": ["url", "connectTimeoutSeconds", "commandTimeoutSeconds"],
+        "worker": ["stream", "group", "consumer", "deadLetterStream", "reportStream", "batchSize", "blockMs",
+                   "inFlight", "reclaimIdleMs", "maxDeliveries", "drainSeconds", "recordBatchSize", "shardSize",
+                   "maxRecipients"],
+        "quotas": ["ios", "android"],
+        "log": ["level", "format"],
+        "metrics": ["port"],
+    ]
+    static let appSchema: [String: [String]] = [
+        "apns": ["keyFile", "keyId", "teamId", "certFile", "certPassword", "certKeyFile", "topic", "environment",
+                 "host", "port", "caFile", "connections", "maxStreams"],
+        "fcm": ["serviceAccountFile", "endpoint", "caFile", "connections", "maxStreams"],
+    ]
+
+    /// Reads, overrides from the environment, and validates. Throws `ConfigurationError` listing every problem.
+    public static func load(path: String, environment: [String: String] = ProcessInfo.processInfo.environment) throws -> VolleyConfiguration {
+        let url = URL(fileURLWithPath: path)
+        let text: String
+        do { text = try String(contentsOf: url, encoding: .utf8) } catch {
+            throw ConfigurationError(problems: ["--config: cannot read \(path): \(error.localizedDescription)"], source: path)
+        }
+        var config = try parse(yaml: text, baseDirectory: url.deletingLastPathComponent(), environment: environment,
+                               source: path)
+        config.sourcePath = path
+        return config
+    }
+
+    /// Parses YAML text (relative file paths resolve against `baseDirectory`).
+    public static func parse(yaml text: String, baseDirectory: URL?, environment: [String: String] = [:],
+                             source: String = "<yaml>") throws -> VolleyConfiguration {
+        let loaded: Any?
+        do { loaded = try Yams.load(yaml: text) } catch {
+            throw ConfigurationError(problems: ["YAML syntax: \(error)"], source: source)
+        }
+        var tree: [String: Any]
+        if loaded == nil || loaded is NSNull { tree = [:] } else if let t = loaded as? [String: Any] { tree = t } else {
+            throw ConfigurationError(problems: ["top level: must be a mapping"], source: source)
+        }
+        _ = EnvironmentOverrides.apply(to: &tree, schema: schema, appSchema: appSchema, environment: environment)
+        var r = ConfigReader(baseDirectory: baseDirectory)
+        let config = read(tree, &r)
+        if !r.problems.isEmpty { throw ConfigurationError(problems: r.problems, source: source) }
+        return config
+    }
+
+    private static func keys(_ section: String) -> Set<String> { Set(schema[section] ?? []) }
+
+    private static func read(_ tree: [String: Any], _ r: inout ConfigReader) -> VolleyConfiguration {
+        r.rejectUnknownKeys(tree, known: Set(schema.keys).union(["apps"]), at: "")
+        var c = VolleyConfiguration()
+
+        if let s = r.section(tree, "redis", at: "") {
+            r.rejectUnknownKeys(s, known: keys("redis"), at: "redis")
+            if let v = r.string(s, "url", at: "redis") {
+                if let problem = RedisURLCheck.problem(v) { r.problem("redis.url", problem) } else { c.redis.url = v }
+            }
+            if let v = r.double(s, "connectTimeoutSeconds", at: "redis", min: 0.01) { c.redis.connectTimeoutSeconds = v }
+            if let v = r.double(s, "commandTimeoutSeconds", at: "redis", min: 0.01) { c.redis.commandTimeoutSeconds = v }
+        }
+        if let s = r.section(tree, "worker", at: "") {
+            let p = "worker"
+            r.rejectUnknownKeys(s, known: keys(p), at: p)
+            if let v = r.string(s, "stream", at: p) { c.worker.stream = v }
+            if let v = r.string(s, "group", at: p) { c.worker.group = v }
+            if let v = r.string(s, "consumer", at: p) { c.worker.consumer = v }
+            if let v = r.string(s, "deadLetterStream", at: p) { c.worker.deadLetterStream = v }
+            if let v = r.string(s, "reportStream", at: p) { c.worker.reportStream = v }
+            if let v = r.int(s, "batchSize", at: p, range: 1...10_000) { c.worker.batchSize = v }
+            if let v = r.int(s, "blockMs", at: p, range: 1...600_000) { c.worker.blockMs = v }
+            if let v = r.int(s, "inFlight", at: p, range: 1...1_000_000) { c.worker.inFlight = v }
+            if let v = r.int(s, "reclaimIdleMs", at: p, range: 100...86_400_000) { c.worker.reclaimIdleMs = v }
+            if let v = r.int(s, "maxDeliveries", at: p, range: 1...1000) { c.worker.maxDeliveries = v }
+            if let v = r.double(s, "drainSeconds", at: p, min: 0) { c.worker.drainSeconds = v }
+            if let v = r.int(s, "recordBatchSize", at: p, range: 1...100_000) { c.worker.recordBatchSize = v }
+            if let v = r.int(s, "shardSize", at: p, range: 1...100_000_000) { c.worker.shardSize = v }
+            if let v = r.int(s, "maxRecipients", at: p, range: 1...100_000) { c.worker.maxRecipients = v }
+        }
+        if let s = r.section(tree, "quotas", at: "") {
+            r.rejectUnknownKeys(s, known: keys("quotas").union(["orgs"]), at: "quotas")
+            if let v = r.int(s, "ios", at: "quotas", range: 0...Int(Int32.max)) { c.quotas.ios = v }
+            if let v = r.int(s, "android", at: "quotas", range: 0...Int(Int32.max)) { c.quotas.android = v }
+            if let orgs = r.section(s, "orgs", at: "quotas") {
+                for (org, value) in orgs {
+                    let p = "quotas.orgs.\(org)"
+                    guard let o = value as? [String: Any] else { r.problem(p, "must be a mapping"); continue }
+                    r.rejectUnknownKeys(o, known: ["ios", "android"], at: p)
+                    c.quotas.orgs[org] = .init(ios: r.int(o, "ios", at: p, range: 0...Int(Int32.max)),
+                                               android: r.int(o, "android", at: p, range: 0...Int(Int32.max)))
+                }
+            }
+        }
+        if let s = r.section(tree, "log", at: "") {
+            r.rejectUnknownKeys(s, known: keys("log"), at: "log")
+            if let v = r.string(s, "level", at: "log") {
+                let levels = ["trace", "debug", "info", "notice", "warning", "error", "critical"]
+                if levels.contains(v) { c.log.level = v } else {
+                    r.problem("log.level", "must be one of \(levels.joined(separator: ", ")), got '\(v)'")
+                }
+            }
+            if let v = r.string(s, "format", at: "log") {
+                if let f = LogSettings.Format(rawValue: v) { c.log.format = f } else { r.problem("log.format", "must be text or json, got '\(v)'") }
+            }
+        }
+        if let s = r.section(tree, "metrics", at: "") {
+            r.rejectUnknownKeys(s, known: keys("metrics"), at: "metrics")
+            if let v = r.int(s, "port", at: "metrics", range: 0...65535) { c.metrics.port = v }
+        }
+
+        if let raw = tree["apps"], !(raw is NSNull) {
+            guard let list = raw as? [Any] else {
+                r.problem("apps", "must be a list of apps")
+                return c
+            }
+            var seen = Set<String>()
+            for (i, item) in list.enumerated() {
+                let p = "apps[\(i)]"
+                guard let app = item as? [String: Any] else { r.problem(p, "must be a mapping"); continue }
+                r.rejectUnknownKeys(app, known: ["name", "apns", "fcm"], at: p)
+                guard let name = r.string(app, "name", at: p), !name.isEmpty else { r.problem("\(p).name", "required"); continue }
+                if !seen.insert(name).inserted { r.problem("\(p).name", "duplicate app name '\(name)'") }
+                let ap = "apps[\(name)]"
+                var settings = AppSettings(name: AppName(name), apns: nil, fcm: nil)
+                if let a = r.section(app, "apns", at: ap) { settings.apns = readAPNS(a, at: "\(ap).apns", &r) }
+                if let f = r.section(app, "fcm", at: ap) { settings.fcm = readFCM(f, at: "\(ap).fcm", &r) }
+                if settings.apns == nil && settings.fcm == nil && app["apns"] == nil && app["fcm"] == nil {
+                    r.problem(ap, "needs an apns or fcm section")
+                }
+                c.apps.append(settings)
+            }
+        }
+        return c
+    }
+
+    private static func readAPNS(_ a: [String: Any], at p: String, _ r: inout ConfigReader) -> APNSSettings? {
+        r.rejectUnknownKeys(a, known: Set(appSchema["apns"] ?? []), at: p)
+        let keyFile = r.file(a, "keyFile", at: p)
+        let certFile = r.file(a, "certFile", at: p)
+        let keyId = r.string(a, "keyId", at: p)
+        let teamId = r.string(a, "teamId", at: p)
+        let certPassword = r.string(a, "certPassword", at: p)
+        let certKeyFile = r.file(a, "certKeyFile", at: p)
+        let topic = r.string(a, "topic", at: p)
+        var auth: APNSSettings.Auth?
+        switch (keyFile, certFile) {
+        case (let k?, nil):
+            if keyId == nil { r.problem("\(p).keyId", "required with keyFile (the 10-character key id)") }
+            if teamId == nil { r.problem("\(p).teamId", "required with keyFile (the 10-character team id)") }
+            if let keyId, let teamId { auth = .token(keyFile: k, keyId: keyId, teamId: teamId) }
+        case (nil, let c?):
+            auth = .certificate(certFile: c, password: certPassword, keyFile: certKeyFile)
+        case (_?, _?):
+            r.problem(p, "set either keyFile (token auth) or certFile (certificate auth), not both")
+        case (nil, nil):
+            r.problem(p, "needs keyFile + keyId + teamId (token auth) or certFile (+ certPassword) (certificate auth)")
+        }
+        if topic == nil { r.problem("\(p).topic", "required (the app's bundle id)") }
+        var environment = APNSEnvironment.production
+        if let e = r.string(a, "environment", at: p) {
+            if let env = APNSEnvironment(rawValue: e) { environment = env } else {
+                r.problem("\(p).environment", "must be production or sandbox, got '\(e)'")
+            }
+        }
+        let port = r.int(a, "port", at: p, range: 1...65535)
+        let caFile = r.file(a, "caFile", at: p)
+        let host = r.string(a, "host", at: p)
+        let connections = r.int(a, "connections", at: p, range: 1...256) ?? 2
+        let maxStreams = r.int(a, "maxStreams", at: p, range: 1...100_000) ?? 1000
+        guard let auth, let topic else { return nil }
+        return APNSSettings(auth: auth, topic: topic, environment: environment, host: host, port: port,
+                            caFile: caFile, connections: connections, maxStreams: maxStreams)
+    }
+
+    private static func readFCM(_ f: [String: Any], at p: String, _ r: inout ConfigReader) -> FCMSettings? {
+        r.rejectUnknownKeys(f, known: Set(appSchema["fcm"] ?? []), at: p)
+        let file = r.file(f, "serviceAccountFile", at: p)
+        if f["serviceAccountFile"] == nil { r.problem("\(p).serviceAccountFile", "required (the service-account JSON)") }
+        var endpoint = "https://fcm.googleapis.com"
+        if let e = r.string(f, "endpoint", at: p) {
+            if let u = URL(string: e), u.scheme == "https", u.host != nil { endpoint = e } else {
+                r.problem("\(p).endpoint", "must be an https URL such as https://fcm.googleapis.com, got '\(e)'")
+            }
+        }
+        let caFile = r.file(f, "caFile", at: p)
+        let connections = r.int(f, "connections", at: p, range: 1...256) ?? 4
+        let maxStreams = r.int(f, "maxStreams", at: p, range: 1...100_000) ?? 100
+        guard let file else { return nil }
+        return FCMSettings(serviceAccountFile: file, endpoint: endpoint, caFile: caFile, connections: connections,
+                           maxStreams: maxStreams)
+    }
+}
+
+/// Syntax check for `redis.url`; the Redis wrapper parses it for real.
+enum RedisURLCheck {
+    static func problem(_ url: String) -> String? {
+        if url.hasPrefix("unix://") {
+            return url.dropFirst("unix://".count).hasPrefix("/") ? nil : "unix URL needs an absolute socket path: unix:///path/to/redis.sock"
+        }
+        guard let u = URL(string: url), u.scheme == "redis", let host = u.host, !host.isEmpty else {
+            return "must look like redis://[user:pass@]host:port/db or unix:///path/to/sock, got '\(url)'"
+        }
+        if let port = u.port, !(1...65535).contains(port) { return "port out of range in '\(url)'" }
+        let db = u.path.trimmingCharacters(in: CharacterSet(charactersIn: "/"))
+        if !db.isEmpty, Int(db) == nil { return "database must be a number in '\(url)'" }
+        return nil
+    }
+}

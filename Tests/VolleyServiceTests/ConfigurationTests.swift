@@ -1,0 +1,119 @@
+import Testing
+import Foundation
+@testable import VolleyService
+import VolleyCore
+
+private func tempDir() throws -> URL {
+    let dir = FileManager.default.temporaryDirectory.appendingPathComponent("volley-config-\(UUID().uuidString)")
+    try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
+    return dir
+}
+
+@Test func parsesTheContractKeysAndResolvesRelativePaths() throws {
+    let dir = try tempDir()
+    defer { try? FileManager.default.removeItem(at: dir) }
+    try "k".write(to: dir.appendingPathComponent("AuthKey_ABC123DEFG.p8"), atomically: true, encoding: .utf8)
+    try "{}".write(to: dir.appendingPathComponent("service-account.json"), atomically: true, encoding: .utf8)
+    let yaml = """
+    apps:
+      - name: Test_App
+        apns:
+          keyFile: AuthKey_ABC123DEFG.p8
+          keyId: ABC123DEFG
+          teamId: DEF123GHIJ
+          topic: com.example.app
+          environment: sandbox
+          host: 127.0.0.1
+          port: 8443
+        fcm:
+          serviceAccountFile: service-account.json
+          endpoint: https://127.0.0.1:8443
+    redis:
+      url: unix:///tmp/r.sock
+    worker:
+      inFlight: 100
+    """
+    let c = try VolleyConfiguration.parse(yaml: yaml, baseDirectory: dir)
+    let app = try #require(c.app(named: "Test_App"))
+    let apns = try #require(app.apns)
+    #expect(apns.auth == .token(keyFile: dir.appendingPathComponent("AuthKey_ABC123DEFG.p8").path, keyId: "ABC123DEFG", teamId: "DEF123GHIJ"))
+    #expect(apns.environment == .sandbox)
+    #expect(apns.effectiveHost == "127.0.0.1")
+    #expect(apns.effectivePort == 8443)
+    #expect(app.fcm?.endpoint == "https://127.0.0.1:8443")
+    #expect(c.redis.url == "unix:///tmp/r.sock")
+    #expect(c.worker.inFlight == 100)
+    #expect(c.worker.stream == "volley:jobs")
+}
+
+@Test func productionIsTheDefaultEnvironmentHost() throws {
+    let dir = try tempDir()
+    defer { try? FileManager.default.removeItem(at: dir) }
+    try "k".write(to: dir.appendingPathComponent("k.p8"), atomically: true, encoding: .utf8)
+    let c = try VolleyConfiguration.parse(yaml: """
+    apps:
+      - name: A
+        apns: {keyFile: k.p8, keyId: K, teamId: T, topic: com.x}
+    """, baseDirectory: dir)
+    #expect(c.apps.first?.apns?.effectiveHost == "api.push.apple.com")
+    #expect(c.apps.first?.apns?.effectivePort == 443)
+}
+
+@Test func everyProblemIsListedWithItsKey() throws {
+    let yaml = """
+    apps:
+      - name: Bad
+        apns:
+          keyFile: /nonexistent/key.p8
+          topic: com.x
+          environment: staging
+    redis:
+      url: http://nope
+    worker:
+      inflight: 3
+      batchSize: 0
+    log:
+      level: loud
+    """
+    do {
+        _ = try VolleyConfiguration.parse(yaml: yaml, baseDirectory: nil)
+        Issue.record("expected a ConfigurationError")
+    } catch let e as ConfigurationError {
+        let text = e.description
+        #expect(text.contains("apps[Bad].apns.keyFile: file not found"))
+        #expect(text.contains("apps[Bad].apns.keyId: required"))
+        #expect(text.contains("apps[Bad].apns.teamId: required"))
+        #expect(text.contains("apps[Bad].apns.environment: must be production or sandbox"))
+        #expect(text.contains("redis.url: must look like"))
+        #expect(text.contains("worker.inflight: unknown key (did you mean 'inFlight'?)"))
+        #expect(text.contains("worker.batchSize: must be between 1"))
+        #expect(text.contains("log.level: must be one of"))
+        #expect(e.problems.count == 8)
+    }
+}
+
+@Test func environmentVariablesOverrideEveryKey() throws {
+    let dir = try tempDir()
+    defer { try? FileManager.default.removeItem(at: dir) }
+    try "k".write(to: dir.appendingPathComponent("k.p8"), atomically: true, encoding: .utf8)
+    let env = [
+        "VOLLEY_REDIS_URL": "redis://user:pw@10.0.0.1:6380/2",
+        "VOLLEY_WORKER_IN_FLIGHT": "77",
+        "VOLLEY_APPS_TEST_APP_APNS_KEY_ID": "OVERRIDDEN",
+        "VOLLEY_APPS_TEST_APP_APNS_PORT": "2197",
+    ]
+    let c = try VolleyConfiguration.parse(yaml: """
+    apps:
+      - name: Test_App
+        apns: {keyFile: k.p8, keyId: K, teamId: T, topic: com.x}
+    """, baseDirectory: dir, environment: env)
+    #expect(c.redis.url == "redis://user:pw@10.0.0.1:6380/2")
+    #expect(c.worker.inFlight == 77)
+    #expect(c.apps.first?.apns?.auth == .token(keyFile: dir.appendingPathComponent("k.p8").path, keyId: "OVERRIDDEN", teamId: "T"))
+    #expect(c.apps.first?.apns?.effectivePort == 2197)
+}
+
+@Test func envNamesAreUpperSnakeCase() {
+    #expect(EnvironmentOverrides.envName(["worker", "inFlight"]) == "VOLLEY_WORKER_IN_FLIGHT")
+    #expect(EnvironmentOverrides.envName(["apps", "Test_App", "fcm", "serviceAccountFile"]) == "VOLLEY_APPS_TEST_APP_FCM_SERVICE_ACCOUNT_FILE")
+}
