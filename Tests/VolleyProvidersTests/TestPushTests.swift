@@ -64,47 +64,49 @@ import VolleyTestSupport
         #expect(mock.stats().acceptedAPNs == 0)
     }
 
-    @Test func yamlAppsSection() throws {
+    @Test func yamlConfigurationToTestPush() async throws {
+        let mock = try MockServerFixture()
+        defer { mock.stop() }
+        let dir = URL(fileURLWithPath: mock.stateDirectory)
         let yaml = """
-        redis: {url: "unix:///tmp/x.sock"}
         apps:
           - name: Test_App
             apns:
-              keyFile: AuthKey_ABC123DEFG.p8
-              keyId: ABC123DEFG
-              teamId: DEF123GHIJ
-              topic: com.example.app
+              keyFile: \(URL(fileURLWithPath: mock.apnsKeyFile).lastPathComponent)
+              keyId: \(mock.apnsKeyID)
+              teamId: \(mock.apnsTeamID)
+              topic: \(mock.apnsTopic)
               environment: sandbox
-              host: 127.0.0.1
-              port: 2197
-              caFile: /path/ca.pem
+              host: \(mock.host)
+              port: \(mock.port)
+              caFile: \(mock.caFile)
             fcm:
-              serviceAccountFile: service-account.json
-              endpoint: https://127.0.0.1:8443
-              caFile: /path/ca.pem
+              serviceAccountFile: \(mock.serviceAccountFile)
+              endpoint: https://\(mock.host):\(mock.port)
+              caFile: \(mock.caFile)
           - name: Cert_App
             apns:
-              certFile: cert.p12
-              certPassword: secret
+              certFile: \(mock.clientCertificateFile)
+              certKeyFile: \(mock.clientKeyFile)
               topic: com.example.cert
         """
-        let apps = try ProviderApps.parse(yaml: yaml, baseDirectory: "/etc/volley")
+        let apps = ProviderApps.from(try VolleyConfiguration.parse(yaml: yaml, baseDirectory: dir))
         #expect(apps.count == 2)
         let a = try #require(apps[0].apns)
-        #expect(a.credentials == .token(keyFile: "/etc/volley/AuthKey_ABC123DEFG.p8", keyID: "ABC123DEFG", teamID: "DEF123GHIJ"))
+        #expect(a.credentials == .token(keyFile: mock.apnsKeyFile, keyID: mock.apnsKeyID, teamID: mock.apnsTeamID))
         #expect(a.environment == .sandbox)
-        #expect(a.clientConfiguration(for: .sandbox).host == "127.0.0.1")
-        #expect(a.clientConfiguration(for: .sandbox).port == 2197)
-        #expect(a.caFile == "/path/ca.pem")
-        let f = try #require(apps[0].fcm)
-        #expect(f.serviceAccountFile == "/etc/volley/service-account.json")
-        #expect(f.endpoint == "https://127.0.0.1:8443")
+        #expect(a.clientConfiguration(for: .sandbox).host == mock.host)
+        #expect(a.clientConfiguration(for: .sandbox).port == mock.port)
         let c = try #require(apps[1].apns)
-        #expect(c.clientCertificate == .pkcs12(file: "/etc/volley/cert.p12", password: "secret"))
+        #expect(c.clientCertificate == .pem(certificateFile: mock.clientCertificateFile, privateKeyFile: mock.clientKeyFile, passphrase: nil))
         #expect(c.clientConfiguration(for: .production).host == "api.push.apple.com")
         #expect(c.clientConfiguration(for: .sandbox).host == "api.sandbox.push.apple.com")
-        #expect(throws: ProviderConfigurationError.self) {
-            try ProviderApps.parse(yaml: "apps:\n  - name: X\n    apns: {topic: t}\n", baseDirectory: "/")
-        }
+        let n = VolleyCore.Notification(title: "from yaml")
+        let ios = await TestPush.run(.init(app: "Test_App", platform: .ios, token: hexToken("", 11), notification: n),
+                                     apps: apps, logger: testLogger, makeTransport: pools)
+        #expect(ios.outcome == "accepted")
+        let android = await TestPush.run(.init(app: "Test_App", platform: .android, token: "tok-yaml", notification: n),
+                                         apps: apps, logger: testLogger, makeTransport: pools)
+        #expect(android.outcome == "accepted")
     }
 }
