@@ -40,8 +40,9 @@ public final class APNSProvider: PushSender, @unchecked Sendable {
             tokenProvider = try tokens.provider(app: app.name, keyFile: keyFile, keyID: keyID, teamID: teamID)
         case .certificate:
             tokenProvider = nil
-            _ = try transport(for: app.environment)
         }
+        // Open the pool now (connections stay lazy): a certificate that cannot be used stops the app here.
+        _ = try transport(for: app.environment)
     }
 
     /// Why this app stopped sending (a `fix-app` answer), if it did.
@@ -155,8 +156,9 @@ public enum APNSResponseDecoder {
     public static func decode(_ result: Result<HTTP2Response, HTTP2Error>) -> AttemptResult {
         switch result {
         case .failure(let error):
-            return AttemptResult(answer: ProviderAnswer(provider: .apns, status: 0, transportResendIsSafe: error.resendIsSafe),
-                                 message: error.description)
+            let answer = ProviderAnswer(provider: .apns, status: 0, reason: OutcomeReason("transport:" + error.kind.rawValue),
+                                        transportResendIsSafe: error.resendIsSafe)
+            return AttemptResult(answer: answer, message: error.description)
         case .success(let response):
             return decode(response)
         }

@@ -144,7 +144,7 @@ public enum TestPush {
         if decision != .accepted {
             message = [r.message, OutcomeTable.explanation(decision)].compactMap { $0 }.joined(separator: " — ")
         }
-        return TestPushResult(status: status, reason: status == nil ? (r.answer.transportResendIsSafe ? "TransportFailure" : "NoResponse") : r.answer.reason?.rawValue,
+        return TestPushResult(status: status, reason: r.answer.reason?.rawValue ?? (status == nil ? "NoResponse" : nil),
                               outcome: decision.rawValue, message: message)
     }
 
