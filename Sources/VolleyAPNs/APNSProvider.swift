@@ -25,8 +25,8 @@ public final class APNSProvider: PushSender, @unchecked Sendable {
     /// Set by the first `fix-app` answer: every later send of this app fails fast with the same outcome.
     private var stopped: (outcome: DeliveryOutcome, message: String)?
 
-    /// Opens (lazily) the app's endpoint. Certificate apps build their pool now, so a bad certificate stops
-    /// the app at startup with an error naming it.
+    /// Builds the app's pool for its environment now (connections open on first use): a client certificate that
+    /// is expired, not yet valid or unreadable stops the app here, with an error naming it.
     public init(app: APNSAppConfiguration, tokens: APNSTokenRegistry, clock: any WallClock = SystemClock(),
                 retryPolicy: RetryPolicy = RetryPolicy(), logger: Logger,
                 makeTransport: @escaping HTTP2SubmitterFactory) throws {
