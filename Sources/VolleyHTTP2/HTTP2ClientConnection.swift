@@ -168,7 +168,7 @@ final class HTTP2ClientConnection: HTTP2Channel, @unchecked Sendable {
         var pairs: [(String, String, Bool)] = [(":method", r.method, false), (":scheme", "https", false),
                                                (":authority", r.authority, false), (":path", r.path, false)]
         pairs.reserveCapacity(4 + r.headers.count)
-        for h in r.headers { pairs.append((h.name.lowercased(), h.value, h.sensitive)) }
+        for h in r.headers { pairs.append((lowercasedHeaderName(h.name), h.value, h.sensitive)) }
         let body = r.body.isEmpty ? nil : OutgoingBody(r.body)
         let stream = ClientStream(p, body: body)
         let sid: Int32

@@ -262,7 +262,7 @@ public final class HTTP2ServerConnection: HTTP2Channel, @unchecked Sendable {
         st.responded = true
         var pairs: [(String, String, Bool)] = [(":status", String(response.status), false)]
         pairs.reserveCapacity(response.headers.count + 1)
-        for h in response.headers { pairs.append((h.name.lowercased(), h.value, h.sensitive)) }
+        for h in response.headers { pairs.append((lowercasedHeaderName(h.name), h.value, h.sensitive)) }
         let rv: Int32
         if response.body.isEmpty {
             rv = withNameValues(pairs) { nva, n in nghttp2_submit_response(session, streamID, nva, n, nil) }
