@@ -6,8 +6,8 @@ import VolleyEngine
 /// Builds the worker's `AppDirectory` from `apps:` (APNs / FCM senders per app).
 public enum PipelineApps {
     public static func directory(configuration: VolleyConfiguration, logger: Logger) throws -> any AppDirectory {
-        // TEMPORARY until the providers branch is merged: no senders can be built yet.
-        throw ConfigurationError(problems: ["apps: provider senders are not available in this build"],
-                                 source: configuration.sourcePath ?? "configuration")
+        let apps = ProviderApps.from(configuration)
+        return StaticAppDirectory(ProviderApps.senders(for: apps, logger: logger,
+                                                       makeTransport: ProviderTransport.pools(logger: logger)))
     }
 }
