@@ -1,1 +1,0 @@
-// VolleyRedis: placeholder until its first real file lands.

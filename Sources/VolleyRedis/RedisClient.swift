@@ -1,0 +1,149 @@
+import Foundation
+import Logging
+
+/// A `RedisConnection` that reconnects with exponential backoff and retries what was interrupted.
+///
+/// Owned by one thread (or serial queue) at a time, like the connection it holds; blocking calls, never on Swift's
+/// cooperative pool. When Redis is down, `command`/`pipeline` wait and retry until Redis is back or `isCancelled`
+/// returns true (then they throw `RedisError(.cancelled)`), so in-flight work is never dropped.
+///
+/// Retried commands may run twice when a connection broke after the server executed them: only pass commands that
+/// are idempotent (HSET, XACK, XCLAIM, SET) or whose duplicates are harmless, or guard them with a script.
+public final class RedisClient: @unchecked Sendable {
+    public struct Options: Sendable {
+        public var connectTimeout: Double
+        public var commandTimeout: Double
+        public var initialBackoff: Double
+        public var maxBackoff: Double
+        /// Give up after this long without a successful reconnect (nil = keep trying until cancelled).
+        public var giveUpAfter: Double?
+        public init(connectTimeout: Double = 2, commandTimeout: Double = 5, initialBackoff: Double = 0.05,
+                    maxBackoff: Double = 2, giveUpAfter: Double? = nil) {
+            self.connectTimeout = connectTimeout; self.commandTimeout = commandTimeout
+            self.initialBackoff = initialBackoff; self.maxBackoff = maxBackoff; self.giveUpAfter = giveUpAfter
+        }
+    }
+
+    public let endpoint: RedisEndpoint
+    public let options: Options
+    public let name: String
+    private let logger: Logger
+    private let isCancelled: @Sendable () -> Bool
+    private var connection: RedisConnection?
+    private var scriptSHAs: [String: String] = [:]
+    /// Number of reconnects after the first connection (for tests and metrics).
+    public private(set) var reconnects = 0
+
+    public init(endpoint: RedisEndpoint, options: Options = Options(), name: String = "redis",
+                logger: Logger = Logger(label: "volley.redis"),
+                isCancelled: @escaping @Sendable () -> Bool = { false }) {
+        self.endpoint = endpoint; self.options = options; self.name = name
+        self.logger = logger; self.isCancelled = isCancelled
+    }
+
+    /// Connects now (with retries), so configuration errors surface at start.
+    public func connect() throws { _ = try ensureConnection() }
+
+    /// Drops the connection; the next call reconnects.
+    public func disconnect() { connection = nil }
+
+    public func command(_ args: [String]) throws -> RedisReply {
+        try withRetry { try $0.command(args) }
+    }
+
+    /// Runs one command and throws when the reply is an error.
+    @discardableResult
+    public func checked(_ args: [String]) throws -> RedisReply {
+        try command(args).throwIfError(args.first ?? "")
+    }
+
+    public func pipeline(_ commands: [[String]], window: Int = 256) throws -> [RedisReply] {
+        if commands.isEmpty { return [] }
+        return try withRetry { try $0.pipeline(commands, window: window) }
+    }
+
+    /// Runs a command with a socket timeout of `timeout` seconds (an XREADGROUP BLOCK must use a longer one than
+    /// its BLOCK, platform-facts §31), restoring the default afterwards.
+    public func command(_ args: [String], timeout: Double) throws -> RedisReply {
+        try withRetry { c in
+            try c.setCommandTimeout(timeout)
+            let r = try c.command(args)
+            try c.setCommandTimeout(options.commandTimeout)
+            return r
+        }
+    }
+
+    /// EVALSHA, loading the script on NOSCRIPT (after a restart or SCRIPT FLUSH, platform-facts §34).
+    public func eval(_ script: RedisScript, keys: [String], args: [String]) throws -> RedisReply {
+        var attempt = 0
+        while true {
+            let sha = try loadedSHA(script, reload: attempt > 0)
+            let r = try command(["EVALSHA", sha, String(keys.count)] + keys + args)
+            if let e = r.errorMessage, e.hasPrefix("NOSCRIPT"), attempt < 3 {
+                attempt += 1
+                continue
+            }
+            return r
+        }
+    }
+
+    private func loadedSHA(_ script: RedisScript, reload: Bool) throws -> String {
+        if !reload, let sha = scriptSHAs[script.source] { return sha }
+        let r = try checked(["SCRIPT", "LOAD", script.source])
+        guard let sha = r.string else { throw RedisError(.unexpectedReply, "SCRIPT LOAD returned \(r)") }
+        scriptSHAs[script.source] = sha
+        return sha
+    }
+
+    // MARK: - reconnect
+
+    private func ensureConnection() throws -> RedisConnection {
+        if let c = connection, !c.isBroken { return c }
+        connection = nil
+        var backoff = options.initialBackoff
+        let started = Date()
+        var attempt = 0
+        while true {
+            if isCancelled() { throw RedisError(.cancelled, "\(name): gave up connecting to \(endpoint): shutting down") }
+            do {
+                let c = try RedisConnection(endpoint: endpoint, connectTimeout: options.connectTimeout,
+                                            commandTimeout: options.commandTimeout)
+                if attempt > 0 { logger.info("redis reconnected", metadata: ["conn": "\(name)", "attempts": "\(attempt)"]) }
+                connection = c
+                return c
+            } catch let e as RedisError where e.kind == .connection {
+                attempt += 1
+                if let limit = options.giveUpAfter, Date().timeIntervalSince(started) > limit {
+                    throw RedisError(.connection, "\(e.message) (gave up after \(attempt) attempts in \(Int(limit)) s)")
+                }
+                if attempt == 1 || attempt % 20 == 0 {
+                    logger.warning("redis unavailable, retrying", metadata: ["conn": "\(name)", "error": "\(e.message)",
+                                                                            "attempt": "\(attempt)"])
+                }
+                Thread.sleep(forTimeInterval: backoff)   // a dedicated thread owns this client: sleeping is fine here
+                backoff = min(options.maxBackoff, backoff * 2)
+            }
+        }
+    }
+
+    private func withRetry<T>(_ body: (RedisConnection) throws -> T) throws -> T {
+        var hadConnection = connection != nil
+        while true {
+            let c = try ensureConnection()
+            do {
+                return try body(c)
+            } catch let e as RedisError where e.kind == .connection {
+                connection = nil
+                if hadConnection { reconnects += 1 }
+                hadConnection = true
+                logger.warning("redis connection lost, reconnecting", metadata: ["conn": "\(name)", "error": "\(e.message)"])
+            }
+        }
+    }
+}
+
+/// A Lua script run with EVALSHA (and loaded on NOSCRIPT).
+public struct RedisScript: Sendable, Hashable {
+    public let source: String
+    public init(_ source: String) { self.source = source }
+}

@@ -1,0 +1,200 @@
+internal import CHiredis
+import Foundation
+
+/// One hiredis `redisContext` (blocking API). Not thread-safe: owned by exactly one thread or serial queue at a time
+/// (the owner never hands it to Swift's cooperative pool, since every call may block for up to `commandTimeout`).
+/// The context is created in `init` and freed with `redisFree` in `deinit`. After any I/O error the context is dead
+/// (`isBroken`); make a new connection (``RedisClient`` does this with backoff).
+public final class RedisConnection: @unchecked Sendable {
+    private let ctx: UnsafeMutablePointer<redisContext>
+    public let endpoint: RedisEndpoint
+    public private(set) var isBroken = false
+
+    /// Connects, authenticates (`AUTH [user] password`) and selects the database.
+    public init(endpoint: RedisEndpoint, connectTimeout: Double = 2, commandTimeout: Double = 5) throws {
+        self.endpoint = endpoint
+        _ = RedisConnection.ignoreSIGPIPE
+        let tv = RedisConnection.timeval(connectTimeout)
+        let c: UnsafeMutablePointer<redisContext>?
+        switch endpoint.address {
+        case .tcp(let host, let port): c = redisConnectWithTimeout(host, Int32(port), tv)
+        case .unix(let path): c = redisConnectUnixWithTimeout(path, tv)
+        }
+        guard let c else { throw RedisError(.connection, "cannot allocate a redis context for \(endpoint)") }
+        if c.pointee.err != 0 {
+            let msg = RedisConnection.errstr(c)
+            redisFree(c)
+            throw RedisError(.connection, "connect to \(endpoint): \(msg)")
+        }
+        ctx = c
+        if redisSetTimeout(c, RedisConnection.timeval(commandTimeout)) != REDIS_OK {
+            throw RedisError(.connection, "set timeout on \(endpoint): \(RedisConnection.errstr(c))")
+        }
+        if case .tcp = endpoint.address {
+            // Only for TCP: on a unix socket hiredis 0.14 fails TCP_KEEPIDLE and marks the context broken (EOPNOTSUPP).
+            if redisEnableKeepAlive(c) != REDIS_OK {
+                throw RedisError(.connection, "enable keep-alive on \(endpoint): \(RedisConnection.errstr(c))")
+            }
+        }
+        if let password = endpoint.password {
+            let args = endpoint.user.map { ["AUTH", $0, password] } ?? ["AUTH", password]
+            let r = try command(args)
+            if let e = r.errorMessage {
+                throw RedisError(.authentication, "AUTH as \(endpoint.user ?? "default") on \(endpoint) failed: \(e); check the user and password in redis.url")
+            }
+        }
+        if endpoint.database != 0 {
+            let r = try command(["SELECT", String(endpoint.database)])
+            if let e = r.errorMessage {
+                throw RedisError(.authentication, "SELECT \(endpoint.database) on \(endpoint) failed: \(e)")
+            }
+        }
+    }
+
+    deinit { redisFree(ctx) }
+
+    /// hiredis 0.14 writes with plain write(2): a write to a socket the server closed raises SIGPIPE, which would kill
+    /// the process. Ignore it once per process; the write then fails with EPIPE and the client reconnects.
+    private static let ignoreSIGPIPE: Void = { _ = signal(SIGPIPE, SIG_IGN) }()
+
+    /// Changes the socket read/write timeout (e.g. longer than an XREADGROUP BLOCK).
+    public func setCommandTimeout(_ seconds: Double) throws {
+        if redisSetTimeout(ctx, RedisConnection.timeval(seconds)) != REDIS_OK { throw brokenError("set timeout") }
+    }
+
+    /// Runs one command and waits for its reply. Error replies come back as `.error`, not thrown;
+    /// thrown errors are connection errors (the connection is then broken).
+    public func command(_ args: [String]) throws -> RedisReply {
+        try append(args)
+        try flush()
+        return try readReply()
+    }
+
+    /// Pipelines `commands` with two windows in flight: window k+1 is written before window k's replies are
+    /// read (platform-facts §32: a plain append-all/get-all degenerates into ping-pong per window).
+    /// Replies come back in order, one per command.
+    public func pipeline(_ commands: [[String]], window: Int = 256) throws -> [RedisReply] {
+        if commands.isEmpty { return [] }
+        var replies: [RedisReply] = []
+        replies.reserveCapacity(commands.count)
+        try pipelineVisit(commands, window: window) { replies.append($0) }
+        return replies
+    }
+
+    /// As `pipeline`, handing each reply to `visit` instead of collecting them.
+    public func pipelineVisit(_ commands: [[String]], window: Int = 256, _ visit: (RedisReply) throws -> Void) throws {
+        let w = max(1, window)
+        var sentUpTo = 0     // commands appended and flushed
+        var readUpTo = 0
+        func sendWindow() throws {
+            let end = min(commands.count, sentUpTo + w)
+            for i in sentUpTo..<end { try append(commands[i]) }
+            try flush()
+            sentUpTo = end
+        }
+        try sendWindow()
+        while readUpTo < commands.count {
+            let windowEnd = min(commands.count, readUpTo + w)
+            if sentUpTo < commands.count { try sendWindow() }
+            while readUpTo < windowEnd {
+                try visit(try readReply())
+                readUpTo += 1
+            }
+        }
+    }
+
+    // MARK: - C calls
+
+    private func append(_ args: [String]) throws {
+        guard !isBroken else { throw RedisError(.connection, "connection to \(endpoint) is broken") }
+        // Lay all arguments out in one buffer; hiredis copies them while formatting, so the pointers only
+        // need to live through the call.
+        var bytes: [UInt8] = []
+        var offsets: [Int] = []
+        var lens: [Int] = []
+        offsets.reserveCapacity(args.count); lens.reserveCapacity(args.count)
+        for a in args {
+            offsets.append(bytes.count)
+            let before = bytes.count
+            bytes.append(contentsOf: a.utf8)
+            lens.append(bytes.count - before)
+            bytes.append(0)
+        }
+        let rc: Int32 = bytes.withUnsafeBufferPointer { buf in
+            let base = UnsafeRawPointer(buf.baseAddress!).assumingMemoryBound(to: CChar.self)
+            return withUnsafeTemporaryAllocation(of: UnsafePointer<CChar>?.self, capacity: args.count) { ptrs in
+                for i in 0..<args.count { ptrs[i] = base + offsets[i] }
+                return lens.withUnsafeBufferPointer { l in
+                    redisAppendCommandArgv(ctx, Int32(args.count), ptrs.baseAddress!, l.baseAddress!)
+                }
+            }
+        }
+        if rc != REDIS_OK { throw brokenError("append command") }
+    }
+
+    private func flush() throws {
+        var done: Int32 = 0
+        while done == 0 {
+            if redisBufferWrite(ctx, &done) != REDIS_OK { throw brokenError("write") }
+        }
+    }
+
+    private func readReply() throws -> RedisReply {
+        var raw: UnsafeMutableRawPointer?
+        if redisGetReply(ctx, &raw) != REDIS_OK || raw == nil {
+            throw brokenError("read reply")
+        }
+        let r = raw!.assumingMemoryBound(to: redisReply.self)
+        defer { freeReplyObject(raw) }
+        return RedisConnection.decode(r)
+    }
+
+    private static func decode(_ r: UnsafeMutablePointer<redisReply>) -> RedisReply {
+        let p = r.pointee
+        switch p.type {
+        case REDIS_REPLY_STRING:
+            return .string(string(p.str, p.len))
+        case REDIS_REPLY_STATUS:
+            return .status(string(p.str, p.len))
+        case REDIS_REPLY_ERROR:
+            return .error(string(p.str, p.len))
+        case REDIS_REPLY_INTEGER:
+            return .integer(Int64(p.integer))
+        case REDIS_REPLY_NIL:
+            return .null
+        case REDIS_REPLY_ARRAY:
+            var out: [RedisReply] = []
+            out.reserveCapacity(Int(p.elements))
+            for i in 0..<Int(p.elements) {
+                if let e = p.element[i] { out.append(decode(e)) } else { out.append(.null) }
+            }
+            return .array(out)
+        default:
+            return .error("unknown hiredis reply type \(p.type)")
+        }
+    }
+
+    private static func string(_ ptr: UnsafeMutablePointer<CChar>?, _ len: Int) -> String {
+        guard let ptr, len > 0 else { return "" }
+        let buf = UnsafeRawBufferPointer(start: ptr, count: len)
+        return String(decoding: buf, as: UTF8.self)
+    }
+
+    private func brokenError(_ what: String) -> RedisError {
+        isBroken = true
+        let msg = RedisConnection.errstr(ctx)
+        return RedisError(.connection, "\(what) on \(endpoint): \(msg.isEmpty ? "connection lost" : msg)")
+    }
+
+    private static func errstr(_ c: UnsafeMutablePointer<redisContext>) -> String {
+        withUnsafeBytes(of: c.pointee.errstr) { raw in
+            let bytes = raw.prefix { $0 != 0 }
+            return String(decoding: bytes, as: UTF8.self)
+        }
+    }
+
+    private static func timeval(_ seconds: Double) -> Glibc.timeval {
+        let s = max(0, seconds)
+        return Glibc.timeval(tv_sec: Int(s), tv_usec: Int((s - Double(Int(s))) * 1_000_000))
+    }
+}

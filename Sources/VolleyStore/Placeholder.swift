@@ -1,1 +1,0 @@
-// VolleyStore: placeholder until its first real file lands.

@@ -1,0 +1,91 @@
+import Foundation
+import VolleyRedis
+
+/// A real `redis-server` on a unix socket in a fresh temp dir (`--port 0` disables TCP; platform-facts §37).
+/// Stop it with `stop()` (SIGKILL: Swift Testing's blocked-signal mask is inherited by children, §35) — call it
+/// from a `defer`, since ARC may end the fixture's life early (§36). `restart()` keeps the socket path, so
+/// clients reconnect to the same endpoint.
+public final class RedisServerFixture: @unchecked Sendable {
+    public let directory: URL
+    public let socketPath: String
+    public let extraArguments: [String]
+    private var process: Process?
+    private let lock = NSLock()
+
+    public var endpoint: RedisEndpoint { .unix(socketPath) }
+    public var url: String { "unix://\(socketPath)" }
+
+    /// Starts the server. `extraArguments` are passed through (for example `--user alice on >pw ~* &* +@all`).
+    /// `persistent`: append-only file fsynced on every write, so a SIGKILL + `restart()` loses nothing
+    /// (for "Redis restarted mid-job" tests).
+    public let persistent: Bool
+
+    public init(extraArguments: [String] = [], persistent: Bool = false) throws {
+        self.persistent = persistent
+        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("volley-redis-\(UUID().uuidString.prefix(8))")
+        try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
+        directory = dir
+        socketPath = dir.appendingPathComponent("r.sock").path
+        self.extraArguments = extraArguments
+        try start()
+    }
+
+    deinit { stop(); try? FileManager.default.removeItem(at: directory) }
+
+    public static func redisServerPath() -> String {
+        for p in ["/usr/bin/redis-server", "/usr/local/bin/redis-server", "/opt/homebrew/bin/redis-server"]
+        where FileManager.default.isExecutableFile(atPath: p) { return p }
+        return "redis-server"
+    }
+
+    public func start() throws {
+        lock.lock(); defer { lock.unlock() }
+        guard process == nil else { return }
+        try? FileManager.default.removeItem(atPath: socketPath)
+        let p = Process()
+        p.executableURL = URL(fileURLWithPath: RedisServerFixture.redisServerPath())
+        p.arguments = ["--port", "0", "--unixsocket", socketPath, "--unixsocketperm", "700", "--save", "",
+                       "--appendonly", persistent ? "yes" : "no", "--appendfsync", "always", "--dir", directory.path, "--logfile", directory.appendingPathComponent("redis.log").path]
+            + extraArguments
+        p.standardOutput = FileHandle.nullDevice
+        p.standardError = FileHandle.nullDevice
+        try p.run()
+        process = p
+        // Wait until it answers PING (at most ~5 s).
+        let deadline = Date().addingTimeInterval(5)
+        var lastError = "socket file never appeared"
+        while Date() < deadline {
+            if FileManager.default.fileExists(atPath: socketPath) {
+                do {
+                    // With ACLs the default user may be refused: any reply means the server is up.
+                    _ = try RedisConnection(endpoint: .unix(socketPath), connectTimeout: 0.5, commandTimeout: 1).command(["PING"])
+                    return
+                } catch {
+                    lastError = "\(error)"
+                }
+            }
+            usleep(20_000)
+        }
+        throw RedisError(.connection, "redis-server did not start on \(socketPath) (\(lastError)); see \(directory.path)/redis.log")
+    }
+
+    /// SIGKILL the server (a crash, from the clients' point of view).
+    public func stop() {
+        lock.lock(); defer { lock.unlock() }
+        guard let p = process else { return }
+        kill(p.processIdentifier, SIGKILL)
+        p.waitUntilExit()
+        process = nil
+    }
+
+    /// Kill and start again on the same socket (all data lost: `--save ''`).
+    public func restart() throws {
+        stop()
+        try start()
+    }
+
+    /// A fresh client for test assertions.
+    public func client(name: String = "test") -> RedisClient {
+        RedisClient(endpoint: endpoint, options: .init(giveUpAfter: 10), name: name)
+    }
+}
