@@ -204,5 +204,31 @@ func runBlocking<T: Sendable>(_ body: @escaping @Sendable () throws -> T) async 
 }
 
 struct Demo: AsyncParsableCommand {
-    static let configuration = CommandConfiguration(abstract: "Run Volley end to end on local defaults (own Redis, bundled mock).")
+    static let configuration = CommandConfiguration(
+        abstract: "Run Volley end to end on local defaults (own Redis, bundled mock).",
+        discussion: "Starts redis-server (unix socket in a temp dir) unless --redis is given, starts volley-mock, registers demo devices, enqueues a campaign and a silent hint, runs a worker, prints the reports, cleans up.")
+
+    @Option(help: "Use this Redis instead of starting one (redis://[user:pass@]host:port/db or unix:///path).") var redis: String?
+    @Option(help: "Demo users (3 devices each).") var users: Int = 1_000
+    @Flag(help: "Keep the temp dir (config, mock state, logs).") var keep = false
+
+    func run() async throws {
+        var o = VolleyService.Demo.Options()
+        o.redisURL = redis
+        o.users = max(1, users)
+        o.keep = keep
+        let exeDir = URL(fileURLWithPath: CommandLine.arguments[0]).resolvingSymlinksInPath().deletingLastPathComponent().path
+        let dir = FileManager.default.isExecutableFile(atPath: exeDir + "/volley-mock") ? exeDir
+            : (Bundle.main.executableURL?.resolvingSymlinksInPath().deletingLastPathComponent().path ?? exeDir)
+        let options = o
+        do {
+            try await runBlocking {
+                try VolleyService.Demo.run(options, executableDirectory: dir) { line in
+                    FileHandle.standardOutput.write(Data((line.hasPrefix("\r") || line == "\n" ? line : line + "\n").utf8))
+                }
+            }
+        } catch let e as VolleyService.Demo.Failure {
+            throw ValidationError(e.description)
+        }
+    }
 }
