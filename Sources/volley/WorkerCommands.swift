@@ -209,7 +209,9 @@ struct Demo: AsyncParsableCommand {
         discussion: "Starts redis-server (unix socket in a temp dir) unless --redis is given, starts volley-mock, registers demo devices, enqueues a campaign and a silent hint, runs a worker, prints the reports, cleans up.")
 
     @Option(help: "Use this Redis instead of starting one (redis://[user:pass@]host:port/db or unix:///path).") var redis: String?
-    @Option(help: "Demo users (3 devices each).") var users: Int = 1_000
+    @Option(help: "Demo users (jobs carry at most 500 each).") var users: Int = 1_000
+    @Option(help: "Devices per demo user (500 users × 200 = one 100,000-device job).") var devicesPerUser: Int = 3
+    @Option(help: "Worker in-flight sends.") var inFlight: Int = 1000
     @Flag(help: "Keep the temp dir (config, mock state, logs).") var keep = false
 
     func run() async throws {
@@ -217,6 +219,8 @@ struct Demo: AsyncParsableCommand {
         o.redisURL = redis
         o.users = max(1, users)
         o.keep = keep
+        o.devicesPerUser = max(1, devicesPerUser)
+        o.inFlight = max(2, inFlight)
         let exeDir = URL(fileURLWithPath: CommandLine.arguments[0]).resolvingSymlinksInPath().deletingLastPathComponent().path
         let dir = FileManager.default.isExecutableFile(atPath: exeDir + "/volley-mock") ? exeDir
             : (Bundle.main.executableURL?.resolvingSymlinksInPath().deletingLastPathComponent().path ?? exeDir)

@@ -17,6 +17,7 @@ public enum Demo {
         /// Share of tokens the mock answers "unregistered" (they get removed from the registry).
         public var unregisteredPercent = 2
         public var keep = false
+        public var inFlight = 1000
         public var mockBinary: String?
         public init() {}
     }
@@ -142,7 +143,7 @@ public enum Demo {
         // 5. Worker.
         let apps = try PipelineApps.directory(configFile: configPath, logger: logger)
         defer { apps.shutdown() }
-        let worker = PipelineWorker(configuration: WorkerConfiguration(consumer: consumer, concurrentJobs: 2, inFlight: 1000,
+        let worker = PipelineWorker(configuration: WorkerConfiguration(consumer: consumer, concurrentJobs: 2, inFlight: o.inFlight,
                                                                        blockMillis: 200),
                                     backend: backend, apps: apps, logger: logger)
         try worker.start()
@@ -166,6 +167,13 @@ public enum Demo {
         let total = reports.reduce(0) { $0 + $1.accepted }
         output(String(format: "\n%d accepted, %d tokens removed (registry now %d devices); %.1f s in all",
                       total, reports.reduce(0) { $0 + $1.tokensRemoved }, left, Date().timeIntervalSince(started)))
+        if let biggest = reports.max(by: { $0.devices < $1.devices }), let f = biggest.finishedAt {
+            let secs = max(0.001, f.timeIntervalSince(biggest.startedAt))
+            var usage = rusage()
+            getrusage(__rusage_who_t(RUSAGE_SELF.rawValue), &usage)
+            output(String(format: "largest job: %d devices in %.2f s = %.0f devices/s on one worker; peak RSS of this process (worker + registry loading) %.1f MiB",
+                          biggest.devices, secs, Double(biggest.devices) / secs, Double(usage.ru_maxrss) / 1024))
+        }
     }
 
     static func which(_ name: String, hint: String) throws -> String {
