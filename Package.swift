@@ -99,7 +99,7 @@ let package = Package(
         .testTarget(name: "VolleyHTTP2Tests", dependencies: ["VolleyHTTP2", "VolleyMock", "VolleyTestSupport"]),
         .testTarget(name: "VolleyRedisTests", dependencies: ["VolleyRedis", "VolleyStore", "VolleyTestSupport"]),
         .testTarget(name: "VolleyProvidersTests", dependencies: [
-            "VolleyAPNs", "VolleyFCM", "VolleyMock", "VolleyTestSupport",
+            "VolleyAPNs", "VolleyFCM", "VolleyMock", "VolleyTestSupport", "VolleyService",
         ]),
         .testTarget(name: "VolleyServiceTests", dependencies: ["VolleyService"]),
         .testTarget(name: "VolleyEngineTests", dependencies: [

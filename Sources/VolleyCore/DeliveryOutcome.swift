@@ -1,7 +1,15 @@
+import Foundation
+
 /// A provider's reason string, open-ended: known values are statics, anything else is kept verbatim.
 public struct OutcomeReason: Sendable, Hashable, Codable, CustomStringConvertible, ExpressibleByStringLiteral {
     public let rawValue: String
+    /// APNs 410: when the token stopped being valid (the response's `timestamp`). A detail, not part of the
+    /// reason's identity (not compared, not encoded): the registry keeps it with the removed token.
+    public var tokenInvalidSince: Date? = nil
     public init(_ rawValue: String) { self.rawValue = rawValue }
+    public init(_ rawValue: String, tokenInvalidSince: Date?) { self.rawValue = rawValue; self.tokenInvalidSince = tokenInvalidSince }
+    public static func == (a: OutcomeReason, b: OutcomeReason) -> Bool { a.rawValue == b.rawValue }
+    public func hash(into h: inout Hasher) { h.combine(rawValue) }
     public init(stringLiteral value: String) { self.rawValue = value }
     public init(from decoder: any Decoder) throws { rawValue = try decoder.singleValueContainer().decode(String.self) }
     public func encode(to encoder: any Encoder) throws { var c = encoder.singleValueContainer(); try c.encode(rawValue) }

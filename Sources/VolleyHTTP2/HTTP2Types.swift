@@ -59,6 +59,8 @@ public struct HTTP2Error: Error, Sendable, Hashable, CustomStringConvertible {
         public static let protocolError = Kind("protocol-error")
         public static let shutdown = Kind("shutdown")
         public static let configuration = Kind("configuration")
+        /// The pool's bounded queue of requests waiting for a stream is full.
+        public static let queueFull = Kind("queue-full")
     }
     public var kind: Kind
     public var resendIsSafe: Bool
@@ -101,16 +103,20 @@ public struct HTTP2ClientConfiguration: Sendable, Hashable {
     /// Reconnect backoff: base and cap, exponential with jitter.
     public var reconnectBaseSeconds: Double
     public var reconnectMaxSeconds: Double
+    /// Requests that may wait for a free stream; beyond this `submit` fails at once with `.queueFull`.
+    public var maxQueuedRequests: Int
 
     public init(host: String, port: Int = 443, caFile: String? = nil, clientCertificate: TLSClientCertificate? = nil,
                 connections: Int = 1, maxConcurrentStreamsCap: Int = 1000, connectTimeoutSeconds: Double = 10,
                 requestTimeoutSeconds: Double = 30, idlePingSeconds: Double = 60, pingTimeoutSeconds: Double = 10,
-                maxResends: Int = 3, reconnectBaseSeconds: Double = 0.1, reconnectMaxSeconds: Double = 30) {
+                maxResends: Int = 3, reconnectBaseSeconds: Double = 0.1, reconnectMaxSeconds: Double = 30,
+                maxQueuedRequests: Int = 100_000) {
         self.host = host; self.port = port; self.caFile = caFile; self.clientCertificate = clientCertificate
         self.connections = connections; self.maxConcurrentStreamsCap = maxConcurrentStreamsCap
         self.connectTimeoutSeconds = connectTimeoutSeconds; self.requestTimeoutSeconds = requestTimeoutSeconds
         self.idlePingSeconds = idlePingSeconds; self.pingTimeoutSeconds = pingTimeoutSeconds
         self.maxResends = maxResends; self.reconnectBaseSeconds = reconnectBaseSeconds
         self.reconnectMaxSeconds = reconnectMaxSeconds
+        self.maxQueuedRequests = maxQueuedRequests
     }
 }

@@ -1,0 +1,181 @@
+import Dispatch
+import Foundation
+import Logging
+import VolleyCore
+import VolleyHTTP2
+
+/// Builds the transport for one endpoint (production: `HTTP2ConnectionPool`). Throws when the endpoint
+/// cannot be used at startup, e.g. a client certificate that is expired or unreadable.
+public typealias HTTP2SubmitterFactory = @Sendable (HTTP2ClientConfiguration) throws -> any HTTP2RequestSubmitter
+
+/// The APNs sender for one app: token or certificate auth, one pool per environment endpoint (so tokens of
+/// different teams never share a connection: a pool belongs to one app, an app to one team).
+/// Retries and the outcome table are applied here; `send` completes once with a terminal outcome.
+public final class APNSProvider: PushSender, @unchecked Sendable {
+    public var platform: Platform { .ios }
+    public let app: APNSAppConfiguration
+    public let tokenProvider: APNSTokenProvider?
+
+    private let clock: any WallClock
+    private let retryPolicy: RetryPolicy
+    private let logger: Logger
+    private let makeTransport: HTTP2SubmitterFactory
+    private let lock = NSLock()
+    private var transports: [APNSEnvironment: (submitter: any HTTP2RequestSubmitter, authority: String)] = [:]
+    /// Set by the first `fix-app` answer: every later send of this app fails fast with the same outcome.
+    private var stopped: (outcome: DeliveryOutcome, message: String)?
+
+    /// Opens (lazily) the app's endpoint. Certificate apps build their pool now, so a bad certificate stops
+    /// the app at startup with an error naming it.
+    public init(app: APNSAppConfiguration, tokens: APNSTokenRegistry, clock: any WallClock = SystemClock(),
+                retryPolicy: RetryPolicy = RetryPolicy(), logger: Logger,
+                makeTransport: @escaping HTTP2SubmitterFactory) throws {
+        self.app = app; self.clock = clock; self.retryPolicy = retryPolicy; self.makeTransport = makeTransport
+        var logger = logger
+        logger[metadataKey: "app"] = "\(app.name)"
+        logger[metadataKey: "provider"] = "apns"
+        self.logger = logger
+        switch app.credentials {
+        case .token(let keyFile, let keyID, let teamID):
+            tokenProvider = try tokens.provider(app: app.name, keyFile: keyFile, keyID: keyID, teamID: teamID)
+        case .certificate:
+            tokenProvider = nil
+            _ = try transport(for: app.environment)
+        }
+    }
+
+    /// Why this app stopped sending (a `fix-app` answer), if it did.
+    public var stopReason: String? { lock.withLock { stopped?.message } }
+
+    public func prepare(_ notification: VolleyCore.Notification, jobID: JobID) throws -> any PreparedNotification {
+        try APNSPreparedNotification(notification, jobID: jobID, bundleID: app.topic, now: clock.now())
+    }
+
+    public func send(_ prepared: any PreparedNotification, to device: Device, jobID: JobID,
+                     completion: @escaping @Sendable (DeliveryOutcome) -> Void) {
+        if let stop = lock.withLock({ stopped }) { completion(stop.outcome); return }
+        guard let prepared = prepared as? APNSPreparedNotification else {
+            completion(.rejected(status: 0, reason: "WrongPlatform", action: .invalidNotification))
+            return
+        }
+        let usedAuthorization = AuthorizationBox()
+        let loop = DeliveryLoop(
+            policy: retryPolicy,
+            attempt: { [self] done in
+                attemptOnce(prepared, to: device) { result, auth in
+                    usedAuthorization.value = auth
+                    done(result)
+                }
+            },
+            refreshCredential: { [tokenProvider] _ in
+                guard let tokenProvider, let used = usedAuthorization.value else { return false }
+                return tokenProvider.refreshAfterRejection(of: used)
+            },
+            schedule: { delay, work in
+                DispatchQueue.global().asyncAfter(deadline: .now() + delay) { work() }
+            },
+            completion: { [self] outcome, result in
+                if case .rejected(_, let reason, .fixApp) = outcome { stopApp(outcome, reason: reason, result: result) }
+                completion(outcome)
+            })
+        loop.start()
+    }
+
+    /// One request, no retries: what the provider answered. `volley test-push` uses this directly.
+    /// The second value is the `authorization` header that was sent (nil for certificate auth).
+    public func attemptOnce(_ prepared: APNSPreparedNotification, to device: Device,
+                            completion: @escaping @Sendable (AttemptResult, String?) -> Void) {
+        let env = device.environment ?? app.environment
+        let endpoint: (submitter: any HTTP2RequestSubmitter, authority: String)
+        let auth: String?
+        do {
+            endpoint = try transport(for: env)
+            auth = try tokenProvider?.authorization()
+        } catch {
+            let answer = ProviderAnswer(provider: .apns, status: 0, transportResendIsSafe: false)
+            completion(AttemptResult(answer: answer, message: "\(error)"), nil)
+            return
+        }
+        let request = prepared.request(for: device, authority: endpoint.authority, authorization: auth)
+        endpoint.submitter.submit(request) { result in
+            completion(APNSResponseDecoder.decode(result), auth)
+        }
+    }
+
+    /// Closes the app's connections.
+    public func shutdown() {
+        let all = lock.withLock { () -> [any HTTP2RequestSubmitter] in
+            let t = transports.values.map(\.submitter)
+            transports = [:]
+            return t
+        }
+        for t in all { t.shutdown(completion: {}) }
+    }
+
+    private func transport(for env: APNSEnvironment) throws -> (submitter: any HTTP2RequestSubmitter, authority: String) {
+        try lock.withLock {
+            if let t = transports[env] { return t }
+            let config = app.clientConfiguration(for: env)
+            let submitter: any HTTP2RequestSubmitter
+            do {
+                submitter = try makeTransport(config)
+            } catch {
+                throw APNSConfigurationError(app: app.name, "APNs \(env.rawValue) endpoint \(config.host):\(config.port): \(error)")
+            }
+            let t = (submitter: submitter, authority: authority(host: config.host, port: config.port))
+            transports[env] = t
+            return t
+        }
+    }
+
+    private func stopApp(_ outcome: DeliveryOutcome, reason: OutcomeReason, result: AttemptResult) {
+        let message = "app \(app.name): APNs answered \(result.answer.status) \(reason) — "
+            + OutcomeTable.explanation(.fixApp)
+        let first = lock.withLock { () -> Bool in
+            if stopped != nil { return false }
+            stopped = (outcome, message)
+            return true
+        }
+        if first { logger.error("\(message)") }
+    }
+}
+
+/// The authorization header a send used, kept between the loop's strictly sequential steps.
+final class AuthorizationBox: @unchecked Sendable {
+    var value: String?
+}
+
+/// APNs answers → `AttemptResult` (Apple, "Handling notification responses from APNs").
+public enum APNSResponseDecoder {
+    struct ErrorBody: Decodable {
+        var reason: String?
+        var timestamp: Double?
+    }
+
+    public static func decode(_ result: Result<HTTP2Response, HTTP2Error>) -> AttemptResult {
+        switch result {
+        case .failure(let error):
+            return AttemptResult(answer: ProviderAnswer(provider: .apns, status: 0, transportResendIsSafe: error.resendIsSafe),
+                                 message: error.description)
+        case .success(let response):
+            return decode(response)
+        }
+    }
+
+    public static func decode(_ response: HTTP2Response) -> AttemptResult {
+        let apnsID = response.header("apns-id")
+        if response.status == 200 {
+            return AttemptResult(answer: ProviderAnswer(provider: .apns, status: 200), messageID: apnsID)
+        }
+        var reason: OutcomeReason?
+        if !response.body.isEmpty, let body = try? JSONDecoder().decode(ErrorBody.self, from: Data(response.body)),
+           let r = body.reason {
+            // 410: `timestamp` (ms since 1970) says since when the token is invalid; the registry keeps it.
+            let since = body.timestamp.map { Date(timeIntervalSince1970: $0 / 1000) }
+            reason = OutcomeReason(r, tokenInvalidSince: since)
+        }
+        return AttemptResult(answer: ProviderAnswer(provider: .apns, status: response.status, reason: reason),
+                             messageID: apnsID, retryAfterSeconds: parseRetryAfter(response.header("retry-after")),
+                             message: reason.map { "APNs \(response.status) \($0)" } ?? "APNs \(response.status)")
+    }
+}

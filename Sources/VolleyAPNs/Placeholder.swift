@@ -1,1 +1,0 @@
-// VolleyAPNs: placeholder until its first real file lands.

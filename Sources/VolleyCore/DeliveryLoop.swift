@@ -1,0 +1,101 @@
+/// The per-device send loop both senders run: one attempt, decide with `OutcomeTable`, then retry with
+/// backoff, refresh the credential and resend once, or finish with a terminal `DeliveryOutcome`.
+/// No Dispatch here: the sender injects how to wait (`schedule`).
+
+/// What one attempt produced.
+public struct AttemptResult: Sendable {
+    public var answer: ProviderAnswer
+    /// APNs `apns-id` / FCM message `name` when accepted.
+    public var messageID: String?
+    public var retryAfterSeconds: Double?
+    /// The provider's or transport's own words, for errors and `volley test-push`.
+    public var message: String?
+    public init(answer: ProviderAnswer, messageID: String? = nil, retryAfterSeconds: Double? = nil, message: String? = nil) {
+        self.answer = answer; self.messageID = messageID; self.retryAfterSeconds = retryAfterSeconds; self.message = message
+    }
+
+    public var decision: OutcomeDecision { OutcomeTable.decide(answer) }
+
+    /// The reason to report: the provider's reason, else the transport's message, else "HTTP <status>".
+    public var reportedReason: OutcomeReason {
+        if let r = answer.reason { return r }
+        if answer.status == 0 { return OutcomeReason(message ?? "transport failure") }
+        return OutcomeReason("HTTP \(answer.status)")
+    }
+
+    /// The terminal outcome when this attempt is the last one.
+    public func terminalOutcome() -> DeliveryOutcome {
+        let decision = self.decision
+        switch decision {
+        case .accepted:
+            return .accepted(messageID: messageID)
+        case .retry, .refreshCredential:
+            return .failed(reason: reportedReason, resendWasSafe: true)
+        case .unknown where answer.status == 0:
+            return .failed(reason: reportedReason, resendWasSafe: answer.transportResendIsSafe)
+        case .removeToken, .fixApp, .invalidNotification, .unknown:
+            return .rejected(status: answer.status, reason: reportedReason, action: decision.rejectionAction ?? .unknown)
+        }
+    }
+}
+
+/// Runs attempts for one (job, device) until a terminal outcome. Steps happen strictly one after another
+/// (each attempt starts from the previous one's completion or timer), so the mutable state is never touched
+/// concurrently.
+public final class DeliveryLoop: @unchecked Sendable {
+    public typealias Attempt = @Sendable (_ completion: @escaping @Sendable (AttemptResult) -> Void) -> Void
+
+    private let policy: RetryPolicy
+    private let attempt: Attempt
+    /// Called on `refreshCredential`; returns true when a newer credential is ready for the resend.
+    private let refreshCredential: @Sendable (AttemptResult) -> Bool
+    private let schedule: @Sendable (Double, @escaping @Sendable () -> Void) -> Void
+    private let random: @Sendable () -> Double
+    private let completion: @Sendable (DeliveryOutcome, AttemptResult) -> Void
+
+    private var attempts = 0
+    private var resentAfterRefresh = false
+
+    public init(policy: RetryPolicy, attempt: @escaping Attempt,
+                refreshCredential: @escaping @Sendable (AttemptResult) -> Bool,
+                schedule: @escaping @Sendable (Double, @escaping @Sendable () -> Void) -> Void,
+                random: @escaping @Sendable () -> Double = { Double.random(in: 0..<1) },
+                completion: @escaping @Sendable (DeliveryOutcome, AttemptResult) -> Void) {
+        self.policy = policy; self.attempt = attempt; self.refreshCredential = refreshCredential
+        self.schedule = schedule; self.random = random; self.completion = completion
+    }
+
+    public func start() { step() }
+
+    private func step() {
+        attempts += 1
+        attempt { [self] result in handle(result) }
+    }
+
+    private func handle(_ result: AttemptResult) {
+        switch result.decision {
+        case .refreshCredential:
+            if !resentAfterRefresh && refreshCredential(result) {
+                resentAfterRefresh = true
+                step()
+                return
+            }
+            // Already resent once, or the credential may not be refreshed yet (APNs: 20 minutes): back off.
+            if resentAfterRefresh { completion(result.terminalOutcome(), result); return }
+            retryLater(result)
+        case .retry:
+            retryLater(result)
+        default:
+            completion(result.terminalOutcome(), result)
+        }
+    }
+
+    private func retryLater(_ result: AttemptResult) {
+        guard let delay = policy.delay(afterAttempt: attempts, retryAfterSeconds: result.retryAfterSeconds,
+                                       random: random()) else {
+            completion(result.terminalOutcome(), result)
+            return
+        }
+        schedule(delay) { [self] in step() }
+    }
+}

@@ -1,0 +1,118 @@
+/// The seams between the engine (VolleyEngine) and its storage (VolleyStore, on Redis). All calls block and are
+/// made from the engine's own threads — never from Swift's cooperative pool. Each engine thread gets its own
+/// `PipelineSession` (one Redis connection each), so implementations need no locking.
+
+/// The job stream and its consumer group.
+public protocol JobStream: AnyObject {
+    /// Creates the consumer group at the start of the stream (`0`, MKSTREAM); an existing group is fine.
+    func ensureGroup() throws
+    /// New entries for this consumer (`XREADGROUP … COUNT count BLOCK blockMillis STREAMS s >`).
+    func readNew(count: Int, blockMillis: Int) throws -> [JobEntry]
+    /// Entries pending on any consumer for longer than `minIdleMillis`, now owned by this consumer (`XAUTOCLAIM`),
+    /// with their delivery counts. Entries deleted from the stream meanwhile are acknowledged and skipped.
+    func claimIdle(minIdleMillis: Int, count: Int) throws -> [JobEntry]
+    /// Resets the idle time of entries this consumer is still working on, so others do not reclaim them.
+    func keepAlive(_ entries: [StreamEntryID]) throws
+    func ack(_ entry: StreamEntryID) throws
+    /// Copies the entry to the dead-letter stream with `reason`, `detail` and the worker id, then acknowledges it.
+    func deadLetter(_ entry: JobEntry, reason: JobRejection.Reason, detail: String) throws
+}
+
+/// The registry of devices per (org, app, user).
+public protocol DeviceRegistry: AnyObject {
+    /// Devices of `users`, in the same order (empty array = user has no device).
+    func devices(org: OrgID, app: AppName, users: [UserID]) throws -> [[Device]]
+    /// Removes tokens (the provider said they are dead). Returns how many were registered.
+    @discardableResult
+    func remove(org: OrgID, app: AppName, devices: [Device]) throws -> Int
+}
+
+/// A device's recorded terminal outcome, as stored in the ledger.
+public struct RecordedOutcome: Sendable, Hashable {
+    public var outcome: DeliveryOutcome
+    public init(_ outcome: DeliveryOutcome) { self.outcome = outcome }
+
+    /// Compact storage form: `a`, `r|status|action|reason`, `f|safe|reason`, `q`.
+    public var encoded: String {
+        switch outcome {
+        case .accepted: return "a"
+        case .rejected(let status, let reason, let action): return "r|\(status)|\(action.rawValue)|\(reason.rawValue)"
+        case .failed(let reason, let safe): return "f|\(safe ? 1 : 0)|\(reason.rawValue)"
+        case .quotaExceeded: return "q"
+        }
+    }
+
+    public init?(encoded s: String) {
+        if s == "a" { outcome = .accepted(messageID: nil); return }
+        if s == "q" { outcome = .quotaExceeded; return }
+        let parts = s.split(separator: "|", maxSplits: 3, omittingEmptySubsequences: false).map(String.init)
+        switch parts.first {
+        case "r" where parts.count == 4:
+            guard let status = Int(parts[1]) else { return nil }
+            outcome = .rejected(status: status, reason: OutcomeReason(parts[3]),
+                                action: RejectionAction(rawValue: parts[2]) ?? .unknown)
+        case "f" where parts.count >= 3:
+            outcome = .failed(reason: OutcomeReason(parts.dropFirst(2).joined(separator: "|")), resendWasSafe: parts[1] == "1")
+        default: return nil
+        }
+    }
+}
+
+/// Per-(job, device) terminal outcomes, recorded before the job's entry is acknowledged, so a redelivered job
+/// skips what is done. Also guards the report so it is published once per job.
+public protocol OutcomeLedger: AnyObject {
+    /// For each device, the outcome an earlier delivery recorded, or nil.
+    func recordedOutcomes(org: OrgID, job: JobID, devices: [Device]) throws -> [RecordedOutcome?]
+    /// Records outcomes (pipelined; one batch per call).
+    func record(org: OrgID, job: JobID, outcomes: [(Device, DeliveryOutcome)]) throws
+    /// True when the job's report was already published (a redelivery after the report but before the ack).
+    func reportPublished(org: OrgID, job: JobID) throws -> Bool
+    /// Publishes the report once per job; false when it had been published already.
+    @discardableResult
+    func publish(_ report: JobReport) throws -> Bool
+}
+
+/// Everything one engine thread needs, on one connection.
+public protocol PipelineSession: JobStream, DeviceRegistry, OutcomeLedger {}
+
+/// Makes sessions; one per engine thread.
+public protocol PipelineBackend: Sendable {
+    func makeSession(name: String, isCancelled: @escaping @Sendable () -> Bool) throws -> any PipelineSession
+}
+
+/// A chunk of devices resolved from a job's targets.
+public struct DeviceChunk: Sendable {
+    public var devices: [Device]
+    /// Users resolved in this chunk, and how many of them had no device.
+    public var users: Int
+    public var usersWithoutDevices: Int
+    public var unknownRecipients: Int
+    public init(devices: [Device], users: Int = 0, usersWithoutDevices: Int = 0, unknownRecipients: Int = 0) {
+        self.devices = devices; self.users = users
+        self.usersWithoutDevices = usersWithoutDevices; self.unknownRecipients = unknownRecipients
+    }
+}
+
+/// Streams a job's devices in bounded chunks (a large job is never materialised whole).
+public protocol DeviceCursor: AnyObject {
+    /// The next chunk of at most about `max` devices, or nil when done.
+    func next(max: Int) throws -> DeviceChunk?
+}
+
+/// Turns a job's `recipients` / `devices` into devices. Issue 4 resolves user ids through the registry;
+/// issue 5 plugs in groups, queues and teams here.
+public protocol RecipientResolver: Sendable {
+    func cursor(for job: PushJob, session: any PipelineSession) throws -> any DeviceCursor
+}
+
+/// The quota step before sending (issue 5). Returns how many of `count` sends to `platform` may go now;
+/// `refund` gives back grants whose push did not count (token invalid, failed for good).
+public protocol QuotaGate: Sendable {
+    func grant(org: OrgID, platform: Platform, count: Int, session: any PipelineSession) throws -> Int
+    func refund(org: OrgID, platform: Platform, count: Int, session: any PipelineSession) throws
+}
+
+/// The configured apps: which senders a job's `app` has. nil = unknown app (the job is dead-lettered).
+public protocol AppDirectory: Sendable {
+    func senders(org: OrgID, app: AppName) -> [Platform: any PushSender]?
+}

@@ -1,0 +1,146 @@
+import Foundation
+
+/// A device named explicitly by a job (`devices: [{platform, token}]`).
+public struct JobDevice: Sendable, Hashable, Codable {
+    public var platform: Platform
+    public var token: DeviceToken
+    public var environment: APNSEnvironment?
+    public init(platform: Platform, token: DeviceToken, environment: APNSEnvironment? = nil) {
+        self.platform = platform; self.token = token; self.environment = environment
+    }
+}
+
+/// A job as it travels on the job stream (field `job`, JSON). Contract of issue 4:
+/// `id` (idempotency key; default the stream entry id), `org`, `app`, `recipients` (≤ 500 ids) and/or `devices`,
+/// `notification`, optional raw `apns` / `fcm` payloads passed through, optional `platforms` targeting.
+public struct PushJob: Sendable, Hashable, Codable {
+    /// Salesforce's customNotificationAction allows at most 500 recipients per call.
+    public static let maxRecipients = 500
+
+    public var id: JobID?
+    public var org: OrgID
+    public var app: AppName
+    public var recipients: [RecipientID]?
+    public var devices: [JobDevice]?
+    public var notification: Notification
+    public var apns: JSONValue?
+    public var fcm: JSONValue?
+    public var platforms: [Platform]?
+
+    public init(id: JobID? = nil, org: OrgID, app: AppName, recipients: [RecipientID]? = nil,
+                devices: [JobDevice]? = nil, notification: Notification, apns: JSONValue? = nil,
+                fcm: JSONValue? = nil, platforms: [Platform]? = nil) {
+        self.id = id; self.org = org; self.app = app; self.recipients = recipients; self.devices = devices
+        self.notification = notification; self.apns = apns; self.fcm = fcm; self.platforms = platforms
+    }
+
+    /// The notification with the job-level `apns` / `fcm` pass-through payloads folded in.
+    public var effectiveNotification: Notification {
+        var n = notification
+        if let apns { n.apns = apns }
+        if let fcm { n.fcm = fcm }
+        return n
+    }
+
+    /// True when `platform` is targeted (no `platforms` = all).
+    public func targets(_ platform: Platform) -> Bool {
+        guard let platforms, !platforms.isEmpty else { return true }
+        return platforms.contains(platform)
+    }
+
+    /// Structural checks that need no configuration. Throws `JobRejection`.
+    public func validate() throws {
+        let r = recipients ?? [], d = devices ?? []
+        if r.count > PushJob.maxRecipients {
+            throw JobRejection(.tooManyRecipients, "\(r.count) recipients; at most \(PushJob.maxRecipients) per job")
+        }
+        if r.isEmpty && d.isEmpty {
+            throw JobRejection(.noTargets, "job names neither recipients nor devices")
+        }
+        if org.rawValue.isEmpty { throw JobRejection(.invalidJob, "org is empty") }
+        if let id, id.rawValue.isEmpty { throw JobRejection(.invalidJob, "id is empty") }
+    }
+}
+
+/// Why a job was dead-lettered. Open vocabulary: known reasons are statics.
+public struct JobRejection: Error, Sendable, Hashable, CustomStringConvertible {
+    public struct Reason: Sendable, Hashable, CustomStringConvertible {
+        public let rawValue: String
+        public init(_ rawValue: String) { self.rawValue = rawValue }
+        public static let invalidJSON = Reason("invalid-json")
+        public static let invalidJob = Reason("invalid-job")
+        public static let unknownApp = Reason("unknown-app")
+        public static let tooManyRecipients = Reason("too-many-recipients")
+        public static let noTargets = Reason("no-targets")
+        public static let invalidNotification = Reason("invalid-notification")
+        public static let tooManyDeliveries = Reason("too-many-deliveries")
+        public var description: String { rawValue }
+    }
+    public let reason: Reason
+    public let message: String
+    public init(_ reason: Reason, _ message: String) { self.reason = reason; self.message = message }
+    public var description: String { "\(reason): \(message)" }
+}
+
+/// One entry read from the job stream.
+public struct JobEntry: Sendable, Hashable {
+    public var entryID: StreamEntryID
+    /// The entry's fields as stored (the job JSON is in `job`).
+    public var fields: [String: String]
+    /// How many times the group delivered it (1 for a first read).
+    public var deliveryCount: Int
+    public init(entryID: StreamEntryID, fields: [String: String], deliveryCount: Int) {
+        self.entryID = entryID; self.fields = fields; self.deliveryCount = deliveryCount
+    }
+}
+
+/// A per-job delivery report (written to the report stream; `volley send --wait` prints it).
+public struct JobReport: Sendable, Hashable, Codable {
+    public var job: JobID
+    public var entry: StreamEntryID?
+    public var org: OrgID
+    public var app: AppName
+    /// Recipient ids named by the job.
+    public var recipients: Int = 0
+    /// Users the recipients resolved to.
+    public var users: Int = 0
+    /// Devices targeted (after platform filtering), including ones already done on an earlier delivery.
+    public var devices: Int = 0
+    public var accepted: Int = 0
+    public var rejected: Int = 0
+    public var rejectedByReason: [String: Int] = [:]
+    public var failed: Int = 0
+    public var failedByReason: [String: Int] = [:]
+    public var tokensRemoved: Int = 0
+    /// Users with no registered device (the Salesforce guide's PUSH_NOTIFICATION_NO_DEVICES): not errors.
+    public var noDevices: Int = 0
+    public var quotaExceeded: Int = 0
+    public var unknownRecipients: Int = 0
+    /// Devices skipped because an earlier delivery of this job already recorded their outcome.
+    public var alreadyRecorded: Int = 0
+    public var byPlatform: [String: Int] = [:]
+    public var deliveries: Int = 1
+    public var worker: String = ""
+    public var startedAt: Date
+    public var finishedAt: Date?
+
+    public init(job: JobID, entry: StreamEntryID?, org: OrgID, app: AppName, startedAt: Date) {
+        self.job = job; self.entry = entry; self.org = org; self.app = app; self.startedAt = startedAt
+    }
+
+    /// Adds one terminal outcome to the counts.
+    public mutating func count(_ outcome: DeliveryOutcome, platform: Platform) {
+        byPlatform[platform.rawValue, default: 0] += 1
+        switch outcome {
+        case .accepted: accepted += 1
+        case .rejected(_, let reason, let action):
+            rejected += 1
+            rejectedByReason[reason.rawValue, default: 0] += 1
+            if action == .removeToken { tokensRemoved += 1 }
+        case .failed(let reason, _):
+            failed += 1
+            failedByReason[reason.rawValue, default: 0] += 1
+        case .quotaExceeded: quotaExceeded += 1
+        }
+    }
+}

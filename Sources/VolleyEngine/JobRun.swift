@@ -1,0 +1,216 @@
+import Foundation
+import Logging
+import VolleyCore
+
+/// One delivery of one job entry, on a lane thread.
+final class JobRun {
+    let worker: PipelineWorker
+    let session: any PipelineSession
+    let entry: JobEntry
+    let credits: Int
+    let mailbox = LaneMailbox()
+    var logger: Logger
+    private static let decoder = JSONDecoder()
+
+    init(worker: PipelineWorker, session: any PipelineSession, entry: JobEntry, credits: Int) {
+        self.worker = worker; self.session = session; self.entry = entry; self.credits = credits
+        logger = worker.logger
+        logger[metadataKey: "entry"] = "\(entry.entryID)"
+    }
+
+    /// Why a run stopped without acknowledging: the entry stays pending for another delivery.
+    struct Abandoned: Error { let why: String }
+
+    func process() {
+        do {
+            try run()
+        } catch let r as JobRejection {
+            deadLetter(r)
+        } catch let a as Abandoned {
+            worker.addStats { $0.jobsAbandoned += 1 }
+            logger.warning("job left pending for another worker", metadata: ["why": "\(a.why)"])
+        } catch {
+            worker.addStats { $0.jobsAbandoned += 1 }
+            logger.error("job failed; left pending for redelivery", metadata: ["error": "\(error)"])
+        }
+    }
+
+    private func deadLetter(_ r: JobRejection) {
+        do {
+            try session.deadLetter(entry, reason: r.reason, detail: r.message)
+            worker.addStats { $0.jobsDeadLettered += 1 }
+            logger.warning("job dead-lettered", metadata: ["reason": "\(r.reason)", "detail": "\(r.message)"])
+        } catch {
+            logger.error("dead-lettering failed; left pending", metadata: ["error": "\(error)"])
+        }
+    }
+
+    private func run() throws {
+        let config = worker.configuration
+        guard let json = entry.fields["job"] else {
+            throw JobRejection(.invalidJSON, "entry has no 'job' field (fields: \(entry.fields.keys.sorted().joined(separator: ",")))")
+        }
+        let job: PushJob
+        do {
+            job = try Self.decoder.decode(PushJob.self, from: Data(json.utf8))
+        } catch {
+            throw JobRejection(.invalidJSON, Self.describe(error))
+        }
+        if entry.deliveryCount > config.maxDeliveries {
+            throw JobRejection(.tooManyDeliveries, "delivered \(entry.deliveryCount) times; maximum \(config.maxDeliveries)")
+        }
+        try job.validate()
+        guard let senders = worker.apps.senders(org: job.org, app: job.app) else {
+            throw JobRejection(.unknownApp, "app '\(job.app)' is not configured")
+        }
+        let jobID = job.id ?? JobID(entry.entryID.rawValue)
+        logger[metadataKey: "job"] = "\(jobID)"
+        if try session.reportPublished(org: job.org, job: jobID) {
+            // Crashed after the report, before the ack: nothing left to do.
+            try session.ack(entry.entryID)
+            worker.addStats { $0.jobsCompleted += 1 }
+            return
+        }
+        // Prepare once per targeted platform: an invalid notification is a job error, before anything is sent.
+        let notification = job.effectiveNotification
+        var prepared: [Platform: (any PushSender, any PreparedNotification)] = [:]
+        for platform in Platform.allCases where job.targets(platform) {
+            guard let sender = senders[platform] else { continue }
+            do {
+                prepared[platform] = (sender, try sender.prepare(notification, jobID: jobID))
+            } catch let e as NotificationError {
+                throw JobRejection(.invalidNotification, "\(platform): \(e)")
+            }
+        }
+
+        var report = JobReport(job: jobID, entry: entry.entryID, org: job.org, app: job.app, startedAt: worker.clock.now())
+        report.recipients = job.recipients?.count ?? 0
+        report.deliveries = entry.deliveryCount
+        report.worker = config.consumer
+
+        let cursor = try worker.resolver.cursor(for: job, session: session)
+        var stoppedEarly = false
+        chunks: while let chunk = try cursor.next(max: config.chunkSize) {
+            report.users += chunk.users
+            report.noDevices += chunk.usersWithoutDevices
+            report.unknownRecipients += chunk.unknownRecipients
+            let devices = chunk.devices.filter { job.targets($0.platform) }
+            if devices.isEmpty { continue }
+            report.devices += devices.count
+            let recorded = try session.recordedOutcomes(org: job.org, job: jobID, devices: devices)
+            var toSend: [Device] = []
+            toSend.reserveCapacity(devices.count)
+            var skipped = 0
+            for (d, rec) in zip(devices, recorded) {
+                if let rec {
+                    report.count(rec.outcome, platform: d.platform)
+                    skipped += 1
+                } else {
+                    toSend.append(d)
+                }
+            }
+            report.alreadyRecorded += skipped
+            if skipped > 0 { worker.addStats { $0.devicesSkippedAsRecorded += skipped } }
+
+            // Quota step (issue 5): devices over quota get a terminal `quotaExceeded` without a send.
+            if let quota = worker.quota, !toSend.isEmpty {
+                toSend = try admit(toSend, quota: quota, org: job.org)
+            }
+
+            for d in toSend {
+                guard let (sender, prep) = prepared[d.platform] else {
+                    mailbox.willSend()
+                    mailbox.post(d, .failed(reason: "PlatformNotConfigured", resendWasSafe: true))
+                    continue
+                }
+                // Admission: wait for a credit, recording outcomes as they pile up.
+                while true {
+                    if !worker.state.mayStartSends { stoppedEarly = true; break chunks }
+                    let batch = mailbox.wait(outstandingBelow: credits, flushAt: config.recordBatch,
+                                             until: Date().addingTimeInterval(0.2))
+                    if !batch.isEmpty { try record(batch, job: job, jobID: jobID, report: &report) }
+                    if mailbox.pending.outstanding < credits { break }
+                }
+                mailbox.willSend()
+                let box = mailbox
+                sender.send(prep, to: d, jobID: jobID) { outcome in box.post(d, outcome) }
+                worker.addStats { $0.sends += 1 }
+            }
+            // Record what has arrived, so a crash repeats at most what is in flight plus one batch.
+            let batch = mailbox.wait(outstandingBelow: .max, flushAt: config.recordBatch, until: Date())
+            if !batch.isEmpty { try record(batch, job: job, jobID: jobID, report: &report) }
+        }
+
+        // Wait for every outstanding send to come back.
+        while mailbox.pending.outstanding > 0 {
+            if worker.state.shouldAbandon { break }
+            let until = min(Date().addingTimeInterval(0.2), worker.state.abandonDeadline())
+            let batch = mailbox.wait(outstandingBelow: 1, flushAt: config.recordBatch, until: until)
+            if !batch.isEmpty { try record(batch, job: job, jobID: jobID, report: &report) }
+        }
+        let rest = mailbox.takeAll()
+        if !rest.isEmpty { try record(rest, job: job, jobID: jobID, report: &report) }
+        if stoppedEarly || mailbox.pending.outstanding > 0 {
+            throw Abandoned(why: "drain deadline reached with \(mailbox.pending.outstanding) sends outstanding; outcomes so far are recorded")
+        }
+
+        report.finishedAt = worker.clock.now()
+        try session.publish(report)
+        try session.ack(entry.entryID)
+        worker.addStats { $0.jobsCompleted += 1 }
+        worker.onReport?(report)
+        logger.info("job done", metadata: ["devices": "\(report.devices)", "accepted": "\(report.accepted)",
+                                           "rejected": "\(report.rejected)", "failed": "\(report.failed)",
+                                           "tokensRemoved": "\(report.tokensRemoved)"])
+    }
+
+    private func admit(_ devices: [Device], quota: any QuotaGate, org: OrgID) throws -> [Device] {
+        var out: [Device] = []
+        for platform in Platform.allCases {
+            let ds = devices.filter { $0.platform == platform }
+            if ds.isEmpty { continue }
+            let granted = try quota.grant(org: org, platform: platform, count: ds.count, session: session)
+            out.append(contentsOf: ds.prefix(granted))
+            for d in ds.dropFirst(granted) {
+                mailbox.willSend()
+                mailbox.post(d, .quotaExceeded)
+            }
+        }
+        return out
+    }
+
+    /// Records a batch of outcomes (one pipelined write), removes dead tokens, refunds quota, counts the report.
+    private func record(_ batch: [(Device, DeliveryOutcome)], job: PushJob, jobID: JobID, report: inout JobReport) throws {
+        try session.record(org: job.org, job: jobID, outcomes: batch)
+        var dead: [Device] = []
+        var refunds: [Platform: Int] = [:]
+        for (d, o) in batch {
+            report.count(o, platform: d.platform)
+            switch o {
+            case .rejected(_, _, let action):
+                if action == .removeToken { dead.append(d) }
+                refunds[d.platform, default: 0] += 1
+            case .failed: refunds[d.platform, default: 0] += 1
+            default: break
+            }
+        }
+        if !dead.isEmpty { try session.remove(org: job.org, app: job.app, devices: dead) }
+        if let quota = worker.quota {
+            for (p, n) in refunds { try quota.refund(org: job.org, platform: p, count: n, session: session) }
+        }
+        worker.addStats { $0.outcomesRecorded += batch.count }
+    }
+
+    static func describe(_ error: Error) -> String {
+        switch error {
+        case DecodingError.dataCorrupted(let c):
+            return "not valid JSON: \(c.debugDescription)"
+        case DecodingError.keyNotFound(let k, let c):
+            return "missing key '\((c.codingPath.map(\.stringValue) + [k.stringValue]).joined(separator: "."))'"
+        case DecodingError.typeMismatch(_, let c), DecodingError.valueNotFound(_, let c):
+            return "wrong type at '\(c.codingPath.map(\.stringValue).joined(separator: "."))': \(c.debugDescription)"
+        default:
+            return "\(error)"
+        }
+    }
+}

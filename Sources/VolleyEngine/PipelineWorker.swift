@@ -1,0 +1,144 @@
+import Foundation
+import Logging
+import VolleyCore
+
+/// A worker: one reader thread that takes entries from the job stream only while a job slot is free, and
+/// `concurrentJobs` lane threads that each process one job at a time on their own Redis session.
+///
+/// Per job: parse and validate (bad input → dead letter) → prepare the notification once per platform →
+/// resolve devices in chunks → skip devices whose outcome an earlier delivery recorded → send with at most the
+/// lane's share of `inFlight` outstanding → record outcomes in batches (and remove dead tokens) → publish the
+/// report → XACK. Nothing is acknowledged before every device has a recorded terminal outcome.
+///
+/// Threads, not Dispatch queues or tasks, own the sessions because hiredis blocks (platform-facts §31); provider
+/// completions arrive on the providers' queues and are handed to the lane as values through its mailbox.
+public final class PipelineWorker: @unchecked Sendable {
+    public let configuration: WorkerConfiguration
+    let backend: any PipelineBackend
+    let apps: any AppDirectory
+    let resolver: any RecipientResolver
+    let quota: (any QuotaGate)?
+    let clock: any WallClock
+    let logger: Logger
+    let state: WorkerState
+    private let statsLock = NSLock()
+    private var _stats = WorkerStats()
+    private let startLock = NSLock()
+    private var started = false
+    /// Called on a lane thread after each job's report is published (demo progress, tests).
+    public var onReport: (@Sendable (JobReport) -> Void)?
+
+    public init(configuration: WorkerConfiguration, backend: any PipelineBackend, apps: any AppDirectory,
+                resolver: any RecipientResolver = UserRecipientResolver(), quota: (any QuotaGate)? = nil,
+                clock: any WallClock = SystemClock(), logger: Logger = Logger(label: "volley.worker")) {
+        self.configuration = configuration; self.backend = backend; self.apps = apps; self.resolver = resolver
+        self.quota = quota; self.clock = clock
+        var l = logger
+        l[metadataKey: "worker"] = "\(configuration.consumer)"
+        self.logger = l
+        self.state = WorkerState(lanes: configuration.concurrentJobs)
+    }
+
+    public var stats: WorkerStats { statsLock.withLock { _stats } }
+    func addStats(_ body: (inout WorkerStats) -> Void) { statsLock.withLock { body(&_stats) } }
+
+    /// Connects, creates the consumer group, and starts the threads. Throws when Redis refuses the setup
+    /// (authentication, wrong type at the stream key); waits and retries while Redis is unreachable.
+    public func start() throws {
+        try startLock.withLock {
+            guard !started else { return }
+            started = true
+            let st = state
+            let readerSession = try backend.makeSession(name: "reader") { st.draining }
+            try readerSession.ensureGroup()
+            state.readerStarted()
+            let readerBox = Handoff(readerSession)
+            let reader = Thread { [self] in self.readLoop(readerBox.value) }
+            reader.name = "volley-reader"
+            reader.start()
+            for i in 0..<configuration.concurrentJobs {
+                let session = try backend.makeSession(name: "lane-\(i)") { st.shouldAbandon }
+                state.laneStarted()
+                let box = Handoff(session)
+                let lane = Thread { [self] in self.laneLoop(box.value, index: i) }
+                lane.name = "volley-lane-\(i)"
+                lane.start()
+            }
+            logger.info("worker started", metadata: ["concurrentJobs": "\(configuration.concurrentJobs)",
+                                                     "inFlight": "\(configuration.inFlight)"])
+        }
+    }
+
+    /// Graceful drain: stop reading, let lanes finish within `drainDeadlineSeconds` (then stop sending, record
+    /// what finished, leave unfinished jobs pending for other workers). Blocks the calling thread until stopped.
+    /// Returns true when every thread stopped in time.
+    @discardableResult
+    public func drain(deadline: Double? = nil) -> Bool {
+        let d = deadline ?? configuration.drainDeadlineSeconds
+        // Grace after the cutoff: outstanding sends get a few seconds to report before being abandoned.
+        let grace = min(5, max(1, d / 5))
+        logger.info("draining", metadata: ["deadlineSeconds": "\(d)"])
+        state.beginDrain(deadline: d, grace: grace)
+        let ok = state.waitStopped(timeout: d + grace + 10)
+        logger.info("drained", metadata: ["clean": "\(ok)"])
+        return ok
+    }
+
+    // MARK: - reader
+
+    private func readLoop(_ session: any PipelineSession) {
+        defer { state.readerStopped() }
+        let c = configuration
+        var lastReclaim = Date.distantPast
+        var lastKeepAlive = Date()
+        while !state.draining {
+            do {
+                let now = Date()
+                if now.timeIntervalSince(lastKeepAlive) * 1000 >= Double(c.keepAliveIntervalMillis) {
+                    lastKeepAlive = now
+                    try session.keepAlive(state.activeEntries())
+                }
+                let free = min(c.readBatch, state.waitForFreeSlots(timeout: Double(c.blockMillis) / 1000))
+                if free == 0 { continue }
+                var entries: [JobEntry] = []
+                if Date().timeIntervalSince(lastReclaim) * 1000 >= Double(c.reclaimIntervalMillis) {
+                    lastReclaim = Date()
+                    entries = try session.claimIdle(minIdleMillis: c.reclaimIdleMillis, count: free)
+                    if !entries.isEmpty {
+                        addStats { $0.reclaimed += entries.count }
+                        logger.info("reclaimed idle entries", metadata: ["count": "\(entries.count)"])
+                    }
+                }
+                if entries.isEmpty {
+                    // Block at most until the next keep-alive is due.
+                    let block = min(c.blockMillis, max(1, c.keepAliveIntervalMillis / 2))
+                    entries = try session.readNew(count: free, blockMillis: block)
+                }
+                if state.draining { break }   // read during drain: left pending, reclaimed by others
+                state.enqueue(entries)
+            } catch {
+                if state.draining { break }
+                logger.error("reading the job stream failed; retrying in 1 s", metadata: ["error": "\(error)"])
+                Thread.sleep(forTimeInterval: 1)
+            }
+        }
+    }
+
+    // MARK: - lanes
+
+    private func laneLoop(_ session: any PipelineSession, index: Int) {
+        defer { state.laneStopped() }
+        let credits = max(1, configuration.inFlight / configuration.concurrentJobs)
+        while let entry = state.take() {
+            let run = JobRun(worker: self, session: session, entry: entry, credits: credits)
+            run.process()
+            state.finished(entry.entryID)
+        }
+    }
+}
+
+/// Hands a thread-owned object to the thread that will own it (it is never used by the creating thread again).
+final class Handoff<T>: @unchecked Sendable {
+    let value: T
+    init(_ value: T) { self.value = value }
+}

@@ -1,1 +1,0 @@
-// VolleyEngine: placeholder until its first real file lands.

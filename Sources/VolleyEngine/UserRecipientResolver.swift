@@ -1,0 +1,54 @@
+import VolleyCore
+
+/// Resolves a job's explicit `devices` and its `recipients` as user ids through the device registry, in chunks.
+/// Recipients are de-duplicated; a token belongs to one user, so devices are not repeated across users.
+public struct UserRecipientResolver: RecipientResolver {
+    /// Users per registry round trip (one pipelined HGETALL each).
+    public var usersPerRead: Int
+    public init(usersPerRead: Int = 100) { self.usersPerRead = max(1, usersPerRead) }
+
+    public func cursor(for job: PushJob, session: any PipelineSession) throws -> any DeviceCursor {
+        var seen = Set<RecipientID>()
+        let users = (job.recipients ?? []).filter { seen.insert($0).inserted }.map { UserID($0.rawValue) }
+        return Cursor(job: job, users: users, registry: session, usersPerRead: usersPerRead)
+    }
+
+    final class Cursor: DeviceCursor {
+        let job: PushJob
+        let users: [UserID]
+        let registry: any DeviceRegistry
+        let usersPerRead: Int
+        var explicitIndex = 0
+        var userIndex = 0
+        var seenExplicit = Set<String>()
+
+        init(job: PushJob, users: [UserID], registry: any DeviceRegistry, usersPerRead: Int) {
+            self.job = job; self.users = users; self.registry = registry; self.usersPerRead = usersPerRead
+        }
+
+        func next(max: Int) throws -> DeviceChunk? {
+            let explicit = job.devices ?? []
+            if explicitIndex < explicit.count {
+                let end = min(explicit.count, explicitIndex + Swift.max(1, max))
+                var out: [Device] = []
+                out.reserveCapacity(end - explicitIndex)
+                for d in explicit[explicitIndex..<end] where seenExplicit.insert("\(d.platform):\(d.token.rawValue)").inserted {
+                    out.append(Device(platform: d.platform, token: d.token, environment: d.environment))
+                }
+                explicitIndex = end
+                return DeviceChunk(devices: out)
+            }
+            guard userIndex < users.count else { return nil }
+            let end = min(users.count, userIndex + usersPerRead)
+            let batch = Array(users[userIndex..<end])
+            userIndex = end
+            let lists = try registry.devices(org: job.org, app: job.app, users: batch)
+            var chunk = DeviceChunk(devices: [], users: batch.count)
+            for list in lists {
+                if list.isEmpty { chunk.usersWithoutDevices += 1 }
+                chunk.devices.append(contentsOf: list)
+            }
+            return chunk
+        }
+    }
+}

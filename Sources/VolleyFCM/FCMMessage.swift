@@ -1,0 +1,168 @@
+import Foundation
+import VolleyCore
+import VolleyHTTP2
+
+/// FCM HTTP v1 message encoding (https://firebase.google.com/docs/reference/fcm/rest/v1/projects.messages).
+public enum FCMMessage {
+    /// Data payload limit (keys + values, bytes), checked before sending.
+    public static let maxDataBytes = 4096
+
+    /// The `message` object without `token`, for one language variant.
+    public static func message(for n: VolleyCore.Notification, text: VolleyCore.Notification.LocalizedText) throws -> [String: JSONValue] {
+        var message: [String: JSONValue] = [:]
+        if !n.isSilent {
+            var notification: [String: JSONValue] = [:]
+            if let t = text.title { notification["title"] = .string(t) }
+            if let b = text.body { notification["body"] = .string(b) }
+            if let i = n.imageUrl { notification["image"] = .string(i) }
+            if !notification.isEmpty { message["notification"] = .object(notification) }
+        }
+        // data: every value a string (FCM rejects anything else).
+        var data: [String: JSONValue] = [:]
+        for (k, v) in n.data ?? [:] { data[k] = .string(try stringValue(v, key: k)) }
+        if let url = n.url, data["url"] == nil { data["url"] = .string(url) }
+        if let subtitle = text.subtitle, data["subtitle"] == nil, !n.isSilent { data["subtitle"] = .string(subtitle) }
+        if !data.isEmpty {
+            let bytes = data.reduce(0) { $0 + $1.key.utf8.count + ($1.value.stringValue?.utf8.count ?? 0) }
+            if bytes > maxDataBytes {
+                throw NotificationError("PayloadTooLarge",
+                    "FCM data is \(bytes) bytes, \(bytes - maxDataBytes) bytes over the \(maxDataBytes)-byte limit; shorten it")
+            }
+            message["data"] = .object(data)
+        }
+        var android: [String: JSONValue] = [:]
+        // Silent (data-only) messages default to NORMAL, like APNs priority 5.
+        let priority = n.priority ?? (n.isSilent ? .normal : .high)
+        android["priority"] = .string(priority == .high ? "HIGH" : "NORMAL")
+        if let ttl = n.ttl {
+            guard ttl >= 0 else { throw NotificationError("INVALID_ARGUMENT", "ttl \(ttl) must be 0 or more seconds") }
+            android["ttl"] = .string("\(ttl)s")
+        }
+        if let c = n.collapseId { android["collapse_key"] = .string(c) }
+        if !n.isSilent {
+            var an: [String: JSONValue] = [:]
+            if let ch = n.channelId { an["channel_id"] = .string(ch) }
+            if let s = n.sound { an["sound"] = .string(s) }
+            if let c = n.category { an["click_action"] = .string(c) }
+            if let t = n.threadId { an["tag"] = .string(t) }
+            if let i = n.imageUrl { an["image"] = .string(i) }
+            if let badge = n.badge { an["notification_count"] = .number(Double(badge)) }
+            if !an.isEmpty { android["notification"] = .object(an) }
+        }
+        message["android"] = .object(android)
+        if let apns = n.apns {
+            // Apex/Connect REST style: the APNs payload itself; FCM wants {"payload": …} (headers optional).
+            if case .object(let o) = apns, o["payload"] != nil || o["headers"] != nil {
+                message["apns"] = apns
+            } else {
+                message["apns"] = .object(["payload": apns])
+            }
+        }
+        if let fcm = n.fcm {
+            // Raw FCM: merged over what Volley built (raw wins); a {"message": …} wrapper is accepted.
+            guard case .object(var raw) = fcm else {
+                throw NotificationError("INVALID_ARGUMENT", "fcm must be a JSON object (an FCM message)")
+            }
+            if case .object(let inner)? = raw["message"] { raw = inner }
+            raw["token"] = nil
+            message = merge(message, raw)
+            if case .object(let d)? = message["data"] {
+                for (k, v) in d where v.stringValue == nil {
+                    throw NotificationError("INVALID_ARGUMENT", "fcm.data.\(k) must be a string (FCM data values are strings)")
+                }
+            }
+        }
+        return message
+    }
+
+    static func merge(_ a: [String: JSONValue], _ b: [String: JSONValue]) -> [String: JSONValue] {
+        var out = a
+        for (k, v) in b {
+            if case .object(let bo) = v, case .object(let ao)? = out[k] { out[k] = .object(merge(ao, bo)) } else { out[k] = v }
+        }
+        return out
+    }
+
+    static func stringValue(_ v: JSONValue, key: String) throws -> String {
+        switch v {
+        case .string(let s): return s
+        case .null: return ""
+        default:
+            let encoder = JSONEncoder()
+            encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
+            return String(decoding: try encoder.encode(v), as: UTF8.self)
+        }
+    }
+}
+
+/// A notification encoded once per job for FCM. The per-device request splices the token into a
+/// pre-encoded body: `{"message":{"token":"<token>",` + rest-of-message + `}`.
+public struct FCMPreparedNotification: PreparedNotification {
+    public var platform: Platform { .android }
+    public let payloadBytes: Int
+    public let validateOnly: Bool
+    /// Message bytes after the opening brace (`"android":{…},…}`), or empty when the message has no fields.
+    let defaultTail: [UInt8]
+    let variantTails: [String: [UInt8]]
+    let notification: VolleyCore.Notification
+    let path: String
+
+    public init(_ n: VolleyCore.Notification, projectID: String, validateOnly: Bool = false) throws {
+        func tail(_ text: VolleyCore.Notification.LocalizedText) throws -> [UInt8] {
+            let m = try FCMMessage.message(for: n, text: text)
+            let encoder = JSONEncoder()
+            encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
+            let bytes = Array(try encoder.encode(JSONValue.object(m)))
+            return bytes.count <= 2 ? [] : Array(bytes.dropFirst())   // drop "{", keep the closing "}"
+        }
+        defaultTail = try tail(n.text(variant: nil))
+        var variants: [String: [UInt8]] = [:]
+        for key in (n.localized ?? [:]).keys { variants[key] = try tail(n.text(variant: key)) }
+        variantTails = variants
+        payloadBytes = ([defaultTail.count] + variants.values.map(\.count)).max() ?? 0
+        notification = n
+        self.validateOnly = validateOnly
+        path = "/v1/projects/\(projectID)/messages:send"
+    }
+
+    /// The JSON body for one device.
+    public func body(token: DeviceToken, locale: String?) -> [UInt8] {
+        var tail = defaultTail
+        if !variantTails.isEmpty, let key = notification.variantKey(for: locale), let v = variantTails[key] { tail = v }
+        var out: [UInt8] = []
+        out.reserveCapacity(tail.count + token.rawValue.utf8.count + 48)
+        out.append(contentsOf: #"{"message":{"token":""#.utf8)
+        appendJSONStringContent(token.rawValue, to: &out)
+        out.append(UInt8(ascii: "\""))
+        if tail.isEmpty {
+            out.append(UInt8(ascii: "}"))
+        } else {
+            out.append(UInt8(ascii: ","))
+            out.append(contentsOf: tail)
+        }
+        if validateOnly { out.append(contentsOf: #","validate_only":true"#.utf8) }
+        out.append(UInt8(ascii: "}"))
+        return out
+    }
+
+    public func request(for device: Device, authority: String, authorization: String) -> HTTP2Request {
+        HTTP2Request(method: "POST", authority: authority, path: path,
+                     headers: [HTTP2Header("authorization", authorization, sensitive: true),
+                               HTTP2Header("content-type", "application/json")],
+                     body: body(token: device.token, locale: device.locale))
+    }
+}
+
+/// Appends a string's JSON-escaped content (no quotes). FCM tokens are plain ASCII: the fast path copies.
+func appendJSONStringContent(_ s: String, to out: inout [UInt8]) {
+    for b in s.utf8 {
+        switch b {
+        case UInt8(ascii: "\""): out.append(contentsOf: [0x5C, 0x22])
+        case UInt8(ascii: "\\"): out.append(contentsOf: [0x5C, 0x5C])
+        case 0..<0x20:
+            let hex = Array("0123456789abcdef".utf8)
+            out.append(contentsOf: [0x5C, UInt8(ascii: "u"), 0x30, 0x30, hex[Int(b >> 4)], hex[Int(b & 0xF)]])
+        default: out.append(b)
+        }
+    }
+}

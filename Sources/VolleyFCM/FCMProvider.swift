@@ -1,0 +1,197 @@
+import Dispatch
+import Foundation
+import Logging
+import VolleyCore
+import VolleyHTTP2
+
+/// Builds the transport for one endpoint (production: `HTTP2ConnectionPool`).
+public typealias FCMSubmitterFactory = @Sendable (HTTP2ClientConfiguration) throws -> any HTTP2RequestSubmitter
+
+/// One app's FCM settings (YAML `apps[].fcm`).
+public struct FCMAppConfiguration: Sendable, Hashable {
+    public static let defaultEndpoint = "https://fcm.googleapis.com"
+    /// FCM serves ~100 concurrent streams per connection (firebase-admin-java, Pushiko; more ⇒ GOAWAY).
+    public static let maxStreamsPerConnection = 100
+
+    public var name: String
+    public var serviceAccountFile: String
+    public var endpoint: String
+    public var caFile: String?
+    /// Connections to the FCM endpoint; each carries at most 100 streams.
+    public var connections: Int
+    public var requestTimeoutSeconds: Double
+
+    public init(name: String, serviceAccountFile: String, endpoint: String? = nil, caFile: String? = nil,
+                connections: Int = 4, requestTimeoutSeconds: Double = 30) {
+        self.name = name; self.serviceAccountFile = serviceAccountFile
+        self.endpoint = endpoint ?? Self.defaultEndpoint; self.caFile = caFile
+        self.connections = connections; self.requestTimeoutSeconds = requestTimeoutSeconds
+    }
+
+    /// Connections needed for `concurrency` requests in flight at 100 streams each.
+    public static func connections(forConcurrency concurrency: Int) -> Int {
+        max(1, (concurrency + maxStreamsPerConnection - 1) / maxStreamsPerConnection)
+    }
+}
+
+/// The FCM HTTP v1 sender for one app. Retries and the outcome table are applied here; `send` completes
+/// once with a terminal outcome.
+public final class FCMProvider: PushSender, @unchecked Sendable {
+    public var platform: Platform { .android }
+    public let app: FCMAppConfiguration
+    public let account: FCMServiceAccount
+    public let tokens: FCMAccessTokenProvider
+
+    private let retryPolicy: RetryPolicy
+    private let logger: Logger
+    private let transport: any HTTP2RequestSubmitter
+    private let tokenTransport: any HTTP2RequestSubmitter
+    private let authority: String
+    private let lock = NSLock()
+    private var stopped: (outcome: DeliveryOutcome, message: String)?
+
+    public init(app: FCMAppConfiguration, clock: any WallClock = SystemClock(), retryPolicy: RetryPolicy = RetryPolicy(),
+                logger: Logger, makeTransport: @escaping FCMSubmitterFactory) throws {
+        self.app = app; self.retryPolicy = retryPolicy
+        var logger = logger
+        logger[metadataKey: "app"] = "\(app.name)"
+        logger[metadataKey: "provider"] = "fcm"
+        self.logger = logger
+        account = try FCMServiceAccount.load(file: app.serviceAccountFile, app: app.name)
+        let endpoint = try FCMEndpoint(url: app.endpoint, app: app.name, what: "fcm.endpoint")
+        let tokenEndpoint = try FCMEndpoint(url: account.tokenURI, app: app.name, what: "token_uri")
+        authority = endpoint.authority
+        do {
+            transport = try makeTransport(HTTP2ClientConfiguration(
+                host: endpoint.host, port: endpoint.port, caFile: app.caFile, connections: max(1, app.connections),
+                maxConcurrentStreamsCap: FCMAppConfiguration.maxStreamsPerConnection,
+                requestTimeoutSeconds: app.requestTimeoutSeconds))
+            tokenTransport = try makeTransport(HTTP2ClientConfiguration(
+                host: tokenEndpoint.host, port: tokenEndpoint.port, caFile: app.caFile, connections: 1,
+                maxConcurrentStreamsCap: FCMAppConfiguration.maxStreamsPerConnection, requestTimeoutSeconds: 30))
+        } catch {
+            throw FCMConfigurationError(app: app.name, "FCM endpoint \(app.endpoint): \(error)")
+        }
+        tokens = try FCMAccessTokenProvider(app: app.name, account: account, transport: tokenTransport,
+                                            clock: clock, logger: logger)
+    }
+
+    public var stopReason: String? { lock.withLock { stopped?.message } }
+
+    public func prepare(_ notification: VolleyCore.Notification, jobID: JobID) throws -> any PreparedNotification {
+        try FCMPreparedNotification(notification, projectID: account.projectID)
+    }
+
+    /// A prepared notification with `validate_only` (dry runs).
+    public func prepare(_ notification: VolleyCore.Notification, validateOnly: Bool) throws -> FCMPreparedNotification {
+        try FCMPreparedNotification(notification, projectID: account.projectID, validateOnly: validateOnly)
+    }
+
+    public func send(_ prepared: any PreparedNotification, to device: Device, jobID: JobID,
+                     completion: @escaping @Sendable (DeliveryOutcome) -> Void) {
+        if let stop = lock.withLock({ stopped }) { completion(stop.outcome); return }
+        guard let prepared = prepared as? FCMPreparedNotification else {
+            completion(.rejected(status: 0, reason: "WrongPlatform", action: .invalidNotification))
+            return
+        }
+        let used = TokenBox()
+        let loop = DeliveryLoop(
+            policy: retryPolicy,
+            attempt: { [self] done in
+                attemptOnce(prepared, to: device) { result, auth in
+                    used.value = auth
+                    done(result)
+                }
+            },
+            refreshCredential: { [tokens] _ in
+                // 401: drop the rejected token; the resend's `authorization` call refreshes (single-flight).
+                if let auth = used.value { tokens.invalidate(auth) }
+                return true
+            },
+            schedule: { delay, work in
+                DispatchQueue.global().asyncAfter(deadline: .now() + delay) { work() }
+            },
+            completion: { [self] outcome, result in
+                if case .rejected(_, let reason, .fixApp) = outcome { stopApp(outcome, reason: reason, result: result) }
+                completion(outcome)
+            })
+        loop.start()
+    }
+
+    /// One request, no retries (used by `volley test-push`). The second value is the authorization sent.
+    public func attemptOnce(_ prepared: FCMPreparedNotification, to device: Device,
+                            completion: @escaping @Sendable (AttemptResult, String?) -> Void) {
+        tokens.authorization { [self] result in
+            switch result {
+            case .failure(let error):
+                // Cannot get a token: the app's credentials are wrong (or the token endpoint is down).
+                let answer = ProviderAnswer(provider: .fcm, status: 0, transportResendIsSafe: false)
+                completion(AttemptResult(answer: answer, message: error.description), nil)
+            case .success(let auth):
+                let request = prepared.request(for: device, authority: authority, authorization: auth)
+                transport.submit(request) { result in completion(FCMResponseDecoder.decode(result), auth) }
+            }
+        }
+    }
+
+    public func shutdown() {
+        transport.shutdown(completion: {})
+        tokenTransport.shutdown(completion: {})
+    }
+
+    private func stopApp(_ outcome: DeliveryOutcome, reason: OutcomeReason, result: AttemptResult) {
+        let message = "app \(app.name): FCM answered \(result.answer.status) \(reason) — " + OutcomeTable.explanation(.fixApp)
+        let first = lock.withLock { () -> Bool in
+            if stopped != nil { return false }
+            stopped = (outcome, message)
+            return true
+        }
+        if first { logger.error("\(message)") }
+    }
+}
+
+final class TokenBox: @unchecked Sendable {
+    var value: String?
+}
+
+/// FCM answers → `AttemptResult`. Google's error body:
+/// `{"error": {"code", "message", "status", "details": [{"@type": "…FcmError", "errorCode"},
+///  {"@type": "…BadRequest", "fieldViolations": [{"field", "description"}]}]}}`.
+public enum FCMResponseDecoder {
+    public static func decode(_ result: Result<HTTP2Response, HTTP2Error>) -> AttemptResult {
+        switch result {
+        case .failure(let error):
+            return AttemptResult(answer: ProviderAnswer(provider: .fcm, status: 0, transportResendIsSafe: error.resendIsSafe),
+                                 message: error.description)
+        case .success(let response):
+            return decode(response)
+        }
+    }
+
+    public static func decode(_ response: HTTP2Response) -> AttemptResult {
+        let json = (try? JSONSerialization.jsonObject(with: Data(response.body))) as? [String: Any]
+        if response.status == 200 {
+            return AttemptResult(answer: ProviderAnswer(provider: .fcm, status: 200), messageID: json?["name"] as? String)
+        }
+        let error = json?["error"] as? [String: Any]
+        let status = error?["status"] as? String
+        let message = error?["message"] as? String
+        var errorCode: String?
+        var namesToken = false
+        for detail in (error?["details"] as? [[String: Any]]) ?? [] {
+            if let code = detail["errorCode"] as? String, errorCode == nil { errorCode = code }
+            for v in (detail["fieldViolations"] as? [[String: Any]]) ?? [] {
+                if let field = v["field"] as? String, field == "message.token" { namesToken = true }
+            }
+        }
+        // FCM often says only "The registration token is not a valid FCM registration token".
+        if !namesToken, let m = message?.lowercased(), m.contains("registration token") { namesToken = true }
+        let reason = (errorCode ?? status).map { OutcomeReason($0) }
+        let answer = ProviderAnswer(provider: .fcm, status: response.status, reason: reason, namesToken: namesToken)
+        var text = "FCM \(response.status)"
+        if let reason { text += " \(reason)" }
+        if let message { text += ": \(message)" }
+        return AttemptResult(answer: answer, retryAfterSeconds: parseRetryAfter(response.header("retry-after")),
+                             message: text)
+    }
+}

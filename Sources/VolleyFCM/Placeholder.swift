@@ -1,1 +1,0 @@
-// VolleyFCM: placeholder until its first real file lands.

@@ -1,0 +1,404 @@
+// The socket + TLS + nghttp2 machinery shared by client and server connections.
+//
+// Ownership: one serial `queue` owns everything here: the fd, both DispatchSources, the `SSL*`, the
+// `nghttp2_session*` and the buffers. Every method that touches them runs on `queue`.
+// Lifetime: the sources retain `self` until their cancel handlers have run; the fd is closed only after
+// both cancel handlers ran (platform-facts 28); session, SSL and buffers are freed in deinit.
+import Dispatch
+import Foundation
+internal import CNGHTTP2
+internal import COpenSSL
+
+@inline(__always) func monotonicNanos() -> UInt64 { DispatchTime.now().uptimeNanoseconds }
+
+/// Base of `HTTP2ServerConnection` and the client connection; public only because a public subclass needs
+/// it. Nothing in it is usable from outside the module.
+public class HTTP2Channel: @unchecked Sendable {
+    enum ChannelState { case connecting, handshaking, open, closed }
+
+    let queue: DispatchQueue
+    var fd: Int32 = -1
+    var tls: TLSConnection?
+    var session: OpaquePointer?
+    var state: ChannelState = .connecting
+
+    private var readSource: DispatchSourceRead?
+    private var writeSource: DispatchSourceWrite?
+    private var writeArmed = false
+
+    /// Coalesced output: frames from nghttp2_session_mem_send copied here, written with few SSL_writes.
+    private var outBuffer: UnsafeMutablePointer<UInt8>
+    private var outCapacity: Int
+    private var outStart = 0
+    private var outEnd = 0
+    static let outTarget = 64 * 1024
+    private let inBuffer: UnsafeMutableRawPointer
+    static let inCapacity = 64 * 1024
+
+    /// Bytes produced by nghttp2 and bytes accepted by SSL_write: a frame produced at an offset not yet
+    /// written provably never reached the peer (used for "safe to resend").
+    var producedBytes: UInt64 = 0
+    var writtenBytes: UInt64 = 0
+    /// Offset at which the chunk currently being produced by mem_send starts.
+    var currentChunkStart: UInt64 = 0
+    var lastReadNanos: UInt64 = monotonicNanos()
+    /// True while inside the read loop; flushes are deferred to its end so frames coalesce.
+    var inReadLoop = false
+    var closeError: HTTP2Error?
+
+    init(queue: DispatchQueue) {
+        self.queue = queue
+        outCapacity = Self.outTarget + 16 * 1024 + 64
+        outBuffer = .allocate(capacity: outCapacity)
+        inBuffer = .allocate(byteCount: Self.inCapacity, alignment: 16)
+    }
+
+    deinit {
+        if let session { nghttp2_session_del(session) }
+        outBuffer.deallocate()
+        inBuffer.deallocate()
+    }
+
+    // MARK: hooks for subclasses (all on `queue`)
+    func handshakeCompleted() throws(HTTP2Error) {}
+    func channelClosed(_ error: HTTP2Error) {}
+    func readLoopFinished() {}
+    func onBeginHeaders(_ streamID: Int32) -> Int32 { 0 }
+    func onHeader(_ streamID: Int32, _ name: UnsafeBufferPointer<UInt8>, _ value: UnsafeBufferPointer<UInt8>) -> Int32 { 0 }
+    func onDataChunk(_ streamID: Int32, _ data: UnsafeBufferPointer<UInt8>) -> Int32 { 0 }
+    func onFrameRecv(_ frame: UnsafePointer<nghttp2_frame>) -> Int32 { 0 }
+    func onFrameSend(_ frame: UnsafePointer<nghttp2_frame>) -> Int32 { 0 }
+    func onStreamClose(_ streamID: Int32, _ errorCode: UInt32) -> Int32 { 0 }
+
+    // MARK: sources
+
+    /// Takes ownership of a connected or connecting non-blocking fd and starts watching it.
+    func attach(fd: Int32) {
+        dispatchPrecondition(condition: .onQueue(queue))
+        self.fd = fd
+        let group = DispatchGroup()
+        let rs = DispatchSource.makeReadSource(fileDescriptor: fd, queue: queue)
+        let ws = DispatchSource.makeWriteSource(fileDescriptor: fd, queue: queue)
+        group.enter(); group.enter()
+        rs.setEventHandler { [unowned self] in self.readable() }
+        ws.setEventHandler { [unowned self] in self.writable() }
+        // The handlers above are unowned; the cancel handlers keep self alive until the fd is closed.
+        rs.setCancelHandler { group.leave() }
+        ws.setCancelHandler { group.leave() }
+        group.notify(queue: queue) { [self] in
+            Glibc.close(self.fd)
+            self.fd = -1
+            self.readSource = nil
+            self.writeSource = nil
+        }
+        readSource = rs
+        writeSource = ws
+        rs.resume()
+    }
+
+    func armWrite() {
+        if !writeArmed, let ws = writeSource { writeArmed = true; ws.resume() }
+    }
+    func disarmWrite() {
+        if writeArmed, let ws = writeSource { writeArmed = false; ws.suspend() }
+    }
+
+    private func readable() {
+        switch state {
+        case .connecting, .closed: return
+        case .handshaking: continueHandshake()
+        case .open: readLoop()
+        }
+    }
+
+    private func writable() {
+        switch state {
+        case .connecting: connectCompleted()
+        case .handshaking: continueHandshake()
+        case .open: flush()
+        case .closed: disarmWrite()
+        }
+    }
+
+    /// Client: the non-blocking connect finished (or failed).
+    private func connectCompleted() {
+        var err: Int32 = 0
+        var len = socklen_t(MemoryLayout<Int32>.size)
+        getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len)
+        if err != 0 {
+            close(HTTP2Error(.connectFailed, resendIsSafe: true, "connect failed: \(String(cString: strerror(err)))"))
+            return
+        }
+        state = .handshaking
+        continueHandshake()
+    }
+
+    /// Called by subclasses once the socket is connected (server: accepted) and TLS is attached.
+    func startHandshake() {
+        state = .handshaking
+        continueHandshake()
+    }
+
+    private func continueHandshake() {
+        guard let tls else { return }
+        switch tls.handshake() {
+        case .wantRead: disarmWrite()
+        case .wantWrite: armWrite()
+        case .failed(let e): close(e)
+        case .done:
+            disarmWrite()
+            state = .open
+            lastReadNanos = monotonicNanos()
+            do {
+                try handshakeCompleted()
+            } catch {
+                close(error)
+                return
+            }
+            readLoop()
+        }
+    }
+
+    // MARK: read / write
+
+    private func readLoop() {
+        guard let tls, let session else { return }
+        inReadLoop = true
+        var failure: HTTP2Error?
+        loop: while state == .open {
+            switch tls.read(inBuffer, Self.inCapacity) {
+            case .bytes(let n):
+                lastReadNanos = monotonicNanos()
+                let rv = nghttp2_session_mem_recv(session, inBuffer.assumingMemoryBound(to: UInt8.self), n)
+                if rv < 0 {
+                    failure = HTTP2Error(.protocolError, resendIsSafe: false,
+                                         "HTTP/2 protocol error: \(String(cString: nghttp2_strerror(Int32(rv))))")
+                    break loop
+                }
+            case .wantRead: break loop
+            case .wantWrite: armWrite(); break loop
+            case .closed:
+                failure = HTTP2Error(.connectionReset, resendIsSafe: false, "the peer closed the connection")
+                break loop
+            case .failed(let msg):
+                failure = HTTP2Error(.connectionReset, resendIsSafe: false, "connection failed: \(msg)")
+                break loop
+            }
+        }
+        inReadLoop = false
+        if state == .open { readLoopFinished() }
+        if let failure { close(failure); return }
+        flush()
+    }
+
+    /// Moves frames from nghttp2 into the output buffer and writes them with as few SSL_writes as possible.
+    /// Arms the write source only when TLS says WANT_WRITE (platform-facts 26).
+    func flush() {
+        guard state == .open, !inReadLoop, let tls, let session else { return }
+        while true {
+            if outStart == outEnd {
+                outStart = 0; outEnd = 0
+                while outEnd < Self.outTarget {
+                    var data: UnsafePointer<UInt8>?
+                    currentChunkStart = producedBytes
+                    let n = nghttp2_session_mem_send(session, &data)
+                    if n < 0 {
+                        close(HTTP2Error(.protocolError, resendIsSafe: false,
+                                         "HTTP/2 send error: \(String(cString: nghttp2_strerror(Int32(n))))"))
+                        return
+                    }
+                    guard n > 0, let data else { break }
+                    if outEnd + n > outCapacity {
+                        let newCap = outEnd + n + Self.outTarget
+                        let nb = UnsafeMutablePointer<UInt8>.allocate(capacity: newCap)
+                        nb.update(from: outBuffer, count: outEnd)
+                        outBuffer.deallocate()
+                        outBuffer = nb; outCapacity = newCap
+                    }
+                    (outBuffer + outEnd).update(from: data, count: n)
+                    outEnd += n
+                    producedBytes += UInt64(n)
+                }
+                if outEnd == 0 { break }
+            }
+            while outStart < outEnd {
+                switch tls.write(outBuffer + outStart, outEnd - outStart) {
+                case .bytes(let n):
+                    outStart += n
+                    writtenBytes += UInt64(n)
+                case .wantWrite, .wantRead:
+                    armWrite()
+                    return
+                case .closed:
+                    close(HTTP2Error(.connectionReset, resendIsSafe: false, "the peer closed the connection"))
+                    return
+                case .failed(let msg):
+                    close(HTTP2Error(.connectionReset, resendIsSafe: false, "connection failed: \(msg)"))
+                    return
+                }
+            }
+        }
+        disarmWrite()
+        if nghttp2_session_want_read(session) == 0 && nghttp2_session_want_write(session) == 0 {
+            close(HTTP2Error(.goAway, resendIsSafe: true, "connection closed after GOAWAY"))
+        }
+    }
+
+    /// Closes the connection (idempotent). `abortive` sends a TCP RST (SO_LINGER 0).
+    func close(_ error: HTTP2Error, abortive: Bool = false) {
+        guard state != .closed else { return }
+        let wasOpen = state == .open
+        state = .closed
+        closeError = error
+        if fd >= 0 {
+            if abortive {
+                var lg = linger(l_onoff: 1, l_linger: 0)
+                setsockopt(fd, SOL_SOCKET, SO_LINGER, &lg, socklen_t(MemoryLayout<linger>.size))
+            } else if wasOpen {
+                tls?.shutdown()
+            }
+        }
+        if let ws = writeSource {
+            if !writeArmed { writeArmed = true; ws.resume() }   // never cancel/release a suspended source
+            ws.cancel()
+        }
+        readSource?.cancel()
+        channelClosed(error)
+    }
+
+    // MARK: nghttp2 session
+
+    /// Creates the nghttp2 session with callbacks that forward to the hooks above.
+    func makeSession(server: Bool) throws(HTTP2Error) {
+        var cbs: OpaquePointer?
+        guard nghttp2_session_callbacks_new(&cbs) == 0, let cbs else {
+            throw HTTP2Error(.protocolError, resendIsSafe: true, "nghttp2_session_callbacks_new failed")
+        }
+        defer { nghttp2_session_callbacks_del(cbs) }
+        nghttp2_session_callbacks_set_on_begin_headers_callback(cbs) { _, frame, ud in
+            guard let frame, let ud else { return 0 }
+            return HTTP2Channel.from(ud).onBeginHeaders(frame.pointee.hd.stream_id)
+        }
+        nghttp2_session_callbacks_set_on_header_callback(cbs) { _, frame, name, namelen, value, valuelen, _, ud in
+            guard let frame, let ud, let name, let value else { return 0 }
+            return HTTP2Channel.from(ud).onHeader(frame.pointee.hd.stream_id,
+                                                  UnsafeBufferPointer(start: name, count: namelen),
+                                                  UnsafeBufferPointer(start: value, count: valuelen))
+        }
+        nghttp2_session_callbacks_set_on_data_chunk_recv_callback(cbs) { _, _, sid, data, len, ud in
+            guard let ud, let data else { return 0 }
+            return HTTP2Channel.from(ud).onDataChunk(sid, UnsafeBufferPointer(start: data, count: len))
+        }
+        nghttp2_session_callbacks_set_on_frame_recv_callback(cbs) { _, frame, ud in
+            guard let frame, let ud else { return 0 }
+            return HTTP2Channel.from(ud).onFrameRecv(frame)
+        }
+        nghttp2_session_callbacks_set_on_frame_send_callback(cbs) { _, frame, ud in
+            guard let frame, let ud else { return 0 }
+            return HTTP2Channel.from(ud).onFrameSend(frame)
+        }
+        nghttp2_session_callbacks_set_on_stream_close_callback(cbs) { _, sid, code, ud in
+            guard let ud else { return 0 }
+            return HTTP2Channel.from(ud).onStreamClose(sid, code)
+        }
+        var opt: OpaquePointer?
+        nghttp2_option_new(&opt)
+        defer { nghttp2_option_del(opt) }
+        var s: OpaquePointer?
+        let ud = Unmanaged.passUnretained(self).toOpaque()
+        let rv = server ? nghttp2_session_server_new2(&s, cbs, ud, opt) : nghttp2_session_client_new2(&s, cbs, ud, opt)
+        guard rv == 0, let s else {
+            throw HTTP2Error(.protocolError, resendIsSafe: true, "nghttp2 session creation failed")
+        }
+        session = s
+    }
+
+    @inline(__always) static func from(_ ud: UnsafeMutableRawPointer) -> HTTP2Channel {
+        Unmanaged<HTTP2Channel>.fromOpaque(ud).takeUnretainedValue()
+    }
+
+    /// Sends our SETTINGS and widens the connection-level receive window (RFC 9113 §6.9.2: only
+    /// WINDOW_UPDATE changes it), so many concurrent uploads are not throttled by the 64 KiB default.
+    func submitSettings(_ entries: [(Int32, UInt32)], connectionWindow: Int32) {
+        guard let session else { return }
+        var iv = entries.map { nghttp2_settings_entry(settings_id: $0.0, value: $0.1) }
+        nghttp2_submit_settings(session, UInt8(NGHTTP2_FLAG_NONE.rawValue), &iv, iv.count)
+        nghttp2_session_set_local_window_size(session, UInt8(NGHTTP2_FLAG_NONE.rawValue), 0, connectionWindow)
+    }
+}
+
+/// Builds an `nghttp2_nv` array for the duration of `body` (nghttp2 copies names and values).
+func withNameValues<R>(_ pairs: [(String, String, Bool)], _ body: (UnsafeMutablePointer<nghttp2_nv>, Int) -> R) -> R {
+    var total = 0
+    for p in pairs { total += p.0.utf8.count + p.1.utf8.count }
+    return withUnsafeTemporaryAllocation(of: UInt8.self, capacity: max(total, 1)) { bytes in
+        withUnsafeTemporaryAllocation(of: nghttp2_nv.self, capacity: max(pairs.count, 1)) { nva in
+            var off = 0
+            let base = bytes.baseAddress!
+            for (i, p) in pairs.enumerated() {
+                let nameStart = base + off
+                var nlen = 0
+                for b in p.0.utf8 { base[off] = b; off += 1; nlen += 1 }
+                let valueStart = base + off
+                var vlen = 0
+                for b in p.1.utf8 { base[off] = b; off += 1; vlen += 1 }
+                let flags = p.2 ? UInt8(NGHTTP2_NV_FLAG_NO_INDEX.rawValue) : UInt8(NGHTTP2_NV_FLAG_NONE.rawValue)
+                nva[i] = nghttp2_nv(name: nameStart, value: valueStart, namelen: nlen, valuelen: vlen, flags: flags)
+            }
+            return body(nva.baseAddress!, pairs.count)
+        }
+    }
+}
+
+/// A body that nghttp2 reads through a data provider; referenced by `nghttp2_data_source.ptr`,
+/// retained by the owning stream table until the stream closes.
+final class OutgoingBody {
+    let bytes: [UInt8]
+    var offset = 0
+    init(_ bytes: [UInt8]) { self.bytes = bytes }
+}
+
+/// nghttp2 data read callback that copies from an `OutgoingBody`.
+let outgoingBodyRead: nghttp2_data_source_read_callback = { _, _, buf, length, flags, source, _ in
+    guard let buf, let flags, let ptr = source?.pointee.ptr else { return Int(NGHTTP2_ERR_CALLBACK_FAILURE.rawValue) }
+    let body = Unmanaged<OutgoingBody>.fromOpaque(ptr).takeUnretainedValue()
+    let n = min(length, body.bytes.count - body.offset)
+    if n > 0 {
+        body.bytes.withUnsafeBufferPointer { src in
+            buf.update(from: src.baseAddress! + body.offset, count: n)
+        }
+        body.offset += n
+    }
+    if body.offset >= body.bytes.count { flags.pointee |= UInt32(NGHTTP2_DATA_FLAG_EOF.rawValue) }
+    return n
+}
+
+// MARK: sockets
+
+enum SocketAddress {
+    /// Resolves host:port (blocking getaddrinfo; IP literals resolve without DNS).
+    static func resolve(_ host: String, _ port: Int) throws(HTTP2Error) -> (family: Int32, storage: sockaddr_storage, length: socklen_t) {
+        var hints = addrinfo()
+        hints.ai_socktype = Int32(SOCK_STREAM.rawValue)
+        hints.ai_family = AF_UNSPEC
+        var res: UnsafeMutablePointer<addrinfo>?
+        let rv = getaddrinfo(host, String(port), &hints, &res)
+        guard rv == 0, let res, let addr = res.pointee.ai_addr else {
+            throw HTTP2Error(.connectFailed, resendIsSafe: true, "cannot resolve \(host): \(String(cString: gai_strerror(rv)))")
+        }
+        defer { freeaddrinfo(res) }
+        var storage = sockaddr_storage()
+        let len = res.pointee.ai_addrlen
+        withUnsafeMutableBytes(of: &storage) { dst in
+            dst.copyMemory(from: UnsafeRawBufferPointer(start: addr, count: Int(len)))
+        }
+        return (res.pointee.ai_family, storage, len)
+    }
+
+    static func setNonBlocking(_ fd: Int32) {
+        let flags = fcntl(fd, F_GETFL, 0)
+        _ = fcntl(fd, F_SETFL, flags | O_NONBLOCK)
+        var one: Int32 = 1
+        setsockopt(fd, Int32(IPPROTO_TCP), TCP_NODELAY, &one, socklen_t(MemoryLayout<Int32>.size))
+    }
+}

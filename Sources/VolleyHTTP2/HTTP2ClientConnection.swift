@@ -1,0 +1,403 @@
+// One client connection: TCP + TLS + one nghttp2 client session, owned by `queue`.
+// The pool hands it requests (through `inbox`, under the pool lock); it reports finished requests back in
+// batches (one pool-lock acquisition per read loop) and gets new work in return.
+import Dispatch
+import Foundation
+import Logging
+internal import CNGHTTP2
+internal import COpenSSL
+
+/// A request accepted by the pool, waiting for or riding on a stream. Mutable fields are touched only
+/// under the pool lock (`resends`) or on the owning connection's queue.
+final class PendingRequest: @unchecked Sendable {
+    let request: HTTP2Request
+    let completion: @Sendable (Result<HTTP2Response, HTTP2Error>) -> Void
+    let deadlineNanos: UInt64
+    var resends = 0
+    init(_ request: HTTP2Request, deadlineNanos: UInt64, completion: @escaping @Sendable (Result<HTTP2Response, HTTP2Error>) -> Void) {
+        self.request = request; self.deadlineNanos = deadlineNanos; self.completion = completion
+    }
+}
+
+typealias FinishedRequest = (request: PendingRequest, result: Result<HTTP2Response, HTTP2Error>)
+
+final class HTTP2ClientConnection: HTTP2Channel, @unchecked Sendable {
+    enum PoolSlotState { case connecting, ready, draining }
+
+    // MARK: guarded by the pool lock (read and written only inside HTTP2ConnectionPool's Mutex)
+    var slotState: PoolSlotState = .connecting
+    /// Requests assigned to this connection and not yet reported finished (inbox + pending + streams).
+    var reserved = 0
+    /// min(peer SETTINGS_MAX_CONCURRENT_STREAMS, our cap); 0 until the first SETTINGS.
+    var slotLimit = 0
+    var inbox: [PendingRequest] = []
+    var drainScheduled = false
+    var reportedPeak = 0
+
+    // MARK: owned by `queue`
+    /// Strong: the pool lives until its connections are closed (call `shutdown`).
+    private let pool: HTTP2ConnectionPool
+    private let configuration: HTTP2ClientConfiguration
+    private let context: TLSContext
+    private let logger: Logger
+    private var streams: [Int32: ClientStream] = [:]
+    private var pending: [PendingRequest] = []
+    private var finished: [FinishedRequest] = []
+    private var ready = false
+    private var wasReady = false
+    private var goAwayLastStreamID: Int32?
+    private var localGoAway = false
+    private var limit = 0
+    private var peakActive = 0
+    private var timer: DispatchSourceTimer?
+    private var connectDeadline: UInt64 = 0
+    private var pingSentAt: UInt64?
+    static let maxResponseBody = 64 * 1024
+
+    final class ClientStream {
+        let pending: PendingRequest
+        let body: OutgoingBody?
+        var status = 0
+        var headers: [HTTP2Header] = []
+        var responseBody: [UInt8] = []
+        /// Output offset of the chunk holding this stream's HEADERS; nil = not produced yet.
+        var headersAt: UInt64?
+        var done = false
+        init(_ pending: PendingRequest, body: OutgoingBody?) { self.pending = pending; self.body = body }
+    }
+
+    init(pool: HTTP2ConnectionPool, configuration: HTTP2ClientConfiguration, context: TLSContext,
+         queue: DispatchQueue, logger: Logger) {
+        self.pool = pool; self.configuration = configuration; self.context = context; self.logger = logger
+        super.init(queue: queue)
+    }
+
+    /// On `queue`: resolve, non-blocking connect, then TLS handshake from the socket sources.
+    func connect() {
+        dispatchPrecondition(condition: .onQueue(queue))
+        connectDeadline = monotonicNanos() + UInt64(configuration.connectTimeoutSeconds * 1e9)
+        startTimer()
+        do {
+            let addr = try SocketAddress.resolve(configuration.host, configuration.port)
+            let fd = socket(addr.family, Int32(SOCK_STREAM.rawValue | SOCK_CLOEXEC.rawValue), 0)
+            guard fd >= 0 else {
+                throw HTTP2Error(.connectFailed, resendIsSafe: true, "socket: \(String(cString: strerror(errno)))")
+            }
+            SocketAddress.setNonBlocking(fd)
+            var storage = addr.storage
+            let rv = withUnsafePointer(to: &storage) { p in
+                p.withMemoryRebound(to: sockaddr.self, capacity: 1) { Glibc.connect(fd, $0, addr.length) }
+            }
+            let connectErrno = errno
+            // Sources only after connect(): an unconnected socket polls as HUP.
+            attach(fd: fd)
+            let t = try TLSConnection(context: context, fd: fd, serverSide: false)
+            try t.setPeerName(configuration.host)
+            tls = t
+            errno = connectErrno
+            if rv == 0 {
+                startHandshake()
+            } else if errno == EINPROGRESS {
+                armWrite()   // writable = connect finished (state .connecting)
+            } else {
+                throw HTTP2Error(.connectFailed, resendIsSafe: true,
+                                 "cannot connect to \(configuration.host):\(configuration.port): \(String(cString: strerror(errno)))")
+            }
+        } catch let error as HTTP2Error {
+            close(error)
+        } catch {
+            close(HTTP2Error(.connectFailed, resendIsSafe: true, "\(error)"))
+        }
+    }
+
+    private func startTimer() {
+        let t = DispatchSource.makeTimerSource(queue: queue)
+        var interval = configuration.requestTimeoutSeconds / 4
+        if configuration.idlePingSeconds > 0 { interval = min(interval, configuration.idlePingSeconds / 2) }
+        interval = min(max(interval, 0.01), 1.0)
+        t.schedule(deadline: .now() + interval, repeating: interval, leeway: .milliseconds(5))
+        t.setEventHandler { [unowned self] in self.tick() }
+        timer = t
+        t.resume()
+    }
+
+    override func handshakeCompleted() throws(HTTP2Error) {
+        guard tls?.selectedALPN == "h2" else {
+            throw HTTP2Error(.alpnNotH2, resendIsSafe: false,
+                             "\(configuration.host):\(configuration.port) did not select h2 in TLS ALPN: the peer does not speak HTTP/2 over TLS")
+        }
+        try makeSession(server: false)
+        submitSettings([(Int32(NGHTTP2_SETTINGS_ENABLE_PUSH.rawValue), 0),
+                        (Int32(NGHTTP2_SETTINGS_INITIAL_WINDOW_SIZE.rawValue), 1 << 20)],
+                       connectionWindow: 1 << 24)
+        // Not ready yet: streams are opened only after the peer's first SETTINGS (platform-facts 14).
+    }
+
+    private func currentLimit() -> Int {
+        guard let session else { return 0 }
+        let peer = Int(nghttp2_session_get_remote_settings(session, NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS))
+        return min(peer, configuration.maxConcurrentStreamsCap)
+    }
+
+    private var canOpenStreams: Bool { ready && state == .open && goAwayLastStreamID == nil && !localGoAway }
+
+    // MARK: requests
+
+    /// On `queue`: take everything the pool assigned to us and submit it.
+    func drainInbox() {
+        dispatchPrecondition(condition: .onQueue(queue))
+        let work = pool.takeWork(self)
+        start(work)
+        flushAndReport()
+    }
+
+    private func start(_ work: [PendingRequest]) {
+        guard !work.isEmpty else { return }
+        if !canOpenStreams {
+            pool.giveBack(self, work)
+            return
+        }
+        for p in work {
+            if streams.count >= limit { pending.append(p) } else { submit(p) }
+        }
+    }
+
+    private func submit(_ p: PendingRequest) {
+        guard let session else { finished.append((p, .failure(HTTP2Error(.connectionReset, resendIsSafe: true, "no session")))); return }
+        let r = p.request
+        var pairs: [(String, String, Bool)] = [(":method", r.method, false), (":scheme", "https", false),
+                                               (":authority", r.authority, false), (":path", r.path, false)]
+        pairs.reserveCapacity(4 + r.headers.count)
+        for h in r.headers { pairs.append((h.name.lowercased(), h.value, h.sensitive)) }
+        let body = r.body.isEmpty ? nil : OutgoingBody(r.body)
+        let stream = ClientStream(p, body: body)
+        let sid: Int32
+        if let body {
+            var provider = nghttp2_data_provider(source: nghttp2_data_source(ptr: Unmanaged.passUnretained(body).toOpaque()),
+                                                 read_callback: outgoingBodyRead)
+            sid = withNameValues(pairs) { nva, n in nghttp2_submit_request(session, nil, nva, n, &provider, nil) }
+        } else {
+            sid = withNameValues(pairs) { nva, n in nghttp2_submit_request(session, nil, nva, n, nil, nil) }
+        }
+        if sid < 0 {
+            if sid == NGHTTP2_ERR_STREAM_ID_NOT_AVAILABLE.rawValue {
+                // Stream ids exhausted (2^31): rotate like after GOAWAY (platform-facts 15).
+                localGoAway = true
+                pool.goAwayReceived(self, returning: [p] + pending)
+                pending.removeAll()
+            } else {
+                finished.append((p, .failure(HTTP2Error(.protocolError, resendIsSafe: true,
+                                                        "nghttp2_submit_request failed: \(String(cString: nghttp2_strerror(sid)))"))))
+            }
+            return
+        }
+        streams[sid] = stream
+        if streams.count > peakActive { peakActive = streams.count }
+    }
+
+    private func fillFromPending() {
+        while !pending.isEmpty && streams.count < limit && canOpenStreams {
+            submit(pending.removeFirst())
+        }
+    }
+
+    /// Reports finished requests to the pool and starts what it hands back; then writes.
+    private func flushAndReport() {
+        var rounds = 0
+        while !finished.isEmpty && rounds < 4 {
+            let batch = finished
+            finished.removeAll(keepingCapacity: true)
+            let work = pool.requestsFinished(self, batch, peak: peakActive)
+            start(work)
+            rounds += 1
+        }
+        flush()
+        if !finished.isEmpty && state == .open {
+            // Streams closed while writing (for example a response that arrived before our request ended).
+            queue.async { [self] in flushAndReport() }
+        }
+    }
+
+    override func readLoopFinished() {
+        fillFromPending()
+        let batch = finished
+        finished.removeAll(keepingCapacity: true)
+        if !batch.isEmpty {
+            start(pool.requestsFinished(self, batch, peak: peakActive))
+        }
+    }
+
+    // MARK: nghttp2 callbacks
+
+    override func onHeader(_ streamID: Int32, _ name: UnsafeBufferPointer<UInt8>, _ value: UnsafeBufferPointer<UInt8>) -> Int32 {
+        guard let st = streams[streamID] else { return 0 }
+        if name.count == 7 && name[0] == UInt8(ascii: ":") {
+            if String(decoding: name, as: UTF8.self) == ":status" {
+                var v = 0
+                for b in value where b >= 48 && b <= 57 { v = v * 10 + Int(b - 48) }
+                st.status = v
+            }
+            return 0
+        }
+        st.headers.append(HTTP2Header(String(decoding: name, as: UTF8.self), String(decoding: value, as: UTF8.self)))
+        return 0
+    }
+
+    override func onDataChunk(_ streamID: Int32, _ data: UnsafeBufferPointer<UInt8>) -> Int32 {
+        guard let st = streams[streamID], !st.done else { return 0 }
+        if st.responseBody.count + data.count > Self.maxResponseBody {
+            st.done = true
+            finished.append((st.pending, .failure(HTTP2Error(.protocolError, resendIsSafe: false,
+                                                             "response body larger than \(Self.maxResponseBody) bytes"))))
+            if let session {
+                nghttp2_submit_rst_stream(session, UInt8(NGHTTP2_FLAG_NONE.rawValue), streamID, NGHTTP2_CANCEL.rawValue)
+            }
+            return 0
+        }
+        st.responseBody.append(contentsOf: data)
+        return 0
+    }
+
+    override func onFrameRecv(_ frame: UnsafePointer<nghttp2_frame>) -> Int32 {
+        let hd = frame.pointee.hd
+        switch UInt32(hd.type) {
+        case NGHTTP2_SETTINGS.rawValue where hd.flags & UInt8(NGHTTP2_FLAG_ACK.rawValue) == 0:
+            limit = currentLimit()
+            if !ready {
+                ready = true
+                wasReady = true
+                start(pool.connectionReady(self, limit: limit))
+            } else {
+                start(pool.limitChanged(self, limit: limit))
+            }
+            fillFromPending()
+        case NGHTTP2_PING.rawValue where hd.flags & UInt8(NGHTTP2_FLAG_ACK.rawValue) != 0:
+            pingSentAt = nil
+        case NGHTTP2_GOAWAY.rawValue:
+            // RFC 9113 §6.8: streams above last-stream-id were not processed; nghttp2 closes them with
+            // REFUSED_STREAM, and we report those as `.goAway` (safe to resend).
+            let last = frame.pointee.goaway.last_stream_id
+            goAwayLastStreamID = last
+            logger.debug("GOAWAY received", metadata: ["lastStreamID": "\(last)", "errorCode": "\(frame.pointee.goaway.error_code)"])
+            pool.goAwayReceived(self, returning: pending)
+            pending.removeAll()
+        default:
+            break
+        }
+        return 0
+    }
+
+    override func onFrameSend(_ frame: UnsafePointer<nghttp2_frame>) -> Int32 {
+        let hd = frame.pointee.hd
+        if UInt32(hd.type) == NGHTTP2_HEADERS.rawValue, let st = streams[hd.stream_id], st.headersAt == nil {
+            st.headersAt = currentChunkStart
+        }
+        return 0
+    }
+
+    override func onStreamClose(_ streamID: Int32, _ errorCode: UInt32) -> Int32 {
+        guard let st = streams.removeValue(forKey: streamID) else { return 0 }
+        if !st.done {
+            st.done = true
+            let result: Result<HTTP2Response, HTTP2Error>
+            if errorCode == NGHTTP2_NO_ERROR.rawValue && st.status > 0 {
+                result = .success(HTTP2Response(status: st.status, headers: st.headers, body: st.responseBody))
+            } else if errorCode == NGHTTP2_REFUSED_STREAM.rawValue {
+                if let last = goAwayLastStreamID, streamID > last {
+                    result = .failure(HTTP2Error(.goAway, resendIsSafe: true,
+                                                 "stream \(streamID) above GOAWAY last-stream-id \(last) was not processed"))
+                } else {
+                    result = .failure(HTTP2Error(.refusedStream, resendIsSafe: true, "stream \(streamID) refused by the server"))
+                }
+            } else if errorCode == NGHTTP2_NO_ERROR.rawValue {
+                result = .failure(HTTP2Error(.protocolError, resendIsSafe: false, "stream \(streamID) ended without a response status"))
+            } else {
+                result = .failure(HTTP2Error(.streamReset, resendIsSafe: false,
+                                             "stream \(streamID) reset by the server: \(String(cString: nghttp2_http2_strerror(errorCode)))"))
+            }
+            finished.append((st.pending, result))
+        }
+        return 0
+    }
+
+    // MARK: timers, ping, close
+
+    private func tick() {
+        let now = monotonicNanos()
+        if state == .connecting || state == .handshaking {
+            if now > connectDeadline {
+                close(HTTP2Error(.connectFailed, resendIsSafe: true,
+                                 "timed out connecting to \(configuration.host):\(configuration.port) after \(configuration.connectTimeoutSeconds) s"))
+            }
+            return
+        }
+        guard state == .open, let session else { return }
+        for (sid, st) in streams where !st.done && st.pending.deadlineNanos <= now {
+            st.done = true
+            let safe = isUnwritten(st)
+            finished.append((st.pending, .failure(HTTP2Error(.timeout, resendIsSafe: safe,
+                                                             "no response within \(configuration.requestTimeoutSeconds) s"))))
+            nghttp2_submit_rst_stream(session, UInt8(NGHTTP2_FLAG_NONE.rawValue), sid, NGHTTP2_CANCEL.rawValue)
+        }
+        if !pending.isEmpty {
+            var keep: [PendingRequest] = []
+            for p in pending {
+                if p.deadlineNanos <= now {
+                    finished.append((p, .failure(HTTP2Error(.timeout, resendIsSafe: true,
+                                                            "no free stream within \(configuration.requestTimeoutSeconds) s (never sent)"))))
+                } else { keep.append(p) }
+            }
+            pending = keep
+        }
+        if configuration.idlePingSeconds > 0 {
+            if let sent = pingSentAt {
+                if now - sent > UInt64(configuration.pingTimeoutSeconds * 1e9) {
+                    close(HTTP2Error(.connectionReset, resendIsSafe: false,
+                                     "PING not answered within \(configuration.pingTimeoutSeconds) s"))
+                    return
+                }
+            } else if now - lastReadNanos > UInt64(configuration.idlePingSeconds * 1e9) {
+                nghttp2_submit_ping(session, UInt8(NGHTTP2_FLAG_NONE.rawValue), nil)
+                pingSentAt = now
+                pool.pingSent()
+            }
+        }
+        flushAndReport()
+    }
+
+    private func isUnwritten(_ st: ClientStream) -> Bool {
+        guard let at = st.headersAt else { return true }
+        return writtenBytes <= at
+    }
+
+    /// On `queue`: no new streams; GOAWAY to the server; close once the open streams are answered.
+    func shutdownGracefully() {
+        dispatchPrecondition(condition: .onQueue(queue))
+        localGoAway = true
+        if !pending.isEmpty { pool.giveBack(self, pending); pending.removeAll() }
+        guard state == .open, let session else {
+            close(HTTP2Error(.shutdown, resendIsSafe: true, "pool shut down"))
+            return
+        }
+        nghttp2_submit_goaway(session, UInt8(NGHTTP2_FLAG_NONE.rawValue), 0, NGHTTP2_NO_ERROR.rawValue, nil, 0)
+        flushAndReport()
+    }
+
+    override func channelClosed(_ error: HTTP2Error) {
+        timer?.cancel()
+        timer = nil
+        for (_, st) in streams where !st.done {
+            st.done = true
+            let safe = isUnwritten(st)
+            let e = HTTP2Error(error.kind == .goAway ? .connectionReset : error.kind, resendIsSafe: safe,
+                               safe ? "\(error.message) (request never written)" : error.message)
+            finished.append((st.pending, .failure(e)))
+        }
+        streams.removeAll()
+        let unstarted = pending
+        pending.removeAll()
+        let batch = finished
+        finished.removeAll()
+        pool.connectionClosed(self, error: error, wasReady: wasReady, finished: batch, unstarted: unstarted, peak: peakActive)
+    }
+}

@@ -1,0 +1,27 @@
+/// Something that sends one HTTP/2 request and completes exactly once: `HTTP2ConnectionPool` in production.
+/// Providers are written against this so their request/response logic does not depend on the pool's internals.
+/// (Added by the providers branch.)
+public protocol HTTP2RequestSubmitter: AnyObject, Sendable {
+    /// `completion` is called exactly once, on any queue.
+    func submit(_ request: HTTP2Request, completion: @escaping @Sendable (Result<HTTP2Response, HTTP2Error>) -> Void)
+    /// Close connections; pending requests complete with `.shutdown`; `completion` runs when all are closed.
+    func shutdown(completion: @escaping @Sendable () -> Void)
+}
+
+extension HTTP2ConnectionPool: HTTP2RequestSubmitter {}
+
+import Logging
+
+extension HTTP2ConnectionPool {
+    /// A factory for providers: checks the client certificate first (so a bad one stops the app at startup
+    /// with "Certificate expired", "Certificate not valid yet" or "Invalid certificate or password"),
+    /// then opens a pool (connections are made lazily).
+    public static func submitterFactory(logger: Logger) -> @Sendable (HTTP2ClientConfiguration) throws -> any HTTP2RequestSubmitter {
+        { configuration in
+            if let certificate = configuration.clientCertificate {
+                _ = try TLSClientCertificateCheck.validate(certificate)
+            }
+            return HTTP2ConnectionPool(configuration: configuration, logger: logger)
+        }
+    }
+}

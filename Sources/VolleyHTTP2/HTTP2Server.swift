@@ -1,0 +1,418 @@
+// HTTP/2 + TLS server on nghttp2's server side. Used by the mock APNs/FCM server and by tests.
+import Dispatch
+import Foundation
+import Logging
+import Synchronization
+internal import CNGHTTP2
+internal import COpenSSL
+
+public struct HTTP2ServerConfiguration: Sendable {
+    public var host: String
+    /// 0 = ephemeral; `HTTP2Server.start()` returns the bound port.
+    public var port: Int
+    public var certificateChainFile: String
+    public var privateKeyFile: String
+    /// When set, clients must present a certificate signed by this CA.
+    public var clientCAFile: String?
+    /// ALPN protocols the server accepts, in preference order. Default ["h2"]; ["http/1.1"] makes a server without h2.
+    public var alpnProtocols: [String]
+    /// SETTINGS_MAX_CONCURRENT_STREAMS sent at connection start.
+    public var maxConcurrentStreams: UInt32
+    /// Shared serial target queues for connection queues (default: active cores).
+    public var queues: Int
+    /// Request bodies above this are answered with RST_STREAM (protects the server, not a protocol limit).
+    public var maxRequestBodyBytes: Int
+
+    public init(certificateChainFile: String, privateKeyFile: String, host: String = "127.0.0.1", port: Int = 0,
+                clientCAFile: String? = nil, alpnProtocols: [String] = ["h2"], maxConcurrentStreams: UInt32 = 1000,
+                queues: Int = ProcessInfo.processInfo.activeProcessorCount, maxRequestBodyBytes: Int = 1 << 20) {
+        self.host = host; self.port = port; self.certificateChainFile = certificateChainFile
+        self.privateKeyFile = privateKeyFile; self.clientCAFile = clientCAFile; self.alpnProtocols = alpnProtocols
+        self.maxConcurrentStreams = maxConcurrentStreams; self.queues = max(1, queues)
+        self.maxRequestBodyBytes = maxRequestBodyBytes
+    }
+}
+
+/// A complete request as the server handler sees it.
+public struct HTTP2ServerRequest: Sendable {
+    public var method: String
+    public var path: String
+    public var authority: String?
+    public var scheme: String?
+    /// Regular headers with lower-case names (pseudo-headers excluded).
+    public var headers: [HTTP2Header]
+    public var body: [UInt8]
+    /// The HTTP/2 stream id (odd, increasing per connection).
+    public var streamID: Int32
+
+    public init(method: String, path: String, authority: String? = nil, scheme: String? = nil,
+                headers: [HTTP2Header] = [], body: [UInt8] = [], streamID: Int32 = 0) {
+        self.method = method; self.path = path; self.authority = authority; self.scheme = scheme
+        self.headers = headers; self.body = body; self.streamID = streamID
+    }
+
+    public func header(_ name: String) -> String? {
+        let n = name.lowercased()
+        return headers.first(where: { $0.name == n })?.value
+    }
+}
+
+public protocol HTTP2ServerHandler: AnyObject, Sendable {
+    /// On the connection's queue, after the TLS handshake.
+    func connectionOpened(_ connection: HTTP2ServerConnection)
+    /// Called on the connection's queue. `respond` must be called exactly once, from any queue/thread,
+    /// now or later. Calling it on the connection's queue does not re-dispatch (fast path).
+    func handle(_ request: HTTP2ServerRequest, on connection: HTTP2ServerConnection, respond: HTTP2Responder)
+    /// On the connection's queue, once, when the connection is gone.
+    func connectionClosed(_ connection: HTTP2ServerConnection)
+}
+
+/// Answers one request. Calling it more than once, or after the stream was reset, does nothing.
+public struct HTTP2Responder: Sendable {
+    let connection: HTTP2ServerConnection
+    let streamID: Int32
+    public func callAsFunction(_ response: HTTP2Response) {
+        if connection.isCurrentQueue {
+            connection.respond(streamID, response)
+        } else {
+            let c = connection, sid = streamID
+            c.queue.async { c.respond(sid, response) }
+        }
+    }
+}
+
+public struct HTTP2ServerConnectionStatistics: Sendable {
+    /// Requests handed to the handler.
+    public var requests: Int = 0
+    public var currentStreams: Int = 0
+    public var peakConcurrentStreams: Int = 0
+    /// Streams the server reset with REFUSED_STREAM (client exceeded SETTINGS_MAX_CONCURRENT_STREAMS).
+    public var refusedStreams: Int = 0
+    /// Highest stream id seen.
+    public var lastStreamID: Int32 = 0
+    public var pingsReceived: Int = 0
+    public var goAwaysSent: Int = 0
+}
+
+private let connectionQueueKey = DispatchSpecificKey<UInt64>()
+
+/// One accepted connection. All state lives on `queue`; the public methods may be called from anywhere.
+public final class HTTP2ServerConnection: HTTP2Channel, @unchecked Sendable {
+    public let id: UInt64
+    private let handler: any HTTP2ServerHandler
+    private let configuration: HTTP2ServerConfiguration
+    private let logger: Logger
+    private weak var server: HTTP2Server?
+    private let stats = Mutex(HTTP2ServerConnectionStatistics())
+    private let subject = Mutex<String?>(nil)
+    private var streams: [Int32: ServerStream] = [:]
+    private var opened = false
+    /// After we sent GOAWAY(last): streams above it are not handed to the handler (RFC 9113 §6.8 promise).
+    private var goAwayLastStreamID: Int32?
+
+    /// Connection-scoped storage for the handler; touch it only on the connection queue (inside `handle`).
+    public var userState: AnyObject?
+
+    /// The verified client certificate subject (OpenSSL one-line form), if the client presented one.
+    public var clientCertificateSubject: String? { subject.withLock { $0 } }
+    public var statistics: HTTP2ServerConnectionStatistics { stats.withLock { $0 } }
+
+    final class ServerStream {
+        var method = ""
+        var path = ""
+        var authority: String?
+        var scheme: String?
+        var headers: [HTTP2Header] = []
+        var body: [UInt8] = []
+        var response: OutgoingBody?
+        var responded = false
+        var tooLarge = false
+    }
+
+    init(id: UInt64, queue: DispatchQueue, handler: any HTTP2ServerHandler, configuration: HTTP2ServerConfiguration,
+         logger: Logger, server: HTTP2Server) {
+        self.id = id; self.handler = handler; self.configuration = configuration
+        self.logger = logger; self.server = server
+        queue.setSpecific(key: connectionQueueKey, value: id)
+        super.init(queue: queue)
+    }
+
+    var isCurrentQueue: Bool { DispatchQueue.getSpecific(key: connectionQueueKey) == id }
+
+    func start(fd: Int32, context: TLSContext) {
+        dispatchPrecondition(condition: .onQueue(queue))
+        attach(fd: fd)
+        do {
+            tls = try TLSConnection(context: context, fd: fd, serverSide: true)
+        } catch {
+            close(error)
+            return
+        }
+        startHandshake()
+    }
+
+    override func handshakeCompleted() throws(HTTP2Error) {
+        guard tls?.selectedALPN == "h2" else {
+            // A server configured without h2 (tests): keep the TLS session, speak nothing, close.
+            throw HTTP2Error(.alpnNotH2, resendIsSafe: false, "client and server did not agree on h2")
+        }
+        if let s = tls?.peerCertificateSubject { subject.withLock { $0 = s } }
+        try makeSession(server: true)
+        submitSettings([(Int32(NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS.rawValue), configuration.maxConcurrentStreams),
+                        (Int32(NGHTTP2_SETTINGS_INITIAL_WINDOW_SIZE.rawValue), 1 << 20)],
+                       connectionWindow: 1 << 26)
+        opened = true
+        handler.connectionOpened(self)
+    }
+
+    override func channelClosed(_ error: HTTP2Error) {
+        streams.removeAll()
+        if opened {
+            opened = false
+            handler.connectionClosed(self)
+        }
+        server?.connectionClosed(self)
+    }
+
+    override func onBeginHeaders(_ streamID: Int32) -> Int32 {
+        streams[streamID] = ServerStream()
+        stats.withLock { s in
+            s.currentStreams += 1
+            if s.currentStreams > s.peakConcurrentStreams { s.peakConcurrentStreams = s.currentStreams }
+            if streamID > s.lastStreamID { s.lastStreamID = streamID }
+        }
+        return 0
+    }
+
+    override func onHeader(_ streamID: Int32, _ name: UnsafeBufferPointer<UInt8>, _ value: UnsafeBufferPointer<UInt8>) -> Int32 {
+        guard let st = streams[streamID] else { return 0 }
+        let v = String(decoding: value, as: UTF8.self)
+        if name.first == UInt8(ascii: ":") {
+            switch String(decoding: name, as: UTF8.self) {
+            case ":method": st.method = v
+            case ":path": st.path = v
+            case ":authority": st.authority = v
+            case ":scheme": st.scheme = v
+            default: break
+            }
+        } else {
+            st.headers.append(HTTP2Header(String(decoding: name, as: UTF8.self), v))
+        }
+        return 0
+    }
+
+    override func onDataChunk(_ streamID: Int32, _ data: UnsafeBufferPointer<UInt8>) -> Int32 {
+        guard let st = streams[streamID] else { return 0 }
+        if st.body.count + data.count > configuration.maxRequestBodyBytes {
+            if !st.tooLarge, let session {
+                st.tooLarge = true
+                nghttp2_submit_rst_stream(session, UInt8(NGHTTP2_FLAG_NONE.rawValue), streamID,
+                                          NGHTTP2_INTERNAL_ERROR.rawValue)
+            }
+            return 0
+        }
+        st.body.append(contentsOf: data)
+        return 0
+    }
+
+    override func onFrameRecv(_ frame: UnsafePointer<nghttp2_frame>) -> Int32 {
+        let hd = frame.pointee.hd
+        switch UInt32(hd.type) {
+        case NGHTTP2_HEADERS.rawValue, NGHTTP2_DATA.rawValue:
+            if hd.flags & UInt8(NGHTTP2_FLAG_END_STREAM.rawValue) != 0, let st = streams[hd.stream_id], !st.tooLarge {
+                dispatch(st, streamID: hd.stream_id)
+            }
+        case NGHTTP2_PING.rawValue:
+            if hd.flags & UInt8(NGHTTP2_FLAG_ACK.rawValue) == 0 { stats.withLock { $0.pingsReceived += 1 } }
+        default: break
+        }
+        return 0
+    }
+
+    override func onFrameSend(_ frame: UnsafePointer<nghttp2_frame>) -> Int32 {
+        let hd = frame.pointee.hd
+        if UInt32(hd.type) == NGHTTP2_RST_STREAM.rawValue && frame.pointee.rst_stream.error_code == NGHTTP2_REFUSED_STREAM.rawValue {
+            stats.withLock { $0.refusedStreams += 1 }
+        } else if UInt32(hd.type) == NGHTTP2_GOAWAY.rawValue {
+            stats.withLock { $0.goAwaysSent += 1 }
+        }
+        return 0
+    }
+
+    override func onStreamClose(_ streamID: Int32, _ errorCode: UInt32) -> Int32 {
+        if streams.removeValue(forKey: streamID) != nil {
+            stats.withLock { $0.currentStreams -= 1 }
+        }
+        return 0
+    }
+
+    private func dispatch(_ st: ServerStream, streamID: Int32) {
+        if let last = goAwayLastStreamID, streamID > last { return }
+        stats.withLock { $0.requests += 1 }
+        let request = HTTP2ServerRequest(method: st.method, path: st.path, authority: st.authority, scheme: st.scheme,
+                                         headers: st.headers, body: st.body, streamID: streamID)
+        st.headers = []; st.body = []
+        handler.handle(request, on: self, respond: HTTP2Responder(connection: self, streamID: streamID))
+    }
+
+    /// On `queue`: submits the response (once) and flushes unless inside the read loop.
+    func respond(_ streamID: Int32, _ response: HTTP2Response) {
+        dispatchPrecondition(condition: .onQueue(queue))
+        guard state == .open, let session, let st = streams[streamID], !st.responded else { return }
+        st.responded = true
+        var pairs: [(String, String, Bool)] = [(":status", String(response.status), false)]
+        pairs.reserveCapacity(response.headers.count + 1)
+        for h in response.headers { pairs.append((h.name.lowercased(), h.value, h.sensitive)) }
+        let rv: Int32
+        if response.body.isEmpty {
+            rv = withNameValues(pairs) { nva, n in nghttp2_submit_response(session, streamID, nva, n, nil) }
+        } else {
+            let body = OutgoingBody(response.body)
+            st.response = body
+            var provider = nghttp2_data_provider(
+                source: nghttp2_data_source(ptr: Unmanaged.passUnretained(body).toOpaque()),
+                read_callback: outgoingBodyRead)
+            rv = withNameValues(pairs) { nva, n in nghttp2_submit_response(session, streamID, nva, n, &provider) }
+        }
+        if rv != 0 {
+            logger.debug("submit_response failed", metadata: ["stream": "\(streamID)", "error": "\(String(cString: nghttp2_strerror(rv)))"])
+        }
+        flush()
+    }
+
+    // MARK: public controls (any thread)
+
+    private func onQueue(_ body: @escaping @Sendable () -> Void) {
+        if isCurrentQueue { body() } else { queue.async(execute: body) }
+    }
+
+    /// Sends GOAWAY. `lastStreamID` nil = the last stream the server processed. The connection closes
+    /// once the streams at or below it are answered.
+    public func sendGoAway(lastStreamID: Int32? = nil, errorCode: UInt32 = 0, debugData: [UInt8] = []) {
+        onQueue { [self] in
+            guard state == .open, let session else { return }
+            let last = lastStreamID ?? nghttp2_session_get_last_proc_stream_id(session)
+            goAwayLastStreamID = min(goAwayLastStreamID ?? Int32.max, last)
+            debugData.withUnsafeBufferPointer { d in
+                _ = nghttp2_submit_goaway(session, UInt8(NGHTTP2_FLAG_NONE.rawValue), last, errorCode,
+                                          d.baseAddress, d.count)
+            }
+            flush()
+        }
+    }
+
+    /// Abortive close now: SO_LINGER 0, the client sees a TCP reset.
+    public func resetTCP() {
+        onQueue { [self] in
+            close(HTTP2Error(.connectionReset, resendIsSafe: false, "reset by server"), abortive: true)
+        }
+    }
+
+    /// Sends a new SETTINGS frame with SETTINGS_MAX_CONCURRENT_STREAMS = n.
+    public func setMaxConcurrentStreams(_ n: UInt32) {
+        onQueue { [self] in
+            guard state == .open, let session else { return }
+            var iv = [nghttp2_settings_entry(settings_id: Int32(NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS.rawValue), value: n)]
+            nghttp2_submit_settings(session, UInt8(NGHTTP2_FLAG_NONE.rawValue), &iv, 1)
+            flush()
+        }
+    }
+
+    /// Graceful close: GOAWAY now, close when drained.
+    public func close() { sendGoAway() }
+}
+
+/// A TLS + HTTP/2 listener. Connections are spread over `configuration.queues` shared serial queues.
+public final class HTTP2Server: @unchecked Sendable {
+    public let configuration: HTTP2ServerConfiguration
+    private let handler: any HTTP2ServerHandler
+    private let logger: Logger
+    private let listenQueue = DispatchQueue(label: "volley.http2.server.listen")
+    private let targets: [DispatchQueue]
+    private let connections = Mutex<[UInt64: HTTP2ServerConnection]>([:])
+    private let nextID = Atomic<UInt64>(1)
+    private var listenFD: Int32 = -1
+    private var listenSource: DispatchSourceRead?
+    private var context: TLSContext?
+
+    public init(configuration: HTTP2ServerConfiguration, handler: any HTTP2ServerHandler, logger: Logger) {
+        self.configuration = configuration; self.handler = handler; self.logger = logger
+        targets = (0..<configuration.queues).map { DispatchQueue(label: "volley.http2.server.\($0)") }
+    }
+
+    /// Binds, listens and starts accepting. Returns the bound port.
+    public func start() throws(HTTP2Error) -> Int {
+        let ctx = try TLSContext.server(certificateChainFile: configuration.certificateChainFile,
+                                        privateKeyFile: configuration.privateKeyFile,
+                                        clientCAFile: configuration.clientCAFile,
+                                        alpnProtocols: configuration.alpnProtocols)
+        context = ctx
+        let addr = try SocketAddress.resolve(configuration.host, configuration.port)
+        let fd = socket(addr.family, Int32(SOCK_STREAM.rawValue), 0)
+        guard fd >= 0 else { throw HTTP2Error(.configuration, resendIsSafe: false, "socket: \(String(cString: strerror(errno)))") }
+        var one: Int32 = 1
+        setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, socklen_t(MemoryLayout<Int32>.size))
+        var storage = addr.storage
+        let bound = withUnsafePointer(to: &storage) { p in
+            p.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, addr.length) }
+        }
+        guard bound == 0, listen(fd, 1024) == 0 else {
+            let msg = String(cString: strerror(errno))
+            Glibc.close(fd)
+            throw HTTP2Error(.configuration, resendIsSafe: false, "cannot listen on \(configuration.host):\(configuration.port): \(msg)")
+        }
+        SocketAddress.setNonBlocking(fd)
+        var local = sockaddr_storage()
+        var len = socklen_t(MemoryLayout<sockaddr_storage>.size)
+        _ = withUnsafeMutablePointer(to: &local) { p in
+            p.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(fd, $0, &len) }
+        }
+        let family = Int32(local.ss_family)
+        let port: Int = withUnsafePointer(to: &local) { p in
+            if family == AF_INET6 {
+                return p.withMemoryRebound(to: sockaddr_in6.self, capacity: 1) { Int(UInt16(bigEndian: $0.pointee.sin6_port)) }
+            }
+            return p.withMemoryRebound(to: sockaddr_in.self, capacity: 1) { Int(UInt16(bigEndian: $0.pointee.sin_port)) }
+        }
+        listenFD = fd
+        let src = DispatchSource.makeReadSource(fileDescriptor: fd, queue: listenQueue)
+        src.setEventHandler { [weak self] in self?.acceptAll() }
+        src.setCancelHandler { Glibc.close(fd) }
+        listenSource = src
+        src.resume()
+        logger.debug("HTTP/2 server listening", metadata: ["port": "\(port)"])
+        return port
+    }
+
+    private func acceptAll() {
+        guard let ctx = context else { return }
+        while true {
+            let cfd = accept(listenFD, nil, nil)
+            if cfd < 0 { return }
+            SocketAddress.setNonBlocking(cfd)
+            let id = nextID.add(1, ordering: .relaxed).oldValue
+            let q = DispatchQueue(label: "volley.http2.server.conn", target: targets[Int(id % UInt64(targets.count))])
+            let conn = HTTP2ServerConnection(id: id, queue: q, handler: handler, configuration: configuration,
+                                             logger: logger, server: self)
+            connections.withLock { $0[id] = conn }
+            q.async { conn.start(fd: cfd, context: ctx) }
+        }
+    }
+
+    func connectionClosed(_ connection: HTTP2ServerConnection) {
+        _ = connections.withLock { $0.removeValue(forKey: connection.id) }
+    }
+
+    /// Live connections (for tests and the mock's controls).
+    public var openConnections: [HTTP2ServerConnection] { connections.withLock { Array($0.values) } }
+
+    /// Stops accepting and closes every connection abruptly.
+    public func stop() {
+        listenQueue.sync {
+            if let src = listenSource { src.cancel(); listenSource = nil }
+        }
+        for c in openConnections {
+            c.queue.async { c.close(HTTP2Error(.shutdown, resendIsSafe: false, "server stopped")) }
+        }
+    }
+}

@@ -1,0 +1,69 @@
+import Foundation
+import Logging
+import VolleyCore
+import VolleyStore
+
+/// `volley devices …` logic (blocking; run off the cooperative pool).
+public enum DeviceCommands {
+    public static func session(_ settings: PipelineSettings) -> RedisPipelineSession {
+        var o = settings.redisOptions
+        o.giveUpAfter = 10
+        return RedisPipelineBackend(endpoint: settings.endpoint, store: settings.store, consumer: "cli", options: o)
+            .makeRedisSession(name: "devices")
+    }
+
+    public static func register(settings: PipelineSettings, org: OrgID, app: AppName, user: UserID, platform: Platform,
+                                token: DeviceToken, environment: APNSEnvironment?, locale: String?) throws {
+        try session(settings).register([DeviceImportRecord(org: org, app: app, user: user, platform: platform,
+                                                           token: token, environment: environment, locale: locale)])
+    }
+
+    public static func list(settings: PipelineSettings, org: OrgID, app: AppName, user: UserID?, json: Bool,
+                            limit: Int, output: (String) -> Void = { print($0) }) throws {
+        let s = session(settings)
+        let encoder = JSONEncoder()
+        encoder.dateEncodingStrategy = .iso8601
+        encoder.outputFormatting = [.sortedKeys]
+        var shown = 0
+        func show(_ records: [DeviceRecord]) {
+            for r in records where shown < limit {
+                shown += 1
+                if json {
+                    output((try? String(decoding: encoder.encode(r), as: UTF8.self)) ?? "{}")
+                } else {
+                    output("\(r.user)\t\(r.platform)\t\(r.token.redacted)\t\(r.environment?.rawValue ?? "-")\t\(r.locale ?? "-")\tlastSeen \(ISO8601DateFormatter().string(from: r.lastSeenAt))")
+                }
+            }
+        }
+        if let user {
+            show(try s.records(org: org, app: app, user: user))
+        } else {
+            struct Done: Error {}
+            do {
+                try s.forEachUserPage(org: org, app: app) { users in
+                    for u in users {
+                        show(try s.records(org: org, app: app, user: u))
+                        if shown >= limit { throw Done() }
+                    }
+                }
+            } catch is Done {}
+            if !json {
+                let (users, devices) = try s.counts(org: org, app: app)
+                output("— \(devices) devices, \(users) users in \(org)/\(app)" + (shown < devices ? " (showing \(shown))" : ""))
+            }
+        }
+    }
+}
+
+/// Unblocks SIGTERM/SIGINT for the process (a parent such as a test runner may have blocked them, and children
+/// inherit the mask); swift-service-lifecycle's signal sources need them delivered.
+public enum SignalMask {
+    public static func unblockTerminationSignals() {
+        var set = sigset_t()
+        sigemptyset(&set)
+        sigaddset(&set, SIGTERM)
+        sigaddset(&set, SIGINT)
+        pthread_sigmask(SIG_UNBLOCK, &set, nil)
+        sigprocmask(SIG_UNBLOCK, &set, nil)
+    }
+}

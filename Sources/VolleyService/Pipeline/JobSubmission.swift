@@ -1,0 +1,152 @@
+import Foundation
+import Logging
+import VolleyCore
+import VolleyRedis
+import VolleyStore
+
+/// `volley send`: build a job from flags, XADD it, optionally follow the report stream until its report arrives.
+public enum JobSubmission {
+    public struct Options: Sendable {
+        public var org: String
+        public var app: String
+        public var users: [String] = []
+        /// `platform:token` pairs.
+        public var tokens: [String] = []
+        public var title: String?
+        public var body: String?
+        public var silent = false
+        /// `k=v` pairs.
+        public var data: [String] = []
+        /// The whole notification as JSON (camelCase keys).
+        public var notificationJSON: String?
+        public var platforms: [String] = []
+        public var id: String?
+        public init(org: String, app: String) { self.org = org; self.app = app }
+    }
+
+    public struct InputError: Error, CustomStringConvertible, Sendable {
+        public let description: String
+        init(_ d: String) { description = d }
+    }
+
+    public static func buildJob(_ o: Options) throws -> PushJob {
+        guard !o.org.isEmpty else { throw InputError("--org must not be empty") }
+        guard !o.app.isEmpty else { throw InputError("--app must not be empty") }
+        if o.users.isEmpty && o.tokens.isEmpty { throw InputError("give --users u1,u2 or --token platform:TOKEN") }
+        if o.users.count > PushJob.maxRecipients {
+            throw InputError("--users names \(o.users.count) users; at most \(PushJob.maxRecipients) per job")
+        }
+        var devices: [JobDevice] = []
+        for t in o.tokens {
+            let parts = t.split(separator: ":", maxSplits: 1).map(String.init)
+            guard parts.count == 2, let p = Platform(rawValue: parts[0].lowercased()), !parts[1].isEmpty else {
+                throw InputError("--token '\(t.prefix(12))…' must be platform:TOKEN with platform ios or android")
+            }
+            devices.append(JobDevice(platform: p, token: DeviceToken(parts[1])))
+        }
+        var data: [String: JSONValue]?
+        if !o.data.isEmpty {
+            var d: [String: JSONValue] = [:]
+            for kv in o.data {
+                let parts = kv.split(separator: "=", maxSplits: 1).map(String.init)
+                guard parts.count == 2, !parts[0].isEmpty else { throw InputError("--data '\(kv)' must be key=value") }
+                d[parts[0]] = .string(parts[1])
+            }
+            data = d
+        }
+        var notification: VolleyCore.Notification
+        if let json = o.notificationJSON {
+            if o.title != nil || o.body != nil || o.silent {
+                throw InputError("--notification carries the whole notification: drop --title, --body and --silent")
+            }
+            do { notification = try JSONDecoder().decode(VolleyCore.Notification.self, from: Data(json.utf8)) } catch {
+                throw InputError("--notification must be a JSON object with camelCase keys (title, body, data, …): \(error)")
+            }
+            if let data { notification.data = (notification.data ?? [:]).merging(data) { _, new in new } }
+        } else if o.silent {
+            if o.title != nil || o.body != nil {
+                throw InputError("--silent sends a content-available push: drop --title and --body")
+            }
+            notification = VolleyCore.Notification(data: data, contentAvailable: true)
+        } else {
+            if o.title == nil && o.body == nil {
+                throw InputError("give --title and/or --body, or --silent, or --notification JSON")
+            }
+            notification = VolleyCore.Notification(title: o.title, body: o.body, data: data)
+        }
+        var platforms: [Platform]?
+        if !o.platforms.isEmpty {
+            platforms = try o.platforms.map {
+                guard let p = Platform(rawValue: $0.lowercased()) else { throw InputError("--platforms: '\($0)' is not ios or android") }
+                return p
+            }
+        }
+        return PushJob(id: o.id.map(JobID.init), org: OrgID(o.org), app: AppName(o.app),
+                       recipients: o.users.isEmpty ? nil : o.users.map(RecipientID.init),
+                       devices: devices.isEmpty ? nil : devices, notification: notification, platforms: platforms)
+    }
+
+    /// XADDs the job (with an id: a generated one when none was given, so `--wait` can find the report).
+    /// With `waitSeconds`, follows the report stream and returns the job's report (nil on timeout).
+    public static func submit(_ job: PushJob, settings: PipelineSettings, waitSeconds: Double?,
+                              logger: Logger) throws -> (entry: StreamEntryID, job: JobID, report: JobReport?) {
+        var job = job
+        let id = job.id ?? JobID("job-\(UUID().uuidString.lowercased())")
+        job.id = id
+        let producer = JobProducer(client: settings.client(name: "send", logger: logger), store: settings.store)
+        let start = try waitSeconds == nil ? "0-0" : producer.lastReportID()
+        let entry = try producer.enqueue(job)
+        guard let waitSeconds else { return (entry, id, nil) }
+        let until = Date().addingTimeInterval(waitSeconds)
+        var position = start
+        while Date() < until {
+            let left = max(1, Int(until.timeIntervalSinceNow * 1000))
+            let (reports, last) = try producer.reports(after: position, blockMillis: min(1000, left))
+            position = last
+            if let r = reports.first(where: { $0.job == id && $0.org == job.org }) { return (entry, id, r) }
+        }
+        return (entry, id, nil)
+    }
+}
+
+/// Text and JSON renderings of reports (CLI, demo).
+public enum ReportFormatting {
+    public static func json(_ r: JobReport) -> String {
+        (try? String(decoding: ReportCoding.encoder.encode(r), as: UTF8.self)) ?? "{}"
+    }
+
+    public static func text(_ r: JobReport) -> String {
+        var lines = ["job \(r.job)  org \(r.org)  app \(r.app)  entry \(r.entry?.rawValue ?? "-")  deliveries \(r.deliveries)",
+                     "  recipients \(r.recipients)  users \(r.users)  noDevices \(r.noDevices)  devices \(r.devices)",
+                     "  accepted \(r.accepted)  rejected \(r.rejected)  failed \(r.failed)  tokensRemoved \(r.tokensRemoved)"
+                        + (r.quotaExceeded > 0 ? "  quotaExceeded \(r.quotaExceeded)" : "")
+                        + (r.alreadyRecorded > 0 ? "  alreadyRecorded \(r.alreadyRecorded)" : "")]
+        if !r.rejectedByReason.isEmpty {
+            lines.append("  rejected by reason: " + r.rejectedByReason.sorted { $0.key < $1.key }.map { "\($0.key)=\($0.value)" }.joined(separator: " "))
+        }
+        if !r.failedByReason.isEmpty {
+            lines.append("  failed by reason: " + r.failedByReason.sorted { $0.key < $1.key }.map { "\($0.key)=\($0.value)" }.joined(separator: " "))
+        }
+        if let f = r.finishedAt {
+            lines.append(String(format: "  took %.2f s", f.timeIntervalSince(r.startedAt)))
+        }
+        return lines.joined(separator: "\n")
+    }
+
+    /// One row per report, aligned.
+    public static func table(_ reports: [JobReport]) -> String {
+        let header = ["job", "devices", "accepted", "rejected", "failed", "tokensRemoved", "noDevices", "seconds"]
+        var rows = [header]
+        for r in reports {
+            let secs = r.finishedAt.map { String(format: "%.2f", $0.timeIntervalSince(r.startedAt)) } ?? "-"
+            rows.append([r.job.rawValue, "\(r.devices)", "\(r.accepted)", "\(r.rejected)", "\(r.failed)",
+                         "\(r.tokensRemoved)", "\(r.noDevices)", secs])
+        }
+        let widths = header.indices.map { i in rows.map { $0[i].count }.max() ?? 0 }
+        return rows.map { row in
+            row.enumerated().map { i, c in i == 0 ? c.padding(toLength: widths[i], withPad: " ", startingAt: 0)
+                                               : String(repeating: " ", count: widths[i] - c.count) + c }
+                .joined(separator: "  ")
+        }.joined(separator: "\n")
+    }
+}

@@ -1,0 +1,52 @@
+import Foundation
+import VolleyCore
+import VolleyEngine
+import VolleyRedis
+import VolleyStore
+
+/// The pipeline's view of `VolleyConfiguration`: Redis endpoint and options, key names, worker tuning.
+public struct PipelineSettings: Sendable {
+    public var endpoint: RedisEndpoint
+    public var redisOptions: RedisClient.Options
+    public var store: StoreConfiguration
+    public var worker: WorkerConfiguration
+
+    public init(endpoint: RedisEndpoint, redisOptions: RedisClient.Options = .init(),
+                store: StoreConfiguration = StoreConfiguration(), worker: WorkerConfiguration = WorkerConfiguration()) {
+        self.endpoint = endpoint; self.redisOptions = redisOptions; self.store = store; self.worker = worker
+    }
+
+    /// Maps the YAML `redis:` and `worker:` sections. Throws `ConfigurationError` naming the key.
+    public init(_ config: VolleyConfiguration, consumerOverride: String? = nil) throws {
+        do {
+            endpoint = try RedisEndpoint(url: config.redis.url)
+        } catch let e as RedisError {
+            throw ConfigurationError(problems: ["redis.url: \(e.message)"], source: config.sourcePath ?? "configuration")
+        }
+        redisOptions = RedisClient.Options(connectTimeout: config.redis.connectTimeoutSeconds,
+                                           commandTimeout: config.redis.commandTimeoutSeconds)
+        let w = config.worker
+        store = StoreConfiguration(jobStream: w.stream, deadStream: w.deadLetterStream, reportStream: w.reportStream,
+                                   group: w.group)
+        worker = WorkerConfiguration(consumer: consumerOverride ?? w.consumer ?? WorkerConfiguration.defaultConsumerName(),
+                                     concurrentJobs: 2, inFlight: w.inFlight, readBatch: w.batchSize,
+                                     blockMillis: w.blockMs, reclaimIdleMillis: w.reclaimIdleMs,
+                                     maxDeliveries: w.maxDeliveries, drainDeadlineSeconds: w.drainSeconds,
+                                     recordBatch: w.recordBatchSize)
+        let problems = worker.problems()
+        if !problems.isEmpty { throw ConfigurationError(problems: problems, source: config.sourcePath ?? "configuration") }
+    }
+
+    public func backend(logger: Logger) -> RedisPipelineBackend {
+        RedisPipelineBackend(endpoint: endpoint, store: store, consumer: worker.consumer, options: redisOptions, logger: logger)
+    }
+
+    /// A client for one-off commands (CLI), giving up after `giveUpAfter` seconds if Redis is unreachable.
+    public func client(name: String, giveUpAfter: Double = 10, logger: Logger) -> RedisClient {
+        var o = redisOptions
+        o.giveUpAfter = giveUpAfter
+        return RedisClient(endpoint: endpoint, options: o, name: name, logger: logger)
+    }
+}
+
+import Logging

@@ -1,0 +1,276 @@
+import Foundation
+import Logging
+import VolleyCore
+import VolleyRedis
+
+/// Makes Redis-backed sessions: one connection each, for one engine thread.
+public struct RedisPipelineBackend: PipelineBackend {
+    public let endpoint: RedisEndpoint
+    public let store: StoreConfiguration
+    /// This worker's consumer name in the group.
+    public let consumer: String
+    public let options: RedisClient.Options
+    public let logger: Logger
+
+    public init(endpoint: RedisEndpoint, store: StoreConfiguration = StoreConfiguration(), consumer: String,
+                options: RedisClient.Options = .init(), logger: Logger = Logger(label: "volley.store")) {
+        self.endpoint = endpoint; self.store = store; self.consumer = consumer; self.options = options; self.logger = logger
+    }
+
+    public func makeSession(name: String, isCancelled: @escaping @Sendable () -> Bool) throws -> any PipelineSession {
+        makeRedisSession(name: name, isCancelled: isCancelled)
+    }
+
+    public func makeRedisSession(name: String, isCancelled: @escaping @Sendable () -> Bool = { false }) -> RedisPipelineSession {
+        let client = RedisClient(endpoint: endpoint, options: options, name: name, logger: logger, isCancelled: isCancelled)
+        return RedisPipelineSession(client: client, store: store, consumer: consumer, logger: logger)
+    }
+}
+
+/// Job stream, device registry and outcome ledger on one `RedisClient`. Owned by one thread (the client is).
+public final class RedisPipelineSession: PipelineSession, @unchecked Sendable {
+    public let client: RedisClient
+    public let store: StoreConfiguration
+    public let consumer: String
+    let logger: Logger
+    private var autoclaimCursor = "0-0"
+
+    public init(client: RedisClient, store: StoreConfiguration, consumer: String, logger: Logger) {
+        self.client = client; self.store = store; self.consumer = consumer; self.logger = logger
+    }
+
+    // MARK: - JobStream
+
+    public func ensureGroup() throws {
+        // `0`: jobs added before the first worker started are delivered too.
+        let r = try client.command(["XGROUP", "CREATE", store.jobStream, store.group, "0", "MKSTREAM"])
+        if let e = r.errorMessage, !e.hasPrefix("BUSYGROUP") {
+            throw RedisError(.server, "XGROUP CREATE \(store.jobStream) \(store.group): \(e)")
+        }
+    }
+
+    public func readNew(count: Int, blockMillis: Int) throws -> [JobEntry] {
+        let args = ["XREADGROUP", "GROUP", store.group, consumer, "COUNT", String(max(1, count)),
+                    "BLOCK", String(max(0, blockMillis)), "STREAMS", store.jobStream, ">"]
+        // The socket timeout must outlast BLOCK (platform-facts §31).
+        var r = try client.command(args, timeout: Double(blockMillis) / 1000 + client.options.commandTimeout)
+        if let e = r.errorMessage, e.hasPrefix("NOGROUP") {
+            // The stream or group vanished (Redis restarted without persistence, or someone deleted it).
+            logger.warning("job stream group missing, recreating", metadata: ["stream": "\(store.jobStream)"])
+            try ensureGroup()
+            r = try client.command(args, timeout: Double(blockMillis) / 1000 + client.options.commandTimeout)
+        }
+        try r.throwIfError("XREADGROUP \(store.jobStream)")
+        guard let streams = r.array else { return [] }   // nil reply: BLOCK timed out
+        var out: [JobEntry] = []
+        for s in streams {
+            guard let pair = s.array, pair.count == 2, let entries = pair[1].array else { continue }
+            for e in entries {
+                if let entry = Self.entry(e, deliveryCount: 1) { out.append(entry) }
+            }
+        }
+        return out
+    }
+
+    public func claimIdle(minIdleMillis: Int, count: Int) throws -> [JobEntry] {
+        let r = try client.command(["XAUTOCLAIM", store.jobStream, store.group, consumer, String(minIdleMillis),
+                                    autoclaimCursor, "COUNT", String(max(1, count))])
+        if let e = r.errorMessage, e.hasPrefix("NOGROUP") { try ensureGroup(); return [] }
+        try r.throwIfError("XAUTOCLAIM \(store.jobStream)")
+        // Redis 7: [next-cursor, [[id, [f, v, …]], …], [deleted ids]] (Redis 6.2 had no third element).
+        guard let parts = r.array, parts.count >= 2 else {
+            throw RedisError(.unexpectedReply, "XAUTOCLAIM returned \(r)")
+        }
+        autoclaimCursor = parts[0].string ?? "0-0"
+        var claimed: [JobEntry] = []
+        for e in parts[1].array ?? [] {
+            if let entry = Self.entry(e, deliveryCount: 0) { claimed.append(entry) }
+        }
+        if parts.count >= 3, let deleted = parts[2].array, !deleted.isEmpty {
+            let ids = deleted.compactMap(\.string)
+            if !ids.isEmpty { _ = try client.command(["XACK", store.jobStream, store.group] + ids) }
+        }
+        if claimed.isEmpty { return [] }
+        // Delivery counts (XAUTOCLAIM incremented them) from XPENDING, pipelined.
+        let pending = try client.pipeline(claimed.map {
+            ["XPENDING", store.jobStream, store.group, $0.entryID.rawValue, $0.entryID.rawValue, "1"]
+        })
+        for i in claimed.indices {
+            if let row = pending[i].array?.first?.array, row.count >= 4, let n = row[3].integer {
+                claimed[i].deliveryCount = Int(n)
+            } else {
+                claimed[i].deliveryCount = 2
+            }
+        }
+        return claimed
+    }
+
+    /// XCLAIM … JUSTID resets idle time without counting a delivery; the script only touches entries still owned
+    /// by this consumer, so an entry another worker already reclaimed is not stolen back.
+    static let keepAliveScript = RedisScript("""
+    local n = 0
+    for i = 1, #ARGV do
+      local p = redis.call('XPENDING', KEYS[1], KEYS[2], ARGV[i], ARGV[i], 1)
+      if p[1] and p[1][2] == KEYS[3] then
+        redis.call('XCLAIM', KEYS[1], KEYS[2], KEYS[3], 0, ARGV[i], 'JUSTID')
+        n = n + 1
+      end
+    end
+    return n
+    """)
+
+    public func keepAlive(_ entries: [StreamEntryID]) throws {
+        if entries.isEmpty { return }
+        try client.eval(Self.keepAliveScript, keys: [store.jobStream, store.group, consumer],
+                        args: entries.map(\.rawValue)).throwIfError("keep-alive")
+    }
+
+    public func ack(_ entry: StreamEntryID) throws {
+        try client.checked(["XACK", store.jobStream, store.group, entry.rawValue])
+    }
+
+    public func deadLetter(_ entry: JobEntry, reason: JobRejection.Reason, detail: String) throws {
+        var args = ["XADD", store.deadStream, "MAXLEN", "~", String(store.deadMaxLength), "*"]
+        for (k, v) in entry.fields.sorted(by: { $0.key < $1.key }) { args += [k, v] }
+        args += ["reason", reason.rawValue, "detail", detail, "worker", consumer,
+                 "sourceEntry", entry.entryID.rawValue, "deliveries", String(entry.deliveryCount)]
+        let replies = try client.pipeline([args, ["XACK", store.jobStream, store.group, entry.entryID.rawValue]])
+        for r in replies { try r.throwIfError("dead-letter \(entry.entryID)") }
+    }
+
+    static func entry(_ reply: RedisReply, deliveryCount: Int) -> JobEntry? {
+        guard let e = reply.array, e.count == 2, let id = e[0].string else { return nil }
+        var fields: [String: String] = [:]
+        for (k, v) in e[1].fieldPairs { fields[k] = v }
+        return JobEntry(entryID: StreamEntryID(id), fields: fields, deliveryCount: deliveryCount)
+    }
+
+    // MARK: - DeviceRegistry
+
+    public func devices(org: OrgID, app: AppName, users: [UserID]) throws -> [[Device]] {
+        if users.isEmpty { return [] }
+        let replies = try client.pipeline(users.map { ["HGETALL", store.deviceKey(org, app, $0)] })
+        var out: [[Device]] = []
+        out.reserveCapacity(users.count)
+        for (i, r) in replies.enumerated() {
+            try r.throwIfError("HGETALL devices")
+            var list: [Device] = []
+            for (_, json) in r.fieldPairs {
+                guard let rec = try? DeviceRecord.decoder.decode(DeviceRecord.self, from: Data(json.utf8)) else {
+                    logger.warning("skipping unreadable device record", metadata: ["user": "\(users[i])"])
+                    continue
+                }
+                list.append(rec.device)
+            }
+            out.append(list)
+        }
+        return out
+    }
+
+    /// Removes a token from its user's hash, the token index and (when the user has no device left) the user set.
+    static let removeScript = RedisScript("""
+    local removed = 0
+    for i = 1, #ARGV do
+      local field = ARGV[i]
+      local user = redis.call('HGET', KEYS[1], field)
+      if user then
+        local devKey = KEYS[3] .. user
+        removed = removed + redis.call('HDEL', devKey, field)
+        redis.call('HDEL', KEYS[1], field)
+        if redis.call('HLEN', devKey) == 0 then redis.call('SREM', KEYS[2], user) end
+      end
+    end
+    return removed
+    """)
+
+    @discardableResult
+    public func remove(org: OrgID, app: AppName, devices: [Device]) throws -> Int {
+        if devices.isEmpty { return 0 }
+        let r = try client.eval(Self.removeScript,
+                                keys: [store.tokenIndexKey(org, app), store.usersKey(org, app), "\(store.prefix):dev:\(org):\(app):"],
+                                args: devices.map { StoreConfiguration.deviceField($0.platform, $0.token) })
+        try r.throwIfError("remove tokens")
+        return Int(r.integer ?? 0)
+    }
+
+    // MARK: - OutcomeLedger
+
+    public func recordedOutcomes(org: OrgID, job: JobID, devices: [Device]) throws -> [RecordedOutcome?] {
+        if devices.isEmpty { return [] }
+        let r = try client.command(["HMGET", store.ledgerKey(org, job)]
+                                   + devices.map { StoreConfiguration.deviceField($0.platform, $0.token) })
+        try r.throwIfError("HMGET ledger")
+        guard let a = r.array, a.count == devices.count else {
+            throw RedisError(.unexpectedReply, "HMGET ledger returned \(a_count(r)) values for \(devices.count) devices")
+        }
+        return a.map { $0.string.flatMap { RecordedOutcome(encoded: $0) } }
+    }
+
+    public func record(org: OrgID, job: JobID, outcomes: [(Device, DeliveryOutcome)]) throws {
+        if outcomes.isEmpty { return }
+        let key = store.ledgerKey(org, job)
+        var hset = ["HSET", key]
+        hset.reserveCapacity(2 + outcomes.count * 2)
+        for (d, o) in outcomes {
+            hset.append(StoreConfiguration.deviceField(d.platform, d.token))
+            hset.append(RecordedOutcome(o).encoded)
+        }
+        let replies = try client.pipeline([hset, ["EXPIRE", key, String(store.ledgerTTLSeconds)]])
+        for r in replies { try r.throwIfError("record outcomes") }
+    }
+
+    public func reportPublished(org: OrgID, job: JobID) throws -> Bool {
+        try client.checked(["HEXISTS", store.ledgerKey(org, job), "_report"]).integer == 1
+    }
+
+    /// HSETNX `_report` guards the XADD, so a redelivered job never publishes a second report.
+    static let publishScript = RedisScript("""
+    if redis.call('HSETNX', KEYS[1], '_report', ARGV[4]) == 1 then
+      redis.call('EXPIRE', KEYS[1], ARGV[5])
+      redis.call('XADD', KEYS[2], 'MAXLEN', '~', ARGV[3], '*', 'job', ARGV[1], 'org', ARGV[2], 'report', ARGV[4])
+      return 1
+    end
+    return 0
+    """)
+
+    @discardableResult
+    public func publish(_ report: JobReport) throws -> Bool {
+        let json = String(decoding: try ReportCoding.encoder.encode(report), as: UTF8.self)
+        let r = try client.eval(Self.publishScript, keys: [store.ledgerKey(report.org, report.job), store.reportStream],
+                                args: [report.job.rawValue, report.org.rawValue, String(store.reportsMaxLength), json,
+                                       String(store.ledgerTTLSeconds)])
+        try r.throwIfError("publish report")
+        return r.integer == 1
+    }
+}
+
+private func a_count(_ r: RedisReply) -> Int { r.array?.count ?? -1 }
+
+/// JSON form of reports on the report stream (ISO 8601 times, sorted keys).
+public enum ReportCoding {
+    /// ISO 8601 with milliseconds (report durations are often under a second).
+    public static let encoder: JSONEncoder = {
+        let e = JSONEncoder()
+        e.dateEncodingStrategy = .custom { date, enc in
+            let f = ISO8601DateFormatter()
+            f.formatOptions = [.withInternetDateTime, .withFractionalSeconds]
+            var c = enc.singleValueContainer()
+            try c.encode(f.string(from: date))
+        }
+        e.outputFormatting = [.sortedKeys]
+        return e
+    }()
+    public static let decoder: JSONDecoder = {
+        let d = JSONDecoder()
+        d.dateDecodingStrategy = .custom { dec in
+            let s = try dec.singleValueContainer().decode(String.self)
+            let f = ISO8601DateFormatter()
+            f.formatOptions = [.withInternetDateTime, .withFractionalSeconds]
+            if let date = f.date(from: s) { return date }
+            f.formatOptions = [.withInternetDateTime]
+            if let date = f.date(from: s) { return date }
+            throw DecodingError.dataCorrupted(.init(codingPath: dec.codingPath, debugDescription: "not an ISO 8601 date: \(s)"))
+        }
+        return d
+    }()
+}

@@ -1,0 +1,73 @@
+import Foundation
+import VolleyCore
+import VolleyEngine
+import VolleyRedis
+import VolleyStore
+import VolleyTestSupport
+
+/// Polls `condition` every 20 ms until it holds or `timeout` passes; returns whether it held.
+@discardableResult
+func eventually(timeout: Double = 20, _ condition: () throws -> Bool) rethrows -> Bool {
+    let until = Date().addingTimeInterval(timeout)
+    while Date() < until {
+        if try condition() { return true }
+        usleep(20_000)
+    }
+    return try condition()
+}
+
+struct EngineHarness {
+    let redis: RedisServerFixture
+    let store = StoreConfiguration()
+    let producer: JobProducer
+    let admin: RedisPipelineSession
+
+    init(persistent: Bool = false) throws {
+        redis = try RedisServerFixture(persistent: persistent)
+        producer = JobProducer(client: redis.client(name: "producer"), store: store)
+        admin = RedisPipelineBackend(endpoint: redis.endpoint, store: store, consumer: "admin",
+                                     options: .init(giveUpAfter: 10)).makeRedisSession(name: "admin")
+    }
+
+    func worker(_ apps: [AppName: [Platform: any PushSender]], consumer: String = "w1",
+                configure: (inout WorkerConfiguration) -> Void = { _ in }) -> PipelineWorker {
+        var c = WorkerConfiguration(consumer: consumer, concurrentJobs: 2, inFlight: 200, blockMillis: 100,
+                                    reclaimIdleMillis: 60_000, reclaimIntervalMillis: 200, maxDeliveries: 5,
+                                    drainDeadlineSeconds: 5, recordBatch: 100, chunkSize: 250)
+        configure(&c)
+        let backend = RedisPipelineBackend(endpoint: redis.endpoint, store: store, consumer: c.consumer,
+                                           options: .init(giveUpAfter: 30))
+        return PipelineWorker(configuration: c, backend: backend, apps: StaticAppDirectory(apps))
+    }
+
+    func register(org: OrgID = "org1", app: AppName = "app1", users: Int, devicesPerUser: Int,
+                  platform: (Int) -> Platform = { $0 % 2 == 0 ? .ios : .android },
+                  token: (Int, Int) -> String = { u, d in "tok-u\(u)-d\(d)-" + String(repeating: "a", count: 16) }) throws {
+        var recs: [DeviceImportRecord] = []
+        for u in 0..<users {
+            for d in 0..<devicesPerUser {
+                recs.append(DeviceImportRecord(org: org, app: app, user: UserID("user\(u)"),
+                                               platform: platform(u * devicesPerUser + d), token: DeviceToken(token(u, d))))
+            }
+        }
+        try admin.register(recs)
+    }
+
+    func report(for job: JobID) throws -> JobReport? {
+        try producer.allReports().first { $0.job == job }
+    }
+
+    /// Ledger entries of a job (platform:token → encoded outcome).
+    func ledger(org: OrgID = "org1", job: JobID) throws -> [String: String] {
+        let r = try admin.client.checked(["HGETALL", "volley:outcomes:\(org):\(job)"])
+        var d: [String: String] = [:]
+        for (k, v) in r.fieldPairs where k != "_report" { d[k] = v }
+        return d
+    }
+}
+
+func explicitDevices(_ n: Int, prefix: String = "dev") -> [JobDevice] {
+    (0..<n).map { i in
+        JobDevice(platform: i % 2 == 0 ? .ios : .android, token: DeviceToken("\(prefix)-\(i)-" + String(repeating: "b", count: 20)))
+    }
+}

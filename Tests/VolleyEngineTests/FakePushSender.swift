@@ -1,0 +1,52 @@
+import Foundation
+import VolleyCore
+
+/// An in-test `PushSender`: a real class with configurable outcomes and latency that completes on its own queue,
+/// and counts what it was asked to send (per token), so tests can check "exactly once" and duplicates.
+final class FakePushSender: PushSender, @unchecked Sendable {
+    struct Prepared: PreparedNotification { let platform: Platform; let payloadBytes: Int }
+
+    let platform: Platform
+    private let queue: DispatchQueue
+    private let lock = NSLock()
+    private var sent: [String: Int] = [:]
+    private var _total = 0
+    /// Outcome per device (default: accepted).
+    var outcome: @Sendable (Device) -> DeliveryOutcome
+    /// Delay before completing (seconds).
+    var latency: Double
+    /// When set, sends never complete (a hung provider).
+    var hang = false
+
+    init(platform: Platform, latency: Double = 0,
+         outcome: @escaping @Sendable (Device) -> DeliveryOutcome = { _ in .accepted(messageID: nil) }) {
+        self.platform = platform; self.latency = latency; self.outcome = outcome
+        queue = DispatchQueue(label: "fake-\(platform)", attributes: .concurrent)
+    }
+
+    func prepare(_ notification: VolleyCore.Notification, jobID: JobID) throws -> any PreparedNotification {
+        if notification.contentAvailable == true && (notification.title != nil || notification.body != nil) {
+            throw NotificationError("SilentWithAlert", "silent push must not carry an alert")
+        }
+        if (notification.body?.utf8.count ?? 0) > 4000 {
+            throw NotificationError("PayloadTooLarge", "payload over 4096 bytes")
+        }
+        return Prepared(platform: platform, payloadBytes: notification.body?.utf8.count ?? 0)
+    }
+
+    func send(_ prepared: any PreparedNotification, to device: Device, jobID: JobID,
+              completion: @escaping @Sendable (DeliveryOutcome) -> Void) {
+        lock.withLock { sent[device.token.rawValue, default: 0] += 1; _total += 1 }
+        if hang { return }
+        let o = outcome(device)
+        if latency > 0 {
+            queue.asyncAfter(deadline: .now() + latency) { completion(o) }
+        } else {
+            queue.async { completion(o) }
+        }
+    }
+
+    var total: Int { lock.withLock { _total } }
+    var perToken: [String: Int] { lock.withLock { sent } }
+    func reset() { lock.withLock { sent = [:]; _total = 0 } }
+}

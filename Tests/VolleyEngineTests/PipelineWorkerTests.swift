@@ -1,0 +1,185 @@
+import Foundation
+import Testing
+import VolleyCore
+import VolleyEngine
+import VolleyRedis
+import VolleyStore
+import VolleyTestSupport
+
+@Suite(.serialized) struct PipelineWorkerTests {
+    @Test func jobFlowsEndToEndThroughRegistryAndReport() throws {
+        let h = try EngineHarness()
+        defer { h.redis.stop() }
+        try h.register(users: 4, devicesPerUser: 3)
+        // user1's second device is dead at the provider.
+        let dead = "tok-u1-d1-" + String(repeating: "a", count: 16)
+        let rejectDead: @Sendable (Device) -> DeliveryOutcome = { d in
+            d.token.rawValue == dead ? .rejected(status: 410, reason: "Unregistered", action: .removeToken) : .accepted(messageID: "m")
+        }
+        let ios = FakePushSender(platform: .ios, latency: 0.001, outcome: rejectDead)
+        let android = FakePushSender(platform: .android, latency: 0.001, outcome: rejectDead)
+        let worker = h.worker(["app1": [.ios: ios, .android: android]])
+        try worker.start()
+        defer { worker.drain(deadline: 1) }
+
+        let job = PushJob(id: "job-1", org: "org1", app: "app1",
+                          recipients: ["user0", "user1", "user2", "user3", "nobody", "user0"],
+                          notification: VolleyCore.Notification(title: "Hi", body: "There"))
+        try h.producer.enqueue(job)
+        #expect(eventually { (try? h.report(for: "job-1")) != nil })
+        let report = try #require(try h.report(for: "job-1"))
+        #expect(report.recipients == 6)
+        #expect(report.users == 5)          // de-duplicated
+        #expect(report.noDevices == 1)
+        #expect(report.devices == 12)
+        #expect(report.accepted == 11)
+        #expect(report.rejected == 1)
+        #expect(report.rejectedByReason["Unregistered"] == 1)
+        #expect(report.tokensRemoved == 1)
+        #expect(ios.total + android.total == 12)
+        #expect(try h.ledger(job: "job-1").count == 12)
+        // The dead token is gone from the registry; the others stay.
+        let remaining = try h.admin.records(org: "org1", app: "app1", user: "user1")
+        #expect(remaining.count == 2)
+        #expect(!remaining.contains { $0.token.rawValue == dead })
+        #expect(eventually { (try? h.producer.pendingCount()) == 0 })
+    }
+
+    @Test func malformedJobsAreDeadLetteredWhileGoodJobsComplete() throws {
+        let h = try EngineHarness()
+        defer { h.redis.stop() }
+        let ios = FakePushSender(platform: .ios)
+        let android = FakePushSender(platform: .android)
+        let worker = h.worker(["app1": [.ios: ios, .android: android]])
+        try worker.start()
+        defer { worker.drain(deadline: 1) }
+
+        func good(_ i: Int) throws {
+            try h.producer.enqueue(PushJob(id: JobID("good-\(i)"), org: "org1", app: "app1",
+                                           devices: explicitDevices(10, prefix: "g\(i)"),
+                                           notification: VolleyCore.Notification(title: "t", body: "b")))
+        }
+        let tooMany = (0...PushJob.maxRecipients).map { RecipientID("u\($0)") }
+        let enc = JSONEncoder()
+        func json(_ job: PushJob) -> String { String(decoding: try! enc.encode(job), as: UTF8.self) }
+        try good(0)
+        try h.producer.enqueueRaw(fields: ["job": "{not json"])
+        try good(1)
+        try h.producer.enqueueRaw(fields: ["other": "x"])
+        try h.producer.enqueueRaw(fields: ["job": json(PushJob(org: "org1", app: "nope", devices: explicitDevices(1),
+                                                               notification: VolleyCore.Notification(title: "x")))])
+        try good(2)
+        try h.producer.enqueueRaw(fields: ["job": json(PushJob(org: "org1", app: "app1", recipients: tooMany,
+                                                               notification: VolleyCore.Notification(title: "x")))])
+        try h.producer.enqueueRaw(fields: ["job": json(PushJob(org: "org1", app: "app1", devices: explicitDevices(2),
+                                                               notification: VolleyCore.Notification(title: "loud", contentAvailable: true)))])
+        try h.producer.enqueueRaw(fields: ["job": json(PushJob(org: "org1", app: "app1", notification: VolleyCore.Notification(title: "x")))])
+        try h.producer.enqueueRaw(fields: ["job": #"{"org":"org1","app":"app1","devices":[{"platform":"blackberry","token":"x"}],"notification":{}}"#])
+        try good(3)
+
+        #expect(eventually { ((try? h.producer.allReports().count) ?? 0) == 4 && ((try? h.producer.deadLetters().count) ?? 0) == 7 })
+        let dead = try h.producer.deadLetters()
+        let reasons = dead.compactMap { $0["reason"] }.sorted()
+        #expect(reasons == ["invalid-json", "invalid-json", "invalid-json", "invalid-notification", "no-targets",
+                            "too-many-recipients", "unknown-app"])
+        #expect(dead.allSatisfy { $0["worker"] == "w1" && $0["sourceEntry"] != nil && $0["detail"] != nil })
+        #expect(dead.contains { $0["job"] == "{not json" })     // original fields kept
+        #expect(dead.contains { $0["other"] == "x" })
+        let reports = try h.producer.allReports()
+        #expect(Set(reports.map(\.job.rawValue)) == ["good-0", "good-1", "good-2", "good-3"])
+        #expect(reports.allSatisfy { $0.accepted == 10 })
+        #expect(eventually { (try? h.producer.pendingCount()) == 0 })
+        #expect(worker.stats.jobsDeadLettered == 7)
+    }
+
+    @Test func redeliveredJobSkipsDevicesWithRecordedOutcomes() throws {
+        let h = try EngineHarness()
+        defer { h.redis.stop() }
+        let devices = explicitDevices(100)
+        // An earlier delivery recorded 60 outcomes (10 of them rejections) before it died.
+        var earlier: [(Device, DeliveryOutcome)] = []
+        for (i, d) in devices.prefix(60).enumerated() {
+            let dev = Device(platform: d.platform, token: d.token)
+            earlier.append((dev, i < 10 ? .rejected(status: 400, reason: "BadDeviceToken", action: .removeToken) : .accepted(messageID: nil)))
+        }
+        try h.admin.record(org: "org1", job: "job-r", outcomes: earlier)
+        let ios = FakePushSender(platform: .ios)
+        let android = FakePushSender(platform: .android)
+        let worker = h.worker(["app1": [.ios: ios, .android: android]])
+        try worker.start()
+        defer { worker.drain(deadline: 1) }
+        try h.producer.enqueue(PushJob(id: "job-r", org: "org1", app: "app1", devices: devices,
+                                       notification: VolleyCore.Notification(body: "b")))
+        #expect(eventually { (try? h.report(for: "job-r")) != nil })
+        let report = try #require(try h.report(for: "job-r"))
+        #expect(ios.total + android.total == 40)
+        #expect(Set(ios.perToken.keys).union(android.perToken.keys) == Set(devices.suffix(40).map(\.token.rawValue)))
+        #expect(report.devices == 100)
+        #expect(report.alreadyRecorded == 60)
+        #expect(report.accepted == 90)
+        #expect(report.rejected == 10)
+        #expect(try h.ledger(job: "job-r").count == 100)
+        // A second delivery of the same job id publishes no second report.
+        try h.producer.enqueue(PushJob(id: "job-r", org: "org1", app: "app1", devices: devices,
+                                       notification: VolleyCore.Notification(body: "b")))
+        #expect(eventually { worker.stats.jobsCompleted == 2 })
+        #expect(try h.producer.allReports().count == 1)
+        #expect(ios.total + android.total == 40)
+    }
+
+    @Test func idleEntriesAreReclaimedAndOverDeliveredOnesDeadLettered() throws {
+        let h = try EngineHarness()
+        defer { h.redis.stop() }
+        let ghost = RedisPipelineBackend(endpoint: h.redis.endpoint, store: h.store, consumer: "ghost").makeRedisSession(name: "ghost")
+        try ghost.ensureGroup()
+        try h.producer.enqueue(PushJob(id: "orphan", org: "org1", app: "app1", devices: explicitDevices(5),
+                                       notification: VolleyCore.Notification(title: "t")))
+        let taken = try ghost.readNew(count: 10, blockMillis: 10)
+        #expect(taken.count == 1)
+        // A second orphan, already delivered 9 times.
+        let id2 = try h.producer.enqueue(PushJob(id: "poison", org: "org1", app: "app1", devices: explicitDevices(5),
+                                                 notification: VolleyCore.Notification(title: "t")))
+        _ = try ghost.readNew(count: 10, blockMillis: 10)
+        try ghost.client.checked(["XCLAIM", "volley:jobs", "volley", "ghost", "0", id2.rawValue, "RETRYCOUNT", "9"])
+
+        let sender = FakePushSender(platform: .ios)
+        let worker = h.worker(["app1": [.ios: sender, .android: FakePushSender(platform: .android)]]) {
+            $0.reclaimIdleMillis = 300; $0.keepAliveIntervalMillis = 100
+        }
+        try worker.start()
+        defer { worker.drain(deadline: 1) }
+        #expect(eventually { (try? h.report(for: "orphan")) != nil })
+        let report = try #require(try h.report(for: "orphan"))
+        #expect(report.deliveries == 2)
+        #expect(report.accepted == 5)
+        #expect(eventually { ((try? h.producer.deadLetters()) ?? []).contains { $0["reason"] == "too-many-deliveries" } })
+        #expect(eventually { (try? h.producer.pendingCount()) == 0 })
+        #expect(worker.stats.reclaimed == 2)
+    }
+
+    @Test func longJobIsKeptAliveAndNotReclaimedByASecondWorker() throws {
+        let h = try EngineHarness()
+        defer { h.redis.stop() }
+        let slow = FakePushSender(platform: .ios, latency: 0.02)
+        let slowA = FakePushSender(platform: .android, latency: 0.02)
+        // inFlight 20 at 20 ms each: 1,000 devices take ≈ 1 s, far longer than reclaimIdle (250 ms).
+        let w1 = h.worker(["app1": [.ios: slow, .android: slowA]], consumer: "w1") {
+            $0.inFlight = 20; $0.concurrentJobs = 1; $0.reclaimIdleMillis = 250; $0.keepAliveIntervalMillis = 50
+        }
+        try w1.start()
+        defer { w1.drain(deadline: 1) }
+        try h.producer.enqueue(PushJob(id: "long", org: "org1", app: "app1", devices: explicitDevices(1000),
+                                       notification: VolleyCore.Notification(title: "t")))
+        #expect(eventually { slow.total > 0 })
+        let other = FakePushSender(platform: .ios)
+        let w2 = h.worker(["app1": [.ios: other, .android: FakePushSender(platform: .android)]], consumer: "w2") {
+            $0.reclaimIdleMillis = 250; $0.reclaimIntervalMillis = 50
+        }
+        try w2.start()
+        defer { w2.drain(deadline: 1) }
+        #expect(eventually { (try? h.report(for: "long")) != nil })
+        #expect(w2.stats.reclaimed == 0)
+        #expect(other.total == 0)
+        #expect(try h.report(for: "long")?.deliveries == 1)
+    }
+}

@@ -1,0 +1,75 @@
+import Foundation
+import Testing
+import VolleyCore
+import VolleyEngine
+import VolleyRedis
+import VolleyStore
+import VolleyTestSupport
+
+@Suite(.serialized) struct ResilienceTests {
+    @Test func redisRestartedMidJobLosesNothing() throws {
+        let h = try EngineHarness(persistent: true)
+        defer { h.redis.stop() }
+        let ios = FakePushSender(platform: .ios, latency: 0.002)
+        let android = FakePushSender(platform: .android, latency: 0.002)
+        let worker = h.worker(["app1": [.ios: ios, .android: android]]) { $0.inFlight = 200; $0.concurrentJobs = 1 }
+        try worker.start()
+        defer { worker.drain(deadline: 1) }
+        let devices = explicitDevices(20_000)
+        try h.producer.enqueue(PushJob(id: "big", org: "org1", app: "app1", devices: devices,
+                                       notification: VolleyCore.Notification(title: "t")))
+        #expect(eventually { ios.total + android.total > 4_000 })
+        try h.redis.restart()
+        #expect(eventually(timeout: 60) { (try? h.report(for: "big")) != nil })
+        let report = try #require(try h.report(for: "big"))
+        #expect(report.devices == 20_000)
+        #expect(report.accepted == 20_000)
+        let ledger = try h.ledger(job: "big")
+        #expect(ledger.count == 20_000)
+        // Every device was sent at least once; the restart cannot cause a resend (outcomes are held until recorded).
+        var sent = ios.perToken
+        sent.merge(android.perToken) { $0 + $1 }
+        #expect(sent.count == 20_000)
+        #expect(sent.values.allSatisfy { $0 == 1 })
+        #expect(eventually { (try? h.producer.pendingCount()) == 0 })
+    }
+
+    @Test func drainLeavesUnfinishedJobPendingForAnotherWorker() throws {
+        let h = try EngineHarness()
+        defer { h.redis.stop() }
+        // Worker 1 is slow: 2,000 devices at 50 in flight × 20 ms ≈ 0.8 s; it drains after a 0.2 s deadline.
+        let slowI = FakePushSender(platform: .ios, latency: 0.02)
+        let slowA = FakePushSender(platform: .android, latency: 0.02)
+        let w1 = h.worker(["app1": [.ios: slowI, .android: slowA]], consumer: "w1") {
+            $0.inFlight = 50; $0.concurrentJobs = 1; $0.recordBatch = 20
+        }
+        try w1.start()
+        try h.producer.enqueue(PushJob(id: "quick", org: "org1", app: "app1", devices: explicitDevices(4, prefix: "q"),
+                                       notification: VolleyCore.Notification(title: "t")))
+        #expect(eventually { (try? h.report(for: "quick")) != nil })
+        try h.producer.enqueue(PushJob(id: "drained", org: "org1", app: "app1", devices: explicitDevices(2_000),
+                                       notification: VolleyCore.Notification(title: "t")))
+        #expect(eventually { slowI.total + slowA.total > 100 })
+        #expect(w1.drain(deadline: 0.2))
+        let firstSends = slowI.total + slowA.total - 4     // minus the quick job's 4 devices
+        #expect(firstSends < 2_000)
+        #expect(try h.report(for: "drained") == nil)        // not acked, no report
+        #expect(try h.producer.pendingCount() == 1)
+        let recordedByFirst = try h.ledger(job: "drained").count
+        #expect(recordedByFirst == firstSends)               // everything that finished was recorded
+
+        let fastI = FakePushSender(platform: .ios)
+        let fastA = FakePushSender(platform: .android)
+        let w2 = h.worker(["app1": [.ios: fastI, .android: fastA]], consumer: "w2") {
+            $0.reclaimIdleMillis = 200; $0.reclaimIntervalMillis = 50
+        }
+        try w2.start()
+        defer { w2.drain(deadline: 1) }
+        #expect(eventually { (try? h.report(for: "drained")) != nil })
+        let report = try #require(try h.report(for: "drained"))
+        #expect(report.accepted == 2_000)
+        #expect(report.alreadyRecorded == recordedByFirst)
+        #expect(fastI.total + fastA.total == 2_000 - recordedByFirst)  // no duplicates after a graceful drain
+        #expect(try h.ledger(job: "drained").count == 2_000)
+    }
+}

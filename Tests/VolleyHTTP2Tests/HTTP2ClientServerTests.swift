@@ -1,0 +1,286 @@
+import Dispatch
+import Foundation
+import Synchronization
+import Testing
+@testable import VolleyHTTP2
+
+private func clientConfig(_ pki: TestPKI, port: Int, connections: Int = 1, cap: Int = 1000, timeout: Double = 10,
+                          ping: Double = 60, cert: TLSClientCertificate? = nil, host: String = "127.0.0.1",
+                          caFile: String? = nil) -> HTTP2ClientConfiguration {
+    HTTP2ClientConfiguration(host: host, port: port, caFile: caFile ?? pki.caFile, clientCertificate: cert,
+                             connections: connections, maxConcurrentStreamsCap: cap, connectTimeoutSeconds: 5,
+                             requestTimeoutSeconds: timeout, idlePingSeconds: ping, pingTimeoutSeconds: 2,
+                             maxResends: 3, reconnectBaseSeconds: 0.01, reconnectMaxSeconds: 0.2)
+}
+
+@Suite("HTTP/2 client and server over real TLS")
+struct HTTP2ClientServerTests {
+
+    @Test func multiplexesManyStreamsOnOneConnection() async throws {
+        let pki = try TestPKI.get()
+        let h = RecordingHandler(delayMs: 20)
+        let s = try startServer(pki, handler: h)
+        defer { s.server.stop() }
+        let pool = HTTP2ConnectionPool(configuration: clientConfig(pki, port: s.port), logger: testLogger)
+        let done = Completions()
+        for i in 0..<500 { pool.submit(request(i, port: s.port)) { done.record(i, $0) } }
+        await done.wait(for: 500)
+        let snap = done.snapshot
+        #expect(snap.count == 500)
+        #expect(snap.results.values.allSatisfy { $0.count == 1 && ((try? $0[0].get().status) == 200) })
+        let st = pool.statistics
+        #expect(st.connectionsOpened == 1)
+        #expect(st.peakStreamsPerConnection > 1)
+        #expect(h.seen.withLock { $0.opened } == 1)
+        // The server saw more than one concurrent stream on that connection.
+        await shutdown(pool)
+        #expect(s.server.openConnections.allSatisfy { $0.statistics.peakConcurrentStreams > 1 })
+    }
+
+    @Test func honoursAStreamLimitOfFive() async throws {
+        let pki = try TestPKI.get()
+        let peak = Mutex(0)
+        let h = RecordingHandler(delayMs: 5) { _, conn, _, _ in
+            let cur = conn.statistics.currentStreams
+            peak.withLock { $0 = max($0, cur) }
+            return true
+        }
+        let s = try startServer(pki, handler: h, maxStreams: 5)
+        defer { s.server.stop() }
+        let pool = HTTP2ConnectionPool(configuration: clientConfig(pki, port: s.port), logger: testLogger)
+        let done = Completions()
+        for i in 0..<300 { pool.submit(request(i, port: s.port)) { done.record(i, $0) } }
+        await done.wait(for: 300)
+        #expect(done.snapshot.count == 300)
+        #expect(done.snapshot.results.values.allSatisfy { (try? $0[0].get().status) == 200 })
+        #expect(peak.withLock { $0 } <= 5)
+        #expect(peak.withLock { $0 } >= 2)
+        #expect(pool.statistics.peakStreamsPerConnection <= 5)
+        let conns = s.server.openConnections
+        #expect(conns.allSatisfy { $0.statistics.refusedStreams == 0 && $0.statistics.peakConcurrentStreams <= 5 })
+        await shutdown(pool)
+    }
+
+    @Test func honoursALimitLoweredMidBurst() async throws {
+        let pki = try TestPKI.get()
+        struct Phase { var loweredAt: UInt64?; var latePeak = 0; var lateRequests = 0 }
+        let phase = Mutex(Phase())
+        let h = RecordingHandler(delayMs: 5) { _, conn, _, n in
+            let now = DispatchTime.now().uptimeNanoseconds
+            if n == 200 {
+                conn.setMaxConcurrentStreams(3)
+                phase.withLock { $0.loweredAt = now }
+            }
+            let cur = conn.statistics.currentStreams
+            phase.withLock { p in
+                // 300 ms after the SETTINGS frame, the client has applied it and the old streams are gone.
+                if let t = p.loweredAt, now > t + 300_000_000 { p.latePeak = max(p.latePeak, cur); p.lateRequests += 1 }
+            }
+            return true
+        }
+        let s = try startServer(pki, handler: h, maxStreams: 50)
+        defer { s.server.stop() }
+        let pool = HTTP2ConnectionPool(configuration: clientConfig(pki, port: s.port), logger: testLogger)
+        let done = Completions()
+        for i in 0..<1500 { pool.submit(request(i, port: s.port)) { done.record(i, $0) } }
+        await done.wait(for: 1500)
+        let snap = done.snapshot
+        #expect(snap.count == 1500)
+        #expect(snap.results.values.allSatisfy { $0.count == 1 && (try? $0[0].get().status) == 200 })
+        let p = phase.withLock { $0 }
+        #expect(p.lateRequests > 0)
+        #expect(p.latePeak <= 3)
+        await shutdown(pool)
+    }
+
+    /// Every request completes exactly once; the server never handles one twice.
+    private func burst(disrupt: @escaping @Sendable (HTTP2ServerConnection, HTTP2ServerRequest) -> Void, at: Int) async throws
+        -> (Completions, RecordingHandler, HTTP2PoolStatistics) {
+        let pki = try TestPKI.get()
+        let h = RecordingHandler(delayMs: 0) { req, conn, _, n in
+            if n == at { disrupt(conn, req) }
+            return true
+        }
+        let s = try startServer(pki, handler: h, maxStreams: 200)
+        defer { s.server.stop() }
+        let pool = HTTP2ConnectionPool(configuration: clientConfig(pki, port: s.port, connections: 2), logger: testLogger)
+        let done = Completions()
+        let total = 10_000
+        for i in 0..<total { pool.submit(request(i, port: s.port)) { done.record(i, $0) } }
+        await done.wait(for: total, seconds: 60)
+        let stats = pool.statistics
+        await shutdown(pool)
+        let snap = done.snapshot
+        #expect(snap.count == total)
+        #expect(snap.results.count == total)
+        #expect(snap.results.values.allSatisfy { $0.count == 1 })
+        let seen = h.seen.withLock { $0.ids }
+        #expect(seen.values.allSatisfy { $0 == 1 }, "a request reached the server twice")
+        // Every success was seen by the server.
+        for (id, rs) in snap.results where (try? rs[0].get()) != nil { #expect(seen[String(id)] == 1) }
+        return (done, h, stats)
+    }
+
+    @Test func goAwayInTheMiddleOfABurstLosesNothing() async throws {
+        let (done, _, stats) = try await burst(disrupt: { conn, req in conn.sendGoAway(lastStreamID: req.streamID) }, at: 3000)
+        let failures = done.snapshot.results.values.compactMap { r -> HTTP2Error? in
+            if case .failure(let e) = r[0] { return e } else { return nil }
+        }
+        #expect(failures.isEmpty, "\(failures.count) GOAWAY failures: \(failures.prefix(3))")
+        #expect(stats.goAwaysReceived >= 1)
+        #expect(stats.connectionsOpened >= 3)
+    }
+
+    @Test func tcpResetInTheMiddleOfABurstCompletesEveryRequestOnce() async throws {
+        let (done, _, stats) = try await burst(disrupt: { conn, _ in conn.resetTCP() }, at: 5000)
+        let failures = done.snapshot.results.values.compactMap { r -> HTTP2Error? in
+            if case .failure(let e) = r[0] { return e } else { return nil }
+        }
+        #expect(failures.allSatisfy { $0.kind == .connectionReset && !$0.resendIsSafe }, "\(failures.count) failures: \(failures.prefix(3))")
+        #expect(stats.connectionsOpened >= 3)
+    }
+
+    @Test func wrongCAFailsWithVerificationError() async throws {
+        let pki = try TestPKI.get()
+        let s = try startServer(pki, handler: RecordingHandler())
+        defer { s.server.stop() }
+        let pool = HTTP2ConnectionPool(configuration: clientConfig(pki, port: s.port, caFile: pki.otherCAFile), logger: testLogger)
+        let r = await send(pool, request(1, port: s.port))
+        guard case .failure(let e) = r else { Issue.record("expected failure"); return }
+        #expect(e.kind == .certificateVerification)
+        #expect(e.message.contains("unable to get local issuer certificate"))
+        await shutdown(pool)
+    }
+
+    @Test func wrongHostNameFailsWithVerificationError() async throws {
+        let pki = try TestPKI.get()
+        let s = try startServer(pki, handler: RecordingHandler(), cert: pki.wrongHostCert, key: pki.wrongHostKey)
+        defer { s.server.stop() }
+        let pool = HTTP2ConnectionPool(configuration: clientConfig(pki, port: s.port), logger: testLogger)
+        let r = await send(pool, request(1, port: s.port))
+        guard case .failure(let e) = r else { Issue.record("expected failure"); return }
+        #expect(e.kind == .certificateVerification)
+        #expect(e.message.contains("IP address mismatch"))
+        await shutdown(pool)
+
+        let pool2 = HTTP2ConnectionPool(configuration: clientConfig(pki, port: s.port, host: "localhost"), logger: testLogger)
+        let r2 = await send(pool2, request(1, port: s.port))
+        guard case .failure(let e2) = r2 else { Issue.record("expected failure"); return }
+        #expect(e2.kind == .certificateVerification)
+        #expect(e2.message.contains("hostname mismatch"))
+        await shutdown(pool2)
+    }
+
+    @Test func serverWithoutH2FailsWithALPNError() async throws {
+        let pki = try TestPKI.get()
+        let s = try startServer(pki, handler: RecordingHandler(), alpn: ["http/1.1"])
+        defer { s.server.stop() }
+        let pool = HTTP2ConnectionPool(configuration: clientConfig(pki, port: s.port), logger: testLogger)
+        let r = await send(pool, request(1, port: s.port))
+        guard case .failure(let e) = r else { Issue.record("expected failure"); return }
+        #expect(e.kind == .alpnNotH2)
+        #expect(e.message.contains("did not select h2"))
+        await shutdown(pool)
+    }
+
+    @Test func requestTimeoutFires() async throws {
+        let pki = try TestPKI.get()
+        let h = RecordingHandler { req, _, _, _ in req.path != "/3/device/1" }   // never answers id 1
+        let s = try startServer(pki, handler: h)
+        defer { s.server.stop() }
+        let pool = HTTP2ConnectionPool(configuration: clientConfig(pki, port: s.port, timeout: 0.4), logger: testLogger)
+        let r = await send(pool, request(1, port: s.port))
+        guard case .failure(let e) = r else { Issue.record("expected timeout"); return }
+        #expect(e.kind == .timeout)
+        #expect(!e.resendIsSafe)
+        // The connection is still usable.
+        let ok = await send(pool, request(2, port: s.port))
+        #expect((try? ok.get().status) == 200)
+        #expect(pool.statistics.connectionsOpened == 1)
+        await shutdown(pool)
+    }
+
+    @Test func idlePingKeepsTheConnectionAlive() async throws {
+        let pki = try TestPKI.get()
+        let h = RecordingHandler()
+        let s = try startServer(pki, handler: h)
+        defer { s.server.stop() }
+        let pool = HTTP2ConnectionPool(configuration: clientConfig(pki, port: s.port, ping: 0.1), logger: testLogger)
+        let first = await send(pool, request(1, port: s.port))
+        #expect((try? first.get().status) == 200)
+        try await Task.sleep(for: .milliseconds(900))
+        #expect(pool.statistics.pingsSent >= 2)
+        #expect(h.seen.withLock { $0.closed } == 0)
+        #expect(s.server.openConnections.first.map { $0.statistics.pingsReceived >= 2 } == true)
+        let second = await send(pool, request(2, port: s.port))
+        #expect((try? second.get().status) == 200)
+        #expect(pool.statistics.connectionsOpened == 1)
+        await shutdown(pool)
+    }
+}
+
+@Suite("TLS client certificates")
+struct TLSClientCertificateTests {
+    private func mtls(_ cert: TLSClientCertificate?) async throws -> (Result<HTTP2Response, HTTP2Error>, [String]) {
+        let pki = try TestPKI.get()
+        let h = RecordingHandler()
+        let s = try startServer(pki, handler: h, clientCA: pki.caFile)
+        defer { s.server.stop() }
+        let pool = HTTP2ConnectionPool(configuration: clientConfig(pki, port: s.port, cert: cert), logger: testLogger)
+        let r = await send(pool, request(1, port: s.port))
+        await shutdown(pool)
+        return (r, h.seen.withLock { $0.subjects })
+    }
+
+    @Test func pemClientCertificateIsAccepted() async throws {
+        let pki = try TestPKI.get()
+        let (r, subjects) = try await mtls(.pem(certificateFile: pki.clientCert, privateKeyFile: pki.clientKey, passphrase: nil))
+        #expect((try? r.get().status) == 200)
+        #expect(subjects.contains { $0.contains("volley-test-client") })
+    }
+
+    @Test func encryptedPEMKeyWithPassphraseIsAccepted() async throws {
+        let pki = try TestPKI.get()
+        let (r, _) = try await mtls(.pem(certificateFile: pki.clientCert, privateKeyFile: pki.clientKeyEncrypted,
+                                         passphrase: TestPKI.keyPassphrase))
+        #expect((try? r.get().status) == 200)
+    }
+
+    @Test func pkcs12ClientCertificateIsAccepted() async throws {
+        let pki = try TestPKI.get()
+        let (r, subjects) = try await mtls(.pkcs12(file: pki.clientP12, password: TestPKI.p12Password))
+        #expect((try? r.get().status) == 200)
+        #expect(subjects.contains { $0.contains("volley-test-client") })
+    }
+
+    @Test func missingClientCertificateIsRejectedByTheServer() async throws {
+        let (r, _) = try await mtls(nil)
+        guard case .failure = r else { Issue.record("expected failure without a client certificate"); return }
+    }
+
+    @Test func badCertificatesGiveClearMessages() throws {
+        let pki = try TestPKI.get()
+        let cases: [(TLSClientCertificate, String)] = [
+            (.pem(certificateFile: pki.expiredCert, privateKeyFile: pki.expiredKey, passphrase: nil), "Certificate expired"),
+            (.pem(certificateFile: pki.futureCert, privateKeyFile: pki.futureKey, passphrase: nil), "Certificate not valid yet"),
+            (.pkcs12(file: pki.clientP12, password: "wrong"), "Invalid certificate or password"),
+            (.pem(certificateFile: pki.clientCert, privateKeyFile: pki.clientKeyEncrypted, passphrase: "wrong"), "Invalid certificate or password"),
+            (.pem(certificateFile: pki.dir + "/missing.pem", privateKeyFile: pki.clientKey, passphrase: nil), "Invalid certificate or password"),
+        ]
+        for (cert, message) in cases {
+            #expect(throws: HTTP2Error(.configuration, resendIsSafe: false, message)) {
+                _ = try TLSClientCertificateCheck.validate(cert)
+            }
+        }
+        let ok = try TLSClientCertificateCheck.validate(.pkcs12(file: pki.clientP12, password: TestPKI.p12Password))
+        #expect(ok.subject.contains("volley-test-client"))
+        #expect(ok.notAfter > Date())
+    }
+
+    @Test func expiredCertificateFailsRequestsWithTheMessage() async throws {
+        let pki = try TestPKI.get()
+        let (r, _) = try await mtls(.pem(certificateFile: pki.expiredCert, privateKeyFile: pki.expiredKey, passphrase: nil))
+        guard case .failure(let e) = r else { Issue.record("expected failure"); return }
+        #expect(e.message == "Certificate expired")
+    }
+}

@@ -1,0 +1,167 @@
+import Crypto
+import CryptoExtras
+import Foundation
+import Testing
+import VolleyCore
+import VolleyFCM
+import VolleyHTTP2
+
+@Suite struct FCMEncoderTests {
+    let device = Device(platform: .android, token: DeviceToken("fcm-token:APA91b_xyz"))
+
+    @Test func messageShape() throws {
+        let n = VolleyCore.Notification(title: "T", body: "B", sound: "ding", badge: 2,
+                                        data: ["id": .string("001"), "n": .number(3), "flag": .bool(true),
+                                               "obj": .object(["a": .number(1)])],
+                                        category: "OPEN_CASE", threadId: "thread", collapseId: "ck", ttl: 60,
+                                        priority: .normal, imageUrl: "https://img/x.png", url: "https://u", channelId: "alerts",
+                                        apns: .object(["aps": .object(["alert": .string("ios")])]))
+        let p = try FCMPreparedNotification(n, projectID: "proj-1")
+        let r = p.request(for: device, authority: "fcm.googleapis.com", authorization: "Bearer tok")
+        #expect(r.path == "/v1/projects/proj-1/messages:send")
+        #expect(r.headers.first(where: { $0.name == "authorization" })?.sensitive == true)
+        let root = jsonObject(r.body)
+        #expect(root["validate_only"] == nil)
+        let m = root["message"] as? [String: Any]
+        #expect(m?["token"] as? String == "fcm-token:APA91b_xyz")
+        let notification = m?["notification"] as? [String: Any]
+        #expect(notification?["title"] as? String == "T")
+        #expect(notification?["body"] as? String == "B")
+        #expect(notification?["image"] as? String == "https://img/x.png")
+        let data = m?["data"] as? [String: Any]
+        #expect(data?["id"] as? String == "001")
+        #expect(data?["n"] as? String == "3")
+        #expect(data?["flag"] as? String == "true")
+        #expect(data?["obj"] as? String == #"{"a":1}"#)
+        #expect(data?["url"] as? String == "https://u")
+        let android = m?["android"] as? [String: Any]
+        #expect(android?["priority"] as? String == "NORMAL")
+        #expect(android?["ttl"] as? String == "60s")
+        #expect(android?["collapse_key"] as? String == "ck")
+        let an = android?["notification"] as? [String: Any]
+        #expect(an?["channel_id"] as? String == "alerts")
+        #expect(an?["sound"] as? String == "ding")
+        #expect(an?["click_action"] as? String == "OPEN_CASE")
+        #expect(an?["image"] as? String == "https://img/x.png")
+        let apns = m?["apns"] as? [String: Any]
+        #expect(((apns?["payload"] as? [String: Any])?["aps"] as? [String: Any])?["alert"] as? String == "ios")
+    }
+
+    @Test func validateOnlyAndRawMerge() throws {
+        let n = VolleyCore.Notification(title: "T", fcm: .object(["message": .object([
+            "android": .object(["notification": .object(["icon": .string("ic"), "color": .string("#ff0000")])]),
+            "token": .string("ignored")])]))
+        let p = try FCMPreparedNotification(n, projectID: "p", validateOnly: true)
+        let root = jsonObject(p.body(token: device.token, locale: nil))
+        #expect(root["validate_only"] as? Bool == true)
+        let m = root["message"] as? [String: Any]
+        #expect(m?["token"] as? String == device.token.rawValue)
+        let an = (m?["android"] as? [String: Any])?["notification"] as? [String: Any]
+        #expect(an?["icon"] as? String == "ic")
+        #expect(an?["color"] as? String == "#ff0000")
+        #expect((m?["android"] as? [String: Any])?["priority"] as? String == "HIGH")
+    }
+
+    @Test func silentIsDataOnly() throws {
+        let p = try FCMPreparedNotification(.init(data: ["k": .string("v")], contentAvailable: true), projectID: "p")
+        let m = jsonObject(p.body(token: device.token, locale: nil))["message"] as? [String: Any]
+        #expect(m?["notification"] == nil)
+        #expect((m?["android"] as? [String: Any])?["priority"] as? String == "NORMAL")
+    }
+
+    @Test func dataLimitSaysByHowManyBytes() {
+        do {
+            _ = try FCMPreparedNotification(.init(title: "t", data: ["k": .string(String(repeating: "v", count: 4100))]),
+                                            projectID: "p")
+            Issue.record("expected PayloadTooLarge")
+        } catch let e as NotificationError {
+            #expect(e.reason == "PayloadTooLarge")
+            #expect(e.message.contains("4101 bytes, 5 bytes over the 4096-byte limit"))
+        } catch { Issue.record("\(error)") }
+    }
+
+    @Test func localizedChoice() throws {
+        let p = try FCMPreparedNotification(.init(title: "Hello", localized: ["de": .init(title: "Hallo")]), projectID: "p")
+        func title(_ l: String?) -> String? {
+            ((jsonObject(p.body(token: device.token, locale: l))["message"] as? [String: Any])?["notification"]
+                as? [String: Any])?["title"] as? String
+        }
+        #expect(title("de-AT") == "Hallo")
+        #expect(title("en") == "Hello")
+    }
+
+    @Test func tokenIsEscaped() throws {
+        let p = try FCMPreparedNotification(.init(title: "x"), projectID: "p")
+        let odd = DeviceToken("a\"b\\c")
+        let m = jsonObject(p.body(token: odd, locale: nil))["message"] as? [String: Any]
+        #expect(m?["token"] as? String == "a\"b\\c")
+    }
+
+    @Test func errorBodies() {
+        func decode(_ status: Int, _ body: String, retryAfter: String? = nil) -> AttemptResult {
+            var headers: [HTTP2Header] = []
+            if let retryAfter { headers.append(HTTP2Header("retry-after", retryAfter)) }
+            return FCMResponseDecoder.decode(HTTP2Response(status: status, headers: headers, body: Array(body.utf8)))
+        }
+        let ok = decode(200, #"{"name":"projects/p/messages/0:123"}"#)
+        #expect(ok.decision == .accepted)
+        #expect(ok.messageID == "projects/p/messages/0:123")
+        let unreg = decode(404, #"{"error":{"code":404,"message":"Requested entity was not found.","status":"NOT_FOUND","details":[{"@type":"type.googleapis.com/google.firebase.fcm.v1.FcmError","errorCode":"UNREGISTERED"}]}}"#)
+        #expect(unreg.decision == .removeToken)
+        #expect(unreg.answer.reason == "UNREGISTERED")
+        let badToken = decode(400, #"{"error":{"code":400,"message":"Invalid value","status":"INVALID_ARGUMENT","details":[{"@type":"type.googleapis.com/google.rpc.BadRequest","fieldViolations":[{"field":"message.token","description":"Invalid registration token"}]}]}}"#)
+        #expect(badToken.decision == .removeToken)
+        let badMessage = decode(400, #"{"error":{"code":400,"message":"Invalid JSON payload","status":"INVALID_ARGUMENT","details":[{"@type":"type.googleapis.com/google.rpc.BadRequest","fieldViolations":[{"field":"message.android.ttl"}]}]}}"#)
+        #expect(badMessage.decision == .invalidNotification)
+        let quota = decode(429, #"{"error":{"code":429,"status":"RESOURCE_EXHAUSTED","details":[{"errorCode":"QUOTA_EXCEEDED"}]}}"#, retryAfter: "12")
+        #expect(quota.decision == .retry)
+        #expect(quota.retryAfterSeconds == 12)
+        #expect(decode(401, #"{"error":{"code":401,"status":"UNAUTHENTICATED"}}"#).decision == .refreshCredential)
+        #expect(decode(401, #"{"error":{"code":401,"status":"UNAUTHENTICATED","details":[{"errorCode":"THIRD_PARTY_AUTH_ERROR"}]}}"#).decision == .fixApp)
+        #expect(decode(502, "<html>").decision == .unknown)
+    }
+
+    @Test func connectionsForConcurrency() {
+        #expect(FCMAppConfiguration.connections(forConcurrency: 1) == 1)
+        #expect(FCMAppConfiguration.connections(forConcurrency: 100) == 1)
+        #expect(FCMAppConfiguration.connections(forConcurrency: 101) == 2)
+        #expect(FCMAppConfiguration.connections(forConcurrency: 1000) == 10)
+    }
+}
+
+/// Never used for sending: the assertion test needs a transport only to construct the provider.
+final class UnreachableSubmitter: HTTP2RequestSubmitter, @unchecked Sendable {
+    func submit(_ request: HTTP2Request, completion: @escaping @Sendable (Result<HTTP2Response, HTTP2Error>) -> Void) {
+        completion(.failure(HTTP2Error(.connectFailed, resendIsSafe: true, "unreachable")))
+    }
+    func shutdown(completion: @escaping @Sendable () -> Void) { completion() }
+}
+
+@Suite struct FCMAssertionTests {
+    @Test func rs256AssertionClaimsAndSignature() throws {
+        let key = try _RSA.Signing.PrivateKey(keySize: .bits2048)
+        let account = FCMServiceAccount(clientEmail: "sender@proj.iam.gserviceaccount.com", privateKeyPEM: key.pemRepresentation,
+                                        tokenURI: "https://oauth2.googleapis.com/token", projectID: "proj")
+        let provider = try FCMAccessTokenProvider(app: "A", account: account, transport: UnreachableSubmitter(),
+                                                  logger: .init(label: "t"))
+        let jwt = try provider.assertion(now: Date(timeIntervalSince1970: 1_800_000_000))
+        let parts = jwt.split(separator: ".").map(String.init)
+        #expect(parts.count == 3)
+        func b64(_ s: String) -> Data {
+            var t = s.replacingOccurrences(of: "-", with: "+").replacingOccurrences(of: "_", with: "/")
+            while t.count % 4 != 0 { t += "=" }
+            return Data(base64Encoded: t) ?? Data()
+        }
+        let header = try JSONSerialization.jsonObject(with: b64(parts[0])) as? [String: Any]
+        let claims = try JSONSerialization.jsonObject(with: b64(parts[1])) as? [String: Any]
+        #expect(header?["alg"] as? String == "RS256")
+        #expect(claims?["iss"] as? String == "sender@proj.iam.gserviceaccount.com")
+        #expect(claims?["scope"] as? String == "https://www.googleapis.com/auth/firebase.messaging")
+        #expect(claims?["aud"] as? String == "https://oauth2.googleapis.com/token")
+        #expect(claims?["iat"] as? Int == 1_800_000_000)
+        #expect(claims?["exp"] as? Int == 1_800_003_600)
+        let signature = _RSA.Signing.RSASignature(rawRepresentation: b64(parts[2]))
+        #expect(key.publicKey.isValidSignature(signature, for: Data((parts[0] + "." + parts[1]).utf8),
+                                               padding: .insecurePKCS1v1_5))
+    }
+}

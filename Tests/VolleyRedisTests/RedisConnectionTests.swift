@@ -1,0 +1,111 @@
+import Foundation
+import Testing
+import VolleyRedis
+import VolleyTestSupport
+
+@Suite struct RedisEndpointTests {
+    @Test func parsesTCPWithUserPasswordAndDatabase() throws {
+        let e = try RedisEndpoint(url: "redis://alice:s3cr%40t@cache.internal:6380/2")
+        #expect(e.address == .tcp(host: "cache.internal", port: 6380))
+        #expect(e.user == "alice")
+        #expect(e.password == "s3cr@t")
+        #expect(e.database == 2)
+        #expect(!e.description.contains("s3cr"))
+    }
+
+    @Test func parsesPasswordOnlyAndDefaults() throws {
+        let e = try RedisEndpoint(url: "redis://:pw@localhost")
+        #expect(e.address == .tcp(host: "localhost", port: 6379))
+        #expect(e.user == nil)
+        #expect(e.password == "pw")
+        #expect(e.database == 0)
+    }
+
+    @Test func parsesUnixSocket() throws {
+        let e = try RedisEndpoint(url: "unix:///tmp/x/r.sock?db=3")
+        #expect(e.address == .unix(path: "/tmp/x/r.sock"))
+        #expect(e.database == 3)
+    }
+
+    @Test(arguments: ["localhost:6379", "redis://host:99999", "redis://host/abc", "rediss://host", "unix://relative", "http://x"])
+    func rejectsMalformed(_ url: String) {
+        #expect(throws: RedisError.self) { try RedisEndpoint(url: url) }
+    }
+}
+
+@Suite struct RedisConnectionTests {
+    @Test func pipelinesThousandsOfCommandsInOrder() throws {
+        let redis = try RedisServerFixture()
+        defer { redis.stop() }
+        let c = try RedisConnection(endpoint: redis.endpoint)
+        let n = 10_000
+        let cmds = (0..<n).map { ["RPUSH", "list", "v\($0)"] }
+        let replies = try c.pipeline(cmds, window: 300)
+        #expect(replies.count == n)
+        #expect(replies.first == .integer(1))
+        #expect(replies.last == .integer(Int64(n)))
+        #expect(try c.command(["LINDEX", "list", "4999"]) == .string("v4999"))
+        // Error replies are values, not thrown, and do not break the pipeline.
+        let mixed = try c.pipeline([["SET", "k", "1"], ["INCR", "list"], ["GET", "k"]])
+        #expect(mixed[1].errorMessage?.hasPrefix("WRONGTYPE") == true)
+        #expect(mixed[2] == .string("1"))
+    }
+
+    @Test func reconnectsAfterServerRestart() throws {
+        let redis = try RedisServerFixture()
+        defer { redis.stop() }
+        let client = redis.client()
+        try client.checked(["SET", "a", "1"])
+        try redis.restart()
+        // The old socket is dead; the client reconnects and runs the command on the new server.
+        let r = try client.command(["SET", "a", "2"])
+        #expect(r == .status("OK"))
+        #expect(try client.command(["GET", "a"]) == .string("2"))
+        #expect(client.reconnects >= 1)
+    }
+
+    @Test func waitsForRedisToComeBack() throws {
+        let redis = try RedisServerFixture()
+        defer { redis.stop() }
+        let client = redis.client()
+        try client.checked(["PING"])
+        redis.stop()
+        let restarter = Thread { usleep(300_000); try? redis.start() }
+        restarter.start()
+        #expect(try client.command(["PING"]) == .status("PONG"))
+    }
+
+    @Test func authenticatesWithACLUser() throws {
+        let redis = try RedisServerFixture(extraArguments: ["--user", "default", "off",
+                                                            "--user", "volley", "on", ">hunter2", "~*", "&*", "+@all"])
+        defer { redis.stop() }
+        let good = try RedisEndpoint(url: "unix://volley:hunter2@\(redis.socketPath)")
+        let c = try RedisConnection(endpoint: good)
+        #expect(try c.command(["ACL", "WHOAMI"]) == .string("volley"))
+        let bad = try RedisEndpoint(url: "unix://volley:wrong@\(redis.socketPath)")
+        #expect { try RedisConnection(endpoint: bad) } throws: { ($0 as? RedisError)?.kind == .authentication }
+    }
+
+    @Test func selectsDatabase() throws {
+        let redis = try RedisServerFixture()
+        defer { redis.stop() }
+        let c5 = try RedisConnection(endpoint: RedisEndpoint.unix(redis.socketPath, database: 5))
+        _ = try c5.command(["SET", "only-in-5", "x"])
+        let c0 = try RedisConnection(endpoint: redis.endpoint)
+        #expect(try c0.command(["EXISTS", "only-in-5"]) == .integer(0))
+        #expect(try c5.command(["EXISTS", "only-in-5"]) == .integer(1))
+    }
+
+    @Test func reloadsScriptAfterNOSCRIPT() throws {
+        let redis = try RedisServerFixture()
+        defer { redis.stop() }
+        let client = redis.client()
+        let script = RedisScript("return redis.call('INCRBY', KEYS[1], ARGV[1])")
+        #expect(try client.eval(script, keys: ["n"], args: ["2"]) == .integer(2))
+        try client.checked(["SCRIPT", "FLUSH"])
+        #expect(try client.eval(script, keys: ["n"], args: ["3"]) == .integer(5))
+        // And across a restart (scripts are not persisted).
+        try redis.restart()
+        #expect(try client.eval(script, keys: ["n"], args: ["1"]) == .integer(1))
+    }
+}

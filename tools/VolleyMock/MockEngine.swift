@@ -1,0 +1,725 @@
+import Crypto
+import CryptoExtras
+import Foundation
+import Synchronization
+import VolleyHTTP2
+
+/// A request as the mock sees it (a copy-on-write view of the transport's server request, so the decision logic
+/// runs — and is unit-tested — without sockets).
+public struct MockRequest: Sendable {
+    public var method: String
+    public var path: String
+    public var headers: [HTTP2Header]
+    public var body: [UInt8]
+    public var streamID: Int32
+    public init(method: String = "POST", path: String, headers: [HTTP2Header] = [], body: [UInt8] = [], streamID: Int32 = 1) {
+        self.method = method; self.path = path; self.headers = headers; self.body = body; self.streamID = streamID
+    }
+    public func header(_ name: String) -> String? { headers.first(where: { $0.name == name })?.value }
+}
+
+/// What to do for one request: answer (possibly later), and connection-level actions afterwards.
+public struct MockDecision: Sendable {
+    /// nil: no answer (the connection is reset instead).
+    public var response: HTTP2Response?
+    public var delaySeconds: Double = 0
+    public var goAway: (lastStreamID: Int32, debugData: [UInt8])?
+    public var resetTCP = false
+    public var setMaxConcurrentStreams: UInt32?
+}
+
+/// Per-connection state, stored in the connection's `userState`. Everything but `counters` is touched only on the
+/// connection's queue; `counters` sits behind its own (uncontended) lock so stats can be read from anywhere.
+public final class MockConnectionState: @unchecked Sendable {
+    public let id: UInt64
+    let counters = Mutex(MockCounters())
+    /// Verified APNs provider tokens of this connection (the JWT is checked once per distinct token).
+    var jwtVerdicts: [String: MockJWT.APNsVerdict] = [:]
+    var lastAuthorization: String = ""
+    var lastVerdict: MockJWT.APNsVerdict = .invalid
+    /// FCM access tokens seen valid on this connection → expiry (unix seconds).
+    var accessTokens: [String: Int64] = [:]
+    var streams = 0
+    var clientCertificate: Bool
+    /// True while "one stream until authenticated" holds the connection at 1.
+    var limitedToOneStream = false
+    var appliedMaxStreams: UInt32
+    var configGeneration = -1
+    var config = MockConfiguration()
+    var rng: UInt64
+
+    public init(id: UInt64, clientCertificate: Bool, advertisedMaxStreams: UInt32) {
+        self.id = id
+        self.clientCertificate = clientCertificate
+        self.appliedMaxStreams = advertisedMaxStreams
+        var generator = SystemRandomNumberGenerator()
+        var seed = generator.next()
+        if seed == 0 { seed = 0x9e3779b97f4a7c15 }
+        self.rng = seed ^ id
+    }
+
+    @inline(__always) func nextRandom() -> UInt64 {
+        // xorshift64*: cheap, per connection, good enough for fault rates and ids.
+        rng ^= rng >> 12; rng ^= rng << 25; rng ^= rng >> 27
+        return rng &* 0x2545F4914F6CDD1D
+    }
+    func nextUnit() -> Double { Double(nextRandom() >> 11) / Double(1 << 53) }
+
+    func uuid() -> String {
+        let a = nextRandom(), b = nextRandom()
+        var bytes = [UInt8](repeating: 0, count: 16)
+        for i in 0..<8 { bytes[i] = UInt8(truncatingIfNeeded: a >> (UInt64(i) * 8)); bytes[8 + i] = UInt8(truncatingIfNeeded: b >> (UInt64(i) * 8)) }
+        bytes[6] = bytes[6] & 0x0F | 0x40
+        bytes[8] = bytes[8] & 0x3F | 0x80
+        let digits: [UInt8] = Array("0123456789abcdef".utf8)
+        var out = [UInt8](); out.reserveCapacity(36)
+        for (i, byte) in bytes.enumerated() {
+            if i == 4 || i == 6 || i == 8 || i == 10 { out.append(UInt8(ascii: "-")) }
+            out.append(digits[Int(byte >> 4)]); out.append(digits[Int(byte & 15)])
+        }
+        return String(decoding: out, as: UTF8.self)
+    }
+}
+
+/// The mock's brain: credentials, configuration, shared tables, and the per-request decision. Thread-safe; the
+/// per-request path takes no global lock (configuration is re-read only when its generation changes).
+public final class MockEngine: Sendable {
+    public let credentials: MockCredentials
+    let host: String
+    let port: Mutex<Int>
+    let configState: Mutex<(generation: Int, config: MockConfiguration)>
+    let configGeneration = Atomic<Int>(0)
+    let duplicates = MockDuplicateTracker()
+    /// FCM access tokens issued → expiry (unix seconds). Touched on token requests and on a connection's first sight
+    /// of a token only.
+    let issuedAccessTokens = Mutex<[String: Int64]>([:])
+    let accessTokenCounter = Atomic<UInt64>(0)
+    let messageCounter = Atomic<UInt64>(0)
+    let registry = Mutex(Registry())
+    let duplicateTrackingAllowed: Bool
+    /// Called with the stats JSON/config for `/_mock/*` routes; set by the server.
+    struct Registry {
+        var open: [UInt64: MockConnectionState] = [:]
+        var closedTotals = MockCounters()
+        var opened = 0
+        var maxStreamsSeen = 0
+    }
+
+    public init(credentials: MockCredentials, host: String, configuration: MockConfiguration, duplicateTracking: Bool = true) {
+        self.credentials = credentials
+        self.host = host
+        self.port = Mutex(0)
+        self.configState = Mutex((1, configuration))
+        self.configGeneration.store(1, ordering: .releasing)
+        self.duplicateTrackingAllowed = duplicateTracking
+    }
+
+    // MARK: configuration
+
+    public var configuration: MockConfiguration { configState.withLock { $0.config } }
+
+    /// Merges a configuration document (schema: `MockConfiguration`).
+    public func applyConfiguration(json: String) throws {
+        try configState.withLock { st in
+            var c = st.config
+            try c.merge(json: json)
+            st.config = c
+            st.generation += 1
+            configGeneration.store(st.generation, ordering: .releasing)
+        }
+    }
+
+    public func setConfiguration(_ configuration: MockConfiguration) {
+        configState.withLock { st in
+            st.config = configuration
+            st.generation += 1
+            configGeneration.store(st.generation, ordering: .releasing)
+        }
+    }
+
+    @inline(__always) func refreshConfig(_ state: MockConnectionState) {
+        let g = configGeneration.load(ordering: .acquiring)
+        if g != state.configGeneration {
+            let (gen, c) = configState.withLock { ($0.generation, $0.config) }
+            state.config = c
+            state.configGeneration = gen
+        }
+    }
+
+    // MARK: connections
+
+    /// Registers a new connection; returns its state and the max-streams value to advertise now (nil: keep).
+    public func connectionOpened(id: UInt64, clientCertificate: Bool, serverMaxStreams: UInt32) -> (MockConnectionState, UInt32?) {
+        let state = MockConnectionState(id: id, clientCertificate: clientCertificate, advertisedMaxStreams: serverMaxStreams)
+        refreshConfig(state)
+        var set: UInt32? = nil
+        if state.config.oneStreamUntilAuthenticated {
+            state.limitedToOneStream = true
+            set = 1
+        } else if state.config.maxConcurrentStreams != serverMaxStreams {
+            set = state.config.maxConcurrentStreams
+        }
+        if let s = set { state.appliedMaxStreams = s }
+        registry.withLock { r in
+            r.open[id] = state
+            r.opened += 1
+        }
+        return (state, set)
+    }
+
+    public func connectionClosed(_ state: MockConnectionState, peakStreams: Int, refusedStreams: Int) {
+        state.counters.withLock { c in
+            c.peakConcurrentStreams = max(c.peakConcurrentStreams, peakStreams)
+            c.refusedStreams = refusedStreams
+        }
+        let totals = state.counters.withLock { $0 }
+        registry.withLock { r in
+            r.open[state.id] = nil
+            r.closedTotals.add(totals)
+            r.maxStreamsSeen = max(r.maxStreamsSeen, totals.peakConcurrentStreams)
+        }
+    }
+
+    // MARK: stats
+
+    public func stats() -> MockStatsSnapshot {
+        let (open, closed, opened, maxSeen) = registry.withLock { r in (Array(r.open.values), r.closedTotals, r.opened, r.maxStreamsSeen) }
+        var total = closed
+        var perConnection: [UInt64: Int] = [:]
+        var maxStreams = maxSeen
+        for s in open {
+            let c = s.counters.withLock { $0 }
+            total.add(c)
+            perConnection[s.id] = c.peakConcurrentStreams
+            maxStreams = max(maxStreams, c.peakConcurrentStreams)
+        }
+        var outcomes = total.errors
+        if total.apnsAccepted > 0 { outcomes[MockOutcomeKey(.apns, 200, ""), default: 0] += total.apnsAccepted }
+        if total.fcmAccepted + total.fcmValidateOnly > 0 {
+            outcomes[MockOutcomeKey(.fcm, 200, ""), default: 0] += total.fcmAccepted + total.fcmValidateOnly
+        }
+        if total.tokenRequests > 0 {
+            let failed = total.errors.filter { $0.key.provider == .oauth }.values.reduce(0, +)
+            if total.tokenRequests > failed { outcomes[MockOutcomeKey(.oauth, 200, ""), default: 0] += total.tokenRequests - failed }
+        }
+        return MockStatsSnapshot(
+            totalRequests: total.requests, outcomes: outcomes, acceptedAPNs: total.apnsAccepted,
+            acceptedFCM: total.fcmAccepted, fcmValidateOnly: total.fcmValidateOnly, connectionsOpened: opened,
+            connectionsOpen: open.count, peakConcurrentStreamsPerConnection: perConnection,
+            maxConcurrentStreamsSeen: maxStreams, refusedStreams: total.refusedStreams,
+            jwtVerifications: total.jwtVerifications, tokenRequests: total.tokenRequests,
+            duplicateDeliveries: total.duplicates)
+    }
+
+    public func resetStats() {
+        let open = registry.withLock { r -> [MockConnectionState] in
+            r.closedTotals = MockCounters()
+            r.opened = r.open.count
+            r.maxStreamsSeen = 0
+            return Array(r.open.values)
+        }
+        for s in open { s.counters.withLock { $0 = MockCounters() } }
+        duplicates.reset()
+    }
+
+    // MARK: the decision
+
+    /// Decides the answer to one request. Call on the connection's queue (it mutates `state`).
+    public func process(_ req: MockRequest, state: MockConnectionState, now: Double = Date().timeIntervalSince1970) -> MockDecision {
+        if req.path.hasPrefix("/_mock/") { return admin(req) }
+        refreshConfig(state)
+        let config = state.config
+        var decision = MockDecision()
+        if !state.limitedToOneStream, state.appliedMaxStreams != config.maxConcurrentStreams {
+            state.appliedMaxStreams = config.maxConcurrentStreams
+            decision.setMaxConcurrentStreams = config.maxConcurrentStreams
+        }
+        state.streams += 1
+        let n = state.streams
+        let provider: MockProvider
+        if req.path.hasPrefix("/3/device") { provider = .apns }
+        else if req.path.hasPrefix("/v1/projects/") { provider = .fcm }
+        else if req.path == "/token" || req.path.hasPrefix("/token?") { provider = .oauth }
+        else { provider = .apns }
+
+        if config.resetAfterStreams > 0, n == config.resetAfterStreams {
+            state.counters.withLock { c in
+                c.requests += 1
+                c.errors[MockOutcomeKey(provider, 0, "TCPReset"), default: 0] += 1
+            }
+            decision.response = nil
+            decision.resetTCP = true
+            return decision
+        }
+
+        var authenticated = false
+        switch provider {
+        case .apns: decision.response = apns(req, state: state, config: config, now: now, authenticated: &authenticated)
+        case .fcm: decision.response = fcm(req, state: state, config: config, now: now, authenticated: &authenticated)
+        case .oauth: decision.response = oauth(req, state: state, config: config, now: now, authenticated: &authenticated)
+        }
+        if authenticated, state.limitedToOneStream {
+            state.limitedToOneStream = false
+            state.appliedMaxStreams = config.maxConcurrentStreams
+            decision.setMaxConcurrentStreams = config.maxConcurrentStreams
+        }
+        if config.goAwayAfterStreams > 0, n == config.goAwayAfterStreams {
+            let debug = config.goAwayReason.map { Array("{\"reason\":\(MockJSONWriter.quote($0))}".utf8) } ?? []
+            decision.goAway = (req.streamID, debug)
+        }
+        if config.latencyMs > 0 || config.latencyJitterMs > 0 {
+            decision.delaySeconds = (config.latencyMs + config.latencyJitterMs * state.nextUnit()) / 1000
+        }
+        return decision
+    }
+
+    // MARK: APNs
+
+    static let pushTypes: Set<String> = [
+        "alert", "background", "location", "voip", "complication", "fileprovider", "mdm", "liveactivity",
+        "pushtotalk", "widgets", "controls",
+    ]
+    static let topicSuffixes = [".voip", ".complication", ".pushkit.fileprovider", ".push-type.liveactivity",
+                                ".location-query", ".voip-ptt", ".push-type.widgets"]
+
+    func apnsError(_ state: MockConnectionState, _ status: Int, _ reason: String, apnsID: String?, now: Double,
+                   retryAfter: Int? = nil) -> HTTP2Response {
+        state.counters.withLock { c in
+            c.requests += 1
+            c.errors[MockOutcomeKey(.apns, status, reason), default: 0] += 1
+        }
+        var body = "{\"reason\":\(MockJSONWriter.quote(reason))"
+        if status == 410 { body += ",\"timestamp\":\(Int64(now * 1000))" }
+        body += "}"
+        var headers = [HTTP2Header("apns-id", apnsID ?? state.uuid()), HTTP2Header("content-type", "application/json")]
+        if let ra = retryAfter { headers.append(HTTP2Header("retry-after", String(ra))) }
+        return HTTP2Response(status: status, headers: headers, body: Array(body.utf8))
+    }
+
+    func apns(_ req: MockRequest, state: MockConnectionState, config: MockConfiguration, now: Double,
+              authenticated: inout Bool) -> HTTP2Response {
+        // One pass over the headers.
+        var authorization: String?, topic: String?, pushType: String?, priority: String?, expiration: String?
+        var collapseID: String?, apnsID: String?
+        for h in req.headers {
+            switch h.name {
+            case "authorization": authorization = h.value
+            case "apns-topic": topic = h.value
+            case "apns-push-type": pushType = h.value
+            case "apns-priority": priority = h.value
+            case "apns-expiration": expiration = h.value
+            case "apns-collapse-id": collapseID = h.value
+            case "apns-id": apnsID = h.value
+            default: break
+            }
+        }
+        if let id = apnsID, !Self.isUUID(id) { return apnsError(state, 400, "BadMessageId", apnsID: nil, now: now) }
+        guard req.method == "POST" else { return apnsError(state, 405, "MethodNotAllowed", apnsID: apnsID, now: now) }
+        let prefix = "/3/device/"
+        guard req.path.hasPrefix(prefix) || req.path == "/3/device" else {
+            return apnsError(state, 404, "BadPath", apnsID: apnsID, now: now)
+        }
+        let token: Substring = req.path.count > prefix.utf8.count ? req.path.dropFirst(prefix.utf8.count) : ""
+        if token.isEmpty { return apnsError(state, 400, "MissingDeviceToken", apnsID: apnsID, now: now) }
+        for c in token.utf8 where hexValue(c) == nil { return apnsError(state, 400, "BadDeviceToken", apnsID: apnsID, now: now) }
+
+        // Provider authentication: certificate connections need no JWT; token connections need a valid ES256 JWT.
+        if !state.clientCertificate {
+            guard let auth = authorization, auth.utf8.count > 7 else {
+                return apnsError(state, 403, "MissingProviderToken", apnsID: apnsID, now: now)
+            }
+            let verdict: MockJWT.APNsVerdict
+            if auth == state.lastAuthorization {
+                verdict = state.lastVerdict
+            } else if let v = state.jwtVerdicts[auth] {
+                verdict = v
+                state.lastAuthorization = auth; state.lastVerdict = v
+            } else {
+                let scheme = auth.prefix(7)
+                if scheme.lowercased() != "bearer " {
+                    verdict = .invalid
+                } else {
+                    verdict = MockJWT.verifyAPNs(auth.dropFirst(7), key: credentials.apnsPublicKey,
+                                                 keyID: credentials.apnsKeyID, teamID: credentials.apnsTeamID)
+                }
+                state.counters.withLock { $0.jwtVerifications += 1 }
+                if state.jwtVerdicts.count > 1024 { state.jwtVerdicts.removeAll() }
+                state.jwtVerdicts[auth] = verdict
+                state.lastAuthorization = auth; state.lastVerdict = verdict
+            }
+            guard case .valid(let iat) = verdict else {
+                return apnsError(state, 403, "InvalidProviderToken", apnsID: apnsID, now: now)
+            }
+            if Int64(now) - iat > Int64(config.jwtMaxAgeSeconds) {
+                return apnsError(state, 403, "ExpiredProviderToken", apnsID: apnsID, now: now)
+            }
+        }
+
+        guard let topic else { return apnsError(state, 400, "MissingTopic", apnsID: apnsID, now: now) }
+        let accepted = credentials.apnsTopic
+        if topic != accepted {
+            var ok = false
+            if topic.hasPrefix(accepted) {
+                let rest = topic.dropFirst(accepted.utf8.count)
+                ok = Self.topicSuffixes.contains(where: { rest == $0 })
+            }
+            if !ok {
+                return apnsError(state, 400, state.clientCertificate ? "TopicDisallowed" : "DeviceTokenNotForTopic",
+                                 apnsID: apnsID, now: now)
+            }
+        }
+        if let pt = pushType, !Self.pushTypes.contains(pt) {
+            return apnsError(state, 400, "InvalidPushType", apnsID: apnsID, now: now)
+        }
+        if let p = priority {
+            guard p == "10" || p == "5" || p == "1" else { return apnsError(state, 400, "BadPriority", apnsID: apnsID, now: now) }
+            if p == "10", pushType == "background" { return apnsError(state, 400, "BadPriority", apnsID: apnsID, now: now) }
+        }
+        if let e = expiration {
+            guard !e.isEmpty, e.utf8.count <= 19, e.utf8.allSatisfy({ $0 >= 0x30 && $0 <= 0x39 }) else {
+                return apnsError(state, 400, "BadExpirationDate", apnsID: apnsID, now: now)
+            }
+        }
+        if let c = collapseID, c.utf8.count > 64 { return apnsError(state, 400, "BadCollapseId", apnsID: apnsID, now: now) }
+        if req.body.isEmpty { return apnsError(state, 400, "PayloadEmpty", apnsID: apnsID, now: now) }
+        let limit = pushType == "voip" ? 5120 : 4096
+        if req.body.count > limit { return apnsError(state, 413, "PayloadTooLarge", apnsID: apnsID, now: now) }
+        guard MockJSONValidator.validate(req.body) == .object else {
+            return apnsError(state, 400, "BadPayload", apnsID: apnsID, now: now)
+        }
+        // The request is well-formed and authenticated from here on.
+        authenticated = true
+
+        if let m = config.apns.match(token) {
+            switch m {
+            case .unregistered: return apnsError(state, 410, "Unregistered", apnsID: apnsID, now: now)
+            case .invalid: return apnsError(state, 400, "BadDeviceToken", apnsID: apnsID, now: now)
+            case .reason(let r): return apnsError(state, r.status, r.reason, apnsID: apnsID, now: now, retryAfter: r.retryAfter)
+            }
+        }
+        if config.errorRate > 0, !config.errorStatuses.isEmpty, state.nextUnit() < config.errorRate {
+            let s = config.errorStatuses[Int(state.nextRandom() % UInt64(config.errorStatuses.count))]
+            let reason = s == 429 ? "TooManyRequests" : s == 500 ? "InternalServerError" : "ServiceUnavailable"
+            return apnsError(state, s, reason, apnsID: apnsID, now: now)
+        }
+        var duplicate = false
+        if config.duplicateTracking, duplicateTrackingAllowed, let id = apnsID, let key = MockDuplicateTracker.key(uuid: id[...]) {
+            duplicate = duplicates.insert(key)
+        }
+        state.counters.withLock { c in
+            c.requests += 1
+            c.apnsAccepted += 1
+            if duplicate { c.duplicates += 1 }
+        }
+        return HTTP2Response(status: 200, headers: [HTTP2Header("apns-id", apnsID ?? state.uuid())])
+    }
+
+    static func isUUID(_ s: String) -> Bool {
+        guard s.utf8.count == 36 else { return false }
+        for (i, c) in s.utf8.enumerated() {
+            if i == 8 || i == 13 || i == 18 || i == 23 {
+                if c != UInt8(ascii: "-") { return false }
+            } else if hexValue(c) == nil { return false }
+        }
+        return true
+    }
+
+    // MARK: FCM OAuth token endpoint
+
+    func oauthError(_ state: MockConnectionState, _ status: Int, _ error: String, _ description: String) -> HTTP2Response {
+        state.counters.withLock { c in
+            c.requests += 1
+            c.tokenRequests += 1
+            c.errors[MockOutcomeKey(.oauth, status, error), default: 0] += 1
+        }
+        let body = "{\"error\":\(MockJSONWriter.quote(error)),\"error_description\":\(MockJSONWriter.quote(description))}"
+        return HTTP2Response(status: status, headers: [HTTP2Header("content-type", "application/json; charset=utf-8")],
+                             body: Array(body.utf8))
+    }
+
+    static func formValue(_ body: [UInt8], _ name: String) -> String? {
+        for pair in body.split(separator: UInt8(ascii: "&")) {
+            guard let eq = pair.firstIndex(of: UInt8(ascii: "=")) else { continue }
+            if percentDecode(pair[pair.startIndex..<eq]) == name { return percentDecode(pair[(eq + 1)...]) }
+        }
+        return nil
+    }
+
+    static func percentDecode(_ bytes: ArraySlice<UInt8>) -> String {
+        var out: [UInt8] = []
+        out.reserveCapacity(bytes.count)
+        var i = bytes.startIndex
+        while i < bytes.endIndex {
+            let c = bytes[i]
+            if c == UInt8(ascii: "+") { out.append(0x20); i += 1; continue }
+            if c == UInt8(ascii: "%"), i + 2 < bytes.endIndex + 0, let h = hexValue(bytes[i + 1]), let l = hexValue(bytes[i + 2]) {
+                out.append(h << 4 | l); i += 3; continue
+            }
+            out.append(c); i += 1
+        }
+        return String(decoding: out, as: UTF8.self)
+    }
+
+    func oauth(_ req: MockRequest, state: MockConnectionState, config: MockConfiguration, now: Double,
+               authenticated: inout Bool) -> HTTP2Response {
+        guard req.method == "POST" else { return oauthError(state, 405, "invalid_request", "Method not allowed; use POST.") }
+        guard let grant = Self.formValue(req.body, "grant_type") else {
+            return oauthError(state, 400, "invalid_request", "Missing required parameter: grant_type")
+        }
+        guard grant == "urn:ietf:params:oauth:grant-type:jwt-bearer" else {
+            return oauthError(state, 400, "unsupported_grant_type", "Invalid grant_type: \(grant)")
+        }
+        guard let assertion = Self.formValue(req.body, "assertion") else {
+            return oauthError(state, 400, "invalid_request", "Missing required parameter: assertion")
+        }
+        let p = port.withLock { $0 }
+        let audiences = [credentials.tokenURI(host: host, port: p), credentials.tokenURI(host: "localhost", port: p),
+                         credentials.tokenURI(host: "127.0.0.1", port: p)]
+        if let problem = MockJWT.verifyFCMAssertion(assertion[...], key: credentials.fcmPublicKey,
+                                                    clientEmail: credentials.fcmClientEmail, audiences: audiences,
+                                                    now: Int64(now)) {
+            return oauthError(state, 400, "invalid_grant", problem)
+        }
+        authenticated = true
+        let n = accessTokenCounter.add(1, ordering: .relaxed).newValue
+        let token = "ya29.mock-\(n)-\(String(state.nextRandom(), radix: 16))\(String(state.nextRandom(), radix: 16))"
+        let lifetime = config.accessTokenLifetimeSeconds
+        let expiry = Int64(now) + Int64(lifetime)
+        issuedAccessTokens.withLock { $0[token] = expiry }
+        state.accessTokens[token] = expiry
+        state.counters.withLock { c in c.requests += 1; c.tokenRequests += 1 }
+        let body = "{\"access_token\":\"\(token)\",\"expires_in\":\(lifetime),\"token_type\":\"Bearer\"}"
+        return HTTP2Response(status: 200, headers: [HTTP2Header("content-type", "application/json; charset=utf-8")],
+                             body: Array(body.utf8))
+    }
+
+    // MARK: FCM send
+
+    func fcm(_ req: MockRequest, state: MockConnectionState, config: MockConfiguration, now: Double,
+             authenticated: inout Bool) -> HTTP2Response {
+        // /v1/projects/<project>/messages:send
+        let rest = req.path.dropFirst("/v1/projects/".utf8.count)
+        guard let slash = rest.firstIndex(of: "/"), rest[slash...] == "/messages:send" else {
+            return fcmError(state, 404, status: "NOT_FOUND", message: "Requested entity was not found.", errorCode: nil)
+        }
+        let project = rest[..<slash]
+        guard req.method == "POST" else {
+            return fcmError(state, 405, status: "METHOD_NOT_ALLOWED", message: "Method not allowed.", errorCode: nil)
+        }
+        guard let auth = req.header("authorization"), auth.utf8.count > 7, auth.prefix(7).lowercased() == "bearer " else {
+            return fcmError(state, 401, status: "UNAUTHENTICATED",
+                            message: "Request is missing required authentication credential. Expected OAuth 2 access token, login cookie or other valid authentication credential. See https://developers.google.com/identity/sign-in/web/devconsole-project.",
+                            errorCode: nil)
+        }
+        let token = String(auth.dropFirst(7))
+        var expiry = state.accessTokens[token]
+        if expiry == nil {
+            expiry = issuedAccessTokens.withLock { $0[token] }
+            if let e = expiry { state.accessTokens[token] = e }
+        }
+        guard let exp = expiry, Double(exp) > now else {
+            return fcmError(state, 401, status: "UNAUTHENTICATED",
+                            message: "Request had invalid authentication credentials. Expected OAuth 2 access token, login cookie or other valid authentication credential. See https://developers.google.com/identity/sign-in/web/devconsole-project.",
+                            errorCode: nil)
+        }
+        guard project == credentials.fcmProjectID else {
+            return fcmError(state, 403, status: "PERMISSION_DENIED",
+                            message: "Permission 'cloudmessaging.messages.create' denied on resource '//cloudresourcemanager.googleapis.com/projects/\(project)' (or it may not exist).",
+                            errorCode: nil)
+        }
+        authenticated = true
+        guard let doc = MockJSONValue.parse(req.body), case .object = doc else {
+            return fcmError(state, 400, status: "INVALID_ARGUMENT",
+                            message: "Invalid JSON payload received. Unexpected token.", errorCode: nil)
+        }
+        guard let message = doc["message"], case .object = message else {
+            return fcmError(state, 400, status: "INVALID_ARGUMENT", message: "Request contains an invalid argument.",
+                            errorCode: "INVALID_ARGUMENT", field: ("message", "message is required"))
+        }
+        let target = message["token"]?.stringValue
+        let hasTopic = message["topic"]?.stringValue != nil || message["condition"]?.stringValue != nil
+        if target == nil && !hasTopic {
+            return fcmError(state, 400, status: "INVALID_ARGUMENT", message: "Recipient of the message is not set.",
+                            errorCode: "INVALID_ARGUMENT", field: ("message.token", "Recipient of the message is not set."))
+        }
+        if let t = target, t.isEmpty || t.utf8.contains(where: { $0 <= 0x20 || $0 >= 0x7F }) {
+            return invalidToken(state)
+        }
+        if let data = message["data"] {
+            guard let members = data.objectValue else {
+                return fcmError(state, 400, status: "INVALID_ARGUMENT",
+                                message: "Invalid value at 'message.data' (type.googleapis.com/google.firebase.fcm.v1.Message.DataEntry), must be an object",
+                                errorCode: "INVALID_ARGUMENT", field: ("message.data", "Invalid value"))
+            }
+            var size = 0
+            for (i, (k, v)) in members.enumerated() {
+                guard let s = v.stringValue else {
+                    return fcmError(state, 400, status: "INVALID_ARGUMENT",
+                                    message: "Invalid value at 'message.data[\(i)].value' (TYPE_STRING), \(v.serialized)",
+                                    errorCode: nil, field: ("message.data[\(i)].value", "Invalid value at 'message.data[\(i)].value' (TYPE_STRING), \(v.serialized)"))
+                }
+                size += k.utf8.count + s.utf8.count
+            }
+            if size > 4096 {
+                return fcmError(state, 400, status: "INVALID_ARGUMENT", message: "Message is too big",
+                                errorCode: "INVALID_ARGUMENT", field: ("message.data", "Message is too big"))
+            }
+        }
+        if let android = message["android"] {
+            if let p = android["priority"] {
+                guard let s = p.stringValue, s == "HIGH" || s == "NORMAL" else {
+                    return fcmError(state, 400, status: "INVALID_ARGUMENT",
+                                    message: "Invalid value at 'message.android.priority' (type.googleapis.com/google.firebase.fcm.v1.AndroidMessagePriority), \(p.serialized)",
+                                    errorCode: nil, field: ("message.android.priority", "Invalid value"))
+                }
+            }
+            if let ttl = android["ttl"] {
+                guard let s = ttl.stringValue, Self.isDuration(s) else {
+                    return fcmError(state, 400, status: "INVALID_ARGUMENT",
+                                    message: "Invalid value at 'message.android.ttl' (type.googleapis.com/google.protobuf.Duration), \(ttl.serialized)",
+                                    errorCode: nil, field: ("message.android.ttl", "Invalid value"))
+                }
+            }
+        }
+        if let t = target, let m = config.fcm.match(t[...]) {
+            switch m {
+            case .unregistered:
+                return fcmError(state, 404, status: "NOT_FOUND", message: "Requested entity was not found.", errorCode: "UNREGISTERED")
+            case .invalid: return invalidToken(state)
+            case .reason(let r):
+                if r.reason == "INVALID_ARGUMENT" { return invalidToken(state) }
+                return fcmError(state, r.status, status: FCMErrorCode.googleStatus(forHTTP: r.status),
+                                message: FCMErrorCode.message(for: r.reason), errorCode: r.reason, retryAfter: r.retryAfter)
+            }
+        }
+        if config.errorRate > 0, !config.errorStatuses.isEmpty, state.nextUnit() < config.errorRate {
+            let s = config.errorStatuses[Int(state.nextRandom() % UInt64(config.errorStatuses.count))]
+            let code = s == 429 ? "QUOTA_EXCEEDED" : s == 500 ? "INTERNAL" : "UNAVAILABLE"
+            return fcmError(state, s, status: FCMErrorCode.googleStatus(forHTTP: s), message: FCMErrorCode.message(for: code),
+                            errorCode: code, retryAfter: s == 500 ? nil : config.retryAfterSeconds)
+        }
+        let validateOnly = doc["validate_only"]?.boolValue == true
+        var duplicate = false
+        if !validateOnly, config.duplicateTracking, duplicateTrackingAllowed, let id = req.header("x-volley-delivery-id") {
+            duplicate = duplicates.insert(MockDuplicateTracker.key(string: id[...]))
+        }
+        state.counters.withLock { c in
+            c.requests += 1
+            if validateOnly { c.fcmValidateOnly += 1 } else { c.fcmAccepted += 1 }
+            if duplicate { c.duplicates += 1 }
+        }
+        let id = validateOnly ? "fake_message_id" : "0:\(Int64(now * 1_000_000))%\(String(messageCounter.add(1, ordering: .relaxed).newValue, radix: 16))"
+        let body = "{\"name\":\"projects/\(project)/messages/\(id)\"}"
+        return HTTP2Response(status: 200, headers: [HTTP2Header("content-type", "application/json; charset=UTF-8")],
+                             body: Array(body.utf8))
+    }
+
+    static func isDuration(_ s: String) -> Bool {
+        // ^\d+(\.\d+)?s$
+        let u = Array(s.utf8)
+        guard u.count >= 2, u.last == UInt8(ascii: "s") else { return false }
+        var i = 0
+        let digits = { (from: Int) -> Int in var j = from; while j < u.count - 1, u[j] >= 0x30, u[j] <= 0x39 { j += 1 }; return j }
+        let a = digits(i)
+        guard a > i else { return false }
+        i = a
+        if i == u.count - 1 { return true }
+        guard u[i] == UInt8(ascii: ".") else { return false }
+        let b = digits(i + 1)
+        return b > i + 1 && b == u.count - 1
+    }
+
+    func invalidToken(_ state: MockConnectionState) -> HTTP2Response {
+        fcmError(state, 400, status: "INVALID_ARGUMENT", message: "The registration token is not a valid FCM registration token",
+                 errorCode: "INVALID_ARGUMENT",
+                 field: ("message.token", "The registration token is not a valid FCM registration token"))
+    }
+
+    /// Google's error shape: {"error":{"code","message","status","details":[FcmError, BadRequest?]}}.
+    func fcmError(_ state: MockConnectionState, _ code: Int, status: String, message: String, errorCode: String?,
+                  field: (String, String)? = nil, retryAfter: Int? = nil) -> HTTP2Response {
+        state.counters.withLock { c in
+            c.requests += 1
+            c.errors[MockOutcomeKey(.fcm, code, errorCode ?? status), default: 0] += 1
+        }
+        var details: [String] = []
+        if let e = errorCode {
+            details.append("{\"@type\":\"type.googleapis.com/google.firebase.fcm.v1.FcmError\",\"errorCode\":\(MockJSONWriter.quote(e))}")
+        }
+        if let (f, d) = field {
+            details.append("{\"@type\":\"type.googleapis.com/google.rpc.BadRequest\",\"fieldViolations\":[{\"field\":\(MockJSONWriter.quote(f)),\"description\":\(MockJSONWriter.quote(d))}]}")
+        }
+        var body = "{\"error\":{\"code\":\(code),\"message\":\(MockJSONWriter.quote(message)),\"status\":\(MockJSONWriter.quote(status))"
+        if !details.isEmpty { body += ",\"details\":[" + details.joined(separator: ",") + "]" }
+        body += "}}"
+        var headers = [HTTP2Header("content-type", "application/json; charset=UTF-8")]
+        if let ra = retryAfter { headers.append(HTTP2Header("retry-after", String(ra))) }
+        return HTTP2Response(status: code, headers: headers, body: Array(body.utf8))
+    }
+
+    // MARK: admin
+
+    func admin(_ req: MockRequest) -> MockDecision {
+        var d = MockDecision()
+        let json = [HTTP2Header("content-type", "application/json")]
+        switch (req.method, req.path) {
+        case ("GET", "/_mock/stats"):
+            d.response = HTTP2Response(status: 200, headers: json, body: Array(stats().json.utf8))
+        case ("POST", "/_mock/reset-stats"):
+            resetStats()
+            d.response = HTTP2Response(status: 200, headers: json, body: Array("{\"ok\":true}".utf8))
+        case ("GET", "/_mock/config"):
+            d.response = HTTP2Response(status: 200, headers: json, body: Array(configuration.json.utf8))
+        case ("POST", "/_mock/config"):
+            do {
+                try applyConfiguration(json: String(decoding: req.body, as: UTF8.self))
+                d.response = HTTP2Response(status: 200, headers: json, body: Array(configuration.json.utf8))
+            } catch {
+                let body = "{\"error\":\(MockJSONWriter.quote(String(describing: error)))}"
+                d.response = HTTP2Response(status: 400, headers: json, body: Array(body.utf8))
+            }
+        default:
+            d.response = HTTP2Response(status: 404, headers: json, body: Array("{\"error\":\"unknown /_mock route\"}".utf8))
+        }
+        return d
+    }
+}
+
+/// FCM error codes → Google HTTP status and canonical status names.
+enum FCMErrorCode {
+    static func httpStatus(for code: String) -> Int {
+        switch code {
+        case "UNREGISTERED": return 404
+        case "INVALID_ARGUMENT": return 400
+        case "SENDER_ID_MISMATCH": return 403
+        case "QUOTA_EXCEEDED": return 429
+        case "UNAVAILABLE": return 503
+        case "INTERNAL": return 500
+        case "THIRD_PARTY_AUTH_ERROR", "APNS_AUTH_ERROR": return 401
+        default: return 500
+        }
+    }
+    static func googleStatus(forHTTP status: Int) -> String {
+        switch status {
+        case 400: return "INVALID_ARGUMENT"
+        case 401: return "UNAUTHENTICATED"
+        case 403: return "PERMISSION_DENIED"
+        case 404: return "NOT_FOUND"
+        case 429: return "RESOURCE_EXHAUSTED"
+        case 500: return "INTERNAL"
+        case 503: return "UNAVAILABLE"
+        default: return "UNKNOWN"
+        }
+    }
+    static func message(for code: String) -> String {
+        switch code {
+        case "UNREGISTERED": return "Requested entity was not found."
+        case "SENDER_ID_MISMATCH": return "SenderId mismatch"
+        case "QUOTA_EXCEEDED": return "Quota exceeded for quota metric 'Messages sent' and limit 'Messages sent per minute'."
+        case "UNAVAILABLE": return "The service is currently unavailable."
+        case "INTERNAL": return "Internal error encountered."
+        case "THIRD_PARTY_AUTH_ERROR", "APNS_AUTH_ERROR": return "Auth error from APNS or Web Push Service"
+        default: return "Request contains an invalid argument."
+        }
+    }
+}
