@@ -103,3 +103,14 @@ public struct DirectoryError: Error, Sendable, Hashable, CustomStringConvertible
     public init(_ message: String) { self.message = message }
     public var description: String { message }
 }
+
+/// Extra facts a device cursor may know about its job (the directory resolver's cursor does); the engine reads them
+/// for the report. A cursor that does not conform leaves the report as issue 4 wrote it.
+public protocol RecipientCursorFacts: AnyObject {
+    /// Set when the job's notification type is disabled for its app (or unknown): nothing is sent or stored.
+    var notEnabledReason: String? { get }
+    /// Users whose in-app inbox received the notification so far.
+    var inAppStored: Int { get }
+    /// Recipient ids the directory did not know (known after the first chunk).
+    var unknownRecipientIDs: [RecipientID] { get }
+}

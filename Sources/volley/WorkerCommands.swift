@@ -33,7 +33,11 @@ struct Worker: AsyncParsableCommand {
         let apps: PipelineApps
         do { apps = try PipelineApps.directory(configFile: config, logger: logger) } catch { throw ValidationError("\(error)") }
         defer { apps.shutdown() }
-        try await WorkerRunner.run(settings: settings, apps: apps, logger: logger)
+        // Issue 5: directory resolution (groups, queues, teams), in-app inbox, notification types, hourly quotas.
+        let recipients = try RecipientServices(configuration: c, name: settings.worker.consumer)
+        try await WorkerRunner.run(settings: settings, apps: apps, logger: logger,
+                                   resolver: recipients.resolver(usersPerRead: settings.worker.chunkSize),
+                                   quota: recipients.quota)
     }
 }
 
@@ -44,6 +48,7 @@ struct Send: AsyncParsableCommand {
     @Option(help: "Organisation id.") var org: String
     @Option(help: "App name (apps[].name).") var app: String
     @Option(help: "Recipient user ids, comma-separated (at most 500).") var users: String?
+    @Option(help: "Recipient ids of any kind (users, groups, queues, account/opportunity teams), comma-separated; with --users at most 500 in all.") var recipients: String?
     @Option(help: "An explicit device, platform:TOKEN (repeatable).") var token: [String] = []
     @Option(help: "Alert title.") var title: String?
     @Option(help: "Alert body.") var body: String?
@@ -60,7 +65,8 @@ struct Send: AsyncParsableCommand {
         let c = try loadConfiguration(config)
         let settings = try PipelineSettings(c)
         var o = JobSubmission.Options(org: org, app: app)
-        o.users = (users ?? "").split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty }
+        o.users = ((users ?? "") + "," + (recipients ?? "")).split(separator: ",")
+            .map { $0.trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty }
         o.tokens = token; o.title = title; o.body = body; o.silent = silent; o.data = data
         o.notificationJSON = notification; o.id = id
         o.platforms = (platforms ?? "").split(separator: ",").map(String.init)

@@ -2,6 +2,7 @@ import Foundation
 import VolleyCore
 import VolleyRedis
 import VolleyStore
+import VolleyEngine
 
 /// Wires the recipients layer (directory, quotas, inbox, notification types) from the configuration.
 /// Each store gets its own Redis connection; stores serialize their calls, so one instance may be shared.
@@ -27,6 +28,14 @@ public struct RecipientServices: Sendable {
                                 retention: InboxRetention(maxCount: c.inbox.maxCount, maxAgeSeconds: c.inbox.maxAgeSeconds),
                                 clock: clock)
         types = RedisNotificationTypeStore(client: try client("types"))
+        self.clock = clock
+    }
+
+    public let clock: any WallClock
+
+    /// The engine's recipient step over this directory, inbox and types.
+    public func resolver(usersPerRead: Int = 500) -> DirectoryRecipientResolver {
+        DirectoryRecipientResolver(directory: directory, inbox: inbox, types: types, clock: clock, usersPerRead: usersPerRead)
     }
 }
 
