@@ -10,6 +10,7 @@ import VolleyRedis
 ///    level, each level's sub-containers found server-side with `SINTER members containers` (small answers);
 /// 3. Redis unions every reached member set with the direct user ids into a per-resolution temporary set
 ///    (`SUNIONSTORE`, de-duplication happens there) and removes containers and inactive users (`SDIFFSTORE`);
+/// An org without any directory record resolves recipient ids as user ids (issue 4's behaviour).
 /// 4. the set is drained `chunkSize` users at a time with `SPOP` (exact: each user once, unlike SSCAN, which may
 ///    repeat elements). A redelivered job resolves again from scratch; the outcome ledger skips finished devices.
 public final class RedisDirectory: DirectoryResolver, @unchecked Sendable {
@@ -142,6 +143,7 @@ public final class RedisDirectory: DirectoryResolver, @unchecked Sendable {
         let key: String
         let summary: ResolutionSummary
         var done = false
+        var drained = 0
         init(directory: RedisDirectory, key: String, summary: ResolutionSummary) {
             self.directory = directory; self.key = key; self.summary = summary
         }
@@ -149,7 +151,16 @@ public final class RedisDirectory: DirectoryResolver, @unchecked Sendable {
             if done { return nil }
             let reply = try directory.redis.with { try $0.checked(["SPOP", key, String(Swift.max(1, max))]) }
             let users = (reply.array ?? []).compactMap { $0.string.map(UserID.init) }
-            if users.isEmpty { done = true; return nil }
+            if users.isEmpty {
+                done = true
+                // The set is gone before every user came out: Redis lost it (restart without persistence,
+                // eviction). Fail the run so the job is redelivered and resolved again; never finish it short.
+                if drained < summary.users {
+                    throw DirectoryError("resolution \(key) vanished after \(drained) of \(summary.users) users (Redis restarted or evicted it); the job will be resolved again on redelivery")
+                }
+                return nil
+            }
+            drained += users.count
             return users
         }
     }
@@ -159,7 +170,12 @@ public final class RedisDirectory: DirectoryResolver, @unchecked Sendable {
         let k = RecipientKeys(org: org)
         var seen = Set<RecipientID>()
         let ids = recipients.filter { seen.insert($0).inserted }
-        let kinds = try self.kinds(org: org, ids: ids)
+        var kinds = try self.kinds(org: org, ids: ids)
+        // An org that never imported a directory keeps issue 4's meaning: recipients are user ids.
+        if kinds.contains(where: { $0 == nil }),
+           try redis.with({ try $0.checked(["EXISTS", k.kind]) }).integer == 0 {
+            kinds = kinds.map { $0 ?? .user }
+        }
         var summary = ResolutionSummary()
         var users: [RecipientID] = []
         var roots: [RecipientID] = []
