@@ -113,4 +113,7 @@ public protocol RecipientCursorFacts: AnyObject {
     var inAppStored: Int { get }
     /// Recipient ids the directory did not know (known after the first chunk).
     var unknownRecipientIDs: [RecipientID] { get }
+    /// > 0 when the job was split into this many shard jobs: the run acknowledges without a report of its own
+    /// (the last shard publishes the parent's).
+    var shardedInto: Int { get }
 }

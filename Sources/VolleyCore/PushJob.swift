@@ -26,6 +26,8 @@ public struct PushJob: Sendable, Hashable, Codable {
     public var apns: JSONValue?
     public var fcm: JSONValue?
     public var platforms: [Platform]?
+    /// Issue 5: set on shard jobs a campaign was split into (their users come from the parent's shard list).
+    public var shard: ShardRef?
 
     public init(id: JobID? = nil, org: OrgID, app: AppName, recipients: [RecipientID]? = nil,
                 devices: [JobDevice]? = nil, notification: Notification, apns: JSONValue? = nil,

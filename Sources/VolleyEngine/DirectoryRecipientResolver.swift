@@ -16,11 +16,15 @@ public struct DirectoryRecipientResolver: RecipientResolver {
     public let clock: any WallClock
     /// Users per registry round trip.
     public var usersPerRead: Int
+    /// Fan-out across the fleet: jobs resolving to more than `shardSize` users are split into shard jobs.
+    public let shards: (any ShardCoordinator)?
+    public var shardSize: Int
 
     public init(directory: any DirectoryResolver, inbox: (any InboxStore)?, types: (any NotificationTypeStore)?,
+                shards: (any ShardCoordinator)? = nil, shardSize: Int = 50_000,
                 clock: any WallClock = SystemClock(), usersPerRead: Int = 500) {
         self.directory = directory; self.inbox = inbox; self.types = types; self.clock = clock
-        self.usersPerRead = max(1, usersPerRead)
+        self.usersPerRead = max(1, usersPerRead); self.shards = shards; self.shardSize = max(1, shardSize)
     }
 
     public func cursor(for job: PushJob, session: any PipelineSession) throws -> any DeviceCursor {
@@ -34,8 +38,12 @@ public struct DirectoryRecipientResolver: RecipientResolver {
         let content: InboxContent? = (inbox == nil || n.isSilent || !policy.storesInbox) ? nil
             : InboxContent(id: jobID.rawValue, type: n.type, title: n.title ?? "", body: n.body ?? "",
                            target: n.targetId, targetPageRef: nil, createdAt: clock.now())
-        return Cursor(job: job, jobID: jobID, policy: policy, explicit: explicit, directory: directory, inbox: inbox,
-                      content: content, registry: session, usersPerRead: usersPerRead)
+        let c = Cursor(job: job, jobID: jobID, policy: policy, explicit: explicit, directory: directory, inbox: inbox,
+                       content: content, registry: session, usersPerRead: usersPerRead)
+        c.shards = shards
+        c.shardSize = shardSize
+        c.clock = clock
+        return c
     }
 
     final class Cursor: DeviceCursor, RecipientCursorFacts {
@@ -51,6 +59,10 @@ public struct DirectoryRecipientResolver: RecipientResolver {
         var batches: (any UserBatches)?
         var explicitDone = false
         var reportedUnknown = false
+        var shards: (any ShardCoordinator)?
+        var shardSize = 50_000
+        var clock: any WallClock = SystemClock()
+        private(set) var shardedInto = 0
         private(set) var inAppStored = 0
         private(set) var unknownRecipientIDs: [RecipientID] = []
 
@@ -71,7 +83,19 @@ public struct DirectoryRecipientResolver: RecipientResolver {
             let recipients = job.recipients ?? []
             if recipients.isEmpty { return nil }
             if batches == nil {
-                batches = try directory.open(org: job.org, recipients: recipients, scope: jobID.rawValue)
+                if let ref = job.shard, let shards {
+                    batches = try shards.users(of: ref, org: job.org)
+                    reportedUnknown = true   // the parent's report carries the unknown ids
+                } else {
+                    let b = try directory.open(org: job.org, recipients: recipients, scope: jobID.rawValue)
+                    if let shards, job.shard == nil, b.summary.users > shardSize {
+                        unknownRecipientIDs = b.summary.unknown
+                        shardedInto = try shards.split(job: job, jobID: jobID, users: b, shardSize: shardSize,
+                                                       startedAt: clock.now())
+                        return nil
+                    }
+                    batches = b
+                }
             }
             guard let b = batches else { return nil }
             var chunk = DeviceChunk(devices: [])

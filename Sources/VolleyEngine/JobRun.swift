@@ -157,6 +157,13 @@ final class JobRun {
             throw Abandoned(why: "drain deadline reached with \(mailbox.pending.outstanding) sends outstanding; outcomes so far are recorded")
         }
 
+        if let facts = cursor as? any RecipientCursorFacts, facts.shardedInto > 0 {
+            // Issue 5: split into shard jobs; the last shard publishes this job's report.
+            try session.ack(entry.entryID)
+            worker.addStats { $0.jobsCompleted += 1 }
+            logger.info("job split into shards", metadata: ["shards": "\(facts.shardedInto)"])
+            return
+        }
         if let facts = cursor as? any RecipientCursorFacts {   // issue 5: directory resolver's facts
             report.inAppStored = facts.inAppStored
             if !facts.unknownRecipientIDs.isEmpty { report.unknownRecipientIDs = facts.unknownRecipientIDs.map(\.rawValue) }
@@ -164,6 +171,11 @@ final class JobRun {
         }
         report.finishedAt = worker.clock.now()
         try session.publish(report)
+        // Issue 5: a shard adds its counts to its parent; the last one publishes the parent's report.
+        if let shard = job.shard, let shards = (worker.resolver as? DirectoryRecipientResolver)?.shards,
+           let parent = try shards.shardFinished(report, shard: shard) {
+            if try session.publish(parent) { worker.onReport?(parent) }
+        }
         try session.ack(entry.entryID)
         worker.addStats { $0.jobsCompleted += 1 }
         worker.onReport?(report)

@@ -14,7 +14,12 @@ import VolleyTestSupport
         let inbox: RedisInboxStore
         let types: RedisNotificationTypeStore
         let quota: RedisQuotaStore
-        var resolver: DirectoryRecipientResolver { DirectoryRecipientResolver(directory: directory, inbox: inbox, types: types, usersPerRead: 100) }
+        var shards: RedisShardCoordinator? = nil
+        var shardSize = 50_000
+        var resolver: DirectoryRecipientResolver {
+            DirectoryRecipientResolver(directory: directory, inbox: inbox, types: types, shards: shards, shardSize: shardSize,
+                                       usersPerRead: 100)
+        }
     }
 
     func stores(_ h: EngineHarness, name: String, iosLimit: Int = 20_000) -> Stores {
@@ -141,5 +146,43 @@ import VolleyTestSupport
         #expect(usage?.used == 1000 && usage?.pending == 0)
         // Over-quota users still have the notification in-app.
         #expect(try setup.inbox.status(org: "org1", user: "user4999").unreadCount == 1)
+    }
+
+    @Test func campaignSplitIntoShardsIsSharedByThreeWorkersWithOneParentReport() throws {
+        let h = try EngineHarness()
+        defer { h.redis.stop() }
+        try h.register(users: 2500, devicesPerUser: 1)
+        let setup = stores(h, name: "setup")
+        try setup.directory.importRecords([DirectoryRecord(org: "org1", kind: .group, id: "all",
+                                                           members: (0..<2600).map { RecipientID("user\($0)") })])
+        var workers: [PipelineWorker] = []
+        var senders: [FakePushSender] = []
+        for i in 0..<3 {
+            let ios = FakePushSender(platform: .ios, latency: 0.001), android = FakePushSender(platform: .android, latency: 0.001)
+            senders += [ios, android]
+            var s = stores(h, name: "w\(i)")
+            s.shards = RedisShardCoordinator(client: h.redis.client(name: "w\(i)-shards"), jobStream: h.store.jobStream)
+            s.shardSize = 1000
+            let w = worker(h, s, apps: ["app1": [.ios: ios, .android: android]], consumer: "w\(i)")
+            try w.start()
+            workers.append(w)
+        }
+        defer { for w in workers { w.drain(deadline: 1) } }
+        try h.producer.enqueue(PushJob(id: "camp", org: "org1", app: "app1", recipients: ["all", "ghost"],
+                                       notification: VolleyCore.Notification(title: "Big", body: "Sale")))
+        #expect(eventually(timeout: 60) { (try? h.report(for: "camp")) != nil })
+        let r = try #require(try h.report(for: "camp"))
+        #expect(r.shards == 3)
+        #expect(r.users == 2600 && r.devices == 2500 && r.accepted == 2500 && r.noDevices == 100)
+        #expect(r.inAppStored == 2600 && r.unknownRecipients == 1)
+        let shardReports = try h.producer.allReports().filter { $0.job.rawValue.hasPrefix("camp.s") }
+        #expect(Set(shardReports.map(\.job)) == ["camp.s0", "camp.s1", "camp.s2"])
+        #expect(try h.producer.allReports().filter { $0.job == "camp" }.count == 1)
+        var sent: [String: Int] = [:]
+        for s in senders { sent.merge(s.perToken, uniquingKeysWith: +) }
+        #expect(sent.count == 2500 && sent.values.allSatisfy { $0 == 1 })
+        // Split by shardSize: 1,000 + 1,000 + 600 users, each shard its own job on the stream (any worker takes it).
+        #expect(shardReports.map(\.users).sorted() == [600, 1000, 1000])
+        #expect(eventually { (try? h.producer.pendingCount()) == 0 })
     }
 }

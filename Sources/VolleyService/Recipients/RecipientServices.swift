@@ -11,6 +11,8 @@ public struct RecipientServices: Sendable {
     public let quota: RedisQuotaStore
     public let inbox: RedisInboxStore
     public let types: RedisNotificationTypeStore
+    public let shards: RedisShardCoordinator
+    public let shardSize: Int
 
     public init(configuration c: VolleyConfiguration, clock: any WallClock = SystemClock(), name: String = "cli") throws {
         let endpoint = try RedisEndpoint(url: c.redis.url)
@@ -28,6 +30,8 @@ public struct RecipientServices: Sendable {
                                 retention: InboxRetention(maxCount: c.inbox.maxCount, maxAgeSeconds: c.inbox.maxAgeSeconds),
                                 clock: clock)
         types = RedisNotificationTypeStore(client: try client("types"))
+        shards = RedisShardCoordinator(client: try client("shards"), jobStream: c.worker.stream)
+        shardSize = c.worker.shardSize
         self.clock = clock
     }
 
@@ -35,7 +39,8 @@ public struct RecipientServices: Sendable {
 
     /// The engine's recipient step over this directory, inbox and types.
     public func resolver(usersPerRead: Int = 500) -> DirectoryRecipientResolver {
-        DirectoryRecipientResolver(directory: directory, inbox: inbox, types: types, clock: clock, usersPerRead: usersPerRead)
+        DirectoryRecipientResolver(directory: directory, inbox: inbox, types: types, shards: shards, shardSize: shardSize,
+                                   clock: clock, usersPerRead: usersPerRead)
     }
 }
 
