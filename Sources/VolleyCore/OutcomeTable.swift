@@ -123,6 +123,10 @@ public enum OutcomeTable {
         ("APNS_AUTH_ERROR", 401, .fixApp),
         ("PERMISSION_DENIED", 403, .fixApp),
         ("INVALID_ARGUMENT", 400, .invalidNotification),
+        // Volley's own: the OAuth token endpoint refused the service account (RFC 6749 §5.2 error codes).
+        ("oauth:invalid_grant", 400, .fixApp),
+        ("oauth:invalid_client", 401, .fixApp),
+        ("oauth:unauthorized_client", 400, .fixApp),
     ]
 
     private static let fcmIndex: [String: OutcomeDecision] = {
@@ -147,6 +151,7 @@ public enum OutcomeTable {
         case .fcm:
             let r = answer.reason?.rawValue
             if r == "INVALID_ARGUMENT" && answer.namesToken { return .removeToken }
+            if let r, r.hasPrefix("oauth:") { return fcmIndex[r] ?? .fixApp }
             if let r, let d = fcmIndex[r] {
                 // THIRD_PARTY_AUTH_ERROR arrives as 401 too: the error code wins over the status.
                 return d

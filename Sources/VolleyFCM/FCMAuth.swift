@@ -9,6 +9,11 @@ import VolleyHTTP2
 public struct FCMConfigurationError: Error, Sendable, Hashable, CustomStringConvertible {
     public let app: String
     public let message: String
+    /// From the OAuth token endpoint: its HTTP status and `error` (e.g. 400 "invalid_grant"); 0/nil otherwise.
+    public var status: Int = 0
+    public var oauthError: String?
+    /// The token request failed in the transport before reaching the endpoint (worth retrying).
+    public var resendIsSafe = false
     public init(app: String, _ message: String) { self.app = app; self.message = message }
     public var description: String { "app \(app): \(message)" }
 }
@@ -67,6 +72,7 @@ public final class FCMAccessTokenProvider: @unchecked Sendable {
 
     private let lock = NSLock()
     private var token: String?
+    /// When the cached token stops being used (its expiry minus the margin).
     private var expiresAt: Date = .distantPast
     private var waiters: [Waiter] = []
     private var refreshing = false
@@ -93,7 +99,7 @@ public final class FCMAccessTokenProvider: @unchecked Sendable {
     public func authorization(_ completion: @escaping Waiter) {
         let now = clock.now()
         let action: (cached: String?, start: Bool) = lock.withLock {
-            if let token, now < expiresAt.addingTimeInterval(-Self.expiryMarginSeconds) { return (token, false) }
+            if let token, now < expiresAt { return (token, false) }
             waiters.append(completion)
             if refreshing { return (nil, false) }
             refreshing = true
@@ -133,8 +139,9 @@ public final class FCMAccessTokenProvider: @unchecked Sendable {
         transport.submit(request) { [self] result in
             switch result {
             case .failure(let error):
-                finish(.failure(FCMConfigurationError(app: app, "OAuth token request to \(account.tokenURI) failed: \(error)")),
-                       expiresIn: 0)
+                var e = FCMConfigurationError(app: app, "OAuth token request to \(account.tokenURI) failed: \(error)")
+                e.resendIsSafe = error.resendIsSafe
+                finish(.failure(e), expiresIn: 0)
             case .success(let response):
                 let json = (try? JSONSerialization.jsonObject(with: Data(response.body))) as? [String: Any]
                 if response.status == 200, let access = json?["access_token"] as? String {
@@ -142,8 +149,13 @@ public final class FCMAccessTokenProvider: @unchecked Sendable {
                     finish(.success("Bearer " + access), expiresIn: expiresIn)
                 } else {
                     let detail = (json?["error_description"] as? String) ?? (json?["error"] as? String) ?? "HTTP \(response.status)"
-                    finish(.failure(FCMConfigurationError(app: app,
-                        "the OAuth token endpoint refused the service account \(account.clientEmail): \(detail)")), expiresIn: 0)
+                    var e = FCMConfigurationError(app: app,
+                        "the OAuth token endpoint refused the service account \(account.clientEmail): \(detail)")
+                    e.status = response.status
+                    e.oauthError = (json?["error"] as? String) ?? "oauth_error"
+                    // A 5xx from the token endpoint is transient; a 4xx means the credentials are wrong.
+                    e.resendIsSafe = response.status >= 500
+                    finish(.failure(e), expiresIn: 0)
                 }
             }
         }
@@ -153,7 +165,9 @@ public final class FCMAccessTokenProvider: @unchecked Sendable {
         let ready: [Waiter] = lock.withLock {
             if case .success(let t) = result {
                 token = t
-                expiresAt = clock.now().addingTimeInterval(expiresIn)
+                // Refresh 5 minutes before expiry; for unusually short-lived tokens, at half their life.
+                let margin = min(Self.expiryMarginSeconds, expiresIn / 2)
+                expiresAt = clock.now().addingTimeInterval(expiresIn - margin)
             }
             refreshing = false
             let w = waiters

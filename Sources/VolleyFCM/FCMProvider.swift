@@ -124,8 +124,14 @@ public final class FCMProvider: PushSender, @unchecked Sendable {
         tokens.authorization { [self] result in
             switch result {
             case .failure(let error):
-                // Cannot get a token: the app's credentials are wrong (or the token endpoint is down).
-                let answer = ProviderAnswer(provider: .fcm, status: 0, transportResendIsSafe: false)
+                // No access token. Refused (4xx, e.g. invalid_grant): the service account is wrong → fix-app.
+                // Unreachable or 5xx: nothing was sent to FCM, so retrying is safe.
+                let answer: ProviderAnswer
+                if let oauth = error.oauthError, !error.resendIsSafe {
+                    answer = ProviderAnswer(provider: .fcm, status: error.status, reason: OutcomeReason("oauth:" + oauth))
+                } else {
+                    answer = ProviderAnswer(provider: .fcm, status: 0, transportResendIsSafe: true)
+                }
                 completion(AttemptResult(answer: answer, message: error.description), nil)
             case .success(let auth):
                 let request = prepared.request(for: device, authority: authority, authorization: auth)

@@ -1,3 +1,6 @@
+import Foundation
+import Logging
+
 /// Something that sends one HTTP/2 request and completes exactly once: `HTTP2ConnectionPool` in production.
 /// Providers are written against this so their request/response logic does not depend on the pool's internals.
 /// (Added by the providers branch.)
@@ -10,16 +13,17 @@ public protocol HTTP2RequestSubmitter: AnyObject, Sendable {
 
 extension HTTP2ConnectionPool: HTTP2RequestSubmitter {}
 
-import Logging
 
 extension HTTP2ConnectionPool {
     /// A factory for providers: checks the client certificate first (so a bad one stops the app at startup
     /// with "Certificate expired", "Certificate not valid yet" or "Invalid certificate or password"),
     /// then opens a pool (connections are made lazily).
-    public static func submitterFactory(logger: Logger) -> @Sendable (HTTP2ClientConfiguration) throws -> any HTTP2RequestSubmitter {
+    /// `now` is injectable so tests can check the expired / not-yet-valid messages.
+    public static func submitterFactory(logger: Logger, now: @escaping @Sendable () -> Date = { Date() })
+        -> @Sendable (HTTP2ClientConfiguration) throws -> any HTTP2RequestSubmitter {
         { configuration in
             if let certificate = configuration.clientCertificate {
-                _ = try TLSClientCertificateCheck.validate(certificate)
+                _ = try TLSClientCertificateCheck.validate(certificate, now: now())
             }
             return HTTP2ConnectionPool(configuration: configuration, logger: logger)
         }
