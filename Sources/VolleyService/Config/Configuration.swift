@@ -11,6 +11,7 @@ public struct VolleyConfiguration: Sendable {
     public var redis: RedisSettings
     public var worker: WorkerSettings
     public var quotas: QuotaSettings
+    public var inbox: InboxSettings = .init()
     public var log: LogSettings
     public var metrics: MetricsSettings
     /// Where the file was read from (nil when built in code).
@@ -109,6 +110,13 @@ public struct QuotaSettings: Sendable, Hashable {
     public init() {}
 }
 
+/// In-app inbox retention per user: the newest `maxCount`, none older than `maxAgeSeconds`.
+public struct InboxSettings: Sendable, Hashable {
+    public var maxCount: Int = 200
+    public var maxAgeSeconds: Int = 90 * 86_400
+    public init() {}
+}
+
 public struct LogSettings: Sendable, Hashable {
     public enum Format: String, Sendable, Hashable { case text, json }
     public var level: String = "info"
@@ -139,6 +147,7 @@ extension VolleyConfiguration {
                    "inFlight", "reclaimIdleMs", "maxDeliveries", "drainSeconds", "recordBatchSize", "shardSize",
                    "maxRecipients"],
         "quotas": ["ios", "android"],
+        "inbox": ["maxCount", "maxAgeSeconds"],
         "log": ["level", "format"],
         "metrics": ["port"],
     ]
@@ -224,6 +233,11 @@ extension VolleyConfiguration {
                                                android: r.int(o, "android", at: p, range: 0...Int(Int32.max)))
                 }
             }
+        }
+        if let s = r.section(tree, "inbox", at: "") {
+            r.rejectUnknownKeys(s, known: keys("inbox"), at: "inbox")
+            if let v = r.int(s, "maxCount", at: "inbox", range: 1...100_000) { c.inbox.maxCount = v }
+            if let v = r.int(s, "maxAgeSeconds", at: "inbox", range: 60...Int(Int32.max)) { c.inbox.maxAgeSeconds = v }
         }
         if let s = r.section(tree, "log", at: "") {
             r.rejectUnknownKeys(s, known: keys("log"), at: "log")

@@ -1,13 +1,38 @@
 import Foundation
 import Logging
+import VolleyAPNs
 import VolleyCore
 import VolleyEngine
+import VolleyFCM
 
-/// Builds the worker's `AppDirectory` from `apps:` (APNs / FCM senders per app).
-public enum PipelineApps {
-    public static func directory(configuration: VolleyConfiguration, logger: Logger) throws -> any AppDirectory {
-        let apps = ProviderApps.from(configuration)
-        return StaticAppDirectory(ProviderApps.senders(for: apps, logger: logger,
-                                                       makeTransport: ProviderTransport.pools(logger: logger)))
+/// Builds the worker's `AppDirectory` from `apps:`: one `APNSProvider` and/or `FCMProvider` per app, sharing one
+/// APNs token registry (one JWT per team+key) and the HTTP/2 pools of `ProviderTransport`. An app that cannot
+/// start gets a sender that answers `fix-app` with the startup error (see `ProviderApps.senders`).
+public final class PipelineApps: AppDirectory, @unchecked Sendable {
+    public let senders: [AppName: [Platform: any PushSender]]
+
+    init(senders: [AppName: [Platform: any PushSender]]) { self.senders = senders }
+
+    public func senders(org: OrgID, app: AppName) -> [Platform: any PushSender]? { senders[app] }
+
+    /// Closes the providers' connections.
+    public func shutdown() {
+        for platforms in senders.values {
+            for sender in platforms.values {
+                (sender as? APNSProvider)?.shutdown()
+                (sender as? FCMProvider)?.shutdown()
+            }
+        }
+    }
+
+    /// Reads the configuration file (validated) and makes the senders.
+    public static func directory(configFile: String, clock: any WallClock = SystemClock(), logger: Logger) throws -> PipelineApps {
+        try directory(configuration: VolleyConfiguration.load(path: configFile), clock: clock, logger: logger)
+    }
+
+    public static func directory(configuration: VolleyConfiguration, clock: any WallClock = SystemClock(),
+                                 logger: Logger) -> PipelineApps {
+        PipelineApps(senders: ProviderApps.senders(for: ProviderApps.from(configuration), clock: clock, logger: logger,
+                                                   makeTransport: ProviderTransport.pools(logger: logger)))
     }
 }
