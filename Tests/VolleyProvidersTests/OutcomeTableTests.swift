@@ -62,6 +62,9 @@ import VolleyCore
         let docs = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
             .deletingLastPathComponent().appendingPathComponent("docs/outcome-table.md")
         #expect(try String(contentsOf: docs, encoding: .utf8) == md, "docs/outcome-table.md is stale")
+        let readme = docs.deletingLastPathComponent().deletingLastPathComponent().appendingPathComponent("README.md")
+        #expect(try String(contentsOf: readme, encoding: .utf8).contains(md.trimmingCharacters(in: .whitespacesAndNewlines)),
+                "README.md's outcome table is stale")
         // header + separator + accepted + one row per other decision
         #expect(md.split(separator: "\n").count == 2 + OutcomeDecision.allCases.count)
     }

@@ -96,8 +96,14 @@ public struct WorkerSettings: Sendable, Hashable {
     public var recordBatchSize: Int = 512
     /// Jobs resolving to more devices than this are split into shard jobs shared by the fleet.
     public var shardSize: Int = 50_000
-    /// At most this many recipients per job (Salesforce's customNotificationAction limit).
-    public var maxRecipients: Int = 500
+    /// Jobs a worker process works on at once (one thread and one Redis connection each).
+    public var concurrentJobs: Int = 2
+    /// How often to look for idle entries of dead workers to reclaim.
+    public var reclaimIntervalMs: Int = 5_000
+    /// How often a worker refreshes the idle time of entries it is still working on (default reclaimIdleMs / 3).
+    public var keepAliveIntervalMs: Int?
+    /// Users resolved per registry read.
+    public var chunkSize: Int = 500
     public init() {}
 }
 
@@ -145,7 +151,7 @@ extension VolleyConfiguration {
         "redis": ["url", "connectTimeoutSeconds", "commandTimeoutSeconds"],
         "worker": ["stream", "group", "consumer", "deadLetterStream", "reportStream", "batchSize", "blockMs",
                    "inFlight", "reclaimIdleMs", "maxDeliveries", "drainSeconds", "recordBatchSize", "shardSize",
-                   "maxRecipients"],
+                   "concurrentJobs", "reclaimIntervalMs", "keepAliveIntervalMs", "chunkSize"],
         "quotas": ["ios", "android"],
         "inbox": ["maxCount", "maxAgeSeconds"],
         "log": ["level", "format"],
@@ -218,7 +224,10 @@ extension VolleyConfiguration {
             if let v = r.double(s, "drainSeconds", at: p, min: 0) { c.worker.drainSeconds = v }
             if let v = r.int(s, "recordBatchSize", at: p, range: 1...100_000) { c.worker.recordBatchSize = v }
             if let v = r.int(s, "shardSize", at: p, range: 1...100_000_000) { c.worker.shardSize = v }
-            if let v = r.int(s, "maxRecipients", at: p, range: 1...100_000) { c.worker.maxRecipients = v }
+            if let v = r.int(s, "concurrentJobs", at: p, range: 1...64) { c.worker.concurrentJobs = v }
+            if let v = r.int(s, "reclaimIntervalMs", at: p, range: 50...3_600_000) { c.worker.reclaimIntervalMs = v }
+            if let v = r.int(s, "keepAliveIntervalMs", at: p, range: 50...3_600_000) { c.worker.keepAliveIntervalMs = v }
+            if let v = r.int(s, "chunkSize", at: p, range: 1...100_000) { c.worker.chunkSize = v }
         }
         if let s = r.section(tree, "quotas", at: "") {
             r.rejectUnknownKeys(s, known: keys("quotas").union(["orgs"]), at: "quotas")
