@@ -30,7 +30,9 @@ struct Worker: AsyncParsableCommand {
         // A parent (CI runner, test) may have blocked SIGTERM; a daemon must still drain on it.
         SignalMask.unblockTerminationSignals()
         let logger = Logger(label: "volley.worker")
-        let apps = try PipelineApps.directory(configuration: c, logger: logger)
+        let apps: PipelineApps
+        do { apps = try PipelineApps.directory(configFile: config, logger: logger) } catch { throw ValidationError("\(error)") }
+        defer { apps.shutdown() }
         try await WorkerRunner.run(settings: settings, apps: apps, logger: logger)
     }
 }
