@@ -72,6 +72,8 @@ let package = Package(
             .product(name: "Prometheus", package: "swift-prometheus"),
             .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             .product(name: "Histogram", package: "hdrhistogram-swift"),
+            // Bench/: ES256 JWTs for `volley bench transport` requests to the mock.
+            .product(name: "Crypto", package: "swift-crypto"),
         ]),
         .executableTarget(name: "volley", dependencies: [
             "VolleyService",

@@ -1,6 +1,67 @@
 import ArgumentParser
+import Foundation
+import Logging
+import VolleyService
 
 struct Bench: AsyncParsableCommand {
-    static let configuration = CommandConfiguration(abstract: "Benchmarks (transport; end to end).",
-                                                    subcommands: [BenchE2E.self])
+    static let configuration = CommandConfiguration(
+        abstract: "Benchmarks (transport; end to end).",
+        subcommands: [BenchTransport.self, BenchServe.self, BenchE2E.self])
+}
+
+/// `volley bench transport`: HTTP/2 client throughput and latency against the mock, optionally beside h2load.
+struct BenchTransport: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "transport",
+        abstract: "N POSTs over C connections with M streams in flight each; prints req/s, p50/p99, client CPU.")
+
+    @Option(help: "Requests to send (after a warm-up).") var requests = 100_000
+    @Option(help: "Connections.") var connections = 1
+    @Option(help: "Requests in flight per connection.") var concurrency = 100
+    @Option(name: .customLong("body-bytes"), help: "JSON body size.") var bodyBytes = 300
+    @Option(name: .customLong("mock-latency-ms"), help: "Latency the started server adds per response.") var mockLatencyMs = 0
+    @Option(name: .customLong("mock-max-streams"), help: "SETTINGS_MAX_CONCURRENT_STREAMS of the started server.") var mockMaxStreams = 1000
+    @Flag(name: .customLong("vs-h2load"), help: "Also run h2load with the same workload against the same server.") var vsH2load = false
+    @Flag(help: "Print one JSON object.") var json = false
+    @Option(help: "https://host:port of a running server (default: start one).") var target: String?
+    @Option(name: .customLong("ca-file"), help: "CA file for --target.") var caFile: String?
+    @Option(help: "endpoints.json with APNs credentials for --target.") var endpoints: String?
+    @Option(help: "Server to start: mock (volley-mock) or builtin (volley bench serve).") var server = "mock"
+
+    func run() async throws {
+        let exe = URL(fileURLWithPath: CommandLine.arguments[0]).resolvingSymlinksInPath().deletingLastPathComponent().path
+        var o = TransportBenchOptions(executableDirectory: exe)
+        o.requests = requests; o.connections = connections; o.concurrency = concurrency; o.bodyBytes = bodyBytes
+        o.mockLatencyMs = mockLatencyMs; o.mockMaxStreams = mockMaxStreams; o.vsH2load = vsH2load
+        o.target = target; o.caFile = caFile; o.endpointsFile = endpoints; o.server = server
+        let logger = Logger(label: "volley.bench")
+        let r = try await TransportBench.run(o, logger: logger)
+        if json {
+            let enc = JSONEncoder()
+            enc.outputFormatting = [.sortedKeys]
+            print(String(decoding: try enc.encode(r), as: UTF8.self))
+            return
+        }
+        print("volley  : \(Int(r.rate)) req/s  p50 \(r.p50_ms) ms  p99 \(r.p99_ms) ms  cpu \(String(format: "%.2f", r.cpu_s)) s (\(String(format: "%.2f", r.cpu_us)) µs/req)  failures \(r.failures)  peak streams/conn \(r.peak_streams_per_connection)")
+        if let h = r.h2load_rate, let ratio = r.ratio, let hc = r.h2load_cpu_us {
+            print("h2load  : \(Int(h)) req/s  cpu \(String(format: "%.2f", hc)) µs/req")
+            print("ratio   : \(String(format: "%.3f", ratio))  (volley / h2load)")
+        }
+    }
+}
+
+/// `volley bench serve`: a minimal TLS HTTP/2 server for transport benchmarks; writes <state-dir>/endpoints.json.
+struct BenchServe: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(commandName: "serve", abstract: "Minimal HTTP/2 server for benchmarks.")
+    @Option var port = 0
+    @Option(name: .customLong("state-dir")) var stateDir: String
+    @Option(name: .customLong("latency-ms")) var latencyMs = 0
+    @Option(name: .customLong("max-streams")) var maxStreams: UInt32 = 1000
+
+    func run() async throws {
+        let server = try BenchServer.start(stateDir: stateDir, port: port, latencyMs: latencyMs, maxStreams: maxStreams,
+                                           logger: Logger(label: "volley.bench.serve"))
+        while true { try await Task.sleep(for: .seconds(3600)) }
+        _ = server
+    }
 }

@@ -1,0 +1,276 @@
+// `volley bench transport`: closed-loop HTTP/2 load through HTTP2ConnectionPool against the mock (or any
+// TLS HTTP/2 server), optionally beside h2load on the same server in the same run.
+import Crypto
+import Dispatch
+import Foundation
+import Histogram
+import Logging
+import Synchronization
+import VolleyHTTP2
+
+public struct TransportBenchOptions: Sendable {
+    public var requests = 100_000
+    public var connections = 1
+    /// Requests in flight per connection.
+    public var concurrency = 100
+    public var bodyBytes = 300
+    public var mockLatencyMs = 0
+    public var mockMaxStreams = 1000
+    public var vsH2load = false
+    /// https://host:port of a running server; nil = start a server.
+    public var target: String?
+    public var caFile: String?
+    /// An endpoints.json to read credentials (and target) from when `target` is set.
+    public var endpointsFile: String?
+    /// "mock" (volley-mock next to the executable) or "builtin" (`volley bench serve`, our own HTTP2Server).
+    public var server = "mock"
+    /// Directory holding the `volley` / `volley-mock` executables.
+    public var executableDirectory: String
+    public var warmupRequests = 2_000
+    public init(executableDirectory: String) { self.executableDirectory = executableDirectory }
+}
+
+public struct TransportBenchResult: Sendable, Codable {
+    public var rate: Double
+    public var h2load_rate: Double?
+    public var ratio: Double?
+    public var p50_ms: Double
+    public var p99_ms: Double
+    public var cpu_s: Double
+    public var cpu_us: Double
+    public var h2load_cpu_us: Double?
+    public var requests: Int
+    public var failures: Int
+    public var connections: Int
+    public var concurrency: Int
+    public var peak_streams_per_connection: Int
+    public var server: String
+}
+
+/// The endpoints file the mock (and `volley bench serve`) writes into its state dir.
+public struct BenchEndpoints: Codable, Sendable {
+    public struct APNs: Codable, Sendable {
+        public var p8_file: String
+        public var key_id: String
+        public var team_id: String
+        public var topic: String
+        public init(p8_file: String, key_id: String, team_id: String, topic: String) {
+            self.p8_file = p8_file; self.key_id = key_id; self.team_id = team_id; self.topic = topic
+        }
+    }
+    public var host: String
+    public var port: Int
+    public var ca_file: String
+    public var apns: APNs?
+    public init(host: String, port: Int, ca_file: String, apns: APNs?) {
+        self.host = host; self.port = port; self.ca_file = ca_file; self.apns = apns
+    }
+}
+
+public struct TransportBenchError: Error, CustomStringConvertible {
+    public var description: String
+    init(_ d: String) { description = d }
+}
+
+/// CPU seconds of this process (user + system).
+func cpuSeconds(_ who: Int32) -> Double {
+    var ru = rusage()
+    getrusage(__rusage_who_t(who), &ru)
+    let u = Double(ru.ru_utime.tv_sec) + Double(ru.ru_utime.tv_usec) / 1e6
+    let s = Double(ru.ru_stime.tv_sec) + Double(ru.ru_stime.tv_usec) / 1e6
+    return u + s
+}
+
+/// ES256 JWT for APNs token auth: header {alg, kid}, claims {iss, iat}.
+public func apnsJWT(p8PEM: String, keyID: String, teamID: String, issuedAt: Date = Date()) throws -> String {
+    let key = try P256.Signing.PrivateKey(pemRepresentation: p8PEM)
+    func b64url(_ d: Data) -> String {
+        d.base64EncodedString().replacingOccurrences(of: "+", with: "-").replacingOccurrences(of: "/", with: "_")
+            .replacingOccurrences(of: "=", with: "")
+    }
+    let header = b64url(Data(#"{"alg":"ES256","kid":"\#(keyID)"}"#.utf8))
+    let claims = b64url(Data(#"{"iss":"\#(teamID)","iat":\#(Int(issuedAt.timeIntervalSince1970))}"#.utf8))
+    let input = header + "." + claims
+    let sig = try key.signature(for: Data(input.utf8))
+    return input + "." + b64url(sig.rawRepresentation)
+}
+
+public enum TransportBench {
+    /// A started server process and what it told us.
+    struct Server {
+        var process: Process?
+        var endpoints: BenchEndpoints
+        var stateDir: String?
+        func stop() {
+            if let p = process, p.isRunning { kill(p.processIdentifier, SIGKILL); p.waitUntilExit() }
+            if let d = stateDir { try? FileManager.default.removeItem(atPath: d) }
+        }
+    }
+
+    static func startServer(_ o: TransportBenchOptions, logger: Logger) throws -> Server {
+        let dir = NSTemporaryDirectory() + "volley-bench-\(getpid())-\(UInt32.random(in: 0...UInt32.max))"
+        try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
+        let p = Process()
+        var args = ["--port", "0", "--state-dir", dir]
+        if o.server == "mock" {
+            p.executableURL = URL(fileURLWithPath: o.executableDirectory + "/volley-mock")
+            args += ["--latency-ms", String(o.mockLatencyMs), "--max-concurrent-streams", String(o.mockMaxStreams)]
+        } else {
+            p.executableURL = URL(fileURLWithPath: o.executableDirectory + "/volley")
+            args = ["bench", "serve"] + args + ["--latency-ms", String(o.mockLatencyMs), "--max-streams", String(o.mockMaxStreams)]
+        }
+        p.arguments = args
+        p.standardOutput = FileHandle.nullDevice
+        try p.run()
+        let file = dir + "/endpoints.json"
+        let deadline = Date().addingTimeInterval(20)
+        while Date() < deadline {
+            if let data = FileManager.default.contents(atPath: file),
+               let ep = try? JSONDecoder().decode(BenchEndpoints.self, from: data) {
+                return Server(process: p, endpoints: ep, stateDir: dir)
+            }
+            if !p.isRunning { break }
+            usleep(20_000)
+        }
+        Server(process: p, endpoints: BenchEndpoints(host: "", port: 0, ca_file: "", apns: nil), stateDir: dir).stop()
+        throw TransportBenchError("\(p.executableURL?.path ?? "server") did not write \(file) within 20 s (server \(o.server))")
+    }
+
+    struct Workload {
+        var authority: String
+        var headers: [HTTP2Header]
+        var body: [UInt8]
+        var token: String
+        var path: String { "/3/device/" + token }
+    }
+
+    static func workload(_ ep: BenchEndpoints, bodyBytes: Int) throws -> Workload {
+        var headers = [HTTP2Header("content-type", "application/json")]
+        if let apns = ep.apns {
+            let pem = try String(contentsOfFile: apns.p8_file, encoding: .utf8)
+            let jwt = try apnsJWT(p8PEM: pem, keyID: apns.key_id, teamID: apns.team_id)
+            headers += [HTTP2Header("apns-topic", apns.topic), HTTP2Header("apns-push-type", "alert"),
+                        HTTP2Header("apns-priority", "10"), HTTP2Header("authorization", "bearer " + jwt, sensitive: true)]
+        }
+        var json = #"{"aps":{"alert":{"title":"Volley","body":"#
+        let pad = max(0, bodyBytes - json.utf8.count - 5)
+        json += "\"" + String(repeating: "x", count: pad) + "\"}}}"
+        let token = (0..<32).map { String(format: "%02x", ($0 * 37 + 11) & 0xff) }.joined()
+        return Workload(authority: "\(ep.host):\(ep.port)", headers: headers, body: Array(json.utf8), token: token)
+    }
+
+    /// Runs the closed loop: `connections × concurrency` requests in flight until `total` completed.
+    static func load(_ pool: HTTP2ConnectionPool, _ w: Workload, total: Int, inFlight: Int) async -> (seconds: Double, histogram: Histogram<UInt64>, failures: Int, firstError: String?) {
+        struct S { var submitted = 0; var completed = 0; var failures = 0; var firstError: String?; var hist = Histogram<UInt64>(highestTrackableValue: 60_000_000, numberOfSignificantValueDigits: .three); var cont: CheckedContinuation<Void, Never>? }
+        let state = Mutex(S())
+        let request = HTTP2Request(method: "POST", authority: w.authority, path: w.path, headers: w.headers, body: w.body)
+        let start = monotonicNow()
+        @Sendable func one() {
+            let t0 = monotonicNow()
+            pool.submit(request) { r in
+                let us = (monotonicNow() - t0) / 1000
+                let (next, done): (Bool, CheckedContinuation<Void, Never>?) = state.withLock { s in
+                    s.completed += 1
+                    _ = s.hist.record(us)
+                    if case .failure(let e) = r { s.failures += 1; if s.firstError == nil { s.firstError = "\(e)" } }
+                    if s.submitted < total { s.submitted += 1; return (true, nil) }
+                    if s.completed == total { let c = s.cont; s.cont = nil; return (false, c) }
+                    return (false, nil)
+                }
+                if next { one() }
+                done?.resume()
+            }
+        }
+        await withCheckedContinuation { (c: CheckedContinuation<Void, Never>) in
+            let n: Int = state.withLock { s in s.cont = c; s.submitted = min(total, inFlight); return s.submitted }
+            for _ in 0..<n { one() }
+        }
+        let secs = Double(monotonicNow() - start) / 1e9
+        let s = state.withLock { $0 }
+        return (secs, s.hist, s.failures, s.firstError)
+    }
+
+    static func monotonicNow() -> UInt64 { DispatchTime.now().uptimeNanoseconds }
+
+    /// Runs h2load with the same workload; returns (req/s, CPU seconds of h2load).
+    static func h2load(_ o: TransportBenchOptions, _ w: Workload, host: String, port: Int) throws -> (Double, Double) {
+        let bodyFile = NSTemporaryDirectory() + "volley-bench-body-\(getpid()).json"
+        try Data(w.body).write(to: URL(fileURLWithPath: bodyFile))
+        defer { try? FileManager.default.removeItem(atPath: bodyFile) }
+        let p = Process()
+        p.executableURL = URL(fileURLWithPath: "/usr/bin/h2load")
+        var args = ["-n", String(o.requests), "-c", String(o.connections), "-m", String(o.concurrency), "-d", bodyFile]
+        for h in w.headers { args += ["-H", "\(h.name): \(h.value)"] }
+        args.append("https://\(host):\(port)\(w.path)")
+        p.arguments = args
+        let out = Pipe()
+        p.standardOutput = out
+        p.standardError = FileHandle.nullDevice
+        let cpu0 = cpuSeconds(RUSAGE_CHILDREN.rawValue)
+        try p.run()
+        let data = out.fileHandleForReading.readDataToEndOfFile()
+        p.waitUntilExit()
+        let cpu = cpuSeconds(RUSAGE_CHILDREN.rawValue) - cpu0
+        let text = String(decoding: data, as: UTF8.self)
+        // "finished in 1.23s, 81234.56 req/s, 12.34MB/s"
+        guard let line = text.split(separator: "\n").first(where: { $0.hasPrefix("finished in") }),
+              let rateField = line.split(separator: ",").dropFirst().first,
+              let rate = Double(rateField.trimmingCharacters(in: .whitespaces).split(separator: " ").first ?? "") else {
+            throw TransportBenchError("cannot parse h2load output:\n\(text)")
+        }
+        if let statusLine = text.split(separator: "\n").first(where: { $0.hasPrefix("status codes:") }) {
+            _ = statusLine
+        }
+        return (rate, cpu)
+    }
+
+    public static func run(_ o: TransportBenchOptions, logger: Logger) async throws -> TransportBenchResult {
+        var server: Server?
+        var endpoints: BenchEndpoints
+        if let target = o.target {
+            guard let url = URL(string: target), let host = url.host else { throw TransportBenchError("bad --target \(target)") }
+            if let f = o.endpointsFile, let data = FileManager.default.contents(atPath: f) {
+                endpoints = try JSONDecoder().decode(BenchEndpoints.self, from: data)
+            } else {
+                endpoints = BenchEndpoints(host: host, port: url.port ?? 443, ca_file: o.caFile ?? "", apns: nil)
+            }
+            endpoints.host = host; endpoints.port = url.port ?? 443
+            if let ca = o.caFile { endpoints.ca_file = ca }
+        } else {
+            let s = try startServer(o, logger: logger)
+            server = s
+            endpoints = s.endpoints
+        }
+        defer { server?.stop() }
+        let w = try workload(endpoints, bodyBytes: o.bodyBytes)
+        let cfg = HTTP2ClientConfiguration(host: endpoints.host, port: endpoints.port,
+                                           caFile: endpoints.ca_file.isEmpty ? nil : endpoints.ca_file,
+                                           connections: o.connections, maxConcurrentStreamsCap: o.concurrency,
+                                           requestTimeoutSeconds: 60, idlePingSeconds: 0,
+                                           maxQueuedRequests: max(100_000, o.connections * o.concurrency * 2))
+        let pool = HTTP2ConnectionPool(configuration: cfg, logger: logger)
+        let inFlight = o.connections * o.concurrency
+        // Warm-up: connections, TLS, HPACK tables, JWT verdict caches.
+        let warm = await load(pool, w, total: min(o.warmupRequests, max(o.requests / 10, inFlight)), inFlight: inFlight)
+        if warm.failures > 0 { logger.warning("warm-up failures", metadata: ["count": "\(warm.failures)", "first": "\(warm.firstError ?? "")"]) }
+        let cpu0 = cpuSeconds(RUSAGE_SELF.rawValue)
+        let r = await load(pool, w, total: o.requests, inFlight: inFlight)
+        let cpu = cpuSeconds(RUSAGE_SELF.rawValue) - cpu0
+        let peak = pool.statistics.peakStreamsPerConnection
+        await withCheckedContinuation { (c: CheckedContinuation<Void, Never>) in pool.shutdown { c.resume() } }
+        if r.failures > 0 { logger.warning("request failures", metadata: ["count": "\(r.failures)", "first": "\(r.firstError ?? "")"]) }
+        var result = TransportBenchResult(
+            rate: Double(o.requests) / r.seconds, h2load_rate: nil, ratio: nil,
+            p50_ms: Double(r.histogram.valueAtPercentile(50)) / 1000, p99_ms: Double(r.histogram.valueAtPercentile(99)) / 1000,
+            cpu_s: cpu, cpu_us: cpu / Double(o.requests) * 1e6, h2load_cpu_us: nil,
+            requests: o.requests, failures: r.failures, connections: o.connections, concurrency: o.concurrency,
+            peak_streams_per_connection: peak, server: o.target ?? o.server)
+        if o.vsH2load {
+            let (rate, hcpu) = try h2load(o, w, host: endpoints.host, port: endpoints.port)
+            result.h2load_rate = rate
+            result.ratio = result.rate / rate
+            result.h2load_cpu_us = hcpu / Double(o.requests) * 1e6
+        }
+        return result
+    }
+}
