@@ -199,6 +199,9 @@ public struct E2EBench {
           batchSize: \(o.batchSize)
           blockMs: \(o.blockMs)
           recordBatchSize: \(o.recordBatchSize)
+        quotas:
+          ios: 2000000000
+          android: 2000000000
         log:
           level: warning
 

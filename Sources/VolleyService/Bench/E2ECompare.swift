@@ -150,14 +150,14 @@ public struct E2ECompare {
         let body = stage.directory + "/h2load-body.json"
         let filler = String(repeating: "x", count: max(1, o.bodyBytes - 40))
         try "{\"aps\":{\"alert\":{\"title\":\"Volley\",\"body\":\"\(filler)\"}}}".write(toFile: body, atomically: true, encoding: .utf8)
-        var before = rusage(); getrusage(RUSAGE_CHILDREN, &before)
+        var before = rusage(); getrusage(RUSAGE_CHILDREN.rawValue, &before)
         let (st, out) = Self.capture(exe, [
             "-n", "\(o.requests)", "-c", "\(o.connections)", "-m", "\(o.concurrency)", "-d", body,
             "-H", "authorization: \(auth)", "-H", "apns-topic: \(e.topic)", "-H", "apns-push-type: alert",
             "-H", "content-type: application/json",
             "https://\(e.host):\(e.port)/3/device/" + String(repeating: "ab", count: 32),
         ], log: stage.directory + "/h2load.log", timeout: 300)
-        var after = rusage(); getrusage(RUSAGE_CHILDREN, &after)
+        var after = rusage(); getrusage(RUSAGE_CHILDREN.rawValue, &after)
         guard st == 0 else { throw BenchError("h2load failed; see \(stage.directory)/h2load.log") }
         // "finished in 1.23s, 81234.56 req/s, …"
         var rate = 0.0

@@ -253,7 +253,6 @@ public final class MockControl: @unchecked Sendable {
     }
 
     /// Accepted sends so far (APNs + FCM) and every request the mock answered.
-    public struct Counts: Sendable { public var apns: Int; public var fcm: Int; public var total: Int; public var json: [String: Any] }
 
     public func counts() throws -> (accepted: Int, apns: Int, fcm: Int, total: Int) {
         let (status, text) = try request("GET", "/_mock/stats")
