@@ -421,7 +421,7 @@ public struct E2EBench {
     func redisInfo(_ client: RedisClient) throws -> (commands: Int, pid: Int32) {
         let text = try client.checked(["INFO", "all"]).string ?? ""
         var commands = 0, pid: Int32 = 0
-        for line in text.split(whereSeparator: { $0 == "\r" || $0 == "\n" }) {
+        for line in text.split(whereSeparator: { $0.isNewline }) {
             if line.hasPrefix("total_commands_processed:") { commands = Int(line.split(separator: ":")[1]) ?? 0 }
             if line.hasPrefix("process_id:") { pid = Int32(line.split(separator: ":")[1]) ?? 0 }
         }
