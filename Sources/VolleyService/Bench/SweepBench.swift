@@ -69,19 +69,28 @@ public struct SweepBench {
         try FileManager.default.createDirectory(atPath: tmp, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(atPath: tmp) }
         if !o.skipTransport {
+            // One volley-mock for the grid, reconfigured at run time (POST /_mock/config: latency and advertised
+            // max concurrent streams, applied to new connections); each point is one `volley bench transport
+            // --target` child against it, so every point measures the same server.
+            let mock = try BenchMock(directory: tmp, configJSON: mockConfigJSON(latencyMs: 0, maxStreams: 1000))
+            defer { mock.stop() }
+            let control = MockControl(endpoints: mock.endpoints, logger: logger)
+            let e = mock.endpoints
             for lat in o.latencies {
                 for s in o.streams {
+                    try control.configure(mockConfigJSON(latencyMs: Double(lat), maxStreams: s))
                     for c in o.connections {
                         let bound: Double? = lat == 0 ? nil : Double(c * s) / (Double(lat) / 1000)
                         // Enough requests for ~`seconds` at the bound (or at ~150k/s without latency).
                         let expected = min(bound ?? 150_000, 150_000)
                         let n = max(5_000, min(400_000, Int(expected * o.seconds)))
                         stderrLine("sweep: \(c) conn × \(s) streams, latency \(lat) ms, \(n) requests… ")
+                        let log = tmp + "/t-\(c)-\(s)-\(lat).log"
                         let (st, out) = E2ECompare.capture(volleyExecutablePath(), [
                             "bench", "transport", "--json", "--requests", "\(n)", "--connections", "\(c)",
-                            "--concurrency", "\(s)", "--body-bytes", "\(o.bodyBytes)", "--mock-latency-ms", "\(lat)",
-                            "--mock-max-streams", "\(s)",
-                        ], log: tmp + "/t-\(c)-\(s)-\(lat).log", timeout: 240)
+                            "--concurrency", "\(s)", "--body-bytes", "\(o.bodyBytes)",
+                            "--target", "https://\(e.host):\(e.port)", "--ca-file", e.caFile, "--endpoints", e.file,
+                        ], log: log, timeout: 240)
                         var p = TransportPoint(connections: c, latency_ms: lat, streams: s, requests: n, bound: bound)
                         if st == 0, let j = E2ECompare.lastJSONObject(out) {
                             p.rate = j["rate"] as? Double
@@ -91,7 +100,7 @@ public struct SweepBench {
                             if let r = p.rate, let b = bound { p.efficiency = r / b }
                             stderrLine(String(format: "%@/s%@\n", grouped(p.rate ?? 0), p.efficiency.map { String(format: " (%.0f%% of bound)", $0 * 100) } ?? ""))
                         } else {
-                            p.error = "status \(st.map(String.init) ?? "timeout"): " + ((try? String(contentsOfFile: tmp + "/t-\(c)-\(s)-\(lat).log", encoding: .utf8)) ?? "").suffix(300)
+                            p.error = "status \(st.map(String.init) ?? "timeout"): " + ((try? String(contentsOfFile: log, encoding: .utf8)) ?? "").suffix(300)
                             stderrLine("failed\n")
                         }
                         points.append(p)
