@@ -25,8 +25,8 @@ public final class APNSProvider: PushSender, @unchecked Sendable {
     /// Set by the first `fix-app` answer: every later send of this app fails fast with the same outcome.
     private var stopped: (outcome: DeliveryOutcome, message: String)?
 
-    /// Opens (lazily) the app's endpoint. Certificate apps build their pool now, so a bad certificate stops
-    /// the app at startup with an error naming it.
+    /// Builds the app's pool for its environment now (connections open on first use): a client certificate that
+    /// is expired, not yet valid or unreadable stops the app here, with an error naming it.
     public init(app: APNSAppConfiguration, tokens: APNSTokenRegistry, clock: any WallClock = SystemClock(),
                 retryPolicy: RetryPolicy = RetryPolicy(), logger: Logger,
                 makeTransport: @escaping HTTP2SubmitterFactory) throws {
@@ -40,8 +40,9 @@ public final class APNSProvider: PushSender, @unchecked Sendable {
             tokenProvider = try tokens.provider(app: app.name, keyFile: keyFile, keyID: keyID, teamID: teamID)
         case .certificate:
             tokenProvider = nil
-            _ = try transport(for: app.environment)
         }
+        // Open the pool now (connections stay lazy): a certificate that cannot be used stops the app here.
+        _ = try transport(for: app.environment)
     }
 
     /// Why this app stopped sending (a `fix-app` answer), if it did.
@@ -155,8 +156,9 @@ public enum APNSResponseDecoder {
     public static func decode(_ result: Result<HTTP2Response, HTTP2Error>) -> AttemptResult {
         switch result {
         case .failure(let error):
-            return AttemptResult(answer: ProviderAnswer(provider: .apns, status: 0, transportResendIsSafe: error.resendIsSafe),
-                                 message: error.description)
+            let answer = ProviderAnswer(provider: .apns, status: 0, reason: OutcomeReason("transport:" + error.kind.rawValue),
+                                        transportResendIsSafe: error.resendIsSafe)
+            return AttemptResult(answer: answer, message: error.description)
         case .success(let response):
             return decode(response)
         }

@@ -135,10 +135,18 @@ public enum OutcomeTable {
         return d
     }()
 
+    /// Transport failures (reason `transport:<HTTP2Error.Kind>`) that mean the app's endpoint settings are wrong.
+    public static let transportConfigurationReasons: Set<String> = [
+        "transport:configuration", "transport:certificate-verification", "transport:alpn-not-h2",
+    ]
+
     /// The decision for one answer. Pure; the senders act on it.
     public static func decide(_ answer: ProviderAnswer) -> OutcomeDecision {
         if answer.status == 0 {
-            // No response: the transport says whether the request provably never reached the provider.
+            // No response. A transport that cannot be set up for this app (bad CA file, server certificate not
+            // trusted, no h2) is the app's configuration; otherwise the transport says whether the request
+            // provably never reached the provider.
+            if let r = answer.reason?.rawValue, transportConfigurationReasons.contains(r) { return .fixApp }
             return answer.transportResendIsSafe ? .retry : .unknown
         }
         if answer.status == 200 { return .accepted }
@@ -180,7 +188,8 @@ public enum OutcomeTable {
     /// The table as Markdown, one row per decision, for the README (same data as `decide`).
     public static func markdown() -> String {
         func names(_ rows: [(reason: String, status: Int, decision: OutcomeDecision)], _ d: OutcomeDecision) -> String {
-            rows.filter { $0.decision == d }.map { "\($0.status) \($0.reason)" }.joined(separator: ", ")
+            rows.filter { $0.decision == d && !$0.reason.hasPrefix("oauth:") }.map { "\($0.status) \($0.reason)" }
+                .joined(separator: ", ")
         }
         var lines = ["| answer | outcome |", "|---|---|"]
         lines.append("| APNs 200 / FCM 200 | accepted (keep the provider's message id) |")
@@ -194,6 +203,8 @@ public enum OutcomeTable {
                 fcm += ", any other 429/500/503 (Retry-After honoured); transport failure \"safe to resend\""
             case .refreshCredential: fcm += ", any other 401"
             case .invalidNotification: fcm = "400 INVALID_ARGUMENT about the message"
+            case .fixApp:
+                fcm += "; OAuth token endpoint refusing the service account (4xx); transport misconfigured (CA file, server certificate, no h2)"
             case .unknown:
                 answer = "APNs any other reason"; fcm = "any other code; transport failure not safe to resend"
             default: break

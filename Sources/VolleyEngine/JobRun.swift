@@ -88,7 +88,10 @@ final class JobRun {
         report.deliveries = entry.deliveryCount
         report.worker = config.consumer
 
-        let cursor = try worker.resolver.cursor(for: job, session: session)
+        // Issue 5: the resolver names in-app notifications and resolutions after the job id.
+        var cursorJob = job
+        cursorJob.id = jobID
+        let cursor = try worker.resolver.cursor(for: cursorJob, session: session)
         var stoppedEarly = false
         chunks: while let chunk = try cursor.next(max: config.chunkSize) {
             report.users += chunk.users
@@ -114,7 +117,7 @@ final class JobRun {
 
             // Quota step (issue 5): devices over quota get a terminal `quotaExceeded` without a send.
             if let quota = worker.quota, !toSend.isEmpty {
-                toSend = try admit(toSend, quota: quota, org: job.org)
+                toSend = try admit(toSend, quota: quota, job: job, jobID: jobID, report: &report)
             }
 
             for d in toSend {
@@ -154,8 +157,25 @@ final class JobRun {
             throw Abandoned(why: "drain deadline reached with \(mailbox.pending.outstanding) sends outstanding; outcomes so far are recorded")
         }
 
+        if let facts = cursor as? any RecipientCursorFacts, facts.shardedInto > 0 {
+            // Issue 5: split into shard jobs; the last shard publishes this job's report.
+            try session.ack(entry.entryID)
+            worker.addStats { $0.jobsCompleted += 1 }
+            logger.info("job split into shards", metadata: ["shards": "\(facts.shardedInto)"])
+            return
+        }
+        if let facts = cursor as? any RecipientCursorFacts {   // issue 5: directory resolver's facts
+            report.inAppStored = facts.inAppStored
+            if !facts.unknownRecipientIDs.isEmpty { report.unknownRecipientIDs = facts.unknownRecipientIDs.map(\.rawValue) }
+            if let why = facts.notEnabledReason { report.status = "not_enabled"; report.statusDetail = why }
+        }
         report.finishedAt = worker.clock.now()
         try session.publish(report)
+        // Issue 5: a shard adds its counts to its parent; the last one publishes the parent's report.
+        if let shard = job.shard, let shards = (worker.resolver as? DirectoryRecipientResolver)?.shards,
+           let parent = try shards.shardFinished(report, shard: shard) {
+            if try session.publish(parent) { worker.onReport?(parent) }
+        }
         try session.ack(entry.entryID)
         worker.addStats { $0.jobsCompleted += 1 }
         worker.onReport?(report)
@@ -164,12 +184,19 @@ final class JobRun {
                                            "tokensRemoved": "\(report.tokensRemoved)"])
     }
 
-    private func admit(_ devices: [Device], quota: any QuotaGate, org: OrgID) throws -> [Device] {
+    private func admit(_ devices: [Device], quota: any QuotaGate, job: PushJob, jobID: JobID,
+                       report: inout JobReport) throws -> [Device] {
+        let org = job.org
         var out: [Device] = []
         for platform in Platform.allCases {
             let ds = devices.filter { $0.platform == platform }
             if ds.isEmpty { continue }
-            let granted = try quota.grant(org: org, platform: platform, count: ds.count, session: session)
+            var granted: Int
+            if let hourly = quota as? any HourlyQuota {
+                granted = try admitHourly(ds.count, platform: platform, quota: hourly, job: job, jobID: jobID, report: &report)
+            } else {
+                granted = try quota.grant(org: org, platform: platform, count: ds.count, session: session)
+            }
             out.append(contentsOf: ds.prefix(granted))
             for d in ds.dropFirst(granted) {
                 mailbox.willSend()
@@ -177,6 +204,24 @@ final class JobRun {
             }
         }
         return out
+    }
+
+    /// Issue 5: charge `count` pushes; while some are denied but others' charges are still in flight (they may be
+    /// refunded), record arriving outcomes (which settles them) and ask again, for at most the policy's wait.
+    private func admitHourly(_ count: Int, platform: Platform, quota: any HourlyQuota, job: PushJob, jobID: JobID,
+                             report: inout JobReport) throws -> Int {
+        let org = job.org
+        var granted = 0
+        let deadline = Date().addingTimeInterval(quota.waitPolicy.maxWait)
+        while granted < count {
+            let g = try quota.charge(org: org, platform: platform, count: count - granted)
+            granted += g.granted
+            if granted >= count || !g.shouldRetryDenied || Date() >= deadline || worker.state.shouldAbandon { break }
+            let batch = mailbox.wait(outstandingBelow: 1, flushAt: 1,
+                                     until: min(deadline, Date().addingTimeInterval(quota.waitPolicy.pollInterval)))
+            if !batch.isEmpty { try record(batch, job: job, jobID: jobID, report: &report) }
+        }
+        return granted
     }
 
     /// Records a batch of outcomes (one pipelined write), removes dead tokens, refunds quota, counts the report.
@@ -195,7 +240,14 @@ final class JobRun {
             }
         }
         if !dead.isEmpty { try session.remove(org: job.org, app: job.app, devices: dead) }
-        if let quota = worker.quota {
+        if let hourly = worker.quota as? any HourlyQuota {
+            // Issue 5: settle every charged push: accepted ones stay charged, the rest are refunded.
+            var delivered: [Platform: Int] = [:]
+            for (d, o) in batch where o.isAccepted { delivered[d.platform, default: 0] += 1 }
+            for p in Platform.allCases where delivered[p] != nil || refunds[p] != nil {
+                try hourly.settle(org: job.org, platform: p, delivered: delivered[p] ?? 0, refunded: refunds[p] ?? 0)
+            }
+        } else if let quota = worker.quota {
             for (p, n) in refunds { try quota.refund(org: job.org, platform: p, count: n, session: session) }
         }
         worker.addStats { $0.outcomesRecorded += batch.count }

@@ -106,6 +106,10 @@ final class LaneMailbox: @unchecked Sendable {
     private let cond = NSCondition()
     private var ready: [(Device, DeliveryOutcome)] = []
     private(set) var outstanding = 0
+    /// What the waiting lane waits for; `post` signals only when it becomes true, so a lane blocked on credits is
+    /// woken once per slice of freed credits, not once per outcome (a thread wake-up costs more than a send).
+    private var waiterWantsOutstandingBelow = Int.min
+    private var waiterWantsReady = Int.max
 
     func willSend() { cond.lock(); outstanding += 1; cond.unlock() }
 
@@ -113,16 +117,24 @@ final class LaneMailbox: @unchecked Sendable {
         cond.lock()
         ready.append((device, outcome))
         outstanding -= 1
-        cond.signal()
+        if outstanding < waiterWantsOutstandingBelow || ready.count >= waiterWantsReady { cond.signal() }
         cond.unlock()
     }
 
     /// Waits until fewer than `limit` sends are outstanding, or `flushAt` outcomes are ready, or `until`.
-    /// Returns the ready outcomes when at least `flushAt` are waiting (or `takeAll`), else an empty array.
+    /// Once it has to block on credits, it waits for an eighth of `limit` to free up (hysteresis), so the caller
+    /// then sends a burst. Returns the ready outcomes when at least `flushAt` are waiting (or `takeAll`), else [].
     func wait(outstandingBelow limit: Int, flushAt: Int, until: Date, takeAll: Bool = false) -> [(Device, DeliveryOutcome)] {
         cond.lock(); defer { cond.unlock() }
-        while outstanding >= limit && ready.count < flushAt {
-            if !cond.wait(until: until) { break }
+        if outstanding >= limit && ready.count < flushAt {
+            let resumeBelow = limit == .max ? limit : max(1, limit - max(1, limit / 8))
+            waiterWantsOutstandingBelow = resumeBelow
+            waiterWantsReady = flushAt
+            while outstanding >= resumeBelow && ready.count < flushAt {
+                if !cond.wait(until: until) { break }
+            }
+            waiterWantsOutstandingBelow = Int.min
+            waiterWantsReady = Int.max
         }
         if ready.count >= flushAt || (takeAll && !ready.isEmpty) {
             let out = ready

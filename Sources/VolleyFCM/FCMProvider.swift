@@ -130,7 +130,7 @@ public final class FCMProvider: PushSender, @unchecked Sendable {
                 if let oauth = error.oauthError, !error.resendIsSafe {
                     answer = ProviderAnswer(provider: .fcm, status: error.status, reason: OutcomeReason("oauth:" + oauth))
                 } else {
-                    answer = ProviderAnswer(provider: .fcm, status: 0, transportResendIsSafe: true)
+                    answer = ProviderAnswer(provider: .fcm, status: 0, reason: "transport:oauth-token", transportResendIsSafe: true)
                 }
                 completion(AttemptResult(answer: answer, message: error.description), nil)
             case .success(let auth):
@@ -167,8 +167,9 @@ public enum FCMResponseDecoder {
     public static func decode(_ result: Result<HTTP2Response, HTTP2Error>) -> AttemptResult {
         switch result {
         case .failure(let error):
-            return AttemptResult(answer: ProviderAnswer(provider: .fcm, status: 0, transportResendIsSafe: error.resendIsSafe),
-                                 message: error.description)
+            let answer = ProviderAnswer(provider: .fcm, status: 0, reason: OutcomeReason("transport:" + error.kind.rawValue),
+                                        transportResendIsSafe: error.resendIsSafe)
+            return AttemptResult(answer: answer, message: error.description)
         case .success(let response):
             return decode(response)
         }

@@ -327,6 +327,12 @@ public class HTTP2Channel: @unchecked Sendable {
     }
 }
 
+/// Header names must be lower case in HTTP/2 (RFC 9113 §8.2.1); lower-cases only when needed.
+@inline(__always) func lowercasedHeaderName(_ name: String) -> String {
+    for b in name.utf8 where b >= 65 && b <= 90 { return name.lowercased() }
+    return name
+}
+
 /// Builds an `nghttp2_nv` array for the duration of `body` (nghttp2 copies names and values).
 func withNameValues<R>(_ pairs: [(String, String, Bool)], _ body: (UnsafeMutablePointer<nghttp2_nv>, Int) -> R) -> R {
     var total = 0
@@ -335,13 +341,23 @@ func withNameValues<R>(_ pairs: [(String, String, Bool)], _ body: (UnsafeMutable
         withUnsafeTemporaryAllocation(of: nghttp2_nv.self, capacity: max(pairs.count, 1)) { nva in
             var off = 0
             let base = bytes.baseAddress!
+            @inline(__always) func copy(_ s: String) -> Int {
+                let n = s.utf8.withContiguousStorageIfAvailable { src -> Int in
+                    if let a = src.baseAddress { (base + off).update(from: a, count: src.count) }
+                    return src.count
+                } ?? {
+                    var k = 0
+                    for b in s.utf8 { base[off + k] = b; k += 1 }
+                    return k
+                }()
+                off += n
+                return n
+            }
             for (i, p) in pairs.enumerated() {
                 let nameStart = base + off
-                var nlen = 0
-                for b in p.0.utf8 { base[off] = b; off += 1; nlen += 1 }
+                let nlen = copy(p.0)
                 let valueStart = base + off
-                var vlen = 0
-                for b in p.1.utf8 { base[off] = b; off += 1; vlen += 1 }
+                let vlen = copy(p.1)
                 let flags = p.2 ? UInt8(NGHTTP2_NV_FLAG_NO_INDEX.rawValue) : UInt8(NGHTTP2_NV_FLAG_NONE.rawValue)
                 nva[i] = nghttp2_nv(name: nameStart, value: valueStart, namelen: nlen, valuelen: vlen, flags: flags)
             }

@@ -165,10 +165,12 @@ final class HTTP2ClientConnection: HTTP2Channel, @unchecked Sendable {
     private func submit(_ p: PendingRequest) {
         guard let session else { finished.append((p, .failure(HTTP2Error(.connectionReset, resendIsSafe: true, "no session")))); return }
         let r = p.request
+        // `:path` is never indexed: for APNs it carries a different device token on every request, and indexing
+        // it would only churn the peer's small HPACK table (Apple: do not index `:path` or `authorization`).
         var pairs: [(String, String, Bool)] = [(":method", r.method, false), (":scheme", "https", false),
-                                               (":authority", r.authority, false), (":path", r.path, false)]
+                                               (":authority", r.authority, false), (":path", r.path, true)]
         pairs.reserveCapacity(4 + r.headers.count)
-        for h in r.headers { pairs.append((h.name.lowercased(), h.value, h.sensitive)) }
+        for h in r.headers { pairs.append((lowercasedHeaderName(h.name), h.value, h.sensitive)) }
         let body = r.body.isEmpty ? nil : OutgoingBody(r.body)
         let stream = ClientStream(p, body: body)
         let sid: Int32

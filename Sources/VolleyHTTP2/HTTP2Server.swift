@@ -75,8 +75,7 @@ public struct HTTP2Responder: Sendable {
         if connection.isCurrentQueue {
             connection.respond(streamID, response)
         } else {
-            let c = connection, sid = streamID
-            c.queue.async { c.respond(sid, response) }
+            connection.respondFromElsewhere(streamID, response)
         }
     }
 }
@@ -109,6 +108,9 @@ public final class HTTP2ServerConnection: HTTP2Channel, @unchecked Sendable {
     private var opened = false
     /// After we sent GOAWAY(last): streams above it are not handed to the handler (RFC 9113 §6.8 promise).
     private var goAwayLastStreamID: Int32?
+    /// Responses made off the connection queue (e.g. after injected latency), batched so that one queue hop and
+    /// one flush serve every response that became ready meanwhile, instead of a hop and an SSL_write each.
+    private let lateResponses = Mutex<(items: [(Int32, HTTP2Response)], scheduled: Bool)>(([], false))
 
     /// Connection-scoped storage for the handler; touch it only on the connection queue (inside `handle`).
     public var userState: AnyObject?
@@ -256,13 +258,34 @@ public final class HTTP2ServerConnection: HTTP2Channel, @unchecked Sendable {
     }
 
     /// On `queue`: submits the response (once) and flushes unless inside the read loop.
-    func respond(_ streamID: Int32, _ response: HTTP2Response) {
+    func respondFromElsewhere(_ streamID: Int32, _ response: HTTP2Response) {
+        let schedule = lateResponses.withLock { s -> Bool in
+            s.items.append((streamID, response))
+            if s.scheduled { return false }
+            s.scheduled = true
+            return true
+        }
+        if schedule { queue.async { self.respondToLateResponses() } }
+    }
+
+    private func respondToLateResponses() {
+        let items = lateResponses.withLock { s -> [(Int32, HTTP2Response)] in
+            let items = s.items
+            s.items.removeAll(keepingCapacity: true)
+            s.scheduled = false
+            return items
+        }
+        for (sid, response) in items { respond(sid, response, flushNow: false) }
+        flush()
+    }
+
+    func respond(_ streamID: Int32, _ response: HTTP2Response, flushNow: Bool = true) {
         dispatchPrecondition(condition: .onQueue(queue))
         guard state == .open, let session, let st = streams[streamID], !st.responded else { return }
         st.responded = true
         var pairs: [(String, String, Bool)] = [(":status", String(response.status), false)]
         pairs.reserveCapacity(response.headers.count + 1)
-        for h in response.headers { pairs.append((h.name.lowercased(), h.value, h.sensitive)) }
+        for h in response.headers { pairs.append((lowercasedHeaderName(h.name), h.value, h.sensitive)) }
         let rv: Int32
         if response.body.isEmpty {
             rv = withNameValues(pairs) { nva, n in nghttp2_submit_response(session, streamID, nva, n, nil) }
@@ -277,7 +300,7 @@ public final class HTTP2ServerConnection: HTTP2Channel, @unchecked Sendable {
         if rv != 0 {
             logger.debug("submit_response failed", metadata: ["stream": "\(streamID)", "error": "\(String(cString: nghttp2_strerror(rv)))"])
         }
-        flush()
+        if flushNow { flush() }
     }
 
     // MARK: public controls (any thread)

@@ -3,7 +3,7 @@ import VolleyCore
 /// Names and limits of the Redis keys Volley uses. Defaults are the contract of issue 4.
 ///
 /// Layout (all keys under `prefix`, default `volley`):
-/// - `volley:jobs` — job stream (field `job` = JSON); consumer group `volley-workers`.
+/// - `volley:jobs` — job stream (field `job` = JSON); consumer group `volley`.
 /// - `volley:dead` — dead letters: the original fields + `reason`, `detail`, `worker`, `sourceEntry`, `deliveries`.
 /// - `volley:reports` — one entry per job: `job`, `org`, `report` (JSON of `JobReport`), trimmed to ~`reportsMaxLength`.
 /// - `volley:dev:{org}:{app}:{user}` — hash `platform:token` → device record JSON
@@ -23,7 +23,7 @@ public struct StoreConfiguration: Sendable, Hashable {
     public var ledgerTTLSeconds: Int
 
     public init(prefix: String = "volley", jobStream: String? = nil, deadStream: String? = nil,
-                reportStream: String? = nil, group: String = "volley-workers", reportsMaxLength: Int = 100_000,
+                reportStream: String? = nil, group: String = "volley", reportsMaxLength: Int = 100_000,
                 deadMaxLength: Int = 100_000, ledgerTTLSeconds: Int = 7 * 86_400) {
         self.prefix = prefix
         self.jobStream = jobStream ?? "\(prefix):jobs"

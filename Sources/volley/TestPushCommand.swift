@@ -42,7 +42,7 @@ struct TestPush: AsyncParsableCommand {
         }
         let n = try buildNotification()
         let apps: [ProviderApp]
-        do { apps = try ProviderApps.load(configFile: config) } catch {
+        do { apps = ProviderApps.from(try VolleyConfiguration.load(path: config)) } catch {
             throw ValidationError("\(error)")
         }
         var logger = Logger(label: "volley.test-push")

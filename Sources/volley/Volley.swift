@@ -6,6 +6,6 @@ struct Volley: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "volley",
         abstract: "Push-notification fan-out engine: Redis Streams in, APNs/FCM over HTTP/2 out.",
-        subcommands: [Demo.self, Worker.self, Send.self, Devices.self, TestPush.self, Bench.self]
+        subcommands: [Demo.self, Worker.self, Send.self, Devices.self, Directory.self, Quota.self, Inbox.self, Types.self, TestPush.self, Bench.self]
     )
 }

@@ -33,7 +33,11 @@ struct Worker: AsyncParsableCommand {
         let apps: PipelineApps
         do { apps = try PipelineApps.directory(configFile: config, logger: logger) } catch { throw ValidationError("\(error)") }
         defer { apps.shutdown() }
-        try await WorkerRunner.run(settings: settings, apps: apps, logger: logger)
+        // Issue 5: directory resolution (groups, queues, teams), in-app inbox, notification types, hourly quotas.
+        let recipients = try RecipientServices(configuration: c, name: settings.worker.consumer)
+        try await WorkerRunner.run(settings: settings, apps: apps, logger: logger,
+                                   resolver: recipients.resolver(usersPerRead: settings.worker.chunkSize),
+                                   quota: recipients.quota)
     }
 }
 
@@ -44,6 +48,7 @@ struct Send: AsyncParsableCommand {
     @Option(help: "Organisation id.") var org: String
     @Option(help: "App name (apps[].name).") var app: String
     @Option(help: "Recipient user ids, comma-separated (at most 500).") var users: String?
+    @Option(help: "Recipient ids of any kind (users, groups, queues, account/opportunity teams), comma-separated; with --users at most 500 in all.") var recipients: String?
     @Option(help: "An explicit device, platform:TOKEN (repeatable).") var token: [String] = []
     @Option(help: "Alert title.") var title: String?
     @Option(help: "Alert body.") var body: String?
@@ -60,7 +65,8 @@ struct Send: AsyncParsableCommand {
         let c = try loadConfiguration(config)
         let settings = try PipelineSettings(c)
         var o = JobSubmission.Options(org: org, app: app)
-        o.users = (users ?? "").split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty }
+        o.users = ((users ?? "") + "," + (recipients ?? "")).split(separator: ",")
+            .map { $0.trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty }
         o.tokens = token; o.title = title; o.body = body; o.silent = silent; o.data = data
         o.notificationJSON = notification; o.id = id
         o.platforms = (platforms ?? "").split(separator: ",").map(String.init)
@@ -204,5 +210,35 @@ func runBlocking<T: Sendable>(_ body: @escaping @Sendable () throws -> T) async 
 }
 
 struct Demo: AsyncParsableCommand {
-    static let configuration = CommandConfiguration(abstract: "Run Volley end to end on local defaults (own Redis, bundled mock).")
+    static let configuration = CommandConfiguration(
+        abstract: "Run Volley end to end on local defaults (own Redis, bundled mock).",
+        discussion: "Starts redis-server (unix socket in a temp dir) unless --redis is given, starts volley-mock, registers demo devices, enqueues a campaign and a silent hint, runs a worker, prints the reports, cleans up.")
+
+    @Option(help: "Use this Redis instead of starting one (redis://[user:pass@]host:port/db or unix:///path).") var redis: String?
+    @Option(help: "Demo users (jobs carry at most 500 each).") var users: Int = 1_000
+    @Option(help: "Devices per demo user (500 users × 200 = one 100,000-device job).") var devicesPerUser: Int = 3
+    @Option(help: "Worker in-flight sends.") var inFlight: Int = 1000
+    @Flag(help: "Keep the temp dir (config, mock state, logs).") var keep = false
+
+    func run() async throws {
+        var o = VolleyService.Demo.Options()
+        o.redisURL = redis
+        o.users = max(1, users)
+        o.keep = keep
+        o.devicesPerUser = max(1, devicesPerUser)
+        o.inFlight = max(2, inFlight)
+        let exeDir = URL(fileURLWithPath: CommandLine.arguments[0]).resolvingSymlinksInPath().deletingLastPathComponent().path
+        let dir = FileManager.default.isExecutableFile(atPath: exeDir + "/volley-mock") ? exeDir
+            : (Bundle.main.executableURL?.resolvingSymlinksInPath().deletingLastPathComponent().path ?? exeDir)
+        let options = o
+        do {
+            try await runBlocking {
+                try VolleyService.Demo.run(options, executableDirectory: dir) { line in
+                    FileHandle.standardOutput.write(Data((line.hasPrefix("\r") || line == "\n" ? line : line + "\n").utf8))
+                }
+            }
+        } catch let e as VolleyService.Demo.Failure {
+            throw ValidationError(e.description)
+        }
+    }
 }

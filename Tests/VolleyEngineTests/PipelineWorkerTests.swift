@@ -140,7 +140,7 @@ import VolleyTestSupport
         let id2 = try h.producer.enqueue(PushJob(id: "poison", org: "org1", app: "app1", devices: explicitDevices(5),
                                                  notification: VolleyCore.Notification(title: "t")))
         _ = try ghost.readNew(count: 10, blockMillis: 10)
-        try ghost.client.checked(["XCLAIM", "volley:jobs", "volley-workers", "ghost", "0", id2.rawValue, "RETRYCOUNT", "9"])
+        try ghost.client.checked(["XCLAIM", "volley:jobs", "volley", "ghost", "0", id2.rawValue, "RETRYCOUNT", "9"])
 
         let sender = FakePushSender(platform: .ios)
         let worker = h.worker(["app1": [.ios: sender, .android: FakePushSender(platform: .android)]]) {

@@ -89,6 +89,34 @@ let pools = HTTP2ConnectionPool.submitterFactory(logger: testLogger)
         #expect(provider.stopReason?.contains("Test_App") == true)
     }
 
+    @Test func transportFailureAfterWritingIsNotResent() async throws {
+        let mock = try MockServerFixture()
+        defer { mock.stop() }
+        // The first request on each connection gets no answer: the TCP connection is reset after it was written.
+        try mock.configure(#"{"resetAfterStreams": 1}"#)
+        let provider = try APNSProvider(app: apnsApp(mock), tokens: APNSTokenRegistry(), retryPolicy: fastRetry,
+                                        logger: testLogger, makeTransport: pools)
+        defer { provider.shutdown() }
+        let out = try await send(provider, .init(body: "x"), to: Device(platform: .ios, token: DeviceToken(hexToken("", 77))))
+        guard case .failed(_, let safe) = out else { Issue.record("\(out)"); return }
+        #expect(safe == false, "a request the server may have processed is never resent (no duplicates)")
+        #expect(mock.stats().acceptedAPNs == 0)
+    }
+
+    @Test func untrustedServerIsFixApp() async throws {
+        let mock = try MockServerFixture()
+        defer { mock.stop() }
+        var app = apnsApp(mock, name: "Wrong_CA")
+        app.caFile = mock.clientCertificateFile   // not the CA that signed the mock's server certificate
+        let provider = try APNSProvider(app: app, tokens: APNSTokenRegistry(), retryPolicy: fastRetry,
+                                        logger: testLogger, makeTransport: pools)
+        defer { provider.shutdown() }
+        let out = try await send(provider, .init(body: "x"), to: Device(platform: .ios, token: DeviceToken(hexToken("", 78))))
+        guard case .rejected(0, let reason, .fixApp) = out else { Issue.record("\(out)"); return }
+        #expect(reason.rawValue.hasPrefix("transport:"))
+        #expect(mock.stats().acceptedAPNs == 0)
+    }
+
     @Test func fixAppStopsOnlyThatApp() async throws {
         let mock = try MockServerFixture()
         defer { mock.stop() }

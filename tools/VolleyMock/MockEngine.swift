@@ -45,7 +45,9 @@ public final class MockConnectionState: @unchecked Sendable {
     var limitedToOneStream = false
     var appliedMaxStreams: UInt32
     var configGeneration = -1
-    var config = MockConfiguration()
+    /// Immutable snapshot: reading it per request costs one retain, not a copy of every list in the configuration.
+    var snapshot = MockConfigurationSnapshot(MockConfiguration())
+    var config: MockConfiguration { snapshot.config }
     var rng: UInt64
 
     public init(id: UInt64, clientCertificate: Bool, advertisedMaxStreams: UInt32) {
@@ -67,17 +69,19 @@ public final class MockConnectionState: @unchecked Sendable {
 
     func uuid() -> String {
         let a = nextRandom(), b = nextRandom()
-        var bytes = [UInt8](repeating: 0, count: 16)
-        for i in 0..<8 { bytes[i] = UInt8(truncatingIfNeeded: a >> (UInt64(i) * 8)); bytes[8 + i] = UInt8(truncatingIfNeeded: b >> (UInt64(i) * 8)) }
-        bytes[6] = bytes[6] & 0x0F | 0x40
-        bytes[8] = bytes[8] & 0x3F | 0x80
-        let digits: [UInt8] = Array("0123456789abcdef".utf8)
-        var out = [UInt8](); out.reserveCapacity(36)
-        for (i, byte) in bytes.enumerated() {
-            if i == 4 || i == 6 || i == 8 || i == 10 { out.append(UInt8(ascii: "-")) }
-            out.append(digits[Int(byte >> 4)]); out.append(digits[Int(byte & 15)])
+        return String(unsafeUninitializedCapacity: 36) { out in
+            let digits: StaticString = "0123456789abcdef"
+            let d = digits.utf8Start
+            var j = 0
+            for i in 0..<16 {
+                var byte = UInt8(truncatingIfNeeded: (i < 8 ? a : b) >> (UInt64(i & 7) * 8))
+                if i == 6 { byte = byte & 0x0F | 0x40 }
+                if i == 8 { byte = byte & 0x3F | 0x80 }
+                if i == 4 || i == 6 || i == 8 || i == 10 { out[j] = UInt8(ascii: "-"); j += 1 }
+                out[j] = d[Int(byte >> 4)]; out[j + 1] = d[Int(byte & 15)]; j += 2
+            }
+            return j
         }
-        return String(decoding: out, as: UTF8.self)
     }
 }
 
@@ -141,7 +145,7 @@ public final class MockEngine: Sendable {
         let g = configGeneration.load(ordering: .acquiring)
         if g != state.configGeneration {
             let (gen, c) = configState.withLock { ($0.generation, $0.config) }
-            state.config = c
+            state.snapshot = MockConfigurationSnapshot(c)
             state.configGeneration = gen
         }
     }
@@ -228,7 +232,8 @@ public final class MockEngine: Sendable {
     public func process(_ req: MockRequest, state: MockConnectionState, now: Double = Date().timeIntervalSince1970) -> MockDecision {
         if req.path.hasPrefix("/_mock/") { return admin(req) }
         refreshConfig(state)
-        let config = state.config
+        let snapshot = state.snapshot
+        let config = snapshot.config
         var decision = MockDecision()
         if !state.limitedToOneStream, state.appliedMaxStreams != config.maxConcurrentStreams {
             state.appliedMaxStreams = config.maxConcurrentStreams
@@ -279,6 +284,13 @@ public final class MockEngine: Sendable {
         "alert", "background", "location", "voip", "complication", "fileprovider", "mdm", "liveactivity",
         "pushtotalk", "widgets", "controls",
     ]
+    static func isPushType(_ s: String) -> Bool {
+        switch s {
+        case "alert", "background", "location", "voip", "complication", "fileprovider", "mdm", "liveactivity",
+             "pushtotalk", "widgets", "controls": return true
+        default: return false
+        }
+    }
     static let topicSuffixes = [".voip", ".complication", ".pushkit.fileprovider", ".push-type.liveactivity",
                                 ".location-query", ".voip-ptt", ".push-type.widgets"]
 
@@ -319,7 +331,7 @@ public final class MockEngine: Sendable {
         guard req.path.hasPrefix(prefix) || req.path == "/3/device" else {
             return apnsError(state, 404, "BadPath", apnsID: apnsID, now: now)
         }
-        let token: Substring = req.path.count > prefix.utf8.count ? req.path.dropFirst(prefix.utf8.count) : ""
+        let token: Substring = req.path.utf8.count > prefix.utf8.count ? req.path.dropFirst(prefix.utf8.count) : ""
         if token.isEmpty { return apnsError(state, 400, "MissingDeviceToken", apnsID: apnsID, now: now) }
         for c in token.utf8 where hexValue(c) == nil { return apnsError(state, 400, "BadDeviceToken", apnsID: apnsID, now: now) }
 
@@ -368,7 +380,7 @@ public final class MockEngine: Sendable {
                                  apnsID: apnsID, now: now)
             }
         }
-        if let pt = pushType, !Self.pushTypes.contains(pt) {
+        if let pt = pushType, !Self.isPushType(pt) {
             return apnsError(state, 400, "InvalidPushType", apnsID: apnsID, now: now)
         }
         if let p = priority {
@@ -722,4 +734,10 @@ enum FCMErrorCode {
         default: return "Request contains an invalid argument."
         }
     }
+}
+
+/// An immutable configuration shared by reference between connections.
+final class MockConfigurationSnapshot: Sendable {
+    let config: MockConfiguration
+    init(_ config: MockConfiguration) { self.config = config }
 }

@@ -68,7 +68,12 @@ public struct MockStatsSnapshot: Sendable {
         outcomes[MockOutcomeKey(provider, status, reason)] ?? 0
     }
 
-    /// JSON rendering (schema documented in the README part of the final report).
+    /// JSON rendering served at `GET /_mock/stats`:
+    /// `{"total_requests":N, "accepted":{"apns":N,"fcm":N}, "fcm_validate_only":N,
+    ///   "outcomes":[{"provider":"apns|fcm|oauth","status":410,"reason":"Unregistered","count":N},…],
+    ///   "connections_opened":N, "connections_open":N, "peak_concurrent_streams_per_connection":{"<id>":N,…},
+    ///   "max_concurrent_streams_seen":N, "refused_streams":N, "jwt_verifications":N, "token_requests":N,
+    ///   "duplicate_deliveries":N}`
     public var json: String {
         var s = "{\"total_requests\":\(totalRequests),"
         s += "\"accepted\":{\"apns\":\(acceptedAPNs),\"fcm\":\(acceptedFCM)},"

@@ -25,6 +25,8 @@ struct VolleyMockCommand: ParsableCommand {
     @Flag(name: .customLong("no-duplicate-tracking"), help: "Do not track duplicate deliveries (benchmarks).")
     var noDuplicateTracking = false
     @Option(help: "Shared serial queues for connections (default: active cores).") var queues: Int?
+    @Flag(name: .customLong("print-apns-jwt"), help: "Print a fresh APNs provider token for the state dir's key and exit (for h2load).")
+    var printAPNsJWT = false
     @Option(name: .customLong("log-level"), help: "trace|debug|info|notice|warning|error|critical") var logLevel: String = "warning"
 
     func run() throws {
@@ -33,6 +35,11 @@ struct VolleyMockCommand: ParsableCommand {
             var h = StreamLogHandler.standardError(label: label)
             h.logLevel = level
             return h
+        }
+        if printAPNsJWT {
+            let credentials = try MockCredentials.loadOrCreate(stateDirectory: stateDir)
+            print(try MockTokenMinter.apnsProviderToken(credentials: credentials))
+            return
         }
         var configuration = MockConfiguration()
         if let path = config {

@@ -114,7 +114,11 @@ public enum TransportBench {
         var args = ["--port", "0", "--state-dir", dir]
         if o.server == "mock" {
             p.executableURL = URL(fileURLWithPath: o.executableDirectory + "/volley-mock")
-            args += ["--latency-ms", String(o.mockLatencyMs), "--max-concurrent-streams", String(o.mockMaxStreams)]
+            // volley-mock takes fault injection as a MockConfiguration JSON file.
+            let cfg = dir + "/bench-config.json"
+            try #"{"latencyMs": \#(o.mockLatencyMs), "maxConcurrentStreams": \#(o.mockMaxStreams)}"#
+                .write(toFile: cfg, atomically: true, encoding: .utf8)
+            args += ["--config", cfg, "--no-duplicate-tracking"]
         } else {
             p.executableURL = URL(fileURLWithPath: o.executableDirectory + "/volley")
             args = ["bench", "serve"] + args + ["--latency-ms", String(o.mockLatencyMs), "--max-streams", String(o.mockMaxStreams)]

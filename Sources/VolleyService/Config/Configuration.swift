@@ -11,6 +11,7 @@ public struct VolleyConfiguration: Sendable {
     public var redis: RedisSettings
     public var worker: WorkerSettings
     public var quotas: QuotaSettings
+    public var inbox: InboxSettings = .init()
     public var log: LogSettings
     public var metrics: MetricsSettings
     /// Where the file was read from (nil when built in code).
@@ -95,8 +96,14 @@ public struct WorkerSettings: Sendable, Hashable {
     public var recordBatchSize: Int = 512
     /// Jobs resolving to more devices than this are split into shard jobs shared by the fleet.
     public var shardSize: Int = 50_000
-    /// At most this many recipients per job (Salesforce's customNotificationAction limit).
-    public var maxRecipients: Int = 500
+    /// Jobs a worker process works on at once (one thread and one Redis connection each).
+    public var concurrentJobs: Int = 2
+    /// How often to look for idle entries of dead workers to reclaim.
+    public var reclaimIntervalMs: Int = 5_000
+    /// How often a worker refreshes the idle time of entries it is still working on (default reclaimIdleMs / 3).
+    public var keepAliveIntervalMs: Int?
+    /// Users resolved per registry read.
+    public var chunkSize: Int = 500
     public init() {}
 }
 
@@ -106,6 +113,13 @@ public struct QuotaSettings: Sendable, Hashable {
     /// Per-org overrides from the file (Redis overrides set with `volley quota set` win).
     public var orgs: [String: OrgQuota] = [:]
     public struct OrgQuota: Sendable, Hashable { public var ios: Int?; public var android: Int? }
+    public init() {}
+}
+
+/// In-app inbox retention per user: the newest `maxCount`, none older than `maxAgeSeconds`.
+public struct InboxSettings: Sendable, Hashable {
+    public var maxCount: Int = 200
+    public var maxAgeSeconds: Int = 90 * 86_400
     public init() {}
 }
 
@@ -137,8 +151,9 @@ extension VolleyConfiguration {
         "redis": ["url", "connectTimeoutSeconds", "commandTimeoutSeconds"],
         "worker": ["stream", "group", "consumer", "deadLetterStream", "reportStream", "batchSize", "blockMs",
                    "inFlight", "reclaimIdleMs", "maxDeliveries", "drainSeconds", "recordBatchSize", "shardSize",
-                   "maxRecipients"],
+                   "concurrentJobs", "reclaimIntervalMs", "keepAliveIntervalMs", "chunkSize"],
         "quotas": ["ios", "android"],
+        "inbox": ["maxCount", "maxAgeSeconds"],
         "log": ["level", "format"],
         "metrics": ["port"],
     ]
@@ -209,7 +224,10 @@ extension VolleyConfiguration {
             if let v = r.double(s, "drainSeconds", at: p, min: 0) { c.worker.drainSeconds = v }
             if let v = r.int(s, "recordBatchSize", at: p, range: 1...100_000) { c.worker.recordBatchSize = v }
             if let v = r.int(s, "shardSize", at: p, range: 1...100_000_000) { c.worker.shardSize = v }
-            if let v = r.int(s, "maxRecipients", at: p, range: 1...100_000) { c.worker.maxRecipients = v }
+            if let v = r.int(s, "concurrentJobs", at: p, range: 1...64) { c.worker.concurrentJobs = v }
+            if let v = r.int(s, "reclaimIntervalMs", at: p, range: 50...3_600_000) { c.worker.reclaimIntervalMs = v }
+            if let v = r.int(s, "keepAliveIntervalMs", at: p, range: 50...3_600_000) { c.worker.keepAliveIntervalMs = v }
+            if let v = r.int(s, "chunkSize", at: p, range: 1...100_000) { c.worker.chunkSize = v }
         }
         if let s = r.section(tree, "quotas", at: "") {
             r.rejectUnknownKeys(s, known: keys("quotas").union(["orgs"]), at: "quotas")
@@ -224,6 +242,11 @@ extension VolleyConfiguration {
                                                android: r.int(o, "android", at: p, range: 0...Int(Int32.max)))
                 }
             }
+        }
+        if let s = r.section(tree, "inbox", at: "") {
+            r.rejectUnknownKeys(s, known: keys("inbox"), at: "inbox")
+            if let v = r.int(s, "maxCount", at: "inbox", range: 1...100_000) { c.inbox.maxCount = v }
+            if let v = r.int(s, "maxAgeSeconds", at: "inbox", range: 60...Int(Int32.max)) { c.inbox.maxAgeSeconds = v }
         }
         if let s = r.section(tree, "log", at: "") {
             r.rejectUnknownKeys(s, known: keys("log"), at: "log")

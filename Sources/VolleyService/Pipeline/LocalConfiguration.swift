@@ -16,6 +16,10 @@ public struct LocalConfiguration: Sendable {
     /// Extra `worker:` keys (name → YAML scalar).
     public var worker: [String: String] = [:]
     public var logLevel = "warning"
+    /// Hourly push limits (issue 5). Local setups default far above any demo or test campaign so quotas do not
+    /// interfere; lower them to watch quotas at work.
+    public var quotaIOS = 100_000_000
+    public var quotaAndroid = 100_000_000
 
     public init(mockHost: String, mockPort: Int, caFile: String, apnsKeyFile: String, apnsKeyID: String, apnsTeamID: String,
                 apnsTopic: String, serviceAccountFile: String, redisURL: String) {
@@ -61,6 +65,9 @@ public struct LocalConfiguration: Sendable {
           url: \(q(redisURL))
         log:
           level: \(logLevel)
+        quotas:
+          ios: \(quotaIOS)
+          android: \(quotaAndroid)
 
         """
         if !worker.isEmpty {

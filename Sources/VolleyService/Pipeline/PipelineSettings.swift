@@ -29,10 +29,12 @@ public struct PipelineSettings: Sendable {
         store = StoreConfiguration(jobStream: w.stream, deadStream: w.deadLetterStream, reportStream: w.reportStream,
                                    group: w.group)
         worker = WorkerConfiguration(consumer: consumerOverride ?? w.consumer ?? WorkerConfiguration.defaultConsumerName(),
-                                     concurrentJobs: 2, inFlight: w.inFlight, readBatch: w.batchSize,
+                                     concurrentJobs: w.concurrentJobs, inFlight: w.inFlight, readBatch: w.batchSize,
                                      blockMillis: w.blockMs, reclaimIdleMillis: w.reclaimIdleMs,
+                                     reclaimIntervalMillis: w.reclaimIntervalMs,
+                                     keepAliveIntervalMillis: w.keepAliveIntervalMs,
                                      maxDeliveries: w.maxDeliveries, drainDeadlineSeconds: w.drainSeconds,
-                                     recordBatch: w.recordBatchSize)
+                                     recordBatch: w.recordBatchSize, chunkSize: w.chunkSize)
         let problems = worker.problems()
         if !problems.isEmpty { throw ConfigurationError(problems: problems, source: config.sourcePath ?? "configuration") }
     }

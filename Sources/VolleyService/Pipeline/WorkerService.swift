@@ -41,9 +41,10 @@ func onThread<T: Sendable>(_ body: @escaping @Sendable () -> T) async -> T {
 public enum WorkerRunner {
     /// `volley worker`: one worker until SIGTERM/SIGINT, then drain and return (exit 0).
     public static func run(settings: PipelineSettings, apps: any AppDirectory, logger: Logger,
-                           resolver: any RecipientResolver = UserRecipientResolver()) async throws {
+                           resolver: any RecipientResolver = UserRecipientResolver(),
+                           quota: (any QuotaGate)? = nil) async throws {
         let worker = PipelineWorker(configuration: settings.worker, backend: settings.backend(logger: logger),
-                                    apps: apps, resolver: resolver, logger: logger)
+                                    apps: apps, resolver: resolver, quota: quota, logger: logger)
         let group = ServiceGroup(configuration: .init(
             services: [.init(service: WorkerService(worker: worker, logger: logger))],
             gracefulShutdownSignals: [.sigterm, .sigint],

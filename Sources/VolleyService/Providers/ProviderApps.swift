@@ -1,14 +1,11 @@
 import Foundation
+import Logging
 import VolleyAPNs
 import VolleyCore
 import VolleyFCM
-import Yams
+import VolleyHTTP2
 
-// PROVIDERS BRANCH, TEMPORARY: reads only the `apps` section of the YAML config so `volley test-push` works
-// before the lead's `Configuration.swift` lands. Replace `ProviderApps.load(configFile:)` with a mapping from
-// the full configuration; keep the key names (they are the contract).
-
-/// One configured app's provider settings.
+/// One configured app's provider settings, in the providers' own types.
 public struct ProviderApp: Sendable, Hashable {
     public var name: String
     public var apns: APNSAppConfiguration?
@@ -18,88 +15,75 @@ public struct ProviderApp: Sendable, Hashable {
     }
 }
 
-public struct ProviderConfigurationError: Error, Sendable, CustomStringConvertible {
-    public let message: String
-    public init(_ message: String) { self.message = message }
-    public var description: String { message }
+public enum ProviderApps {
+    /// Maps `apps[]` of the configuration to the providers' configuration types.
+    public static func from(_ configuration: VolleyConfiguration) -> [ProviderApp] {
+        configuration.apps.map { app in
+            var out = ProviderApp(name: app.name.rawValue)
+            if let a = app.apns {
+                let credentials: APNSAppConfiguration.Credentials = switch a.auth {
+                case .token(let keyFile, let keyId, let teamId): .token(keyFile: keyFile, keyID: keyId, teamID: teamId)
+                case .certificate(let certFile, let password, let keyFile):
+                    .certificate(certFile: certFile, password: password, keyFile: keyFile)
+                }
+                out.apns = APNSAppConfiguration(name: app.name.rawValue, credentials: credentials, topic: a.topic,
+                                                environment: a.environment, host: a.host, port: a.port, caFile: a.caFile,
+                                                connections: a.connections, maxConcurrentStreams: a.maxStreams)
+            }
+            if let f = app.fcm {
+                out.fcm = FCMAppConfiguration(name: app.name.rawValue, serviceAccountFile: f.serviceAccountFile,
+                                              endpoint: f.endpoint, caFile: f.caFile, connections: f.connections)
+            }
+            return out
+        }
+    }
+
+    /// Builds every app's senders. An app whose credentials cannot be used (expired certificate, unreadable key)
+    /// is logged with its name and gets a sender that answers every send with that `fix-app` error, so its
+    /// jobs finish with a clear reason while the other apps keep going.
+    public static func senders(for apps: [ProviderApp], clock: any WallClock = SystemClock(), logger: Logger,
+                               makeTransport: @escaping HTTP2SubmitterFactory) -> [AppName: [Platform: any PushSender]] {
+        let tokens = APNSTokenRegistry(clock: clock)
+        var out: [AppName: [Platform: any PushSender]] = [:]
+        for app in apps {
+            var senders: [Platform: any PushSender] = [:]
+            if let a = app.apns {
+                do {
+                    senders[.ios] = try APNSProvider(app: a, tokens: tokens, clock: clock, logger: logger,
+                                                     makeTransport: makeTransport)
+                } catch {
+                    logger.error("app \(app.name) stopped for iOS: \(error)")
+                    senders[.ios] = UnavailableSender(platform: .ios, reason: "\(error)")
+                }
+            }
+            if let f = app.fcm {
+                do {
+                    senders[.android] = try FCMProvider(app: f, clock: clock, logger: logger, makeTransport: makeTransport)
+                } catch {
+                    logger.error("app \(app.name) stopped for Android: \(error)")
+                    senders[.android] = UnavailableSender(platform: .android, reason: "\(error)")
+                }
+            }
+            out[AppName(app.name)] = senders
+        }
+        return out
+    }
 }
 
-public enum ProviderApps {
-    struct File: Decodable { var apps: [App]? }
-    struct App: Decodable {
-        var name: String
-        var apns: APNS?
-        var fcm: FCM?
+/// The sender of an app that could not start: every send ends `fix-app` with the startup error.
+public final class UnavailableSender: PushSender, @unchecked Sendable {
+    struct Prepared: PreparedNotification {
+        let platform: Platform
+        var payloadBytes: Int { 0 }
     }
-    struct APNS: Decodable {
-        var keyFile: String?
-        var keyId: String?
-        var teamId: String?
-        var topic: String
-        var environment: String?
-        var host: String?
-        var port: Int?
-        var caFile: String?
-        var certFile: String?
-        var certPassword: String?
-        var connections: Int?
+    public let platform: Platform
+    public let reason: String
+    public init(platform: Platform, reason: String) { self.platform = platform; self.reason = reason }
+    public func prepare(_ notification: VolleyCore.Notification, jobID: JobID) throws -> any PreparedNotification {
+        Prepared(platform: platform)
     }
-    struct FCM: Decodable {
-        var serviceAccountFile: String
-        var endpoint: String?
-        var caFile: String?
-        var connections: Int?
-    }
-
-    /// Reads `apps[]` from a YAML file. Relative file paths are relative to the config file's directory.
-    public static func load(configFile: String) throws -> [ProviderApp] {
-        guard let text = try? String(contentsOfFile: configFile, encoding: .utf8) else {
-            throw ProviderConfigurationError("cannot read config file \(configFile)")
-        }
-        let base = URL(fileURLWithPath: configFile).deletingLastPathComponent().path
-        return try parse(yaml: text, baseDirectory: base)
-    }
-
-    public static func parse(yaml: String, baseDirectory: String) throws -> [ProviderApp] {
-        let file: File
-        do { file = try YAMLDecoder().decode(File.self, from: yaml) } catch {
-            throw ProviderConfigurationError("config: the apps section is invalid: \(error)")
-        }
-        func path(_ p: String?) -> String? {
-            guard let p, !p.isEmpty else { return nil }
-            return p.hasPrefix("/") ? p : baseDirectory + "/" + p
-        }
-        return try (file.apps ?? []).map { a in
-            var app = ProviderApp(name: a.name)
-            if let x = a.apns {
-                let env: APNSEnvironment
-                switch x.environment ?? "production" {
-                case "production": env = .production
-                case "sandbox", "development": env = .sandbox
-                case let other:
-                    throw ProviderConfigurationError("app \(a.name): apns.environment \"\(other)\" is not production or sandbox")
-                }
-                let credentials: APNSAppConfiguration.Credentials
-                if let cert = path(x.certFile) {
-                    credentials = .certificate(certFile: cert, password: x.certPassword, keyFile: path(x.keyFile))
-                } else if let key = path(x.keyFile), let keyID = x.keyId, let teamID = x.teamId {
-                    credentials = .token(keyFile: key, keyID: keyID, teamID: teamID)
-                } else {
-                    throw ProviderConfigurationError(
-                        "app \(a.name): apns needs keyFile + keyId + teamId (token auth) or certFile (+ certPassword) (certificate auth)")
-                }
-                if let port = x.port, !(1...65535).contains(port) {
-                    throw ProviderConfigurationError("app \(a.name): apns.port \(port) is not a TCP port")
-                }
-                app.apns = APNSAppConfiguration(name: a.name, credentials: credentials, topic: x.topic, environment: env,
-                                                host: x.host, port: x.port, caFile: path(x.caFile),
-                                                connections: x.connections ?? 2)
-            }
-            if let f = a.fcm {
-                app.fcm = FCMAppConfiguration(name: a.name, serviceAccountFile: path(f.serviceAccountFile) ?? f.serviceAccountFile,
-                                              endpoint: f.endpoint, caFile: path(f.caFile), connections: f.connections ?? 4)
-            }
-            return app
-        }
+    public func send(_ prepared: any PreparedNotification, to device: Device, jobID: JobID,
+                     completion: @escaping @Sendable (DeliveryOutcome) -> Void) {
+        completion(.rejected(status: 0, reason: OutcomeReason(reason), action: .fixApp))
     }
 }

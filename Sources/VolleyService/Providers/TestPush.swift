@@ -20,6 +20,19 @@ public struct TestPushResult: Sendable, Codable, Hashable {
 
     public var accepted: Bool { outcome == OutcomeDecision.accepted.rawValue }
 
+    enum CodingKeys: String, CodingKey { case status, reason, outcome, apnsId, messageName, message }
+
+    /// `status`, `reason` and `outcome` are always present (null when there is no value).
+    public func encode(to encoder: any Encoder) throws {
+        var c = encoder.container(keyedBy: CodingKeys.self)
+        try c.encode(status, forKey: .status)
+        try c.encode(reason, forKey: .reason)
+        try c.encode(outcome, forKey: .outcome)
+        try c.encodeIfPresent(apnsId, forKey: .apnsId)
+        try c.encodeIfPresent(messageName, forKey: .messageName)
+        try c.encodeIfPresent(message, forKey: .message)
+    }
+
     /// Human-readable lines.
     public var text: String {
         var lines: [String] = []
@@ -131,7 +144,7 @@ public enum TestPush {
         if decision != .accepted {
             message = [r.message, OutcomeTable.explanation(decision)].compactMap { $0 }.joined(separator: " — ")
         }
-        return TestPushResult(status: status, reason: status == nil ? (r.answer.transportResendIsSafe ? "TransportFailure" : "NoResponse") : r.answer.reason?.rawValue,
+        return TestPushResult(status: status, reason: r.answer.reason?.rawValue ?? (status == nil ? "NoResponse" : nil),
                               outcome: decision.rawValue, message: message)
     }
 

@@ -1,0 +1,50 @@
+import Foundation
+
+/// A custom notification type (Salesforce CustomNotificationType: DeveloperName, MasterLabel, Desktop, Mobile).
+public struct NotificationType: Sendable, Hashable, Codable {
+    public var id: String
+    public var name: String
+    /// Mobile delivery channel (push + mobile in-app tray).
+    public var mobile: Bool
+    /// Desktop delivery channel.
+    public var desktop: Bool
+    public init(id: String, name: String, mobile: Bool = true, desktop: Bool = false) {
+        self.id = id; self.name = name; self.mobile = mobile; self.desktop = desktop
+    }
+}
+
+/// Salesforce "Notification App Setting" for one (type, app): `enabled` (shown in the app's tray at all) and
+/// `pushEnabled`. Absent values take the defaults: enabled = true, pushEnabled = the type's mobile channel.
+public struct NotificationAppSetting: Sendable, Hashable, Codable {
+    public var enabled: Bool?
+    public var pushEnabled: Bool?
+    public init(enabled: Bool? = nil, pushEnabled: Bool? = nil) { self.enabled = enabled; self.pushEnabled = pushEnabled }
+}
+
+/// What a job may do, decided once per job from its type and app.
+public enum DeliveryPolicy: Sendable, Hashable {
+    /// Store in-app and push.
+    case pushAndInbox
+    /// Store in-app only (push disabled for this type and app, or the type has no mobile channel).
+    case inboxOnly(reason: String)
+    /// Send nothing: the type is unknown or disabled for this app. Reported `not_enabled`.
+    case notEnabled(reason: String)
+
+    /// Pure decision. A job without a type is a plain push (pipeline issue): push and store.
+    public static func decide(typeID: String?, type: NotificationType?, setting: NotificationAppSetting?, app: AppName) -> DeliveryPolicy {
+        guard let typeID else { return .pushAndInbox }
+        guard let type else { return .notEnabled(reason: "notification type '\(typeID)' is not defined for this org (volley types set)") }
+        if setting?.enabled == false { return .notEnabled(reason: "notification type '\(typeID)' is disabled for app \(app)") }
+        if !type.mobile { return .inboxOnly(reason: "notification type '\(typeID)' has no mobile channel") }
+        if setting?.pushEnabled == false { return .inboxOnly(reason: "push is disabled for type '\(typeID)' in app \(app)") }
+        return .pushAndInbox
+    }
+
+    public var sendsPush: Bool { if case .pushAndInbox = self { true } else { false } }
+    public var storesInbox: Bool { if case .notEnabled = self { false } else { true } }
+}
+
+/// Org notification types and per-app settings.
+public protocol NotificationTypeStore: Sendable {
+    func policy(org: OrgID, app: AppName, typeID: String?) throws -> DeliveryPolicy
+}

@@ -1,0 +1,124 @@
+import Foundation
+import VolleyCore
+
+/// Issue 5's recipient step: a job's `recipients` may mix user, group, queue, account-team and opportunity-team
+/// ids; the directory resolves them to distinct active users, streamed in chunks (never the whole set in memory).
+/// For each chunk of users: store the notification in their in-app inboxes (every user, with or without a device,
+/// pushed or not), then look the chunk's devices up in the registry.
+///
+/// The job's notification type and app decide first (`DeliveryPolicy`): disabled → no chunk at all and
+/// `notEnabledReason` set; push disabled → inboxes only, no devices. Explicit `devices` in a job are sent as in
+/// issue 4 (no inbox: they name no user).
+public struct DirectoryRecipientResolver: RecipientResolver {
+    public let directory: any DirectoryResolver
+    public let inbox: (any InboxStore)?
+    public let types: (any NotificationTypeStore)?
+    public let clock: any WallClock
+    /// Users per registry round trip.
+    public var usersPerRead: Int
+    /// Fan-out across the fleet: jobs resolving to more than `shardSize` users are split into shard jobs.
+    public let shards: (any ShardCoordinator)?
+    public var shardSize: Int
+
+    public init(directory: any DirectoryResolver, inbox: (any InboxStore)?, types: (any NotificationTypeStore)?,
+                shards: (any ShardCoordinator)? = nil, shardSize: Int = 50_000,
+                clock: any WallClock = SystemClock(), usersPerRead: Int = 500) {
+        self.directory = directory; self.inbox = inbox; self.types = types; self.clock = clock
+        self.usersPerRead = max(1, usersPerRead); self.shards = shards; self.shardSize = max(1, shardSize)
+    }
+
+    public func cursor(for job: PushJob, session: any PipelineSession) throws -> any DeviceCursor {
+        let jobID = job.id ?? JobID("job")
+        let policy = try types?.policy(org: job.org, app: job.app, typeID: job.notification.type) ?? .pushAndInbox
+        // Explicit devices: issue 4's cursor, with the recipients left to the directory.
+        var explicitJob = job
+        explicitJob.recipients = nil
+        let explicit = (job.devices?.isEmpty == false) ? try UserRecipientResolver().cursor(for: explicitJob, session: session) : nil
+        let n = job.notification
+        let content: InboxContent? = (inbox == nil || n.isSilent || !policy.storesInbox) ? nil
+            : InboxContent(id: jobID.rawValue, type: n.type, title: n.title ?? "", body: n.body ?? "",
+                           target: n.targetId, targetPageRef: nil, createdAt: clock.now())
+        let c = Cursor(job: job, jobID: jobID, policy: policy, explicit: explicit, directory: directory, inbox: inbox,
+                       content: content, registry: session, usersPerRead: usersPerRead)
+        c.shards = shards
+        c.shardSize = shardSize
+        c.clock = clock
+        return c
+    }
+
+    final class Cursor: DeviceCursor, RecipientCursorFacts {
+        let job: PushJob
+        let jobID: JobID
+        let policy: DeliveryPolicy
+        let explicit: (any DeviceCursor)?
+        let directory: any DirectoryResolver
+        let inbox: (any InboxStore)?
+        let content: InboxContent?
+        let registry: any DeviceRegistry
+        let usersPerRead: Int
+        var batches: (any UserBatches)?
+        var explicitDone = false
+        var reportedUnknown = false
+        var shards: (any ShardCoordinator)?
+        var shardSize = 50_000
+        var clock: any WallClock = SystemClock()
+        private(set) var shardedInto = 0
+        private(set) var inAppStored = 0
+        private(set) var unknownRecipientIDs: [RecipientID] = []
+
+        init(job: PushJob, jobID: JobID, policy: DeliveryPolicy, explicit: (any DeviceCursor)?, directory: any DirectoryResolver,
+             inbox: (any InboxStore)?, content: InboxContent?, registry: any DeviceRegistry, usersPerRead: Int) {
+            self.job = job; self.jobID = jobID; self.policy = policy; self.explicit = explicit; self.directory = directory
+            self.inbox = inbox; self.content = content; self.registry = registry; self.usersPerRead = usersPerRead
+        }
+
+        var notEnabledReason: String? { if case .notEnabled(let r) = policy { r } else { nil } }
+
+        func next(max: Int) throws -> DeviceChunk? {
+            if notEnabledReason != nil { return nil }
+            if !explicitDone, let explicit {
+                if let c = try explicit.next(max: max) { return policy.sendsPush ? c : DeviceChunk(devices: []) }
+                explicitDone = true
+            }
+            let recipients = job.recipients ?? []
+            if recipients.isEmpty { return nil }
+            if batches == nil {
+                if let ref = job.shard, let shards {
+                    batches = try shards.users(of: ref, org: job.org)
+                    reportedUnknown = true   // the parent's report carries the unknown ids
+                } else {
+                    let b = try directory.open(org: job.org, recipients: recipients, scope: jobID.rawValue)
+                    if let shards, job.shard == nil, b.summary.users > shardSize {
+                        unknownRecipientIDs = b.summary.unknown
+                        shardedInto = try shards.split(job: job, jobID: jobID, users: b, shardSize: shardSize,
+                                                       startedAt: clock.now())
+                        return nil
+                    }
+                    batches = b
+                }
+            }
+            guard let b = batches else { return nil }
+            var chunk = DeviceChunk(devices: [])
+            if !reportedUnknown {
+                reportedUnknown = true
+                unknownRecipientIDs = b.summary.unknown
+                chunk.unknownRecipients = b.summary.unknown.count
+            }
+            guard let users = try b.next(max: Swift.min(usersPerRead, Swift.max(1, max))) else {
+                return chunk.unknownRecipients > 0 ? chunk : nil
+            }
+            chunk.users = users.count
+            if let inbox, let content {
+                try inbox.deliver(org: job.org, content: content, to: users)
+                inAppStored += users.count
+            }
+            guard policy.sendsPush else { return chunk }
+            let lists = try registry.devices(org: job.org, app: job.app, users: users)
+            for list in lists {
+                if list.isEmpty { chunk.usersWithoutDevices += 1 }
+                chunk.devices.append(contentsOf: list)
+            }
+            return chunk
+        }
+    }
+}

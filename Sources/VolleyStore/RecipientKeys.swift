@@ -1,0 +1,51 @@
+import VolleyCore
+
+/// Redis key layout of the directory, quotas, inbox, notification types and shards.
+///
+/// Every key of an org carries the `{org}` hash tag, so all of an org's keys live in one cluster slot and
+/// scripts that derive keys (inbox delivery) stay in that slot.
+///
+/// ```
+/// volley:dir:{O}:kind                    HASH  id → user|group|queue|accountTeam|opportunityTeam
+/// volley:dir:{O}:containers              SET   ids of groups, queues and teams
+/// volley:dir:{O}:inactive                SET   inactive user ids
+/// volley:dir:{O}:m:<id>                  SET   direct members of a container (users, or groups for groups/queues)
+/// volley:resolve:{O}:<scope>             SET   one resolution's de-duplicated active users (TTL 1 day; popped)
+/// volley:quota:{O}:limits                HASH  ios / android: per-org overrides (`volley quota set`)
+/// volley:quota:{O}:<platform>:<yyyyMMddHH> HASH used (charged, in-flight included), pending (charged, unsettled);
+///                                              TTL = end of the UTC hour + grace
+/// volley:inbox:{O}:n:<nid>               HASH  notification content (type, title, body, target, targetPageRef, created)
+/// volley:inbox:{O}:u:<user>:all          ZSET  nid → created ms (retention: newest maxCount, none older than maxAge)
+/// volley:inbox:{O}:u:<user>:unread       ZSET  subset of all not read
+/// volley:inbox:{O}:u:<user>:unseen       ZSET  subset of all not seen
+/// volley:types:{O}                       HASH  typeId → NotificationType JSON
+/// volley:typeapp:{O}:<app>               HASH  typeId → NotificationAppSetting JSON
+/// volley:shard:{O}:<job>:<n>             LIST  user ids of shard n of a parent job
+/// volley:shardagg:{O}:<job>              HASH  parent report counters summed over shards + remainingShards
+/// volley:shardsdone:{O}:<job>            SET   indexes of shards already counted (idempotent completion)
+/// ```
+public struct RecipientKeys: Sendable {
+    public let org: OrgID
+    public init(org: OrgID) { self.org = org }
+    private var tag: String { "{\(org.rawValue)}" }
+
+    public var kind: String { "volley:dir:\(tag):kind" }
+    public var containers: String { "volley:dir:\(tag):containers" }
+    public var inactive: String { "volley:dir:\(tag):inactive" }
+    public func members(_ id: RecipientID) -> String { "volley:dir:\(tag):m:\(id.rawValue)" }
+    public func resolution(_ scope: String) -> String { "volley:resolve:\(tag):\(scope)" }
+
+    public var quotaLimits: String { "volley:quota:\(tag):limits" }
+    public func quota(_ platform: Platform, _ hour: QuotaHour) -> String { "volley:quota:\(tag):\(platform.rawValue):\(hour.label)" }
+
+    public func inboxContent(_ nid: String) -> String { "volley:inbox:\(tag):n:\(nid)" }
+    public var inboxUserPrefix: String { "volley:inbox:\(tag):u:" }
+    public func inbox(_ user: UserID, _ part: String) -> String { "\(inboxUserPrefix)\(user.rawValue):\(part)" }
+
+    public var types: String { "volley:types:\(tag)" }
+    public func typeSettings(_ app: AppName) -> String { "volley:typeapp:\(tag):\(app.rawValue)" }
+
+    public func shardList(_ job: JobID, _ n: Int) -> String { "volley:shard:\(tag):\(job.rawValue):\(n)" }
+    public func shardAggregate(_ job: JobID) -> String { "volley:shardagg:\(tag):\(job.rawValue)" }
+    public func shardsDone(_ job: JobID) -> String { "volley:shardsdone:\(tag):\(job.rawValue)" }
+}

@@ -1,0 +1,226 @@
+import Foundation
+import VolleyCore
+import VolleyRedis
+
+/// The per-org directory in Redis (layout in `RecipientKeys`) and the streaming resolver over it.
+///
+/// Resolution at campaign scale never loads the user set into this process:
+/// 1. the recipient ids' kinds come from one HMGET (≤ 500 ids);
+/// 2. the closure of containers (groups, queues, teams, nested to any depth; cycles harmless) is walked level by
+///    level, each level's sub-containers found server-side with `SINTER members containers` (small answers);
+/// 3. Redis unions every reached member set with the direct user ids into a per-resolution temporary set
+///    (`SUNIONSTORE`, de-duplication happens there) and removes containers and inactive users (`SDIFFSTORE`);
+/// An org without any directory record resolves recipient ids as user ids (issue 4's behaviour).
+/// 4. the set is drained `chunkSize` users at a time with `SPOP` (exact: each user once, unlike SSCAN, which may
+///    repeat elements). A redelivered job resolves again from scratch; the outcome ledger skips finished devices.
+public final class RedisDirectory: DirectoryResolver, @unchecked Sendable {
+    private let redis: SerializedRedis
+    /// TTL of a resolution's temporary set (it is deleted when drained; this only bounds leftovers of a crash).
+    public var resolutionTTLSeconds = 86_400
+
+    public init(client: RedisClient) { redis = SerializedRedis(client) }
+
+    // MARK: import
+
+    public struct ImportCounts: Sendable, Hashable, Codable {
+        public var records = 0
+        public var users = 0
+        public var inactiveUsers = 0
+        public var containers = 0
+        public var memberships = 0
+        public var byKind: [String: Int] = [:]
+        public init() {}
+    }
+
+    /// Writes records, pipelined. Members are added to what a container already has (a big group may span many
+    /// lines); an id imported with another kind takes the new kind. Throws `DirectoryError` for an invalid record.
+    @discardableResult
+    public func importRecords(_ records: [DirectoryRecord]) throws -> ImportCounts {
+        var counts = ImportCounts()
+        var commands: [[String]] = []
+        commands.reserveCapacity(records.count * 2)
+        for r in records {
+            let problems = r.problems()
+            if !problems.isEmpty { throw DirectoryError("record \(r.kind) \(r.id): " + problems.joined(separator: "; ")) }
+            let k = RecipientKeys(org: r.org)
+            counts.records += 1
+            counts.byKind[r.kind.rawValue, default: 0] += 1
+            commands.append(["HSET", k.kind, r.id.rawValue, r.kind.rawValue])
+            if r.kind == .user {
+                counts.users += 1
+                commands.append(["SREM", k.containers, r.id.rawValue])
+                if r.active == false {
+                    counts.inactiveUsers += 1
+                    commands.append(["SADD", k.inactive, r.id.rawValue])
+                } else {
+                    commands.append(["SREM", k.inactive, r.id.rawValue])
+                }
+            } else {
+                counts.containers += 1
+                commands.append(["SADD", k.containers, r.id.rawValue])
+                commands.append(["SREM", k.inactive, r.id.rawValue])
+                let members = r.members ?? []
+                counts.memberships += members.count
+                var i = 0
+                while i < members.count {
+                    let end = min(members.count, i + 1000)
+                    commands.append(["SADD", k.members(r.id)] + members[i..<end].map(\.rawValue))
+                    i = end
+                }
+            }
+        }
+        let replies = try redis.with { try $0.pipeline(commands) }
+        for (i, reply) in replies.enumerated() { try reply.throwIfError(commands[i].first ?? "") }
+        return counts
+    }
+
+    /// Removes a container's members (before re-importing it whole).
+    public func clearMembers(org: OrgID, id: RecipientID) throws {
+        _ = try redis.with { try $0.checked(["DEL", RecipientKeys(org: org).members(id)]) }
+    }
+
+    // MARK: lookups
+
+    public func kinds(org: OrgID, ids: [RecipientID]) throws -> [DirectoryKind?] {
+        if ids.isEmpty { return [] }
+        let k = RecipientKeys(org: org)
+        let reply = try redis.with { try $0.checked(["HMGET", k.kind] + ids.map(\.rawValue)) }
+        guard let a = reply.array, a.count == ids.count else { throw RedisError(.unexpectedReply, "HMGET kinds: \(reply)") }
+        return a.map { $0.string.flatMap(DirectoryKind.init(rawValue:)) }
+    }
+
+    public struct Entry: Sendable, Hashable {
+        public var id: RecipientID
+        public var kind: DirectoryKind?
+        public var active: Bool
+        public var directMembers: Int
+        public var sampleMembers: [RecipientID]
+        public var resolvedUsers: Int
+        public var sampleUsers: [UserID]
+        public var nestedContainers: Int
+    }
+
+    /// What one id is and resolves to (`volley directory show`). Resolution runs server-side into a temporary set.
+    public func show(org: OrgID, id: RecipientID, sample: Int = 10) throws -> Entry {
+        let k = RecipientKeys(org: org)
+        let kind = try kinds(org: org, ids: [id]).first ?? nil
+        let (directMembers, sampleMembers, inactive): (Int, [RecipientID], Bool) = try redis.with { c in
+            let r = try c.pipeline([["SCARD", k.members(id)], ["SRANDMEMBER", k.members(id), String(sample)],
+                                    ["SISMEMBER", k.inactive, id.rawValue]])
+            return (try r[0].int("SCARD"), (r[1].array ?? []).compactMap { $0.string.map(RecipientID.init) },
+                    try r[2].int("SISMEMBER") == 1)
+        }
+        let scope = "show:\(UUID().uuidString)"
+        let (count, closure) = try prepare(org: org, recipients: [id], scope: scope)
+        let tmp = k.resolution(scope)
+        let users: [UserID] = try redis.with { c in
+            let r = try c.pipeline([["SRANDMEMBER", tmp, String(sample)], ["DEL", tmp]])
+            return (r[0].array ?? []).compactMap { $0.string.map(UserID.init) }
+        }
+        return Entry(id: id, kind: kind, active: !inactive, directMembers: directMembers, sampleMembers: sampleMembers,
+                     resolvedUsers: count.users, sampleUsers: users.sorted { $0.rawValue < $1.rawValue },
+                     nestedContainers: max(0, closure - (kind?.isContainer == true ? 1 : 0)))
+    }
+
+    // MARK: resolution
+
+    public func open(org: OrgID, recipients: [RecipientID], scope: String) throws -> any UserBatches {
+        let (summary, _) = try prepare(org: org, recipients: recipients, scope: scope)
+        return Batches(directory: self, key: RecipientKeys(org: org).resolution(scope), summary: summary)
+    }
+
+    /// Drains a resolution in chunks of `chunkSize` (convenience over `open`).
+    @discardableResult
+    public func resolve(org: OrgID, recipients: [RecipientID], scope: String, chunkSize: Int,
+                        _ body: ([UserID]) throws -> Void) throws -> ResolutionSummary {
+        let b = try open(org: org, recipients: recipients, scope: scope)
+        while let users = try b.next(max: chunkSize) { try body(users) }
+        return b.summary
+    }
+
+    final class Batches: UserBatches {
+        let directory: RedisDirectory
+        let key: String
+        let summary: ResolutionSummary
+        var done = false
+        var drained = 0
+        init(directory: RedisDirectory, key: String, summary: ResolutionSummary) {
+            self.directory = directory; self.key = key; self.summary = summary
+        }
+        func next(max: Int) throws -> [UserID]? {
+            if done { return nil }
+            let reply = try directory.redis.with { try $0.checked(["SPOP", key, String(Swift.max(1, max))]) }
+            let users = (reply.array ?? []).compactMap { $0.string.map(UserID.init) }
+            if users.isEmpty {
+                done = true
+                // The set is gone before every user came out: Redis lost it (restart without persistence,
+                // eviction). Fail the run so the job is redelivered and resolved again; never finish it short.
+                if drained < summary.users {
+                    throw DirectoryError("resolution \(key) vanished after \(drained) of \(summary.users) users (Redis restarted or evicted it); the job will be resolved again on redelivery")
+                }
+                return nil
+            }
+            drained += users.count
+            return users
+        }
+    }
+
+    /// Builds the resolution's temporary set; returns the summary (users = its size) and the containers reached.
+    func prepare(org: OrgID, recipients: [RecipientID], scope: String) throws -> (ResolutionSummary, Int) {
+        let k = RecipientKeys(org: org)
+        var seen = Set<RecipientID>()
+        let ids = recipients.filter { seen.insert($0).inserted }
+        var kinds = try self.kinds(org: org, ids: ids)
+        // An org that never imported a directory keeps issue 4's meaning: recipients are user ids.
+        if kinds.contains(where: { $0 == nil }),
+           try redis.with({ try $0.checked(["EXISTS", k.kind]) }).integer == 0 {
+            kinds = kinds.map { $0 ?? .user }
+        }
+        var summary = ResolutionSummary()
+        var users: [RecipientID] = []
+        var roots: [RecipientID] = []
+        for (id, kind) in zip(ids, kinds) {
+            switch kind {
+            case nil: summary.unknown.append(id)
+            case .user?: users.append(id)
+            case _?: roots.append(id)
+            }
+        }
+        let closure = try ContainerClosure.compute(roots: roots) { level in
+            try redis.with { c in
+                let replies = try c.pipeline(level.map { ["SINTER", k.members($0), k.containers] })
+                return try replies.map { r in
+                    try r.throwIfError("SINTER")
+                    return (r.array ?? []).compactMap { $0.string.map(RecipientID.init) }
+                }
+            }
+        }
+        summary.containers = closure.count
+        let tmp = k.resolution(scope)
+        var commands: [[String]] = [["DEL", tmp]]
+        var i = 0
+        while i < closure.count {
+            let end = min(closure.count, i + 256)
+            commands.append(["SUNIONSTORE", tmp, tmp] + closure[i..<end].map { k.members($0) })
+            i = end
+        }
+        i = 0
+        while i < users.count {
+            let end = min(users.count, i + 1000)
+            commands.append(["SADD", tmp] + users[i..<end].map(\.rawValue))
+            i = end
+        }
+        commands.append(["SDIFFSTORE", tmp, tmp, k.containers, k.inactive])
+        commands.append(["EXPIRE", tmp, String(resolutionTTLSeconds)])
+        commands.append(["SCARD", tmp])
+        if !users.isEmpty { commands.append(["SMISMEMBER", k.inactive] + users.map(\.rawValue)) }
+        let replies = try redis.with { try $0.pipeline(commands) }
+        for (j, r) in replies.enumerated() { try r.throwIfError(commands[j].first ?? "") }
+        let cardIndex = users.isEmpty ? replies.count - 1 : replies.count - 2
+        summary.users = try replies[cardIndex].int("SCARD")
+        if !users.isEmpty, let flags = replies[replies.count - 1].array {
+            for (u, f) in zip(users, flags) where f.integer == 1 { summary.inactive.append(u) }
+        }
+        return (summary, closure.count)
+    }
+}

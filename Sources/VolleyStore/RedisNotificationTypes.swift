@@ -1,0 +1,57 @@
+import Foundation
+import VolleyCore
+import VolleyRedis
+
+/// Custom notification types per org and (type, app) settings in Redis (layout in `RecipientKeys`).
+public final class RedisNotificationTypeStore: NotificationTypeStore, @unchecked Sendable {
+    private let redis: SerializedRedis
+    public init(client: RedisClient) { redis = SerializedRedis(client) }
+
+    public func setType(org: OrgID, _ type: NotificationType) throws {
+        let json = String(decoding: try JSONEncoder().encode(type), as: UTF8.self)
+        _ = try redis.with { try $0.checked(["HSET", RecipientKeys(org: org).types, type.id, json]) }
+    }
+
+    public func removeType(org: OrgID, id: String) throws {
+        _ = try redis.with { try $0.checked(["HDEL", RecipientKeys(org: org).types, id]) }
+    }
+
+    public func types(org: OrgID) throws -> [NotificationType] {
+        let r = try redis.with { try $0.checked(["HGETALL", RecipientKeys(org: org).types]) }
+        return r.fieldPairs.compactMap { try? JSONDecoder().decode(NotificationType.self, from: Data($0.1.utf8)) }
+            .sorted { $0.id < $1.id }
+    }
+
+    /// Sets (merges) the (type, app) setting; nil fields keep their current value.
+    public func setSetting(org: OrgID, app: AppName, typeID: String, enabled: Bool?, pushEnabled: Bool?) throws {
+        var current = try settings(org: org, app: app)[typeID] ?? NotificationAppSetting()
+        if let enabled { current.enabled = enabled }
+        if let pushEnabled { current.pushEnabled = pushEnabled }
+        let json = String(decoding: try JSONEncoder().encode(current), as: UTF8.self)
+        _ = try redis.with { try $0.checked(["HSET", RecipientKeys(org: org).typeSettings(app), typeID, json]) }
+    }
+
+    /// Back to the defaults (Salesforce DELETE on a notification app setting).
+    public func resetSetting(org: OrgID, app: AppName, typeID: String) throws {
+        _ = try redis.with { try $0.checked(["HDEL", RecipientKeys(org: org).typeSettings(app), typeID]) }
+    }
+
+    public func settings(org: OrgID, app: AppName) throws -> [String: NotificationAppSetting] {
+        let r = try redis.with { try $0.checked(["HGETALL", RecipientKeys(org: org).typeSettings(app)]) }
+        var out: [String: NotificationAppSetting] = [:]
+        for (id, json) in r.fieldPairs {
+            if let s = try? JSONDecoder().decode(NotificationAppSetting.self, from: Data(json.utf8)) { out[id] = s }
+        }
+        return out
+    }
+
+    public func policy(org: OrgID, app: AppName, typeID: String?) throws -> DeliveryPolicy {
+        guard let typeID else { return .pushAndInbox }
+        let k = RecipientKeys(org: org)
+        let r = try redis.with { try $0.pipeline([["HGET", k.types, typeID], ["HGET", k.typeSettings(app), typeID]]) }
+        for x in r { try x.throwIfError("notification type") }
+        let type = r[0].string.flatMap { try? JSONDecoder().decode(NotificationType.self, from: Data($0.utf8)) }
+        let setting = r[1].string.flatMap { try? JSONDecoder().decode(NotificationAppSetting.self, from: Data($0.utf8)) }
+        return DeliveryPolicy.decide(typeID: typeID, type: type, setting: setting, app: app)
+    }
+}

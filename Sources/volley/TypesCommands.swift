@@ -1,0 +1,71 @@
+import ArgumentParser
+import Foundation
+import VolleyCore
+import VolleyService
+
+struct Types: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Custom notification types per org and their per-app settings (enabled, push enabled).",
+        subcommands: [TypesSet.self, TypesList.self, TypesAppSetting.self])
+}
+
+struct TypesSet: ParsableCommand {
+    static let configuration = CommandConfiguration(commandName: "set", abstract: "Create or replace a notification type.")
+    @Option(help: "Volley configuration file (YAML).") var config: String
+    @Option(help: "Org id.") var org: String
+    @Option(help: "Type id (jobs name it in notification.type).") var id: String
+    @Option(help: "Display name.") var name: String?
+    @Option(help: "Mobile channel: true or false.") var mobile: Bool = true
+    @Option(help: "Desktop channel: true or false.") var desktop: Bool = false
+
+    func run() throws {
+        let s = try RecipientServices(configuration: try VolleyConfiguration.load(path: config))
+        try s.types.setType(org: OrgID(org), NotificationType(id: id, name: name ?? id, mobile: mobile, desktop: desktop))
+        print("type \(id): mobile \(mobile), desktop \(desktop)")
+    }
+}
+
+struct TypesList: ParsableCommand {
+    static let configuration = CommandConfiguration(commandName: "list", abstract: "Types of an org, with an app's settings.")
+    @Option(help: "Volley configuration file (YAML).") var config: String
+    @Option(help: "Org id.") var org: String
+    @Option(help: "Show this app's settings too.") var app: String?
+
+    func run() throws {
+        let s = try RecipientServices(configuration: try VolleyConfiguration.load(path: config))
+        let types = try s.types.types(org: OrgID(org))
+        let settings = try app.map { try s.types.settings(org: OrgID(org), app: AppName($0)) } ?? [:]
+        if types.isEmpty { print("no notification types in org \(org)"); return }
+        for t in types {
+            var line = "\(t.id)  \"\(t.name)\"  mobile \(t.mobile)  desktop \(t.desktop)"
+            if let app {
+                let st = settings[t.id]
+                line += "  [\(app): enabled \(st?.enabled ?? true), push \(st?.pushEnabled ?? t.mobile)]"
+            }
+            print(line)
+        }
+    }
+}
+
+struct TypesAppSetting: ParsableCommand {
+    static let configuration = CommandConfiguration(commandName: "app-setting", abstract: "Set or reset a (type, app) setting.")
+    @Option(help: "Volley configuration file (YAML).") var config: String
+    @Option(help: "Org id.") var org: String
+    @Option(help: "App name.") var app: String
+    @Option(help: "Type id.") var type: String
+    @Option(help: "true or false.") var enabled: Bool?
+    @Option(name: .customLong("push-enabled"), help: "true or false.") var pushEnabled: Bool?
+    @Flag(help: "Back to the defaults.") var reset = false
+
+    func run() throws {
+        let s = try RecipientServices(configuration: try VolleyConfiguration.load(path: config))
+        if reset { try s.types.resetSetting(org: OrgID(org), app: AppName(app), typeID: type) }
+        if enabled != nil || pushEnabled != nil {
+            try s.types.setSetting(org: OrgID(org), app: AppName(app), typeID: type, enabled: enabled, pushEnabled: pushEnabled)
+        } else if !reset {
+            throw ValidationError("give --enabled, --push-enabled or --reset")
+        }
+        let policy = try s.types.policy(org: OrgID(org), app: AppName(app), typeID: type)
+        print("\(type) in \(app): \(policy)")
+    }
+}

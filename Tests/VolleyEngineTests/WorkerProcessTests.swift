@@ -1,0 +1,148 @@
+import Foundation
+import Testing
+import VolleyCore
+import VolleyEngine
+import VolleyRedis
+import VolleyService
+import VolleyStore
+import VolleyTestSupport
+import VolleyMock
+
+/// A `volley worker` child process. Stopped with SIGKILL (children of the test process inherit its blocked signal
+/// mask; the worker unblocks SIGTERM/SIGINT itself, so SIGTERM is tested explicitly).
+final class WorkerProcess: @unchecked Sendable {
+    let process = Process()
+    let logFile: String
+
+    /// The `volley` executable built next to the test bundle (`swift build` builds it).
+    static func binary() throws -> String {
+        let candidates = [
+            URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent().appendingPathComponent("volley").path,
+            Bundle.main.bundleURL.deletingLastPathComponent().appendingPathComponent("volley").path,
+            FileManager.default.currentDirectoryPath + "/.build/debug/volley",
+        ]
+        for c in candidates where FileManager.default.isExecutableFile(atPath: c) { return c }
+        throw RedisError(.invalidEndpoint, "volley executable not found next to the tests (looked in \(candidates)); run `swift build` first")
+    }
+
+    init(config: String, consumer: String, logDirectory: URL) throws {
+        logFile = logDirectory.appendingPathComponent("worker-\(consumer).log").path
+        FileManager.default.createFile(atPath: logFile, contents: nil)
+        process.executableURL = URL(fileURLWithPath: try WorkerProcess.binary())
+        process.arguments = ["worker", "--config", config, "--consumer", consumer]
+        let log = try FileHandle(forWritingTo: URL(fileURLWithPath: logFile))
+        process.standardOutput = log
+        process.standardError = log
+        try process.run()
+    }
+
+    var pid: Int32 { process.processIdentifier }
+    func kill9() { kill(pid, SIGKILL); process.waitUntilExit() }
+    func terminate() { kill(pid, SIGTERM) }
+    var isRunning: Bool { process.isRunning }
+    var log: String { (try? String(contentsOfFile: logFile, encoding: .utf8)) ?? "" }
+}
+
+/// Push requests the mock received (its total also counts FCM OAuth token requests).
+func pushes(_ s: MockStatsSnapshot) -> Int { s.totalRequests - s.tokenRequests }
+
+@Suite(.serialized) struct WorkerProcessTests {
+    static let devices = 20_000
+    static let inFlight = 400
+    static let recordBatch = 200
+
+    /// 500 users × 40 devices, half iOS, half Android.
+    func registerCampaign(_ w: MockWorld) throws {
+        try w.h.register(app: "app1", users: 500, devicesPerUser: 40, platform: { $0 % 2 == 0 ? .ios : .android },
+                         token: { u, d in String(format: "%08x%08x", u, d) + String(repeating: "a", count: 48) })
+    }
+
+    func workerKeys() -> [String: String] {
+        ["inFlight": "\(Self.inFlight)", "recordBatchSize": "\(Self.recordBatch)", "reclaimIdleMs": "1500",
+         "blockMs": "200", "drainSeconds": "3"]
+    }
+
+    @Test func killedWorkerIsReclaimedWithBoundedDuplicates() throws {
+        // 10 ms per answer, so the 20,000-device job is mid-way when the worker is killed.
+        let w = try MockWorld(mockConfig: #"{"latencyMs": 10}"#)
+        defer { w.stop() }
+        try registerCampaign(w)
+        let config = try w.writeConfig(worker: workerKeys())
+        let a = try WorkerProcess(config: config, consumer: "A", logDirectory: w.dir)
+        defer { if a.isRunning { a.kill9() } }
+        try w.h.producer.enqueue(PushJob(id: "campaign", org: "org1", app: "app1",
+                                         recipients: (0..<500).map { RecipientID("user\($0)") },
+                                         notification: VolleyCore.Notification(title: "Sale", body: "Today only")))
+        let started = eventually(timeout: 60) { w.mock.stats().totalRequests >= 5_000 }
+        #expect(started, "worker A never got going: \(a.log.suffix(2000))")
+        a.kill9()
+        let sentByA = pushes(w.mock.stats())
+        #expect(sentByA < Self.devices, "worker A finished before it was killed; the test proves nothing")
+        let recordedByA = try w.h.ledger(job: "campaign").count
+
+        let b = try WorkerProcess(config: config, consumer: "B", logDirectory: w.dir)
+        defer { if b.isRunning { b.kill9() } }
+        #expect(eventually(timeout: 90) { (try? w.h.report(for: "campaign")) != nil }, "no report: \(b.log.suffix(2000))")
+        let r = try #require(try w.h.report(for: "campaign"))
+        let s = w.mock.stats()
+        let ledger = try w.h.ledger(job: "campaign")
+        // Every device ends with exactly one terminal outcome.
+        #expect(ledger.count == Self.devices)
+        #expect(r.devices == Self.devices)
+        #expect(r.accepted + r.rejected + r.failed == Self.devices)
+        #expect(r.accepted == Self.devices)
+        #expect(r.deliveries == 2)
+        #expect(r.alreadyRecorded == recordedByA)
+        // Duplicates: what A had sent but not recorded when it died; bounded by in-flight + one record batch.
+        // (The mock's own duplicate counter sees APNs apns-id repeats only, so count resends from the totals.)
+        let resent = pushes(s) - Self.devices
+        print("kill -9 figures: sentByA=\(sentByA) recordedByA=\(recordedByA) resent=\(resent) apnsDuplicatesSeenByMock=\(s.duplicateDeliveries) window=\(Self.inFlight + Self.recordBatch)")
+        #expect(resent == sentByA - recordedByA)
+        #expect(resent <= Self.inFlight + Self.recordBatch)
+        #expect(s.duplicateDeliveries <= resent)
+        #expect(eventually { (try? w.h.producer.pendingCount()) == 0 })
+    }
+
+    @Test func sigtermDrainsWithinDeadlineAndAnotherWorkerFinishes() throws {
+        // A slow mock (30 ms per response) so the job is still running when SIGTERM arrives.
+        let w = try MockWorld(mockConfig: #"{"latencyMs": 30}"#)
+        defer { w.stop() }
+        try registerCampaign(w)
+        var keys = workerKeys()
+        keys["inFlight"] = "200"
+        keys["drainSeconds"] = "1"
+        let config = try w.writeConfig(worker: keys)
+        let a = try WorkerProcess(config: config, consumer: "A", logDirectory: w.dir)
+        defer { if a.isRunning { a.kill9() } }
+        // One small job first: it must complete and be acknowledged before the drain.
+        try w.h.producer.enqueue(PushJob(id: "small", org: "org1", app: "app1", recipients: ["user1"],
+                                         notification: VolleyCore.Notification(title: "t")))
+        #expect(eventually(timeout: 60) { (try? w.h.report(for: "small")) != nil }, "\(a.log.suffix(2000))")
+        try w.h.producer.enqueue(PushJob(id: "big", org: "org1", app: "app1",
+                                         recipients: (0..<500).map { RecipientID("user\($0)") },
+                                         notification: VolleyCore.Notification(title: "t")))
+        #expect(eventually(timeout: 60) { w.mock.stats().totalRequests >= 1_000 })
+        let sigterm = Date()
+        a.terminate()
+        let exited = eventually(timeout: 15) { !a.isRunning }
+        #expect(exited, "worker did not exit after SIGTERM: \(a.log.suffix(2000))")
+        if exited {
+            #expect(a.process.terminationStatus == 0)
+            #expect(Date().timeIntervalSince(sigterm) < 1 + 5 + 3)   // drainSeconds + grace + process teardown
+        }
+        #expect(try w.h.report(for: "big") == nil)
+        #expect(try w.h.producer.pendingCount() == 1)
+        let recordedByA = try w.h.ledger(job: "big").count
+        let sentByA = pushes(w.mock.stats()) - 40
+
+        let b = try WorkerProcess(config: config, consumer: "B", logDirectory: w.dir)
+        defer { if b.isRunning { b.kill9() } }
+        #expect(eventually(timeout: 120) { (try? w.h.report(for: "big")) != nil }, "\(b.log.suffix(2000))")
+        let r = try #require(try w.h.report(for: "big"))
+        #expect(r.accepted == Self.devices)
+        #expect(r.alreadyRecorded == recordedByA)
+        #expect(recordedByA == sentByA)                    // a graceful drain records everything it sent
+        #expect(w.mock.stats().duplicateDeliveries == 0)
+        #expect(try w.h.ledger(job: "big").count == Self.devices)
+    }
+}
