@@ -18,6 +18,8 @@ struct BenchE2E: AsyncParsableCommand {
     @Option(help: "Devices in the registry (the campaign).") var devices = 100_000
     @Option(name: .customLong("ios-share"), help: "Share of iOS devices (0…1).") var iosShare = 0.6
     @Option(name: .customLong("devices-per-user"), help: "Devices per user (campaign jobs name ≤ 500 users each).") var devicesPerUser = 200
+    @Option(help: "group: one campaign job naming a group of every user; users: jobs of ≤ 500 user ids.") var campaign = "group"
+    @Option(name: .customLong("shard-size"), help: "worker.shardSize.") var shardSize = 50_000
     @Option(help: "Worker processes.") var workers = 1
     @Option(help: "HTTP/2 connections per provider per worker (apps[].apns/fcm.connections).") var connections = 2
     @Option(name: .customLong("max-streams"), help: "Client cap on streams per connection (apps[].*.maxStreams).") var maxStreams = 1000
@@ -56,6 +58,8 @@ struct BenchE2E: AsyncParsableCommand {
         o.probes = probes; o.targetedUnderLoad = targeted; o.pollMs = pollMs; o.bodyBytes = bodyBytes
         o.timeoutSeconds = timeout; o.redisURL = redis; o.mockEndpoints = mockEndpoints; o.workDirectory = workDir
         o.keep = keep
+        o.campaignGroup = campaign != "users"
+        o.shardSize = shardSize
         return o
     }
 
@@ -66,6 +70,7 @@ struct BenchE2E: AsyncParsableCommand {
         if connections < 1 || connections > 256 { throw ValidationError("--connections must be 1…256") }
         if devicesPerUser < 1 { throw ValidationError("--devices-per-user must be at least 1") }
         if probes < 1 { throw ValidationError("--probes must be at least 1") }
+        if campaign != "group" && campaign != "users" { throw ValidationError("--campaign must be group or users") }
         if sweep && compare { throw ValidationError("run --sweep and --compare separately") }
         if sweep && Self.parseList(sweepWorkers) == nil { throw ValidationError("--sweep-workers must be like 1,2,4") }
     }

@@ -31,10 +31,14 @@ public struct E2EBench {
         public var devices = 100_000
         public var iosShare = 0.6
         public var devicesPerUser = 200
+        /// One campaign job naming a group of every user (resolution streams the group; shards share it), instead of
+        /// jobs of ≤ 500 user ids.
+        public var campaignGroup = true
         public var workers = 1
         public var connections = 2
         public var maxStreams = 1000
         public var inFlight = 4000
+        public var shardSize = 50_000
         public var batchSize = 16
         public var blockMs = 1000
         public var recordBatchSize = 512
@@ -195,6 +199,7 @@ public struct E2EBench {
         redis:
           url: \(q(redisURL))
         worker:
+          shardSize: \(o.shardSize)
           inFlight: \(o.inFlight)
           batchSize: \(o.batchSize)
           blockMs: \(o.blockMs)
@@ -211,6 +216,8 @@ public struct E2EBench {
     // MARK: - data
 
     static let org = OrgID("bench-org")
+    /// The group holding every campaign user (`--campaign group`).
+    static let campaignGroup = RecipientID("bench-campaign")
     static let app = AppName("bench")
 
     static func iosToken(_ i: Int, prefix: String = "a") -> DeviceToken {
@@ -252,6 +259,7 @@ public struct E2EBench {
                 defer { group.leave() }
                 do {
                     let session = DeviceCommands.session(box.value)
+                    let directory = RedisDirectory(client: box.value.client(name: "bench-directory", logger: Logger(label: "bench")))
                     var batch: [DeviceImportRecord] = []
                     batch.reserveCapacity(2000)
                     var ios = 0, android = 0
@@ -269,6 +277,15 @@ public struct E2EBench {
                             }
                         }
                         try session.register(batch)
+                        // The directory: every campaign user, and the group the campaign job names.
+                        var seenUsers = Set<UserID>()
+                        var dir: [DirectoryRecord] = []
+                        for r in batch where seenUsers.insert(r.user).inserted {
+                            dir.append(DirectoryRecord(org: Self.org, kind: .user, id: RecipientID(r.user.rawValue), active: true))
+                        }
+                        dir.append(DirectoryRecord(org: Self.org, kind: .group, id: Self.campaignGroup,
+                                                   members: dir.map(\.id)))
+                        try directory.importRecords(dir)
                         batch.removeAll(keepingCapacity: true)
                         d += threads * 2000
                     }
@@ -281,6 +298,9 @@ public struct E2EBench {
                         extra.append(DeviceImportRecord(org: Self.org, app: Self.app, user: UserID("w"), platform: .ios, token: Self.iosToken(0, prefix: "d")))
                         extra.append(DeviceImportRecord(org: Self.org, app: Self.app, user: UserID("w"), platform: .android, token: Self.fcmToken(999_999_999)))
                         try session.register(extra)
+                        try directory.importRecords(extra.map {
+                            DirectoryRecord(org: Self.org, kind: .user, id: RecipientID($0.user.rawValue), active: true)
+                        })
                     }
                     shared.lock.withLock { shared.counts[t] = (ios, android) }
                 } catch {
@@ -451,6 +471,10 @@ public struct E2EBench {
         var jobs: [(id: String, json: String)] = []
         var i = 0, jn = 0
         let runTag = UUID().uuidString.prefix(6)
+        if o.campaignGroup {
+            jobs.append(("campaign-\(runTag)-group", try job(id: "campaign-\(runTag)-group", users: [Self.campaignGroup.rawValue])))
+            i = pop.users.count
+        }
         while i < pop.users.count {
             let end = min(pop.users.count, i + PushJob.maxRecipients)
             jobs.append(("campaign-\(runTag)-\(jn)", try job(id: "campaign-\(runTag)-\(jn)", users: Array(pop.users[i..<end]))))
