@@ -149,7 +149,7 @@ public final class RedisConnection: @unchecked Sendable {
         return RedisConnection.decode(r)
     }
 
-    private static func decode(_ r: UnsafeMutablePointer<redisReply>) -> RedisReply {
+    static func decode(_ r: UnsafeMutablePointer<redisReply>) -> RedisReply {
         let p = r.pointee
         switch p.type {
         case REDIS_REPLY_STRING:

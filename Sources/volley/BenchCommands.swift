@@ -6,7 +6,7 @@ import VolleyService
 struct Bench: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "Benchmarks (transport; end to end).",
-        subcommands: [BenchTransport.self, BenchServe.self])
+        subcommands: [BenchTransport.self, BenchServe.self, BenchE2E.self])
 }
 
 /// `volley bench transport`: HTTP/2 client throughput and latency against the mock, optionally beside h2load.
