@@ -37,9 +37,10 @@ public struct SVGLineChart {
         let raw = span / Double(count)
         let mag = pow(10, floor(log10(raw)))
         let step = [1.0, 2, 2.5, 5, 10].map { $0 * mag }.first { $0 >= raw } ?? raw
-        var t = ceil(lo / step) * step
-        var out: [Double] = []
-        while t <= hi + step * 1e-6 { out.append(t); t += step }
+        // From the tick at or below `lo` to the first tick at or above `hi`, so the axis covers every point.
+        var t = floor(lo / step + 1e-9) * step
+        var out: [Double] = [t]
+        while t < hi - step * 1e-6 { t += step; out.append(t) }
         return out
     }
 
@@ -63,6 +64,9 @@ public struct SVGLineChart {
         var y1 = logY ? ceil(all.map { ty($0.1) }.max()!) : all.map(\.1).max()! * 1.08
         if x1 == x0 { x0 -= 1; x1 += 1 }
         if y1 == y0 { y0 -= 1; y1 += 1 }
+        // Extend the linear axes to their last tick, so the top/right grid line is inside the plot.
+        if !logY, let top = Self.niceTicks(y0, y1, count: 6).last { y1 = max(y1, top) }
+        if !logX, let right = Self.niceTicks(x0, x1, count: 6).last { x1 = max(x1, right) }
         func px(_ v: Double) -> Double { ml + (tx(v) - x0) / (x1 - x0) * pw }
         func py(_ v: Double) -> Double { mt + ph - (ty(v) - y0) / (y1 - y0) * ph }
         var s = "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"\(Int(width))\" height=\"\(Int(height))\" font-family=\"sans-serif\" font-size=\"12\">\n"
