@@ -22,6 +22,7 @@ struct BenchTransport: AsyncParsableCommand {
     @Option(name: .customLong("mock-latency-ms"), help: "Latency the started server adds per response.") var mockLatencyMs = 0
     @Option(name: .customLong("mock-max-streams"), help: "SETTINGS_MAX_CONCURRENT_STREAMS of the started server.") var mockMaxStreams = 1000
     @Flag(name: .customLong("vs-h2load"), help: "Also run h2load with the same workload against the same server.") var vsH2load = false
+    @Flag(name: .customLong("vs-provider"), help: "Also send the same load through the APNs provider (prepare once, request per device) against the same server.") var vsProvider = false
     @Flag(help: "Print one JSON object.") var json = false
     @Option(help: "https://host:port of a running server (default: start one).") var target: String?
     @Option(name: .customLong("ca-file"), help: "CA file for --target.") var caFile: String?
@@ -33,6 +34,7 @@ struct BenchTransport: AsyncParsableCommand {
         var o = TransportBenchOptions(executableDirectory: exe)
         o.requests = requests; o.connections = connections; o.concurrency = concurrency; o.bodyBytes = bodyBytes
         o.mockLatencyMs = mockLatencyMs; o.mockMaxStreams = mockMaxStreams; o.vsH2load = vsH2load
+        o.vsProvider = vsProvider
         o.target = target; o.caFile = caFile; o.endpointsFile = endpoints; o.server = server
         let logger = Logger(label: "volley.bench")
         let r = try await TransportBench.run(o, logger: logger)
@@ -43,6 +45,9 @@ struct BenchTransport: AsyncParsableCommand {
             return
         }
         print("volley  : \(Int(r.rate)) req/s  p50 \(r.p50_ms) ms  p99 \(r.p99_ms) ms  cpu \(String(format: "%.2f", r.cpu_s)) s (\(String(format: "%.2f", r.cpu_us)) µs/req)  failures \(r.failures)  peak streams/conn \(r.peak_streams_per_connection)")
+        if let p = r.provider_rate, let ratio = r.provider_ratio, let pc = r.provider_cpu_us {
+            print("provider: \(Int(p)) sends/s  cpu \(String(format: "%.2f", pc)) µs/send  ratio \(String(format: "%.3f", ratio)) (provider / transport)")
+        }
         if let h = r.h2load_rate, let ratio = r.ratio, let hc = r.h2load_cpu_us {
             print("h2load  : \(Int(h)) req/s  cpu \(String(format: "%.2f", hc)) µs/req")
             print("ratio   : \(String(format: "%.3f", ratio))  (volley / h2load)")

@@ -17,6 +17,8 @@ public struct TransportBenchOptions: Sendable {
     public var mockLatencyMs = 0
     public var mockMaxStreams = 1000
     public var vsH2load = false
+    /// Also run the same load through `APNSProvider` against the same server (provider overhead vs bare transport).
+    public var vsProvider = false
     /// https://host:port of a running server; nil = start a server.
     public var target: String?
     public var caFile: String?
@@ -39,6 +41,10 @@ public struct TransportBenchResult: Sendable, Codable {
     public var cpu_s: Double
     public var cpu_us: Double
     public var h2load_cpu_us: Double?
+    public var provider_rate: Double?
+    /// provider_rate / rate
+    public var provider_ratio: Double?
+    public var provider_cpu_us: Double?
     public var requests: Int
     public var failures: Int
     public var connections: Int
@@ -269,6 +275,13 @@ public enum TransportBench {
             cpu_s: cpu, cpu_us: cpu / Double(o.requests) * 1e6, h2load_cpu_us: nil,
             requests: o.requests, failures: r.failures, connections: o.connections, concurrency: o.concurrency,
             peak_streams_per_connection: peak, server: o.target ?? o.server)
+        if o.vsProvider {
+            let p = try await providerLoad(o, endpoints, logger: logger)
+            if p.failures > 0 { logger.warning("provider sends not accepted", metadata: ["count": "\(p.failures)"]) }
+            result.provider_rate = p.rate
+            result.provider_ratio = p.rate / result.rate
+            result.provider_cpu_us = p.cpuSeconds / Double(o.requests) * 1e6
+        }
         if o.vsH2load {
             let (rate, hcpu) = try h2load(o, w, host: endpoints.host, port: endpoints.port)
             result.h2load_rate = rate

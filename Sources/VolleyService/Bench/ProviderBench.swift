@@ -1,0 +1,63 @@
+// `volley bench transport --vs-provider`: the same closed loop, but every request goes through `APNSProvider`
+// (prepared once per job; per device: request build, apns-id, cached provider token, outcome table), against the
+// same server in the same run, so the provider's overhead over the bare transport shows as a ratio.
+import Dispatch
+import Foundation
+import Logging
+import Synchronization
+import VolleyAPNs
+import VolleyCore
+import VolleyHTTP2
+
+extension TransportBench {
+    struct ProviderRun { var rate: Double; var cpuSeconds: Double; var failures: Int }
+
+    static func providerLoad(_ o: TransportBenchOptions, _ ep: BenchEndpoints, logger: Logger) async throws -> ProviderRun {
+        guard let apns = ep.apns else { throw TransportBenchError("--vs-provider needs a server with APNs credentials (the mock)") }
+        let app = APNSAppConfiguration(name: "Bench", credentials: .token(keyFile: apns.p8_file, keyID: apns.key_id, teamID: apns.team_id),
+                                       topic: apns.topic, environment: .production, host: ep.host, port: ep.port,
+                                       caFile: ep.ca_file.isEmpty ? nil : ep.ca_file, connections: o.connections,
+                                       maxConcurrentStreams: o.concurrency)
+        let provider = try APNSProvider(app: app, tokens: APNSTokenRegistry(), logger: logger,
+                                        makeTransport: HTTP2ConnectionPool.submitterFactory(logger: logger))
+        defer { provider.shutdown() }
+        // A notification whose encoded payload is about `bodyBytes`, like the transport run's body.
+        let pad = String(repeating: "x", count: max(0, o.bodyBytes - 60))
+        let notification = VolleyCore.Notification(title: "Volley", body: pad)
+        let inFlight = o.connections * o.concurrency
+        let devices = (0..<o.requests).map { Device(platform: .ios, token: DeviceToken(String(format: "%064x", $0 + 1))) }
+
+        func loop(_ jobID: JobID, _ count: Int) async -> (seconds: Double, failures: Int) {
+            struct S { var next = 0; var done = 0; var failures = 0; var cont: CheckedContinuation<Void, Never>? }
+            let state = Mutex(S())
+            let prepared: any PreparedNotification
+            do { prepared = try provider.prepare(notification, jobID: jobID) } catch { return (0, count) }
+            let start = DispatchTime.now().uptimeNanoseconds
+            @Sendable func one(_ i: Int) {
+                provider.send(prepared, to: devices[i], jobID: jobID) { outcome in
+                    let (next, finished): (Int?, CheckedContinuation<Void, Never>?) = state.withLock { s in
+                        s.done += 1
+                        if !outcome.isAccepted { s.failures += 1 }
+                        if s.next < count { s.next += 1; return (s.next - 1, nil) }
+                        if s.done == count { let c = s.cont; s.cont = nil; return (nil, c) }
+                        return (nil, nil)
+                    }
+                    if let next { one(next) }
+                    finished?.resume()
+                }
+            }
+            await withCheckedContinuation { (c: CheckedContinuation<Void, Never>) in
+                let n = state.withLock { s in s.cont = c; s.next = min(count, inFlight); return s.next }
+                for i in 0..<n { one(i) }
+            }
+            let failures = state.withLock { $0.failures }
+            return (Double(DispatchTime.now().uptimeNanoseconds - start) / 1e9, failures)
+        }
+
+        _ = await loop("bench-warmup", min(o.warmupRequests, o.requests))
+        let cpu0 = cpuSeconds(RUSAGE_SELF.rawValue)
+        let r = await loop("bench-provider", o.requests)
+        let cpu = cpuSeconds(RUSAGE_SELF.rawValue) - cpu0
+        return ProviderRun(rate: r.seconds > 0 ? Double(o.requests) / r.seconds : 0, cpuSeconds: cpu, failures: r.failures)
+    }
+}
