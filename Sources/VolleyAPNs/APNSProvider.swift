@@ -59,21 +59,13 @@ public final class APNSProvider: PushSender, @unchecked Sendable {
             completion(.rejected(status: 0, reason: "WrongPlatform", action: .invalidNotification))
             return
         }
-        let usedAuthorization = AuthorizationBox()
-        let loop = DeliveryLoop(
+        let loop = DeliveryLoop.sendingCredential(
             policy: retryPolicy,
-            attempt: { [self] done in
-                attemptOnce(prepared, to: device) { result, auth in
-                    usedAuthorization.value = auth
-                    done(result)
-                }
-            },
-            refreshCredential: { [tokenProvider] _ in
-                guard let tokenProvider, let used = usedAuthorization.value else { return false }
+            schedule: { delay, work in DispatchQueue.global().asyncAfter(deadline: .now() + delay) { work() } },
+            attempt: { [self] done in attemptOnce(prepared, to: device, completion: done) },
+            refresh: { [tokenProvider] used in
+                guard let tokenProvider, let used else { return false }
                 return tokenProvider.refreshAfterRejection(of: used)
-            },
-            schedule: { delay, work in
-                DispatchQueue.global().asyncAfter(deadline: .now() + delay) { work() }
             },
             completion: { [self] outcome, result in
                 if case .rejected(_, let reason, .fixApp) = outcome { stopApp(outcome, reason: reason, result: result) }
@@ -142,10 +134,6 @@ public final class APNSProvider: PushSender, @unchecked Sendable {
 }
 
 /// The authorization header a send used, kept between the loop's strictly sequential steps.
-final class AuthorizationBox: @unchecked Sendable {
-    var value: String?
-}
-
 /// APNs answers → `AttemptResult` (Apple, "Handling notification responses from APNs").
 public enum APNSResponseDecoder {
     struct ErrorBody: Decodable {

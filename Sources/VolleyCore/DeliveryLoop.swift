@@ -99,3 +99,31 @@ public final class DeliveryLoop: @unchecked Sendable {
         schedule(delay) { [self] in step() }
     }
 }
+
+extension DeliveryLoop {
+    /// The loop both providers run: `attempt` is one request that reports the credential it sent (authorization
+    /// header or access token, nil for certificate auth); on a credential rejection `refresh` gets the credential
+    /// the last attempt used and says whether a newer one is ready; `schedule` waits between attempts.
+    public static func sendingCredential(
+        policy: RetryPolicy,
+        schedule: @escaping @Sendable (Double, @escaping @Sendable () -> Void) -> Void,
+        attempt: @escaping @Sendable (_ done: @escaping @Sendable (AttemptResult, String?) -> Void) -> Void,
+        refresh: @escaping @Sendable (_ used: String?) -> Bool,
+        completion: @escaping @Sendable (DeliveryOutcome, AttemptResult) -> Void
+    ) -> DeliveryLoop {
+        // Written by an attempt's completion, read by the refresh that follows it: the loop's steps never overlap.
+        final class SentCredential: @unchecked Sendable { var value: String? }
+        let sent = SentCredential()
+        return DeliveryLoop(
+            policy: policy,
+            attempt: { done in
+                attempt { result, credential in
+                    sent.value = credential
+                    done(result)
+                }
+            },
+            refreshCredential: { _ in refresh(sent.value) },
+            schedule: schedule,
+            completion: completion)
+    }
+}

@@ -94,22 +94,14 @@ public final class FCMProvider: PushSender, @unchecked Sendable {
             completion(.rejected(status: 0, reason: "WrongPlatform", action: .invalidNotification))
             return
         }
-        let used = TokenBox()
-        let loop = DeliveryLoop(
+        let loop = DeliveryLoop.sendingCredential(
             policy: retryPolicy,
-            attempt: { [self] done in
-                attemptOnce(prepared, to: device) { result, auth in
-                    used.value = auth
-                    done(result)
-                }
-            },
-            refreshCredential: { [tokens] _ in
+            schedule: { delay, work in DispatchQueue.global().asyncAfter(deadline: .now() + delay) { work() } },
+            attempt: { [self] done in attemptOnce(prepared, to: device, completion: done) },
+            refresh: { [tokens] used in
                 // 401: drop the rejected token; the resend's `authorization` call refreshes (single-flight).
-                if let auth = used.value { tokens.invalidate(auth) }
+                if let used { tokens.invalidate(used) }
                 return true
-            },
-            schedule: { delay, work in
-                DispatchQueue.global().asyncAfter(deadline: .now() + delay) { work() }
             },
             completion: { [self] outcome, result in
                 if case .rejected(_, let reason, .fixApp) = outcome { stopApp(outcome, reason: reason, result: result) }
@@ -154,10 +146,6 @@ public final class FCMProvider: PushSender, @unchecked Sendable {
         }
         if first { logger.error("\(message)") }
     }
-}
-
-final class TokenBox: @unchecked Sendable {
-    var value: String?
 }
 
 /// FCM answers → `AttemptResult`. Google's error body:
