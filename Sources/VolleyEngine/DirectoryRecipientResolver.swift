@@ -72,6 +72,12 @@ public struct DirectoryRecipientResolver: RecipientResolver {
             self.inbox = inbox; self.content = content; self.registry = registry; self.usersPerRead = usersPerRead
         }
 
+        private var sizer = ChunkSizer()
+
+        func usersForNextRead(devicesWanted: Int) -> Int {
+            sizer.usersForNextRead(devicesWanted: devicesWanted, cap: usersPerRead)
+        }
+
         var notEnabledReason: String? { if case .notEnabled(let r) = policy { r } else { nil } }
 
         func next(max: Int) throws -> DeviceChunk? {
@@ -104,10 +110,11 @@ public struct DirectoryRecipientResolver: RecipientResolver {
                 unknownRecipientIDs = b.summary.unknown
                 chunk.unknownRecipients = b.summary.unknown.count
             }
-            guard let users = try b.next(max: Swift.min(usersPerRead, Swift.max(1, max))) else {
+            guard let users = try b.next(max: usersForNextRead(devicesWanted: max)) else {
                 return chunk.unknownRecipients > 0 ? chunk : nil
             }
             chunk.users = users.count
+            defer { sizer.read(users: users.count, devices: chunk.devices.count) }
             if let inbox, let content {
                 try inbox.deliver(org: job.org, content: content, to: users)
                 inAppStored += users.count
@@ -120,5 +127,23 @@ public struct DirectoryRecipientResolver: RecipientResolver {
             }
             return chunk
         }
+    }
+}
+
+/// `worker.chunkSize` counts devices, and users own from one to hundreds of devices: the first read takes a few
+/// users, later reads as many as the devices per user seen so far say fit in a chunk (at most `cap`). Without it a
+/// campaign to 500 users with 200 devices each was one chunk of 100,000 devices, and nothing was sent until all
+/// of them had been read and checked against the outcome ledger.
+struct ChunkSizer {
+    private(set) var usersRead = 0
+    private(set) var devicesRead = 0
+
+    mutating func read(users: Int, devices: Int) { usersRead += users; devicesRead += devices }
+
+    func usersForNextRead(devicesWanted: Int, cap: Int) -> Int {
+        let wanted = max(1, devicesWanted), cap = max(1, cap)
+        guard usersRead > 0 else { return min(cap, wanted, 16) }
+        let perUser = max(1.0, Double(devicesRead) / Double(usersRead))
+        return min(cap, max(1, Int(Double(wanted) / perUser)))
     }
 }

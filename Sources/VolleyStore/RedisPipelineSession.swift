@@ -155,7 +155,13 @@ public final class RedisPipelineSession: PipelineSession, @unchecked Sendable {
         for (i, r) in replies.enumerated() {
             try r.throwIfError("HGETALL devices")
             var list: [Device] = []
-            for (_, json) in r.fieldPairs {
+            let pairs = r.array ?? []
+            list.reserveCapacity(pairs.count / 2)
+            var k = 1
+            while k < pairs.count {
+                defer { k += 2 }
+                guard let json = pairs[k].string else { continue }
+                if let d = DeviceRecordReader.device(fromJSON: json) { list.append(d); continue }
                 guard let rec = try? DeviceRecord.decoder.decode(DeviceRecord.self, from: Data(json.utf8)) else {
                     logger.warning("skipping unreadable device record", metadata: ["user": "\(users[i])"])
                     continue

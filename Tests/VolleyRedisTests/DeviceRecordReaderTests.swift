@@ -1,0 +1,55 @@
+import Foundation
+import Testing
+import VolleyCore
+@testable import VolleyStore
+
+/// The fast registry-record reader must read exactly what `JSONDecoder` reads, and decline what it cannot.
+@Suite struct DeviceRecordReaderTests {
+    private func encoded(_ r: DeviceRecord) throws -> String {
+        String(decoding: try DeviceRecord.encoder.encode(r), as: UTF8.self)
+    }
+
+    @Test func readsWhatTheRegistryWritesLikeJSONDecoder() throws {
+        let now = Date(timeIntervalSince1970: 1_790_000_000.25)
+        let records = [
+            DeviceRecord(platform: .ios, token: DeviceToken(String(repeating: "ab", count: 32)), environment: .sandbox,
+                         locale: "en_US", user: UserID("005xx000001"), registeredAt: now, lastSeenAt: now),
+            DeviceRecord(platform: .android, token: DeviceToken("fcm:APA91b-_x/y+z=="), environment: nil, locale: nil,
+                         user: UserID("u"), registeredAt: now, lastSeenAt: now.addingTimeInterval(5)),
+            DeviceRecord(platform: .ios, token: DeviceToken("t"), environment: .production, locale: "fr",
+                         user: UserID("quote\" back\\slash \u{1}ctl tab\t é 漢 🎉"), registeredAt: now, lastSeenAt: now),
+        ]
+        for r in records {
+            let json = try encoded(r)
+            let fast = DeviceRecordReader.device(fromJSON: json)
+            let slow = try DeviceRecord.decoder.decode(DeviceRecord.self, from: Data(json.utf8)).device
+            #expect(fast == slow, "\(json)")
+            #expect(fast == r.device)
+        }
+    }
+
+    @Test func readsEscapesWhitespaceUnknownKeysAndNulls() {
+        let json = #" { "user" : "a\u00e9\ud83c\udf89\/\n" , "extra": true, "n": null, "x": -1.5e3, "token":"T", "platform":"android", "environment": null, "locale": null, "registeredAt": 1, "lastSeenAt": 2.5 } "#
+        let d = DeviceRecordReader.device(fromJSON: json)
+        #expect(d == Device(platform: .android, token: DeviceToken("T"), environment: nil, locale: nil,
+                            user: UserID("aé🎉/\n")))
+    }
+
+    @Test func declinesWhatItDoesNotRecogniseSoTheDecoderDecides() {
+        let bad = [
+            "", "{}", "[]", "not json", #"{"platform":"ios","token":"t","user":"u","registeredAt":1}"#,   // lastSeenAt missing
+            #"{"platform":"windows","token":"t","user":"u","registeredAt":1,"lastSeenAt":1}"#,
+            #"{"platform":"ios","token":"t","user":"u","registeredAt":1,"lastSeenAt":1,"meta":{"a":1}}"#,
+            #"{"platform":"ios","token":"t","user":"u","registeredAt":1,"lastSeenAt":1"#,
+            #"{"platform":"ios","token":"t","user":"u","registeredAt":1,"lastSeenAt":1} x"#,
+            #"{"platform":"ios","token":"t\q","user":"u","registeredAt":1,"lastSeenAt":1}"#,
+            #"{"platform":"ios","token":"\ud800","user":"u","registeredAt":1,"lastSeenAt":1}"#,
+            #"{"platform":"ios","token":"t","user":"u","registeredAt":"x","lastSeenAt":1}"#,
+            "{\"platform\":\"ios\",\"token\":\"a\nb\",\"user\":\"u\",\"registeredAt\":1,\"lastSeenAt\":1}",
+            #"{"platform":"ios","environment":"staging","token":"t","user":"u","registeredAt":1,"lastSeenAt":1}"#,
+        ]
+        for json in bad {
+            #expect(DeviceRecordReader.device(fromJSON: json) == nil, "\(json)")
+        }
+    }
+}
