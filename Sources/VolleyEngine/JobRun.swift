@@ -120,24 +120,28 @@ final class JobRun {
                 toSend = try admit(toSend, quota: quota, job: job, jobID: jobID, report: &report)
             }
 
-            for d in toSend {
-                guard let (sender, prep) = prepared[d.platform] else {
-                    mailbox.willSend()
-                    mailbox.post(d, .failed(reason: "PlatformNotConfigured", resendWasSafe: true))
-                    continue
-                }
-                // Admission: wait for a credit, recording outcomes as they pile up.
-                while true {
+            // Credits are taken in bursts (one lock for many sends): the lane blocks until a slice of credits is
+            // free, records what came back meanwhile, then starts as many sends as it was granted.
+            var next = 0
+            while next < toSend.count {
+                var granted = 0
+                while granted == 0 {
                     if !worker.state.mayStartSends { stoppedEarly = true; break chunks }
                     let batch = mailbox.wait(outstandingBelow: credits, flushAt: config.recordBatch,
                                              until: Date().addingTimeInterval(0.2))
                     if !batch.isEmpty { try record(batch, job: job, jobID: jobID, report: &report) }
-                    if mailbox.pending.outstanding < credits { break }
+                    granted = mailbox.reserve(upTo: toSend.count - next, outstandingBelow: credits)
                 }
-                mailbox.willSend()
                 let box = mailbox
-                sender.send(prep, to: d, jobID: jobID) { outcome in box.post(d, outcome) }
-                worker.addStats { $0.sends += 1 }
+                for d in toSend[next..<(next + granted)] {
+                    guard let (sender, prep) = prepared[d.platform] else {
+                        box.post(d, .failed(reason: "PlatformNotConfigured", resendWasSafe: true))
+                        continue
+                    }
+                    sender.send(prep, to: d, jobID: jobID) { outcome in box.post(d, outcome) }
+                }
+                next += granted
+                worker.addStats { $0.sends += granted }
             }
             // Record what has arrived, so a crash repeats at most what is in flight plus one batch.
             let batch = mailbox.wait(outstandingBelow: .max, flushAt: config.recordBatch, until: Date())

@@ -113,6 +113,14 @@ final class LaneMailbox: @unchecked Sendable {
 
     func willSend() { cond.lock(); outstanding += 1; cond.unlock() }
 
+    /// Takes up to `count` credits at once while fewer than `limit` sends are outstanding; returns how many.
+    func reserve(upTo count: Int, outstandingBelow limit: Int) -> Int {
+        cond.lock(); defer { cond.unlock() }
+        let n = max(0, min(count, limit - outstanding))
+        outstanding += n
+        return n
+    }
+
     func post(_ device: Device, _ outcome: DeliveryOutcome) {
         cond.lock()
         ready.append((device, outcome))
