@@ -102,7 +102,7 @@ public struct WorkerSettings: Sendable, Hashable {
     public var reclaimIntervalMs: Int = 5_000
     /// How often a worker refreshes the idle time of entries it is still working on (default reclaimIdleMs / 3).
     public var keepAliveIntervalMs: Int?
-    /// Users resolved per registry read.
+    /// Devices per resolution chunk (users per registry read follow the devices per user seen, at most 500).
     public var chunkSize: Int = 500
     public init() {}
 }
