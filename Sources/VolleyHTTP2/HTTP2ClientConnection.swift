@@ -269,10 +269,23 @@ final class HTTP2ClientConnection: HTTP2Channel, @unchecked Sendable {
 
     // MARK: nghttp2 callbacks
 
+    /// The stream the last header or data callback was for: a response's fields and body arrive back to back,
+    /// so this saves a table lookup per field. Cleared when that stream leaves the table.
+    private var lastStream: (id: Int32, stream: ClientStream)?
+
+    @inline(__always) private func stream(_ streamID: Int32) -> ClientStream? {
+        if let last = lastStream, last.id == streamID { return last.stream }
+        guard let st = streams[streamID] else { return nil }
+        lastStream = (streamID, st)
+        return st
+    }
+
     override func onHeader(_ streamID: Int32, _ name: UnsafeBufferPointer<UInt8>, _ value: UnsafeBufferPointer<UInt8>) -> Int32 {
-        guard let st = streams[streamID] else { return 0 }
+        guard let st = stream(streamID) else { return 0 }
         if name.count > 0 && name[0] == UInt8(ascii: ":") {
-            if name.elementsEqual(":status".utf8) {
+            // ":status"
+            if name.count == 7 && name[1] == 0x73 && name[2] == 0x74 && name[3] == 0x61 && name[4] == 0x74
+                && name[5] == 0x75 && name[6] == 0x73 {
                 var v = 0
                 for b in value where b >= 48 && b <= 57 { v = v * 10 + Int(b - 48) }
                 st.status = v
@@ -285,7 +298,7 @@ final class HTTP2ClientConnection: HTTP2Channel, @unchecked Sendable {
     }
 
     override func onDataChunk(_ streamID: Int32, _ data: UnsafeBufferPointer<UInt8>) -> Int32 {
-        guard let st = streams[streamID], !st.done else { return 0 }
+        guard let st = stream(streamID), !st.done else { return 0 }
         if st.responseBody.count + data.count > Self.maxResponseBody {
             st.done = true
             finished.append((st.pending, .failure(HTTP2Error(.protocolError, resendIsSafe: false,
@@ -337,6 +350,7 @@ final class HTTP2ClientConnection: HTTP2Channel, @unchecked Sendable {
     }
 
     override func onStreamClose(_ streamID: Int32, _ errorCode: UInt32) -> Int32 {
+        if lastStream?.id == streamID { lastStream = nil }
         guard let st = streams.removeValue(forKey: streamID) else { return 0 }
         if !st.done {
             st.done = true
@@ -435,6 +449,7 @@ final class HTTP2ClientConnection: HTTP2Channel, @unchecked Sendable {
             finished.append((st.pending, .failure(e)))
         }
         streams.removeAll()
+        lastStream = nil
         let unstarted = pending
         pending.removeAll()
         let batch = finished

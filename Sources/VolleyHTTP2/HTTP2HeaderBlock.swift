@@ -47,12 +47,14 @@ static let sensitiveFlag: UInt8 = 1
 
     mutating func appendPrefix(nameLength: Int, valueLength: Int, sensitive: Bool) {
         precondition(nameLength <= Int(UInt32.max) && valueLength <= Int(UInt32.max), "header field too large")
-        storage.append(sensitive ? Self.sensitiveFlag : 0)
-        let n = UInt32(nameLength), v = UInt32(valueLength)
-        storage.append(UInt8(truncatingIfNeeded: n)); storage.append(UInt8(truncatingIfNeeded: n >> 8))
-        storage.append(UInt8(truncatingIfNeeded: n >> 16)); storage.append(UInt8(truncatingIfNeeded: n >> 24))
-        storage.append(UInt8(truncatingIfNeeded: v)); storage.append(UInt8(truncatingIfNeeded: v >> 8))
-        storage.append(UInt8(truncatingIfNeeded: v >> 16)); storage.append(UInt8(truncatingIfNeeded: v >> 24))
+        // Flag byte and the two little-endian lengths, written into one 9-byte stack buffer and appended at once.
+        withUnsafeTemporaryAllocation(of: UInt8.self, capacity: Self.fieldOverhead) { out in
+            let raw = UnsafeMutableRawBufferPointer(out)
+            raw[0] = sensitive ? Self.sensitiveFlag : 0
+            raw.storeBytes(of: UInt32(nameLength).littleEndian, toByteOffset: 1, as: UInt32.self)
+            raw.storeBytes(of: UInt32(valueLength).littleEndian, toByteOffset: 5, as: UInt32.self)
+            storage.append(contentsOf: UnsafeBufferPointer(out))
+        }
         count += 1
     }
 
