@@ -59,19 +59,47 @@ public final class APNSProvider: PushSender, @unchecked Sendable {
             completion(.rejected(status: 0, reason: "WrongPlatform", action: .invalidNotification))
             return
         }
+        // Fast path: the first attempt runs without the retry loop's machinery (one closure per send); only an
+        // answer that needs a retry or a credential refresh builds a `DeliveryLoop`, which replays this answer
+        // as its first attempt, so retries behave exactly as if the loop had run from the start.
+        attemptOnce(prepared, to: device) { [self] result, auth in
+            switch result.decision {
+            case .retry, .refreshCredential:
+                continueWithRetries(prepared, to: device, first: result, auth: auth, completion: completion)
+            default:
+                finish(result.terminalOutcome(), result, completion)
+            }
+        }
+    }
+
+    private func continueWithRetries(_ prepared: APNSPreparedNotification, to device: Device, first: AttemptResult,
+                                     auth: String?, completion: @escaping @Sendable (DeliveryOutcome) -> Void) {
+        // Read and cleared by the loop's first step; its steps never overlap.
+        final class Replay: @unchecked Sendable { var first: (AttemptResult, String?)? }
+        let replay = Replay()
+        replay.first = (first, auth)
         let loop = DeliveryLoop.sendingCredential(
             policy: retryPolicy,
             schedule: { delay, work in DispatchQueue.global().asyncAfter(deadline: .now() + delay) { work() } },
-            attempt: { [self] done in attemptOnce(prepared, to: device, completion: done) },
+            attempt: { [self] done in
+                if let answered = replay.first {
+                    replay.first = nil
+                    done(answered.0, answered.1)
+                } else {
+                    attemptOnce(prepared, to: device, completion: done)
+                }
+            },
             refresh: { [tokenProvider] used in
                 guard let tokenProvider, let used else { return false }
                 return tokenProvider.refreshAfterRejection(of: used)
             },
-            completion: { [self] outcome, result in
-                if case .rejected(_, let reason, .fixApp) = outcome { stopApp(outcome, reason: reason, result: result) }
-                completion(outcome)
-            })
+            completion: { [self] outcome, result in finish(outcome, result, completion) })
         loop.start()
+    }
+
+    private func finish(_ outcome: DeliveryOutcome, _ result: AttemptResult, _ completion: @Sendable (DeliveryOutcome) -> Void) {
+        if case .rejected(_, let reason, .fixApp) = outcome { stopApp(outcome, reason: reason, result: result) }
+        completion(outcome)
     }
 
     /// One request, no retries: what the provider answered. `volley test-push` uses this directly.
@@ -80,10 +108,10 @@ public final class APNSProvider: PushSender, @unchecked Sendable {
                             completion: @escaping @Sendable (AttemptResult, String?) -> Void) {
         let env = device.environment ?? app.environment
         let endpoint: (submitter: any HTTP2RequestSubmitter, authority: String)
-        let auth: String?
+        let auth: APNSAuthorization?
         do {
             endpoint = try transport(for: env)
-            auth = try tokenProvider?.authorization()
+            auth = try tokenProvider?.currentAuthorization()
         } catch {
             let answer = ProviderAnswer(provider: .apns, status: 0, transportResendIsSafe: false)
             completion(AttemptResult(answer: answer, message: "\(error)"), nil)
@@ -91,7 +119,7 @@ public final class APNSProvider: PushSender, @unchecked Sendable {
         }
         let request = prepared.request(for: device, authority: endpoint.authority, authorization: auth)
         endpoint.submitter.submit(request) { result in
-            completion(APNSResponseDecoder.decode(result), auth)
+            completion(APNSResponseDecoder.decode(result), auth?.value)
         }
     }
 

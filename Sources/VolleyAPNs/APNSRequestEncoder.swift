@@ -30,23 +30,47 @@ public enum APNSPushType: String, Sendable, Hashable, CaseIterable {
     }
 }
 
-/// A notification encoded once per job for APNs: one payload per language variant and the headers that do
-/// not depend on the device. Building a device's request from it costs one SHA-256 (apns-id) and a few
-/// small strings; the body bytes are shared, not copied.
+/// A notification encoded once per job for APNs: one payload per language variant and the header fields that
+/// do not depend on the device, already encoded for the transport. Building a device's request from it costs
+/// one SHA-256 (apns-id) and one small buffer; the body bytes and shared fields are shared, not copied.
+/// A value type over one immutable object, so passing it around (and capturing it per send) is one retain.
 public struct APNSPreparedNotification: PreparedNotification {
+    final class Storage: Sendable {
+        let payloadBytes: Int
+        let pushType: APNSPushType
+        let priority: Int
+        let topic: String
+        let defaultPayload: [UInt8]
+        let variantPayloads: [String: [UInt8]]
+        let sharedHeaders: [HTTP2Header]
+        let sharedFields: HTTP2HeaderBlock
+        let notification: VolleyCore.Notification
+        /// The job id's UTF-8 bytes followed by a 0 separator: the apns-id hash input before the token.
+        let jobIDPrefix: [UInt8]
+        init(payloadBytes: Int, pushType: APNSPushType, priority: Int, topic: String, defaultPayload: [UInt8],
+             variantPayloads: [String: [UInt8]], sharedHeaders: [HTTP2Header], notification: VolleyCore.Notification,
+             jobIDPrefix: [UInt8]) {
+            self.payloadBytes = payloadBytes; self.pushType = pushType; self.priority = priority; self.topic = topic
+            self.defaultPayload = defaultPayload; self.variantPayloads = variantPayloads; self.sharedHeaders = sharedHeaders
+            self.sharedFields = HTTP2HeaderBlock(sharedHeaders); self.notification = notification; self.jobIDPrefix = jobIDPrefix
+        }
+    }
+    let storage: Storage
+
     public var platform: Platform { .ios }
     /// The largest variant's size.
-    public let payloadBytes: Int
-    public let pushType: APNSPushType
-    public let priority: Int
-    public let topic: String
+    public var payloadBytes: Int { storage.payloadBytes }
+    public var pushType: APNSPushType { storage.pushType }
+    public var priority: Int { storage.priority }
+    public var topic: String { storage.topic }
     /// Default payload and per-`localized`-key payloads.
-    public let defaultPayload: [UInt8]
-    public let variantPayloads: [String: [UInt8]]
+    public var defaultPayload: [UInt8] { storage.defaultPayload }
+    public var variantPayloads: [String: [UInt8]] { storage.variantPayloads }
     /// topic, push-type, priority, expiration, collapse-id: the same for every device of the job.
-    public let sharedHeaders: [HTTP2Header]
-    let notification: VolleyCore.Notification
-    let jobIDBytes: [UInt8]
+    public var sharedHeaders: [HTTP2Header] { storage.sharedHeaders }
+    /// `sharedHeaders`, encoded once for the transport.
+    public var sharedFields: HTTP2HeaderBlock { storage.sharedFields }
+    var notification: VolleyCore.Notification { storage.notification }
 
     /// Validates and encodes. `now` fixes `apns-expiration` for the job (ttl counts from preparation).
     public init(_ n: VolleyCore.Notification, jobID: JobID, bundleID: String, now: Date) throws {
@@ -112,9 +136,9 @@ public struct APNSPreparedNotification: PreparedNotification {
                 largest = max(largest, p.count)
             }
         }
-        self.pushType = pushType; self.priority = priority; self.topic = topic
-        self.defaultPayload = defaultPayload; self.variantPayloads = variants; self.payloadBytes = largest
-        self.sharedHeaders = headers; self.notification = n; self.jobIDBytes = Array(jobID.rawValue.utf8)
+        storage = Storage(payloadBytes: largest, pushType: pushType, priority: priority, topic: topic,
+                          defaultPayload: defaultPayload, variantPayloads: variants, sharedHeaders: headers,
+                          notification: n, jobIDPrefix: Array(jobID.rawValue.utf8) + [0])
     }
 
     private static func rawIsSilent(_ raw: JSONValue?) -> Bool {
@@ -124,21 +148,40 @@ public struct APNSPreparedNotification: PreparedNotification {
 
     /// The payload for a device's locale (exact, then language, then default).
     public func payload(forLocale locale: String?) -> [UInt8] {
-        if variantPayloads.isEmpty || locale == nil { return defaultPayload }
-        if let key = notification.variantKey(for: locale), let p = variantPayloads[key] { return p }
-        return defaultPayload
+        let s = storage
+        if s.variantPayloads.isEmpty || locale == nil { return s.defaultPayload }
+        if let key = s.notification.variantKey(for: locale), let p = s.variantPayloads[key] { return p }
+        return s.defaultPayload
     }
 
     /// The request for one device. `authorization` is "bearer <jwt>" for token auth, nil for certificates.
     public func request(for device: Device, authority: String, authorization: String?) -> HTTP2Request {
-        var headers: [HTTP2Header] = []
-        headers.reserveCapacity(sharedHeaders.count + 2)
-        // Apple: never index authorization (and :path, which the transport sends without indexing).
-        if let authorization { headers.append(HTTP2Header("authorization", authorization, sensitive: true)) }
-        headers.append(contentsOf: sharedHeaders)
-        headers.append(HTTP2Header("apns-id", Self.apnsID(jobID: jobIDBytes, token: device.token.rawValue)))
-        return HTTP2Request(method: "POST", authority: authority, path: "/3/device/" + device.token.rawValue,
-                            headers: headers, body: payload(forLocale: device.locale))
+        guard var authorization else { return request(for: device, authority: authority, authorizationBytes: nil) }
+        return authorization.withUTF8 { request(for: device, authority: authority, authorizationBytes: $0) }
+    }
+
+    func request(for device: Device, authority: String, authorization: APNSAuthorization?) -> HTTP2Request {
+        guard let authorization else { return request(for: device, authority: authority, authorizationBytes: nil) }
+        return authorization.bytes.withUnsafeBufferPointer {
+            request(for: device, authority: authority, authorizationBytes: $0)
+        }
+    }
+
+    /// Per device: one buffer with `:method`, `:authority`, `:path`, `authorization`, `apns-id`; the job's
+    /// fields and payload are shared. `:path`, `authorization` and `apns-id` change per request or are secret:
+    /// sent never-indexed (Apple: do not index them; indexing per-request values only churns the HPACK table).
+    private func request(for device: Device, authority: String, authorizationBytes: UnsafeBufferPointer<UInt8>?) -> HTTP2Request {
+        let token = device.token.rawValue
+        var fields = HTTP2HeaderBlock(
+            reservingBytes: 7 + 4 + 10 + authority.utf8.count + 5 + 10 + token.utf8.count
+                + 13 + (authorizationBytes?.count ?? 0) + 7 + 36,
+            fields: 5)
+        fields.append(":method", "POST")
+        fields.append(":authority", authority)
+        fields.append(":path", "/3/device/", token, sensitive: true)
+        if let authorizationBytes { fields.append("authorization", bytes: authorizationBytes, sensitive: true) }
+        Self.withAPNSID(jobIDPrefix: storage.jobIDPrefix, token: token) { fields.append("apns-id", bytes: $0, sensitive: true) }
+        return HTTP2Request(sharedFields: storage.sharedFields, fields: fields, body: payload(forLocale: device.locale))
     }
 
     @inline(__always) static func hexDigit(_ v: UInt8) -> UInt8 { v < 10 ? 48 + v : 87 + v }
@@ -146,28 +189,30 @@ public struct APNSPreparedNotification: PreparedNotification {
     /// `apns-id`: a UUID derived from (job id, device token) — SHA-256, laid out as UUIDv8 (RFC 9562 §5.8),
     /// lower-case canonical text. The same delivery always carries the same id, so a resend is recognisable.
     public static func apnsID(jobID: JobID, token: DeviceToken) -> String {
-        apnsID(jobID: Array(jobID.rawValue.utf8), token: token.rawValue)
+        withAPNSID(jobIDPrefix: Array(jobID.rawValue.utf8) + [0], token: token.rawValue) {
+            String(decoding: $0, as: UTF8.self)
+        }
     }
 
-    static func apnsID(jobID: [UInt8], token: String) -> String {
+    /// Formats the apns-id for (job, token) into a 36-byte stack buffer, valid during `body`.
+    static func withAPNSID<R>(jobIDPrefix: [UInt8], token: String, _ body: (UnsafeBufferPointer<UInt8>) -> R) -> R {
         var hasher = SHA256()
-        hasher.update(data: jobID)
-        hasher.update(data: [0])
-        hasher.update(data: Array(token.utf8))
+        jobIDPrefix.withUnsafeBytes { hasher.update(bufferPointer: $0) }
+        var token = token
+        token.withUTF8 { hasher.update(bufferPointer: UnsafeRawBufferPointer($0)) }
         let digest = hasher.finalize()
         return withUnsafeTemporaryAllocation(of: UInt8.self, capacity: 36) { out in
-            var i = 0
-            var o = 0
-            for byte in digest {
-                if i == 16 { break }
-                var b = byte
-                if i == 6 { b = 0x80 | (b & 0x0F) }        // version 8
-                if i == 8 { b = 0x80 | (b & 0x3F) }        // variant 10
-                if i == 4 || i == 6 || i == 8 || i == 10 { out[o] = UInt8(ascii: "-"); o += 1 }
-                out[o] = hexDigit(b >> 4); out[o + 1] = hexDigit(b & 0x0F); o += 2
-                i += 1
+            digest.withUnsafeBytes { d in
+                var o = 0
+                for i in 0..<16 {
+                    var b = d[i]
+                    if i == 6 { b = 0x80 | (b & 0x0F) }        // version 8
+                    if i == 8 { b = 0x80 | (b & 0x3F) }        // variant 10
+                    if i == 4 || i == 6 || i == 8 || i == 10 { out[o] = UInt8(ascii: "-"); o += 1 }
+                    out[o] = hexDigit(b >> 4); out[o + 1] = hexDigit(b & 0x0F); o += 2
+                }
             }
-            return String(decoding: UnsafeBufferPointer(rebasing: out[0..<36]), as: UTF8.self)
+            return body(UnsafeBufferPointer(rebasing: out[0..<36]))
         }
     }
 }

@@ -28,7 +28,9 @@ public final class APNSTokenProvider: @unchecked Sendable {
     private let key: P256.Signing.PrivateKey
     private let clock: any WallClock
     private let lock = NSLock()
-    private var token: String?
+    /// The current token, replaced as a whole on refresh: a lookup hands out a reference, nothing is copied.
+    private var current: APNSAuthorization?
+    private var token: String? { current?.value }
     private var issuedAt: Date = .distantPast
     private var mints = 0
 
@@ -44,11 +46,16 @@ public final class APNSTokenProvider: @unchecked Sendable {
 
     /// The `authorization` header value ("bearer <jwt>"), minting when none exists or it is ≥ 50 min old.
     public func authorization() throws -> String {
-        try lock.withLock {
-            let now = clock.now()
-            if let token, now.timeIntervalSince(issuedAt) < refreshAfterSeconds { return token }
-            return try mintLocked(now: now)
-        }
+        try currentAuthorization().value
+    }
+
+    /// The same as `authorization()`, with the header value pre-encoded for the transport (no allocation when cached).
+    func currentAuthorization() throws -> APNSAuthorization {
+        let now = clock.now()
+        lock.lock()
+        defer { lock.unlock() }
+        if let current, now.timeIntervalSince(issuedAt) < refreshAfterSeconds { return current }
+        return try mintLocked(now: now)
     }
 
     /// After `ExpiredProviderToken` for `rejected` (the header value that was sent): returns true when a
@@ -63,19 +70,28 @@ public final class APNSTokenProvider: @unchecked Sendable {
         }
     }
 
-    private func mintLocked(now: Date) throws -> String {
+    @discardableResult
+    private func mintLocked(now: Date) throws -> APNSAuthorization {
         let iat = Int(now.timeIntervalSince1970)
         let header = #"{"alg":"ES256","kid":"\#(keyID)"}"#
         let claims = #"{"iss":"\#(teamID)","iat":\#(iat)}"#
         let signingInput = Base64URL.encode(Array(header.utf8)) + "." + Base64URL.encode(Array(claims.utf8))
         let signature = try key.signature(for: Array(signingInput.utf8))
         let jwt = signingInput + "." + Base64URL.encode(Array(signature.rawRepresentation))
-        let value = "bearer " + jwt
-        token = value
+        let value = APNSAuthorization("bearer " + jwt)
+        current = value
         issuedAt = now
         mints += 1
         return value
     }
+}
+
+/// One minted `authorization` header value, as a String (what callers compare after a rejection) and as bytes
+/// (what the transport sends). Immutable; a refresh replaces the whole object.
+final class APNSAuthorization: Sendable {
+    let value: String
+    let bytes: [UInt8]
+    init(_ value: String) { self.value = value; self.bytes = Array(value.utf8) }
 }
 
 /// One `APNSTokenProvider` per (team, key) for the whole process. Owned by the composition root and

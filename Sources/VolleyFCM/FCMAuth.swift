@@ -110,6 +110,15 @@ public final class FCMAccessTokenProvider: @unchecked Sendable {
         if action.start { refresh(now: now) }
     }
 
+    /// The cached "Bearer <token>" when it is still fresh; nil means: call `authorization(_:)`.
+    func cachedAuthorization() -> String? {
+        let now = clock.now()
+        return lock.withLock { () -> String? in
+            if let token, now < expiresAt { return token }
+            return nil
+        }
+    }
+
     /// After 401 for `rejected`: forget it (unless another refresh already replaced it).
     public func invalidate(_ rejected: String) {
         lock.withLock { if token == rejected { token = nil } }

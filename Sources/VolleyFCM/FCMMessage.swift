@@ -106,6 +106,8 @@ public struct FCMPreparedNotification: PreparedNotification {
     let variantTails: [String: [UInt8]]
     let notification: VolleyCore.Notification
     let path: String
+    /// `:method`, `:path` (never indexed) and `content-type`, encoded once per job.
+    let sharedFields: HTTP2HeaderBlock
 
     public init(_ n: VolleyCore.Notification, projectID: String, validateOnly: Bool = false) throws {
         func tail(_ text: VolleyCore.Notification.LocalizedText) throws -> [UInt8] {
@@ -123,6 +125,11 @@ public struct FCMPreparedNotification: PreparedNotification {
         notification = n
         self.validateOnly = validateOnly
         path = "/v1/projects/\(projectID)/messages:send"
+        var shared = HTTP2HeaderBlock()
+        shared.append(":method", "POST")
+        shared.append(":path", path, sensitive: true)
+        shared.append("content-type", "application/json")
+        sharedFields = shared
     }
 
     /// The JSON body for one device.
@@ -145,11 +152,12 @@ public struct FCMPreparedNotification: PreparedNotification {
         return out
     }
 
+    /// Per device: one small buffer (`:authority`, `authorization`, never indexed) and the body; the rest is shared.
     public func request(for device: Device, authority: String, authorization: String) -> HTTP2Request {
-        HTTP2Request(method: "POST", authority: authority, path: path,
-                     headers: [HTTP2Header("authorization", authorization, sensitive: true),
-                               HTTP2Header("content-type", "application/json")],
-                     body: body(token: device.token, locale: device.locale))
+        var fields = HTTP2HeaderBlock(reservingBytes: 10 + authority.utf8.count + 13 + authorization.utf8.count, fields: 2)
+        fields.append(":authority", authority)
+        fields.append("authorization", authorization, sensitive: true)
+        return HTTP2Request(sharedFields: sharedFields, fields: fields, body: body(token: device.token, locale: device.locale))
     }
 }
 

@@ -94,25 +94,57 @@ public final class FCMProvider: PushSender, @unchecked Sendable {
             completion(.rejected(status: 0, reason: "WrongPlatform", action: .invalidNotification))
             return
         }
+        // Fast path as in APNSProvider: the retry loop is built only when the first answer needs it, and it
+        // replays that answer as its first attempt.
+        attemptOnce(prepared, to: device) { [self] result, auth in
+            switch result.decision {
+            case .retry, .refreshCredential:
+                continueWithRetries(prepared, to: device, first: result, auth: auth, completion: completion)
+            default:
+                finish(result.terminalOutcome(), result, completion)
+            }
+        }
+    }
+
+    private func continueWithRetries(_ prepared: FCMPreparedNotification, to device: Device, first: AttemptResult,
+                                     auth: String?, completion: @escaping @Sendable (DeliveryOutcome) -> Void) {
+        // Read and cleared by the loop's first step; its steps never overlap.
+        final class Replay: @unchecked Sendable { var first: (AttemptResult, String?)? }
+        let replay = Replay()
+        replay.first = (first, auth)
         let loop = DeliveryLoop.sendingCredential(
             policy: retryPolicy,
             schedule: { delay, work in DispatchQueue.global().asyncAfter(deadline: .now() + delay) { work() } },
-            attempt: { [self] done in attemptOnce(prepared, to: device, completion: done) },
+            attempt: { [self] done in
+                if let answered = replay.first {
+                    replay.first = nil
+                    done(answered.0, answered.1)
+                } else {
+                    attemptOnce(prepared, to: device, completion: done)
+                }
+            },
             refresh: { [tokens] used in
                 // 401: drop the rejected token; the resend's `authorization` call refreshes (single-flight).
                 if let used { tokens.invalidate(used) }
                 return true
             },
-            completion: { [self] outcome, result in
-                if case .rejected(_, let reason, .fixApp) = outcome { stopApp(outcome, reason: reason, result: result) }
-                completion(outcome)
-            })
+            completion: { [self] outcome, result in finish(outcome, result, completion) })
         loop.start()
+    }
+
+    private func finish(_ outcome: DeliveryOutcome, _ result: AttemptResult, _ completion: @Sendable (DeliveryOutcome) -> Void) {
+        if case .rejected(_, let reason, .fixApp) = outcome { stopApp(outcome, reason: reason, result: result) }
+        completion(outcome)
     }
 
     /// One request, no retries (used by `volley test-push`). The second value is the authorization sent.
     public func attemptOnce(_ prepared: FCMPreparedNotification, to device: Device,
                             completion: @escaping @Sendable (AttemptResult, String?) -> Void) {
+        if let auth = tokens.cachedAuthorization() {
+            let request = prepared.request(for: device, authority: authority, authorization: auth)
+            transport.submit(request) { result in completion(FCMResponseDecoder.decode(result), auth) }
+            return
+        }
         tokens.authorization { [self] result in
             switch result {
             case .failure(let error):

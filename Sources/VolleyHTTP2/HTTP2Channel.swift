@@ -367,8 +367,9 @@ func withNameValues<R>(_ pairs: [(String, String, Bool)], _ body: (UnsafeMutable
 }
 
 /// A body that nghttp2 reads through a data provider; referenced by `nghttp2_data_source.ptr`,
-/// retained by the owning stream table until the stream closes.
-final class OutgoingBody {
+/// retained by the owning stream table until the stream closes. Not final: the client's stream state
+/// extends it so one object per stream serves both.
+class OutgoingBody {
     let bytes: [UInt8]
     var offset = 0
     init(_ bytes: [UInt8]) { self.bytes = bytes }

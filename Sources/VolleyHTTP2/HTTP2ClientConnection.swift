@@ -54,16 +54,20 @@ final class HTTP2ClientConnection: HTTP2Channel, @unchecked Sendable {
     private var pingSentAt: UInt64?
     static let maxResponseBody = 64 * 1024
 
-    final class ClientStream {
+    /// One stream's state; it is also the request body's data source (one object per stream, not two).
+    final class ClientStream: OutgoingBody {
         let pending: PendingRequest
-        let body: OutgoingBody?
         var status = 0
-        var headers: [HTTP2Header] = []
+        /// Response fields as received (no Strings until someone asks for a value).
+        var fields = HTTP2HeaderBlock()
         var responseBody: [UInt8] = []
         /// Output offset of the chunk holding this stream's HEADERS; nil = not produced yet.
         var headersAt: UInt64?
         var done = false
-        init(_ pending: PendingRequest, body: OutgoingBody?) { self.pending = pending; self.body = body }
+        init(_ pending: PendingRequest) {
+            self.pending = pending
+            super.init(pending.request.body)
+        }
     }
 
     init(pool: HTTP2ConnectionPool, configuration: HTTP2ClientConfiguration, context: TLSContext,
@@ -164,22 +168,15 @@ final class HTTP2ClientConnection: HTTP2Channel, @unchecked Sendable {
 
     private func submit(_ p: PendingRequest) {
         guard let session else { finished.append((p, .failure(HTTP2Error(.connectionReset, resendIsSafe: true, "no session")))); return }
-        let r = p.request
-        // `:path` is never indexed: for APNs it carries a different device token on every request, and indexing
-        // it would only churn the peer's small HPACK table (Apple: do not index `:path` or `authorization`).
-        var pairs: [(String, String, Bool)] = [(":method", r.method, false), (":scheme", "https", false),
-                                               (":authority", r.authority, false), (":path", r.path, true)]
-        pairs.reserveCapacity(4 + r.headers.count)
-        for h in r.headers { pairs.append((lowercasedHeaderName(h.name), h.value, h.sensitive)) }
-        let body = r.body.isEmpty ? nil : OutgoingBody(r.body)
-        let stream = ClientStream(p, body: body)
+        let stream = ClientStream(p)
         let sid: Int32
-        if let body {
-            var provider = nghttp2_data_provider(source: nghttp2_data_source(ptr: Unmanaged.passUnretained(body).toOpaque()),
-                                                 read_callback: outgoingBodyRead)
-            sid = withNameValues(pairs) { nva, n in nghttp2_submit_request(session, nil, nva, n, &provider, nil) }
+        if stream.bytes.isEmpty {
+            sid = Self.withNameValues(p.request) { nva, n in nghttp2_submit_request(session, nil, nva, n, nil, nil) }
         } else {
-            sid = withNameValues(pairs) { nva, n in nghttp2_submit_request(session, nil, nva, n, nil, nil) }
+            // The stream table retains `stream` until the stream closes, so the unretained pointer outlives nghttp2's reads.
+            var provider = nghttp2_data_provider(source: nghttp2_data_source(ptr: Unmanaged.passUnretained(stream).toOpaque()),
+                                                 read_callback: outgoingBodyRead)
+            sid = Self.withNameValues(p.request) { nva, n in nghttp2_submit_request(session, nil, nva, n, &provider, nil) }
         }
         if sid < 0 {
             if sid == NGHTTP2_ERR_STREAM_ID_NOT_AVAILABLE.rawValue {
@@ -195,6 +192,47 @@ final class HTTP2ClientConnection: HTTP2Channel, @unchecked Sendable {
         }
         streams[sid] = stream
         if streams.count > peakActive { peakActive = streams.count }
+    }
+
+    /// Points an `nghttp2_nv` array into the request's encoded fields for the duration of `body` (nghttp2 copies
+    /// names and values during the submit call): `:scheme: https`, then every pseudo-header field, then the rest,
+    /// so pseudo-headers come first whichever block holds them (RFC 9113 §8.3). Sensitive fields (`:path`,
+    /// `authorization`, per-request ids) go out NO_INDEX: never entered into either HPACK table.
+    static func withNameValues<R>(_ r: HTTP2Request, _ body: (UnsafeMutablePointer<nghttp2_nv>, Int) -> R) -> R {
+        let total = 1 + r.sharedFields.count + r.fields.count
+        return r.sharedFields.storage.withUnsafeBufferPointer { shared in
+            r.fields.storage.withUnsafeBufferPointer { own in
+                withUnsafeTemporaryAllocation(of: nghttp2_nv.self, capacity: total) { nva in
+                    let scheme: StaticString = ":scheme", https: StaticString = "https"
+                    nva[0] = nghttp2_nv(name: UnsafeMutablePointer(mutating: scheme.utf8Start),
+                                        value: UnsafeMutablePointer(mutating: https.utf8Start),
+                                        namelen: scheme.utf8CodeUnitCount, valuelen: https.utf8CodeUnitCount,
+                                        flags: UInt8(NGHTTP2_NV_FLAG_NONE.rawValue))
+                    var i = 1
+                    func add(_ buf: UnsafeBufferPointer<UInt8>, _ count: Int, pseudo: Bool) {
+                        guard let base = buf.baseAddress else { return }
+                        var at = 0
+                        for _ in 0..<count {
+                            let (nameLength, valueLength, sensitive) = HTTP2HeaderBlock.prefix(base, at)
+                            let name = base + at + HTTP2HeaderBlock.fieldOverhead
+                            at += HTTP2HeaderBlock.fieldOverhead + nameLength + valueLength
+                            guard (nameLength > 0 && name[0] == UInt8(ascii: ":")) == pseudo, i < total else { continue }
+                            nva[i] = nghttp2_nv(name: UnsafeMutablePointer(mutating: name),
+                                                value: UnsafeMutablePointer(mutating: name + nameLength),
+                                                namelen: nameLength, valuelen: valueLength,
+                                                flags: sensitive ? UInt8(NGHTTP2_NV_FLAG_NO_INDEX.rawValue)
+                                                                 : UInt8(NGHTTP2_NV_FLAG_NONE.rawValue))
+                            i += 1
+                        }
+                    }
+                    add(shared, r.sharedFields.count, pseudo: true)
+                    add(own, r.fields.count, pseudo: true)
+                    add(shared, r.sharedFields.count, pseudo: false)
+                    add(own, r.fields.count, pseudo: false)
+                    return body(nva.baseAddress!, i)
+                }
+            }
+        }
     }
 
     private func fillFromPending() {
@@ -231,22 +269,36 @@ final class HTTP2ClientConnection: HTTP2Channel, @unchecked Sendable {
 
     // MARK: nghttp2 callbacks
 
+    /// The stream the last header or data callback was for: a response's fields and body arrive back to back,
+    /// so this saves a table lookup per field. Cleared when that stream leaves the table.
+    private var lastStream: (id: Int32, stream: ClientStream)?
+
+    @inline(__always) private func stream(_ streamID: Int32) -> ClientStream? {
+        if let last = lastStream, last.id == streamID { return last.stream }
+        guard let st = streams[streamID] else { return nil }
+        lastStream = (streamID, st)
+        return st
+    }
+
     override func onHeader(_ streamID: Int32, _ name: UnsafeBufferPointer<UInt8>, _ value: UnsafeBufferPointer<UInt8>) -> Int32 {
-        guard let st = streams[streamID] else { return 0 }
-        if name.count == 7 && name[0] == UInt8(ascii: ":") {
-            if String(decoding: name, as: UTF8.self) == ":status" {
+        guard let st = stream(streamID) else { return 0 }
+        if name.count > 0 && name[0] == UInt8(ascii: ":") {
+            // ":status"
+            if name.count == 7 && name[1] == 0x73 && name[2] == 0x74 && name[3] == 0x61 && name[4] == 0x74
+                && name[5] == 0x75 && name[6] == 0x73 {
                 var v = 0
                 for b in value where b >= 48 && b <= 57 { v = v * 10 + Int(b - 48) }
                 st.status = v
             }
             return 0
         }
-        st.headers.append(HTTP2Header(String(decoding: name, as: UTF8.self), String(decoding: value, as: UTF8.self)))
+        if st.fields.isEmpty { st.fields.reserveCapacity(128) }
+        st.fields.append(nameBytes: name, valueBytes: value)
         return 0
     }
 
     override func onDataChunk(_ streamID: Int32, _ data: UnsafeBufferPointer<UInt8>) -> Int32 {
-        guard let st = streams[streamID], !st.done else { return 0 }
+        guard let st = stream(streamID), !st.done else { return 0 }
         if st.responseBody.count + data.count > Self.maxResponseBody {
             st.done = true
             finished.append((st.pending, .failure(HTTP2Error(.protocolError, resendIsSafe: false,
@@ -298,12 +350,13 @@ final class HTTP2ClientConnection: HTTP2Channel, @unchecked Sendable {
     }
 
     override func onStreamClose(_ streamID: Int32, _ errorCode: UInt32) -> Int32 {
+        if lastStream?.id == streamID { lastStream = nil }
         guard let st = streams.removeValue(forKey: streamID) else { return 0 }
         if !st.done {
             st.done = true
             let result: Result<HTTP2Response, HTTP2Error>
             if errorCode == NGHTTP2_NO_ERROR.rawValue && st.status > 0 {
-                result = .success(HTTP2Response(status: st.status, headers: st.headers, body: st.responseBody))
+                result = .success(HTTP2Response(status: st.status, fields: st.fields, body: st.responseBody))
             } else if errorCode == NGHTTP2_REFUSED_STREAM.rawValue {
                 if let last = goAwayLastStreamID, streamID > last {
                     result = .failure(HTTP2Error(.goAway, resendIsSafe: true,
@@ -396,6 +449,7 @@ final class HTTP2ClientConnection: HTTP2Channel, @unchecked Sendable {
             finished.append((st.pending, .failure(e)))
         }
         streams.removeAll()
+        lastStream = nil
         let unstarted = pending
         pending.removeAll()
         let batch = finished

@@ -13,29 +13,71 @@ public struct HTTP2Header: Sendable, Hashable {
 }
 
 /// A request to submit on a client connection. Scheme is always https.
+///
+/// Fields travel pre-encoded (`HTTP2HeaderBlock`): `sharedFields` holds what many requests have in common
+/// (encoded once, its storage shared rather than copied), `fields` what is this request's own. Pseudo-header
+/// fields (`:method`, `:authority`, `:path`) may sit in either block; the transport sends them first
+/// (RFC 9113 §8.3) and adds `:scheme: https` itself. `:path` and `authorization` must be marked sensitive
+/// (never HPACK-indexed); the `init(method:authority:path:headers:body:)` form does that for `:path`.
 public struct HTTP2Request: Sendable {
-    public var method: String
-    public var authority: String
-    public var path: String
-    public var headers: [HTTP2Header]
+    public var sharedFields: HTTP2HeaderBlock
+    public var fields: HTTP2HeaderBlock
     public var body: [UInt8]
+
     public init(method: String = "POST", authority: String, path: String, headers: [HTTP2Header] = [], body: [UInt8] = []) {
-        self.method = method; self.authority = authority; self.path = path; self.headers = headers; self.body = body
+        var bytes = 7 + method.utf8.count + 10 + authority.utf8.count + 5 + path.utf8.count
+        for h in headers { bytes += h.name.utf8.count + h.value.utf8.count }
+        var f = HTTP2HeaderBlock(reservingBytes: bytes, fields: 3 + headers.count)
+        f.append(":method", method)
+        f.append(":authority", authority)
+        // `:path` is never indexed: for APNs it carries a different device token on every request, and indexing
+        // it would only churn the peer's small HPACK table (Apple: do not index `:path` or `authorization`).
+        f.append(":path", path, sensitive: true)
+        for h in headers { f.append(name: h.name, value: h.value, sensitive: h.sensitive) }
+        self.sharedFields = HTTP2HeaderBlock(); self.fields = f; self.body = body
+    }
+
+    /// A request from pre-encoded fields (see the type's documentation for what they must contain).
+    public init(sharedFields: HTTP2HeaderBlock = HTTP2HeaderBlock(), fields: HTTP2HeaderBlock, body: [UInt8] = []) {
+        self.sharedFields = sharedFields; self.fields = fields; self.body = body
+    }
+
+    private func pseudo(_ name: String) -> String? { fields.value(for: name) ?? sharedFields.value(for: name) }
+    public var method: String { pseudo(":method") ?? "" }
+    public var authority: String { pseudo(":authority") ?? "" }
+    public var path: String { pseudo(":path") ?? "" }
+    /// The regular (non-pseudo) fields, shared ones first (allocates Strings: tests and rare paths).
+    public var headers: [HTTP2Header] {
+        (sharedFields.headers + fields.headers).filter { !$0.name.hasPrefix(":") }
     }
 }
 
-/// A complete response.
+/// A complete response. The client keeps received fields encoded (`fields`) and makes Strings only for the
+/// fields someone asks for; `headers` lists both kinds.
 public struct HTTP2Response: Sendable {
     public var status: Int
-    public var headers: [HTTP2Header]
     public var body: [UInt8]
+    /// Fields given as values (the server side builds responses this way).
+    private var listed: [HTTP2Header]
+    /// Fields as received by the client, still encoded.
+    public var fields: HTTP2HeaderBlock
     public init(status: Int, headers: [HTTP2Header] = [], body: [UInt8] = []) {
-        self.status = status; self.headers = headers; self.body = body
+        self.status = status; self.listed = headers; self.body = body; self.fields = HTTP2HeaderBlock()
+    }
+    public init(status: Int, fields: HTTP2HeaderBlock, body: [UInt8] = []) {
+        self.status = status; self.listed = []; self.body = body; self.fields = fields
+    }
+    public var headers: [HTTP2Header] {
+        get { fields.isEmpty ? listed : listed + fields.headers }
+        set { listed = newValue; fields = HTTP2HeaderBlock() }
     }
     /// First value of a header (names compared lower-case).
     public func header(_ name: String) -> String? {
-        let n = name.lowercased()
-        return headers.first(where: { $0.name == n })?.value
+        if !listed.isEmpty {
+            let n = name.lowercased()
+            if let v = listed.first(where: { $0.name == n })?.value { return v }
+        }
+        return fields.value(for: name)
     }
 }
 

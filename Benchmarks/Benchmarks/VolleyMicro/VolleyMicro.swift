@@ -7,6 +7,7 @@ import Foundation
 import VolleyAPNs
 import VolleyCore
 import VolleyFCM
+import VolleyHTTP2
 import VolleyRedis
 import VolleyStore
 import VolleyEngine
@@ -59,6 +60,19 @@ let benchmarks: @Sendable () -> Void = {
         benchmark.startMeasurement()
         for _ in benchmark.scaledIterations {
             blackHole(prepared.request(for: fcmDevice, authority: "fcm.googleapis.com", authorization: bearer))
+        }
+    }
+
+    // MARK: per response
+
+    Benchmark("APNs response decode (200, apns-id as received by the client)") { benchmark in
+        var fields = HTTP2HeaderBlock()
+        fields.append("apns-id", "5a8f1c2e-0b3d-8e4f-9a6b-7c8d9e0f1a2b")
+        fields.append("content-type", "application/json")
+        let response = HTTP2Response(status: 200, fields: fields)
+        benchmark.startMeasurement()
+        for _ in benchmark.scaledIterations {
+            blackHole(APNSResponseDecoder.decode(response))
         }
     }
 
