@@ -78,6 +78,76 @@ public struct HTTP2Responder: Sendable {
             connection.respondFromElsewhere(streamID, response)
         }
     }
+
+    /// Answers `delaySeconds` from now (injected latency). The connection keeps its delayed answers in one
+    /// deadline-ordered queue served by one timer on the connection's queue: every answer due when the timer
+    /// fires, or when a read pass ends, goes out in one batch with a single flush — no timer, thread hop or
+    /// SSL_write per response. Cheapest when called on the connection's queue (inside `handle`).
+    public func callAsFunction(_ response: HTTP2Response, after delaySeconds: Double) {
+        guard delaySeconds > 0 else { return callAsFunction(response) }   // also NaN
+        let deadline = monotonicNanos() &+ UInt64(min(delaySeconds, 86_400) * 1e9)   // a day at most (and not inf)
+        if connection.isCurrentQueue {
+            connection.respond(streamID, response, atUptimeNanos: deadline)
+        } else {
+            let (c, sid) = (connection, streamID)
+            c.queue.async { c.respond(sid, response, atUptimeNanos: deadline) }
+        }
+    }
+}
+
+/// Delayed answers of one connection, ordered by deadline (ties: arrival order). A binary min-heap of plain
+/// values; with a fixed latency deadlines arrive in order, so a push costs one comparison.
+struct DelayedResponseQueue {
+    struct Entry {
+        var deadline: UInt64
+        var sequence: UInt64
+        var streamID: Int32
+        @inline(__always) static func < (a: Entry, b: Entry) -> Bool {
+            a.deadline != b.deadline ? a.deadline < b.deadline : a.sequence < b.sequence
+        }
+    }
+    private(set) var entries: [Entry] = []
+    private var nextSequence: UInt64 = 0
+
+    var isEmpty: Bool { entries.isEmpty }
+    var count: Int { entries.count }
+    /// The earliest deadline, if any.
+    var first: UInt64? { entries.first?.deadline }
+
+    mutating func push(deadline: UInt64, streamID: Int32) {
+        entries.append(Entry(deadline: deadline, sequence: nextSequence, streamID: streamID))
+        nextSequence &+= 1
+        var i = entries.count - 1
+        while i > 0 {
+            let parent = (i - 1) / 2
+            guard entries[i] < entries[parent] else { break }
+            entries.swapAt(i, parent)
+            i = parent
+        }
+    }
+
+    /// Removes and returns the earliest entry if its deadline is at or before `now`.
+    mutating func popDue(now: UInt64) -> Int32? {
+        guard let top = entries.first, top.deadline <= now else { return nil }
+        let last = entries.removeLast()
+        if !entries.isEmpty {
+            entries[0] = last
+            var i = 0
+            let n = entries.count
+            while true {
+                let l = 2 * i + 1, r = l + 1
+                var m = i
+                if l < n, entries[l] < entries[m] { m = l }
+                if r < n, entries[r] < entries[m] { m = r }
+                if m == i { break }
+                entries.swapAt(i, m)
+                i = m
+            }
+        }
+        return top.streamID
+    }
+
+    mutating func removeAll() { entries.removeAll() }
 }
 
 public struct HTTP2ServerConnectionStatistics: Sendable {
@@ -112,6 +182,18 @@ public final class HTTP2ServerConnection: HTTP2Channel, @unchecked Sendable {
     /// one flush serve every response that became ready meanwhile, instead of a hop and an SSL_write each.
     private let lateResponses = Mutex<(items: [(Int32, HTTP2Response)], scheduled: Bool)>(([], false))
 
+    /// Answers waiting for their deadline (`HTTP2Responder.callAsFunction(_:after:)`); the responses themselves
+    /// wait in their stream (`ServerStream.delayed`), so a reset stream drops its answer with it.
+    private var delayed = DelayedResponseQueue()
+    /// One timer per connection, on `queue`, created on first use, resumed once and cancelled in `channelClosed`
+    /// (never suspended, platform-facts 25). `timerDeadline` is what it is set to fire at (.max: nothing).
+    private var delayTimer: DispatchSourceTimer?
+    private var timerDeadline = UInt64.max
+    /// Timer fires at most this often: answers due in between wait for the next fire or the next read pass, so
+    /// one wake-up carries a batch (a per-connection coarse timer wheel). It bounds the added latency.
+    static let delayGranularityNanos: UInt64 = 500_000
+    private var lastTimerFire: UInt64 = 0
+
     /// Connection-scoped storage for the handler; touch it only on the connection queue (inside `handle`).
     public var userState: AnyObject?
 
@@ -127,6 +209,8 @@ public final class HTTP2ServerConnection: HTTP2Channel, @unchecked Sendable {
         var headers: [HTTP2Header] = []
         var body: [UInt8] = []
         var response: OutgoingBody?
+        /// An answer waiting in `delayed` for its deadline.
+        var delayed: HTTP2Response?
         var responded = false
         var tooLarge = false
     }
@@ -169,6 +253,10 @@ public final class HTTP2ServerConnection: HTTP2Channel, @unchecked Sendable {
 
     override func channelClosed(_ error: HTTP2Error) {
         streams.removeAll()
+        delayed.removeAll()
+        delayTimer?.cancel()
+        delayTimer = nil
+        timerDeadline = .max
         if opened {
             opened = false
             handler.connectionClosed(self)
@@ -277,6 +365,65 @@ public final class HTTP2ServerConnection: HTTP2Channel, @unchecked Sendable {
         }
         for (sid, response) in items { respond(sid, response, flushNow: false) }
         flush()
+    }
+
+    // MARK: delayed answers
+
+    /// On `queue`: keeps `response` in its stream until `deadline` (monotonic nanoseconds).
+    func respond(_ streamID: Int32, _ response: HTTP2Response, atUptimeNanos deadline: UInt64) {
+        dispatchPrecondition(condition: .onQueue(queue))
+        guard state == .open, let st = streams[streamID], !st.responded, st.delayed == nil else { return }
+        st.delayed = response
+        delayed.push(deadline: deadline, streamID: streamID)
+        armDelayTimer()
+    }
+
+    /// Sets the timer to the earliest deadline, no sooner than `delayGranularityNanos` after its last fire.
+    /// With a fixed latency new deadlines are later than the armed one, so this is one comparison.
+    private func armDelayTimer() {
+        guard let first = delayed.first else { return }   // a stale fire finds nothing and goes idle
+        let target = max(first, lastTimerFire &+ Self.delayGranularityNanos)
+        if target >= timerDeadline { return }
+        let timer: DispatchSourceTimer
+        if let t = delayTimer {
+            timer = t
+        } else {
+            timer = DispatchSource.makeTimerSource(queue: queue)
+            timer.setEventHandler { [weak self] in self?.delayTimerFired() }
+            delayTimer = timer
+            timer.schedule(deadline: .distantFuture)
+            timer.resume()
+        }
+        timerDeadline = target
+        timer.schedule(deadline: DispatchTime(uptimeNanoseconds: target), repeating: .never,
+                       leeway: .nanoseconds(Int(Self.delayGranularityNanos / 4)))
+    }
+
+    private func delayTimerFired() {
+        let now = monotonicNanos()
+        lastTimerFire = now
+        timerDeadline = .max
+        if sendDueResponses(now: now) { flush() }
+        armDelayTimer()
+    }
+
+    /// Submits every delayed answer whose deadline has passed; true if any was submitted. No flush.
+    private func sendDueResponses(now: UInt64) -> Bool {
+        var any = false
+        while let sid = delayed.popDue(now: now) {
+            guard let st = streams[sid], let response = st.delayed else { continue }
+            st.delayed = nil
+            respond(sid, response, flushNow: false)
+            any = true
+        }
+        return any
+    }
+
+    /// The read pass is about to flush anyway: answers already due ride along.
+    override func readLoopFinished() {
+        guard let first = delayed.first else { return }
+        let now = monotonicNanos()
+        if first <= now { _ = sendDueResponses(now: now) }
     }
 
     func respond(_ streamID: Int32, _ response: HTTP2Response, flushNow: Bool = true) {
