@@ -139,7 +139,7 @@ public final class MockServer: HTTP2ServerHandler, @unchecked Sendable {
             respond(HTTP2Response(status: 500, body: Array("{\"reason\":\"InternalServerError\"}".utf8)))
             return
         }
-        let req = MockRequest(method: request.method, path: request.path, headers: request.headers, body: request.body,
+        let req = MockRequest(fields: request.fields, body: request.body,
                               streamID: request.streamID)
         let decision = engine.process(req, state: state)
         // Sample the transport's stream statistics now and then (it takes the connection's stats lock).
