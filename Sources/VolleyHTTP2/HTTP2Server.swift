@@ -33,27 +33,166 @@ public struct HTTP2ServerConfiguration: Sendable {
     }
 }
 
+/// The header fields of one received request, pseudo-headers included, in arrival order, packed into one byte
+/// buffer: one allocation per request instead of two Strings and an array slot per field. Names are lower case
+/// (RFC 9113 §8.2.1; nghttp2 rejects others). Read them as bytes with `withUnsafeFields`, or as Strings with
+/// `value(_:)` / `headers` (those allocate).
+public struct HTTP2HeaderFields: Sendable {
+    /// Per field: name length (UInt32, native order), value length (UInt32), name bytes, value bytes.
+    private var storage: [UInt8] = []
+
+    public init() {}
+    public init(_ fields: [HTTP2Header]) {
+        for f in fields { append(f.name, f.value) }
+    }
+
+    public var isEmpty: Bool { storage.isEmpty }
+
+    public mutating func reserveCapacity(_ bytes: Int) { storage.reserveCapacity(bytes) }
+
+    /// Appends fields already packed in this type's layout (the server's per-connection header scratch).
+    mutating func append(packed: UnsafeRawBufferPointer) {
+        if storage.isEmpty { storage = Array(packed) } else { storage.append(contentsOf: packed) }
+    }
+
+    public mutating func append(name: UnsafeBufferPointer<UInt8>, value: UnsafeBufferPointer<UInt8>) {
+        withUnsafeBytes(of: UInt32(truncatingIfNeeded: name.count)) { storage.append(contentsOf: $0) }
+        withUnsafeBytes(of: UInt32(truncatingIfNeeded: value.count)) { storage.append(contentsOf: $0) }
+        storage.append(contentsOf: name)
+        storage.append(contentsOf: value)
+    }
+
+    public mutating func append(_ name: String, _ value: String) {
+        var n = name, v = value
+        n.withUTF8 { nb in v.withUTF8 { vb in append(name: nb, value: vb) } }
+    }
+
+    /// Calls `body` with a view of every field; the buffers are valid only during the call.
+    public func withUnsafeFields<R>(_ body: (HTTP2UnsafeHeaderFields) throws -> R) rethrows -> R {
+        try storage.withUnsafeBufferPointer { try body(HTTP2UnsafeHeaderFields(base: $0)) }
+    }
+
+    /// The first value of `name` (lower case), decoded as UTF-8.
+    public func value(_ name: String) -> String? {
+        var n = name
+        return n.withUTF8 { want in
+            withUnsafeFields { fields in
+                for f in fields where f.name.elementsEqual(want) { return String(decoding: f.value, as: UTF8.self) }
+                return nil
+            }
+        }
+    }
+
+    /// Every field that is not a pseudo-header, as Strings.
+    public var headers: [HTTP2Header] {
+        withUnsafeFields { fields in
+            var out: [HTTP2Header] = []
+            for f in fields where f.name.first != UInt8(ascii: ":") {
+                out.append(HTTP2Header(String(decoding: f.name, as: UTF8.self), String(decoding: f.value, as: UTF8.self)))
+            }
+            return out
+        }
+    }
+
+    /// Replaces every field named `name` by one with `value` (nil: removes them). Pseudo-headers stay first.
+    public mutating func set(_ name: String, _ value: String?) {
+        var kept: [(String, String)] = []
+        withUnsafeFields { fields in
+            for f in fields {
+                let n = String(decoding: f.name, as: UTF8.self)
+                if n != name { kept.append((n, String(decoding: f.value, as: UTF8.self))) }
+            }
+        }
+        if let value {
+            let at = name.hasPrefix(":") ? (kept.firstIndex { !$0.0.hasPrefix(":") } ?? kept.count) : kept.count
+            kept.insert((name, value), at: at)
+        }
+        storage = []
+        for (n, v) in kept { append(n, v) }
+    }
+}
+
+/// A borrowed view of `HTTP2HeaderFields`: a sequence of (name, value) byte buffers.
+public struct HTTP2UnsafeHeaderFields: Sequence {
+    let base: UnsafeBufferPointer<UInt8>
+    public struct Field {
+        public let name: UnsafeBufferPointer<UInt8>
+        public let value: UnsafeBufferPointer<UInt8>
+    }
+    public struct Iterator: IteratorProtocol {
+        let base: UnsafeBufferPointer<UInt8>
+        var offset = 0
+        public mutating func next() -> Field? {
+            guard offset + 8 <= base.count, let start = base.baseAddress else { return nil }
+            let raw = UnsafeRawPointer(start + offset)
+            let n = Int(raw.loadUnaligned(as: UInt32.self))
+            let v = Int(raw.loadUnaligned(fromByteOffset: 4, as: UInt32.self))
+            let nameStart = offset + 8
+            guard nameStart + n + v <= base.count else { return nil }
+            offset = nameStart + n + v
+            return Field(name: UnsafeBufferPointer(start: start + nameStart, count: n),
+                         value: UnsafeBufferPointer(start: start + nameStart + n, count: v))
+        }
+    }
+    public func makeIterator() -> Iterator { Iterator(base: base) }
+}
+
 /// A complete request as the server handler sees it.
 public struct HTTP2ServerRequest: Sendable {
-    public var method: String
-    public var path: String
-    public var authority: String?
-    public var scheme: String?
-    /// Regular headers with lower-case names (pseudo-headers excluded).
-    public var headers: [HTTP2Header]
+    /// Every field as received, pseudo-headers included (bytes; see `HTTP2HeaderFields`).
+    public var fields: HTTP2HeaderFields
     public var body: [UInt8]
     /// The HTTP/2 stream id (odd, increasing per connection).
     public var streamID: Int32
 
+    public var method: String {
+        get { fields.value(":method") ?? "" }
+        set { fields.set(":method", newValue) }
+    }
+    public var path: String {
+        get { fields.value(":path") ?? "" }
+        set { fields.set(":path", newValue) }
+    }
+    public var authority: String? {
+        get { fields.value(":authority") }
+        set { fields.set(":authority", newValue) }
+    }
+    public var scheme: String? {
+        get { fields.value(":scheme") }
+        set { fields.set(":scheme", newValue) }
+    }
+    /// Regular headers with lower-case names (pseudo-headers excluded). Decoded on each access.
+    public var headers: [HTTP2Header] {
+        get { fields.headers }
+        set {
+            var f = HTTP2HeaderFields()
+            fields.withUnsafeFields { old in
+                for x in old where x.name.first == UInt8(ascii: ":") { f.append(name: x.name, value: x.value) }
+            }
+            for h in newValue { f.append(lowercasedHeaderName(h.name), h.value) }
+            fields = f
+        }
+    }
+
     public init(method: String, path: String, authority: String? = nil, scheme: String? = nil,
                 headers: [HTTP2Header] = [], body: [UInt8] = [], streamID: Int32 = 0) {
-        self.method = method; self.path = path; self.authority = authority; self.scheme = scheme
-        self.headers = headers; self.body = body; self.streamID = streamID
+        var f = HTTP2HeaderFields()
+        f.append(":method", method)
+        if let scheme { f.append(":scheme", scheme) }
+        if let authority { f.append(":authority", authority) }
+        f.append(":path", path)
+        for h in headers { f.append(lowercasedHeaderName(h.name), h.value) }
+        self.init(fields: f, body: body, streamID: streamID)
+    }
+
+    public init(fields: HTTP2HeaderFields, body: [UInt8] = [], streamID: Int32 = 0) {
+        self.fields = fields; self.body = body; self.streamID = streamID
     }
 
     public func header(_ name: String) -> String? {
         let n = name.lowercased()
-        return headers.first(where: { $0.name == n })?.value
+        if n.hasPrefix(":") { return nil }
+        return fields.value(n)
     }
 }
 
@@ -78,6 +217,76 @@ public struct HTTP2Responder: Sendable {
             connection.respondFromElsewhere(streamID, response)
         }
     }
+
+    /// Answers `delaySeconds` from now (injected latency). The connection keeps its delayed answers in one
+    /// deadline-ordered queue served by one timer on the connection's queue: every answer due when the timer
+    /// fires, or when a read pass ends, goes out in one batch with a single flush — no timer, thread hop or
+    /// SSL_write per response. Cheapest when called on the connection's queue (inside `handle`).
+    public func callAsFunction(_ response: HTTP2Response, after delaySeconds: Double) {
+        guard delaySeconds > 0 else { return callAsFunction(response) }   // also NaN
+        let deadline = monotonicNanos() &+ UInt64(min(delaySeconds, 86_400) * 1e9)   // a day at most (and not inf)
+        if connection.isCurrentQueue {
+            connection.respond(streamID, response, atUptimeNanos: deadline)
+        } else {
+            let (c, sid) = (connection, streamID)
+            c.queue.async { c.respond(sid, response, atUptimeNanos: deadline) }
+        }
+    }
+}
+
+/// Delayed answers of one connection, ordered by deadline (ties: arrival order). A binary min-heap of plain
+/// values; with a fixed latency deadlines arrive in order, so a push costs one comparison.
+struct DelayedResponseQueue {
+    struct Entry {
+        var deadline: UInt64
+        var sequence: UInt64
+        var streamID: Int32
+        @inline(__always) static func < (a: Entry, b: Entry) -> Bool {
+            a.deadline != b.deadline ? a.deadline < b.deadline : a.sequence < b.sequence
+        }
+    }
+    private(set) var entries: [Entry] = []
+    private var nextSequence: UInt64 = 0
+
+    var isEmpty: Bool { entries.isEmpty }
+    var count: Int { entries.count }
+    /// The earliest deadline, if any.
+    var first: UInt64? { entries.first?.deadline }
+
+    mutating func push(deadline: UInt64, streamID: Int32) {
+        entries.append(Entry(deadline: deadline, sequence: nextSequence, streamID: streamID))
+        nextSequence &+= 1
+        var i = entries.count - 1
+        while i > 0 {
+            let parent = (i - 1) / 2
+            guard entries[i] < entries[parent] else { break }
+            entries.swapAt(i, parent)
+            i = parent
+        }
+    }
+
+    /// Removes and returns the earliest entry if its deadline is at or before `now`.
+    mutating func popDue(now: UInt64) -> Int32? {
+        guard let top = entries.first, top.deadline <= now else { return nil }
+        let last = entries.removeLast()
+        if !entries.isEmpty {
+            entries[0] = last
+            var i = 0
+            let n = entries.count
+            while true {
+                let l = 2 * i + 1, r = l + 1
+                var m = i
+                if l < n, entries[l] < entries[m] { m = l }
+                if r < n, entries[r] < entries[m] { m = r }
+                if m == i { break }
+                entries.swapAt(i, m)
+                i = m
+            }
+        }
+        return top.streamID
+    }
+
+    mutating func removeAll() { entries.removeAll() }
 }
 
 public struct HTTP2ServerConnectionStatistics: Sendable {
@@ -112,6 +321,24 @@ public final class HTTP2ServerConnection: HTTP2Channel, @unchecked Sendable {
     /// one flush serve every response that became ready meanwhile, instead of a hop and an SSL_write each.
     private let lateResponses = Mutex<(items: [(Int32, HTTP2Response)], scheduled: Bool)>(([], false))
 
+    /// Answers waiting for their deadline (`HTTP2Responder.callAsFunction(_:after:)`); the responses themselves
+    /// wait in their stream (`ServerStream.delayed`), so a reset stream drops its answer with it.
+    private var delayed = DelayedResponseQueue()
+    /// One timer per connection, on `queue`, created on first use, resumed once and cancelled in `channelClosed`
+    /// (never suspended, platform-facts 25). `timerDeadline` is what it is set to fire at (.max: nothing).
+    private var delayTimer: DispatchSourceTimer?
+    private var timerDeadline = UInt64.max
+    /// Timer fires at most this often: answers due in between wait for the next fire or the next read pass, so
+    /// one wake-up carries a batch (a per-connection coarse timer wheel). It bounds the added latency.
+    static let delayGranularityNanos: UInt64 = 500_000
+    private var lastTimerFire: UInt64 = 0
+
+    /// The header block being received, packed as in `HTTP2HeaderFields` (owned here, freed in deinit).
+    private var scratch = UnsafeMutableRawPointer.allocate(byteCount: 2048, alignment: 8)
+    private var scratchCapacity = 2048
+    private var scratchCount = 0
+    private var scratchStreamID: Int32 = 0
+
     /// Connection-scoped storage for the handler; touch it only on the connection queue (inside `handle`).
     public var userState: AnyObject?
 
@@ -120,13 +347,11 @@ public final class HTTP2ServerConnection: HTTP2Channel, @unchecked Sendable {
     public var statistics: HTTP2ServerConnectionStatistics { stats.withLock { $0 } }
 
     final class ServerStream {
-        var method = ""
-        var path = ""
-        var authority: String?
-        var scheme: String?
-        var headers: [HTTP2Header] = []
+        var fields = HTTP2HeaderFields()
         var body: [UInt8] = []
         var response: OutgoingBody?
+        /// An answer waiting in `delayed` for its deadline.
+        var delayed: HTTP2Response?
         var responded = false
         var tooLarge = false
     }
@@ -138,6 +363,8 @@ public final class HTTP2ServerConnection: HTTP2Channel, @unchecked Sendable {
         queue.setSpecific(key: connectionQueueKey, value: id)
         super.init(queue: queue)
     }
+
+    deinit { scratch.deallocate() }
 
     var isCurrentQueue: Bool { DispatchQueue.getSpecific(key: connectionQueueKey) == id }
 
@@ -169,6 +396,10 @@ public final class HTTP2ServerConnection: HTTP2Channel, @unchecked Sendable {
 
     override func channelClosed(_ error: HTTP2Error) {
         streams.removeAll()
+        delayed.removeAll()
+        delayTimer?.cancel()
+        delayTimer = nil
+        timerDeadline = .max
         if opened {
             opened = false
             handler.connectionClosed(self)
@@ -177,6 +408,9 @@ public final class HTTP2ServerConnection: HTTP2Channel, @unchecked Sendable {
     }
 
     override func onBeginHeaders(_ streamID: Int32) -> Int32 {
+        scratchCount = 0
+        scratchStreamID = streamID
+        if streams[streamID] != nil { return 0 }   // trailers: same stream, second header block
         streams[streamID] = ServerStream()
         stats.withLock { s in
             s.currentStreams += 1
@@ -187,19 +421,26 @@ public final class HTTP2ServerConnection: HTTP2Channel, @unchecked Sendable {
     }
 
     override func onHeader(_ streamID: Int32, _ name: UnsafeBufferPointer<UInt8>, _ value: UnsafeBufferPointer<UInt8>) -> Int32 {
-        guard let st = streams[streamID] else { return 0 }
-        let v = String(decoding: value, as: UTF8.self)
-        if name.first == UInt8(ascii: ":") {
-            switch String(decoding: name, as: UTF8.self) {
-            case ":method": st.method = v
-            case ":path": st.path = v
-            case ":authority": st.authority = v
-            case ":scheme": st.scheme = v
-            default: break
-            }
-        } else {
-            st.headers.append(HTTP2Header(String(decoding: name, as: UTF8.self), v))
+        // Bytes only, into the connection's scratch (header blocks never interleave, RFC 9113 §4.3); the stream
+        // gets one exact-size copy when the block ends. Strings are made by the handler for what it reads.
+        guard streamID == scratchStreamID else {
+            streams[streamID]?.fields.append(name: name, value: value)
+            return 0
         }
+        let need = scratchCount + 8 + name.count + value.count
+        if need > scratchCapacity {
+            let cap = max(need, scratchCapacity * 2)
+            let nb = UnsafeMutableRawPointer.allocate(byteCount: cap, alignment: 8)
+            nb.copyMemory(from: scratch, byteCount: scratchCount)
+            scratch.deallocate()
+            scratch = nb; scratchCapacity = cap
+        }
+        let p = scratch + scratchCount
+        p.storeBytes(of: UInt32(truncatingIfNeeded: name.count), as: UInt32.self)
+        (p + 4).storeBytes(of: UInt32(truncatingIfNeeded: value.count), as: UInt32.self)
+        if let n = name.baseAddress { (p + 8).copyMemory(from: n, byteCount: name.count) }
+        if let v = value.baseAddress { (p + 8 + name.count).copyMemory(from: v, byteCount: value.count) }
+        scratchCount = need
         return 0
     }
 
@@ -221,6 +462,12 @@ public final class HTTP2ServerConnection: HTTP2Channel, @unchecked Sendable {
         let hd = frame.pointee.hd
         switch UInt32(hd.type) {
         case NGHTTP2_HEADERS.rawValue, NGHTTP2_DATA.rawValue:
+            // HEADERS reaches here once its whole block (with CONTINUATIONs) was received.
+            if UInt32(hd.type) == NGHTTP2_HEADERS.rawValue, hd.stream_id == scratchStreamID {
+                streams[hd.stream_id]?.fields.append(packed: UnsafeRawBufferPointer(start: scratch, count: scratchCount))
+                scratchCount = 0
+                scratchStreamID = 0
+            }
             if hd.flags & UInt8(NGHTTP2_FLAG_END_STREAM.rawValue) != 0, let st = streams[hd.stream_id], !st.tooLarge {
                 dispatch(st, streamID: hd.stream_id)
             }
@@ -251,9 +498,8 @@ public final class HTTP2ServerConnection: HTTP2Channel, @unchecked Sendable {
     private func dispatch(_ st: ServerStream, streamID: Int32) {
         if let last = goAwayLastStreamID, streamID > last { return }
         stats.withLock { $0.requests += 1 }
-        let request = HTTP2ServerRequest(method: st.method, path: st.path, authority: st.authority, scheme: st.scheme,
-                                         headers: st.headers, body: st.body, streamID: streamID)
-        st.headers = []; st.body = []
+        let request = HTTP2ServerRequest(fields: st.fields, body: st.body, streamID: streamID)
+        st.fields = HTTP2HeaderFields(); st.body = []
         handler.handle(request, on: self, respond: HTTP2Responder(connection: self, streamID: streamID))
     }
 
@@ -279,23 +525,79 @@ public final class HTTP2ServerConnection: HTTP2Channel, @unchecked Sendable {
         flush()
     }
 
+    // MARK: delayed answers
+
+    /// On `queue`: keeps `response` in its stream until `deadline` (monotonic nanoseconds).
+    func respond(_ streamID: Int32, _ response: HTTP2Response, atUptimeNanos deadline: UInt64) {
+        dispatchPrecondition(condition: .onQueue(queue))
+        guard state == .open, let st = streams[streamID], !st.responded, st.delayed == nil else { return }
+        st.delayed = response
+        delayed.push(deadline: deadline, streamID: streamID)
+        armDelayTimer()
+    }
+
+    /// Sets the timer to the earliest deadline, no sooner than `delayGranularityNanos` after its last fire.
+    /// With a fixed latency new deadlines are later than the armed one, so this is one comparison.
+    private func armDelayTimer() {
+        guard let first = delayed.first else { return }   // a stale fire finds nothing and goes idle
+        let target = max(first, lastTimerFire &+ Self.delayGranularityNanos)
+        if target >= timerDeadline { return }
+        let timer: DispatchSourceTimer
+        if let t = delayTimer {
+            timer = t
+        } else {
+            timer = DispatchSource.makeTimerSource(queue: queue)
+            timer.setEventHandler { [weak self] in self?.delayTimerFired() }
+            delayTimer = timer
+            timer.schedule(deadline: .distantFuture)
+            timer.resume()
+        }
+        timerDeadline = target
+        timer.schedule(deadline: DispatchTime(uptimeNanoseconds: target), repeating: .never,
+                       leeway: .nanoseconds(Int(Self.delayGranularityNanos / 4)))
+    }
+
+    private func delayTimerFired() {
+        let now = monotonicNanos()
+        lastTimerFire = now
+        timerDeadline = .max
+        if sendDueResponses(now: now) { flush() }
+        armDelayTimer()
+    }
+
+    /// Submits every delayed answer whose deadline has passed; true if any was submitted. No flush.
+    private func sendDueResponses(now: UInt64) -> Bool {
+        var any = false
+        while let sid = delayed.popDue(now: now) {
+            guard let st = streams[sid], let response = st.delayed else { continue }
+            st.delayed = nil
+            respond(sid, response, flushNow: false)
+            any = true
+        }
+        return any
+    }
+
+    /// The read pass is about to flush anyway: answers already due ride along.
+    override func readLoopFinished() {
+        guard let first = delayed.first else { return }
+        let now = monotonicNanos()
+        if first <= now { _ = sendDueResponses(now: now) }
+    }
+
     func respond(_ streamID: Int32, _ response: HTTP2Response, flushNow: Bool = true) {
         dispatchPrecondition(condition: .onQueue(queue))
         guard state == .open, let session, let st = streams[streamID], !st.responded else { return }
         st.responded = true
-        var pairs: [(String, String, Bool)] = [(":status", String(response.status), false)]
-        pairs.reserveCapacity(response.headers.count + 1)
-        for h in response.headers { pairs.append((lowercasedHeaderName(h.name), h.value, h.sensitive)) }
         let rv: Int32
         if response.body.isEmpty {
-            rv = withNameValues(pairs) { nva, n in nghttp2_submit_response(session, streamID, nva, n, nil) }
+            rv = withResponseNameValues(response) { nva, n in nghttp2_submit_response(session, streamID, nva, n, nil) }
         } else {
             let body = OutgoingBody(response.body)
             st.response = body
             var provider = nghttp2_data_provider(
                 source: nghttp2_data_source(ptr: Unmanaged.passUnretained(body).toOpaque()),
                 read_callback: outgoingBodyRead)
-            rv = withNameValues(pairs) { nva, n in nghttp2_submit_response(session, streamID, nva, n, &provider) }
+            rv = withResponseNameValues(response) { nva, n in nghttp2_submit_response(session, streamID, nva, n, &provider) }
         }
         if rv != 0 {
             logger.debug("submit_response failed", metadata: ["stream": "\(streamID)", "error": "\(String(cString: nghttp2_strerror(rv)))"])
@@ -343,6 +645,56 @@ public final class HTTP2ServerConnection: HTTP2Channel, @unchecked Sendable {
 
     /// Graceful close: GOAWAY now, close when drained.
     public func close() { sendGoAway() }
+}
+
+/// Builds the `nghttp2_nv` array of a response (":status" first) in temporary memory for the duration of `body`
+/// (nghttp2 copies names and values). No intermediate arrays or Strings: one response costs no allocation here.
+private func withResponseNameValues<R>(_ response: HTTP2Response,
+                                       _ body: (UnsafeMutablePointer<nghttp2_nv>, Int) -> R) -> R {
+    let headers = response.headers
+    var total = 3
+    for h in headers { total += h.name.utf8.count + h.value.utf8.count }
+    let statusText: String? = (100...999).contains(response.status) ? nil : String(response.status)
+    if let t = statusText { total += t.utf8.count }
+    return withUnsafeTemporaryAllocation(of: UInt8.self, capacity: total) { bytes in
+        withUnsafeTemporaryAllocation(of: nghttp2_nv.self, capacity: headers.count + 1) { nva in
+            guard let base = bytes.baseAddress, let nvBase = nva.baseAddress else {
+                preconditionFailure("a temporary allocation of nonzero capacity has a base address")
+            }
+            var off = 0
+            @inline(__always) func put(_ s: String, lowercase: Bool) -> Int {
+                var k = 0
+                for b in s.utf8 {
+                    base[off + k] = lowercase && b >= 65 && b <= 90 ? b | 0x20 : b   // RFC 9113 §8.2.1
+                    k += 1
+                }
+                off += k
+                return k
+            }
+            let statusName: StaticString = ":status"
+            let statusStart = base + off
+            let statusLength: Int
+            if let t = statusText {
+                statusLength = put(t, lowercase: false)
+            } else {
+                let v = response.status
+                base[off] = UInt8(48 + v / 100); base[off + 1] = UInt8(48 + v / 10 % 10); base[off + 2] = UInt8(48 + v % 10)
+                off += 3; statusLength = 3
+            }
+            nvBase[0] = nghttp2_nv(name: UnsafeMutablePointer(mutating: statusName.utf8Start), value: statusStart,
+                                   namelen: statusName.utf8CodeUnitCount, valuelen: statusLength,
+                                   flags: UInt8(NGHTTP2_NV_FLAG_NONE.rawValue))
+            for (i, h) in headers.enumerated() {
+                let nameStart = base + off
+                let nlen = put(h.name, lowercase: true)
+                let valueStart = base + off
+                let vlen = put(h.value, lowercase: false)
+                let flags = h.sensitive ? UInt8(NGHTTP2_NV_FLAG_NO_INDEX.rawValue) : UInt8(NGHTTP2_NV_FLAG_NONE.rawValue)
+                nvBase[i + 1] = nghttp2_nv(name: nameStart, value: valueStart, namelen: nlen, valuelen: vlen, flags: flags)
+            }
+            return body(nvBase, headers.count + 1)
+        }
+    }
 }
 
 /// A TLS + HTTP/2 listener. Connections are spread over `configuration.queues` shared serial queues.

@@ -5,17 +5,29 @@ import Synchronization
 import VolleyHTTP2
 
 /// A request as the mock sees it (a copy-on-write view of the transport's server request, so the decision logic
-/// runs — and is unit-tested — without sockets).
+/// runs — and is unit-tested — without sockets). The fields stay bytes; `method`, `path` and `headers` decode them
+/// on access (the APNs hot path reads the bytes directly).
 public struct MockRequest: Sendable {
-    public var method: String
-    public var path: String
-    public var headers: [HTTP2Header]
+    public var fields: HTTP2HeaderFields
     public var body: [UInt8]
     public var streamID: Int32
     public init(method: String = "POST", path: String, headers: [HTTP2Header] = [], body: [UInt8] = [], streamID: Int32 = 1) {
-        self.method = method; self.path = path; self.headers = headers; self.body = body; self.streamID = streamID
+        let r = HTTP2ServerRequest(method: method, path: path, headers: headers)
+        self.init(fields: r.fields, body: body, streamID: streamID)
     }
-    public func header(_ name: String) -> String? { headers.first(where: { $0.name == name })?.value }
+    public init(fields: HTTP2HeaderFields, body: [UInt8], streamID: Int32) {
+        self.fields = fields; self.body = body; self.streamID = streamID
+    }
+    public var method: String {
+        get { fields.value(":method") ?? "" }
+        set { fields.set(":method", newValue) }
+    }
+    public var path: String {
+        get { fields.value(":path") ?? "" }
+        set { fields.set(":path", newValue) }
+    }
+    public var headers: [HTTP2Header] { fields.headers }
+    public func header(_ name: String) -> String? { name.hasPrefix(":") ? nil : fields.value(name) }
 }
 
 /// What to do for one request: answer (possibly later), and connection-level actions afterwards.
@@ -35,7 +47,8 @@ public final class MockConnectionState: @unchecked Sendable {
     let counters = Mutex(MockCounters())
     /// Verified APNs provider tokens of this connection (the JWT is checked once per distinct token).
     var jwtVerdicts: [String: MockJWT.APNsVerdict] = [:]
-    var lastAuthorization: String = ""
+    /// The raw bytes of the last `authorization` value and its verdict: the per-request check is one comparison.
+    var lastAuthorization: [UInt8] = []
     var lastVerdict: MockJWT.APNsVerdict = .invalid
     /// FCM access tokens seen valid on this connection → expiry (unix seconds).
     var accessTokens: [String: Int64] = [:]
@@ -101,6 +114,8 @@ public final class MockEngine: Sendable {
     let messageCounter = Atomic<UInt64>(0)
     let registry = Mutex(Registry())
     let duplicateTrackingAllowed: Bool
+    /// `credentials.apnsTopic` as bytes, for the per-request comparison.
+    let apnsTopicBytes: [UInt8]
     /// Called with the stats JSON/config for `/_mock/*` routes; set by the server.
     struct Registry {
         var open: [UInt64: MockConnectionState] = [:]
@@ -116,6 +131,7 @@ public final class MockEngine: Sendable {
         self.configState = Mutex((1, configuration))
         self.configGeneration.store(1, ordering: .releasing)
         self.duplicateTrackingAllowed = duplicateTracking
+        self.apnsTopicBytes = Array(credentials.apnsTopic.utf8)
     }
 
     // MARK: configuration
@@ -230,7 +246,13 @@ public final class MockEngine: Sendable {
 
     /// Decides the answer to one request. Call on the connection's queue (it mutates `state`).
     public func process(_ req: MockRequest, state: MockConnectionState, now: Double = Date().timeIntervalSince1970) -> MockDecision {
-        if req.path.hasPrefix("/_mock/") { return admin(req) }
+        // The fields stay bytes for the whole decision (one pass picks out the ones the mock reads).
+        req.fields.withUnsafeFields { fields in process(req, MockRawFields(fields), state: state, now: now) }
+    }
+
+    private func process(_ req: MockRequest, _ raw: MockRawFields, state: MockConnectionState, now: Double) -> MockDecision {
+        let path = raw.path
+        if MockBytes.hasPrefix(path, "/_mock/") { return admin(req) }
         refreshConfig(state)
         let snapshot = state.snapshot
         let config = snapshot.config
@@ -242,9 +264,9 @@ public final class MockEngine: Sendable {
         state.streams += 1
         let n = state.streams
         let provider: MockProvider
-        if req.path.hasPrefix("/3/device") { provider = .apns }
-        else if req.path.hasPrefix("/v1/projects/") { provider = .fcm }
-        else if req.path == "/token" || req.path.hasPrefix("/token?") { provider = .oauth }
+        if MockBytes.hasPrefix(path, "/3/device") { provider = .apns }
+        else if MockBytes.hasPrefix(path, "/v1/projects/") { provider = .fcm }
+        else if MockBytes.equal(path, "/token") || MockBytes.hasPrefix(path, "/token?") { provider = .oauth }
         else { provider = .apns }
 
         if config.resetAfterStreams > 0, n == config.resetAfterStreams {
@@ -259,7 +281,7 @@ public final class MockEngine: Sendable {
 
         var authenticated = false
         switch provider {
-        case .apns: decision.response = apns(req, state: state, config: config, now: now, authenticated: &authenticated)
+        case .apns: decision.response = apns(req, raw, state: state, config: config, now: now, authenticated: &authenticated)
         case .fcm: decision.response = fcm(req, state: state, config: config, now: now, authenticated: &authenticated)
         case .oauth: decision.response = oauth(req, state: state, config: config, now: now, authenticated: &authenticated)
         }
@@ -291,6 +313,13 @@ public final class MockEngine: Sendable {
         default: return false
         }
     }
+    static let pushTypeBytes: [[UInt8]] = [
+        "alert", "background", "location", "voip", "complication", "fileprovider", "mdm", "liveactivity",
+        "pushtotalk", "widgets", "controls",
+    ].map { Array($0.utf8) }
+    static func isPushType(_ s: UnsafeBufferPointer<UInt8>) -> Bool {
+        pushTypeBytes.contains { MockBytes.equal(s, $0) }
+    }
     static let topicSuffixes = [".voip", ".complication", ".pushkit.fileprovider", ".push-type.liveactivity",
                                 ".location-query", ".voip-ptt", ".push-type.widgets"]
 
@@ -308,56 +337,53 @@ public final class MockEngine: Sendable {
         return HTTP2Response(status: status, headers: headers, body: Array(body.utf8))
     }
 
-    func apns(_ req: MockRequest, state: MockConnectionState, config: MockConfiguration, now: Double,
+    /// The APNs rules on the request's bytes. Every byte comparison is against an ASCII constant with no
+    /// character that has a canonical equivalent elsewhere, so it decides exactly what the String comparison it
+    /// replaces decided; the topic (free text) falls back to Strings when its bytes differ.
+    func apns(_ req: MockRequest, _ raw: MockRawFields, state: MockConnectionState, config: MockConfiguration, now: Double,
               authenticated: inout Bool) -> HTTP2Response {
-        // One pass over the headers.
-        var authorization: String?, topic: String?, pushType: String?, priority: String?, expiration: String?
-        var collapseID: String?, apnsID: String?
-        for h in req.headers {
-            switch h.name {
-            case "authorization": authorization = h.value
-            case "apns-topic": topic = h.value
-            case "apns-push-type": pushType = h.value
-            case "apns-priority": priority = h.value
-            case "apns-expiration": expiration = h.value
-            case "apns-collapse-id": collapseID = h.value
-            case "apns-id": apnsID = h.value
-            default: break
-            }
+        let apnsIDBytes = raw.apnsID
+        if let id = apnsIDBytes, !Self.isUUID(id) { return apnsError(state, 400, "BadMessageId", apnsID: nil, now: now) }
+        // Decoded only when present (echoed in the answer).
+        let apnsID = apnsIDBytes.map { String(decoding: $0, as: UTF8.self) }
+        guard let method = raw.method, MockBytes.equal(method, "POST") else {
+            return apnsError(state, 405, "MethodNotAllowed", apnsID: apnsID, now: now)
         }
-        if let id = apnsID, !Self.isUUID(id) { return apnsError(state, 400, "BadMessageId", apnsID: nil, now: now) }
-        guard req.method == "POST" else { return apnsError(state, 405, "MethodNotAllowed", apnsID: apnsID, now: now) }
-        let prefix = "/3/device/"
-        guard req.path.hasPrefix(prefix) || req.path == "/3/device" else {
+        let path = raw.path
+        let prefixLength = "/3/device/".utf8.count
+        guard MockBytes.hasPrefix(path, "/3/device/") || MockBytes.equal(path, "/3/device") else {
             return apnsError(state, 404, "BadPath", apnsID: apnsID, now: now)
         }
-        let token: Substring = req.path.utf8.count > prefix.utf8.count ? req.path.dropFirst(prefix.utf8.count) : ""
+        let token = path.count > prefixLength ? UnsafeBufferPointer(rebasing: path[prefixLength...]) : UnsafeBufferPointer(start: nil, count: 0)
         if token.isEmpty { return apnsError(state, 400, "MissingDeviceToken", apnsID: apnsID, now: now) }
-        for c in token.utf8 where hexValue(c) == nil { return apnsError(state, 400, "BadDeviceToken", apnsID: apnsID, now: now) }
+        for c in token where hexValue(c) == nil { return apnsError(state, 400, "BadDeviceToken", apnsID: apnsID, now: now) }
 
         // Provider authentication: certificate connections need no JWT; token connections need a valid ES256 JWT.
         if !state.clientCertificate {
-            guard let auth = authorization, auth.utf8.count > 7 else {
-                return apnsError(state, 403, "MissingProviderToken", apnsID: apnsID, now: now)
-            }
             let verdict: MockJWT.APNsVerdict
-            if auth == state.lastAuthorization {
+            if let auth = raw.authorization, MockBytes.equal(auth, state.lastAuthorization) {
+                // The common case: the bytes of the last value, which passed the length check below.
                 verdict = state.lastVerdict
-            } else if let v = state.jwtVerdicts[auth] {
-                verdict = v
-                state.lastAuthorization = auth; state.lastVerdict = v
             } else {
-                let scheme = auth.prefix(7)
-                if scheme.lowercased() != "bearer " {
-                    verdict = .invalid
-                } else {
-                    verdict = MockJWT.verifyAPNs(auth.dropFirst(7), key: credentials.apnsPublicKey,
-                                                 keyID: credentials.apnsKeyID, teamID: credentials.apnsTeamID)
+                guard let auth = raw.authorization, MockBytes.decodedCount(auth) > 7 else {
+                    return apnsError(state, 403, "MissingProviderToken", apnsID: apnsID, now: now)
                 }
-                state.counters.withLock { $0.jwtVerifications += 1 }
-                if state.jwtVerdicts.count > 1024 { state.jwtVerdicts.removeAll() }
-                state.jwtVerdicts[auth] = verdict
-                state.lastAuthorization = auth; state.lastVerdict = verdict
+                let authString = String(decoding: auth, as: UTF8.self)
+                if let v = state.jwtVerdicts[authString] {
+                    verdict = v
+                } else {
+                    let scheme = authString.prefix(7)
+                    if scheme.lowercased() != "bearer " {
+                        verdict = .invalid
+                    } else {
+                        verdict = MockJWT.verifyAPNs(authString.dropFirst(7), key: credentials.apnsPublicKey,
+                                                     keyID: credentials.apnsKeyID, teamID: credentials.apnsTeamID)
+                    }
+                    state.counters.withLock { $0.jwtVerifications += 1 }
+                    if state.jwtVerdicts.count > 1024 { state.jwtVerdicts.removeAll() }
+                    state.jwtVerdicts[authString] = verdict
+                }
+                state.lastAuthorization = Array(auth); state.lastVerdict = verdict
             }
             guard case .valid(let iat) = verdict else {
                 return apnsError(state, 403, "InvalidProviderToken", apnsID: apnsID, now: now)
@@ -367,11 +393,12 @@ public final class MockEngine: Sendable {
             }
         }
 
-        guard let topic else { return apnsError(state, 400, "MissingTopic", apnsID: apnsID, now: now) }
-        let accepted = credentials.apnsTopic
-        if topic != accepted {
-            var ok = false
-            if topic.hasPrefix(accepted) {
+        guard let topicBytes = raw.topic else { return apnsError(state, 400, "MissingTopic", apnsID: apnsID, now: now) }
+        if !MockBytes.equal(topicBytes, apnsTopicBytes) {
+            let topic = String(decoding: topicBytes, as: UTF8.self)
+            let accepted = credentials.apnsTopic
+            var ok = topic == accepted
+            if !ok, topic.hasPrefix(accepted) {
                 let rest = topic.dropFirst(accepted.utf8.count)
                 ok = Self.topicSuffixes.contains(where: { rest == $0 })
             }
@@ -380,21 +407,29 @@ public final class MockEngine: Sendable {
                                  apnsID: apnsID, now: now)
             }
         }
+        let pushType = raw.pushType
         if let pt = pushType, !Self.isPushType(pt) {
             return apnsError(state, 400, "InvalidPushType", apnsID: apnsID, now: now)
         }
-        if let p = priority {
-            guard p == "10" || p == "5" || p == "1" else { return apnsError(state, 400, "BadPriority", apnsID: apnsID, now: now) }
-            if p == "10", pushType == "background" { return apnsError(state, 400, "BadPriority", apnsID: apnsID, now: now) }
+        if let p = raw.priority {
+            let ten = MockBytes.equal(p, "10")
+            guard ten || MockBytes.equal(p, "5") || MockBytes.equal(p, "1") else {
+                return apnsError(state, 400, "BadPriority", apnsID: apnsID, now: now)
+            }
+            if ten, let pt = pushType, MockBytes.equal(pt, "background") {
+                return apnsError(state, 400, "BadPriority", apnsID: apnsID, now: now)
+            }
         }
-        if let e = expiration {
-            guard !e.isEmpty, e.utf8.count <= 19, e.utf8.allSatisfy({ $0 >= 0x30 && $0 <= 0x39 }) else {
+        if let e = raw.expiration {
+            guard !e.isEmpty, e.count <= 19, e.allSatisfy({ $0 >= 0x30 && $0 <= 0x39 }) else {
                 return apnsError(state, 400, "BadExpirationDate", apnsID: apnsID, now: now)
             }
         }
-        if let c = collapseID, c.utf8.count > 64 { return apnsError(state, 400, "BadCollapseId", apnsID: apnsID, now: now) }
+        if let c = raw.collapseID, MockBytes.decodedCount(c) > 64 {
+            return apnsError(state, 400, "BadCollapseId", apnsID: apnsID, now: now)
+        }
         if req.body.isEmpty { return apnsError(state, 400, "PayloadEmpty", apnsID: apnsID, now: now) }
-        let limit = pushType == "voip" ? 5120 : 4096
+        let limit = pushType.map { MockBytes.equal($0, "voip") } == true ? 5120 : 4096
         if req.body.count > limit { return apnsError(state, 413, "PayloadTooLarge", apnsID: apnsID, now: now) }
         guard MockJSONValidator.validate(req.body) == .object else {
             return apnsError(state, 400, "BadPayload", apnsID: apnsID, now: now)
@@ -402,7 +437,7 @@ public final class MockEngine: Sendable {
         // The request is well-formed and authenticated from here on.
         authenticated = true
 
-        if let m = config.apns.match(token) {
+        if !config.apns.isEmpty, let m = config.apns.match(String(decoding: token, as: UTF8.self)[...]) {
             switch m {
             case .unregistered: return apnsError(state, 410, "Unregistered", apnsID: apnsID, now: now)
             case .invalid: return apnsError(state, 400, "BadDeviceToken", apnsID: apnsID, now: now)
@@ -427,8 +462,13 @@ public final class MockEngine: Sendable {
     }
 
     static func isUUID(_ s: String) -> Bool {
-        guard s.utf8.count == 36 else { return false }
-        for (i, c) in s.utf8.enumerated() {
+        var s = s
+        return s.withUTF8 { isUUID($0) }
+    }
+
+    static func isUUID(_ s: UnsafeBufferPointer<UInt8>) -> Bool {
+        guard s.count == 36 else { return false }
+        for (i, c) in s.enumerated() {
             if i == 8 || i == 13 || i == 18 || i == 23 {
                 if c != UInt8(ascii: "-") { return false }
             } else if hexValue(c) == nil { return false }
@@ -740,4 +780,77 @@ enum FCMErrorCode {
 final class MockConfigurationSnapshot: Sendable {
     let config: MockConfiguration
     init(_ config: MockConfiguration) { self.config = config }
+}
+
+/// The fields the mock reads, picked out of a request in one pass (last occurrence wins, as before). Views into
+/// `HTTP2HeaderFields`: valid only inside its `withUnsafeFields`.
+struct MockRawFields {
+    var method: UnsafeBufferPointer<UInt8>?
+    var path = UnsafeBufferPointer<UInt8>(start: nil, count: 0)
+    var authorization, topic, pushType, priority, expiration, collapseID, apnsID: UnsafeBufferPointer<UInt8>?
+
+    init(_ fields: HTTP2UnsafeHeaderFields) {
+        for f in fields {
+            let n = f.name
+            switch n.count {
+            case 5 where MockBytes.equal(n, ":path"): path = f.value
+            case 7 where MockBytes.equal(n, ":method"): method = f.value
+            case 7 where MockBytes.equal(n, "apns-id"): apnsID = f.value
+            case 10 where MockBytes.equal(n, "apns-topic"): topic = f.value
+            case 13 where MockBytes.equal(n, "authorization"): authorization = f.value
+            case 13 where MockBytes.equal(n, "apns-priority"): priority = f.value
+            case 14 where MockBytes.equal(n, "apns-push-type"): pushType = f.value
+            case 15 where MockBytes.equal(n, "apns-expiration"): expiration = f.value
+            case 16 where MockBytes.equal(n, "apns-collapse-id"): collapseID = f.value
+            default: break
+            }
+        }
+    }
+}
+
+/// Byte helpers that answer exactly what the String operations they replace answered.
+enum MockBytes {
+    @inline(__always) static func equal(_ a: UnsafeBufferPointer<UInt8>, _ b: StaticString) -> Bool {
+        let n = b.utf8CodeUnitCount
+        guard a.count == n else { return false }
+        let p = b.utf8Start
+        for i in 0..<n where a[i] != p[i] { return false }
+        return true
+    }
+
+    /// Eight bytes at a time (provider tokens are ~190 bytes and compared per request).
+    static func equal(_ a: UnsafeBufferPointer<UInt8>, _ b: [UInt8]) -> Bool {
+        guard a.count == b.count else { return false }
+        if a.isEmpty { return true }
+        return b.withUnsafeBufferPointer { bb in
+            guard let pa = a.baseAddress, let pb = bb.baseAddress else { return false }
+            let n = a.count
+            var i = 0
+            while i + 8 <= n {
+                if UnsafeRawPointer(pa + i).loadUnaligned(as: UInt64.self) != UnsafeRawPointer(pb + i).loadUnaligned(as: UInt64.self) {
+                    return false
+                }
+                i += 8
+            }
+            while i < n { if pa[i] != pb[i] { return false }; i += 1 }
+            return true
+        }
+    }
+
+    /// `String(decoding: a).hasPrefix(prefix)` for an ASCII prefix. Only when a non-ASCII scalar follows the prefix
+    /// can the String answer differ (a combining mark joins the prefix's last character); that case decodes.
+    static func hasPrefix(_ a: UnsafeBufferPointer<UInt8>, _ prefix: StaticString) -> Bool {
+        let n = prefix.utf8CodeUnitCount
+        guard a.count >= n else { return false }
+        let p = prefix.utf8Start
+        for i in 0..<n where a[i] != p[i] { return false }
+        if a.count == n || a[n] < 0x80 { return true }
+        return String(decoding: a, as: UTF8.self).hasPrefix(prefix.description)
+    }
+
+    /// `String(decoding: a).utf8.count` (invalid UTF-8 is repaired with U+FFFD, which changes the count).
+    static func decodedCount(_ a: UnsafeBufferPointer<UInt8>) -> Int {
+        for c in a where c >= 0x80 { return String(decoding: a, as: UTF8.self).utf8.count }
+        return a.count
+    }
 }

@@ -60,7 +60,6 @@ public final class MockServer: HTTP2ServerHandler, @unchecked Sendable {
     private var server: HTTP2Server?
     private var boundPort = 0
     private let serverMaxStreams: UInt32
-    private let timerQueue = DispatchQueue(label: "volley.mock.latency", attributes: .concurrent)
 
     /// Creates (or reuses) the state directory's credentials. Does not listen yet.
     public init(options: MockServerOptions, logger: Logger = Logger(label: "volley.mock")) throws {
@@ -140,7 +139,7 @@ public final class MockServer: HTTP2ServerHandler, @unchecked Sendable {
             respond(HTTP2Response(status: 500, body: Array("{\"reason\":\"InternalServerError\"}".utf8)))
             return
         }
-        let req = MockRequest(method: request.method, path: request.path, headers: request.headers, body: request.body,
+        let req = MockRequest(fields: request.fields, body: request.body,
                               streamID: request.streamID)
         let decision = engine.process(req, state: state)
         // Sample the transport's stream statistics now and then (it takes the connection's stats lock).
@@ -157,11 +156,8 @@ public final class MockServer: HTTP2ServerHandler, @unchecked Sendable {
             return
         }
         if let response = decision.response {
-            if decision.delaySeconds > 0 {
-                timerQueue.asyncAfter(deadline: .now() + decision.delaySeconds) { respond(response) }
-            } else {
-                respond(response)
-            }
+            // Injected latency: the connection's batched delay queue (one timer per connection, one flush per batch).
+            respond(response, after: decision.delaySeconds)
         }
         if let g = decision.goAway {
             connection.sendGoAway(lastStreamID: g.lastStreamID, errorCode: 0, debugData: g.debugData)

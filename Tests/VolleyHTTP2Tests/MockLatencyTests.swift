@@ -1,0 +1,189 @@
+import Foundation
+import Testing
+@testable import VolleyHTTP2
+@testable import VolleyMock
+import VolleyTestSupport
+
+/// The server's batched delayed answers (the mock's injected latency), the packed request fields, and the byte-level
+/// APNs checks that must decide exactly what the String checks they replaced decided.
+
+@Suite struct DelayedResponseQueueTests {
+    @Test func popsInDeadlineOrderWithTiesInArrivalOrder() {
+        var q = DelayedResponseQueue()
+        var rng = SystemRandomNumberGenerator()
+        var expected: [(UInt64, Int32)] = []
+        for sid in Int32(1)...500 {
+            let d = UInt64.random(in: 0...50, using: &rng) * 1_000   // many equal deadlines
+            q.push(deadline: d, streamID: sid)
+            expected.append((d, sid))
+        }
+        // Stable sort: equal deadlines keep arrival order.
+        let order = expected.enumerated().sorted { a, b in
+            a.element.0 != b.element.0 ? a.element.0 < b.element.0 : a.offset < b.offset
+        }.map { $0.element.1 }
+        var popped: [Int32] = []
+        while let sid = q.popDue(now: .max) { popped.append(sid) }
+        #expect(popped == order)
+        #expect(q.isEmpty)
+    }
+
+    @Test func popDueLeavesLaterDeadlines() {
+        var q = DelayedResponseQueue()
+        for (i, d) in [30, 10, 20, 40].enumerated() { q.push(deadline: UInt64(d), streamID: Int32(i)) }
+        #expect(q.first == 10)
+        #expect(q.popDue(now: 9) == nil)
+        #expect(q.popDue(now: 25) == 1)
+        #expect(q.popDue(now: 25) == 2)
+        #expect(q.popDue(now: 25) == nil)
+        #expect(q.count == 2)
+        #expect(q.first == 30)
+    }
+}
+
+@Suite struct HTTP2HeaderFieldsTests {
+    @Test func requestFieldsRoundTrip() {
+        var r = HTTP2ServerRequest(method: "POST", path: "/3/device/abc", authority: "example", scheme: "https",
+                                   headers: [HTTP2Header("Apns-Topic", "t"), HTTP2Header("x", "1"), HTTP2Header("x", "2")])
+        #expect(r.method == "POST")
+        #expect(r.path == "/3/device/abc")
+        #expect(r.authority == "example")
+        #expect(r.scheme == "https")
+        #expect(r.headers == [HTTP2Header("apns-topic", "t"), HTTP2Header("x", "1"), HTTP2Header("x", "2")])
+        #expect(r.header("APNS-TOPIC") == "t")
+        #expect(r.header(":path") == nil)
+        r.path = "/other"
+        #expect(r.path == "/other")
+        #expect(r.method == "POST")
+        #expect(r.headers.count == 3)
+        r.headers = [HTTP2Header("y", "3")]
+        #expect(r.headers == [HTTP2Header("y", "3")])
+        #expect(r.path == "/other")
+    }
+
+    @Test func rawBytesAreKeptAsReceived() {
+        var f = HTTP2HeaderFields()
+        let invalid: [UInt8] = [0xFF, 0x41, 0x00, 0x80]
+        invalid.withUnsafeBufferPointer { v in
+            Array("k".utf8).withUnsafeBufferPointer { n in f.append(name: n, value: v) }
+        }
+        f.append("", "")
+        let seen = f.withUnsafeFields { fields in fields.map { (Array($0.name), Array($0.value)) } }
+        #expect(seen.count == 2)
+        #expect(seen.first?.0 == Array("k".utf8) && seen.first?.1 == invalid)
+        #expect(seen.last?.0 == [] && seen.last?.1 == [])
+    }
+}
+
+@Suite struct MockByteRulesTests {
+    func decide(path: String? = nil, fields extra: [(String, [UInt8])] = [], jwt: Bool = true) throws -> (Int, String?) {
+        let engine = try makeEngine()
+        let (state, _) = openConnection(engine)
+        let token = jwt ? try MockTokenMinter.apnsProviderToken(credentials: try mockTestCredentials.get()) : nil
+        var req = try apnsRequest(jwt: token)
+        if let path { req.path = path }
+        for (name, value) in extra {
+            req.fields.set(name, nil)
+            value.withUnsafeBufferPointer { v in
+                Array(name.utf8).withUnsafeBufferPointer { n in req.fields.append(name: n, value: v) }
+            }
+        }
+        let r = try #require(engine.process(req, state: state).response)
+        return (r.status, reason(r))
+    }
+
+    /// A combining mark right after "/3/device/" joins the "/" into one Character: String.hasPrefix said no.
+    @Test func combiningMarkAfterThePrefixIsABadPath() throws {
+        let (status, why) = try decide(path: "/3/device/\u{301}abc")
+        #expect(status == 404 && why == "BadPath")
+        let (s2, w2) = try decide(path: "/3/device/é")
+        #expect(s2 == 400 && w2 == "BadDeviceToken")
+    }
+
+    /// 22 invalid bytes decode to 22 U+FFFD (66 UTF-8 bytes): over the 64-byte collapse-id limit, as before.
+    @Test func invalidUTF8IsMeasuredAfterDecoding() throws {
+        let (status, why) = try decide(fields: [("apns-collapse-id", Array(repeating: 0xFF, count: 22))])
+        #expect(status == 400 && why == "BadCollapseId")
+        let (ok, _) = try decide(fields: [("apns-collapse-id", Array(repeating: 0x63, count: 22))])
+        #expect(ok == 200)
+    }
+
+    @Test func jwtVerdictIsCachedByBytes() throws {
+        let engine = try makeEngine()
+        let (state, _) = openConnection(engine)
+        let jwt = try MockTokenMinter.apnsProviderToken(credentials: try mockTestCredentials.get())
+        for _ in 0..<3 { #expect(engine.process(try apnsRequest(jwt: jwt), state: state).response?.status == 200) }
+        #expect(engine.stats().jwtVerifications == 1)
+        // A different value (same token, upper-case scheme) is verified once more, then cached too.
+        var upper = try apnsRequest(jwt: nil)
+        upper.fields.append("authorization", "Bearer " + jwt)
+        for _ in 0..<2 { #expect(engine.process(upper, state: state).response?.status == 200) }
+        #expect(engine.stats().jwtVerifications == 2)
+        // Back to the first value: answered from the per-connection table, no new verification.
+        #expect(engine.process(try apnsRequest(jwt: jwt), state: state).response?.status == 200)
+        #expect(engine.stats().jwtVerifications == 2)
+        let (status, why) = try decide(fields: [("authorization", Array("bearer x".utf8))])
+        #expect(status == 403 && why == "InvalidProviderToken")
+        let (s2, w2) = try decide(fields: [("authorization", Array("bearer ".utf8))])
+        #expect(s2 == 403 && w2 == "MissingProviderToken")
+    }
+}
+
+/// Injected latency over the wire (h2load): every answer waits at least the latency, none is lost, and GOAWAY /
+/// reset still cut the run where they did without latency.
+@Suite(.serialized) struct MockLatencyWireTests {
+    /// h2load's "time for request:  min  max  mean ..." in milliseconds.
+    func requestTimes(_ output: String) -> (min: Double, max: Double)? {
+        guard let line = output.split(separator: "\n").first(where: { $0.hasPrefix("time for request:") }) else { return nil }
+        let cols = line.dropFirst("time for request:".count).split(separator: " ")
+        func ms(_ s: Substring) -> Double? {
+            if s.hasSuffix("us") { return Double(s.dropLast(2)).map { $0 / 1000 } }
+            if s.hasSuffix("ms") { return Double(s.dropLast(2)) }
+            if s.hasSuffix("s") { return Double(s.dropLast(1)).map { $0 * 1000 } }
+            return nil
+        }
+        guard cols.count >= 2, let a = ms(cols[0]), let b = ms(cols[1]) else { return nil }
+        return (a, b)
+    }
+
+    func wire(_ config: String, n: Int, m: Int) throws -> (ToolResult, MockServerFixture) {
+        let mock = try MockServerFixture(configuration: config)
+        let jwt = try MockTokenMinter.apnsProviderToken(credentials: mock.server.credentials)
+        let bodyFile = mock.stateDirectory + "/h2load-body.json"
+        try wireBody.write(toFile: bodyFile, atomically: true, encoding: .utf8)
+        var args = ["-n", String(n), "-c", "1", "-m", String(m), "-d", bodyFile]
+        for h in apnsHeaders(mock, jwt: jwt) { args += ["-H", h] }
+        args.append("https://127.0.0.1:\(mock.port)/3/device/0123456789abcdef")
+        return (try run("/usr/bin/h2load", args), mock)
+    }
+
+    @Test func everyAnswerWaitsAtLeastTheLatency() throws {
+        let (r, mock) = try wire(#"{"latencyMs": 40, "latencyJitterMs": 20}"#, n: 400, m: 100)
+        defer { mock.stop() }
+        #expect(r.output.contains("400 succeeded"), "\(r.output)")
+        let t = try #require(requestTimes(r.output), "\(r.output)")
+        #expect(t.min >= 40, "\(r.output)")
+        #expect(mock.stats().acceptedAPNs == 400)
+    }
+
+    @Test func withoutLatencyAnswersAreImmediate() throws {
+        let (r, mock) = try wire(#"{"latencyMs": 0}"#, n: 200, m: 10)
+        defer { mock.stop() }
+        #expect(r.output.contains("200 succeeded"), "\(r.output)")
+        let t = try #require(requestTimes(r.output), "\(r.output)")
+        #expect(t.min < 40, "\(r.output)")
+    }
+
+    @Test func goAwayAfterNStreamsWithLatency() throws {
+        let (r, mock) = try wire(#"{"latencyMs": 30, "goAwayAfterStreams": 5}"#, n: 20, m: 1)
+        defer { mock.stop() }
+        #expect(r.output.contains("5 succeeded"), "\(r.output)")
+        #expect(mock.stats().acceptedAPNs == 5)
+    }
+
+    @Test func resetAfterMStreamsWithLatency() throws {
+        let (r, mock) = try wire(#"{"latencyMs": 30, "resetAfterStreams": 4}"#, n: 20, m: 1)
+        defer { mock.stop() }
+        #expect(r.output.contains("3 succeeded"), "\(r.output)")
+        #expect(mock.stats().count(.apns, 0, "TCPReset") == 1)
+    }
+}
