@@ -21,7 +21,9 @@ public final class APNSProvider: PushSender, @unchecked Sendable {
     private let logger: Logger
     private let makeTransport: HTTP2SubmitterFactory
     private let lock = NSLock()
-    private var transports: [APNSEnvironment: (submitter: any HTTP2RequestSubmitter, authority: String)] = [:]
+    /// One pool per environment endpoint, made on first use (two slots: no hashing on the per-send lookup).
+    private var production: (submitter: any HTTP2RequestSubmitter, authority: String)?
+    private var sandbox: (submitter: any HTTP2RequestSubmitter, authority: String)?
     /// Set by the first `fix-app` answer: every later send of this app fails fast with the same outcome.
     private var stopped: (outcome: DeliveryOutcome, message: String)?
 
@@ -126,8 +128,9 @@ public final class APNSProvider: PushSender, @unchecked Sendable {
     /// Closes the app's connections.
     public func shutdown() {
         let all = lock.withLock { () -> [any HTTP2RequestSubmitter] in
-            let t = transports.values.map(\.submitter)
-            transports = [:]
+            let t = [production, sandbox].compactMap { $0?.submitter }
+            production = nil
+            sandbox = nil
             return t
         }
         for t in all { t.shutdown(completion: {}) }
@@ -135,7 +138,10 @@ public final class APNSProvider: PushSender, @unchecked Sendable {
 
     private func transport(for env: APNSEnvironment) throws -> (submitter: any HTTP2RequestSubmitter, authority: String) {
         try lock.withLock {
-            if let t = transports[env] { return t }
+            switch env {
+            case .production: if let t = production { return t }
+            case .sandbox: if let t = sandbox { return t }
+            }
             let config = app.clientConfiguration(for: env)
             let submitter: any HTTP2RequestSubmitter
             do {
@@ -144,7 +150,10 @@ public final class APNSProvider: PushSender, @unchecked Sendable {
                 throw APNSConfigurationError(app: app.name, "APNs \(env.rawValue) endpoint \(config.host):\(config.port): \(error)")
             }
             let t = (submitter: submitter, authority: authority(host: config.host, port: config.port))
-            transports[env] = t
+            switch env {
+            case .production: production = t
+            case .sandbox: sandbox = t
+            }
             return t
         }
     }

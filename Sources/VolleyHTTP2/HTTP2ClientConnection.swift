@@ -245,10 +245,7 @@ final class HTTP2ClientConnection: HTTP2Channel, @unchecked Sendable {
     private func flushAndReport() {
         var rounds = 0
         while !finished.isEmpty && rounds < 4 {
-            let batch = finished
-            finished.removeAll(keepingCapacity: true)
-            let work = pool.requestsFinished(self, batch, peak: peakActive)
-            start(work)
+            start(reportFinished())
             rounds += 1
         }
         flush()
@@ -260,11 +257,22 @@ final class HTTP2ClientConnection: HTTP2Channel, @unchecked Sendable {
 
     override func readLoopFinished() {
         fillFromPending()
-        let batch = finished
-        finished.removeAll(keepingCapacity: true)
-        if !batch.isEmpty {
-            start(pool.requestsFinished(self, batch, peak: peakActive))
+        if !finished.isEmpty {
+            start(reportFinished())
         }
+    }
+
+    /// Hands `finished` to the pool and returns the work it gives back. The batch's buffer is reused for the next
+    /// batch once the pool is done with it (no buffer allocated per batch).
+    private func reportFinished() -> [PendingRequest] {
+        var batch: [FinishedRequest] = []
+        swap(&batch, &finished)
+        let work = pool.requestsFinished(self, batch, peak: peakActive)
+        if finished.isEmpty {
+            batch.removeAll(keepingCapacity: true)
+            swap(&batch, &finished)
+        }
+        return work
     }
 
     // MARK: nghttp2 callbacks

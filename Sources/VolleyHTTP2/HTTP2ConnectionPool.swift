@@ -213,6 +213,21 @@ public final class HTTP2ConnectionPool: @unchecked Sendable {
     private func process(_ s: inout State, _ fx: inout Effects, _ c: HTTP2ClientConnection, _ batch: [FinishedRequest], peak: Int) {
         c.reserved -= batch.count
         if peak > s.stats.peakStreamsPerConnection { s.stats.peakStreamsPerConnection = peak }
+        // Common case: nothing to resend. The batch itself becomes the completion list (no copy, no new buffer).
+        let anyResend = batch.contains { f in
+            if case .failure(let e) = f.result, e.resendIsSafe && f.request.resends < configuration.maxResends && !s.shuttingDown {
+                return true
+            }
+            return false
+        }
+        if !anyResend {
+            var failed = 0
+            for f in batch { if case .failure = f.result { failed += 1 } }
+            s.stats.requestsFailed += failed
+            s.stats.requestsSucceeded += batch.count - failed
+            if fx.completions.isEmpty { fx.completions = batch } else { fx.completions.append(contentsOf: batch) }
+            return
+        }
         for f in batch {
             switch f.result {
             case .failure(let e) where e.resendIsSafe && f.request.resends < configuration.maxResends && !s.shuttingDown:
@@ -232,8 +247,12 @@ public final class HTTP2ConnectionPool: @unchecked Sendable {
     /// Moves the connection's inbox and as much of the waiting queue as fits into a batch for it.
     private func take(_ s: inout State, _ c: HTTP2ClientConnection) -> [PendingRequest] {
         c.drainScheduled = false
-        var work = c.inbox
-        c.inbox.removeAll()
+        var work: [PendingRequest] = []
+        if !c.inbox.isEmpty {
+            work = c.inbox
+            // A buffer of the same size for the next batch at once, instead of regrowing it from empty.
+            c.inbox.removeAll(keepingCapacity: true)
+        }
         if c.slotState == .ready {
             while c.reserved < c.slotLimit, let p = s.waiting.popFirst() {
                 work.append(p); c.reserved += 1

@@ -43,12 +43,28 @@ public struct HTTP2Request: Sendable {
     }
 
     private func pseudo(_ name: String) -> String? { fields.value(for: name) ?? sharedFields.value(for: name) }
-    public var method: String { pseudo(":method") ?? "" }
-    public var authority: String { pseudo(":authority") ?? "" }
-    public var path: String { pseudo(":path") ?? "" }
+    /// Re-encodes the request with one part replaced (the setters below: rare paths, kept for source compatibility).
+    private mutating func reencode(method: String? = nil, authority: String? = nil, path: String? = nil,
+                                   headers: [HTTP2Header]? = nil) {
+        self = HTTP2Request(method: method ?? self.method, authority: authority ?? self.authority, path: path ?? self.path,
+                            headers: headers ?? self.headers, body: body)
+    }
+    public var method: String {
+        get { pseudo(":method") ?? "" }
+        set { reencode(method: newValue) }
+    }
+    public var authority: String {
+        get { pseudo(":authority") ?? "" }
+        set { reencode(authority: newValue) }
+    }
+    public var path: String {
+        get { pseudo(":path") ?? "" }
+        set { reencode(path: newValue) }
+    }
     /// The regular (non-pseudo) fields, shared ones first (allocates Strings: tests and rare paths).
     public var headers: [HTTP2Header] {
-        (sharedFields.headers + fields.headers).filter { !$0.name.hasPrefix(":") }
+        get { (sharedFields.headers + fields.headers).filter { !$0.name.hasPrefix(":") } }
+        set { reencode(headers: newValue) }
     }
 }
 

@@ -32,6 +32,12 @@ struct HTTP2HeaderBlockTests {
         #expect(r.path == "/p")
         #expect(r.headers == [HTTP2Header("x-id", "7"), HTTP2Header("authorization", "bearer t", sensitive: true)])
         #expect(r.fields.headers.first(where: { $0.name == ":path" })?.sensitive == true)
+        var m = r
+        m.path = "/q"
+        m.headers.append(HTTP2Header("x-more", "1"))
+        #expect(m.method == "POST" && m.authority == "h:1" && m.path == "/q" && m.body == [1])
+        #expect(m.headers.map(\.name) == ["x-id", "authorization", "x-more"])
+        #expect(m.headers[1].sensitive)
     }
 
     @Test func responseLooksUpListedAndReceivedFields() {

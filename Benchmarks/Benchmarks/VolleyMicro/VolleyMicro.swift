@@ -31,6 +31,13 @@ let benchmarks: @Sendable () -> Void = {
                            locale: "en_US", user: UserID("005000000000002"))
     let bearer = "bearer " + String(repeating: "e", count: 180)
 
+    // The harness's own allocations per sample (read the other counts relative to this floor).
+    Benchmark("floor: empty iteration") { benchmark in
+        for i in benchmark.scaledIterations {
+            blackHole(i)
+        }
+    }
+
     // MARK: payload encoding
 
     Benchmark("APNs payload encode (per job)") { benchmark in
