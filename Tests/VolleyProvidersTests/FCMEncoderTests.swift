@@ -106,6 +106,13 @@ import VolleyHTTP2
         let ok = decode(200, #"{"name":"projects/p/messages/0:123"}"#)
         #expect(ok.decision == .accepted)
         #expect(ok.messageID == "projects/p/messages/0:123")
+        // The byte reader and the full parser agree; escapes and odd shapes go to the full parser.
+        #expect(decode(200, " {\n \"name\" : \"projects/p/messages/9\" }").messageID == "projects/p/messages/9")
+        #expect(decode(200, #"{"x":"y","name":"projects/p/messages/a\/b"}"#).messageID == "projects/p/messages/a/b")
+        #expect(decode(200, #"{"x":"y"}"#).messageID == nil)
+        #expect(decode(200, "").decision == .accepted)
+        #expect(decode(200, "").messageID == nil)
+        #expect(decode(200, #"["name"]"#).messageID == nil)
         let unreg = decode(404, #"{"error":{"code":404,"message":"Requested entity was not found.","status":"NOT_FOUND","details":[{"@type":"type.googleapis.com/google.firebase.fcm.v1.FcmError","errorCode":"UNREGISTERED"}]}}"#)
         #expect(unreg.decision == .removeToken)
         #expect(unreg.answer.reason == "UNREGISTERED")
