@@ -6,14 +6,15 @@ import VolleyCore
 final class JobRun {
     let worker: PipelineWorker
     let session: any PipelineSession
+    let prefetcher: ChunkPrefetcher
     let entry: JobEntry
     let credits: Int
     let mailbox = LaneMailbox()
     var logger: Logger
     private static let decoder = JSONDecoder()
 
-    init(worker: PipelineWorker, session: any PipelineSession, entry: JobEntry, credits: Int) {
-        self.worker = worker; self.session = session; self.entry = entry; self.credits = credits
+    init(worker: PipelineWorker, session: any PipelineSession, prefetcher: ChunkPrefetcher, entry: JobEntry, credits: Int) {
+        self.worker = worker; self.session = session; self.prefetcher = prefetcher; self.entry = entry; self.credits = credits
         logger = worker.logger
         logger[metadataKey: "entry"] = "\(entry.entryID)"
     }
@@ -91,16 +92,24 @@ final class JobRun {
         // Issue 5: the resolver names in-app notifications and resolutions after the job id.
         var cursorJob = job
         cursorJob.id = jobID
-        let cursor = try worker.resolver.cursor(for: cursorJob, session: session)
+        // The cursor reads on the prefetch session, one or two chunks ahead of the sends (ChunkPrefetcher).
+        let cursor = try worker.resolver.cursor(for: cursorJob, session: prefetcher.session)
+        let ahead = prefetcher.start(cursor: cursor, job: job, jobID: jobID, chunkSize: config.chunkSize)
+        defer { ahead.cancelAndWait() }
         var stoppedEarly = false
-        chunks: while let chunk = try cursor.next(max: config.chunkSize) {
+        chunks: while true {
+            let chunk: DeviceChunk, recorded: [RecordedOutcome?]
+            switch ahead.take() {
+            case .end: break chunks
+            case .failed(let error): throw error
+            case .chunk(let c, let r): chunk = c; recorded = r
+            }
             report.users += chunk.users
             report.noDevices += chunk.usersWithoutDevices
             report.unknownRecipients += chunk.unknownRecipients
-            let devices = chunk.devices.filter { job.targets($0.platform) }
+            let devices = chunk.devices
             if devices.isEmpty { continue }
             report.devices += devices.count
-            let recorded = try session.recordedOutcomes(org: job.org, job: jobID, devices: devices)
             var toSend: [Device] = []
             toSend.reserveCapacity(devices.count)
             var skipped = 0

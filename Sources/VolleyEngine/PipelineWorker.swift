@@ -3,7 +3,8 @@ import Logging
 import VolleyCore
 
 /// A worker: one reader thread that takes entries from the job stream only while a job slot is free, and
-/// `concurrentJobs` lane threads that each process one job at a time on their own Redis session.
+/// `concurrentJobs` lane threads that each process one job at a time on their own Redis session, each with a
+/// prefetch thread and session that reads the job's next chunks while the lane sends.
 ///
 /// Per job: parse and validate (bad input → dead letter) → prepare the notification once per platform →
 /// resolve devices in chunks → skip devices whose outcome an earlier delivery recorded → send with at most the
@@ -58,9 +59,11 @@ public final class PipelineWorker: @unchecked Sendable {
             reader.start()
             for i in 0..<configuration.concurrentJobs {
                 let session = try backend.makeSession(name: "lane-\(i)") { st.shouldAbandon }
+                let prefetchSession = try backend.makeSession(name: "lane-\(i)-prefetch") { st.shouldAbandon }
+                let prefetcher = ChunkPrefetcher(session: prefetchSession, name: "volley-prefetch-\(i)")
                 state.laneStarted()
                 let box = Handoff(session)
-                let lane = Thread { [self] in self.laneLoop(box.value, index: i) }
+                let lane = Thread { [self] in self.laneLoop(box.value, prefetcher: prefetcher, index: i) }
                 lane.name = "volley-lane-\(i)"
                 lane.start()
             }
@@ -126,11 +129,11 @@ public final class PipelineWorker: @unchecked Sendable {
 
     // MARK: - lanes
 
-    private func laneLoop(_ session: any PipelineSession, index: Int) {
-        defer { state.laneStopped() }
+    private func laneLoop(_ session: any PipelineSession, prefetcher: ChunkPrefetcher, index: Int) {
+        defer { prefetcher.stop(); state.laneStopped() }
         let credits = max(1, configuration.inFlight / configuration.concurrentJobs)
         while let entry = state.take() {
-            let run = JobRun(worker: self, session: session, entry: entry, credits: credits)
+            let run = JobRun(worker: self, session: session, prefetcher: prefetcher, entry: entry, credits: credits)
             run.process()
             state.finished(entry.entryID)
         }
