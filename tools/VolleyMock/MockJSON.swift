@@ -82,7 +82,13 @@ struct MockJSONValidator {
     mutating func string() -> Bool {
         i += 1
         while i < b.count {
-            let c = b[i]
+            // Fast path: plain printable ASCII other than '"' and '\\'.
+            var c = b[i]
+            while c >= 0x20, c < 0x80, c != UInt8(ascii: "\""), c != UInt8(ascii: "\\") {
+                i += 1
+                guard i < b.count else { return false }
+                c = b[i]
+            }
             if c == UInt8(ascii: "\"") { i += 1; return true }
             if c < 0x20 { return false }
             if c == UInt8(ascii: "\\") {
