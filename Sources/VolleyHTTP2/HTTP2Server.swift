@@ -718,10 +718,17 @@ private func withResponseNameValues<R>(_ response: HTTP2Response,
             }
             var off = 0
             @inline(__always) func put(_ s: String, lowercase: Bool) -> Int {
-                var k = 0
-                for b in s.utf8 {
-                    base[off + k] = lowercase && b >= 65 && b <= 90 ? b | 0x20 : b   // RFC 9113 §8.2.1
-                    k += 1
+                let start = base + off
+                let k = s.utf8.withContiguousStorageIfAvailable { src -> Int in
+                    if let a = src.baseAddress { start.update(from: a, count: src.count) }
+                    return src.count
+                } ?? {
+                    var k = 0
+                    for b in s.utf8 { start[k] = b; k += 1 }
+                    return k
+                }()
+                if lowercase {
+                    for j in 0..<k where start[j] >= 65 && start[j] <= 90 { start[j] |= 0x20 }   // RFC 9113 §8.2.1
                 }
                 off += k
                 return k
