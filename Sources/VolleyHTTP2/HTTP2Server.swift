@@ -218,75 +218,124 @@ public struct HTTP2Responder: Sendable {
         }
     }
 
-    /// Answers `delaySeconds` from now (injected latency). The connection keeps its delayed answers in one
-    /// deadline-ordered queue served by one timer on the connection's queue: every answer due when the timer
-    /// fires, or when a read pass ends, goes out in one batch with a single flush — no timer, thread hop or
-    /// SSL_write per response. Cheapest when called on the connection's queue (inside `handle`).
+    /// Answers `delaySeconds` after the request arrived (the socket read that completed it), like a server that
+    /// takes that long: the time this process spent parsing a burst of requests is part of the delay, not added
+    /// to it. The connection keeps its delayed answers in one deadline-ordered queue served by one timer on the
+    /// connection's queue: every answer due when the timer fires, or when a read pass ends, goes out in one batch
+    /// with a single flush — no timer, thread hop or SSL_write per response. Cheapest when called on the
+    /// connection's queue (inside `handle`).
     public func callAsFunction(_ response: HTTP2Response, after delaySeconds: Double) {
         guard delaySeconds > 0 else { return callAsFunction(response) }   // also NaN
-        let deadline = monotonicNanos() &+ UInt64(min(delaySeconds, 86_400) * 1e9)   // a day at most (and not inf)
+        let delay = UInt64(min(delaySeconds, 86_400) * 1e9)   // a day at most (and not inf)
         if connection.isCurrentQueue {
-            connection.respond(streamID, response, atUptimeNanos: deadline)
+            connection.respond(streamID, response, afterArrivalNanos: delay)
         } else {
             let (c, sid) = (connection, streamID)
-            c.queue.async { c.respond(sid, response, atUptimeNanos: deadline) }
+            c.queue.async { c.respond(sid, response, afterArrivalNanos: delay) }
         }
     }
 }
 
-/// Delayed answers of one connection, ordered by deadline (ties: arrival order). A binary min-heap of plain
-/// values; with a fixed latency deadlines arrive in order, so a push costs one comparison.
+/// Delayed answers of one connection, ordered by deadline (ties: arrival order). Deadlines that arrive in order
+/// (a fixed latency: always) go to a FIFO, O(1) both ways; out-of-order ones (jitter) to a binary min-heap.
+/// `popDue` takes the earlier head of the two. Plain values only: the responses wait in their streams.
 struct DelayedResponseQueue {
     struct Entry {
         var deadline: UInt64
         var sequence: UInt64
         var streamID: Int32
-        @inline(__always) static func < (a: Entry, b: Entry) -> Bool {
-            a.deadline != b.deadline ? a.deadline < b.deadline : a.sequence < b.sequence
+        @inline(__always) func before(_ other: Entry) -> Bool {
+            if deadline != other.deadline { return deadline < other.deadline }
+            return sequence < other.sequence
         }
     }
-    private(set) var entries: [Entry] = []
+    private var fifo: [Entry] = []
+    private var fifoHead = 0
+    private var heap: [Entry] = []
     private var nextSequence: UInt64 = 0
 
-    var isEmpty: Bool { entries.isEmpty }
-    var count: Int { entries.count }
+    var isEmpty: Bool { fifoHead == fifo.count && heap.isEmpty }
+    var count: Int { fifo.count - fifoHead + heap.count }
     /// The earliest deadline, if any.
-    var first: UInt64? { entries.first?.deadline }
+    var first: UInt64? {
+        let f: UInt64? = fifoHead < fifo.count ? fifo[fifoHead].deadline : nil
+        guard let h = heap.first?.deadline else { return f }
+        guard let f else { return h }
+        return min(h, f)
+    }
 
     mutating func push(deadline: UInt64, streamID: Int32) {
-        entries.append(Entry(deadline: deadline, sequence: nextSequence, streamID: streamID))
+        let e = Entry(deadline: deadline, sequence: nextSequence, streamID: streamID)
         nextSequence &+= 1
-        var i = entries.count - 1
+        if fifoHead == fifo.count {
+            fifo.removeAll(keepingCapacity: true)
+            fifoHead = 0
+            fifo.append(e)
+            return
+        }
+        if fifo[fifo.count - 1].deadline <= deadline {
+            fifo.append(e)
+            return
+        }
+        heap.append(e)
+        var i = heap.count - 1
         while i > 0 {
             let parent = (i - 1) / 2
-            guard entries[i] < entries[parent] else { break }
-            entries.swapAt(i, parent)
+            guard heap[i].before(heap[parent]) else { break }
+            heap.swapAt(i, parent)
             i = parent
         }
     }
 
     /// Removes and returns the earliest entry if its deadline is at or before `now`.
     mutating func popDue(now: UInt64) -> Int32? {
-        guard let top = entries.first, top.deadline <= now else { return nil }
-        let last = entries.removeLast()
-        if !entries.isEmpty {
-            entries[0] = last
-            var i = 0
-            let n = entries.count
-            while true {
-                let l = 2 * i + 1, r = l + 1
-                var m = i
-                if l < n, entries[l] < entries[m] { m = l }
-                if r < n, entries[r] < entries[m] { m = r }
-                if m == i { break }
-                entries.swapAt(i, m)
-                i = m
-            }
+        var fromHeap = false
+        if let h = heap.first {
+            fromHeap = fifoHead == fifo.count || h.before(fifo[fifoHead])
         }
-        return top.streamID
+        if fromHeap {
+            let h = heap[0]
+            guard h.deadline <= now else { return nil }
+            popHeap()
+            return h.streamID
+        }
+        guard fifoHead < fifo.count else { return nil }
+        let f = fifo[fifoHead]
+        guard f.deadline <= now else { return nil }
+        fifoHead += 1
+        if fifoHead == fifo.count {
+            fifo.removeAll(keepingCapacity: true)
+            fifoHead = 0
+        } else if fifoHead >= 4096, fifoHead * 2 >= fifo.count {
+            fifo.removeFirst(fifoHead)   // compact now and then: amortised O(1)
+            fifoHead = 0
+        }
+        return f.streamID
     }
 
-    mutating func removeAll() { entries.removeAll() }
+    private mutating func popHeap() {
+        let last = heap.removeLast()
+        guard !heap.isEmpty else { return }
+        heap[0] = last
+        var i = 0
+        let n = heap.count
+        while true {
+            let l = 2 * i + 1
+            let r = l + 1
+            var m = i
+            if l < n, heap[l].before(heap[m]) { m = l }
+            if r < n, heap[r].before(heap[m]) { m = r }
+            if m == i { break }
+            heap.swapAt(i, m)
+            i = m
+        }
+    }
+
+    mutating func removeAll() {
+        fifo.removeAll()
+        fifoHead = 0
+        heap.removeAll()
+    }
 }
 
 public struct HTTP2ServerConnectionStatistics: Sendable {
@@ -352,6 +401,8 @@ public final class HTTP2ServerConnection: HTTP2Channel, @unchecked Sendable {
         var response: OutgoingBody?
         /// An answer waiting in `delayed` for its deadline.
         var delayed: HTTP2Response?
+        /// When the read that completed the request returned (monotonic nanoseconds).
+        var arrivalNanos: UInt64 = 0
         var responded = false
         var tooLarge = false
     }
@@ -498,6 +549,7 @@ public final class HTTP2ServerConnection: HTTP2Channel, @unchecked Sendable {
     private func dispatch(_ st: ServerStream, streamID: Int32) {
         if let last = goAwayLastStreamID, streamID > last { return }
         stats.withLock { $0.requests += 1 }
+        st.arrivalNanos = lastReadNanos
         let request = HTTP2ServerRequest(fields: st.fields, body: st.body, streamID: streamID)
         st.fields = HTTP2HeaderFields(); st.body = []
         handler.handle(request, on: self, respond: HTTP2Responder(connection: self, streamID: streamID))
@@ -527,10 +579,11 @@ public final class HTTP2ServerConnection: HTTP2Channel, @unchecked Sendable {
 
     // MARK: delayed answers
 
-    /// On `queue`: keeps `response` in its stream until `deadline` (monotonic nanoseconds).
-    func respond(_ streamID: Int32, _ response: HTTP2Response, atUptimeNanos deadline: UInt64) {
+    /// On `queue`: keeps `response` in its stream until `delay` after the request arrived.
+    func respond(_ streamID: Int32, _ response: HTTP2Response, afterArrivalNanos delay: UInt64) {
         dispatchPrecondition(condition: .onQueue(queue))
         guard state == .open, let st = streams[streamID], !st.responded, st.delayed == nil else { return }
+        let deadline = st.arrivalNanos &+ delay
         st.delayed = response
         delayed.push(deadline: deadline, streamID: streamID)
         armDelayTimer()
@@ -547,7 +600,9 @@ public final class HTTP2ServerConnection: HTTP2Channel, @unchecked Sendable {
             timer = t
         } else {
             timer = DispatchSource.makeTimerSource(queue: queue)
-            timer.setEventHandler { [weak self] in self?.delayTimerFired() }
+            // Strong on purpose: the cycle timer → handler → self ends in `channelClosed` (cancel + nil). A weak
+            // reference would give the connection a side table and make every retain/release of it slow.
+            timer.setEventHandler { [self] in self.delayTimerFired() }
             delayTimer = timer
             timer.schedule(deadline: .distantFuture)
             timer.resume()
@@ -663,10 +718,17 @@ private func withResponseNameValues<R>(_ response: HTTP2Response,
             }
             var off = 0
             @inline(__always) func put(_ s: String, lowercase: Bool) -> Int {
-                var k = 0
-                for b in s.utf8 {
-                    base[off + k] = lowercase && b >= 65 && b <= 90 ? b | 0x20 : b   // RFC 9113 §8.2.1
-                    k += 1
+                let start = base + off
+                let k = s.utf8.withContiguousStorageIfAvailable { src -> Int in
+                    if let a = src.baseAddress { start.update(from: a, count: src.count) }
+                    return src.count
+                } ?? {
+                    var k = 0
+                    for b in s.utf8 { start[k] = b; k += 1 }
+                    return k
+                }()
+                if lowercase {
+                    for j in 0..<k where start[j] >= 65 && start[j] <= 90 { start[j] |= 0x20 }   // RFC 9113 §8.2.1
                 }
                 off += k
                 return k

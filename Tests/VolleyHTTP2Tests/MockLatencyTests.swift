@@ -187,3 +187,35 @@ import VolleyTestSupport
         #expect(mock.stats().count(.apns, 0, "TCPReset") == 1)
     }
 }
+
+/// The JSON validator skips plain string bytes eight at a time: every special byte at every offset around the word
+/// boundaries must still be seen.
+@Suite struct MockJSONWordScanTests {
+    func check(_ inner: [UInt8], closed: Bool = true) -> MockJSONKind? {
+        var doc = Array(#"{"k":""#.utf8) + inner
+        if closed { doc += Array(#""}"#.utf8) }
+        return MockJSONValidator.validate(doc)
+    }
+
+    @Test func everyOffset() {
+        for n in 0...40 {
+            let plain = [UInt8](repeating: UInt8(ascii: "a"), count: n)
+            #expect(check(plain) == .object, "plain \(n)")
+            #expect(check(plain, closed: false) == nil, "unterminated \(n)")
+            for p in 0...n {
+                var ctl = plain; ctl.insert(0x01, at: p)
+                #expect(check(ctl) == nil, "control at \(p) of \(n)")
+                var esc = plain; esc.insert(contentsOf: Array(#"\""#.utf8), at: p)
+                #expect(check(esc) == .object, "escaped quote at \(p) of \(n)")
+                var bad = plain; bad.insert(contentsOf: Array(#"\x"#.utf8), at: p)
+                #expect(check(bad) == nil, "bad escape at \(p) of \(n)")
+                var quote = plain; quote.insert(UInt8(ascii: "\""), at: p)
+                #expect(check(quote) == nil, "bare quote at \(p) of \(n)")
+                var utf8 = plain; utf8.insert(contentsOf: Array("é".utf8), at: p)
+                #expect(check(utf8) == .object, "é at \(p) of \(n)")
+                var invalid = plain; invalid.insert(0xFF, at: p)
+                #expect(check(invalid) == nil, "0xFF at \(p) of \(n)")
+            }
+        }
+    }
+}

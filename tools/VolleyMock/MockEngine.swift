@@ -458,7 +458,8 @@ public final class MockEngine: Sendable {
             c.apnsAccepted += 1
             if duplicate { c.duplicates += 1 }
         }
-        return HTTP2Response(status: 200, headers: [HTTP2Header("apns-id", apnsID ?? state.uuid())])
+        // Never indexed (RFC 7541 §6.2.3): a value unique per response would only churn both HPACK tables.
+        return HTTP2Response(status: 200, headers: [HTTP2Header("apns-id", apnsID ?? state.uuid(), sensitive: true)])
     }
 
     static func isUUID(_ s: String) -> Bool {
