@@ -15,6 +15,13 @@ public struct AttemptResult: Sendable {
     }
 
     public var decision: OutcomeDecision { OutcomeTable.decide(answer) }
+    /// The answer calls for another attempt (retry with backoff, or refresh the credential and resend once).
+    public var needsAnotherAttempt: Bool {
+        switch decision {
+        case .retry, .refreshCredential: return true
+        default: return false
+        }
+    }
 
     /// The reason to report: the provider's reason, else the transport's message, else "HTTP <status>".
     public var reportedReason: OutcomeReason {
@@ -125,5 +132,38 @@ extension DeliveryLoop {
             refreshCredential: { _ in refresh(sent.value) },
             schedule: schedule,
             completion: completion)
+    }
+
+    /// The rest of a send whose first attempt (made without the loop, to keep the common case to one closure)
+    /// answered `first`: when that answer needs a retry or a credential refresh, builds the loop, which replays it
+    /// as its first attempt, so retries behave exactly as if the loop had run from the start; otherwise completes.
+    public static func resume(
+        after first: AttemptResult, credential: String?,
+        policy: RetryPolicy,
+        schedule: @escaping @Sendable (Double, @escaping @Sendable () -> Void) -> Void,
+        attempt: @escaping @Sendable (_ done: @escaping @Sendable (AttemptResult, String?) -> Void) -> Void,
+        refresh: @escaping @Sendable (_ used: String?) -> Bool,
+        completion: @escaping @Sendable (DeliveryOutcome, AttemptResult) -> Void
+    ) {
+        if first.needsAnotherAttempt {
+            // Read and cleared by the loop's first step; its steps never overlap.
+            final class Replay: @unchecked Sendable { var first: (AttemptResult, String?)? }
+            let replay = Replay()
+            replay.first = (first, credential)
+            sendingCredential(
+                policy: policy, schedule: schedule,
+                attempt: { done in
+                    if let answered = replay.first {
+                        replay.first = nil
+                        done(answered.0, answered.1)
+                    } else {
+                        attempt(done)
+                    }
+                },
+                refresh: refresh, completion: completion
+            ).start()
+        } else {
+            completion(first.terminalOutcome(), first)
+        }
     }
 }

@@ -94,42 +94,23 @@ public final class FCMProvider: PushSender, @unchecked Sendable {
             completion(.rejected(status: 0, reason: "WrongPlatform", action: .invalidNotification))
             return
         }
-        // Fast path as in APNSProvider: the retry loop is built only when the first answer needs it, and it
-        // replays that answer as its first attempt.
-        attemptOnce(prepared, to: device) { [self] result, auth in
-            switch result.decision {
-            case .retry, .refreshCredential:
-                continueWithRetries(prepared, to: device, first: result, auth: auth, completion: completion)
-            default:
-                finish(result.terminalOutcome(), result, completion)
+        // Fast path: one closure per send; the retry loop is built only when the answer needs it.
+        attemptOnce(prepared, to: device) { [self] first, auth in
+            if !first.needsAnotherAttempt {
+                finish(first.terminalOutcome(), first, completion)
+                return
             }
+            DeliveryLoop.resume(
+                after: first, credential: auth, policy: retryPolicy,
+                schedule: { delay, work in DispatchQueue.global().asyncAfter(deadline: .now() + delay) { work() } },
+                attempt: { [self] done in attemptOnce(prepared, to: device, completion: done) },
+                refresh: { [tokens] used in
+                    // 401: drop the rejected token; the resend's `authorization` call refreshes (single-flight).
+                    if let used { tokens.invalidate(used) }
+                    return true
+                },
+                completion: { [self] outcome, result in finish(outcome, result, completion) })
         }
-    }
-
-    private func continueWithRetries(_ prepared: FCMPreparedNotification, to device: Device, first: AttemptResult,
-                                     auth: String?, completion: @escaping @Sendable (DeliveryOutcome) -> Void) {
-        // Read and cleared by the loop's first step; its steps never overlap.
-        final class Replay: @unchecked Sendable { var first: (AttemptResult, String?)? }
-        let replay = Replay()
-        replay.first = (first, auth)
-        let loop = DeliveryLoop.sendingCredential(
-            policy: retryPolicy,
-            schedule: { delay, work in DispatchQueue.global().asyncAfter(deadline: .now() + delay) { work() } },
-            attempt: { [self] done in
-                if let answered = replay.first {
-                    replay.first = nil
-                    done(answered.0, answered.1)
-                } else {
-                    attemptOnce(prepared, to: device, completion: done)
-                }
-            },
-            refresh: { [tokens] used in
-                // 401: drop the rejected token; the resend's `authorization` call refreshes (single-flight).
-                if let used { tokens.invalidate(used) }
-                return true
-            },
-            completion: { [self] outcome, result in finish(outcome, result, completion) })
-        loop.start()
     }
 
     private func finish(_ outcome: DeliveryOutcome, _ result: AttemptResult, _ completion: @Sendable (DeliveryOutcome) -> Void) {
