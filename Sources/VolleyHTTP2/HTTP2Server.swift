@@ -189,10 +189,12 @@ public struct HTTP2ServerRequest: Sendable {
         self.fields = fields; self.body = body; self.streamID = streamID
     }
 
+    /// A regular header's value (names compared lower-case; pseudo-headers are not headers).
     public func header(_ name: String) -> String? {
-        let n = name.lowercased()
-        if n.hasPrefix(":") { return nil }
-        return fields.value(n)
+        if name.utf8.first == UInt8(ascii: ":") { return nil }
+        // Callers pass lower-case names: no copy unless one is needed.
+        if name.utf8.contains(where: { $0 >= 0x41 && $0 <= 0x5A }) { return fields.value(name.lowercased()) }
+        return fields.value(name)
     }
 }
 

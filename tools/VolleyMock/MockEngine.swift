@@ -4,30 +4,15 @@ import Foundation
 import Synchronization
 import VolleyHTTP2
 
-/// A request as the mock sees it (a copy-on-write view of the transport's server request, so the decision logic
-/// runs — and is unit-tested — without sockets). The fields stay bytes; `method`, `path` and `headers` decode them
-/// on access (the APNs hot path reads the bytes directly).
-public struct MockRequest: Sendable {
-    public var fields: HTTP2HeaderFields
-    public var body: [UInt8]
-    public var streamID: Int32
-    public init(method: String = "POST", path: String, headers: [HTTP2Header] = [], body: [UInt8] = [], streamID: Int32 = 1) {
-        let r = HTTP2ServerRequest(method: method, path: path, headers: headers)
-        self.init(fields: r.fields, body: body, streamID: streamID)
+/// A request as the mock sees it: the transport's server request as is (its fields stay bytes; the APNs hot path
+/// reads them directly), so the decision logic runs — and is unit-tested — without sockets.
+public typealias MockRequest = HTTP2ServerRequest
+
+extension HTTP2ServerRequest {
+    /// A POST on stream 1 (the engine's unit tests).
+    public init(path: String, headers: [HTTP2Header] = [], body: [UInt8] = [], streamID: Int32 = 1) {
+        self.init(method: "POST", path: path, headers: headers, body: body, streamID: streamID)
     }
-    public init(fields: HTTP2HeaderFields, body: [UInt8], streamID: Int32) {
-        self.fields = fields; self.body = body; self.streamID = streamID
-    }
-    public var method: String {
-        get { fields.value(":method") ?? "" }
-        set { fields.set(":method", newValue) }
-    }
-    public var path: String {
-        get { fields.value(":path") ?? "" }
-        set { fields.set(":path", newValue) }
-    }
-    public var headers: [HTTP2Header] { fields.headers }
-    public func header(_ name: String) -> String? { name.hasPrefix(":") ? nil : fields.value(name) }
 }
 
 /// What to do for one request: answer (possibly later), and connection-level actions afterwards.

@@ -139,9 +139,7 @@ public final class MockServer: HTTP2ServerHandler, @unchecked Sendable {
             respond(HTTP2Response(status: 500, body: Array("{\"reason\":\"InternalServerError\"}".utf8)))
             return
         }
-        let req = MockRequest(fields: request.fields, body: request.body,
-                              streamID: request.streamID)
-        let decision = engine.process(req, state: state)
+        let decision = engine.process(request, state: state)
         // Sample the transport's stream statistics now and then (it takes the connection's stats lock).
         if state.streams & 63 == 1 || state.streams < 64 {
             let s = connection.statistics
