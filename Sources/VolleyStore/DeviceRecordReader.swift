@@ -93,17 +93,26 @@ public enum DeviceRecordReader {
             return true
         }
 
-        /// A JSON number (validated loosely: sign, digits, fraction, exponent).
+        /// A JSON number, by the grammar: `-? (0 | [1-9][0-9]*) (. [0-9]+)? ([eE] [+-]? [0-9]+)?`.
         mutating func number() -> Bool {
-            let start = i
-            if i < b.count, b[i] == UInt8(ascii: "-") { i += 1 }
-            var digits = 0
-            while i < b.count, (b[i] >= 0x30 && b[i] <= 0x39) || b[i] == UInt8(ascii: ".") || b[i] == UInt8(ascii: "e")
-                    || b[i] == UInt8(ascii: "E") || b[i] == UInt8(ascii: "+") || b[i] == UInt8(ascii: "-") {
-                if b[i] >= 0x30 && b[i] <= 0x39 { digits += 1 }
-                i += 1
+            func isDigit(_ k: Int) -> Bool { k < b.count && b[k] >= 0x30 && b[k] <= 0x39 }
+            var k = i
+            if k < b.count, b[k] == UInt8(ascii: "-") { k += 1 }
+            guard isDigit(k) else { return false }
+            if b[k] == 0x30 { k += 1 } else { while isDigit(k) { k += 1 } }
+            if k < b.count, b[k] == UInt8(ascii: ".") {
+                k += 1
+                guard isDigit(k) else { return false }
+                while isDigit(k) { k += 1 }
             }
-            return digits > 0 && i > start
+            if k < b.count, b[k] == UInt8(ascii: "e") || b[k] == UInt8(ascii: "E") {
+                k += 1
+                if k < b.count, b[k] == UInt8(ascii: "+") || b[k] == UInt8(ascii: "-") { k += 1 }
+                guard isDigit(k) else { return false }
+                while isDigit(k) { k += 1 }
+            }
+            i = k
+            return true
         }
 
         /// Skips a value of a key this reader does not use: a string, number, true/false/null. Objects and

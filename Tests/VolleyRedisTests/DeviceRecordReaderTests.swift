@@ -45,6 +45,9 @@ import VolleyCore
             #"{"platform":"ios","token":"t\q","user":"u","registeredAt":1,"lastSeenAt":1}"#,
             #"{"platform":"ios","token":"\ud800","user":"u","registeredAt":1,"lastSeenAt":1}"#,
             #"{"platform":"ios","token":"t","user":"u","registeredAt":"x","lastSeenAt":1}"#,
+            #"{"platform":"ios","token":"t","user":"u","registeredAt":1-2,"lastSeenAt":1}"#,
+            #"{"platform":"ios","token":"t","user":"u","registeredAt":01,"lastSeenAt":1}"#,
+            #"{"platform":"ios","token":"t","user":"u","registeredAt":1.,"lastSeenAt":1e}"#,
             "{\"platform\":\"ios\",\"token\":\"a\nb\",\"user\":\"u\",\"registeredAt\":1,\"lastSeenAt\":1}",
             #"{"platform":"ios","environment":"staging","token":"t","user":"u","registeredAt":1,"lastSeenAt":1}"#,
         ]
