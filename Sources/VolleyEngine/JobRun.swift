@@ -107,7 +107,7 @@ final class JobRun {
             report.users += chunk.users
             report.noDevices += chunk.usersWithoutDevices
             report.unknownRecipients += chunk.unknownRecipients
-            let devices = chunk.devices
+            let devices = chunk.devices   // the job's platforms only (the prefetcher filtered them)
             if devices.isEmpty { continue }
             report.devices += devices.count
             var toSend: [Device] = []
@@ -142,15 +142,17 @@ final class JobRun {
                     granted = mailbox.reserve(upTo: toSend.count - next, outstandingBelow: credits)
                 }
                 let box = mailbox
+                var sent = 0
                 for d in toSend[next..<(next + granted)] {
                     guard let (sender, prep) = prepared[d.platform] else {
                         box.post(d, .failed(reason: "PlatformNotConfigured", resendWasSafe: true))
                         continue
                     }
                     sender.send(prep, to: d, jobID: jobID) { outcome in box.post(d, outcome) }
+                    sent += 1
                 }
                 next += granted
-                worker.addStats { $0.sends += granted }
+                if sent > 0 { worker.addStats { $0.sends += sent } }
             }
             // Record what has arrived, so a crash repeats at most what is in flight plus one batch.
             let batch = mailbox.wait(outstandingBelow: .max, flushAt: config.recordBatch, until: Date())
