@@ -61,22 +61,12 @@ static let sensitiveFlag: UInt8 = 1
     /// Appends a field whose name is a lower-case literal. `sensitive` fields are never indexed by HPACK.
     public mutating func append(_ name: StaticString, _ value: String, sensitive: Bool = false) {
         var value = value
-        value.withUTF8 { v in
-            name.withUTF8Buffer { n in
-                appendPrefix(nameLength: n.count, valueLength: v.count, sensitive: sensitive)
-                storage.append(contentsOf: n)
-            }
-            storage.append(contentsOf: v)
-        }
+        value.withUTF8 { append(name, bytes: $0, sensitive: sensitive) }
     }
 
     /// Appends a field whose name is a lower-case literal and whose value is raw bytes.
     public mutating func append(_ name: StaticString, bytes value: UnsafeBufferPointer<UInt8>, sensitive: Bool = false) {
-        name.withUTF8Buffer { n in
-            appendPrefix(nameLength: n.count, valueLength: value.count, sensitive: sensitive)
-            storage.append(contentsOf: n)
-        }
-        storage.append(contentsOf: value)
+        name.withUTF8Buffer { append(nameBytes: $0, valueBytes: value, sensitive: sensitive) }
     }
 
     /// Appends a field whose value is `prefix` followed by `suffix` (e.g. `:path` = "/3/device/" + token).
@@ -98,13 +88,7 @@ static let sensitiveFlag: UInt8 = 1
     public mutating func append(name: String, value: String, sensitive: Bool = false) {
         var name = lowercasedHeaderName(name)
         var value = value
-        name.withUTF8 { n in
-            value.withUTF8 { v in
-                appendPrefix(nameLength: n.count, valueLength: v.count, sensitive: sensitive)
-                storage.append(contentsOf: n)
-                storage.append(contentsOf: v)
-            }
-        }
+        name.withUTF8 { n in value.withUTF8 { append(nameBytes: n, valueBytes: $0, sensitive: sensitive) } }
     }
 
     /// Appends a field from raw name and value bytes (the name is taken as it is).
