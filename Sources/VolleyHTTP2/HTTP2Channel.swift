@@ -63,6 +63,11 @@ public class HTTP2Channel: @unchecked Sendable {
     func handshakeCompleted() throws(HTTP2Error) {}
     func channelClosed(_ error: HTTP2Error) {}
     func readLoopFinished() {}
+    /// Asked after each slice of received bytes: true = hand finished work on and write now, before the rest of
+    /// what was read is processed.
+    func wantsEarlyFlush() -> Bool { false }
+    /// Received bytes are fed to nghttp2 in slices of this size, so a large read can be answered in parts.
+    static let receiveSlice = 1024
     func onBeginHeaders(_ streamID: Int32) -> Int32 { 0 }
     func onHeader(_ streamID: Int32, _ name: UnsafeBufferPointer<UInt8>, _ value: UnsafeBufferPointer<UInt8>) -> Int32 { 0 }
     func onDataChunk(_ streamID: Int32, _ data: UnsafeBufferPointer<UInt8>) -> Int32 { 0 }
@@ -169,11 +174,25 @@ public class HTTP2Channel: @unchecked Sendable {
             switch tls.read(inBuffer, Self.inCapacity) {
             case .bytes(let n):
                 lastReadNanos = monotonicNanos()
-                let rv = nghttp2_session_mem_recv(session, inBuffer.assumingMemoryBound(to: UInt8.self), n)
-                if rv < 0 {
-                    failure = HTTP2Error(.protocolError, resendIsSafe: false,
-                                         "HTTP/2 protocol error: \(String(cString: nghttp2_strerror(Int32(rv))))")
-                    break loop
+                let bytes = inBuffer.assumingMemoryBound(to: UInt8.self)
+                var at = 0
+                while at < n {
+                    let len = min(n - at, Self.receiveSlice)
+                    let rv = nghttp2_session_mem_recv(session, bytes + at, len)
+                    if rv < 0 {
+                        failure = HTTP2Error(.protocolError, resendIsSafe: false,
+                                             "HTTP/2 protocol error: \(String(cString: nghttp2_strerror(Int32(rv))))")
+                        break loop
+                    }
+                    at += len
+                    if at < n && wantsEarlyFlush() {
+                        // The peer and we work in parallel: it starts on these requests while we process the rest.
+                        inReadLoop = false
+                        readLoopFinished()
+                        flush()
+                        inReadLoop = true
+                        if state != .open { break loop }
+                    }
                 }
             case .wantRead: break loop
             case .wantWrite: armWrite(); break loop

@@ -255,6 +255,9 @@ final class HTTP2ClientConnection: HTTP2Channel, @unchecked Sendable {
         }
     }
 
+    override func wantsEarlyFlush() -> Bool { finished.count >= Self.earlyFlushResponses }
+    static let earlyFlushResponses = 16
+
     override func readLoopFinished() {
         fillFromPending()
         if !finished.isEmpty {

@@ -381,7 +381,7 @@ public final class HTTP2ServerConnection: HTTP2Channel, @unchecked Sendable {
     private var timerDeadline = UInt64.max
     /// Timer fires at most this often: answers due in between wait for the next fire or the next read pass, so
     /// one wake-up carries a batch (a per-connection coarse timer wheel). It bounds the added latency.
-    static let delayGranularityNanos: UInt64 = 500_000
+    static let delayGranularityNanos: UInt64 = 100_000
     private var lastTimerFire: UInt64 = 0
 
     /// The header block being received, packed as in `HTTP2HeaderFields` (owned here, freed in deinit).

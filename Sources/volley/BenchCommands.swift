@@ -28,13 +28,14 @@ struct BenchTransport: AsyncParsableCommand {
     @Option(name: .customLong("ca-file"), help: "CA file for --target.") var caFile: String?
     @Option(help: "endpoints.json with APNs credentials for --target.") var endpoints: String?
     @Option(help: "Server to start: mock (volley-mock) or builtin (volley bench serve).") var server = "mock"
+    @Option(help: "Measured rounds; each runs every contender back to back. Figures are medians over rounds.") var rounds = 1
 
     func run() async throws {
         let exe = URL(fileURLWithPath: CommandLine.arguments[0]).resolvingSymlinksInPath().deletingLastPathComponent().path
         var o = TransportBenchOptions(executableDirectory: exe)
         o.requests = requests; o.connections = connections; o.concurrency = concurrency; o.bodyBytes = bodyBytes
         o.mockLatencyMs = mockLatencyMs; o.mockMaxStreams = mockMaxStreams; o.vsH2load = vsH2load
-        o.vsProvider = vsProvider
+        o.vsProvider = vsProvider; o.rounds = rounds
         o.target = target; o.caFile = caFile; o.endpointsFile = endpoints; o.server = server
         let logger = Logger(label: "volley.bench")
         let r = try await TransportBench.run(o, logger: logger)
@@ -43,6 +44,17 @@ struct BenchTransport: AsyncParsableCommand {
             enc.outputFormatting = [.sortedKeys]
             print(String(decoding: try enc.encode(r), as: UTF8.self))
             return
+        }
+        if r.rounds.count > 1 {
+            for (i, x) in r.rounds.enumerated() {
+                var line = "round \(i + 1): volley \(Int(x.rate)) req/s \(String(format: "%.2f", x.cpu_us)) µs/req"
+                if let p = x.provider_rate, let pr = x.provider_ratio { line += " | provider \(Int(p)) (\(String(format: "%.3f", pr)))" }
+                if let h = x.h2load_rate, let hr = x.ratio, let hc = x.h2load_cpu_us {
+                    line += " | h2load \(Int(h)) \(String(format: "%.2f", hc)) µs/req (\(String(format: "%.3f", hr)))"
+                }
+                print(line)
+            }
+            print("medians over \(r.rounds.count) rounds:")
         }
         print("volley  : \(Int(r.rate)) req/s  p50 \(r.p50_ms) ms  p99 \(r.p99_ms) ms  cpu \(String(format: "%.2f", r.cpu_s)) s (\(String(format: "%.2f", r.cpu_us)) µs/req)  failures \(r.failures)  peak streams/conn \(r.peak_streams_per_connection)")
         if let p = r.provider_rate, let ratio = r.provider_ratio, let pc = r.provider_cpu_us {

@@ -12,22 +12,43 @@ import VolleyHTTP2
 extension TransportBench {
     struct ProviderRun { var rate: Double; var cpuSeconds: Double; var failures: Int }
 
-    static func providerLoad(_ o: TransportBenchOptions, _ ep: BenchEndpoints, logger: Logger) async throws -> ProviderRun {
+    /// A provider against the bench server, warmed up once and measured once per round (rounds alternate with
+    /// the bare transport and h2load, so a noisy spell hits every contender).
+    final class ProviderRunner: Sendable {
+        let provider: APNSProvider
+        let devices: [Device]
+        let notification: VolleyCore.Notification
+        let inFlight: Int
+        let requests: Int
+
+        init(_ o: TransportBenchOptions, _ ep: BenchEndpoints, logger: Logger) async throws {
         guard let apns = ep.apns else { throw TransportBenchError("--vs-provider needs a server with APNs credentials (the mock)") }
         let app = APNSAppConfiguration(name: "Bench", credentials: .token(keyFile: apns.p8_file, keyID: apns.key_id, teamID: apns.team_id),
                                        topic: apns.topic, environment: .production, host: ep.host, port: ep.port,
                                        caFile: ep.ca_file.isEmpty ? nil : ep.ca_file, connections: o.connections,
                                        maxConcurrentStreams: o.concurrency)
-        let provider = try APNSProvider(app: app, tokens: APNSTokenRegistry(), logger: logger,
-                                        makeTransport: HTTP2ConnectionPool.submitterFactory(logger: logger))
-        defer { provider.shutdown() }
+        provider = try APNSProvider(app: app, tokens: APNSTokenRegistry(), logger: logger,
+                                    makeTransport: HTTP2ConnectionPool.submitterFactory(logger: logger))
         // A notification whose encoded payload is about `bodyBytes`, like the transport run's body.
         let pad = String(repeating: "x", count: max(0, o.bodyBytes - 60))
-        let notification = VolleyCore.Notification(title: "Volley", body: pad)
-        let inFlight = o.connections * o.concurrency
-        let devices = (0..<o.requests).map { Device(platform: .ios, token: DeviceToken(String(format: "%064x", $0 + 1))) }
+        notification = VolleyCore.Notification(title: "Volley", body: pad)
+        inFlight = o.connections * o.concurrency
+        requests = o.requests
+        devices = (0..<o.requests).map { Device(platform: .ios, token: DeviceToken(String(format: "%064x", $0 + 1))) }
+        _ = await loop("bench-warmup", min(o.warmupRequests, o.requests))
+        }
 
-        func loop(_ jobID: JobID, _ count: Int) async -> (seconds: Double, failures: Int) {
+        func shutdown() { provider.shutdown() }
+
+        /// One measured round.
+        func run(round: Int) async -> ProviderRun {
+            let cpu0 = cpuSeconds(RUSAGE_SELF.rawValue)
+            let r = await loop(JobID("bench-provider-\(round)"), requests)
+            let cpu = cpuSeconds(RUSAGE_SELF.rawValue) - cpu0
+            return ProviderRun(rate: r.seconds > 0 ? Double(requests) / r.seconds : 0, cpuSeconds: cpu, failures: r.failures)
+        }
+
+        private func loop(_ jobID: JobID, _ count: Int) async -> (seconds: Double, failures: Int) {
             struct S { var next = 0; var done = 0; var failures = 0; var cont: CheckedContinuation<Void, Never>? }
             let state = Mutex(S())
             let prepared: any PreparedNotification
@@ -53,11 +74,5 @@ extension TransportBench {
             let failures = state.withLock { $0.failures }
             return (Double(DispatchTime.now().uptimeNanoseconds - start) / 1e9, failures)
         }
-
-        _ = await loop("bench-warmup", min(o.warmupRequests, o.requests))
-        let cpu0 = cpuSeconds(RUSAGE_SELF.rawValue)
-        let r = await loop("bench-provider", o.requests)
-        let cpu = cpuSeconds(RUSAGE_SELF.rawValue) - cpu0
-        return ProviderRun(rate: r.seconds > 0 ? Double(o.requests) / r.seconds : 0, cpuSeconds: cpu, failures: r.failures)
     }
 }

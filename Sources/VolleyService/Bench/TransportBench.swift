@@ -29,6 +29,10 @@ public struct TransportBenchOptions: Sendable {
     /// Directory holding the `volley` / `volley-mock` executables.
     public var executableDirectory: String
     public var warmupRequests = 2_000
+    /// Measured rounds. Each round runs the transport, then the provider and h2load when asked, back to back;
+    /// the figures are medians over rounds and the ratios medians of the per-round ratios, so a noisy spell on
+    /// a shared machine lands on every contender of that round instead of on one of them.
+    public var rounds = 1
     public init(executableDirectory: String) { self.executableDirectory = executableDirectory }
 }
 
@@ -51,6 +55,28 @@ public struct TransportBenchResult: Sendable, Codable {
     public var concurrency: Int
     public var peak_streams_per_connection: Int
     public var server: String
+    /// Every round's figures (one entry when `rounds` is 1).
+    public var rounds: [TransportBenchRound] = []
+}
+
+/// One round of `volley bench transport`: the contenders measured back to back.
+public struct TransportBenchRound: Sendable, Codable {
+    public var rate: Double
+    public var cpu_us: Double
+    public var p50_ms: Double
+    public var p99_ms: Double
+    public var h2load_rate: Double?
+    public var h2load_cpu_us: Double?
+    public var ratio: Double?
+    public var provider_rate: Double?
+    public var provider_cpu_us: Double?
+    public var provider_ratio: Double?
+}
+
+func median(_ xs: [Double]) -> Double {
+    guard !xs.isEmpty else { return 0 }
+    let s = xs.sorted()
+    return s.count % 2 == 1 ? s[s.count / 2] : (s[s.count / 2 - 1] + s[s.count / 2]) / 2
 }
 
 /// The endpoints file the mock (and `volley bench serve`) writes into its state dir.
@@ -263,31 +289,53 @@ public enum TransportBench {
         // Warm-up: connections, TLS, HPACK tables, JWT verdict caches.
         let warm = await load(pool, w, total: min(o.warmupRequests, max(o.requests / 10, inFlight)), inFlight: inFlight)
         if warm.failures > 0 { logger.warning("warm-up failures", metadata: ["count": "\(warm.failures)", "first": "\(warm.firstError ?? "")"]) }
-        let cpu0 = cpuSeconds(RUSAGE_SELF.rawValue)
-        let r = await load(pool, w, total: o.requests, inFlight: inFlight)
-        let cpu = cpuSeconds(RUSAGE_SELF.rawValue) - cpu0
+        let provider = o.vsProvider ? try await ProviderRunner(o, endpoints, logger: logger) : nil
+        defer { provider?.shutdown() }
+        var rounds: [TransportBenchRound] = []
+        var failures = 0
+        for round in 1...max(1, o.rounds) {
+            let cpu0 = cpuSeconds(RUSAGE_SELF.rawValue)
+            let r = await load(pool, w, total: o.requests, inFlight: inFlight)
+            let cpu = cpuSeconds(RUSAGE_SELF.rawValue) - cpu0
+            failures += r.failures
+            if r.failures > 0 { logger.warning("request failures", metadata: ["count": "\(r.failures)", "first": "\(r.firstError ?? "")"]) }
+            let rate = Double(o.requests) / r.seconds
+            var one = TransportBenchRound(rate: rate, cpu_us: cpu / Double(o.requests) * 1e6,
+                                          p50_ms: Double(r.histogram.valueAtPercentile(50)) / 1000,
+                                          p99_ms: Double(r.histogram.valueAtPercentile(99)) / 1000)
+            if let provider {
+                let p = await provider.run(round: round)
+                if p.failures > 0 { logger.warning("provider sends not accepted", metadata: ["count": "\(p.failures)"]) }
+                one.provider_rate = p.rate
+                one.provider_ratio = p.rate / rate
+                one.provider_cpu_us = p.cpuSeconds / Double(o.requests) * 1e6
+            }
+            if o.vsH2load {
+                let (hrate, hcpu) = try h2load(o, w, host: endpoints.host, port: endpoints.port)
+                one.h2load_rate = hrate
+                one.ratio = rate / hrate
+                one.h2load_cpu_us = hcpu / Double(o.requests) * 1e6
+            }
+            rounds.append(one)
+            if o.rounds > 1 { logger.info("round \(round) of \(o.rounds)", metadata: ["rate": "\(Int(rate))"]) }
+        }
         let peak = pool.statistics.peakStreamsPerConnection
         await withCheckedContinuation { (c: CheckedContinuation<Void, Never>) in pool.shutdown { c.resume() } }
-        if r.failures > 0 { logger.warning("request failures", metadata: ["count": "\(r.failures)", "first": "\(r.firstError ?? "")"]) }
+        func med(_ k: (TransportBenchRound) -> Double?) -> Double? {
+            let xs = rounds.compactMap(k)
+            return xs.isEmpty ? nil : median(xs)
+        }
+        let cpuUS = med { $0.cpu_us } ?? 0
         var result = TransportBenchResult(
-            rate: Double(o.requests) / r.seconds, h2load_rate: nil, ratio: nil,
-            p50_ms: Double(r.histogram.valueAtPercentile(50)) / 1000, p99_ms: Double(r.histogram.valueAtPercentile(99)) / 1000,
-            cpu_s: cpu, cpu_us: cpu / Double(o.requests) * 1e6, h2load_cpu_us: nil,
-            requests: o.requests, failures: r.failures, connections: o.connections, concurrency: o.concurrency,
+            rate: med { $0.rate } ?? 0, h2load_rate: med { $0.h2load_rate }, ratio: med { $0.ratio },
+            p50_ms: med { $0.p50_ms } ?? 0, p99_ms: med { $0.p99_ms } ?? 0,
+            cpu_s: cpuUS * Double(o.requests) / 1e6, cpu_us: cpuUS, h2load_cpu_us: med { $0.h2load_cpu_us },
+            requests: o.requests, failures: failures, connections: o.connections, concurrency: o.concurrency,
             peak_streams_per_connection: peak, server: o.target ?? o.server)
-        if o.vsProvider {
-            let p = try await providerLoad(o, endpoints, logger: logger)
-            if p.failures > 0 { logger.warning("provider sends not accepted", metadata: ["count": "\(p.failures)"]) }
-            result.provider_rate = p.rate
-            result.provider_ratio = p.rate / result.rate
-            result.provider_cpu_us = p.cpuSeconds / Double(o.requests) * 1e6
-        }
-        if o.vsH2load {
-            let (rate, hcpu) = try h2load(o, w, host: endpoints.host, port: endpoints.port)
-            result.h2load_rate = rate
-            result.ratio = result.rate / rate
-            result.h2load_cpu_us = hcpu / Double(o.requests) * 1e6
-        }
+        result.provider_rate = med { $0.provider_rate }
+        result.provider_ratio = med { $0.provider_ratio }
+        result.provider_cpu_us = med { $0.provider_cpu_us }
+        result.rounds = rounds
         return result
     }
 }
