@@ -1,6 +1,7 @@
 import Dispatch
 import Foundation
 import Logging
+import Synchronization
 import VolleyCore
 import VolleyHTTP2
 
@@ -22,10 +23,16 @@ public final class APNSProvider: PushSender, @unchecked Sendable {
     private let makeTransport: HTTP2SubmitterFactory
     private let lock = NSLock()
     /// One pool per environment endpoint, made on first use (two slots: no hashing on the per-send lookup).
-    private var production: (submitter: any HTTP2RequestSubmitter, authority: String)?
-    private var sandbox: (submitter: any HTTP2RequestSubmitter, authority: String)?
+    private var production: Endpoint?
+    private var sandbox: Endpoint?
+    private var isShutDown = false
+    /// The app's own environment, made in `init` and kept: the per-send path takes no lock to find it.
+    private let defaultEndpoint: Endpoint
+    typealias Endpoint = (submitter: any HTTP2RequestSubmitter, authority: String)
     /// Set by the first `fix-app` answer: every later send of this app fails fast with the same outcome.
     private var stopped: (outcome: DeliveryOutcome, message: String)?
+    /// `stopped != nil`, readable without the lock (set once, after `stopped`).
+    private let hasStopped = Atomic<Bool>(false)
 
     /// Builds the app's pool for its environment now (connections open on first use): a client certificate that
     /// is expired, not yet valid or unreadable stops the app here, with an error naming it.
@@ -44,7 +51,11 @@ public final class APNSProvider: PushSender, @unchecked Sendable {
             tokenProvider = nil
         }
         // Open the pool now (connections stay lazy): a certificate that cannot be used stops the app here.
-        _ = try transport(for: app.environment)
+        defaultEndpoint = try Self.makeEndpoint(app: app, env: app.environment, makeTransport: makeTransport)
+        switch app.environment {
+        case .production: production = defaultEndpoint
+        case .sandbox: sandbox = defaultEndpoint
+        }
     }
 
     /// Why this app stopped sending (a `fix-app` answer), if it did.
@@ -56,7 +67,7 @@ public final class APNSProvider: PushSender, @unchecked Sendable {
 
     public func send(_ prepared: any PreparedNotification, to device: Device, jobID: JobID,
                      completion: @escaping @Sendable (DeliveryOutcome) -> Void) {
-        if let stop = lock.withLock({ stopped }) { completion(stop.outcome); return }
+        if hasStopped.load(ordering: .acquiring), let stop = lock.withLock({ stopped }) { completion(stop.outcome); return }
         guard let prepared = prepared as? APNSPreparedNotification else {
             completion(.rejected(status: 0, reason: "WrongPlatform", action: .invalidNotification))
             return
@@ -89,10 +100,10 @@ public final class APNSProvider: PushSender, @unchecked Sendable {
     public func attemptOnce(_ prepared: APNSPreparedNotification, to device: Device,
                             completion: @escaping @Sendable (AttemptResult, String?) -> Void) {
         let env = device.environment ?? app.environment
-        let endpoint: (submitter: any HTTP2RequestSubmitter, authority: String)
+        let endpoint: Endpoint
         let auth: APNSAuthorization?
         do {
-            endpoint = try transport(for: env)
+            endpoint = env == app.environment ? defaultEndpoint : try transport(for: env)
             auth = try tokenProvider?.currentAuthorization()
         } catch {
             let answer = ProviderAnswer(provider: .apns, status: 0, transportResendIsSafe: false)
@@ -108,6 +119,7 @@ public final class APNSProvider: PushSender, @unchecked Sendable {
     /// Closes the app's connections.
     public func shutdown() {
         let all = lock.withLock { () -> [any HTTP2RequestSubmitter] in
+            isShutDown = true
             let t = [production, sandbox].compactMap { $0?.submitter }
             production = nil
             sandbox = nil
@@ -116,25 +128,30 @@ public final class APNSProvider: PushSender, @unchecked Sendable {
         for t in all { t.shutdown(completion: {}) }
     }
 
-    private func transport(for env: APNSEnvironment) throws -> (submitter: any HTTP2RequestSubmitter, authority: String) {
+    /// The pool for a device's environment when it is not the app's own (made on first use).
+    private func transport(for env: APNSEnvironment) throws -> Endpoint {
         try lock.withLock {
             switch env {
             case .production: if let t = production { return t }
             case .sandbox: if let t = sandbox { return t }
             }
-            let config = app.clientConfiguration(for: env)
-            let submitter: any HTTP2RequestSubmitter
-            do {
-                submitter = try makeTransport(config)
-            } catch {
-                throw APNSConfigurationError(app: app.name, "APNs \(env.rawValue) endpoint \(config.host):\(config.port): \(error)")
-            }
-            let t = (submitter: submitter, authority: authority(host: config.host, port: config.port))
+            if isShutDown { throw APNSConfigurationError(app: app.name, "the APNs provider is shut down") }
+            let t = try Self.makeEndpoint(app: app, env: env, makeTransport: makeTransport)
             switch env {
             case .production: production = t
             case .sandbox: sandbox = t
             }
             return t
+        }
+    }
+
+    private static func makeEndpoint(app: APNSAppConfiguration, env: APNSEnvironment,
+                                     makeTransport: HTTP2SubmitterFactory) throws -> Endpoint {
+        let config = app.clientConfiguration(for: env)
+        do {
+            return (submitter: try makeTransport(config), authority: authority(host: config.host, port: config.port))
+        } catch {
+            throw APNSConfigurationError(app: app.name, "APNs \(env.rawValue) endpoint \(config.host):\(config.port): \(error)")
         }
     }
 
@@ -144,6 +161,7 @@ public final class APNSProvider: PushSender, @unchecked Sendable {
         let first = lock.withLock { () -> Bool in
             if stopped != nil { return false }
             stopped = (outcome, message)
+            hasStopped.store(true, ordering: .releasing)
             return true
         }
         if first { logger.error("\(message)") }

@@ -5,6 +5,13 @@ public enum Platform: String, Sendable, Hashable, Codable, CaseIterable, CustomS
     case ios
     case android
     public var description: String { rawValue }
+    /// 0-based position in `allCases`, for per-platform arrays on hot paths (no hashing).
+    public var index: Int {
+        switch self {
+        case .ios: 0
+        case .android: 1
+        }
+    }
 }
 
 /// The APNs environment a device token belongs to.

@@ -74,11 +74,12 @@ final class JobRun {
         }
         // Prepare once per targeted platform: an invalid notification is a job error, before anything is sent.
         let notification = job.effectiveNotification
-        var prepared: [Platform: (any PushSender, any PreparedNotification)] = [:]
+        // Indexed by `Platform.index`: the per-device lookup is an array read, not a hash.
+        var prepared = [(any PushSender, any PreparedNotification)?](repeating: nil, count: Platform.allCases.count)
         for platform in Platform.allCases where job.targets(platform) {
             guard let sender = senders[platform] else { continue }
             do {
-                prepared[platform] = (sender, try sender.prepare(notification, jobID: jobID))
+                prepared[platform.index] = (sender, try sender.prepare(notification, jobID: jobID))
             } catch let e as NotificationError {
                 throw JobRejection(.invalidNotification, "\(platform): \(e)")
             }
@@ -144,7 +145,7 @@ final class JobRun {
                 let box = mailbox
                 var sent = 0
                 for d in toSend[next..<(next + granted)] {
-                    guard let (sender, prep) = prepared[d.platform] else {
+                    guard let (sender, prep) = prepared[d.platform.index] else {
                         box.post(d, .failed(reason: "PlatformNotConfigured", resendWasSafe: true))
                         continue
                     }

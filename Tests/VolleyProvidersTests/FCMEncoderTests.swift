@@ -92,9 +92,9 @@ import VolleyHTTP2
 
     @Test func tokenIsEscaped() throws {
         let p = try FCMPreparedNotification(.init(title: "x"), projectID: "p")
-        let odd = DeviceToken("a\"b\\c")
+        let odd = DeviceToken("a\"b\\c\u{01}d")
         let m = jsonObject(p.body(token: odd, locale: nil))["message"] as? [String: Any]
-        #expect(m?["token"] as? String == "a\"b\\c")
+        #expect(m?["token"] as? String == "a\"b\\c\u{01}d")
     }
 
     @Test func errorBodies() {
