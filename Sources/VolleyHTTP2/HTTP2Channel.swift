@@ -185,11 +185,11 @@ public class HTTP2Channel: @unchecked Sendable {
                         break loop
                     }
                     at += len
-                    if at < n && wantsEarlyFlush() {
+                    if midReadWriteFailure == nil && wantsEarlyFlush() {
                         // The peer and we work in parallel: it starts on these requests while we process the rest.
                         inReadLoop = false
                         readLoopFinished()
-                        flush()
+                        flush(midRead: true)
                         inReadLoop = true
                         if state != .open { break loop }
                     }
@@ -205,14 +205,22 @@ public class HTTP2Channel: @unchecked Sendable {
             }
         }
         inReadLoop = false
+        if let f = midReadWriteFailure, failure == nil { failure = f }
         if state == .open { readLoopFinished() }
         if let failure { close(failure); return }
         flush()
     }
 
+    /// Set when a write fails during a mid-read flush. The loop then reads on until the socket has nothing more
+    /// and closes with this error only after that: a GOAWAY or answers the peer sent before it went away still
+    /// count (they decide which requests are safe to resend).
+    private var midReadWriteFailure: HTTP2Error?
+
     /// Moves frames from nghttp2 into the output buffer and writes them with as few SSL_writes as possible.
-    /// Arms the write source only when TLS says WANT_WRITE (platform-facts 26).
-    func flush() {
+    /// Arms the write source only when TLS says WANT_WRITE (platform-facts 26). When nghttp2 wants neither to read
+    /// nor to write (after GOAWAY) the connection closes. `midRead`: received bytes are still unprocessed, so
+    /// nothing closes here (closing with unread data would reset the peer, and would drop frames already received).
+    func flush(midRead: Bool = false) {
         guard state == .open, !inReadLoop, let tls, let session else { return }
         while true {
             if outStart == outEnd {
@@ -249,18 +257,22 @@ public class HTTP2Channel: @unchecked Sendable {
                     armWrite()
                     return
                 case .closed:
-                    close(HTTP2Error(.connectionReset, resendIsSafe: false, "the peer closed the connection"))
+                    writeFailed(HTTP2Error(.connectionReset, resendIsSafe: false, "the peer closed the connection"), midRead)
                     return
                 case .failed(let msg):
-                    close(HTTP2Error(.connectionReset, resendIsSafe: false, "connection failed: \(msg)"))
+                    writeFailed(HTTP2Error(.connectionReset, resendIsSafe: false, "connection failed: \(msg)"), midRead)
                     return
                 }
             }
         }
         disarmWrite()
-        if nghttp2_session_want_read(session) == 0 && nghttp2_session_want_write(session) == 0 {
+        if !midRead && nghttp2_session_want_read(session) == 0 && nghttp2_session_want_write(session) == 0 {
             close(HTTP2Error(.goAway, resendIsSafe: true, "connection closed after GOAWAY"))
         }
+    }
+
+    private func writeFailed(_ error: HTTP2Error, _ midRead: Bool) {
+        if midRead { midReadWriteFailure = error } else { close(error) }
     }
 
     /// Closes the connection (idempotent). `abortive` sends a TCP RST (SO_LINGER 0).

@@ -634,8 +634,17 @@ public final class HTTP2ServerConnection: HTTP2Channel, @unchecked Sendable {
         return any
     }
 
+    /// Answers submitted during the current read pass and not yet handed to `flush`.
+    private var unflushedResponses = 0
+
+    /// A large read (many requests) is answered in parts: the client starts on the first answers while this
+    /// connection parses the rest, instead of waiting for the whole read to be answered.
+    override func wantsEarlyFlush() -> Bool { unflushedResponses >= Self.earlyFlushResponses }
+    static let earlyFlushResponses = 16
+
     /// The read pass is about to flush anyway: answers already due ride along.
     override func readLoopFinished() {
+        unflushedResponses = 0
         guard let first = delayed.first else { return }
         let now = monotonicNanos()
         if first <= now { _ = sendDueResponses(now: now) }
@@ -645,6 +654,7 @@ public final class HTTP2ServerConnection: HTTP2Channel, @unchecked Sendable {
         dispatchPrecondition(condition: .onQueue(queue))
         guard state == .open, let session, let st = streams[streamID], !st.responded else { return }
         st.responded = true
+        unflushedResponses += 1
         let rv: Int32
         if response.body.isEmpty {
             rv = withResponseNameValues(response) { nva, n in nghttp2_submit_response(session, streamID, nva, n, nil) }
