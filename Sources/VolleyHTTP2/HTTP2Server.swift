@@ -638,8 +638,13 @@ public final class HTTP2ServerConnection: HTTP2Channel, @unchecked Sendable {
     private var unflushedResponses = 0
 
     /// A large read (many requests) is answered in parts: the client starts on the first answers while this
-    /// connection parses the rest, instead of waiting for the whole read to be answered.
-    override func wantsEarlyFlush() -> Bool { unflushedResponses >= Self.earlyFlushResponses }
+    /// connection parses the rest, instead of waiting for the whole read to be answered. Delayed answers that
+    /// fall due meanwhile go out too (a long read pass would otherwise hold them past their deadline).
+    override func wantsEarlyFlush() -> Bool {
+        if unflushedResponses >= Self.earlyFlushResponses { return true }
+        guard let first = delayed.first else { return false }
+        return first <= monotonicNanos()
+    }
     static let earlyFlushResponses = 16
 
     /// The read pass is about to flush anyway: answers already due ride along.
