@@ -45,14 +45,14 @@ public struct APNSPreparedNotification: PreparedNotification {
         let sharedHeaders: [HTTP2Header]
         let sharedFields: HTTP2HeaderBlock
         let notification: VolleyCore.Notification
-        /// The job id's UTF-8 bytes followed by a 0 separator: the apns-id hash input before the token.
-        let jobIDPrefix: [UInt8]
+        /// The job's apns-id key: the first 16 bytes of SHA-256(job id), computed once per job.
+        let apnsIDKey: SipHashKey
         init(payloadBytes: Int, pushType: APNSPushType, priority: Int, topic: String, defaultPayload: [UInt8],
              variantPayloads: [String: [UInt8]], sharedHeaders: [HTTP2Header], notification: VolleyCore.Notification,
-             jobIDPrefix: [UInt8]) {
+             apnsIDKey: SipHashKey) {
             self.payloadBytes = payloadBytes; self.pushType = pushType; self.priority = priority; self.topic = topic
             self.defaultPayload = defaultPayload; self.variantPayloads = variantPayloads; self.sharedHeaders = sharedHeaders
-            self.sharedFields = HTTP2HeaderBlock(sharedHeaders); self.notification = notification; self.jobIDPrefix = jobIDPrefix
+            self.sharedFields = HTTP2HeaderBlock(sharedHeaders); self.notification = notification; self.apnsIDKey = apnsIDKey
         }
     }
     let storage: Storage
@@ -138,7 +138,7 @@ public struct APNSPreparedNotification: PreparedNotification {
         }
         storage = Storage(payloadBytes: largest, pushType: pushType, priority: priority, topic: topic,
                           defaultPayload: defaultPayload, variantPayloads: variants, sharedHeaders: headers,
-                          notification: n, jobIDPrefix: Array(jobID.rawValue.utf8) + [0])
+                          notification: n, apnsIDKey: Self.apnsIDKey(jobID: jobID))
     }
 
     private static func rawIsSilent(_ raw: JSONValue?) -> Bool {
@@ -180,29 +180,35 @@ public struct APNSPreparedNotification: PreparedNotification {
         fields.append(":authority", authority)
         fields.append(":path", "/3/device/", token, sensitive: true)
         if let authorizationBytes { fields.append("authorization", bytes: authorizationBytes, sensitive: true) }
-        Self.withAPNSID(jobIDPrefix: storage.jobIDPrefix, token: token) { fields.append("apns-id", bytes: $0, sensitive: true) }
+        Self.withAPNSID(key: storage.apnsIDKey, token: token) { fields.append("apns-id", bytes: $0, sensitive: true) }
         return HTTP2Request(sharedFields: storage.sharedFields, fields: fields, body: payload(forLocale: device.locale))
     }
 
     @inline(__always) static func hexDigit(_ v: UInt8) -> UInt8 { v < 10 ? 48 + v : 87 + v }
 
-    /// `apns-id`: a UUID derived from (job id, device token) — SHA-256, laid out as UUIDv8 (RFC 9562 §5.8),
-    /// lower-case canonical text. The same delivery always carries the same id, so a resend is recognisable.
+    /// `apns-id`: a UUID derived from (job id, device token), so the same delivery always carries the same id and
+    /// a resend is recognisable. Per job, a key = the first 16 bytes of SHA-256(job id); per device, SipHash-2-4
+    /// (128-bit output) of the token under that key — a keyed PRF, about a tenth of a SHA-256 per device. The 16
+    /// bytes are laid out as UUIDv8 (RFC 9562 §5.8), lower-case canonical text.
     public static func apnsID(jobID: JobID, token: DeviceToken) -> String {
-        withAPNSID(jobIDPrefix: Array(jobID.rawValue.utf8) + [0], token: token.rawValue) {
+        withAPNSID(key: apnsIDKey(jobID: jobID), token: token.rawValue) {
             String(decoding: $0, as: UTF8.self)
         }
     }
 
-    /// Formats the apns-id for (job, token) into a 36-byte stack buffer, valid during `body`.
-    static func withAPNSID<R>(jobIDPrefix: [UInt8], token: String, _ body: (UnsafeBufferPointer<UInt8>) -> R) -> R {
-        var hasher = SHA256()
-        jobIDPrefix.withUnsafeBytes { hasher.update(bufferPointer: $0) }
+    static func apnsIDKey(jobID: JobID) -> SipHashKey {
+        SHA256.hash(data: Array(jobID.rawValue.utf8)).withUnsafeBytes { SipHashKey($0) }
+    }
+
+    /// Formats the apns-id for (job key, token) into a 36-byte stack buffer, valid during `body`.
+    static func withAPNSID<R>(key: SipHashKey, token: String, _ body: (UnsafeBufferPointer<UInt8>) -> R) -> R {
+        var digest: (UInt64, UInt64) = (0, 0)
         var token = token
-        token.withUTF8 { hasher.update(bufferPointer: UnsafeRawBufferPointer($0)) }
-        let digest = hasher.finalize()
+        token.withUTF8 { t in
+            withUnsafeMutableBytes(of: &digest) { SipHash128.hash(UnsafeRawBufferPointer(t), key: key, into: $0) }
+        }
         return withUnsafeTemporaryAllocation(of: UInt8.self, capacity: 36) { out in
-            digest.withUnsafeBytes { d in
+            withUnsafeBytes(of: &digest) { d in
                 var o = 0
                 for i in 0..<16 {
                     var b = d[i]

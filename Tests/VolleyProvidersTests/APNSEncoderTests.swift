@@ -152,6 +152,13 @@ func headerValue(_ r: HTTP2Request, _ name: String) -> String? { r.headers.first
         #expect(p.pushType == .alert)
     }
 
+    /// apns-id = UUIDv8 of SipHash-2-4-128(token) keyed by SHA-256(job id)[0..<16]; the value below was computed
+    /// independently (a Python SipHash checked against the reference vectors) so a change of derivation shows.
+    @Test func apnsIDDerivationIsPinned() {
+        let token = DeviceToken(String(repeating: "ab", count: 32))
+        #expect(APNSPreparedNotification.apnsID(jobID: "job-1", token: token) == "388760e6-06dd-86f6-b2fb-2c9d1f0739c9")
+    }
+
     @Test func apnsIDIsDeterministicUUID() {
         let a = APNSPreparedNotification.apnsID(jobID: "job-1", token: device.token)
         let b = APNSPreparedNotification.apnsID(jobID: "job-1", token: device.token)
