@@ -103,7 +103,7 @@ let package = Package(
         .testTarget(name: "VolleyProvidersTests", dependencies: [
             "VolleyAPNs", "VolleyFCM", "VolleyMock", "VolleyTestSupport", "VolleyService",
         ]),
-        .testTarget(name: "VolleyServiceTests", dependencies: ["VolleyService"]),
+        .testTarget(name: "VolleyServiceTests", dependencies: ["VolleyService", .product(name: "Logging", package: "swift-log")]),
         .testTarget(name: "VolleyEngineTests", dependencies: [
             "VolleyEngine", "VolleyService", "VolleyTestSupport",
         ]),

@@ -1,4 +1,5 @@
 import Foundation
+import Logging
 import Testing
 @testable import VolleyService
 
@@ -43,5 +44,33 @@ struct BenchChartsTests {
         let t = SVGLineChart.niceTicks(0, 97)
         #expect(t.first == 0)
         #expect((t.last ?? 0) >= 95)
+    }
+}
+
+/// `volley bench transport --rounds`: every round measures every contender; the summary is the median.
+struct TransportBenchRoundsTests {
+    @Test func medianOfOddAndEvenCounts() {
+        #expect(median([3, 1, 2]) == 2)
+        #expect(median([4, 1, 3, 2]) == 2.5)
+        #expect(median([]) == 0)
+    }
+
+    /// Two short rounds against a real volley-mock (debug build next to the tests), bare transport and provider.
+    @Test func roundsRunEveryContenderAndReportMedians() async throws {
+        let candidates = [
+            URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent().path,
+            Bundle.main.bundleURL.deletingLastPathComponent().path,
+            FileManager.default.currentDirectoryPath + "/.build/debug",
+        ]
+        let dir = try #require(candidates.first { FileManager.default.isExecutableFile(atPath: $0 + "/volley-mock") },
+                               "volley-mock not built next to the tests")
+        var o = TransportBenchOptions(executableDirectory: dir)
+        o.requests = 300; o.concurrency = 20; o.rounds = 2; o.vsProvider = true; o.warmupRequests = 50
+        let r = try await TransportBench.run(o, logger: Logger(label: "bench-test"))
+        #expect(r.rounds.count == 2)
+        #expect(r.failures == 0)
+        #expect(r.rounds.allSatisfy { $0.rate > 0 && $0.provider_rate ?? 0 > 0 })
+        #expect(r.rate == median(r.rounds.map(\.rate)))
+        #expect(r.provider_ratio == median(r.rounds.compactMap(\.provider_ratio)))
     }
 }
