@@ -62,6 +62,7 @@ public class HTTP2Channel: @unchecked Sendable {
     // MARK: hooks for subclasses (all on `queue`)
     func handshakeCompleted() throws(HTTP2Error) {}
     func channelClosed(_ error: HTTP2Error) {}
+    /// Called before each flush of a read pass: after an early flush's slice (`wantsEarlyFlush`) and at its end.
     func readLoopFinished() {}
     /// Asked after each slice of received bytes: true = hand finished work on and write now, before the rest of
     /// what was read is processed.

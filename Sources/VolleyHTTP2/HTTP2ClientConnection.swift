@@ -255,6 +255,8 @@ final class HTTP2ClientConnection: HTTP2Channel, @unchecked Sendable {
         }
     }
 
+    /// Once 16 streams of a large read have finished, their completions run and the requests they submit are
+    /// written before the rest of the read is parsed (the server starts on them meanwhile).
     override func wantsEarlyFlush() -> Bool { finished.count >= Self.earlyFlushResponses }
     static let earlyFlushResponses = 16
 

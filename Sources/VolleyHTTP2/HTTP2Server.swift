@@ -647,7 +647,7 @@ public final class HTTP2ServerConnection: HTTP2Channel, @unchecked Sendable {
     }
     static let earlyFlushResponses = 16
 
-    /// The read pass is about to flush anyway: answers already due ride along.
+    /// The read pass is about to flush (mid-read or at its end): answers already due ride along.
     override func readLoopFinished() {
         unflushedResponses = 0
         guard let first = delayed.first else { return }

@@ -22,20 +22,20 @@ extension TransportBench {
         let requests: Int
 
         init(_ o: TransportBenchOptions, _ ep: BenchEndpoints, logger: Logger) async throws {
-        guard let apns = ep.apns else { throw TransportBenchError("--vs-provider needs a server with APNs credentials (the mock)") }
-        let app = APNSAppConfiguration(name: "Bench", credentials: .token(keyFile: apns.p8_file, keyID: apns.key_id, teamID: apns.team_id),
-                                       topic: apns.topic, environment: .production, host: ep.host, port: ep.port,
-                                       caFile: ep.ca_file.isEmpty ? nil : ep.ca_file, connections: o.connections,
-                                       maxConcurrentStreams: o.concurrency)
-        provider = try APNSProvider(app: app, tokens: APNSTokenRegistry(), logger: logger,
-                                    makeTransport: HTTP2ConnectionPool.submitterFactory(logger: logger))
-        // A notification whose encoded payload is about `bodyBytes`, like the transport run's body.
-        let pad = String(repeating: "x", count: max(0, o.bodyBytes - 60))
-        notification = VolleyCore.Notification(title: "Volley", body: pad)
-        inFlight = o.connections * o.concurrency
-        requests = o.requests
-        devices = (0..<o.requests).map { Device(platform: .ios, token: DeviceToken(String(format: "%064x", $0 + 1))) }
-        _ = await loop("bench-warmup", min(o.warmupRequests, o.requests))
+            guard let apns = ep.apns else { throw TransportBenchError("--vs-provider needs a server with APNs credentials (the mock)") }
+            let app = APNSAppConfiguration(name: "Bench", credentials: .token(keyFile: apns.p8_file, keyID: apns.key_id, teamID: apns.team_id),
+                                           topic: apns.topic, environment: .production, host: ep.host, port: ep.port,
+                                           caFile: ep.ca_file.isEmpty ? nil : ep.ca_file, connections: o.connections,
+                                           maxConcurrentStreams: o.concurrency)
+            provider = try APNSProvider(app: app, tokens: APNSTokenRegistry(), logger: logger,
+                                        makeTransport: HTTP2ConnectionPool.submitterFactory(logger: logger))
+            // A notification whose encoded payload is about `bodyBytes`, like the transport run's body.
+            let pad = String(repeating: "x", count: max(0, o.bodyBytes - 60))
+            notification = VolleyCore.Notification(title: "Volley", body: pad)
+            inFlight = o.connections * o.concurrency
+            requests = o.requests
+            devices = (0..<o.requests).map { Device(platform: .ios, token: DeviceToken(String(format: "%064x", $0 + 1))) }
+            _ = await loop("bench-warmup", min(o.warmupRequests, o.requests))
         }
 
         func shutdown() { provider.shutdown() }
