@@ -1,7 +1,6 @@
 import Dispatch
 import Foundation
 import Logging
-import Synchronization
 import VolleyCore
 import VolleyHTTP2
 
@@ -30,9 +29,7 @@ public final class APNSProvider: PushSender, @unchecked Sendable {
     private let defaultEndpoint: Endpoint
     typealias Endpoint = (submitter: any HTTP2RequestSubmitter, authority: String)
     /// Set by the first `fix-app` answer: every later send of this app fails fast with the same outcome.
-    private var stopped: (outcome: DeliveryOutcome, message: String)?
-    /// `stopped != nil`, readable without the lock (set once, after `stopped`).
-    private let hasStopped = Atomic<Bool>(false)
+    private let stopSwitch = AppStopSwitch()
 
     /// Builds the app's pool for its environment now (connections open on first use): a client certificate that
     /// is expired, not yet valid or unreadable stops the app here, with an error naming it.
@@ -59,7 +56,7 @@ public final class APNSProvider: PushSender, @unchecked Sendable {
     }
 
     /// Why this app stopped sending (a `fix-app` answer), if it did.
-    public var stopReason: String? { lock.withLock { stopped?.message } }
+    public var stopReason: String? { stopSwitch.message }
 
     public func prepare(_ notification: VolleyCore.Notification, jobID: JobID) throws -> any PreparedNotification {
         try APNSPreparedNotification(notification, jobID: jobID, bundleID: app.topic, now: clock.now())
@@ -67,7 +64,7 @@ public final class APNSProvider: PushSender, @unchecked Sendable {
 
     public func send(_ prepared: any PreparedNotification, to device: Device, jobID: JobID,
                      completion: @escaping @Sendable (DeliveryOutcome) -> Void) {
-        if hasStopped.load(ordering: .acquiring), let stop = lock.withLock({ stopped }) { completion(stop.outcome); return }
+        if let stopped = stopSwitch.outcome { completion(stopped); return }
         guard let prepared = prepared as? APNSPreparedNotification else {
             completion(.rejected(status: 0, reason: "WrongPlatform", action: .invalidNotification))
             return
@@ -158,13 +155,7 @@ public final class APNSProvider: PushSender, @unchecked Sendable {
     private func stopApp(_ outcome: DeliveryOutcome, reason: OutcomeReason, result: AttemptResult) {
         let message = "app \(app.name): APNs answered \(result.answer.status) \(reason) — "
             + OutcomeTable.explanation(.fixApp)
-        let first = lock.withLock { () -> Bool in
-            if stopped != nil { return false }
-            stopped = (outcome, message)
-            hasStopped.store(true, ordering: .releasing)
-            return true
-        }
-        if first { logger.error("\(message)") }
+        if stopSwitch.stop(outcome, message: message) { logger.error("\(message)") }
     }
 }
 

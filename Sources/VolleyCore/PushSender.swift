@@ -1,3 +1,5 @@
+import Synchronization
+
 /// A notification encoded once for one platform and one job, ready to be sent to many devices.
 /// Providers define the concrete type; the engine only passes it back.
 public protocol PreparedNotification: Sendable {
@@ -15,4 +17,32 @@ public protocol PushSender: AnyObject, Sendable {
     /// Send to one device. `completion` is called exactly once, on any queue, with a terminal outcome.
     func send(_ prepared: any PreparedNotification, to device: Device, jobID: JobID,
               completion: @escaping @Sendable (DeliveryOutcome) -> Void)
+}
+
+/// A sender's stop after a `fix-app` answer (issue 3): from then on every send of that app fails at once with the
+/// same outcome while other apps go on. Set once; read on every send without a lock (an atomic flag in front).
+public final class AppStopSwitch: Sendable {
+    private let isSet = Atomic<Bool>(false)
+    private let state = Mutex<(outcome: DeliveryOutcome, message: String)?>(nil)
+
+    public init() {}
+
+    /// The outcome every send of a stopped app gets; nil while the app runs.
+    public var outcome: DeliveryOutcome? {
+        isSet.load(ordering: .acquiring) ? state.withLock { $0?.outcome } : nil
+    }
+
+    /// Why the app stopped, if it did.
+    public var message: String? { state.withLock { $0?.message } }
+
+    /// Stops the app. True for the first call only (the one that should log).
+    public func stop(_ outcome: DeliveryOutcome, message: String) -> Bool {
+        let first = state.withLock { s -> Bool in
+            if s != nil { return false }
+            s = (outcome, message)
+            return true
+        }
+        if first { isSet.store(true, ordering: .releasing) }
+        return first
+    }
 }

@@ -47,8 +47,8 @@ public final class FCMProvider: PushSender, @unchecked Sendable {
     private let transport: any HTTP2RequestSubmitter
     private let tokenTransport: any HTTP2RequestSubmitter
     private let authority: String
-    private let lock = NSLock()
-    private var stopped: (outcome: DeliveryOutcome, message: String)?
+    /// Set by the first `fix-app` answer: every later send of this app fails fast with the same outcome.
+    private let stopSwitch = AppStopSwitch()
 
     public init(app: FCMAppConfiguration, clock: any WallClock = SystemClock(), retryPolicy: RetryPolicy = RetryPolicy(),
                 logger: Logger, makeTransport: @escaping FCMSubmitterFactory) throws {
@@ -76,7 +76,7 @@ public final class FCMProvider: PushSender, @unchecked Sendable {
                                             clock: clock, logger: logger)
     }
 
-    public var stopReason: String? { lock.withLock { stopped?.message } }
+    public var stopReason: String? { stopSwitch.message }
 
     public func prepare(_ notification: VolleyCore.Notification, jobID: JobID) throws -> any PreparedNotification {
         try FCMPreparedNotification(notification, projectID: account.projectID)
@@ -89,7 +89,7 @@ public final class FCMProvider: PushSender, @unchecked Sendable {
 
     public func send(_ prepared: any PreparedNotification, to device: Device, jobID: JobID,
                      completion: @escaping @Sendable (DeliveryOutcome) -> Void) {
-        if let stop = lock.withLock({ stopped }) { completion(stop.outcome); return }
+        if let stopped = stopSwitch.outcome { completion(stopped); return }
         guard let prepared = prepared as? FCMPreparedNotification else {
             completion(.rejected(status: 0, reason: "WrongPlatform", action: .invalidNotification))
             return
@@ -152,12 +152,7 @@ public final class FCMProvider: PushSender, @unchecked Sendable {
 
     private func stopApp(_ outcome: DeliveryOutcome, reason: OutcomeReason, result: AttemptResult) {
         let message = "app \(app.name): FCM answered \(result.answer.status) \(reason) — " + OutcomeTable.explanation(.fixApp)
-        let first = lock.withLock { () -> Bool in
-            if stopped != nil { return false }
-            stopped = (outcome, message)
-            return true
-        }
-        if first { logger.error("\(message)") }
+        if stopSwitch.stop(outcome, message: message) { logger.error("\(message)") }
     }
 }
 

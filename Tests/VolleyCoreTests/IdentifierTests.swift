@@ -17,3 +17,17 @@ import Foundation
     #expect(n.data?["n"] == .number(2))
     #expect(n.apns?["aps"]?["alert"] == .string("x"))
 }
+
+@Test func appStopSwitchKeepsTheFirstStop() {
+    let s = AppStopSwitch()
+    #expect(s.outcome == nil && s.message == nil)
+    let first = DeliveryOutcome.rejected(status: 403, reason: "InvalidProviderToken", action: .fixApp)
+    #expect(s.stop(first, message: "first"))
+    #expect(!s.stop(.rejected(status: 403, reason: "TopicDisallowed", action: .fixApp), message: "second"))
+    #expect(s.outcome == first)
+    #expect(s.message == "first")
+}
+
+@Test func platformIndexMatchesAllCases() {
+    for (i, p) in Platform.allCases.enumerated() { #expect(p.index == i) }
+}
