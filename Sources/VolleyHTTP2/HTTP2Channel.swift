@@ -365,39 +365,6 @@ public class HTTP2Channel: @unchecked Sendable {
     return name
 }
 
-/// Builds an `nghttp2_nv` array for the duration of `body` (nghttp2 copies names and values).
-func withNameValues<R>(_ pairs: [(String, String, Bool)], _ body: (UnsafeMutablePointer<nghttp2_nv>, Int) -> R) -> R {
-    var total = 0
-    for p in pairs { total += p.0.utf8.count + p.1.utf8.count }
-    return withUnsafeTemporaryAllocation(of: UInt8.self, capacity: max(total, 1)) { bytes in
-        withUnsafeTemporaryAllocation(of: nghttp2_nv.self, capacity: max(pairs.count, 1)) { nva in
-            var off = 0
-            let base = bytes.baseAddress!
-            @inline(__always) func copy(_ s: String) -> Int {
-                let n = s.utf8.withContiguousStorageIfAvailable { src -> Int in
-                    if let a = src.baseAddress { (base + off).update(from: a, count: src.count) }
-                    return src.count
-                } ?? {
-                    var k = 0
-                    for b in s.utf8 { base[off + k] = b; k += 1 }
-                    return k
-                }()
-                off += n
-                return n
-            }
-            for (i, p) in pairs.enumerated() {
-                let nameStart = base + off
-                let nlen = copy(p.0)
-                let valueStart = base + off
-                let vlen = copy(p.1)
-                let flags = p.2 ? UInt8(NGHTTP2_NV_FLAG_NO_INDEX.rawValue) : UInt8(NGHTTP2_NV_FLAG_NONE.rawValue)
-                nva[i] = nghttp2_nv(name: nameStart, value: valueStart, namelen: nlen, valuelen: vlen, flags: flags)
-            }
-            return body(nva.baseAddress!, pairs.count)
-        }
-    }
-}
-
 /// A body that nghttp2 reads through a data provider; referenced by `nghttp2_data_source.ptr`,
 /// retained by the owning stream table until the stream closes. Not final: the client's stream state
 /// extends it so one object per stream serves both.
