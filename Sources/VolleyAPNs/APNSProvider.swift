@@ -11,13 +11,13 @@ public typealias HTTP2SubmitterFactory = @Sendable (HTTP2ClientConfiguration) th
 /// The APNs sender for one app: token or certificate auth, one pool per environment endpoint (so tokens of
 /// different teams never share a connection: a pool belongs to one app, an app to one team).
 /// Retries and the outcome table are applied here; `send` completes once with a terminal outcome.
-public final class APNSProvider: PushSender, @unchecked Sendable {
+public final class APNSProvider: PushSender, RetryingSender, @unchecked Sendable {
     public var platform: Platform { .ios }
     public let app: APNSAppConfiguration
     public let tokenProvider: APNSTokenProvider?
 
     private let clock: any WallClock
-    private let retryPolicy: RetryPolicy
+    package let retryPolicy: RetryPolicy
     private let logger: Logger
     private let makeTransport: HTTP2SubmitterFactory
     private let lock = NSLock()
@@ -29,7 +29,7 @@ public final class APNSProvider: PushSender, @unchecked Sendable {
     private let defaultEndpoint: Endpoint
     typealias Endpoint = (submitter: any HTTP2RequestSubmitter, authority: String)
     /// Set by the first `fix-app` answer: every later send of this app fails fast with the same outcome.
-    private let stopSwitch = AppStopSwitch()
+    package let stopSwitch = AppStopSwitch()
 
     /// Builds the app's pool for its environment now (connections open on first use): a client certificate that
     /// is expired, not yet valid or unreadable stops the app here, with an error naming it.
@@ -64,32 +64,17 @@ public final class APNSProvider: PushSender, @unchecked Sendable {
 
     public func send(_ prepared: any PreparedNotification, to device: Device, jobID: JobID,
                      completion: @escaping @Sendable (DeliveryOutcome) -> Void) {
-        if let stopped = stopSwitch.outcome { completion(stopped); return }
-        guard let prepared = prepared as? APNSPreparedNotification else {
-            completion(.rejected(status: 0, reason: "WrongPlatform", action: .invalidNotification))
-            return
-        }
-        // Fast path: one closure per send; the retry loop is built only when the answer needs it.
-        attemptOnce(prepared, to: device) { [self] first, auth in
-            if !first.needsAnotherAttempt {
-                finish(first.terminalOutcome(), first, completion)
-                return
-            }
-            DeliveryLoop.resume(
-                after: first, credential: auth, policy: retryPolicy,
-                schedule: { delay, work in DispatchQueue.global().asyncAfter(deadline: .now() + delay) { work() } },
-                attempt: { [self] done in attemptOnce(prepared, to: device, completion: done) },
-                refresh: { [tokenProvider] used in
-                    guard let tokenProvider, let used else { return false }
-                    return tokenProvider.refreshAfterRejection(of: used)
-                },
-                completion: { [self] outcome, result in finish(outcome, result, completion) })
-        }
+        sendRetrying(prepared, to: device, completion: completion)
     }
 
-    private func finish(_ outcome: DeliveryOutcome, _ result: AttemptResult, _ completion: @Sendable (DeliveryOutcome) -> Void) {
-        if case .rejected(_, let reason, .fixApp) = outcome { stopApp(outcome, reason: reason, result: result) }
-        completion(outcome)
+    package func schedule(after seconds: Double, _ work: @escaping @Sendable () -> Void) {
+        DispatchQueue.global().asyncAfter(deadline: .now() + seconds, execute: work)
+    }
+
+    /// `ExpiredProviderToken`: a newer token when another send already made one or the current one is old enough.
+    package func refreshCredential(rejected used: String?) -> Bool {
+        guard let tokenProvider, let used else { return false }
+        return tokenProvider.refreshAfterRejection(of: used)
     }
 
     /// One request, no retries: what the provider answered. `volley test-push` uses this directly.
@@ -152,7 +137,7 @@ public final class APNSProvider: PushSender, @unchecked Sendable {
         }
     }
 
-    private func stopApp(_ outcome: DeliveryOutcome, reason: OutcomeReason, result: AttemptResult) {
+    package func stopApp(_ outcome: DeliveryOutcome, reason: OutcomeReason, result: AttemptResult) {
         let message = "app \(app.name): APNs answered \(result.answer.status) \(reason) — "
             + OutcomeTable.explanation(.fixApp)
         if stopSwitch.stop(outcome, message: message) { logger.error("\(message)") }

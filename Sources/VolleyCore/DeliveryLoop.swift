@@ -167,3 +167,50 @@ extension DeliveryLoop {
         }
     }
 }
+
+/// A provider's side of the send path both providers share (`sendRetrying`): the app's `fix-app` stop, one attempt
+/// without retries, how to wait between attempts, and how to refresh a credential the provider rejected.
+package protocol RetryingSender: AnyObject, Sendable {
+    associatedtype Prepared: PreparedNotification
+    var retryPolicy: RetryPolicy { get }
+    var stopSwitch: AppStopSwitch { get }
+    /// One request, no retries; the second value is the credential (`authorization` value) it was sent with.
+    func attemptOnce(_ prepared: Prepared, to device: Device, completion: @escaping @Sendable (AttemptResult, String?) -> Void)
+    /// Runs `work` after `seconds` (the backoff between attempts).
+    func schedule(after seconds: Double, _ work: @escaping @Sendable () -> Void)
+    /// After the provider rejected the credential `used`: true when a resend with a fresh one may go now.
+    func refreshCredential(rejected used: String?) -> Bool
+    /// A `fix-app` answer: stop the app (`stopSwitch.stop`) and log why, once.
+    func stopApp(_ outcome: DeliveryOutcome, reason: OutcomeReason, result: AttemptResult)
+}
+
+extension RetryingSender {
+    /// `PushSender.send` for both providers: fails fast once the app stopped, refuses a notification prepared for
+    /// another platform, makes the first attempt without the retry loop (one closure in the common case) and builds
+    /// the loop only when the answer needs a retry or a credential refresh.
+    package func sendRetrying(_ prepared: any PreparedNotification, to device: Device,
+                              completion: @escaping @Sendable (DeliveryOutcome) -> Void) {
+        if let stopped = stopSwitch.outcome { completion(stopped); return }
+        guard let prepared = prepared as? Prepared else {
+            completion(.rejected(status: 0, reason: "WrongPlatform", action: .invalidNotification))
+            return
+        }
+        attemptOnce(prepared, to: device) { [self] first, credential in
+            if !first.needsAnotherAttempt {
+                finish(first.terminalOutcome(), first, completion)
+                return
+            }
+            DeliveryLoop.resume(
+                after: first, credential: credential, policy: retryPolicy,
+                schedule: { [self] delay, work in schedule(after: delay, work) },
+                attempt: { [self] done in attemptOnce(prepared, to: device, completion: done) },
+                refresh: { [self] used in refreshCredential(rejected: used) },
+                completion: { [self] outcome, result in finish(outcome, result, completion) })
+        }
+    }
+
+    private func finish(_ outcome: DeliveryOutcome, _ result: AttemptResult, _ completion: @Sendable (DeliveryOutcome) -> Void) {
+        if case .rejected(_, let reason, .fixApp) = outcome { stopApp(outcome, reason: reason, result: result) }
+        completion(outcome)
+    }
+}

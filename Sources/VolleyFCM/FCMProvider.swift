@@ -36,19 +36,19 @@ public struct FCMAppConfiguration: Sendable, Hashable {
 
 /// The FCM HTTP v1 sender for one app. Retries and the outcome table are applied here; `send` completes
 /// once with a terminal outcome.
-public final class FCMProvider: PushSender, @unchecked Sendable {
+public final class FCMProvider: PushSender, RetryingSender, @unchecked Sendable {
     public var platform: Platform { .android }
     public let app: FCMAppConfiguration
     public let account: FCMServiceAccount
     public let tokens: FCMAccessTokenProvider
 
-    private let retryPolicy: RetryPolicy
+    package let retryPolicy: RetryPolicy
     private let logger: Logger
     private let transport: any HTTP2RequestSubmitter
     private let tokenTransport: any HTTP2RequestSubmitter
     private let authority: String
     /// Set by the first `fix-app` answer: every later send of this app fails fast with the same outcome.
-    private let stopSwitch = AppStopSwitch()
+    package let stopSwitch = AppStopSwitch()
 
     public init(app: FCMAppConfiguration, clock: any WallClock = SystemClock(), retryPolicy: RetryPolicy = RetryPolicy(),
                 logger: Logger, makeTransport: @escaping FCMSubmitterFactory) throws {
@@ -89,33 +89,17 @@ public final class FCMProvider: PushSender, @unchecked Sendable {
 
     public func send(_ prepared: any PreparedNotification, to device: Device, jobID: JobID,
                      completion: @escaping @Sendable (DeliveryOutcome) -> Void) {
-        if let stopped = stopSwitch.outcome { completion(stopped); return }
-        guard let prepared = prepared as? FCMPreparedNotification else {
-            completion(.rejected(status: 0, reason: "WrongPlatform", action: .invalidNotification))
-            return
-        }
-        // Fast path: one closure per send; the retry loop is built only when the answer needs it.
-        attemptOnce(prepared, to: device) { [self] first, auth in
-            if !first.needsAnotherAttempt {
-                finish(first.terminalOutcome(), first, completion)
-                return
-            }
-            DeliveryLoop.resume(
-                after: first, credential: auth, policy: retryPolicy,
-                schedule: { delay, work in DispatchQueue.global().asyncAfter(deadline: .now() + delay) { work() } },
-                attempt: { [self] done in attemptOnce(prepared, to: device, completion: done) },
-                refresh: { [tokens] used in
-                    // 401: drop the rejected token; the resend's `authorization` call refreshes (single-flight).
-                    if let used { tokens.invalidate(used) }
-                    return true
-                },
-                completion: { [self] outcome, result in finish(outcome, result, completion) })
-        }
+        sendRetrying(prepared, to: device, completion: completion)
     }
 
-    private func finish(_ outcome: DeliveryOutcome, _ result: AttemptResult, _ completion: @Sendable (DeliveryOutcome) -> Void) {
-        if case .rejected(_, let reason, .fixApp) = outcome { stopApp(outcome, reason: reason, result: result) }
-        completion(outcome)
+    package func schedule(after seconds: Double, _ work: @escaping @Sendable () -> Void) {
+        DispatchQueue.global().asyncAfter(deadline: .now() + seconds, execute: work)
+    }
+
+    /// 401: drop the rejected token; the resend's `authorization` call refreshes (single-flight).
+    package func refreshCredential(rejected used: String?) -> Bool {
+        if let used { tokens.invalidate(used) }
+        return true
     }
 
     /// One request, no retries (used by `volley test-push`). The second value is the authorization sent.
@@ -150,7 +134,7 @@ public final class FCMProvider: PushSender, @unchecked Sendable {
         tokenTransport.shutdown(completion: {})
     }
 
-    private func stopApp(_ outcome: DeliveryOutcome, reason: OutcomeReason, result: AttemptResult) {
+    package func stopApp(_ outcome: DeliveryOutcome, reason: OutcomeReason, result: AttemptResult) {
         let message = "app \(app.name): FCM answered \(result.answer.status) \(reason) — " + OutcomeTable.explanation(.fixApp)
         if stopSwitch.stop(outcome, message: message) { logger.error("\(message)") }
     }
