@@ -49,13 +49,26 @@ static let sensitiveFlag: UInt8 = 1
         precondition(nameLength <= Int(UInt32.max) && valueLength <= Int(UInt32.max), "header field too large")
         // Flag byte and the two little-endian lengths, written into one 9-byte stack buffer and appended at once.
         withUnsafeTemporaryAllocation(of: UInt8.self, capacity: Self.fieldOverhead) { out in
-            let raw = UnsafeMutableRawBufferPointer(out)
-            raw[0] = sensitive ? Self.sensitiveFlag : 0
-            raw.storeBytes(of: UInt32(nameLength).littleEndian, toByteOffset: 1, as: UInt32.self)
-            raw.storeBytes(of: UInt32(valueLength).littleEndian, toByteOffset: 5, as: UInt32.self)
+            Self.storePrefix(UnsafeMutableRawPointer(out.baseAddress!), nameLength: nameLength, valueLength: valueLength,
+                             sensitive: sensitive)
             storage.append(contentsOf: UnsafeBufferPointer(out))
         }
         count += 1
+    }
+
+    /// The flag byte and the two little-endian lengths that start every field, written at `p` (9 bytes).
+    @inline(__always) static func storePrefix(_ p: UnsafeMutableRawPointer, nameLength: Int, valueLength: Int, sensitive: Bool) {
+        p.storeBytes(of: sensitive ? sensitiveFlag : 0, as: UInt8.self)
+        p.storeBytes(of: UInt32(truncatingIfNeeded: nameLength).littleEndian, toByteOffset: 1, as: UInt32.self)
+        p.storeBytes(of: UInt32(truncatingIfNeeded: valueLength).littleEndian, toByteOffset: 5, as: UInt32.self)
+    }
+
+    /// Writes one whole field at `p`, which must have room for `encodedSize(nameLength:valueLength:)` bytes (for
+    /// buffers that collect fields outside a block, like the server's per-connection header scratch).
+    static func encode(name: UnsafeBufferPointer<UInt8>, value: UnsafeBufferPointer<UInt8>, at p: UnsafeMutableRawPointer) {
+        storePrefix(p, nameLength: name.count, valueLength: value.count, sensitive: false)
+        if let n = name.baseAddress { (p + fieldOverhead).copyMemory(from: n, byteCount: name.count) }
+        if let v = value.baseAddress { (p + fieldOverhead + name.count).copyMemory(from: v, byteCount: value.count) }
     }
 
     /// Appends a field whose name is a lower-case literal. `sensitive` fields are never indexed by HPACK.
@@ -92,7 +105,7 @@ static let sensitiveFlag: UInt8 = 1
     }
 
     /// Appends a field from raw name and value bytes (the name is taken as it is).
-    mutating func append(nameBytes: UnsafeBufferPointer<UInt8>, valueBytes: UnsafeBufferPointer<UInt8>, sensitive: Bool = false) {
+    public mutating func append(nameBytes: UnsafeBufferPointer<UInt8>, valueBytes: UnsafeBufferPointer<UInt8>, sensitive: Bool = false) {
         appendPrefix(nameLength: nameBytes.count, valueLength: valueBytes.count, sensitive: sensitive)
         storage.append(contentsOf: nameBytes)
         storage.append(contentsOf: valueBytes)
@@ -104,21 +117,73 @@ static let sensitiveFlag: UInt8 = 1
         count += other.count
     }
 
+    /// Appends `fields` fields already encoded in this type's layout (the server's per-connection header scratch).
+    mutating func append(encoded: UnsafeRawBufferPointer, fields: Int) {
+        if storage.isEmpty { storage = Array(encoded) } else { storage.append(contentsOf: encoded) }
+        count += fields
+    }
+
+    /// Replaces every field named `name` (exact bytes) by one with `value`, or removes them when `value` is nil.
+    /// A pseudo-header goes after the other pseudo-headers, any other field last. Rebuilds the block (rare paths).
+    public mutating func set(_ name: String, _ value: String?) {
+        var kept = HTTP2HeaderBlock(reservingBytes: storage.count + (value?.utf8.count ?? 0), fields: count + 1)
+        var wanted = name
+        let pseudo = name.utf8.first == UInt8(ascii: ":")
+        wanted.withUTF8 { w in
+            var placed = value == nil
+            func place() {
+                guard !placed, var v = value else { return }
+                v.withUTF8 { kept.append(nameBytes: w, valueBytes: $0) }
+                placed = true
+            }
+            forEach { n, v, sensitive in
+                if n.elementsEqual(w) { return }
+                if pseudo && n.first != UInt8(ascii: ":") { place() }
+                kept.append(nameBytes: n, valueBytes: v, sensitive: sensitive)
+            }
+            place()
+        }
+        self = kept
+    }
+
     // MARK: reading
 
     /// Calls `body` for each field in order with the name and value bytes (valid only during the call).
     func forEach(_ body: (UnsafeBufferPointer<UInt8>, UnsafeBufferPointer<UInt8>, Bool) throws -> Void) rethrows {
-        try storage.withUnsafeBufferPointer { buf in
-            guard let base = buf.baseAddress else { return }
+        try withUnsafeFields { fields in
+            for f in fields { try body(f.name, f.value, f.sensitive) }
+        }
+    }
+
+    /// Calls `body` with a borrowed view of every field (name and value bytes, valid only during the call).
+    public func withUnsafeFields<R>(_ body: (UnsafeFields) throws -> R) rethrows -> R {
+        try storage.withUnsafeBufferPointer { try body(UnsafeFields(base: $0, count: count)) }
+    }
+
+    /// A borrowed view of a block: a sequence of (name, value) byte buffers.
+    public struct UnsafeFields: Sequence {
+        let base: UnsafeBufferPointer<UInt8>
+        let count: Int
+        public struct Field {
+            public let name: UnsafeBufferPointer<UInt8>
+            public let value: UnsafeBufferPointer<UInt8>
+            public let sensitive: Bool
+        }
+        public struct Iterator: IteratorProtocol {
+            let base: UnsafeBufferPointer<UInt8>
+            var left: Int
             var at = 0
-            for _ in 0..<count {
-                let (nameLength, valueLength, sensitive) = Self.prefix(base, at)
-                let name = UnsafeBufferPointer(start: base + at + Self.fieldOverhead, count: nameLength)
-                let value = UnsafeBufferPointer(start: base + at + Self.fieldOverhead + nameLength, count: valueLength)
-                try body(name, value, sensitive)
-                at += Self.fieldOverhead + nameLength + valueLength
+            public mutating func next() -> Field? {
+                guard left > 0, let start = base.baseAddress else { return nil }
+                left -= 1
+                let (nameLength, valueLength, sensitive) = HTTP2HeaderBlock.prefix(start, at)
+                let name = start + at + HTTP2HeaderBlock.fieldOverhead
+                at += HTTP2HeaderBlock.fieldOverhead + nameLength + valueLength
+                return Field(name: UnsafeBufferPointer(start: name, count: nameLength),
+                             value: UnsafeBufferPointer(start: name + nameLength, count: valueLength), sensitive: sensitive)
             }
         }
+        public func makeIterator() -> Iterator { Iterator(base: base, left: count) }
     }
 
     @inline(__always) static func prefix(_ base: UnsafePointer<UInt8>, _ at: Int) -> (Int, Int, Bool) {

@@ -33,168 +33,64 @@ public struct HTTP2ServerConfiguration: Sendable {
     }
 }
 
-/// The header fields of one received request, pseudo-headers included, in arrival order, packed into one byte
-/// buffer: one allocation per request instead of two Strings and an array slot per field. Names are lower case
-/// (RFC 9113 §8.2.1; nghttp2 rejects others). Read them as bytes with `withUnsafeFields`, or as Strings with
-/// `value(_:)` / `headers` (those allocate).
-public struct HTTP2HeaderFields: Sendable {
-    /// Per field: name length (UInt32, native order), value length (UInt32), name bytes, value bytes.
-    private var storage: [UInt8] = []
-
-    public init() {}
-    public init(_ fields: [HTTP2Header]) {
-        for f in fields { append(f.name, f.value) }
-    }
-
-    public var isEmpty: Bool { storage.isEmpty }
-
-    public mutating func reserveCapacity(_ bytes: Int) { storage.reserveCapacity(bytes) }
-
-    /// Appends fields already packed in this type's layout (the server's per-connection header scratch).
-    mutating func append(packed: UnsafeRawBufferPointer) {
-        if storage.isEmpty { storage = Array(packed) } else { storage.append(contentsOf: packed) }
-    }
-
-    public mutating func append(name: UnsafeBufferPointer<UInt8>, value: UnsafeBufferPointer<UInt8>) {
-        withUnsafeBytes(of: UInt32(truncatingIfNeeded: name.count)) { storage.append(contentsOf: $0) }
-        withUnsafeBytes(of: UInt32(truncatingIfNeeded: value.count)) { storage.append(contentsOf: $0) }
-        storage.append(contentsOf: name)
-        storage.append(contentsOf: value)
-    }
-
-    public mutating func append(_ name: String, _ value: String) {
-        var n = name, v = value
-        n.withUTF8 { nb in v.withUTF8 { vb in append(name: nb, value: vb) } }
-    }
-
-    /// Calls `body` with a view of every field; the buffers are valid only during the call.
-    public func withUnsafeFields<R>(_ body: (HTTP2UnsafeHeaderFields) throws -> R) rethrows -> R {
-        try storage.withUnsafeBufferPointer { try body(HTTP2UnsafeHeaderFields(base: $0)) }
-    }
-
-    /// The first value of `name` (lower case), decoded as UTF-8.
-    public func value(_ name: String) -> String? {
-        var n = name
-        return n.withUTF8 { want in
-            withUnsafeFields { fields in
-                for f in fields where f.name.elementsEqual(want) { return String(decoding: f.value, as: UTF8.self) }
-                return nil
-            }
-        }
-    }
-
-    /// Every field that is not a pseudo-header, as Strings.
-    public var headers: [HTTP2Header] {
-        withUnsafeFields { fields in
-            var out: [HTTP2Header] = []
-            for f in fields where f.name.first != UInt8(ascii: ":") {
-                out.append(HTTP2Header(String(decoding: f.name, as: UTF8.self), String(decoding: f.value, as: UTF8.self)))
-            }
-            return out
-        }
-    }
-
-    /// Replaces every field named `name` by one with `value` (nil: removes them). Pseudo-headers stay first.
-    public mutating func set(_ name: String, _ value: String?) {
-        var kept: [(String, String)] = []
-        withUnsafeFields { fields in
-            for f in fields {
-                let n = String(decoding: f.name, as: UTF8.self)
-                if n != name { kept.append((n, String(decoding: f.value, as: UTF8.self))) }
-            }
-        }
-        if let value {
-            let at = name.hasPrefix(":") ? (kept.firstIndex { !$0.0.hasPrefix(":") } ?? kept.count) : kept.count
-            kept.insert((name, value), at: at)
-        }
-        storage = []
-        for (n, v) in kept { append(n, v) }
-    }
-}
-
-/// A borrowed view of `HTTP2HeaderFields`: a sequence of (name, value) byte buffers.
-public struct HTTP2UnsafeHeaderFields: Sequence {
-    let base: UnsafeBufferPointer<UInt8>
-    public struct Field {
-        public let name: UnsafeBufferPointer<UInt8>
-        public let value: UnsafeBufferPointer<UInt8>
-    }
-    public struct Iterator: IteratorProtocol {
-        let base: UnsafeBufferPointer<UInt8>
-        var offset = 0
-        public mutating func next() -> Field? {
-            guard offset + 8 <= base.count, let start = base.baseAddress else { return nil }
-            let raw = UnsafeRawPointer(start + offset)
-            let n = Int(raw.loadUnaligned(as: UInt32.self))
-            let v = Int(raw.loadUnaligned(fromByteOffset: 4, as: UInt32.self))
-            let nameStart = offset + 8
-            guard nameStart + n + v <= base.count else { return nil }
-            offset = nameStart + n + v
-            return Field(name: UnsafeBufferPointer(start: start + nameStart, count: n),
-                         value: UnsafeBufferPointer(start: start + nameStart + n, count: v))
-        }
-    }
-    public func makeIterator() -> Iterator { Iterator(base: base) }
-}
-
 /// A complete request as the server handler sees it.
 public struct HTTP2ServerRequest: Sendable {
-    /// Every field as received, pseudo-headers included (bytes; see `HTTP2HeaderFields`).
-    public var fields: HTTP2HeaderFields
+    /// Every field as received, pseudo-headers included, in arrival order, in one buffer (one allocation per request
+    /// instead of two Strings and an array slot per field). Names are lower case (RFC 9113 §8.2.1; nghttp2 rejects
+    /// others). Read them as bytes with `withUnsafeFields`, or as Strings with `value(for:)` / `headers`.
+    public var fields: HTTP2HeaderBlock
     public var body: [UInt8]
     /// The HTTP/2 stream id (odd, increasing per connection).
     public var streamID: Int32
 
     public var method: String {
-        get { fields.value(":method") ?? "" }
+        get { fields.value(for: ":method") ?? "" }
         set { fields.set(":method", newValue) }
     }
     public var path: String {
-        get { fields.value(":path") ?? "" }
+        get { fields.value(for: ":path") ?? "" }
         set { fields.set(":path", newValue) }
     }
     public var authority: String? {
-        get { fields.value(":authority") }
+        get { fields.value(for: ":authority") }
         set { fields.set(":authority", newValue) }
     }
     public var scheme: String? {
-        get { fields.value(":scheme") }
+        get { fields.value(for: ":scheme") }
         set { fields.set(":scheme", newValue) }
     }
     /// Regular headers with lower-case names (pseudo-headers excluded). Decoded on each access.
     public var headers: [HTTP2Header] {
-        get { fields.headers }
+        get { fields.headers.filter { !$0.name.hasPrefix(":") } }
         set {
-            var f = HTTP2HeaderFields()
+            var f = HTTP2HeaderBlock()
             fields.withUnsafeFields { old in
-                for x in old where x.name.first == UInt8(ascii: ":") { f.append(name: x.name, value: x.value) }
+                for x in old where x.name.first == UInt8(ascii: ":") { f.append(nameBytes: x.name, valueBytes: x.value) }
             }
-            for h in newValue { f.append(lowercasedHeaderName(h.name), h.value) }
+            for h in newValue { f.append(name: h.name, value: h.value) }
             fields = f
         }
     }
 
     public init(method: String, path: String, authority: String? = nil, scheme: String? = nil,
                 headers: [HTTP2Header] = [], body: [UInt8] = [], streamID: Int32 = 0) {
-        var f = HTTP2HeaderFields()
+        var f = HTTP2HeaderBlock()
         f.append(":method", method)
         if let scheme { f.append(":scheme", scheme) }
         if let authority { f.append(":authority", authority) }
         f.append(":path", path)
-        for h in headers { f.append(lowercasedHeaderName(h.name), h.value) }
+        for h in headers { f.append(name: h.name, value: h.value) }
         self.init(fields: f, body: body, streamID: streamID)
     }
 
-    public init(fields: HTTP2HeaderFields, body: [UInt8] = [], streamID: Int32 = 0) {
+    public init(fields: HTTP2HeaderBlock, body: [UInt8] = [], streamID: Int32 = 0) {
         self.fields = fields; self.body = body; self.streamID = streamID
     }
 
     /// A regular header's value (names compared lower-case; pseudo-headers are not headers).
     public func header(_ name: String) -> String? {
         if name.utf8.first == UInt8(ascii: ":") { return nil }
-        // Callers pass lower-case names: no copy unless one is needed.
-        if name.utf8.contains(where: { $0 >= 0x41 && $0 <= 0x5A }) { return fields.value(name.lowercased()) }
-        return fields.value(name)
+        return fields.value(for: name)
     }
 }
 
@@ -384,10 +280,11 @@ public final class HTTP2ServerConnection: HTTP2Channel, @unchecked Sendable {
     static let delayGranularityNanos: UInt64 = 100_000
     private var lastTimerFire: UInt64 = 0
 
-    /// The header block being received, packed as in `HTTP2HeaderFields` (owned here, freed in deinit).
+    /// The header block being received, encoded as in `HTTP2HeaderBlock` (owned here, freed in deinit).
     private var scratch = UnsafeMutableRawPointer.allocate(byteCount: 2048, alignment: 8)
     private var scratchCapacity = 2048
     private var scratchCount = 0
+    private var scratchFields = 0
     private var scratchStreamID: Int32 = 0
 
     /// Connection-scoped storage for the handler; touch it only on the connection queue (inside `handle`).
@@ -398,7 +295,7 @@ public final class HTTP2ServerConnection: HTTP2Channel, @unchecked Sendable {
     public var statistics: HTTP2ServerConnectionStatistics { stats.withLock { $0 } }
 
     final class ServerStream {
-        var fields = HTTP2HeaderFields()
+        var fields = HTTP2HeaderBlock()
         var body: [UInt8] = []
         var response: OutgoingBody?
         /// An answer waiting in `delayed` for its deadline.
@@ -462,6 +359,7 @@ public final class HTTP2ServerConnection: HTTP2Channel, @unchecked Sendable {
 
     override func onBeginHeaders(_ streamID: Int32) -> Int32 {
         scratchCount = 0
+        scratchFields = 0
         scratchStreamID = streamID
         if streams[streamID] != nil { return 0 }   // trailers: same stream, second header block
         streams[streamID] = ServerStream()
@@ -477,10 +375,10 @@ public final class HTTP2ServerConnection: HTTP2Channel, @unchecked Sendable {
         // Bytes only, into the connection's scratch (header blocks never interleave, RFC 9113 §4.3); the stream
         // gets one exact-size copy when the block ends. Strings are made by the handler for what it reads.
         guard streamID == scratchStreamID else {
-            streams[streamID]?.fields.append(name: name, value: value)
+            streams[streamID]?.fields.append(nameBytes: name, valueBytes: value)
             return 0
         }
-        let need = scratchCount + 8 + name.count + value.count
+        let need = scratchCount + HTTP2HeaderBlock.fieldOverhead + name.count + value.count
         if need > scratchCapacity {
             let cap = max(need, scratchCapacity * 2)
             let nb = UnsafeMutableRawPointer.allocate(byteCount: cap, alignment: 8)
@@ -488,12 +386,9 @@ public final class HTTP2ServerConnection: HTTP2Channel, @unchecked Sendable {
             scratch.deallocate()
             scratch = nb; scratchCapacity = cap
         }
-        let p = scratch + scratchCount
-        p.storeBytes(of: UInt32(truncatingIfNeeded: name.count), as: UInt32.self)
-        (p + 4).storeBytes(of: UInt32(truncatingIfNeeded: value.count), as: UInt32.self)
-        if let n = name.baseAddress { (p + 8).copyMemory(from: n, byteCount: name.count) }
-        if let v = value.baseAddress { (p + 8 + name.count).copyMemory(from: v, byteCount: value.count) }
+        HTTP2HeaderBlock.encode(name: name, value: value, at: scratch + scratchCount)
         scratchCount = need
+        scratchFields += 1
         return 0
     }
 
@@ -517,8 +412,10 @@ public final class HTTP2ServerConnection: HTTP2Channel, @unchecked Sendable {
         case NGHTTP2_HEADERS.rawValue, NGHTTP2_DATA.rawValue:
             // HEADERS reaches here once its whole block (with CONTINUATIONs) was received.
             if UInt32(hd.type) == NGHTTP2_HEADERS.rawValue, hd.stream_id == scratchStreamID {
-                streams[hd.stream_id]?.fields.append(packed: UnsafeRawBufferPointer(start: scratch, count: scratchCount))
+                streams[hd.stream_id]?.fields.append(encoded: UnsafeRawBufferPointer(start: scratch, count: scratchCount),
+                                                     fields: scratchFields)
                 scratchCount = 0
+                scratchFields = 0
                 scratchStreamID = 0
             }
             if hd.flags & UInt8(NGHTTP2_FLAG_END_STREAM.rawValue) != 0, let st = streams[hd.stream_id], !st.tooLarge {
@@ -553,7 +450,7 @@ public final class HTTP2ServerConnection: HTTP2Channel, @unchecked Sendable {
         stats.withLock { $0.requests += 1 }
         st.arrivalNanos = lastReadNanos
         let request = HTTP2ServerRequest(fields: st.fields, body: st.body, streamID: streamID)
-        st.fields = HTTP2HeaderFields(); st.body = []
+        st.fields = HTTP2HeaderBlock(); st.body = []
         handler.handle(request, on: self, respond: HTTP2Responder(connection: self, streamID: streamID))
     }
 

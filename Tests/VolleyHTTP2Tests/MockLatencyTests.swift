@@ -40,7 +40,7 @@ import VolleyTestSupport
     }
 }
 
-@Suite struct HTTP2HeaderFieldsTests {
+@Suite struct ServerRequestFieldsTests {
     @Test func requestFieldsRoundTrip() {
         var r = HTTP2ServerRequest(method: "POST", path: "/3/device/abc", authority: "example", scheme: "https",
                                    headers: [HTTP2Header("Apns-Topic", "t"), HTTP2Header("x", "1"), HTTP2Header("x", "2")])
@@ -61,10 +61,10 @@ import VolleyTestSupport
     }
 
     @Test func rawBytesAreKeptAsReceived() {
-        var f = HTTP2HeaderFields()
+        var f = HTTP2HeaderBlock()
         let invalid: [UInt8] = [0xFF, 0x41, 0x00, 0x80]
         invalid.withUnsafeBufferPointer { v in
-            Array("k".utf8).withUnsafeBufferPointer { n in f.append(name: n, value: v) }
+            Array("k".utf8).withUnsafeBufferPointer { n in f.append(nameBytes: n, valueBytes: v) }
         }
         f.append("", "")
         let seen = f.withUnsafeFields { fields in fields.map { (Array($0.name), Array($0.value)) } }
@@ -84,7 +84,7 @@ import VolleyTestSupport
         for (name, value) in extra {
             req.fields.set(name, nil)
             value.withUnsafeBufferPointer { v in
-                Array(name.utf8).withUnsafeBufferPointer { n in req.fields.append(name: n, value: v) }
+                Array(name.utf8).withUnsafeBufferPointer { n in req.fields.append(nameBytes: n, valueBytes: v) }
             }
         }
         let r = try #require(engine.process(req, state: state).response)

@@ -768,14 +768,14 @@ final class MockConfigurationSnapshot: Sendable {
     init(_ config: MockConfiguration) { self.config = config }
 }
 
-/// The fields the mock reads, picked out of a request in one pass (last occurrence wins, as before). Views into
-/// `HTTP2HeaderFields`: valid only inside its `withUnsafeFields`.
+/// The fields the mock reads, picked out of a request in one pass (last occurrence wins, as before). Views into the
+/// request's `HTTP2HeaderBlock`: valid only inside its `withUnsafeFields`.
 struct MockRawFields {
     var method: UnsafeBufferPointer<UInt8>?
     var path = UnsafeBufferPointer<UInt8>(start: nil, count: 0)
     var authorization, topic, pushType, priority, expiration, collapseID, apnsID: UnsafeBufferPointer<UInt8>?
 
-    init(_ fields: HTTP2UnsafeHeaderFields) {
+    init(_ fields: HTTP2HeaderBlock.UnsafeFields) {
         for f in fields {
             let n = f.name
             switch n.count {
