@@ -200,8 +200,8 @@ final class HTTP2ClientConnection: HTTP2Channel, @unchecked Sendable {
     /// `authorization`, per-request ids) go out NO_INDEX: never entered into either HPACK table.
     static func withNameValues<R>(_ r: HTTP2Request, _ body: (UnsafeMutablePointer<nghttp2_nv>, Int) -> R) -> R {
         let total = 1 + r.sharedFields.count + r.fields.count
-        return r.sharedFields.storage.withUnsafeBufferPointer { shared in
-            r.fields.storage.withUnsafeBufferPointer { own in
+        return r.sharedFields.withUnsafeFields { shared in
+            r.fields.withUnsafeFields { own in
                 withUnsafeTemporaryAllocation(of: nghttp2_nv.self, capacity: total) { nva in
                     let scheme: StaticString = ":scheme", https: StaticString = "https"
                     nva[0] = nghttp2_nv(name: UnsafeMutablePointer(mutating: scheme.utf8Start),
@@ -209,26 +209,21 @@ final class HTTP2ClientConnection: HTTP2Channel, @unchecked Sendable {
                                         namelen: scheme.utf8CodeUnitCount, valuelen: https.utf8CodeUnitCount,
                                         flags: UInt8(NGHTTP2_NV_FLAG_NONE.rawValue))
                     var i = 1
-                    func add(_ buf: UnsafeBufferPointer<UInt8>, _ count: Int, pseudo: Bool) {
-                        guard let base = buf.baseAddress else { return }
-                        var at = 0
-                        for _ in 0..<count {
-                            let (nameLength, valueLength, sensitive) = HTTP2HeaderBlock.prefix(base, at)
-                            let name = base + at + HTTP2HeaderBlock.fieldOverhead
-                            at += HTTP2HeaderBlock.fieldOverhead + nameLength + valueLength
-                            guard (nameLength > 0 && name[0] == UInt8(ascii: ":")) == pseudo, i < total else { continue }
+                    func add(_ fields: HTTP2HeaderBlock.UnsafeFields, pseudo: Bool) {
+                        for f in fields where (f.name.first == UInt8(ascii: ":")) == pseudo && i < total {
+                            guard let name = f.name.baseAddress, let value = f.value.baseAddress else { continue }
                             nva[i] = nghttp2_nv(name: UnsafeMutablePointer(mutating: name),
-                                                value: UnsafeMutablePointer(mutating: name + nameLength),
-                                                namelen: nameLength, valuelen: valueLength,
-                                                flags: sensitive ? UInt8(NGHTTP2_NV_FLAG_NO_INDEX.rawValue)
-                                                                 : UInt8(NGHTTP2_NV_FLAG_NONE.rawValue))
+                                                value: UnsafeMutablePointer(mutating: value),
+                                                namelen: f.name.count, valuelen: f.value.count,
+                                                flags: f.sensitive ? UInt8(NGHTTP2_NV_FLAG_NO_INDEX.rawValue)
+                                                                   : UInt8(NGHTTP2_NV_FLAG_NONE.rawValue))
                             i += 1
                         }
                     }
-                    add(shared, r.sharedFields.count, pseudo: true)
-                    add(own, r.fields.count, pseudo: true)
-                    add(shared, r.sharedFields.count, pseudo: false)
-                    add(own, r.fields.count, pseudo: false)
+                    add(shared, pseudo: true)
+                    add(own, pseudo: true)
+                    add(shared, pseudo: false)
+                    add(own, pseudo: false)
                     return body(nva.baseAddress!, i)
                 }
             }
