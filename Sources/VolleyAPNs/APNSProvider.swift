@@ -1,6 +1,7 @@
 import Dispatch
 import Foundation
 import Logging
+import Synchronization
 import VolleyCore
 import VolleyHTTP2
 
@@ -27,7 +28,30 @@ public final class APNSProvider: PushSender, RetryingSender, @unchecked Sendable
     private var isShutDown = false
     /// The app's own environment, made in `init` and kept: the per-send path takes no lock to find it.
     private let defaultEndpoint: Endpoint
-    typealias Endpoint = (submitter: any HTTP2RequestSubmitter, authority: String)
+    /// One environment's pool, its `:authority`, and the request prefix encoded for the current provider token.
+    final class Endpoint: Sendable {
+        let submitter: any HTTP2RequestSubmitter
+        let authority: String
+        private let prefix = Mutex<(authorization: APNSAuthorization?, fields: HTTP2HeaderBlock)?>(nil)
+        init(submitter: any HTTP2RequestSubmitter, authority: String) { self.submitter = submitter; self.authority = authority }
+
+        /// `:method`, `:authority`, `authorization` for `authorization` (re-encoded only when the token changes).
+        func requestPrefix(_ authorization: APNSAuthorization?) -> HTTP2HeaderBlock {
+            prefix.withLock { cached in
+                if let cached, cached.authorization === authorization { return cached.fields }
+                let fields: HTTP2HeaderBlock
+                if let authorization {
+                    fields = authorization.bytes.withUnsafeBufferPointer {
+                        APNSPreparedNotification.requestPrefix(authority: authority, authorizationBytes: $0)
+                    }
+                } else {
+                    fields = APNSPreparedNotification.requestPrefix(authority: authority, authorizationBytes: nil)
+                }
+                cached = (authorization, fields)
+                return fields
+            }
+        }
+    }
     /// Set by the first `fix-app` answer: every later send of this app fails fast with the same outcome.
     package let stopSwitch = AppStopSwitch()
 
@@ -62,9 +86,24 @@ public final class APNSProvider: PushSender, RetryingSender, @unchecked Sendable
         try APNSPreparedNotification(notification, jobID: jobID, bundleID: app.topic, now: clock.now())
     }
 
+    /// The per-send path, one closure per send: the first attempt's answer is decoded in the transport's completion;
+    /// an accepted answer completes at once, and the retry loop is built only when an answer asks for another attempt.
     public func send(_ prepared: any PreparedNotification, to device: Device, jobID: JobID,
                      completion: @escaping @Sendable (DeliveryOutcome) -> Void) {
-        sendRetrying(prepared, to: device, completion: completion)
+        if let stopped = stopSwitch.outcome { return completion(stopped) }
+        guard let prepared = prepared as? APNSPreparedNotification else { return completion(.wrongPlatform) }
+        let attempt: Attempt
+        do { attempt = try makeAttempt(prepared, to: device) } catch { return finish(error.result, completion) }
+        attempt.submitter.submit(attempt.request) { [self] answer in
+            if case .success(let response) = answer, response.status == 200 {
+                return completion(.accepted(messageID: response.header("apns-id")))
+            }
+            let first = APNSResponseDecoder.decode(answer)
+            guard first.needsAnotherAttempt else { return finish(first, completion) }
+            retry(after: first, credential: attempt.authorization?.value, completion: completion) { [self] done in
+                attemptOnce(prepared, to: device, completion: done)
+            }
+        }
     }
 
     package func schedule(after seconds: Double, _ work: @escaping @Sendable () -> Void) {
@@ -81,20 +120,37 @@ public final class APNSProvider: PushSender, RetryingSender, @unchecked Sendable
     /// The second value is the `authorization` header that was sent (nil for certificate auth).
     public func attemptOnce(_ prepared: APNSPreparedNotification, to device: Device,
                             completion: @escaping @Sendable (AttemptResult, String?) -> Void) {
-        let env = device.environment ?? app.environment
-        let endpoint: Endpoint
-        let auth: APNSAuthorization?
-        do {
-            endpoint = env == app.environment ? defaultEndpoint : try transport(for: env)
-            auth = try tokenProvider?.currentAuthorization()
-        } catch {
-            let answer = ProviderAnswer(provider: .apns, status: 0, transportResendIsSafe: false)
-            completion(AttemptResult(answer: answer, message: "\(error)"), nil)
-            return
+        let attempt: Attempt
+        do { attempt = try makeAttempt(prepared, to: device) } catch { return completion(error.result, nil) }
+        attempt.submitter.submit(attempt.request) { result in
+            completion(APNSResponseDecoder.decode(result), attempt.authorization?.value)
         }
-        let request = prepared.request(for: device, authority: endpoint.authority, authorization: auth)
-        endpoint.submitter.submit(request) { result in
-            completion(APNSResponseDecoder.decode(result), auth?.value)
+    }
+
+    /// One attempt's request, the pool it goes to, and the provider token it carries.
+    struct Attempt {
+        let request: HTTP2Request
+        let submitter: any HTTP2RequestSubmitter
+        let authorization: APNSAuthorization?
+    }
+
+    /// An attempt that could not be made (no pool for the device's environment, no provider token).
+    struct AttemptSetupError: Error {
+        let message: String
+        var result: AttemptResult {
+            AttemptResult(answer: ProviderAnswer(provider: .apns, status: 0, transportResendIsSafe: false), message: message)
+        }
+    }
+
+    private func makeAttempt(_ prepared: APNSPreparedNotification, to device: Device) throws(AttemptSetupError) -> Attempt {
+        let env = device.environment ?? app.environment
+        do {
+            let endpoint = env == app.environment ? defaultEndpoint : try transport(for: env)
+            let auth = try tokenProvider?.currentAuthorization()
+            return Attempt(request: prepared.request(for: device, prefix: endpoint.requestPrefix(auth)),
+                           submitter: endpoint.submitter, authorization: auth)
+        } catch {
+            throw AttemptSetupError(message: "\(error)")
         }
     }
 
@@ -131,7 +187,7 @@ public final class APNSProvider: PushSender, RetryingSender, @unchecked Sendable
                                      makeTransport: HTTP2SubmitterFactory) throws -> Endpoint {
         let config = app.clientConfiguration(for: env)
         do {
-            return (submitter: try makeTransport(config), authority: authority(host: config.host, port: config.port))
+            return Endpoint(submitter: try makeTransport(config), authority: authority(host: config.host, port: config.port))
         } catch {
             throw APNSConfigurationError(app: app.name, "APNs \(env.rawValue) endpoint \(config.host):\(config.port): \(error)")
         }

@@ -167,19 +167,30 @@ public struct APNSPreparedNotification: PreparedNotification {
         }
     }
 
-    /// Per device: one buffer with `:method`, `:authority`, `:path`, `authorization`, `apns-id`; the job's
-    /// fields and payload are shared. `:path`, `authorization` and `apns-id` change per request or are secret:
-    /// sent never-indexed (Apple: do not index them; indexing per-request values only churns the HPACK table).
     private func request(for device: Device, authority: String, authorizationBytes: UnsafeBufferPointer<UInt8>?) -> HTTP2Request {
-        let token = device.token.rawValue
-        var fields = HTTP2HeaderBlock(
-            reservingBytes: 7 + 4 + 10 + authority.utf8.count + 5 + 10 + token.utf8.count
-                + 13 + (authorizationBytes?.count ?? 0) + 7 + 36,
-            fields: 5)
+        request(for: device, prefix: Self.requestPrefix(authority: authority, authorizationBytes: authorizationBytes))
+    }
+
+    /// The fields every request to one endpoint under one provider token starts with: `:method`, `:authority`,
+    /// `authorization` (never indexed: a secret). The provider encodes them once per (endpoint, token).
+    static func requestPrefix(authority: String, authorizationBytes: UnsafeBufferPointer<UInt8>?) -> HTTP2HeaderBlock {
+        var fields = HTTP2HeaderBlock(reservingBytes: 7 + 4 + 10 + authority.utf8.count + 13 + (authorizationBytes?.count ?? 0),
+                                      fields: 3)
         fields.append(":method", "POST")
         fields.append(":authority", authority)
-        fields.append(":path", "/3/device/", token, sensitive: true)
         if let authorizationBytes { fields.append("authorization", bytes: authorizationBytes, sensitive: true) }
+        return fields
+    }
+
+    /// Per device: one buffer with `prefix` (see `requestPrefix`), `:path` and `apns-id`; the job's fields and
+    /// payload are shared. `:path` and `apns-id` change per request: sent never-indexed (indexing per-request
+    /// values only churns the HPACK table).
+    func request(for device: Device, prefix: HTTP2HeaderBlock) -> HTTP2Request {
+        let token = device.token.rawValue
+        var fields = HTTP2HeaderBlock(reservingBytes: prefix.encodedByteCount + 5 + 10 + token.utf8.count + 7 + 36,
+                                      fields: prefix.count + 2)
+        fields.append(contentsOf: prefix)
+        fields.append(":path", "/3/device/", token, sensitive: true)
         Self.withAPNSID(key: storage.apnsIDKey, token: token) { fields.append("apns-id", bytes: $0, sensitive: true) }
         return HTTP2Request(sharedFields: storage.sharedFields, fields: fields, body: payload(forLocale: device.locale))
     }

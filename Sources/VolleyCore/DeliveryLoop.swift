@@ -168,14 +168,24 @@ extension DeliveryLoop {
     }
 }
 
-/// A provider's side of the send path both providers share (`sendRetrying`): the app's `fix-app` stop, one attempt
-/// without retries, how to wait between attempts, and how to refresh a credential the provider rejected.
+/// A provider's side of the send path both providers share: the app's `fix-app` stop, how to wait between attempts,
+/// and how to refresh a credential the provider rejected. Each provider's `send` is the same few lines:
+///
+///     if let stopped = stopSwitch.outcome { return completion(stopped) }
+///     guard let prepared = prepared as? MyPrepared else { return completion(.wrongPlatform) }
+///     attemptOnce(prepared, to: device) { [self] first, credential in
+///         guard first.needsAnotherAttempt else { return finish(first, completion) }
+///         retry(after: first, credential: credential, completion: completion) { [self] done in
+///             attemptOnce(prepared, to: device, completion: done)
+///         }
+///     }
+///
+/// The first attempt runs without the loop, and the retry closure exists only when an answer asks for a retry.
+/// This stays in the concrete provider on purpose: a generic `send` here ran unspecialised in the provider's
+/// module, paying a generic metadata lookup and a dynamic cast on every send.
 package protocol RetryingSender: AnyObject, Sendable {
-    associatedtype Prepared: PreparedNotification
     var retryPolicy: RetryPolicy { get }
     var stopSwitch: AppStopSwitch { get }
-    /// One request, no retries; the second value is the credential (`authorization` value) it was sent with.
-    func attemptOnce(_ prepared: Prepared, to device: Device, completion: @escaping @Sendable (AttemptResult, String?) -> Void)
     /// Runs `work` after `seconds` (the backoff between attempts).
     func schedule(after seconds: Double, _ work: @escaping @Sendable () -> Void)
     /// After the provider rejected the credential `used`: true when a resend with a fresh one may go now.
@@ -184,29 +194,30 @@ package protocol RetryingSender: AnyObject, Sendable {
     func stopApp(_ outcome: DeliveryOutcome, reason: OutcomeReason, result: AttemptResult)
 }
 
+extension DeliveryOutcome {
+    /// A notification prepared for one platform handed to the other platform's sender.
+    package static var wrongPlatform: DeliveryOutcome {
+        .rejected(status: 0, reason: "WrongPlatform", action: .invalidNotification)
+    }
+}
+
 extension RetryingSender {
-    /// `PushSender.send` for both providers: fails fast once the app stopped, refuses a notification prepared for
-    /// another platform, makes the first attempt without the retry loop (one closure in the common case) and builds
-    /// the loop only when the answer needs a retry or a credential refresh.
-    package func sendRetrying(_ prepared: any PreparedNotification, to device: Device,
-                              completion: @escaping @Sendable (DeliveryOutcome) -> Void) {
-        if let stopped = stopSwitch.outcome { completion(stopped); return }
-        guard let prepared = prepared as? Prepared else {
-            completion(.rejected(status: 0, reason: "WrongPlatform", action: .invalidNotification))
-            return
-        }
-        attemptOnce(prepared, to: device) { [self] first, credential in
-            if !first.needsAnotherAttempt {
-                finish(first.terminalOutcome(), first, completion)
-                return
-            }
-            DeliveryLoop.resume(
-                after: first, credential: credential, policy: retryPolicy,
-                schedule: { [self] delay, work in schedule(after: delay, work) },
-                attempt: { [self] done in attemptOnce(prepared, to: device, completion: done) },
-                refresh: { [self] used in refreshCredential(rejected: used) },
-                completion: { [self] outcome, result in finish(outcome, result, completion) })
-        }
+    /// Completes a send whose last attempt answered `result` (no further attempt): stops the app on `fix-app`.
+    package func finish(_ result: AttemptResult, _ completion: @Sendable (DeliveryOutcome) -> Void) {
+        finish(result.terminalOutcome(), result, completion)
+    }
+
+    /// The rest of a send whose first attempt answered `first` with a retry or a credential refresh: the loop
+    /// replays that answer as its first attempt, so retries behave exactly as if it had run from the start.
+    package func retry(after first: AttemptResult, credential: String?,
+                       completion: @escaping @Sendable (DeliveryOutcome) -> Void,
+                       attempt: @escaping @Sendable (_ done: @escaping @Sendable (AttemptResult, String?) -> Void) -> Void) {
+        DeliveryLoop.resume(
+            after: first, credential: credential, policy: retryPolicy,
+            schedule: { [self] delay, work in schedule(after: delay, work) },
+            attempt: attempt,
+            refresh: { [self] used in refreshCredential(rejected: used) },
+            completion: { [self] outcome, result in finish(outcome, result, completion) })
     }
 
     private func finish(_ outcome: DeliveryOutcome, _ result: AttemptResult, _ completion: @Sendable (DeliveryOutcome) -> Void) {

@@ -89,7 +89,14 @@ public final class FCMProvider: PushSender, RetryingSender, @unchecked Sendable 
 
     public func send(_ prepared: any PreparedNotification, to device: Device, jobID: JobID,
                      completion: @escaping @Sendable (DeliveryOutcome) -> Void) {
-        sendRetrying(prepared, to: device, completion: completion)
+        if let stopped = stopSwitch.outcome { return completion(stopped) }
+        guard let prepared = prepared as? FCMPreparedNotification else { return completion(.wrongPlatform) }
+        attemptOnce(prepared, to: device) { [self] first, credential in
+            guard first.needsAnotherAttempt else { return finish(first, completion) }
+            retry(after: first, credential: credential, completion: completion) { [self] done in
+                attemptOnce(prepared, to: device, completion: done)
+            }
+        }
     }
 
     package func schedule(after seconds: Double, _ work: @escaping @Sendable () -> Void) {

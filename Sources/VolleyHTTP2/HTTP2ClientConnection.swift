@@ -14,12 +14,34 @@ final class PendingRequest: @unchecked Sendable {
     let completion: @Sendable (Result<HTTP2Response, HTTP2Error>) -> Void
     let deadlineNanos: UInt64
     var resends = 0
+    /// The answer once the request finished; the pool runs `completion` with it (nil again if it is resent).
+    /// Kept here rather than beside the request in a tuple: a batch of finished requests is then an array of
+    /// references, released one by one, instead of tuples that the runtime destroys field by field.
+    var result: Result<HTTP2Response, HTTP2Error>?
     init(_ request: HTTP2Request, deadlineNanos: UInt64, completion: @escaping @Sendable (Result<HTTP2Response, HTTP2Error>) -> Void) {
         self.request = request; self.deadlineNanos = deadlineNanos; self.completion = completion
     }
+
+    /// Records the answer and returns self (for appending to a batch of finished requests).
+    @inline(__always) func finished(_ result: Result<HTTP2Response, HTTP2Error>) -> PendingRequest {
+        self.result = result
+        return self
+    }
+
+    /// The safe-to-resend error this request finished with, if any.
+    var resendableError: HTTP2Error? {
+        if case .failure(let e)? = result, e.resendIsSafe { return e }
+        return nil
+    }
+
+    var failed: Bool {
+        if case .failure? = result { return true }
+        return false
+    }
 }
 
-typealias FinishedRequest = (request: PendingRequest, result: Result<HTTP2Response, HTTP2Error>)
+/// A request whose `result` is set.
+typealias FinishedRequest = PendingRequest
 
 final class HTTP2ClientConnection: HTTP2Channel, @unchecked Sendable {
     enum PoolSlotState { case connecting, ready, draining }
@@ -167,7 +189,7 @@ final class HTTP2ClientConnection: HTTP2Channel, @unchecked Sendable {
     }
 
     private func submit(_ p: PendingRequest) {
-        guard let session else { finished.append((p, .failure(HTTP2Error(.connectionReset, resendIsSafe: true, "no session")))); return }
+        guard let session else { finished.append(p.finished(.failure(HTTP2Error(.connectionReset, resendIsSafe: true, "no session")))); return }
         let stream = ClientStream(p)
         let sid: Int32
         if stream.bytes.isEmpty {
@@ -185,7 +207,7 @@ final class HTTP2ClientConnection: HTTP2Channel, @unchecked Sendable {
                 pool.goAwayReceived(self, returning: [p] + pending)
                 pending.removeAll()
             } else {
-                finished.append((p, .failure(HTTP2Error(.protocolError, resendIsSafe: true,
+                finished.append(p.finished(.failure(HTTP2Error(.protocolError, resendIsSafe: true,
                                                         "nghttp2_submit_request failed: \(String(cString: nghttp2_strerror(sid)))"))))
             }
             return
@@ -309,7 +331,7 @@ final class HTTP2ClientConnection: HTTP2Channel, @unchecked Sendable {
         guard let st = stream(streamID), !st.done else { return 0 }
         if st.responseBody.count + data.count > Self.maxResponseBody {
             st.done = true
-            finished.append((st.pending, .failure(HTTP2Error(.protocolError, resendIsSafe: false,
+            finished.append(st.pending.finished(.failure(HTTP2Error(.protocolError, resendIsSafe: false,
                                                              "response body larger than \(Self.maxResponseBody) bytes"))))
             if let session {
                 nghttp2_submit_rst_stream(session, UInt8(NGHTTP2_FLAG_NONE.rawValue), streamID, NGHTTP2_CANCEL.rawValue)
@@ -378,7 +400,7 @@ final class HTTP2ClientConnection: HTTP2Channel, @unchecked Sendable {
                 result = .failure(HTTP2Error(.streamReset, resendIsSafe: false,
                                              "stream \(streamID) reset by the server: \(String(cString: nghttp2_http2_strerror(errorCode)))"))
             }
-            finished.append((st.pending, result))
+            finished.append(st.pending.finished(result))
         }
         return 0
     }
@@ -398,7 +420,7 @@ final class HTTP2ClientConnection: HTTP2Channel, @unchecked Sendable {
         for (sid, st) in streams where !st.done && st.pending.deadlineNanos <= now {
             st.done = true
             let safe = isUnwritten(st)
-            finished.append((st.pending, .failure(HTTP2Error(.timeout, resendIsSafe: safe,
+            finished.append(st.pending.finished(.failure(HTTP2Error(.timeout, resendIsSafe: safe,
                                                              "no response within \(configuration.requestTimeoutSeconds) s"))))
             nghttp2_submit_rst_stream(session, UInt8(NGHTTP2_FLAG_NONE.rawValue), sid, NGHTTP2_CANCEL.rawValue)
         }
@@ -406,7 +428,7 @@ final class HTTP2ClientConnection: HTTP2Channel, @unchecked Sendable {
             var keep: [PendingRequest] = []
             for p in pending {
                 if p.deadlineNanos <= now {
-                    finished.append((p, .failure(HTTP2Error(.timeout, resendIsSafe: true,
+                    finished.append(p.finished(.failure(HTTP2Error(.timeout, resendIsSafe: true,
                                                             "no free stream within \(configuration.requestTimeoutSeconds) s (never sent)"))))
                 } else { keep.append(p) }
             }
@@ -454,7 +476,7 @@ final class HTTP2ClientConnection: HTTP2Channel, @unchecked Sendable {
             let safe = isUnwritten(st)
             let e = HTTP2Error(error.kind == .goAway ? .connectionReset : error.kind, resendIsSafe: safe,
                                safe ? "\(error.message) (request never written)" : error.message)
-            finished.append((st.pending, .failure(e)))
+            finished.append(st.pending.finished(.failure(e)))
         }
         streams.removeAll()
         lastStream = nil

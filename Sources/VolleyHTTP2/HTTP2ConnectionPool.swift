@@ -117,7 +117,7 @@ public final class HTTP2ConnectionPool: @unchecked Sendable {
         var fx = Effects()
         state.withLock { s in
             if s.shuttingDown {
-                fx.completions.append((p, .failure(HTTP2Error(.shutdown, resendIsSafe: true, "the connection pool is shut down"))))
+                fx.completions.append(p.finished(.failure(HTTP2Error(.shutdown, resendIsSafe: true, "the connection pool is shut down"))))
                 return
             }
             s.stats.requestsSubmitted += 1
@@ -128,7 +128,7 @@ public final class HTTP2ConnectionPool: @unchecked Sendable {
                 c.inbox.append(p)
                 if !c.drainScheduled { c.drainScheduled = true; fx.drains.append(c) }
             } else if s.waiting.count >= configuration.maxQueuedRequests {
-                fx.completions.append((p, .failure(HTTP2Error(.queueFull, resendIsSafe: true,
+                fx.completions.append(p.finished(.failure(HTTP2Error(.queueFull, resendIsSafe: true,
                     "\(s.waiting.count) requests already wait for a stream to \(configuration.host); slow down or add connections"))))
             } else {
                 s.waiting.append(p)
@@ -145,9 +145,9 @@ public final class HTTP2ConnectionPool: @unchecked Sendable {
         state.withLock { s in
             s.shuttingDown = true
             let err = HTTP2Error(.shutdown, resendIsSafe: true, "the connection pool shut down before the request was sent")
-            for p in s.waiting.drain() { fx.completions.append((p, .failure(err))) }
+            for p in s.waiting.drain() { fx.completions.append(p.finished(.failure(err))) }
             for c in s.connections {
-                for p in c.inbox { fx.completions.append((p, .failure(err))) }
+                for p in c.inbox { fx.completions.append(p.finished(.failure(err))) }
                 c.reserved -= c.inbox.count
                 c.inbox.removeAll()
                 fx.shutdowns.append(c)
@@ -215,30 +215,24 @@ public final class HTTP2ConnectionPool: @unchecked Sendable {
         if peak > s.stats.peakStreamsPerConnection { s.stats.peakStreamsPerConnection = peak }
         // Common case: nothing to resend. The batch itself becomes the completion list (no copy, no new buffer).
         let anyResend = batch.contains { f in
-            if case .failure(let e) = f.result, e.resendIsSafe && f.request.resends < configuration.maxResends && !s.shuttingDown {
-                return true
-            }
-            return false
+            f.resendableError != nil && f.resends < configuration.maxResends && !s.shuttingDown
         }
         if !anyResend {
             var failed = 0
-            for f in batch { if case .failure = f.result { failed += 1 } }
+            for f in batch where f.failed { failed += 1 }
             s.stats.requestsFailed += failed
             s.stats.requestsSucceeded += batch.count - failed
             if fx.completions.isEmpty { fx.completions = batch } else { fx.completions.append(contentsOf: batch) }
             return
         }
         for f in batch {
-            switch f.result {
-            case .failure(let e) where e.resendIsSafe && f.request.resends < configuration.maxResends && !s.shuttingDown:
-                f.request.resends += 1
+            if f.resendableError != nil && f.resends < configuration.maxResends && !s.shuttingDown {
+                f.resends += 1
+                f.result = nil
                 s.stats.resends += 1
-                s.waiting.pushFront(f.request)
-            case .failure:
-                s.stats.requestsFailed += 1
-                fx.completions.append(f)
-            case .success:
-                s.stats.requestsSucceeded += 1
+                s.waiting.pushFront(f)
+            } else {
+                if f.failed { s.stats.requestsFailed += 1 } else { s.stats.requestsSucceeded += 1 }
                 fx.completions.append(f)
             }
         }
@@ -316,7 +310,7 @@ public final class HTTP2ConnectionPool: @unchecked Sendable {
         state.withLock { s in
             c.reserved -= work.count
             if s.shuttingDown {
-                for p in work { fx.completions.append((p, .failure(HTTP2Error(.shutdown, resendIsSafe: true, "the connection pool shut down before the request was sent")))) }
+                for p in work { fx.completions.append(p.finished(.failure(HTTP2Error(.shutdown, resendIsSafe: true, "the connection pool shut down before the request was sent")))) }
             } else {
                 for p in work.reversed() { s.waiting.pushFront(p) }
                 assignWaiting(&s, &fx, excluding: c)
@@ -355,7 +349,7 @@ public final class HTTP2ConnectionPool: @unchecked Sendable {
             c.reserved = 0
             c.slotState = .draining
             if s.shuttingDown {
-                for p in returned { fx.completions.append((p, .failure(HTTP2Error(.shutdown, resendIsSafe: true, "the connection pool shut down before the request was sent")))) }
+                for p in returned { fx.completions.append(p.finished(.failure(HTTP2Error(.shutdown, resendIsSafe: true, "the connection pool shut down before the request was sent")))) }
                 if s.connections.isEmpty {
                     fx.shutdownDone = s.shutdownCompletions
                     s.shutdownCompletions.removeAll()
@@ -374,7 +368,7 @@ public final class HTTP2ConnectionPool: @unchecked Sendable {
                     let e = HTTP2Error(error.kind, resendIsSafe: false, error.message)
                     for p in s.waiting.drain() {
                         s.stats.requestsFailed += 1
-                        fx.completions.append((p, .failure(e)))
+                        fx.completions.append(p.finished(.failure(e)))
                     }
                 }
             }
@@ -387,7 +381,7 @@ public final class HTTP2ConnectionPool: @unchecked Sendable {
     // MARK: effects
 
     private func run(_ fx: Effects) {
-        for f in fx.completions { f.request.completion(f.result) }
+        for f in fx.completions { if let r = f.result { f.completion(r) } }
         for c in fx.drains { c.queue.async { c.drainInbox() } }
         for c in fx.starts { c.queue.async { c.connect() } }
         for c in fx.shutdowns { c.queue.async { c.shutdownGracefully() } }
@@ -427,7 +421,7 @@ public final class HTTP2ConnectionPool: @unchecked Sendable {
             guard !s.waiting.isEmpty else { return }
             for p in s.waiting.removeAll(where: { $0.deadlineNanos <= now }) {
                 s.stats.requestsFailed += 1
-                fx.completions.append((p, .failure(HTTP2Error(.timeout, resendIsSafe: true,
+                fx.completions.append(p.finished(.failure(HTTP2Error(.timeout, resendIsSafe: true,
                     "no connection to \(configuration.host):\(configuration.port) could take the request within \(configuration.requestTimeoutSeconds) s (never sent)"))))
             }
         }

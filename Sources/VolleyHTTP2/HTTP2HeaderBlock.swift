@@ -111,6 +111,9 @@ static let sensitiveFlag: UInt8 = 1
         storage.append(contentsOf: valueBytes)
     }
 
+    /// Bytes the encoded fields take (for sizing a block that will hold this one: `reservingBytes`).
+    public var encodedByteCount: Int { storage.count }
+
     /// Appends every field of `other`, in order.
     public mutating func append(contentsOf other: HTTP2HeaderBlock) {
         storage.append(contentsOf: other.storage)

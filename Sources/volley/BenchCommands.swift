@@ -48,7 +48,9 @@ struct BenchTransport: AsyncParsableCommand {
         if r.rounds.count > 1 {
             for (i, x) in r.rounds.enumerated() {
                 var line = "round \(i + 1): volley \(Int(x.rate)) req/s \(String(format: "%.2f", x.cpu_us)) µs/req"
-                if let p = x.provider_rate, let pr = x.provider_ratio { line += " | provider \(Int(p)) (\(String(format: "%.3f", pr)))" }
+                if let p = x.provider_rate, let pr = x.provider_ratio, let same = x.same_requests_rate {
+                    line += " | same requests \(Int(same)) | provider \(Int(p)) (\(String(format: "%.3f", pr)))"
+                }
                 if let h = x.h2load_rate, let hr = x.ratio, let hc = x.h2load_cpu_us {
                     line += " | h2load \(Int(h)) \(String(format: "%.2f", hc)) µs/req (\(String(format: "%.3f", hr)))"
                 }
@@ -57,8 +59,10 @@ struct BenchTransport: AsyncParsableCommand {
             print("medians over \(r.rounds.count) rounds:")
         }
         print("volley  : \(Int(r.rate)) req/s  p50 \(r.p50_ms) ms  p99 \(r.p99_ms) ms  cpu \(String(format: "%.2f", r.cpu_s)) s (\(String(format: "%.2f", r.cpu_us)) µs/req)  failures \(r.failures)  peak streams/conn \(r.peak_streams_per_connection)")
-        if let p = r.provider_rate, let ratio = r.provider_ratio, let pc = r.provider_cpu_us {
-            print("provider: \(Int(p)) sends/s  cpu \(String(format: "%.2f", pc)) µs/send  ratio \(String(format: "%.3f", ratio)) (provider / transport)")
+        if let p = r.provider_rate, let ratio = r.provider_ratio, let pc = r.provider_cpu_us,
+           let same = r.same_requests_rate, let sc = r.same_requests_cpu_us {
+            print("same req: \(Int(same)) req/s  cpu \(String(format: "%.2f", sc)) µs/req  (the bare transport sending the provider's requests)")
+            print("provider: \(Int(p)) sends/s  cpu \(String(format: "%.2f", pc)) µs/send  ratio \(String(format: "%.3f", ratio)) (provider / same requests); \(String(format: "%.3f", p / r.rate)) vs the one-path transport")
         }
         if let h = r.h2load_rate, let ratio = r.ratio, let hc = r.h2load_cpu_us {
             print("h2load  : \(Int(h)) req/s  cpu \(String(format: "%.2f", hc)) µs/req")

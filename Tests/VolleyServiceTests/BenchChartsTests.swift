@@ -69,8 +69,14 @@ struct TransportBenchRoundsTests {
         let r = try await TransportBench.run(o, logger: Logger(label: "bench-test"))
         #expect(r.rounds.count == 2)
         #expect(r.failures == 0)
-        #expect(r.rounds.allSatisfy { $0.rate > 0 && $0.provider_rate ?? 0 > 0 })
+        #expect(r.rounds.allSatisfy { $0.rate > 0 && $0.provider_rate ?? 0 > 0 && $0.same_requests_rate ?? 0 > 0 })
         #expect(r.rate == median(r.rounds.map(\.rate)))
         #expect(r.provider_ratio == median(r.rounds.compactMap(\.provider_ratio)))
+        // The provider is compared with the bare transport sending the provider's own requests, round by round.
+        for round in r.rounds {
+            let (p, same) = (try #require(round.provider_rate), try #require(round.same_requests_rate))
+            #expect(round.provider_ratio == p / same)
+        }
+        #expect(r.same_requests_rate == median(r.rounds.compactMap(\.same_requests_rate)))
     }
 }

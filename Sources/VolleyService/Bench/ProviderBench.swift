@@ -20,6 +20,11 @@ extension TransportBench {
         let notification: VolleyCore.Notification
         let inFlight: Int
         let requests: Int
+        /// What the provider sends for the first 1,024 devices, built by the provider's own encoder, for the bare
+        /// transport to cycle through: byte for byte the provider's kind of request (distinct never-indexed paths
+        /// and apns-ids), few enough to stay in cache, so the baseline pays no cold-memory penalty the provider,
+        /// which builds each request just before sending it, does not pay either.
+        let sameRequests: [HTTP2Request]
 
         init(_ o: TransportBenchOptions, _ ep: BenchEndpoints, logger: Logger) async throws {
             guard let apns = ep.apns else { throw TransportBenchError("--vs-provider needs a server with APNs credentials (the mock)") }
@@ -34,7 +39,12 @@ extension TransportBench {
             notification = VolleyCore.Notification(title: "Volley", body: pad)
             inFlight = o.connections * o.concurrency
             requests = o.requests
-            devices = (0..<o.requests).map { Device(platform: .ios, token: DeviceToken(String(format: "%064x", $0 + 1))) }
+            let devices = (0..<o.requests).map { Device(platform: .ios, token: DeviceToken(String(format: "%064x", $0 + 1))) }
+            self.devices = devices
+            let prepared = try APNSPreparedNotification(notification, jobID: JobID("bench-same-requests"), bundleID: apns.topic, now: Date())
+            let authorization = try provider.tokenProvider?.authorization()
+            let authority = "\(ep.host):\(ep.port)"
+            sameRequests = devices.prefix(1024).map { prepared.request(for: $0, authority: authority, authorization: authorization) }
             _ = await loop("bench-warmup", min(o.warmupRequests, o.requests))
         }
 

@@ -46,9 +46,14 @@ public struct TransportBenchResult: Sendable, Codable {
     public var cpu_us: Double
     public var h2load_cpu_us: Double?
     public var provider_rate: Double?
-    /// provider_rate / rate
+    /// provider_rate / same_requests_rate: the provider's own overhead (both send byte-identical requests).
     public var provider_ratio: Double?
     public var provider_cpu_us: Double?
+    /// The bare transport sending the very requests the provider builds (per-device `:path`, `apns-id`,
+    /// `authorization`), prebuilt before the clock starts. `rate` repeats one path, which HPACK sends as a one-byte
+    /// index; APNs needs a distinct path per device, sent as a literal, and that costs both ends.
+    public var same_requests_rate: Double?
+    public var same_requests_cpu_us: Double?
     public var requests: Int
     public var failures: Int
     public var connections: Int
@@ -71,6 +76,8 @@ public struct TransportBenchRound: Sendable, Codable {
     public var provider_rate: Double?
     public var provider_cpu_us: Double?
     public var provider_ratio: Double?
+    public var same_requests_rate: Double?
+    public var same_requests_cpu_us: Double?
 }
 
 func median(_ xs: [Double]) -> Double {
@@ -197,29 +204,35 @@ public enum TransportBench {
 
     /// Runs the closed loop: `connections × concurrency` requests in flight until `total` completed.
     static func load(_ pool: HTTP2ConnectionPool, _ w: Workload, total: Int, inFlight: Int) async -> (seconds: Double, histogram: Histogram<UInt64>, failures: Int, firstError: String?) {
+        await load(pool, [HTTP2Request(method: "POST", authority: w.authority, path: w.path, headers: w.headers, body: w.body)],
+                   total: total, inFlight: inFlight)
+    }
+
+    /// The closed loop over `requests` (request i is `requests[i % count]`).
+    static func load(_ pool: HTTP2ConnectionPool, _ requests: [HTTP2Request], total: Int, inFlight: Int) async -> (seconds: Double, histogram: Histogram<UInt64>, failures: Int, firstError: String?) {
         struct S { var submitted = 0; var completed = 0; var failures = 0; var firstError: String?; var hist = Histogram<UInt64>(highestTrackableValue: 60_000_000, numberOfSignificantValueDigits: .three); var cont: CheckedContinuation<Void, Never>? }
         let state = Mutex(S())
-        let request = HTTP2Request(method: "POST", authority: w.authority, path: w.path, headers: w.headers, body: w.body)
+        let count = requests.count
         let start = monotonicNow()
-        @Sendable func one() {
+        @Sendable func one(_ i: Int) {
             let t0 = monotonicNow()
-            pool.submit(request) { r in
+            pool.submit(requests[i % count]) { r in
                 let us = (monotonicNow() - t0) / 1000
-                let (next, done): (Bool, CheckedContinuation<Void, Never>?) = state.withLock { s in
+                let (next, done): (Int?, CheckedContinuation<Void, Never>?) = state.withLock { s in
                     s.completed += 1
                     _ = s.hist.record(us)
                     if case .failure(let e) = r { s.failures += 1; if s.firstError == nil { s.firstError = "\(e)" } }
-                    if s.submitted < total { s.submitted += 1; return (true, nil) }
-                    if s.completed == total { let c = s.cont; s.cont = nil; return (false, c) }
-                    return (false, nil)
+                    if s.submitted < total { s.submitted += 1; return (s.submitted - 1, nil) }
+                    if s.completed == total { let c = s.cont; s.cont = nil; return (nil, c) }
+                    return (nil, nil)
                 }
-                if next { one() }
+                if let next { one(next) }
                 done?.resume()
             }
         }
         await withCheckedContinuation { (c: CheckedContinuation<Void, Never>) in
             let n: Int = state.withLock { s in s.cont = c; s.submitted = min(total, inFlight); return s.submitted }
-            for _ in 0..<n { one() }
+            for i in 0..<n { one(i) }
         }
         let secs = Double(monotonicNow() - start) / 1e9
         let s = state.withLock { $0 }
@@ -304,10 +317,18 @@ public enum TransportBench {
                                           p50_ms: Double(r.histogram.valueAtPercentile(50)) / 1000,
                                           p99_ms: Double(r.histogram.valueAtPercentile(99)) / 1000)
             if let provider {
+                let cpuSame0 = cpuSeconds(RUSAGE_SELF.rawValue)
+                let same = await load(pool, provider.sameRequests, total: o.requests, inFlight: inFlight)
+                let cpuSame = cpuSeconds(RUSAGE_SELF.rawValue) - cpuSame0
+                failures += same.failures
+                if same.failures > 0 { logger.warning("same-request failures", metadata: ["count": "\(same.failures)", "first": "\(same.firstError ?? "")"]) }
+                let sameRate = Double(o.requests) / same.seconds
                 let p = await provider.run(round: round)
                 if p.failures > 0 { logger.warning("provider sends not accepted", metadata: ["count": "\(p.failures)"]) }
+                one.same_requests_rate = sameRate
+                one.same_requests_cpu_us = cpuSame / Double(o.requests) * 1e6
                 one.provider_rate = p.rate
-                one.provider_ratio = p.rate / rate
+                one.provider_ratio = p.rate / sameRate
                 one.provider_cpu_us = p.cpuSeconds / Double(o.requests) * 1e6
             }
             if o.vsH2load {
@@ -335,6 +356,8 @@ public enum TransportBench {
         result.provider_rate = med { $0.provider_rate }
         result.provider_ratio = med { $0.provider_ratio }
         result.provider_cpu_us = med { $0.provider_cpu_us }
+        result.same_requests_rate = med { $0.same_requests_rate }
+        result.same_requests_cpu_us = med { $0.same_requests_cpu_us }
         result.rounds = rounds
         return result
     }
