@@ -139,6 +139,13 @@ public struct JobReport: Sendable, Hashable, Codable {
         self.job = job; self.entry = entry; self.org = org; self.app = app; self.startedAt = startedAt
     }
 
+    /// Adds `count` accepted outcomes on `platform` (the common case, counted per batch rather than per outcome).
+    public mutating func countAccepted(_ count: Int, platform: Platform) {
+        guard count > 0 else { return }
+        byPlatform[platform.rawValue, default: 0] += count
+        accepted += count
+    }
+
     /// Adds one terminal outcome to the counts.
     public mutating func count(_ outcome: DeliveryOutcome, platform: Platform) {
         byPlatform[platform.rawValue, default: 0] += 1

@@ -243,28 +243,35 @@ final class JobRun {
     /// Records a batch of outcomes (one pipelined write), removes dead tokens, refunds quota, counts the report.
     private func record(_ batch: [(Device, DeliveryOutcome)], job: PushJob, jobID: JobID, report: inout JobReport) throws {
         try session.record(org: job.org, job: jobID, outcomes: batch)
+        // One pass, per-platform arrays: accepted outcomes (nearly all) are counted per batch, not one by one.
         var dead: [Device] = []
-        var refunds: [Platform: Int] = [:]
-        for (d, o) in batch {
-            report.count(o, platform: d.platform)
-            switch o {
+        var delivered = [Int](repeating: 0, count: Platform.allCases.count)
+        var refunds = delivered
+        for i in batch.indices {
+            let platform = batch[i].0.platform
+            switch batch[i].1 {
+            case .accepted:
+                delivered[platform.index] += 1
+                continue
             case .rejected(_, _, let action):
-                if action == .removeToken { dead.append(d) }
-                refunds[d.platform, default: 0] += 1
-            case .failed: refunds[d.platform, default: 0] += 1
-            default: break
+                if action == .removeToken { dead.append(batch[i].0) }
+                refunds[platform.index] += 1
+            case .failed: refunds[platform.index] += 1
+            case .quotaExceeded: break
             }
+            report.count(batch[i].1, platform: platform)
         }
+        for p in Platform.allCases { report.countAccepted(delivered[p.index], platform: p) }
         if !dead.isEmpty { try session.remove(org: job.org, app: job.app, devices: dead) }
         if let hourly = worker.quota as? any HourlyQuota {
             // Issue 5: settle every charged push: accepted ones stay charged, the rest are refunded.
-            var delivered: [Platform: Int] = [:]
-            for (d, o) in batch where o.isAccepted { delivered[d.platform, default: 0] += 1 }
-            for p in Platform.allCases where delivered[p] != nil || refunds[p] != nil {
-                try hourly.settle(org: job.org, platform: p, delivered: delivered[p] ?? 0, refunded: refunds[p] ?? 0)
+            for p in Platform.allCases where delivered[p.index] > 0 || refunds[p.index] > 0 {
+                try hourly.settle(org: job.org, platform: p, delivered: delivered[p.index], refunded: refunds[p.index])
             }
         } else if let quota = worker.quota {
-            for (p, n) in refunds { try quota.refund(org: job.org, platform: p, count: n, session: session) }
+            for p in Platform.allCases where refunds[p.index] > 0 {
+                try quota.refund(org: job.org, platform: p, count: refunds[p.index], session: session)
+            }
         }
         worker.addStats { $0.outcomesRecorded += batch.count }
     }

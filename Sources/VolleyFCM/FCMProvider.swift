@@ -87,15 +87,29 @@ public final class FCMProvider: PushSender, RetryingSender, @unchecked Sendable 
         try FCMPreparedNotification(notification, projectID: account.projectID, validateOnly: validateOnly)
     }
 
+    /// The per-send path: with a cached access token (the common case) one closure per send, the answer decoded in
+    /// the transport's completion; otherwise (token being fetched) through `attemptOnce`. The retry loop is built
+    /// only when an answer asks for another attempt.
     public func send(_ prepared: any PreparedNotification, to device: Device, jobID: JobID,
                      completion: @escaping @Sendable (DeliveryOutcome) -> Void) {
         if let stopped = stopSwitch.outcome { return completion(stopped) }
         guard let prepared = prepared as? FCMPreparedNotification else { return completion(.wrongPlatform) }
-        attemptOnce(prepared, to: device) { [self] first, credential in
-            guard first.needsAnotherAttempt else { return finish(first, completion) }
-            retry(after: first, credential: credential, completion: completion) { [self] done in
-                attemptOnce(prepared, to: device, completion: done)
+        guard let auth = tokens.cachedAuthorization() else {
+            return attemptOnce(prepared, to: device) { [self] first, credential in
+                continueSend(after: first, credential: credential, prepared, device, completion)
             }
+        }
+        transport.submit(prepared.request(for: device, authority: authority, authorization: auth)) { [self] answer in
+            continueSend(after: FCMResponseDecoder.decode(answer), credential: auth, prepared, device, completion)
+        }
+    }
+
+    /// After an attempt: complete, or (retry, refresh the access token) hand over to the retry loop.
+    private func continueSend(after first: AttemptResult, credential: String?, _ prepared: FCMPreparedNotification,
+                              _ device: Device, _ completion: @escaping @Sendable (DeliveryOutcome) -> Void) {
+        guard first.needsAnotherAttempt else { return finish(first, completion) }
+        retry(after: first, credential: credential, completion: completion) { [self] done in
+            attemptOnce(prepared, to: device, completion: done)
         }
     }
 

@@ -217,9 +217,9 @@ public final class RedisPipelineSession: PipelineSession, @unchecked Sendable {
         let key = store.ledgerKey(org, job)
         var hset = ["HSET", key]
         hset.reserveCapacity(2 + outcomes.count * 2)
-        for (d, o) in outcomes {
-            hset.append(StoreConfiguration.deviceField(d.platform, d.token))
-            hset.append(RecordedOutcome(o).encoded)
+        for i in outcomes.indices {   // by index: no copy of each (device, outcome) pair
+            hset.append(StoreConfiguration.deviceField(outcomes[i].0.platform, outcomes[i].0.token))
+            hset.append(RecordedOutcome(outcomes[i].1).encoded)
         }
         let replies = try client.pipeline([hset, ["EXPIRE", key, String(store.ledgerTTLSeconds)]])
         for r in replies { try r.throwIfError("record outcomes") }
