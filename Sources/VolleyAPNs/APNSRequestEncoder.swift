@@ -171,9 +171,15 @@ public struct APNSPreparedNotification: PreparedNotification {
         request(for: device, prefix: Self.requestPrefix(authority: authority, authorizationBytes: authorizationBytes))
     }
 
+    /// `requestPrefix` for an `authorization` value given as a String ("bearer <jwt>"; nil for certificate auth).
+    public static func requestPrefix(authority: String, authorization: String?) -> HTTP2HeaderBlock {
+        guard var authorization else { return requestPrefix(authority: authority, authorizationBytes: nil) }
+        return authorization.withUTF8 { requestPrefix(authority: authority, authorizationBytes: $0) }
+    }
+
     /// The fields every request to one endpoint under one provider token starts with: `:method`, `:authority`,
     /// `authorization` (never indexed: a secret). The provider encodes them once per (endpoint, token).
-    static func requestPrefix(authority: String, authorizationBytes: UnsafeBufferPointer<UInt8>?) -> HTTP2HeaderBlock {
+    public static func requestPrefix(authority: String, authorizationBytes: UnsafeBufferPointer<UInt8>?) -> HTTP2HeaderBlock {
         var fields = HTTP2HeaderBlock(reservingBytes: 7 + 4 + 10 + authority.utf8.count + 13 + (authorizationBytes?.count ?? 0),
                                       fields: 3)
         fields.append(":method", "POST")
@@ -185,7 +191,7 @@ public struct APNSPreparedNotification: PreparedNotification {
     /// Per device: one buffer with `prefix` (see `requestPrefix`), `:path` and `apns-id`; the job's fields and
     /// payload are shared. `:path` and `apns-id` change per request: sent never-indexed (indexing per-request
     /// values only churns the HPACK table).
-    func request(for device: Device, prefix: HTTP2HeaderBlock) -> HTTP2Request {
+    public func request(for device: Device, prefix: HTTP2HeaderBlock) -> HTTP2Request {
         let token = device.token.rawValue
         var fields = HTTP2HeaderBlock(reservingBytes: prefix.encodedByteCount + 5 + 10 + token.utf8.count + 7 + 36,
                                       fields: prefix.count + 2)

@@ -159,9 +159,9 @@ public final class HTTP2ConnectionPool: @unchecked Sendable {
 
     // MARK: the state machine (called with the lock held)
 
-    private static func bestConnection(_ cs: [HTTP2ClientConnection]) -> HTTP2ClientConnection? {
+    private static func bestConnection(_ cs: [HTTP2ClientConnection], excluding: HTTP2ClientConnection? = nil) -> HTTP2ClientConnection? {
         var best: HTTP2ClientConnection?
-        for c in cs where c.slotState == .ready && c.reserved < c.slotLimit {
+        for c in cs where c.slotState == .ready && c.reserved < c.slotLimit && c !== excluding {
             if best == nil || c.reserved < best!.reserved { best = c }
         }
         return best
@@ -169,7 +169,7 @@ public final class HTTP2ConnectionPool: @unchecked Sendable {
 
     private func assignWaiting(_ s: inout State, _ fx: inout Effects, excluding: HTTP2ClientConnection? = nil) {
         while !s.waiting.isEmpty {
-            guard let c = Self.bestConnection(s.connections.filter { $0 !== excluding }) else { return }
+            guard let c = Self.bestConnection(s.connections, excluding: excluding) else { return }
             let room = c.slotLimit - c.reserved
             for _ in 0..<room {
                 guard let p = s.waiting.popFirst() else { break }
@@ -186,7 +186,9 @@ public final class HTTP2ConnectionPool: @unchecked Sendable {
 
     private func ensureConnections(_ s: inout State, _ fx: inout Effects) {
         guard !s.shuttingDown, s.hasDemand else { return }
-        let live = s.connections.filter { $0.slotState != .draining }.count
+        // Counted without a filtered copy: this runs on every submit that has to wait for a stream.
+        var live = 0
+        for c in s.connections where c.slotState != .draining { live += 1 }
         guard live < configuration.connections else { return }
         // After failures, reconnect only while someone waits (lazy), and not before the backoff expires.
         if s.failures > 0 && s.waiting.isEmpty { return }

@@ -39,5 +39,12 @@ public struct StoreConfiguration: Sendable, Hashable {
     func tokenIndexKey(_ org: OrgID, _ app: AppName) -> String { "\(prefix):devtok:\(org):\(app)" }
     func usersKey(_ org: OrgID, _ app: AppName) -> String { "\(prefix):devusers:\(org):\(app)" }
     func ledgerKey(_ org: OrgID, _ job: JobID) -> String { "\(prefix):outcomes:\(org):\(job)" }
-    static func deviceField(_ platform: Platform, _ token: DeviceToken) -> String { "\(platform.rawValue):\(token.rawValue)" }
+    static func deviceField(_ platform: Platform, _ token: DeviceToken) -> String {
+        // Built with one allocation (interpolation sizes its buffer by guess and may grow it): twice per device.
+        var field = platform.rawValue
+        field.reserveCapacity(platform.rawValue.utf8.count + 1 + token.rawValue.utf8.count)
+        field.append(":")
+        field.append(token.rawValue)
+        return field
+    }
 }
