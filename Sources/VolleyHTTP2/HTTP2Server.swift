@@ -116,9 +116,9 @@ public struct HTTP2Responder: Sendable {
         }
     }
 
-    /// Answers `delaySeconds` after the request arrived (the socket read that completed it), like a server that
-    /// takes that long: the time this process spent parsing a burst of requests is part of the delay, not added
-    /// to it. The connection keeps its delayed answers in one deadline-ordered queue served by one timer on the
+    /// Answers `delaySeconds` after the request arrived (the kernel's receive time of the last segment read when
+    /// it completed, else the read's time), like a server that takes that long: the time this process took to wake
+    /// up and parse a burst of requests is part of the delay, not added to it. The connection keeps its delayed answers in one deadline-ordered queue served by one timer on the
     /// connection's queue: every answer due when the timer fires, or when a read pass ends, goes out in one batch
     /// with a single flush — no timer, thread hop or SSL_write per response. Cheapest when called on the
     /// connection's queue (inside `handle`).
@@ -322,7 +322,10 @@ public final class HTTP2ServerConnection: HTTP2Channel, @unchecked Sendable {
         dispatchPrecondition(condition: .onQueue(queue))
         attach(fd: fd)
         do {
-            tls = try TLSConnection(context: context, fd: fd, serverSide: true)
+            let t = try TLSConnection(context: context, fd: fd, serverSide: true)
+            // Delayed answers count from when a request reached this host, not from when this queue got to read it.
+            _ = t.readWithArrivalTimes(fd: fd)
+            tls = t
         } catch {
             close(error)
             return
@@ -448,10 +451,17 @@ public final class HTTP2ServerConnection: HTTP2Channel, @unchecked Sendable {
     private func dispatch(_ st: ServerStream, streamID: Int32) {
         if let last = goAwayLastStreamID, streamID > last { return }
         stats.withLock { $0.requests += 1 }
-        st.arrivalNanos = lastReadNanos
+        st.arrivalNanos = arrivalOfLastRead
         let request = HTTP2ServerRequest(fields: st.fields, body: st.body, streamID: streamID)
         st.fields = HTTP2HeaderBlock(); st.body = []
         handler.handle(request, on: self, respond: HTTP2Responder(connection: self, streamID: streamID))
+    }
+
+    /// When the bytes of the current read reached this host: the kernel's receive time of the last segment TLS has
+    /// consumed (no earlier than any byte of the request being dispatched), else the time the read returned.
+    private var arrivalOfLastRead: UInt64 {
+        guard let arrived = tls?.latestArrivalNanos, arrived > 0, arrived <= lastReadNanos else { return lastReadNanos }
+        return arrived
     }
 
     /// On `queue`: submits the response (once) and flushes unless inside the read loop.

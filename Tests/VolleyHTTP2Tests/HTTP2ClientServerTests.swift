@@ -37,6 +37,38 @@ struct HTTP2ClientServerTests {
         #expect(s.server.openConnections.allSatisfy { $0.statistics.peakConcurrentStreams > 1 })
     }
 
+    /// Delayed answers count from the kernel's receive time of the request (the server reads through its
+    /// arrival-time BIO): that time is known, never after the read, and no answer comes back before its delay.
+    @Test func delayedAnswersCountFromKernelArrivalAndNeverComeEarly() async throws {
+        let pki = try TestPKI.get()
+        let arrivals = Mutex<[(arrived: UInt64, read: UInt64)]>([])
+        let h = RecordingHandler { _, conn, respond, _ in
+            arrivals.withLock { $0.append((conn.tls?.latestArrivalNanos ?? 0, conn.lastReadNanos)) }
+            respond(HTTP2Response(status: 200), after: 0.03)
+            return false
+        }
+        let s = try startServer(pki, handler: h)
+        defer { s.server.stop() }
+        let pool = HTTP2ConnectionPool(configuration: clientConfig(pki, port: s.port), logger: testLogger)
+        let done = Completions()
+        let rtts = Mutex<[UInt64]>([])
+        for i in 0..<200 {
+            let t0 = DispatchTime.now().uptimeNanoseconds
+            pool.submit(request(i, port: s.port)) { r in
+                rtts.withLock { $0.append(DispatchTime.now().uptimeNanoseconds - t0) }
+                done.record(i, r)
+            }
+        }
+        await done.wait(for: 200)
+        #expect(done.snapshot.results.values.allSatisfy { (try? $0[0].get().status) == 200 })
+        let seen = arrivals.withLock { $0 }
+        #expect(seen.count == 200)
+        #expect(seen.allSatisfy { $0.arrived > 0 && $0.arrived <= $0.read })
+        let shortest = rtts.withLock { $0.min() ?? 0 }
+        #expect(shortest >= 30_000_000, "an answer came back \(shortest) ns after its request, before the 30 ms delay")
+        await shutdown(pool)
+    }
+
     @Test func honoursAStreamLimitOfFive() async throws {
         let pki = try TestPKI.get()
         let peak = Mutex(0)
