@@ -381,7 +381,13 @@ nonisolated(unsafe) private let arrivalBIOMethod: OpaquePointer? = {
         return nil
     }
     BIO_meth_set_read(m, arrivalBIORead)
-    BIO_meth_set_ctrl(m) { _, cmd, _, _ in cmd == BIO_CTRL_FLUSH ? 1 : 0 }
+    BIO_meth_set_ctrl(m) { bio, cmd, _, _ in
+        switch cmd {
+        case BIO_CTRL_FLUSH: return 1
+        case BIO_CTRL_EOF: return BIO_test_flags(bio, BIO_FLAGS_IN_EOF) != 0 ? 1 : 0   // as the socket BIO answers
+        default: return 0
+        }
+    }
     BIO_meth_set_create(m) { bio in BIO_set_init(bio, 1); return 1 }
     BIO_meth_set_destroy(m) { bio in
         if let data = BIO_get_data(bio) { Unmanaged<ArrivalTimes>.fromOpaque(data).release() }
@@ -409,7 +415,11 @@ private let arrivalBIORead: @convention(c) (OpaquePointer?, UnsafeMutablePointer
             return n
         }
     }
-    if n >= 0 { return Int32(n) }
+    if n > 0 { return Int32(n) }
+    if n == 0 {   // the peer closed: flagged like OpenSSL's socket BIO, so TLS reports an unexpected EOF the same way
+        BIO_set_flags(bio, BIO_FLAGS_IN_EOF)
+        return 0
+    }
     if errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR {
         BIO_set_flags(bio, BIO_FLAGS_READ | BIO_FLAGS_SHOULD_RETRY)
     }
