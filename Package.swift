@@ -99,7 +99,8 @@ let package = Package(
         ], path: "Tests/VolleyTestSupport"),
         .testTarget(name: "VolleyCoreTests", dependencies: ["VolleyCore"]),
         .testTarget(name: "VolleyHTTP2Tests", dependencies: ["VolleyHTTP2", "VolleyMock", "VolleyTestSupport"]),
-        .testTarget(name: "VolleyRedisTests", dependencies: ["VolleyRedis", "VolleyStore", "VolleyTestSupport"]),
+        .testTarget(name: "VolleyRedisTests", dependencies: ["VolleyRedis", "VolleyStore", "VolleyTestSupport",
+                                                          .product(name: "Logging", package: "swift-log")]),
         .testTarget(name: "VolleyProvidersTests", dependencies: [
             "VolleyAPNs", "VolleyFCM", "VolleyMock", "VolleyTestSupport", "VolleyService",
         ]),

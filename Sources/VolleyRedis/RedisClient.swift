@@ -62,6 +62,17 @@ public final class RedisClient: @unchecked Sendable {
         return try withRetry { try $0.pipeline(commands, window: window) }
     }
 
+    /// `RedisConnection.pipelineVisitRaw` with reconnects: after a lost connection the whole pipeline runs again,
+    /// so `restart` is called before each attempt (the visitor's caller drops what it collected).
+    public func pipelineVisitRaw(_ commands: [[String]], window: Int = 256, restart: () -> Void,
+                                 _ visit: (RedisRawReply) throws -> Void) throws {
+        if commands.isEmpty { return }
+        try withRetry { c in
+            restart()
+            try c.pipelineVisitRaw(commands, window: window, visit)
+        }
+    }
+
     /// Runs a command with a socket timeout of `timeout` seconds (an XREADGROUP BLOCK must use a longer one than
     /// its BLOCK, platform-facts §31), restoring the default afterwards.
     public func command(_ args: [String], timeout: Double) throws -> RedisReply {

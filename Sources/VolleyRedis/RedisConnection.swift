@@ -103,6 +103,34 @@ public final class RedisConnection: @unchecked Sendable {
         }
     }
 
+    /// As `pipelineVisit`, handing each reply to `visit` as hiredis parsed it, in place: no `RedisReply` and no
+    /// Strings unless the visitor makes them (for replies read by the thousand, like the registry's HGETALLs).
+    /// The view is valid only during the call.
+    public func pipelineVisitRaw(_ commands: [[String]], window: Int = 256, _ visit: (RedisRawReply) throws -> Void) throws {
+        let w = max(1, window)
+        var sentUpTo = 0
+        var readUpTo = 0
+        func sendWindow() throws {
+            let end = min(commands.count, sentUpTo + w)
+            for i in sentUpTo..<end { try append(commands[i]) }
+            try flush()
+            sentUpTo = end
+        }
+        if commands.isEmpty { return }
+        try sendWindow()
+        while readUpTo < commands.count {
+            let windowEnd = min(commands.count, readUpTo + w)
+            if sentUpTo < commands.count { try sendWindow() }
+            while readUpTo < windowEnd {
+                var raw: UnsafeMutableRawPointer?
+                guard redisGetReply(ctx, &raw) == REDIS_OK, let raw else { throw brokenError("read reply") }
+                defer { freeReplyObject(raw) }
+                try visit(RedisRawReply(raw))
+                readUpTo += 1
+            }
+        }
+    }
+
     // MARK: - C calls
 
     private func append(_ args: [String]) throws {
@@ -196,5 +224,38 @@ public final class RedisConnection: @unchecked Sendable {
     private static func timeval(_ seconds: Double) -> Glibc.timeval {
         let s = max(0, seconds)
         return Glibc.timeval(tv_sec: Int(s), tv_usec: Int((s - Double(Int(s))) * 1_000_000))
+    }
+}
+
+/// One hiredis reply, read in place (see `RedisConnection.pipelineVisitRaw`): valid only inside the visitor.
+public struct RedisRawReply {
+    private let reply: UnsafeMutablePointer<redisReply>
+    init(_ raw: UnsafeMutableRawPointer) { reply = raw.assumingMemoryBound(to: redisReply.self) }
+
+    /// The error text when the reply is an error.
+    public var errorMessage: String? {
+        guard reply.pointee.type == REDIS_REPLY_ERROR else { return nil }
+        return String(decoding: bytesOrEmpty, as: UTF8.self)
+    }
+
+    /// Elements of an array reply (0 for any other type).
+    public var count: Int { reply.pointee.type == REDIS_REPLY_ARRAY ? Int(reply.pointee.elements) : 0 }
+
+    /// Element `i` of an array reply; nil out of range.
+    public subscript(i: Int) -> RedisRawReply? {
+        guard i >= 0, i < count, let e = reply.pointee.element[i] else { return nil }
+        return RedisRawReply(UnsafeMutableRawPointer(e))
+    }
+
+    /// The bytes of a string or status reply; nil for other types.
+    public var bytes: UnsafeRawBufferPointer? {
+        let t = reply.pointee.type
+        guard t == REDIS_REPLY_STRING || t == REDIS_REPLY_STATUS else { return nil }
+        return bytesOrEmpty
+    }
+
+    private var bytesOrEmpty: UnsafeRawBufferPointer {
+        guard let p = reply.pointee.str, reply.pointee.len > 0 else { return UnsafeRawBufferPointer(start: nil, count: 0) }
+        return UnsafeRawBufferPointer(start: p, count: Int(reply.pointee.len))
     }
 }

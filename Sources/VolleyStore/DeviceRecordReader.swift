@@ -15,6 +15,11 @@ public enum DeviceRecordReader {
         return json.withUTF8 { read($0) }
     }
 
+    /// The device in the record's bytes (as Redis returned them), or nil as for `device(fromJSON:)`.
+    public static func device(fromJSONBytes bytes: UnsafeRawBufferPointer) -> Device? {
+        read(bytes.assumingMemoryBound(to: UInt8.self))
+    }
+
     /// Required keys as `DeviceRecord`'s decoder requires them: platform, token, user, registeredAt, lastSeenAt.
     static func read(_ s: UnsafeBufferPointer<UInt8>) -> Device? {
         var p = Parser(s)

@@ -149,26 +149,33 @@ public final class RedisPipelineSession: PipelineSession, @unchecked Sendable {
 
     public func devices(org: OrgID, app: AppName, users: [UserID]) throws -> [[Device]] {
         if users.isEmpty { return [] }
-        let replies = try client.pipeline(users.map { ["HGETALL", store.deviceKey(org, app, $0)] })
         var out: [[Device]] = []
-        out.reserveCapacity(users.count)
-        for (i, r) in replies.enumerated() {
-            try r.throwIfError("HGETALL devices")
+        // Read in place: each record's JSON goes from hiredis's buffer straight into a Device (no field or value
+        // Strings; the field name is the token, which the record carries too).
+        try client.pipelineVisitRaw(users.map { ["HGETALL", store.deviceKey(org, app, $0)] },
+                                    restart: { out.removeAll(keepingCapacity: true); out.reserveCapacity(users.count) }) { r in
+            if let e = r.errorMessage { throw RedisError(.server, "HGETALL devices: \(e)") }
+            guard out.count < users.count else {
+                throw RedisError(.unexpectedReply, "HGETALL devices: more replies than the \(users.count) users asked for")
+            }
+            let user = users[out.count]
             var list: [Device] = []
-            let pairs = r.array ?? []
-            list.reserveCapacity(pairs.count / 2)
+            list.reserveCapacity(r.count / 2)
             var k = 1
-            while k < pairs.count {
+            while k < r.count {
                 defer { k += 2 }
-                guard let json = pairs[k].string else { continue }
-                if let d = DeviceRecordReader.device(fromJSON: json) { list.append(d); continue }
-                guard let rec = try? DeviceRecord.decoder.decode(DeviceRecord.self, from: Data(json.utf8)) else {
-                    logger.warning("skipping unreadable device record", metadata: ["user": "\(users[i])"])
+                guard let json = r[k]?.bytes else { continue }
+                if let d = DeviceRecordReader.device(fromJSONBytes: json) { list.append(d); continue }
+                guard let rec = try? DeviceRecord.decoder.decode(DeviceRecord.self, from: Data(json)) else {
+                    logger.warning("skipping unreadable device record", metadata: ["user": "\(user)"])
                     continue
                 }
                 list.append(rec.device)
             }
             out.append(list)
+        }
+        guard out.count == users.count else {
+            throw RedisError(.unexpectedReply, "HGETALL devices: \(out.count) replies for \(users.count) users")
         }
         return out
     }

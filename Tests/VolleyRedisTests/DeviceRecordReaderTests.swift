@@ -2,6 +2,9 @@ import Foundation
 import Testing
 import VolleyCore
 @testable import VolleyStore
+import VolleyRedis
+import VolleyTestSupport
+import Logging
 
 /// The fast registry-record reader must read exactly what `JSONDecoder` reads, and decline what it cannot.
 @Suite struct DeviceRecordReaderTests {
@@ -55,4 +58,24 @@ import VolleyCore
             #expect(DeviceRecordReader.device(fromJSON: json) == nil, "\(json)")
         }
     }
+}
+
+/// The registry read on the send path (HGETALL replies read in place): records the fast reader takes, records only
+/// `JSONDecoder` reads (nested values), and unreadable ones (skipped), per user, in the users' order.
+@Test func registryReadTakesFastFallbackAndSkipsUnreadable() throws {
+    let redis = try RedisServerFixture()
+    defer { redis.stop() }
+    let store = StoreConfiguration()
+    let session = RedisPipelineSession(client: redis.client(), store: store, consumer: "t", logger: Logger(label: "test"))
+    let token1 = String(repeating: "a", count: 64), token2 = String(repeating: "b", count: 64)
+    let plain = #"{"platform":"ios","token":"\#(token1)","user":"u1","registeredAt":1,"lastSeenAt":2}"#
+    let nested = #"{"platform":"android","token":"\#(token2)","user":"u1","registeredAt":1,"lastSeenAt":2,"extra":{"k":[1]}}"#
+    _ = try redis.client().pipeline([
+        ["HSET", store.deviceKey("o", "app", "u1"), "ios:" + token1, plain, "android:" + token2, nested, "bad", "{not json"],
+    ])
+    let lists = try session.devices(org: "o", app: "app", users: ["nobody", "u1"])
+    #expect(lists.count == 2)
+    #expect(lists[0].isEmpty)
+    #expect(Set(lists[1].map(\.token.rawValue)) == [token1, token2])
+    #expect(Set(lists[1].map(\.platform)) == [.ios, .android])
 }

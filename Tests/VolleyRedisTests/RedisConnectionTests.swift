@@ -51,6 +51,27 @@ import VolleyTestSupport
         #expect(mixed[2] == .string("1"))
     }
 
+    /// The in-place reader sees what `pipeline` decodes: arrays, bulk strings, nil elements, errors, in order.
+    @Test func rawVisitorSeesWhatPipelineDecodes() throws {
+        let redis = try RedisServerFixture()
+        defer { redis.stop() }
+        let c = try RedisConnection(endpoint: redis.endpoint)
+        _ = try c.pipeline([["HSET", "h", "a", "1", "b", "two"], ["SET", "s", "x"]])
+        let cmds = [["HGETALL", "h"], ["HGETALL", "missing"], ["MGET", "s", "nope"], ["INCR", "h"], ["GET", "s"]]
+        let decoded = try c.pipeline(cmds)
+        var seen: [String] = []
+        try c.pipelineVisitRaw(cmds, window: 2) { r in
+            if let e = r.errorMessage { seen.append("error:" + e.prefix(9)); return }
+            if let b = r.bytes { seen.append("string:" + String(decoding: b, as: UTF8.self)); return }
+            let items = (0..<r.count).map { i in r[i]?.bytes.map { String(decoding: $0, as: UTF8.self) } ?? "nil" }
+            seen.append("array:" + items.joined(separator: ","))
+        }
+        #expect(seen.count == decoded.count)
+        #expect(Set(seen[0].dropFirst(6).split(separator: ",")) == ["a", "1", "b", "two"])
+        #expect(seen[1...] == ["array:", "array:x,nil", "error:WRONGTYPE", "string:x"])
+        #expect(decoded[3].errorMessage?.hasPrefix("WRONGTYPE") == true)
+    }
+
     @Test func reconnectsAfterServerRestart() throws {
         let redis = try RedisServerFixture()
         defer { redis.stop() }
