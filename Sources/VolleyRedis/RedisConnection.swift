@@ -83,6 +83,24 @@ public final class RedisConnection: @unchecked Sendable {
 
     /// As `pipeline`, handing each reply to `visit` instead of collecting them.
     public func pipelineVisit(_ commands: [[String]], window: Int = 256, _ visit: (RedisReply) throws -> Void) throws {
+        try pipelineWindows(commands, window: window) { try visit(try readReply()) }
+    }
+
+    /// As `pipelineVisit`, handing each reply to `visit` as hiredis parsed it, in place: no `RedisReply` and no
+    /// Strings unless the visitor makes them (for replies read by the thousand, like the registry's HGETALLs).
+    /// The view is valid only during the call.
+    public func pipelineVisitRaw(_ commands: [[String]], window: Int = 256, _ visit: (RedisRawReply) throws -> Void) throws {
+        try pipelineWindows(commands, window: window) {
+            var raw: UnsafeMutableRawPointer?
+            guard redisGetReply(ctx, &raw) == REDIS_OK, let raw else { throw brokenError("read reply") }
+            defer { freeReplyObject(raw) }
+            try visit(RedisRawReply(raw))
+        }
+    }
+
+    /// Writes `commands` a window at a time, one window ahead of the replies, and calls `readOne` once per command.
+    private func pipelineWindows(_ commands: [[String]], window: Int, readOne: () throws -> Void) throws {
+        if commands.isEmpty { return }
         let w = max(1, window)
         var sentUpTo = 0     // commands appended and flushed
         var readUpTo = 0
@@ -97,35 +115,7 @@ public final class RedisConnection: @unchecked Sendable {
             let windowEnd = min(commands.count, readUpTo + w)
             if sentUpTo < commands.count { try sendWindow() }
             while readUpTo < windowEnd {
-                try visit(try readReply())
-                readUpTo += 1
-            }
-        }
-    }
-
-    /// As `pipelineVisit`, handing each reply to `visit` as hiredis parsed it, in place: no `RedisReply` and no
-    /// Strings unless the visitor makes them (for replies read by the thousand, like the registry's HGETALLs).
-    /// The view is valid only during the call.
-    public func pipelineVisitRaw(_ commands: [[String]], window: Int = 256, _ visit: (RedisRawReply) throws -> Void) throws {
-        let w = max(1, window)
-        var sentUpTo = 0
-        var readUpTo = 0
-        func sendWindow() throws {
-            let end = min(commands.count, sentUpTo + w)
-            for i in sentUpTo..<end { try append(commands[i]) }
-            try flush()
-            sentUpTo = end
-        }
-        if commands.isEmpty { return }
-        try sendWindow()
-        while readUpTo < commands.count {
-            let windowEnd = min(commands.count, readUpTo + w)
-            if sentUpTo < commands.count { try sendWindow() }
-            while readUpTo < windowEnd {
-                var raw: UnsafeMutableRawPointer?
-                guard redisGetReply(ctx, &raw) == REDIS_OK, let raw else { throw brokenError("read reply") }
-                defer { freeReplyObject(raw) }
-                try visit(RedisRawReply(raw))
+                try readOne()
                 readUpTo += 1
             }
         }
