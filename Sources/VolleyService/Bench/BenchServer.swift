@@ -7,17 +7,14 @@ import VolleyHTTP2
 
 final class BenchHandler: HTTP2ServerHandler, @unchecked Sendable {
     let latencyMs: Int
-    private let delayQueue = DispatchQueue(label: "volley.bench.delay")
     init(latencyMs: Int) { self.latencyMs = latencyMs }
     func connectionOpened(_ connection: HTTP2ServerConnection) {}
     func connectionClosed(_ connection: HTTP2ServerConnection) {}
     func handle(_ request: HTTP2ServerRequest, on connection: HTTP2ServerConnection, respond: HTTP2Responder) {
         let response = HTTP2Response(status: 200, headers: [HTTP2Header("apns-id", "00000000-0000-0000-0000-000000000000")])
-        if latencyMs > 0 {
-            delayQueue.asyncAfter(deadline: .now() + .milliseconds(latencyMs)) { respond(response) }
-        } else {
-            respond(response)
-        }
+        // The server's delayed-answer path (as volley-mock's): counted from the request's arrival, answers that fall
+        // due together go out in one batch and one flush.
+        respond(response, after: Double(latencyMs) / 1000)
     }
 }
 
