@@ -39,14 +39,7 @@ public final class APNSProvider: PushSender, RetryingSender, @unchecked Sendable
         func requestPrefix(_ authorization: APNSAuthorization?) -> HTTP2HeaderBlock {
             prefix.withLock { cached in
                 if let cached, cached.authorization === authorization { return cached.fields }
-                let fields: HTTP2HeaderBlock
-                if let authorization {
-                    fields = authorization.bytes.withUnsafeBufferPointer {
-                        APNSPreparedNotification.requestPrefix(authority: authority, authorizationBytes: $0)
-                    }
-                } else {
-                    fields = APNSPreparedNotification.requestPrefix(authority: authority, authorizationBytes: nil)
-                }
+                let fields = APNSPreparedNotification.requestPrefix(authority: authority, authorization: authorization?.value)
                 cached = (authorization, fields)
                 return fields
             }

@@ -155,20 +155,9 @@ public struct APNSPreparedNotification: PreparedNotification {
     }
 
     /// The request for one device. `authorization` is "bearer <jwt>" for token auth, nil for certificates.
+    /// (The provider keeps the prefix per endpoint and token and calls `request(for:prefix:)`.)
     public func request(for device: Device, authority: String, authorization: String?) -> HTTP2Request {
-        guard var authorization else { return request(for: device, authority: authority, authorizationBytes: nil) }
-        return authorization.withUTF8 { request(for: device, authority: authority, authorizationBytes: $0) }
-    }
-
-    func request(for device: Device, authority: String, authorization: APNSAuthorization?) -> HTTP2Request {
-        guard let authorization else { return request(for: device, authority: authority, authorizationBytes: nil) }
-        return authorization.bytes.withUnsafeBufferPointer {
-            request(for: device, authority: authority, authorizationBytes: $0)
-        }
-    }
-
-    private func request(for device: Device, authority: String, authorizationBytes: UnsafeBufferPointer<UInt8>?) -> HTTP2Request {
-        request(for: device, prefix: Self.requestPrefix(authority: authority, authorizationBytes: authorizationBytes))
+        request(for: device, prefix: Self.requestPrefix(authority: authority, authorization: authorization))
     }
 
     /// `requestPrefix` for an `authorization` value given as a String ("bearer <jwt>"; nil for certificate auth).

@@ -49,7 +49,7 @@ public final class APNSTokenProvider: @unchecked Sendable {
         try currentAuthorization().value
     }
 
-    /// The same as `authorization()`, with the header value pre-encoded for the transport (no allocation when cached).
+    /// The same as `authorization()`, as the minted object (no allocation when cached; its identity changes on refresh).
     func currentAuthorization() throws -> APNSAuthorization {
         let now = clock.now()
         lock.lock()
@@ -86,12 +86,11 @@ public final class APNSTokenProvider: @unchecked Sendable {
     }
 }
 
-/// One minted `authorization` header value, as a String (what callers compare after a rejection) and as bytes
-/// (what the transport sends). Immutable; a refresh replaces the whole object.
+/// One minted `authorization` header value ("bearer <jwt>"). Immutable; a refresh replaces the whole object, so its
+/// identity tells the provider when to re-encode its request prefix.
 final class APNSAuthorization: Sendable {
     let value: String
-    let bytes: [UInt8]
-    init(_ value: String) { self.value = value; self.bytes = Array(value.utf8) }
+    init(_ value: String) { self.value = value }
 }
 
 /// One `APNSTokenProvider` per (team, key) for the whole process. Owned by the composition root and

@@ -118,10 +118,10 @@ public struct HTTP2Responder: Sendable {
 
     /// Answers `delaySeconds` after the request arrived (the kernel's receive time of the last segment read when
     /// it completed, else the read's time), like a server that takes that long: the time this process took to wake
-    /// up and parse a burst of requests is part of the delay, not added to it. The connection keeps its delayed answers in one deadline-ordered queue served by one timer on the
-    /// connection's queue: every answer due when the timer fires, or when a read pass ends, goes out in one batch
-    /// with a single flush — no timer, thread hop or SSL_write per response. Cheapest when called on the
-    /// connection's queue (inside `handle`).
+    /// up and parse a burst of requests is part of the delay, not added to it. The connection keeps its delayed
+    /// answers in one deadline-ordered queue served by one timer on the connection's queue: every answer due when
+    /// the timer fires, or when a read pass ends, goes out in one batch with a single flush — no timer, thread hop
+    /// or SSL_write per response. Cheapest when called on the connection's queue (inside `handle`).
     public func callAsFunction(_ response: HTTP2Response, after delaySeconds: Double) {
         guard delaySeconds > 0 else { return callAsFunction(response) }   // also NaN
         let delay = UInt64(min(delaySeconds, 86_400) * 1e9)   // a day at most (and not inf)
