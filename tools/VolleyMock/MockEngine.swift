@@ -37,6 +37,10 @@ public final class MockConnectionState: @unchecked Sendable {
     var lastVerdict: MockJWT.APNsVerdict = .invalid
     /// FCM access tokens seen valid on this connection → expiry (unix seconds).
     var accessTokens: [String: Int64] = [:]
+    /// The raw bytes of the last `authorization` value that passed the FCM check, and its token's expiry: the
+    /// per-request check on the fast path is one comparison (`MockEngine.fcmFast`).
+    var lastFCMAuthorization: [UInt8] = []
+    var lastFCMExpiry: Int64 = 0
     var streams = 0
     var clientCertificate: Bool
     /// True while "one stream until authenticated" holds the connection at 1.
@@ -101,6 +105,11 @@ public final class MockEngine: Sendable {
     let duplicateTrackingAllowed: Bool
     /// `credentials.apnsTopic` as bytes, for the per-request comparison.
     let apnsTopicBytes: [UInt8]
+    /// `/v1/projects/<project>/messages:send` as bytes (nil when the project id is not plain ASCII without `/`, so
+    /// the byte comparison could answer differently from the String one: then every FCM request takes the full path).
+    let fcmSendPathBytes: [UInt8]?
+    /// `projects/<project>/messages/`, the start of an accepted answer's `name`.
+    let fcmNamePrefixBytes: [UInt8]
     /// Called with the stats JSON/config for `/_mock/*` routes; set by the server.
     struct Registry {
         var open: [UInt64: MockConnectionState] = [:]
@@ -117,6 +126,10 @@ public final class MockEngine: Sendable {
         self.configGeneration.store(1, ordering: .releasing)
         self.duplicateTrackingAllowed = duplicateTracking
         self.apnsTopicBytes = Array(credentials.apnsTopic.utf8)
+        let project = credentials.fcmProjectID
+        let plain = !project.isEmpty && project.utf8.allSatisfy { $0 > 0x20 && $0 < 0x7F && $0 != UInt8(ascii: "/") }
+        self.fcmSendPathBytes = plain ? Array("/v1/projects/\(project)/messages:send".utf8) : nil
+        self.fcmNamePrefixBytes = Array("projects/\(project)/messages/".utf8)
     }
 
     // MARK: configuration
@@ -267,7 +280,7 @@ public final class MockEngine: Sendable {
         var authenticated = false
         switch provider {
         case .apns: decision.response = apns(req, raw, state: state, config: config, now: now, authenticated: &authenticated)
-        case .fcm: decision.response = fcm(req, state: state, config: config, now: now, authenticated: &authenticated)
+        case .fcm: decision.response = fcm(req, raw, state: state, config: config, now: now, authenticated: &authenticated)
         case .oauth: decision.response = oauth(req, state: state, config: config, now: now, authenticated: &authenticated)
         }
         if authenticated, state.limitedToOneStream {
@@ -533,8 +546,15 @@ public final class MockEngine: Sendable {
 
     // MARK: FCM send
 
-    func fcm(_ req: MockRequest, state: MockConnectionState, config: MockConfiguration, now: Double,
-             authenticated: inout Bool) -> HTTP2Response {
+    func fcm(_ req: MockRequest, _ raw: MockRawFields, state: MockConnectionState, config: MockConfiguration,
+             now: Double, authenticated: inout Bool) -> HTTP2Response {
+        if let facts = fcmFast(req, raw, state: state, now: now) {
+            authenticated = true
+            let token = UnsafeBufferPointer(rebasing: facts.body[facts.token])
+            return fcmAccept(req, state: state, config: config, now: now, validateOnly: facts.validateOnly) {
+                String(decoding: token, as: UTF8.self)
+            }
+        }
         // /v1/projects/<project>/messages:send
         let rest = req.path.dropFirst("/v1/projects/".utf8.count)
         guard let slash = rest.firstIndex(of: "/"), rest[slash...] == "/messages:send" else {
@@ -559,6 +579,11 @@ public final class MockEngine: Sendable {
             return fcmError(state, 401, status: "UNAUTHENTICATED",
                             message: "Request had invalid authentication credentials. Expected OAuth 2 access token, login cookie or other valid authentication credential. See https://developers.google.com/identity/sign-in/web/devconsole-project.",
                             errorCode: nil)
+        }
+        if raw.authorizationCount == 1, let bytes = raw.authorization {
+            // The one value `header("authorization")` read: later requests with these bytes take the fast path.
+            state.lastFCMAuthorization = Array(bytes)
+            state.lastFCMExpiry = exp
         }
         guard project == credentials.fcmProjectID else {
             return fcmError(state, 403, status: "PERMISSION_DENIED",
@@ -619,7 +644,15 @@ public final class MockEngine: Sendable {
                 }
             }
         }
-        if let t = target, let m = config.fcm.match(t[...]) {
+        let validateOnly = doc["validate_only"]?.boolValue == true
+        return fcmAccept(req, state: state, config: config, now: now, validateOnly: validateOnly) { target }
+    }
+
+    /// What the full path decides after the message passed its checks: token rules, injected errors, then the
+    /// accepted answer. `target` is asked for only when token rules are configured.
+    func fcmAccept(_ req: MockRequest, state: MockConnectionState, config: MockConfiguration, now: Double,
+                   validateOnly: Bool, target: () -> String?) -> HTTP2Response {
+        if !config.fcm.isEmpty, let t = target(), let m = config.fcm.match(t[...]) {
             switch m {
             case .unregistered:
                 return fcmError(state, 404, status: "NOT_FOUND", message: "Requested entity was not found.", errorCode: "UNREGISTERED")
@@ -636,7 +669,6 @@ public final class MockEngine: Sendable {
             return fcmError(state, s, status: FCMErrorCode.googleStatus(forHTTP: s), message: FCMErrorCode.message(for: code),
                             errorCode: code, retryAfter: s == 500 ? nil : config.retryAfterSeconds)
         }
-        let validateOnly = doc["validate_only"]?.boolValue == true
         var duplicate = false
         if !validateOnly, config.duplicateTracking, duplicateTrackingAllowed, let id = req.header("x-volley-delivery-id") {
             duplicate = duplicates.insert(MockDuplicateTracker.key(string: id[...]))
@@ -646,15 +678,119 @@ public final class MockEngine: Sendable {
             if validateOnly { c.fcmValidateOnly += 1 } else { c.fcmAccepted += 1 }
             if duplicate { c.duplicates += 1 }
         }
-        let id = validateOnly ? "fake_message_id" : "0:\(Int64(now * 1_000_000))%\(String(messageCounter.add(1, ordering: .relaxed).newValue, radix: 16))"
-        let body = "{\"name\":\"projects/\(project)/messages/\(id)\"}"
+        // {"name":"projects/<project>/messages/<id>"}, id "0:<unix µs>%<counter, hex>" (or Google's validate_only id).
+        var body: [UInt8] = []
+        body.reserveCapacity(fcmNamePrefixBytes.count + 48)
+        body.append(contentsOf: #"{"name":""#.utf8)
+        body.append(contentsOf: fcmNamePrefixBytes)
+        if validateOnly {
+            body.append(contentsOf: "fake_message_id".utf8)
+        } else {
+            body.append(contentsOf: "0:".utf8)
+            MockBytes.appendDecimal(Int64(now * 1_000_000), to: &body)
+            body.append(UInt8(ascii: "%"))
+            MockBytes.appendHex(messageCounter.add(1, ordering: .relaxed).newValue, to: &body)
+        }
+        body.append(contentsOf: #""}"#.utf8)
         return HTTP2Response(status: 200, headers: [HTTP2Header("content-type", "application/json; charset=UTF-8")],
-                             body: Array(body.utf8))
+                             body: body)
+    }
+
+    /// The facts of an FCM send the fast path accepted: the body, the token's bytes in it, `validate_only`.
+    struct FCMFastFacts {
+        var body: UnsafeBufferPointer<UInt8>
+        var token: Range<Int>
+        var validateOnly: Bool
+    }
+
+    /// The common FCM send decided from its bytes: the exact send path, POST, one `authorization` whose bytes
+    /// passed the full check on this connection and whose token has not expired, and a message the full path
+    /// accepts. Anything else — an error to answer, escapes or non-ASCII bytes where the full path would decode
+    /// them, a topic send — gives nil and the full path decides, so both paths always give the same answer.
+    /// `body` in the result points into `req.body` (valid while `req` is).
+    func fcmFast(_ req: MockRequest, _ raw: MockRawFields, state: MockConnectionState, now: Double) -> FCMFastFacts? {
+        guard let sendPath = fcmSendPathBytes, MockBytes.equal(raw.path, sendPath),
+              let method = raw.method, MockBytes.equal(method, "POST"),
+              raw.authorizationCount == 1, let auth = raw.authorization, !state.lastFCMAuthorization.isEmpty,
+              MockBytes.equal(auth, state.lastFCMAuthorization), Double(state.lastFCMExpiry) > now else { return nil }
+        return req.body.withUnsafeBufferPointer { body -> FCMFastFacts? in
+            guard let (token, validateOnly) = Self.fcmMessageFacts(body) else { return nil }
+            return FCMFastFacts(body: body, token: token, validateOnly: validateOnly)
+        }
+    }
+
+    /// The message checks of `fcm` on raw bytes, for a body they accept: an object whose last `message` is an object
+    /// with a plain token (printable ASCII, no escape), `data` (if any) an object of plain strings of at most 4096
+    /// bytes, `android` (if any) an object whose `priority` and `ttl` are valid. Returns the token's range and
+    /// `validate_only`; nil means "let the full path decide".
+    static func fcmMessageFacts(_ b: UnsafeBufferPointer<UInt8>) -> (token: Range<Int>, validateOnly: Bool)? {
+        guard MockJSONValidator.validate(b) == .object else { return nil }
+        var top = MockJSONValidator(bytes: b)
+        top.skipWS()
+        var message: Range<Int>?
+        var validateOnly = false
+        guard top.forEachMember({ key, value in
+            if MockBytes.equal(key, "message") { message = value }
+            else if MockBytes.equal(key, "validate_only") { validateOnly = b[value.lowerBound] == UInt8(ascii: "t") }
+            return true
+        }), let message, b[message.lowerBound] == UInt8(ascii: "{") else { return nil }
+        var token: Range<Int>?, data: Range<Int>?, android: Range<Int>?
+        var m = MockJSONValidator(bytes: b)
+        m.i = message.lowerBound
+        guard m.forEachMember({ key, value in
+            if MockBytes.equal(key, "token") { token = value }
+            else if MockBytes.equal(key, "data") { data = value }
+            else if MockBytes.equal(key, "android") { android = value }
+            return true
+        }), let token, let raw = plainString(b, token), !raw.isEmpty,
+              b[raw].allSatisfy({ $0 > 0x20 && $0 < 0x7F }) else { return nil }
+        if let data {
+            guard b[data.lowerBound] == UInt8(ascii: "{") else { return nil }
+            var size = 0
+            var d = MockJSONValidator(bytes: b)
+            d.i = data.lowerBound
+            guard d.forEachMember({ key, value in
+                guard let s = plainString(b, value) else { return false }
+                size += key.count + s.count
+                return true
+            }), size <= 4096 else { return nil }
+        }
+        if let android {
+            guard b[android.lowerBound] == UInt8(ascii: "{") else { return nil }
+            var priority: Range<Int>?, ttl: Range<Int>?
+            var a = MockJSONValidator(bytes: b)
+            a.i = android.lowerBound
+            guard a.forEachMember({ key, value in
+                if MockBytes.equal(key, "priority") { priority = value } else if MockBytes.equal(key, "ttl") { ttl = value }
+                return true
+            }) else { return nil }
+            if let priority {
+                guard let p = plainString(b, priority).map({ UnsafeBufferPointer(rebasing: b[$0]) }),
+                      MockBytes.equal(p, "HIGH") || MockBytes.equal(p, "NORMAL") else { return nil }
+            }
+            if let ttl {
+                guard let t = plainString(b, ttl), isDuration(UnsafeBufferPointer(rebasing: b[t])) else { return nil }
+            }
+        }
+        return (token.lowerBound + 1 ..< token.upperBound - 1, validateOnly)
+    }
+
+    /// The bytes between the quotes of a string value with no escape and no byte ≥ 0x80 (so its decoded UTF-8 is
+    /// exactly these bytes); nil for anything else.
+    static func plainString(_ b: UnsafeBufferPointer<UInt8>, _ value: Range<Int>) -> Range<Int>? {
+        guard value.count >= 2, b[value.lowerBound] == UInt8(ascii: "\"") else { return nil }
+        let inner = value.lowerBound + 1 ..< value.upperBound - 1
+        for c in b[inner] where c == UInt8(ascii: "\\") || c >= 0x80 { return nil }
+        return inner
     }
 
     static func isDuration(_ s: String) -> Bool {
+        var s = s
+        return s.withUTF8 { isDuration($0) }
+    }
+
+    static func isDuration(_ u: UnsafeBufferPointer<UInt8>) -> Bool {
         // ^\d+(\.\d+)?s$
-        let u = Array(s.utf8)
         guard u.count >= 2, u.last == UInt8(ascii: "s") else { return false }
         var i = 0
         let digits = { (from: Int) -> Int in var j = from; while j < u.count - 1, u[j] >= 0x30, u[j] <= 0x39 { j += 1 }; return j }
@@ -774,6 +910,8 @@ struct MockRawFields {
     var method: UnsafeBufferPointer<UInt8>?
     var path = UnsafeBufferPointer<UInt8>(start: nil, count: 0)
     var authorization, topic, pushType, priority, expiration, collapseID, apnsID: UnsafeBufferPointer<UInt8>?
+    /// How many `authorization` fields the request has (`header(_:)` reads the first, `authorization` is the last).
+    var authorizationCount = 0
 
     init(_ fields: HTTP2HeaderBlock.UnsafeFields) {
         for f in fields {
@@ -783,7 +921,7 @@ struct MockRawFields {
             case 7 where MockBytes.equal(n, ":method"): method = f.value
             case 7 where MockBytes.equal(n, "apns-id"): apnsID = f.value
             case 10 where MockBytes.equal(n, "apns-topic"): topic = f.value
-            case 13 where MockBytes.equal(n, "authorization"): authorization = f.value
+            case 13 where MockBytes.equal(n, "authorization"): authorization = f.value; authorizationCount += 1
             case 13 where MockBytes.equal(n, "apns-priority"): priority = f.value
             case 14 where MockBytes.equal(n, "apns-push-type"): pushType = f.value
             case 15 where MockBytes.equal(n, "apns-expiration"): expiration = f.value
@@ -832,6 +970,29 @@ enum MockBytes {
         for i in 0..<n where a[i] != p[i] { return false }
         if a.count == n || a[n] < 0x80 { return true }
         return String(decoding: a, as: UTF8.self).hasPrefix(prefix.description)
+    }
+
+    /// Appends `v` in decimal (as `String(v)` writes it).
+    static func appendDecimal(_ v: Int64, to out: inout [UInt8]) {
+        if v < 0 { out.append(UInt8(ascii: "-")) }
+        appendDigits(v.magnitude, radix: 10, to: &out)
+    }
+
+    /// Appends `v` in lowercase hexadecimal (as `String(v, radix: 16)` writes it).
+    static func appendHex(_ v: UInt64, to out: inout [UInt8]) { appendDigits(v, radix: 16, to: &out) }
+
+    private static func appendDigits(_ v: UInt64, radix: UInt64, to out: inout [UInt8]) {
+        let digits: StaticString = "0123456789abcdef"
+        var buffer: (UInt64, UInt64, UInt64, UInt64, UInt64, UInt64, UInt64, UInt64) = (0, 0, 0, 0, 0, 0, 0, 0)
+        withUnsafeMutableBytes(of: &buffer) { tmp in
+            var n = v, k = tmp.count
+            repeat {
+                k -= 1
+                tmp[k] = digits.utf8Start[Int(n % radix)]
+                n /= radix
+            } while n > 0
+            out.append(contentsOf: tmp[k...])
+        }
     }
 
     /// `String(decoding: a).utf8.count` (invalid UTF-8 is repaired with U+FFFD, which changes the count).
