@@ -20,6 +20,8 @@ public class HTTP2Channel: @unchecked Sendable {
     var fd: Int32 = -1
     var tls: TLSConnection?
     var session: OpaquePointer?
+    /// The session's allocator; a stored property, so it is freed after `deinit` has deleted the session.
+    private let sessionMemory = HTTP2SessionMemory()
     var state: ChannelState = .connecting
 
     private var readSource: DispatchSourceRead?
@@ -338,7 +340,9 @@ public class HTTP2Channel: @unchecked Sendable {
         defer { nghttp2_option_del(opt) }
         var s: OpaquePointer?
         let ud = Unmanaged.passUnretained(self).toOpaque()
-        let rv = server ? nghttp2_session_server_new2(&s, cbs, ud, opt) : nghttp2_session_client_new2(&s, cbs, ud, opt)
+        var mem = sessionMemory.mem
+        let rv = server ? nghttp2_session_server_new3(&s, cbs, ud, opt, &mem)
+                        : nghttp2_session_client_new3(&s, cbs, ud, opt, &mem)
         guard rv == 0, let s else {
             throw HTTP2Error(.protocolError, resendIsSafe: true, "nghttp2 session creation failed")
         }
