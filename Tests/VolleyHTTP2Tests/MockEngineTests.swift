@@ -586,6 +586,27 @@ struct APNsCase: Sendable, CustomTestStringConvertible {
         #expect(escaped.withUnsafeBufferPointer { MockEngine.fcmMessageFacts($0) } == nil)
     }
 
+    /// `last_accepted_ns`: CLOCK_MONOTONIC of the latest accepted send (what `bench e2e` times idle probes with);
+    /// rejected and validate-only sends leave it alone; reset clears it.
+    @Test func lastAcceptedIsStampedWithTheMonotonicClock() throws {
+        func now() -> UInt64 { var ts = timespec(); clock_gettime(CLOCK_MONOTONIC, &ts); return UInt64(ts.tv_sec) * 1_000_000_000 + UInt64(ts.tv_nsec) }
+        let engine = try makeEngine(#"{"fcm": {"unregisteredPrefixes": ["dead"]}}"#)
+        let (state, _) = openConnection(engine)
+        let access = try token(engine, state)
+        #expect(engine.stats().lastAcceptedNanos == 0)
+        let before = now()
+        #expect(try send(engine, state, access: access, body: #"{"message":{"token":"t"}}"#).status == 200)
+        let after = now()
+        let stamp = engine.stats().lastAcceptedNanos
+        #expect(stamp >= before && stamp <= after)
+        #expect(try send(engine, state, access: access, body: #"{"message":{"token":"dead-1"}}"#).status == 404)
+        #expect(try send(engine, state, access: access, body: #"{"message":{"token":"t"},"validate_only":true}"#).status == 200)
+        #expect(engine.stats().lastAcceptedNanos == stamp)
+        #expect(engine.stats().json.contains("\"last_accepted_ns\":\(stamp)}"))
+        engine.resetStats()
+        #expect(engine.stats().lastAcceptedNanos == 0)
+    }
+
     @Test func fcmErrorRateCarriesRetryAfter() throws {
         let engine = try makeEngine(#"{"errorRate": 1, "errorStatuses": [503], "retryAfterSeconds": 7}"#)
         let (state, _) = openConnection(engine)

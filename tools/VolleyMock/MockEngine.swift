@@ -101,6 +101,8 @@ public final class MockEngine: Sendable {
     let issuedAccessTokens = Mutex<[String: Int64]>([:])
     let accessTokenCounter = Atomic<UInt64>(0)
     let messageCounter = Atomic<UInt64>(0)
+    /// CLOCK_MONOTONIC time of the latest accepted send (see `MockStatsSnapshot.lastAcceptedNanos`).
+    let lastAcceptedNanos = Atomic<UInt64>(0)
     let registry = Mutex(Registry())
     let duplicateTrackingAllowed: Bool
     /// `credentials.apnsTopic` as bytes, for the per-request comparison.
@@ -200,6 +202,13 @@ public final class MockEngine: Sendable {
 
     // MARK: stats
 
+    /// Stamps the latest accepted send (one clock read and one atomic max per accepted request).
+    @inline(__always) func noteAccepted() {
+        var ts = timespec()
+        clock_gettime(CLOCK_MONOTONIC, &ts)
+        lastAcceptedNanos.max(UInt64(ts.tv_sec) &* 1_000_000_000 &+ UInt64(ts.tv_nsec), ordering: .relaxed)
+    }
+
     public func stats() -> MockStatsSnapshot {
         let (open, closed, opened, maxSeen) = registry.withLock { r in (Array(r.open.values), r.closedTotals, r.opened, r.maxStreamsSeen) }
         var total = closed
@@ -226,7 +235,8 @@ public final class MockEngine: Sendable {
             connectionsOpen: open.count, peakConcurrentStreamsPerConnection: perConnection,
             maxConcurrentStreamsSeen: maxStreams, refusedStreams: total.refusedStreams,
             jwtVerifications: total.jwtVerifications, tokenRequests: total.tokenRequests,
-            duplicateDeliveries: total.duplicates)
+            duplicateDeliveries: total.duplicates,
+            lastAcceptedNanos: lastAcceptedNanos.load(ordering: .relaxed))
     }
 
     public func resetStats() {
@@ -238,6 +248,7 @@ public final class MockEngine: Sendable {
         }
         for s in open { s.counters.withLock { $0 = MockCounters() } }
         duplicates.reset()
+        lastAcceptedNanos.store(0, ordering: .relaxed)
     }
 
     // MARK: the decision
@@ -456,6 +467,7 @@ public final class MockEngine: Sendable {
             c.apnsAccepted += 1
             if duplicate { c.duplicates += 1 }
         }
+        noteAccepted()
         // Never indexed (RFC 7541 §6.2.3): a value unique per response would only churn both HPACK tables.
         return HTTP2Response(status: 200, headers: [HTTP2Header("apns-id", apnsID ?? state.uuid(), sensitive: true)])
     }
@@ -678,6 +690,7 @@ public final class MockEngine: Sendable {
             if validateOnly { c.fcmValidateOnly += 1 } else { c.fcmAccepted += 1 }
             if duplicate { c.duplicates += 1 }
         }
+        if !validateOnly { noteAccepted() }
         // {"name":"projects/<project>/messages/<id>"}, id "0:<unix µs>%<counter, hex>" (or Google's validate_only id).
         var body: [UInt8] = []
         body.reserveCapacity(fcmNamePrefixBytes.count + 48)

@@ -63,6 +63,9 @@ public struct MockStatsSnapshot: Sendable {
     public var jwtVerifications: Int
     public var tokenRequests: Int
     public var duplicateDeliveries: Int
+    /// CLOCK_MONOTONIC nanoseconds at which the latest accepted send (APNs or FCM) was accepted; 0: none yet.
+    /// Comparable with any process's CLOCK_MONOTONIC on this host (`bench e2e` times its idle probes with it).
+    public var lastAcceptedNanos: UInt64 = 0
 
     public func count(_ provider: MockProvider, _ status: Int, _ reason: String = "") -> Int {
         outcomes[MockOutcomeKey(provider, status, reason)] ?? 0
@@ -73,7 +76,7 @@ public struct MockStatsSnapshot: Sendable {
     ///   "outcomes":[{"provider":"apns|fcm|oauth","status":410,"reason":"Unregistered","count":N},…],
     ///   "connections_opened":N, "connections_open":N, "peak_concurrent_streams_per_connection":{"<id>":N,…},
     ///   "max_concurrent_streams_seen":N, "refused_streams":N, "jwt_verifications":N, "token_requests":N,
-    ///   "duplicate_deliveries":N}`
+    ///   "duplicate_deliveries":N, "last_accepted_ns":N}`
     public var json: String {
         var s = "{\"total_requests\":\(totalRequests),"
         s += "\"accepted\":{\"apns\":\(acceptedAPNs),\"fcm\":\(acceptedFCM)},"
@@ -89,7 +92,8 @@ public struct MockStatsSnapshot: Sendable {
         s += "\"refused_streams\":\(refusedStreams),"
         s += "\"jwt_verifications\":\(jwtVerifications),"
         s += "\"token_requests\":\(tokenRequests),"
-        s += "\"duplicate_deliveries\":\(duplicateDeliveries)}"
+        s += "\"duplicate_deliveries\":\(duplicateDeliveries),"
+        s += "\"last_accepted_ns\":\(lastAcceptedNanos)}"
         return s
     }
 }

@@ -262,6 +262,11 @@ public final class MockControl: @unchecked Sendable {
         return (a + f, a, f, o["total_requests"] as? Int ?? 0)
     }
 
+    /// CLOCK_MONOTONIC nanoseconds of the mock's latest accepted send (0: none; nil: a mock without the field).
+    public func lastAcceptedNanos() throws -> UInt64? {
+        (try statsJSON()["last_accepted_ns"] as? NSNumber)?.uint64Value
+    }
+
     public func statsJSON() throws -> [String: Any] {
         let (_, text) = try request("GET", "/_mock/stats")
         return (try? JSONSerialization.jsonObject(with: Data(text.utf8)) as? [String: Any]) ?? [:]
