@@ -200,21 +200,31 @@ final class JobRun {
                                            "tokensRemoved": "\(report.tokensRemoved)"])
     }
 
+    /// Charges each platform's devices of the chunk; the first `granted` of each platform are sent, the rest get
+    /// `quotaExceeded`. When everything is granted (the usual case) the chunk is returned as it is, uncopied.
     private func admit(_ devices: [Device], quota: any QuotaGate, job: PushJob, jobID: JobID,
                        report: inout JobReport) throws -> [Device] {
-        let org = job.org
-        var out: [Device] = []
-        for platform in Platform.allCases {
-            let ds = devices.filter { $0.platform == platform }
-            if ds.isEmpty { continue }
-            var granted: Int
+        var wanted = [Int](repeating: 0, count: Platform.allCases.count)
+        for d in devices { wanted[d.platform.index] += 1 }
+        var granted = wanted
+        for platform in Platform.allCases where wanted[platform.index] > 0 {
+            let n = wanted[platform.index]
             if let hourly = quota as? any HourlyQuota {
-                granted = try admitHourly(ds.count, platform: platform, quota: hourly, job: job, jobID: jobID, report: &report)
+                granted[platform.index] = try admitHourly(n, platform: platform, quota: hourly, job: job, jobID: jobID, report: &report)
             } else {
-                granted = try quota.grant(org: org, platform: platform, count: ds.count, session: session)
+                granted[platform.index] = try quota.grant(org: job.org, platform: platform, count: n, session: session)
             }
-            out.append(contentsOf: ds.prefix(granted))
-            for d in ds.dropFirst(granted) {
+        }
+        if granted == wanted { return devices }
+        var out: [Device] = []
+        out.reserveCapacity(devices.count)
+        var taken = [Int](repeating: 0, count: Platform.allCases.count)
+        for d in devices {
+            let p = d.platform.index
+            if taken[p] < granted[p] {
+                taken[p] += 1
+                out.append(d)
+            } else {
                 mailbox.willSend()
                 mailbox.post(d, .quotaExceeded)
             }
