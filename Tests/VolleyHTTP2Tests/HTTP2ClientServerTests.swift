@@ -221,6 +221,13 @@ struct HTTP2ClientServerTests {
         let s = try startServer(pki, handler: h)
         defer { s.server.stop() }
         let pool = HTTP2ConnectionPool(configuration: clientConfig(pki, port: s.port, timeout: 0.4), logger: testLogger)
+        // Connect first: on a loaded machine the handshake alone can outlast 0.4 s, and a request that times out
+        // before any connection took it is "never sent" (safe to resend) — not the case under test.
+        var connected = false
+        for _ in 0..<25 where !connected {
+            if case .success(let r) = await send(pool, request(2, port: s.port)), r.status == 200 { connected = true }
+        }
+        #expect(connected)
         let r = await send(pool, request(1, port: s.port))
         guard case .failure(let e) = r else { Issue.record("expected timeout"); return }
         #expect(e.kind == .timeout)
