@@ -562,9 +562,8 @@ public final class MockEngine: Sendable {
              now: Double, authenticated: inout Bool) -> HTTP2Response {
         if let facts = fcmFast(req, raw, state: state, now: now) {
             authenticated = true
-            let token = UnsafeBufferPointer(rebasing: facts.body[facts.token])
             return fcmAccept(req, state: state, config: config, now: now, validateOnly: facts.validateOnly) {
-                String(decoding: token, as: UTF8.self)
+                req.body.withUnsafeBufferPointer { String(decoding: UnsafeBufferPointer(rebasing: $0[facts.token]), as: UTF8.self) }
             }
         }
         // /v1/projects/<project>/messages:send
@@ -709,27 +708,18 @@ public final class MockEngine: Sendable {
                              body: body)
     }
 
-    /// The facts of an FCM send the fast path accepted: the body, the token's bytes in it, `validate_only`.
-    struct FCMFastFacts {
-        var body: UnsafeBufferPointer<UInt8>
-        var token: Range<Int>
-        var validateOnly: Bool
-    }
-
     /// The common FCM send decided from its bytes: the exact send path, POST, one `authorization` whose bytes
     /// passed the full check on this connection and whose token has not expired, and a message the full path
     /// accepts. Anything else — an error to answer, escapes or non-ASCII bytes where the full path would decode
     /// them, a topic send — gives nil and the full path decides, so both paths always give the same answer.
-    /// `body` in the result points into `req.body` (valid while `req` is).
-    func fcmFast(_ req: MockRequest, _ raw: MockRawFields, state: MockConnectionState, now: Double) -> FCMFastFacts? {
+    /// The result is `fcmMessageFacts` of the body (the token as a range of `req.body`).
+    func fcmFast(_ req: MockRequest, _ raw: MockRawFields, state: MockConnectionState,
+                 now: Double) -> (token: Range<Int>, validateOnly: Bool)? {
         guard let sendPath = fcmSendPathBytes, MockBytes.equal(raw.path, sendPath),
               let method = raw.method, MockBytes.equal(method, "POST"),
               raw.authorizationCount == 1, let auth = raw.authorization, !state.lastFCMAuthorization.isEmpty,
               MockBytes.equal(auth, state.lastFCMAuthorization), Double(state.lastFCMExpiry) > now else { return nil }
-        return req.body.withUnsafeBufferPointer { body -> FCMFastFacts? in
-            guard let (token, validateOnly) = Self.fcmMessageFacts(body) else { return nil }
-            return FCMFastFacts(body: body, token: token, validateOnly: validateOnly)
-        }
+        return req.body.withUnsafeBufferPointer { Self.fcmMessageFacts($0) }
     }
 
     /// The message checks of `fcm` on raw bytes, for a body they accept: an object whose last `message` is an object
@@ -738,19 +728,15 @@ public final class MockEngine: Sendable {
     /// `validate_only`; nil means "let the full path decide".
     static func fcmMessageFacts(_ b: UnsafeBufferPointer<UInt8>) -> (token: Range<Int>, validateOnly: Bool)? {
         guard MockJSONValidator.validate(b) == .object else { return nil }
-        var top = MockJSONValidator(bytes: b)
-        top.skipWS()
         var message: Range<Int>?
         var validateOnly = false
-        guard top.forEachMember({ key, value in
+        guard MockJSONValidator.forEachMember(ofObjectAt: 0, in: b, { key, value in
             if MockBytes.equal(key, "message") { message = value }
             else if MockBytes.equal(key, "validate_only") { validateOnly = b[value.lowerBound] == UInt8(ascii: "t") }
             return true
-        }), let message, b[message.lowerBound] == UInt8(ascii: "{") else { return nil }
+        }), let message else { return nil }
         var token: Range<Int>?, data: Range<Int>?, android: Range<Int>?
-        var m = MockJSONValidator(bytes: b)
-        m.i = message.lowerBound
-        guard m.forEachMember({ key, value in
+        guard MockJSONValidator.forEachMember(ofObjectAt: message.lowerBound, in: b, { key, value in
             if MockBytes.equal(key, "token") { token = value }
             else if MockBytes.equal(key, "data") { data = value }
             else if MockBytes.equal(key, "android") { android = value }
@@ -758,22 +744,16 @@ public final class MockEngine: Sendable {
         }), let token, let raw = plainString(b, token), !raw.isEmpty,
               b[raw].allSatisfy({ $0 > 0x20 && $0 < 0x7F }) else { return nil }
         if let data {
-            guard b[data.lowerBound] == UInt8(ascii: "{") else { return nil }
             var size = 0
-            var d = MockJSONValidator(bytes: b)
-            d.i = data.lowerBound
-            guard d.forEachMember({ key, value in
+            guard MockJSONValidator.forEachMember(ofObjectAt: data.lowerBound, in: b, { key, value in
                 guard let s = plainString(b, value) else { return false }
                 size += key.count + s.count
                 return true
             }), size <= 4096 else { return nil }
         }
         if let android {
-            guard b[android.lowerBound] == UInt8(ascii: "{") else { return nil }
             var priority: Range<Int>?, ttl: Range<Int>?
-            var a = MockJSONValidator(bytes: b)
-            a.i = android.lowerBound
-            guard a.forEachMember({ key, value in
+            guard MockJSONValidator.forEachMember(ofObjectAt: android.lowerBound, in: b, { key, value in
                 if MockBytes.equal(key, "priority") { priority = value } else if MockBytes.equal(key, "ttl") { ttl = value }
                 return true
             }) else { return nil }

@@ -130,10 +130,21 @@ struct MockJSONValidator {
         return false
     }
 
-    /// At the `{` of an object inside bytes `validate` accepted: calls `member` with each key's bytes (between the
-    /// quotes) and the range of its value, in document order, and ends past the `}`. Returns false — stopping —
-    /// when a key holds an escape or a byte ≥ 0x80 (its decoded text is not its bytes) or when `member` does.
-    mutating func forEachMember(_ member: (UnsafeBufferPointer<UInt8>, Range<Int>) -> Bool) -> Bool {
+    /// For a value of bytes `validate` accepted, starting at `start` (after optional whitespace): calls `member` with
+    /// each key's bytes (between the quotes) and the range of its value, in document order. Returns false —
+    /// stopping — when the value is not an object, when a key holds an escape or a byte ≥ 0x80 (its decoded text is
+    /// not its bytes), or when `member` does.
+    static func forEachMember(ofObjectAt start: Int, in b: UnsafeBufferPointer<UInt8>,
+                              _ member: (UnsafeBufferPointer<UInt8>, Range<Int>) -> Bool) -> Bool {
+        var v = MockJSONValidator(bytes: b)
+        v.i = start
+        v.skipWS()
+        guard v.i < b.count, b[v.i] == UInt8(ascii: "{") else { return false }
+        return v.forEachMember(member)
+    }
+
+    /// At the `{` of an object (see the static form): walks its members and ends past the `}`.
+    private mutating func forEachMember(_ member: (UnsafeBufferPointer<UInt8>, Range<Int>) -> Bool) -> Bool {
         i += 1; skipWS()
         if b[i] == UInt8(ascii: "}") { i += 1; return true }
         while true {
