@@ -59,6 +59,7 @@ struct BenchTransport: AsyncParsableCommand {
             print("medians over \(r.rounds.count) rounds:")
         }
         print("volley  : \(Int(r.rate)) req/s  p50 \(r.p50_ms) ms  p99 \(r.p99_ms) ms  cpu \(String(format: "%.2f", r.cpu_s)) s (\(String(format: "%.2f", r.cpu_us)) µs/req)  failures \(r.failures)  peak streams/conn \(r.peak_streams_per_connection)")
+        print(TransportBench.latencyLine(r, mockLatencyMs: target == nil ? mockLatencyMs : nil))
         if let p = r.provider_rate, let ratio = r.provider_ratio, let pc = r.provider_cpu_us,
            let same = r.same_requests_rate, let sc = r.same_requests_cpu_us {
             print("same req: \(Int(same)) req/s  cpu \(String(format: "%.2f", sc)) µs/req  (the bare transport sending the provider's requests)")

@@ -55,6 +55,22 @@ struct TransportBenchRoundsTests {
         #expect(median([]) == 0)
     }
 
+    /// Little's law on the summary line: in-flight / mean latency, and the excess over the mock's latency.
+    @Test func latencyLineStatesTheClosedLoopBound() throws {
+        let data = Data(#"""
+            {"rate": 45000, "p50_ms": 21.1, "p99_ms": 29.8, "mean_ms": 21.7, "p90_ms": 23.5, "p999_ms": 34.2,
+             "max_ms": 38.5, "cpu_s": 1.6, "cpu_us": 10.6, "requests": 150000, "failures": 0, "connections": 1,
+             "concurrency": 1000, "peak_streams_per_connection": 1000, "server": "mock", "rounds": []}
+            """#.utf8)
+        let r = try JSONDecoder().decode(TransportBenchResult.self, from: data)
+        let line = TransportBench.latencyLine(r, mockLatencyMs: 20)
+        #expect(line.contains("mean 21.700 ms"))
+        #expect(line.contains("in-flight 1000 / mean = 46082 req/s"))
+        #expect(line.contains("1.700 ms per request above the mock's 20 ms"))
+        #expect(!TransportBench.latencyLine(r, mockLatencyMs: 0).contains("above the mock"))
+        #expect(!TransportBench.latencyLine(r, mockLatencyMs: nil).contains("above the mock"))
+    }
+
     /// Two short rounds against a real volley-mock (debug build next to the tests), bare transport and provider.
     @Test func roundsRunEveryContenderAndReportMedians() async throws {
         let candidates = [
@@ -66,9 +82,16 @@ struct TransportBenchRoundsTests {
                                "volley-mock not built next to the tests")
         var o = TransportBenchOptions(executableDirectory: dir)
         o.requests = 300; o.concurrency = 20; o.rounds = 2; o.vsProvider = true; o.warmupRequests = 50
+        o.mockLatencyMs = 5
         let r = try await TransportBench.run(o, logger: Logger(label: "bench-test"))
         #expect(r.rounds.count == 2)
         #expect(r.failures == 0)
+        // Every answer waits the mock's 5 ms; the percentiles are ordered and the mean lies among them.
+        for x in r.rounds {
+            #expect(x.p50_ms >= 5 && x.mean_ms >= 5)
+            #expect(x.p50_ms <= x.p90_ms && x.p90_ms <= x.p99_ms && x.p99_ms <= x.p999_ms && x.p999_ms <= x.max_ms)
+            #expect(x.mean_ms <= x.max_ms)
+        }
         #expect(r.rounds.allSatisfy { $0.rate > 0 && $0.provider_rate ?? 0 > 0 && $0.same_requests_rate ?? 0 > 0 })
         #expect(r.rate == median(r.rounds.map(\.rate)))
         #expect(r.provider_ratio == median(r.rounds.compactMap(\.provider_ratio)))

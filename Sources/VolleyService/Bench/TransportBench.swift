@@ -42,6 +42,12 @@ public struct TransportBenchResult: Sendable, Codable {
     public var ratio: Double?
     public var p50_ms: Double
     public var p99_ms: Double
+    /// The latency distribution beyond p50/p99. In a closed loop the rate is in-flight / mean latency (Little's
+    /// law), so `mean_ms` minus the mock's latency is what the round trip itself added per request.
+    public var mean_ms: Double
+    public var p90_ms: Double
+    public var p999_ms: Double
+    public var max_ms: Double
     public var cpu_s: Double
     public var cpu_us: Double
     public var h2load_cpu_us: Double?
@@ -70,6 +76,10 @@ public struct TransportBenchRound: Sendable, Codable {
     public var cpu_us: Double
     public var p50_ms: Double
     public var p99_ms: Double
+    public var mean_ms: Double
+    public var p90_ms: Double
+    public var p999_ms: Double
+    public var max_ms: Double
     public var h2load_rate: Double?
     public var h2load_cpu_us: Double?
     public var ratio: Double?
@@ -241,6 +251,21 @@ public enum TransportBench {
 
     static func monotonicNow() -> UInt64 { DispatchTime.now().uptimeNanoseconds }
 
+    /// The latency line of the summary, with the closed loop's Little's-law rate (in-flight / mean latency: what
+    /// the measured rate should be, less the ramp at the start and the drain at the end) and, when the mock adds a
+    /// known latency, how much the round trip added on top of it per request.
+    public static func latencyLine(_ r: TransportBenchResult, mockLatencyMs: Int?) -> String {
+        func f(_ x: Double, _ digits: Int = 2) -> String { String(format: "%.\(digits)f", x) }
+        var line = "latency : mean \(f(r.mean_ms, 3)) ms  p90 \(f(r.p90_ms, 3))  p99.9 \(f(r.p999_ms, 3))  max \(f(r.max_ms, 3)) ms"
+        guard r.mean_ms > 0 else { return line }
+        let inFlight = r.connections * r.concurrency
+        line += "; in-flight \(inFlight) / mean = \(Int(Double(inFlight) / r.mean_ms * 1000)) req/s"
+        if let l = mockLatencyMs, l > 0 {
+            line += "; \(f(r.mean_ms - Double(l), 3)) ms per request above the mock's \(l) ms"
+        }
+        return line
+    }
+
     /// Runs h2load with the same workload; returns (req/s, CPU seconds of h2load).
     static func h2load(_ o: TransportBenchOptions, _ w: Workload, host: String, port: Int) throws -> (Double, Double) {
         let bodyFile = NSTemporaryDirectory() + "volley-bench-body-\(getpid()).json"
@@ -313,9 +338,10 @@ public enum TransportBench {
             failures += r.failures
             if r.failures > 0 { logger.warning("request failures", metadata: ["count": "\(r.failures)", "first": "\(r.firstError ?? "")"]) }
             let rate = Double(o.requests) / r.seconds
+            func ms(_ p: Double) -> Double { Double(r.histogram.valueAtPercentile(p)) / 1000 }
             var one = TransportBenchRound(rate: rate, cpu_us: cpu / Double(o.requests) * 1e6,
-                                          p50_ms: Double(r.histogram.valueAtPercentile(50)) / 1000,
-                                          p99_ms: Double(r.histogram.valueAtPercentile(99)) / 1000)
+                                          p50_ms: ms(50), p99_ms: ms(99), mean_ms: r.histogram.mean / 1000,
+                                          p90_ms: ms(90), p999_ms: ms(99.9), max_ms: ms(100))
             if let provider {
                 let cpuSame0 = cpuSeconds(RUSAGE_SELF.rawValue)
                 let same = await load(pool, provider.sameRequests, total: o.requests, inFlight: inFlight)
@@ -350,6 +376,8 @@ public enum TransportBench {
         var result = TransportBenchResult(
             rate: med { $0.rate } ?? 0, h2load_rate: med { $0.h2load_rate }, ratio: med { $0.ratio },
             p50_ms: med { $0.p50_ms } ?? 0, p99_ms: med { $0.p99_ms } ?? 0,
+            mean_ms: med { $0.mean_ms } ?? 0, p90_ms: med { $0.p90_ms } ?? 0,
+            p999_ms: med { $0.p999_ms } ?? 0, max_ms: med { $0.max_ms } ?? 0,
             cpu_s: cpuUS * Double(o.requests) / 1e6, cpu_us: cpuUS, h2load_cpu_us: med { $0.h2load_cpu_us },
             requests: o.requests, failures: failures, connections: o.connections, concurrency: o.concurrency,
             peak_streams_per_connection: peak, server: o.target ?? o.server)
