@@ -51,6 +51,17 @@ public final class RedisClient: @unchecked Sendable {
         try withRetry { try $0.command(args) }
     }
 
+    /// As `command(_:)` for a command built as bytes (retried whole, like any command).
+    public func command(_ command: RedisCommand) throws -> RedisReply {
+        try withRetry { try $0.command(command) }
+    }
+
+    /// As `pipeline(_:window:)` for commands built as bytes.
+    public func pipeline(_ commands: [RedisCommand], window: Int = 256) throws -> [RedisReply] {
+        if commands.isEmpty { return [] }
+        return try withRetry { try $0.pipeline(commands, window: window) }
+    }
+
     /// Runs one command and throws when the reply is an error.
     @discardableResult
     public func checked(_ args: [String]) throws -> RedisReply {

@@ -9,6 +9,8 @@ public final class RedisConnection: @unchecked Sendable {
     private let ctx: UnsafeMutablePointer<redisContext>
     public let endpoint: RedisEndpoint
     public private(set) var isBroken = false
+    /// Where a command's wire bytes are laid out before hiredis copies them (kept between commands).
+    private var scratch: [UInt8] = []
 
     /// Connects, authenticates (`AUTH [user] password`) and selects the database.
     public init(endpoint: RedisEndpoint, connectTimeout: Double = 2, commandTimeout: Double = 5) throws {
@@ -65,7 +67,12 @@ public final class RedisConnection: @unchecked Sendable {
     /// Runs one command and waits for its reply. Error replies come back as `.error`, not thrown;
     /// thrown errors are connection errors (the connection is then broken).
     public func command(_ args: [String]) throws -> RedisReply {
-        try append(args)
+        try command(RedisCommand(args))
+    }
+
+    /// As `command(_:)` for a command built as bytes.
+    public func command(_ command: RedisCommand) throws -> RedisReply {
+        try append(command)
         try flush()
         return try readReply()
     }
@@ -74,23 +81,32 @@ public final class RedisConnection: @unchecked Sendable {
     /// read (platform-facts §32: a plain append-all/get-all degenerates into ping-pong per window).
     /// Replies come back in order, one per command.
     public func pipeline(_ commands: [[String]], window: Int = 256) throws -> [RedisReply] {
+        try pipeline(commands.map(RedisCommand.init), window: window)
+    }
+
+    /// As `pipeline(_:window:)` for commands built as bytes.
+    public func pipeline(_ commands: [RedisCommand], window: Int = 256) throws -> [RedisReply] {
         if commands.isEmpty { return [] }
         var replies: [RedisReply] = []
         replies.reserveCapacity(commands.count)
-        try pipelineVisit(commands, window: window) { replies.append($0) }
+        try pipelineWindows(commands.count, window: window, append: { try append(commands[$0]) }) {
+            replies.append(try readReply())
+        }
         return replies
     }
 
     /// As `pipeline`, handing each reply to `visit` instead of collecting them.
     public func pipelineVisit(_ commands: [[String]], window: Int = 256, _ visit: (RedisReply) throws -> Void) throws {
-        try pipelineWindows(commands, window: window) { try visit(try readReply()) }
+        try pipelineWindows(commands.count, window: window, append: { try append(RedisCommand(commands[$0])) }) {
+            try visit(try readReply())
+        }
     }
 
     /// As `pipelineVisit`, handing each reply to `visit` as hiredis parsed it, in place: no `RedisReply` and no
     /// Strings unless the visitor makes them (for replies read by the thousand, like the registry's HGETALLs).
     /// The view is valid only during the call.
     public func pipelineVisitRaw(_ commands: [[String]], window: Int = 256, _ visit: (RedisRawReply) throws -> Void) throws {
-        try pipelineWindows(commands, window: window) {
+        try pipelineWindows(commands.count, window: window, append: { try append(RedisCommand(commands[$0])) }) {
             var raw: UnsafeMutableRawPointer?
             guard redisGetReply(ctx, &raw) == REDIS_OK, let raw else { throw brokenError("read reply") }
             defer { freeReplyObject(raw) }
@@ -98,22 +114,23 @@ public final class RedisConnection: @unchecked Sendable {
         }
     }
 
-    /// Writes `commands` a window at a time, one window ahead of the replies, and calls `readOne` once per command.
-    private func pipelineWindows(_ commands: [[String]], window: Int, readOne: () throws -> Void) throws {
-        if commands.isEmpty { return }
+    /// Writes `count` commands (`append(i)` appends the i-th) a window at a time, one window ahead of the replies,
+    /// and calls `readOne` once per command.
+    private func pipelineWindows(_ count: Int, window: Int, append: (Int) throws -> Void, readOne: () throws -> Void) throws {
+        if count == 0 { return }
         let w = max(1, window)
         var sentUpTo = 0     // commands appended and flushed
         var readUpTo = 0
         func sendWindow() throws {
-            let end = min(commands.count, sentUpTo + w)
-            for i in sentUpTo..<end { try append(commands[i]) }
+            let end = min(count, sentUpTo + w)
+            for i in sentUpTo..<end { try append(i) }
             try flush()
             sentUpTo = end
         }
         try sendWindow()
-        while readUpTo < commands.count {
-            let windowEnd = min(commands.count, readUpTo + w)
-            if sentUpTo < commands.count { try sendWindow() }
+        while readUpTo < count {
+            let windowEnd = min(count, readUpTo + w)
+            if sentUpTo < count { try sendWindow() }
             while readUpTo < windowEnd {
                 try readOne()
                 readUpTo += 1
@@ -123,29 +140,11 @@ public final class RedisConnection: @unchecked Sendable {
 
     // MARK: - C calls
 
-    private func append(_ args: [String]) throws {
+    /// Appends the command's wire bytes to hiredis's output buffer (one copy; hiredis does not format it again).
+    private func append(_ command: RedisCommand) throws {
         guard !isBroken else { throw RedisError(.connection, "connection to \(endpoint) is broken") }
-        // Lay all arguments out in one buffer; hiredis copies them while formatting, so the pointers only
-        // need to live through the call.
-        var bytes: [UInt8] = []
-        var offsets: [Int] = []
-        var lens: [Int] = []
-        offsets.reserveCapacity(args.count); lens.reserveCapacity(args.count)
-        for a in args {
-            offsets.append(bytes.count)
-            let before = bytes.count
-            bytes.append(contentsOf: a.utf8)
-            lens.append(bytes.count - before)
-            bytes.append(0)
-        }
-        let rc: Int32 = bytes.withUnsafeBufferPointer { buf in
-            let base = UnsafeRawPointer(buf.baseAddress!).assumingMemoryBound(to: CChar.self)
-            return withUnsafeTemporaryAllocation(of: UnsafePointer<CChar>?.self, capacity: args.count) { ptrs in
-                for i in 0..<args.count { ptrs[i] = base + offsets[i] }
-                return lens.withUnsafeBufferPointer { l in
-                    redisAppendCommandArgv(ctx, Int32(args.count), ptrs.baseAddress!, l.baseAddress!)
-                }
-            }
+        let rc: Int32 = command.withWireBytes(into: &scratch) { wire in
+            wire.withMemoryRebound(to: CChar.self) { redisAppendFormattedCommand(ctx, $0.baseAddress, $0.count) }
         }
         if rc != REDIS_OK { throw brokenError("append command") }
     }

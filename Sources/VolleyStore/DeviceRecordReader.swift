@@ -29,36 +29,36 @@ public enum DeviceRecordReader {
         p.skipSpace()
         if p.consume(UInt8(ascii: "}")) { return nil }
         while true {
-            guard let key = p.string() else { return nil }
+            guard let key = p.key() else { return nil }
             guard p.consume(UInt8(ascii: ":")) else { return nil }
             p.skipSpace()
             switch key {
-            case "platform":
+            case .platform:
                 guard let v = p.string(), let pl = Platform(rawValue: v) else { return nil }
                 platform = pl
-            case "token":
+            case .token:
                 guard let v = p.string() else { return nil }
                 token = v
-            case "user":
+            case .user:
                 guard let v = p.string() else { return nil }
                 user = v
-            case "environment":
+            case .environment:
                 if !p.null() {
                     guard let v = p.string(), let e = APNSEnvironment(rawValue: v) else { return nil }
                     environment = e
                 }
-            case "locale":
+            case .locale:
                 if !p.null() {
                     guard let v = p.string() else { return nil }
                     locale = v
                 }
-            case "registeredAt":
+            case .registeredAt:
                 guard p.number() else { return nil }
                 haveRegistered = true
-            case "lastSeenAt":
+            case .lastSeenAt:
                 guard p.number() else { return nil }
                 haveLastSeen = true
-            default:
+            case .other:
                 guard p.skipScalar() else { return nil }
             }
             p.skipSpace()
@@ -70,6 +70,29 @@ public enum DeviceRecordReader {
         guard p.atEnd, let platform, let token, let user, haveRegistered, haveLastSeen else { return nil }
         return Device(platform: platform, token: DeviceToken(token), environment: environment, locale: locale,
                       user: UserID(user))
+    }
+
+    /// The record keys this reader uses, matched from the key's bytes (no String per key).
+    enum Key {
+        case platform, token, user, environment, locale, registeredAt, lastSeenAt, other
+
+        init(_ k: UnsafeBufferPointer<UInt8>) {
+            func equals(_ word: StaticString) -> Bool {
+                guard k.count == word.utf8CodeUnitCount else { return false }
+                for j in 0..<k.count where k[j] != word.utf8Start[j] { return false }
+                return true
+            }
+            switch k.count {
+            case 4: self = equals("user") ? .user : .other
+            case 5: self = equals("token") ? .token : .other
+            case 6: self = equals("locale") ? .locale : .other
+            case 8: self = equals("platform") ? .platform : .other
+            case 10: self = equals("lastSeenAt") ? .lastSeenAt : .other
+            case 11: self = equals("environment") ? .environment : .other
+            case 12: self = equals("registeredAt") ? .registeredAt : .other
+            default: self = .other
+            }
+        }
     }
 
     /// Bounds-checked reading of the record's bytes (valid only inside `withUTF8`).
@@ -139,6 +162,21 @@ public enum DeviceRecordReader {
             for k in 0..<n where b[i + k] != word.utf8Start[k] { return false }
             i += n
             return true
+        }
+
+        /// An object key: plain keys are matched in place, keys with escapes are decoded first.
+        mutating func key() -> Key? {
+            skipSpace()
+            guard i < b.count, b[i] == UInt8(ascii: "\"") else { return nil }
+            let start = i + 1
+            var k = start
+            while k < b.count, b[k] != UInt8(ascii: "\""), b[k] != UInt8(ascii: "\\"), b[k] >= 0x20 { k += 1 }
+            if k < b.count, b[k] == UInt8(ascii: "\"") {
+                i = k + 1
+                return Key(UnsafeBufferPointer(rebasing: b[start..<k]))
+            }
+            guard var decoded = string() else { return nil }
+            return decoded.withUTF8 { Key($0) }
         }
 
         /// A JSON string. Plain strings are one copy; escapes are decoded (`\uXXXX` with surrogate pairs).

@@ -210,8 +210,10 @@ public final class RedisPipelineSession: PipelineSession, @unchecked Sendable {
 
     public func recordedOutcomes(org: OrgID, job: JobID, devices: [Device]) throws -> [RecordedOutcome?] {
         if devices.isEmpty { return [] }
-        let r = try client.command(["HMGET", store.ledgerKey(org, job)]
-                                   + devices.map { StoreConfiguration.deviceField($0.platform, $0.token) })
+        var hmget = RedisCommand(["HMGET", store.ledgerKey(org, job)])
+        hmget.reserveCapacity(devices.count * 96)
+        for d in devices { StoreConfiguration.appendDeviceField(d.platform, d.token, to: &hmget) }
+        let r = try client.command(hmget)
         try r.throwIfError("HMGET ledger")
         guard let a = r.array, a.count == devices.count else {
             throw RedisError(.unexpectedReply, "HMGET ledger returned \(a_count(r)) values for \(devices.count) devices")
@@ -222,13 +224,13 @@ public final class RedisPipelineSession: PipelineSession, @unchecked Sendable {
     public func record(org: OrgID, job: JobID, outcomes: [(Device, DeliveryOutcome)]) throws {
         if outcomes.isEmpty { return }
         let key = store.ledgerKey(org, job)
-        var hset = ["HSET", key]
-        hset.reserveCapacity(2 + outcomes.count * 2)
+        var hset = RedisCommand(["HSET", key])
+        hset.reserveCapacity(outcomes.count * 112)
         for i in outcomes.indices {   // by index: no copy of each (device, outcome) pair
-            hset.append(StoreConfiguration.deviceField(outcomes[i].0.platform, outcomes[i].0.token))
+            StoreConfiguration.appendDeviceField(outcomes[i].0.platform, outcomes[i].0.token, to: &hset)
             hset.append(RecordedOutcome(outcomes[i].1).encoded)
         }
-        let replies = try client.pipeline([hset, ["EXPIRE", key, String(store.ledgerTTLSeconds)]])
+        let replies = try client.pipeline([hset, RedisCommand(["EXPIRE", key, String(store.ledgerTTLSeconds)])])
         for r in replies { try r.throwIfError("record outcomes") }
     }
 

@@ -1,4 +1,5 @@
 import VolleyCore
+import VolleyRedis
 
 /// Names and limits of the Redis keys Volley uses. Defaults are the contract of issue 4.
 ///
@@ -46,5 +47,10 @@ public struct StoreConfiguration: Sendable, Hashable {
         field.append(":")
         field.append(token.rawValue)
         return field
+    }
+
+    /// Appends `deviceField(platform, token)` to `command` as one argument, without making the String.
+    static func appendDeviceField(_ platform: Platform, _ token: DeviceToken, to command: inout RedisCommand) {
+        command.append(platform.rawValue, UInt8(ascii: ":"), token.rawValue)
     }
 }

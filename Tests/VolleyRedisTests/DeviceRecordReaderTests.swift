@@ -38,6 +38,17 @@ import Logging
                             user: UserID("aé🎉/\n")))
     }
 
+    /// Keys are matched from their bytes: an escaped key means the same key, a near miss is an unknown key.
+    @Test func matchesKeysExactlyEscapedOrNot() {
+        let escaped = #"{"\u0074oken":"T","pl\u0061tform":"ios","user":"u","registeredAt":1,"lastSeenAt":2}"#
+        #expect(DeviceRecordReader.device(fromJSON: escaped)
+                == Device(platform: .ios, token: DeviceToken("T"), environment: nil, locale: nil, user: UserID("u")))
+        for near in ["Token", "tokens", "toke", "tokem"] {
+            let json = #"{"\#(near)":"T","platform":"ios","user":"u","registeredAt":1,"lastSeenAt":2}"#
+            #expect(DeviceRecordReader.device(fromJSON: json) == nil, "\(json)")   // no token: the decoder decides
+        }
+    }
+
     @Test func declinesWhatItDoesNotRecogniseSoTheDecoderDecides() {
         let bad = [
             "", "{}", "[]", "not json", #"{"platform":"ios","token":"t","user":"u","registeredAt":1}"#,   // lastSeenAt missing
@@ -78,4 +89,13 @@ import Logging
     #expect(lists[0].isEmpty)
     #expect(Set(lists[1].map(\.token.rawValue)) == [token1, token2])
     #expect(Set(lists[1].map(\.platform)) == [.ios, .android])
+}
+
+/// The ledger's per-device field is written as bytes on the send path and as a String elsewhere: the same argument.
+@Test func deviceFieldBytesMatchTheString() {
+    for (platform, token) in [(Platform.ios, String(repeating: "ab", count: 32)), (.android, "fcm:APA91b-_x/y+z==é")] {
+        var built = RedisCommand(["HMGET", "k"])
+        StoreConfiguration.appendDeviceField(platform, DeviceToken(token), to: &built)
+        #expect(built.wireBytes == RedisCommand(["HMGET", "k", StoreConfiguration.deviceField(platform, DeviceToken(token))]).wireBytes)
+    }
 }

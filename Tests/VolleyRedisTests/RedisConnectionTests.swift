@@ -33,6 +33,19 @@ import VolleyTestSupport
     }
 }
 
+@Suite struct RedisCommandTests {
+    @Test func wireFormIsARESPArrayOfBulkStrings() {
+        #expect(String(decoding: RedisCommand(["SET", "k", "v"]).wireBytes, as: UTF8.self) == "*3\r\n$3\r\nSET\r\n$1\r\nk\r\n$1\r\nv\r\n")
+        #expect(String(decoding: RedisCommand(["GET", ""]).wireBytes, as: UTF8.self) == "*2\r\n$3\r\nGET\r\n$0\r\n\r\n")
+        // Lengths count bytes, not characters; twelve arguments have a two-digit count.
+        #expect(RedisCommand(["é"]).wireBytes == Array("*1\r\n$2\r\né\r\n".utf8))
+        #expect(RedisCommand(Array(repeating: "x", count: 12)).wireBytes.starts(with: Array("*12\r\n$1\r\nx".utf8)))
+        var joined = RedisCommand(["HSET"]); joined.append("android", UInt8(ascii: ":"), "t0k")
+        #expect(joined.wireBytes == RedisCommand(["HSET", "android:t0k"]).wireBytes)
+        #expect(RedisCommand().wireBytes == Array("*0\r\n".utf8))
+    }
+}
+
 @Suite struct RedisConnectionTests {
     @Test func pipelinesThousandsOfCommandsInOrder() throws {
         let redis = try RedisServerFixture()
@@ -49,6 +62,25 @@ import VolleyTestSupport
         let mixed = try c.pipeline([["SET", "k", "1"], ["INCR", "list"], ["GET", "k"]])
         #expect(mixed[1].errorMessage?.hasPrefix("WRONGTYPE") == true)
         #expect(mixed[2] == .string("1"))
+    }
+
+    /// Commands are sent in their wire form as built here (hiredis appends the bytes, it does not format them): the
+    /// server must read back every byte of binary-looking, empty, multi-byte and CRLF-carrying arguments.
+    @Test func sendsArgumentsByteExact() throws {
+        let redis = try RedisServerFixture()
+        defer { redis.stop() }
+        let c = try RedisConnection(endpoint: redis.endpoint)
+        let values = ["", "a\r\nb", "$3\r\n*1", "é漢🎉", String(repeating: "x", count: 100_000), "\u{0}nul"]
+        var set = RedisCommand(["MSET"])
+        for (i, v) in values.enumerated() { set.append("k\(i)"); set.append(v) }
+        #expect(set.count == 1 + 2 * values.count && set.name == "MSET")
+        #expect(try c.command(set) == .status("OK"))
+        let got = try c.command(["MGET"] + values.indices.map { "k\($0)" })
+        #expect(got == .array(values.map { .string($0) }))
+        // An argument joined from two parts is the same argument as the joined String.
+        var joined = RedisCommand(["SET"]); joined.append("ios", UInt8(ascii: ":"), "tok"); joined.append("v")
+        #expect(try c.pipeline([joined]) == [.status("OK")])
+        #expect(try c.command(["GET", "ios:tok"]) == .string("v"))
     }
 
     /// The in-place reader sees what `pipeline` decodes: arrays, bulk strings, nil elements, errors, in order.
