@@ -583,8 +583,11 @@ public struct E2EBench {
         for (t, a) in series {
             while t >= sec { perSecond.append(Double(a - prev)); prev = a; sec += 1 }
         }
-        // The last, partial second (none when the run ended on a whole second).
-        if let last = series.last, last.0 > sec - 1, final.accepted > prev { perSecond.append(Double(final.accepted - prev) / max(0.001, last.0 - (sec - 1))) }
+        // The last, partial second, scaled to a rate and rounded like the whole seconds (none when the run ended on a
+        // whole second).
+        if let last = series.last, last.0 > sec - 1, final.accepted > prev {
+            perSecond.append((Double(final.accepted - prev) / max(0.001, last.0 - (sec - 1))).rounded())
+        }
         let notifications = max(1, devices)
         return Result(
             devices: o.devices, ios: pop.ios, android: pop.android, users: pop.users.count, jobs: jobs.count,
