@@ -8,8 +8,6 @@ public struct RedisCommand: Sendable {
     private(set) var body: [UInt8] = []
     /// Number of arguments so far.
     public private(set) var count = 0
-    /// The command's name (its first argument), for error messages.
-    public private(set) var name = ""
 
     public init() {}
 
@@ -25,7 +23,6 @@ public struct RedisCommand: Sendable {
     public mutating func reserveCapacity(_ bytes: Int) { body.reserveCapacity(body.count + bytes) }
 
     public mutating func append(_ argument: String) {
-        if count == 0 { name = argument }
         var s = argument
         s.withUTF8 { appendArgument($0, nil, nil) }
     }
@@ -33,7 +30,6 @@ public struct RedisCommand: Sendable {
     /// Appends one argument made of `first`, the byte `separator` and `second` (e.g. `ios:<token>`), without
     /// building it as a String.
     public mutating func append(_ first: String, _ separator: UInt8, _ second: String) {
-        if count == 0 { name = first }
         var a = first, b = second
         a.withUTF8 { pa in b.withUTF8 { pb in appendArgument(pa, separator, pb) } }
     }
