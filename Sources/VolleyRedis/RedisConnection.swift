@@ -158,12 +158,9 @@ public final class RedisConnection: @unchecked Sendable {
 
     private func readReply() throws -> RedisReply {
         var raw: UnsafeMutableRawPointer?
-        if redisGetReply(ctx, &raw) != REDIS_OK || raw == nil {
-            throw brokenError("read reply")
-        }
-        let r = raw!.assumingMemoryBound(to: redisReply.self)
+        guard redisGetReply(ctx, &raw) == REDIS_OK, let raw else { throw brokenError("read reply") }
         defer { freeReplyObject(raw) }
-        return RedisConnection.decode(r)
+        return RedisConnection.decode(raw.assumingMemoryBound(to: redisReply.self))
     }
 
     static func decode(_ r: UnsafeMutablePointer<redisReply>) -> RedisReply {

@@ -7,8 +7,9 @@ public enum RedisReplyParser {
     public static func parse(_ bytes: [UInt8]) throws -> [RedisReply] {
         guard let reader = redisReaderCreate() else { throw RedisError(.unexpectedReply, "redisReaderCreate failed (out of memory)") }
         defer { redisReaderFree(reader) }
+        if bytes.isEmpty { return [] }
         let fed = bytes.withUnsafeBufferPointer { buf in
-            buf.baseAddress!.withMemoryRebound(to: CChar.self, capacity: buf.count) { redisReaderFeed(reader, $0, buf.count) }
+            buf.withMemoryRebound(to: CChar.self) { redisReaderFeed(reader, $0.baseAddress, $0.count) }
         }
         if fed != REDIS_OK { throw RedisError(.unexpectedReply, "redisReaderFeed failed") }
         var out: [RedisReply] = []

@@ -46,6 +46,19 @@ import VolleyTestSupport
     }
 }
 
+@Suite struct RedisReplyParserTests {
+    @Test func parsesCompleteRepliesAndIgnoresAnIncompleteTail() throws {
+        let bytes = Array("+OK\r\n:42\r\n$-1\r\n*2\r\n$1\r\na\r\n$0\r\n\r\n-ERR no\r\n$5\r\nhel".utf8)
+        #expect(try RedisReplyParser.parse(bytes) == [.status("OK"), .integer(42), .null,
+                                                      .array([.string("a"), .string("")]), .error("ERR no")])
+        #expect(try RedisReplyParser.parse([]) == [])
+    }
+
+    @Test func rejectsBytesThatAreNotRESP() {
+        #expect(throws: RedisError.self) { try RedisReplyParser.parse(Array("?what\r\n".utf8)) }
+    }
+}
+
 @Suite struct RedisConnectionTests {
     @Test func pipelinesThousandsOfCommandsInOrder() throws {
         let redis = try RedisServerFixture()
