@@ -40,16 +40,12 @@ public struct RedisCommand: Sendable {
         count += 1
         let length = first.count + (separator == nil ? 0 : 1) + (second?.count ?? 0)
         body.append(UInt8(ascii: "$"))
-        appendDecimal(length)
+        RedisCommand.decimal(length) { body.append(contentsOf: $0) }
         body.append(13); body.append(10)
         body.append(contentsOf: first)
         if let separator { body.append(separator) }
         if let second { body.append(contentsOf: second) }
         body.append(13); body.append(10)
-    }
-
-    private mutating func appendDecimal(_ value: Int) {
-        RedisCommand.decimal(value) { body.append(contentsOf: $0) }
     }
 
     /// The ASCII digits of a non-negative `value`.

@@ -81,17 +81,19 @@ public final class RedisConnection: @unchecked Sendable {
     /// read (platform-facts §32: a plain append-all/get-all degenerates into ping-pong per window).
     /// Replies come back in order, one per command.
     public func pipeline(_ commands: [[String]], window: Int = 256) throws -> [RedisReply] {
-        try pipeline(commands.map(RedisCommand.init), window: window)
+        try collectReplies(commands.count, window: window) { try append(RedisCommand(commands[$0])) }
     }
 
     /// As `pipeline(_:window:)` for commands built as bytes.
     public func pipeline(_ commands: [RedisCommand], window: Int = 256) throws -> [RedisReply] {
-        if commands.isEmpty { return [] }
+        try collectReplies(commands.count, window: window) { try append(commands[$0]) }
+    }
+
+    /// The replies of `count` pipelined commands (`append(i)` appends the i-th), in order.
+    private func collectReplies(_ count: Int, window: Int, append: (Int) throws -> Void) throws -> [RedisReply] {
         var replies: [RedisReply] = []
-        replies.reserveCapacity(commands.count)
-        try pipelineWindows(commands.count, window: window, append: { try append(commands[$0]) }) {
-            replies.append(try readReply())
-        }
+        replies.reserveCapacity(count)
+        try pipelineWindows(count, window: window, append: append) { replies.append(try readReply()) }
         return replies
     }
 

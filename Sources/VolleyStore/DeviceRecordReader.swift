@@ -166,34 +166,29 @@ public enum DeviceRecordReader {
 
         /// An object key: plain keys are matched in place, keys with escapes are decoded first.
         mutating func key() -> Key? {
-            skipSpace()
-            guard i < b.count, b[i] == UInt8(ascii: "\"") else { return nil }
-            let start = i + 1
-            var k = start
-            while k < b.count, b[k] != UInt8(ascii: "\""), b[k] != UInt8(ascii: "\\"), b[k] >= 0x20 { k += 1 }
-            if k < b.count, b[k] == UInt8(ascii: "\"") {
-                i = k + 1
-                return Key(UnsafeBufferPointer(rebasing: b[start..<k]))
-            }
+            if let plain = plainString() { return Key(plain) }
             guard var decoded = string() else { return nil }
             return decoded.withUTF8 { Key($0) }
         }
 
-        /// A JSON string. Plain strings are one copy; escapes are decoded (`\uXXXX` with surrogate pairs).
-        mutating func string() -> String? {
+        /// The bytes between the quotes of a string with no escape and no control character, consumed; nil (and
+        /// only leading space consumed) for anything else.
+        mutating func plainString() -> UnsafeBufferPointer<UInt8>? {
             skipSpace()
             guard i < b.count, b[i] == UInt8(ascii: "\"") else { return nil }
+            var k = i + 1
+            while k < b.count, b[k] != UInt8(ascii: "\""), b[k] != UInt8(ascii: "\\"), b[k] >= 0x20 { k += 1 }
+            guard k < b.count, b[k] == UInt8(ascii: "\"") else { return nil }
+            defer { i = k + 1 }
+            return UnsafeBufferPointer(rebasing: b[(i + 1)..<k])
+        }
+
+        /// A JSON string. Plain strings are one copy; escapes are decoded (`\uXXXX` with surrogate pairs).
+        mutating func string() -> String? {
+            if let plain = plainString() { return String(decoding: plain, as: UTF8.self) }
+            guard i < b.count, b[i] == UInt8(ascii: "\"") else { return nil }
             i += 1
-            let start = i
-            while i < b.count, b[i] != UInt8(ascii: "\""), b[i] != UInt8(ascii: "\\"), b[i] >= 0x20 { i += 1 }
-            guard i < b.count else { return nil }
-            if b[i] == UInt8(ascii: "\"") {
-                let s = String(decoding: UnsafeBufferPointer(rebasing: b[start..<i]), as: UTF8.self)
-                i += 1
-                return s
-            }
-            guard b[i] == UInt8(ascii: "\\") else { return nil }   // control character
-            var out = Array(b[start..<i])
+            var out: [UInt8] = []
             while i < b.count {
                 let c = b[i]
                 if c == UInt8(ascii: "\"") { i += 1; return String(decoding: out, as: UTF8.self) }
