@@ -29,6 +29,7 @@ struct BenchTransport: AsyncParsableCommand {
     @Option(help: "endpoints.json with APNs credentials for --target.") var endpoints: String?
     @Option(help: "Server to start: mock (volley-mock) or builtin (volley bench serve).") var server = "mock"
     @Option(help: "Measured rounds; each runs every contender back to back. Figures are medians over rounds.") var rounds = 1
+    @Option(name: .customLong("cpu-wake-latency-us"), help: ArgumentHelp(cpuWakeLatencyHelp)) var cpuWakeLatencyUs: Int?
 
     func run() async throws {
         let exe = URL(fileURLWithPath: CommandLine.arguments[0]).resolvingSymlinksInPath().deletingLastPathComponent().path
@@ -38,7 +39,10 @@ struct BenchTransport: AsyncParsableCommand {
         o.vsProvider = vsProvider; o.rounds = rounds
         o.target = target; o.caFile = caFile; o.endpointsFile = endpoints; o.server = server
         let logger = Logger(label: "volley.bench")
-        let r = try await TransportBench.run(o, logger: logger)
+        let wakeLatency = try holdCPUWakeLatency(cpuWakeLatencyUs)
+        defer { wakeLatency?.release() }
+        var r = try await TransportBench.run(o, logger: logger)
+        r.cpu_wake_latency_us = wakeLatency?.microseconds
         if json {
             let enc = JSONEncoder()
             enc.outputFormatting = [.sortedKeys]
@@ -69,7 +73,24 @@ struct BenchTransport: AsyncParsableCommand {
             print("h2load  : \(Int(h)) req/s  cpu \(String(format: "%.2f", hc)) µs/req")
             print("ratio   : \(String(format: "%.3f", ratio))  (volley / h2load)")
         }
+        print(cpuWakeLatencyLine(wakeLatency))
     }
+}
+
+let cpuWakeLatencyHelp = "Hold a Linux PM QoS request (/dev/cpu_dma_latency, root) that idle CPUs wake within this many µs for "
+    + "the whole run, every contender included; 0 = idle CPUs poll. Default: the machine as it is. See docs/tuning.md."
+
+/// Holds the bench's `--cpu-wake-latency-us`; a request the host refuses stops the bench (its figures would be mislabelled).
+func holdCPUWakeLatency(_ microseconds: Int?) throws -> CPUWakeLatencyRequest? {
+    do { return try CPUWakeLatencyRequest.hold(microseconds) } catch {
+        throw ValidationError("--cpu-wake-latency-us: \(error.description)")
+    }
+}
+
+/// The summary line saying which idle states the run was measured with.
+func cpuWakeLatencyLine(_ r: CPUWakeLatencyRequest?) -> String {
+    guard let r else { return "idle CPUs: the machine's own idle states (no --cpu-wake-latency-us)" }
+    return "idle CPUs: held to wake within \(r.microseconds) µs for this run (PM QoS, \(r.path))"
 }
 
 /// `volley bench serve`: a minimal TLS HTTP/2 server for transport benchmarks; writes <state-dir>/endpoints.json.

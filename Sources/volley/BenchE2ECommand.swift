@@ -49,6 +49,7 @@ struct BenchE2E: AsyncParsableCommand {
     @Flag(name: .customLong("sweep-skip-workers"), help: "--sweep: only the transport grid.") var sweepSkipWorkers = false
     @Option(name: .customLong("charts"), help: "Output folder for --sweep (CSV, JSON, SVG) and the rate-over-time chart.") var charts = "docs/charts"
     @Flag(help: "Print one JSON object.") var json = false
+    @Option(name: .customLong("cpu-wake-latency-us"), help: ArgumentHelp(cpuWakeLatencyHelp)) var cpuWakeLatencyUs: Int?
 
     func e2eOptions() -> E2EBench.Options {
         var o = E2EBench.Options()
@@ -88,6 +89,9 @@ struct BenchE2E: AsyncParsableCommand {
         LoggingBootstrap.bootstrap(ls)
         let logger = Logger(label: "volley.bench")
         let command = commandLine
+        // System-wide, so it covers the workers, the mock, Redis and every --compare contender alike.
+        let wakeLatency = try holdCPUWakeLatency(cpuWakeLatencyUs)
+        defer { wakeLatency?.release() }
         if sweep {
             var s = SweepBench.Options()
             s.e2e = e2eOptions()
@@ -103,6 +107,7 @@ struct BenchE2E: AsyncParsableCommand {
                 print(String(decoding: try enc.encode(r), as: UTF8.self))
             } else {
                 print(Self.sweepTable(r))
+                print(cpuWakeLatencyLine(wakeLatency))
                 print("wrote \(charts)/sweep.csv, sweep.json and charts")
             }
             return
@@ -131,17 +136,19 @@ struct BenchE2E: AsyncParsableCommand {
             return (r, cmp)
         }
         if json {
-            print(Self.json(r, cmp))
+            print(Self.json(r, cmp, cpuWakeLatencyUs: wakeLatency?.microseconds))
         } else {
             print(E2EBench.table(r))
             if let cmp { print(Self.compareTable(r, cmp)) }
+            print(cpuWakeLatencyLine(wakeLatency))
             print("command: \(command)")
         }
     }
 
-    static func json(_ r: E2EBench.Result, _ c: E2ECompare.Result?) -> String {
+    static func json(_ r: E2EBench.Result, _ c: E2ECompare.Result?, cpuWakeLatencyUs: Int? = nil) -> String {
         let enc = JSONEncoder(); enc.outputFormatting = [.sortedKeys]
         var o = (try? JSONSerialization.jsonObject(with: enc.encode(r)) as? [String: Any]) ?? [:]
+        o["cpu_wake_latency_us"] = cpuWakeLatencyUs.map { $0 as Any } ?? NSNull()
         if let c {
             let co = (try? JSONSerialization.jsonObject(with: enc.encode(c)) as? [String: Any]) ?? [:]
             for (k, v) in co { o[k] = v }

@@ -30,6 +30,10 @@ struct Worker: AsyncParsableCommand {
         // A parent (CI runner, test) may have blocked SIGTERM; a daemon must still drain on it.
         SignalMask.unblockTerminationSignals()
         let logger = Logger(label: "volley.worker")
+        // Held for the worker's lifetime (the kernel drops it when the process exits, however it exits).
+        let wakeLatency = CPUWakeLatencyRequest.holdConfigured(c.worker.cpuWakeLatencyUs, key: "worker.cpuWakeLatencyUs",
+                                                               logger: logger)
+        defer { wakeLatency?.release() }
         let apps: PipelineApps
         do { apps = try PipelineApps.directory(configFile: config, logger: logger) } catch { throw ValidationError("\(error)") }
         defer { apps.shutdown() }

@@ -104,6 +104,9 @@ public struct WorkerSettings: Sendable, Hashable {
     public var keepAliveIntervalMs: Int?
     /// Devices per resolution chunk (users per registry read follow the devices per user seen, at most 500).
     public var chunkSize: Int = 500
+    /// When set, the worker holds a Linux PM QoS request (/dev/cpu_dma_latency) that idle CPUs wake within this many
+    /// microseconds while it runs (0: idle CPUs poll instead of halting). Unset: the system's own setting.
+    public var cpuWakeLatencyUs: Int?
     public init() {}
 }
 
@@ -151,7 +154,7 @@ extension VolleyConfiguration {
         "redis": ["url", "connectTimeoutSeconds", "commandTimeoutSeconds"],
         "worker": ["stream", "group", "consumer", "deadLetterStream", "reportStream", "batchSize", "blockMs",
                    "inFlight", "reclaimIdleMs", "maxDeliveries", "drainSeconds", "recordBatchSize", "shardSize",
-                   "concurrentJobs", "reclaimIntervalMs", "keepAliveIntervalMs", "chunkSize"],
+                   "concurrentJobs", "reclaimIntervalMs", "keepAliveIntervalMs", "chunkSize", "cpuWakeLatencyUs"],
         "quotas": ["ios", "android"],
         "inbox": ["maxCount", "maxAgeSeconds"],
         "log": ["level", "format"],
@@ -228,6 +231,7 @@ extension VolleyConfiguration {
             if let v = r.int(s, "reclaimIntervalMs", at: p, range: 50...3_600_000) { c.worker.reclaimIntervalMs = v }
             if let v = r.int(s, "keepAliveIntervalMs", at: p, range: 50...3_600_000) { c.worker.keepAliveIntervalMs = v }
             if let v = r.int(s, "chunkSize", at: p, range: 1...100_000) { c.worker.chunkSize = v }
+            if let v = r.int(s, "cpuWakeLatencyUs", at: p, range: 0...1_000_000) { c.worker.cpuWakeLatencyUs = v }
         }
         if let s = r.section(tree, "quotas", at: "") {
             r.rejectUnknownKeys(s, known: keys("quotas").union(["orgs"]), at: "quotas")
