@@ -8,17 +8,18 @@ import Logging
 /// or process exit (the kernel drops it when the file closes); the strictest request of all holders wins.
 ///
 /// Why Volley has it: on a virtual machine whose idle state is a halt that exits to the hypervisor (KVM/Firecracker
-/// guests with `haltpoll.guest_halt_poll_ns=0`, the default on this project's build machines), every wake-up of an
-/// idle vCPU costs hundreds of microseconds. An HTTP/2 round trip has at least three (the server's timer, the
-/// client's read, the server's read), and they add 1–3 ms to each request at moderate load — the difference between
-/// 85 % and 97 % of a connection's Little's-law bound at 20 ms and 1,000 streams. A request of 0 keeps idle CPUs in
+/// guests with `haltpoll.guest_halt_poll_ns=0`, as on this project's build machines), a wake-up of an idle vCPU
+/// costs from about a hundred microseconds to several hundred, as the host's load decides. An HTTP/2 round trip has
+/// at least three (the server's timer, the client's read, the server's read). At 20 ms and 1,000 streams in a slow
+/// spell the same binary spent 3.4 ms per request above the server's latency with halting vCPUs and 0.6 ms with
+/// polling ones: 85 % against 97 % of the connection's Little's-law bound (docs/tuning.md, "Idle wake-ups"). A request of 0 keeps idle CPUs in
 /// the polling state instead; it costs idle CPU time (not the process's), never correctness. Off unless asked for.
 public final class CPUWakeLatencyRequest: @unchecked Sendable {
     public static let devicePath = "/dev/cpu_dma_latency"
     /// What the request asked for.
     public let microseconds: Int
     public let path: String
-    // Written once in init, then only under `lock` (release may race deinit's caller in another thread).
+    // Set once in init; `release` (from any thread) closes it under `lock`.
     private var fd: Int32
     private let lock = NSLock()
 
