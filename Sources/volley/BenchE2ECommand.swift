@@ -148,7 +148,7 @@ struct BenchE2E: AsyncParsableCommand {
     static func json(_ r: E2EBench.Result, _ c: E2ECompare.Result?, cpuWakeLatencyUs: Int? = nil) -> String {
         let enc = JSONEncoder(); enc.outputFormatting = [.sortedKeys]
         var o = (try? JSONSerialization.jsonObject(with: enc.encode(r)) as? [String: Any]) ?? [:]
-        o["cpu_wake_latency_us"] = cpuWakeLatencyUs.map { $0 as Any } ?? NSNull()
+        if let cpuWakeLatencyUs { o["cpu_wake_latency_us"] = cpuWakeLatencyUs }   // absent when not held, like every unset key
         if let c {
             let co = (try? JSONSerialization.jsonObject(with: enc.encode(c)) as? [String: Any]) ?? [:]
             for (k, v) in co { o[k] = v }

@@ -66,7 +66,8 @@ public struct TransportBenchResult: Sendable, Codable {
     public var concurrency: Int
     public var peak_streams_per_connection: Int
     public var server: String
-    /// The PM QoS CPU wake-up latency held for the run (`--cpu-wake-latency-us`); nil: the machine's own idle states.
+    /// The PM QoS CPU wake-up latency held for the run (`--cpu-wake-latency-us`); nil (absent from the JSON): the
+    /// machine's own idle states.
     public var cpu_wake_latency_us: Int? = nil
     /// Every round's figures (one entry when `rounds` is 1).
     public var rounds: [TransportBenchRound] = []

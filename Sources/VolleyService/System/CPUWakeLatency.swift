@@ -12,8 +12,9 @@ import Logging
 /// costs from about a hundred microseconds to several hundred, as the host's load decides. An HTTP/2 round trip has
 /// at least three (the server's timer, the client's read, the server's read). At 20 ms and 1,000 streams in a slow
 /// spell the same binary spent 3.4 ms per request above the server's latency with halting vCPUs and 0.6 ms with
-/// polling ones: 85 % against 97 % of the connection's Little's-law bound (docs/tuning.md, "Idle wake-ups"). A request of 0 keeps idle CPUs in
-/// the polling state instead; it costs idle CPU time (not the process's), never correctness. Off unless asked for.
+/// polling ones: 85 % against 97 % of the connection's Little's-law bound (docs/tuning.md, "Idle wake-ups").
+/// A request of 0 keeps idle CPUs in the polling state instead; it costs idle CPU time (not the process's), never
+/// correctness. Off unless asked for.
 public final class CPUWakeLatencyRequest: @unchecked Sendable {
     public static let devicePath = "/dev/cpu_dma_latency"
     /// What the request asked for.
