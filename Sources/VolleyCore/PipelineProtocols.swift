@@ -65,11 +65,22 @@ public protocol OutcomeLedger: AnyObject {
     func recordedOutcomes(org: OrgID, job: JobID, devices: [Device]) throws -> [RecordedOutcome?]
     /// Records outcomes (pipelined; one batch per call).
     func record(org: OrgID, job: JobID, outcomes: [(Device, DeliveryOutcome)]) throws
-    /// True when the job's report was already published (a redelivery after the report but before the ack).
-    func reportPublished(org: OrgID, job: JobID) throws -> Bool
+    /// What earlier deliveries left for the job: nothing, some outcomes, or the published report (a redelivery
+    /// after the report but before the ack).
+    func ledgerState(org: OrgID, job: JobID) throws -> LedgerState
     /// Publishes the report once per job; false when it had been published already.
     @discardableResult
     func publish(_ report: JobReport) throws -> Bool
+}
+
+/// A job's ledger as a delivery finds it when it starts.
+public enum LedgerState: Sendable, Equatable {
+    /// Nothing recorded for the job: no delivery has recorded an outcome yet.
+    case empty
+    /// Outcomes recorded, no report yet.
+    case partial
+    /// The report was published.
+    case reported
 }
 
 /// Everything one engine thread needs, on one connection.

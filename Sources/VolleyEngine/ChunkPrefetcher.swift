@@ -39,8 +39,10 @@ final class ChunkPrefetcher: @unchecked Sendable {
         cond.lock(); stopped = true; cond.signal(); cond.unlock()
     }
 
-    /// Starts producing `cursor`'s chunks for `job` into a queue of `depth` chunks.
-    func start(cursor: any DeviceCursor, job: PushJob, jobID: JobID, chunkSize: Int, depth: Int = 2) -> PrefetchedChunks {
+    /// Starts producing `cursor`'s chunks for `job` into a queue of `depth` chunks. With `readLedger` false every
+    /// device counts as not yet recorded, without asking Redis.
+    func start(cursor: any DeviceCursor, job: PushJob, jobID: JobID, chunkSize: Int, readLedger: Bool,
+               depth: Int = 2) -> PrefetchedChunks {
         let queue = PrefetchedChunks(capacity: depth)
         let session = self.session
         submit {
@@ -49,7 +51,9 @@ final class ChunkPrefetcher: @unchecked Sendable {
                 while let chunk = try cursor.next(max: chunkSize) {
                     var c = chunk
                     c.devices.removeAll { !job.targets($0.platform) }
-                    let recorded = c.devices.isEmpty ? [] : try session.recordedOutcomes(org: job.org, job: jobID, devices: c.devices)
+                    let recorded = c.devices.isEmpty ? []
+                        : readLedger ? try session.recordedOutcomes(org: job.org, job: jobID, devices: c.devices)
+                        : [RecordedOutcome?](repeating: nil, count: c.devices.count)
                     if !queue.put(.chunk(c, recorded)) { return }
                 }
                 _ = queue.put(.end)

@@ -234,8 +234,14 @@ public final class RedisPipelineSession: PipelineSession, @unchecked Sendable {
         for r in replies { try r.throwIfError("record outcomes") }
     }
 
-    public func reportPublished(org: OrgID, job: JobID) throws -> Bool {
-        try client.checked(["HEXISTS", store.ledgerKey(org, job), "_report"]).integer == 1
+    public func ledgerState(org: OrgID, job: JobID) throws -> LedgerState {
+        let key = store.ledgerKey(org, job)
+        let replies = try client.pipeline([RedisCommand(["HEXISTS", key, "_report"]), RedisCommand(["EXISTS", key])])
+        for r in replies { try r.throwIfError("ledger state") }
+        guard replies.count == 2, let reported = replies[0].integer, let exists = replies[1].integer else {
+            throw RedisError(.unexpectedReply, "HEXISTS/EXISTS ledger: \(replies)")
+        }
+        return reported == 1 ? .reported : exists == 1 ? .partial : .empty
     }
 
     /// HSETNX `_report` guards the XADD, so a redelivered job never publishes a second report.

@@ -127,6 +127,43 @@ import VolleyTestSupport
         #expect(ios.total + android.total == 40)
     }
 
+    @Test func firstDeliveryWithoutLedgerSendsWithoutLookingUpOutcomes() throws {
+        let h = try EngineHarness()
+        defer { h.redis.stop() }
+        /// HMGET calls Redis has served (the ledger look-up is the only HMGET of an explicit-devices job).
+        func hmgetCalls() throws -> Int {
+            let info = try h.admin.client.checked(["INFO", "commandstats"]).string ?? ""
+            guard let line = info.split(whereSeparator: \.isNewline).first(where: { $0.hasPrefix("cmdstat_hmget:") }),
+                  let calls = line.split(separator: ",").first?.split(separator: "=").last else { return 0 }
+            return Int(calls) ?? -1
+        }
+        let ios = FakePushSender(platform: .ios)
+        let android = FakePushSender(platform: .android)
+        let worker = h.worker(["app1": [.ios: ios, .android: android]])
+        try worker.start()
+        defer { worker.drain(deadline: 1) }
+        // A new job: no ledger, so its 600 devices (3 chunks) are sent without an HMGET.
+        try h.producer.enqueue(PushJob(id: "job-new", org: "org1", app: "app1", devices: explicitDevices(600),
+                                       notification: VolleyCore.Notification(body: "b")))
+        #expect(eventually { (try? h.report(for: "job-new")) != nil })
+        let fresh = try #require(try h.report(for: "job-new"))
+        #expect(fresh.accepted == 600 && fresh.alreadyRecorded == 0)
+        #expect(ios.total + android.total == 600)
+        #expect(try hmgetCalls() == 0)
+        #expect(try h.ledger(job: "job-new").count == 600)
+        // A job whose ledger exists is looked up chunk by chunk, and what it recorded is not sent again.
+        let devices = explicitDevices(600, prefix: "old")
+        try h.admin.record(org: "org1", job: "job-old",
+                           outcomes: devices.prefix(100).map { (Device(platform: $0.platform, token: $0.token), .accepted(messageID: nil)) })
+        try h.producer.enqueue(PushJob(id: "job-old", org: "org1", app: "app1", devices: devices,
+                                       notification: VolleyCore.Notification(body: "b")))
+        #expect(eventually { (try? h.report(for: "job-old")) != nil })
+        let old = try #require(try h.report(for: "job-old"))
+        #expect(old.alreadyRecorded == 100 && old.accepted == 600)
+        #expect(ios.total + android.total == 1_100)
+        #expect(try hmgetCalls() >= 3)
+    }
+
     @Test func idleEntriesAreReclaimedAndOverDeliveredOnesDeadLettered() throws {
         let h = try EngineHarness()
         defer { h.redis.stop() }
