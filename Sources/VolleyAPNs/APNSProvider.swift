@@ -89,7 +89,7 @@ public final class APNSProvider: PushSender, RetryingSender, @unchecked Sendable
         do { attempt = try makeAttempt(prepared, to: device) } catch { return finish(error.result, completion) }
         attempt.submitter.submit(attempt.request) { [self] answer in
             if case .success(let response) = answer, response.status == 200 {
-                return completion(.accepted(messageID: response.header("apns-id")))
+                return completion(.accepted)
             }
             let first = APNSResponseDecoder.decode(answer)
             guard first.needsAnotherAttempt else { return finish(first, completion) }

@@ -35,7 +35,7 @@ public struct AttemptResult: Sendable {
         let decision = self.decision
         switch decision {
         case .accepted:
-            return .accepted(messageID: messageID)
+            return .accepted
         case .retry, .refreshCredential:
             return .failed(reason: reportedReason, resendWasSafe: true)
         case .unknown where answer.status == 0:

@@ -11,7 +11,7 @@ public enum PushProvider: String, Sendable, Hashable, Codable, CaseIterable {
 
 /// What Volley does about one answer.
 public enum OutcomeDecision: String, Sendable, Hashable, Codable, CaseIterable {
-    /// Accepted: keep the provider's message id.
+    /// Accepted: record it (the outcome; no message id is kept).
     case accepted = "accepted"
     /// The token is dead: remove it from the registry (APNs 410 timestamp kept).
     case removeToken = "remove-token"
@@ -192,7 +192,7 @@ public enum OutcomeTable {
                 .joined(separator: ", ")
         }
         var lines = ["| answer | outcome |", "|---|---|"]
-        lines.append("| APNs 200 / FCM 200 | accepted (keep the provider's message id) |")
+        lines.append("| APNs 200 / FCM 200 | accepted (recorded; no message id kept, `test-push` shows it) |")
         for d in OutcomeDecision.allCases where d != .accepted {
             var answer = "APNs \(names(apnsReasons, d))"
             var fcm = names(fcmReasons, d)

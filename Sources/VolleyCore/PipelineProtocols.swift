@@ -43,7 +43,7 @@ public struct RecordedOutcome: Sendable, Hashable {
     }
 
     public init?(encoded s: String) {
-        if s == "a" { outcome = .accepted(messageID: nil); return }
+        if s == "a" { outcome = .accepted; return }
         if s == "q" { outcome = .quotaExceeded; return }
         let parts = s.split(separator: "|", maxSplits: 3, omittingEmptySubsequences: false).map(String.init)
         switch parts.first {

@@ -100,6 +100,7 @@ public final class FCMProvider: PushSender, RetryingSender, @unchecked Sendable 
             }
         }
         transport.submit(prepared.request(for: device, authority: authority, authorization: auth)) { [self] answer in
+            if case .success(let response) = answer, response.status == 200 { return completion(.accepted) }
             continueSend(after: FCMResponseDecoder.decode(answer), credential: auth, prepared, device, completion)
         }
     }

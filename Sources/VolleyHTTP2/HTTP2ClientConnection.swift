@@ -322,7 +322,7 @@ final class HTTP2ClientConnection: HTTP2Channel, @unchecked Sendable {
             }
             return 0
         }
-        if st.fields.isEmpty { st.fields.reserveCapacity(128) }
+        if st.fields.isEmpty { st.fields.reserveCapacity(256) }
         st.fields.append(nameBytes: name, valueBytes: value)
         return 0
     }

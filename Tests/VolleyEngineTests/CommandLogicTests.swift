@@ -71,7 +71,7 @@ import VolleyTestSupport
     }
 
     @Test func recordedOutcomesRoundTrip() {
-        let cases: [DeliveryOutcome] = [.accepted(messageID: nil), .quotaExceeded,
+        let cases: [DeliveryOutcome] = [.accepted, .quotaExceeded,
                                         .rejected(status: 410, reason: "Unregistered", action: .removeToken),
                                         .failed(reason: "Timeout|odd", resendWasSafe: true)]
         for c in cases {

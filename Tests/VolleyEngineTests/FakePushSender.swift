@@ -19,7 +19,7 @@ final class FakePushSender: PushSender, @unchecked Sendable {
     var hang = false
 
     init(platform: Platform, latency: Double = 0,
-         outcome: @escaping @Sendable (Device) -> DeliveryOutcome = { _ in .accepted(messageID: nil) }) {
+         outcome: @escaping @Sendable (Device) -> DeliveryOutcome = { _ in .accepted }) {
         self.platform = platform; self.latency = latency; self.outcome = outcome
         queue = DispatchQueue(label: "fake-\(platform)", attributes: .concurrent)
     }

@@ -14,7 +14,7 @@ import VolleyTestSupport
         // user1's second device is dead at the provider.
         let dead = "tok-u1-d1-" + String(repeating: "a", count: 16)
         let rejectDead: @Sendable (Device) -> DeliveryOutcome = { d in
-            d.token.rawValue == dead ? .rejected(status: 410, reason: "Unregistered", action: .removeToken) : .accepted(messageID: "m")
+            d.token.rawValue == dead ? .rejected(status: 410, reason: "Unregistered", action: .removeToken) : .accepted
         }
         let ios = FakePushSender(platform: .ios, latency: 0.001, outcome: rejectDead)
         let android = FakePushSender(platform: .android, latency: 0.001, outcome: rejectDead)
@@ -100,7 +100,7 @@ import VolleyTestSupport
         var earlier: [(Device, DeliveryOutcome)] = []
         for (i, d) in devices.prefix(60).enumerated() {
             let dev = Device(platform: d.platform, token: d.token)
-            earlier.append((dev, i < 10 ? .rejected(status: 400, reason: "BadDeviceToken", action: .removeToken) : .accepted(messageID: nil)))
+            earlier.append((dev, i < 10 ? .rejected(status: 400, reason: "BadDeviceToken", action: .removeToken) : .accepted))
         }
         try h.admin.record(org: "org1", job: "job-r", outcomes: earlier)
         let ios = FakePushSender(platform: .ios)
@@ -154,7 +154,7 @@ import VolleyTestSupport
         // A job whose ledger exists is looked up chunk by chunk, and what it recorded is not sent again.
         let devices = explicitDevices(600, prefix: "old")
         try h.admin.record(org: "org1", job: "job-old",
-                           outcomes: devices.prefix(100).map { (Device(platform: $0.platform, token: $0.token), .accepted(messageID: nil)) })
+                           outcomes: devices.prefix(100).map { (Device(platform: $0.platform, token: $0.token), .accepted) })
         try h.producer.enqueue(PushJob(id: "job-old", org: "org1", app: "app1", devices: devices,
                                        notification: VolleyCore.Notification(body: "b")))
         #expect(eventually { (try? h.report(for: "job-old")) != nil })

@@ -116,7 +116,7 @@ import VolleyTestSupport
         }
         let dead: @Sendable (Device) -> DeliveryOutcome = { d in
             let u = Int(d.token.rawValue.dropFirst(5).prefix { $0 != "-" }) ?? 0
-            return u % 50 == 7 ? .rejected(status: 410, reason: "Unregistered", action: .removeToken) : .accepted(messageID: nil)
+            return u % 50 == 7 ? .rejected(status: 410, reason: "Unregistered", action: .removeToken) : .accepted
         }
         var workers: [PipelineWorker] = []
         var senders: [FakePushSender] = []

@@ -61,9 +61,16 @@ let pools = HTTP2ConnectionPool.submitterFactory(logger: testLogger)
         let n = VolleyCore.Notification(title: "Hello", body: "World")
         func to(_ t: String) -> Device { Device(platform: .ios, token: DeviceToken(t)) }
 
-        // 200: accepted with our deterministic apns-id.
+        // 200: accepted. The fan-out path keeps no message id; one attempt (test-push's path) shows the answer
+        // carrying the deterministic apns-id the request set.
         let ok = try await send(provider, n, to: to(hexToken("", 1)), job: "job-a")
-        #expect(ok == .accepted(messageID: APNSPreparedNotification.apnsID(jobID: "job-a", token: DeviceToken(hexToken("", 1)))))
+        #expect(ok == .accepted)
+        let prepared = try #require(try provider.prepare(n, jobID: "job-a") as? APNSPreparedNotification)
+        let once: AttemptResult = await withCheckedContinuation { c in
+            provider.attemptOnce(prepared, to: to(hexToken("", 1))) { result, _ in c.resume(returning: result) }
+        }
+        #expect(once.answer.status == 200)
+        #expect(once.messageID == APNSPreparedNotification.apnsID(jobID: "job-a", token: DeviceToken(hexToken("", 1))))
         // 410 Unregistered with its timestamp; 400 BadDeviceToken.
         let gone = try await send(provider, n, to: to(hexToken("dead", 2)))
         #expect(gone == .rejected(status: 410, reason: "Unregistered", action: .removeToken))
@@ -246,9 +253,13 @@ let pools = HTTP2ConnectionPool.submitterFactory(logger: testLogger)
         let n = VolleyCore.Notification(title: "Hello", body: "World", data: ["k": .string("v")])
         func to(_ t: String) -> Device { Device(platform: .android, token: DeviceToken(t)) }
 
-        let ok = try await send(provider, n, to: to("tok-ok-1"))
-        guard case .accepted(let name) = ok else { Issue.record("\(ok)"); return }
-        #expect(name?.hasPrefix("projects/\(mock.fcmProjectID)/messages/") == true)
+        #expect(try await send(provider, n, to: to("tok-ok-1")) == .accepted)
+        // One attempt (test-push's path) reads the message name FCM gave it.
+        let prepared = try #require(try provider.prepare(n, jobID: "job-f") as? FCMPreparedNotification)
+        let once: AttemptResult = await withCheckedContinuation { c in
+            provider.attemptOnce(prepared, to: to("tok-ok-1")) { result, _ in c.resume(returning: result) }
+        }
+        #expect(once.messageID?.hasPrefix("projects/\(mock.fcmProjectID)/messages/") == true)
         #expect(try await send(provider, n, to: to("gone-1")) == .rejected(status: 404, reason: "UNREGISTERED", action: .removeToken))
         let bad = try await send(provider, n, to: to("bad-1"))
         guard case .rejected(400, _, .removeToken) = bad else { Issue.record("\(bad)"); return }
