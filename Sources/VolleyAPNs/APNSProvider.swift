@@ -86,7 +86,11 @@ public final class APNSProvider: PushSender, RetryingSender, @unchecked Sendable
         if let stopped = stopSwitch.outcome { return completion(stopped) }
         guard let prepared = prepared as? APNSPreparedNotification else { return completion(.wrongPlatform) }
         let attempt: Attempt
-        do { attempt = try makeAttempt(prepared, to: device) } catch { return finish(error.result, completion) }
+        do {
+            attempt = try makeAttempt(prepared, to: device, statusOnlyOnSuccess: true)
+        } catch {
+            return finish(error.result, completion)
+        }
         attempt.submitter.submit(attempt.request) { [self] answer in
             if case .success(let response) = answer, response.status == 200 {
                 return completion(.accepted)
@@ -135,13 +139,16 @@ public final class APNSProvider: PushSender, RetryingSender, @unchecked Sendable
         }
     }
 
-    private func makeAttempt(_ prepared: APNSPreparedNotification, to device: Device) throws(AttemptSetupError) -> Attempt {
+    /// `statusOnlyOnSuccess`: the caller needs nothing of a 200 but its status (the fan-out send).
+    private func makeAttempt(_ prepared: APNSPreparedNotification, to device: Device,
+                             statusOnlyOnSuccess: Bool = false) throws(AttemptSetupError) -> Attempt {
         let env = device.environment ?? app.environment
         do {
             let endpoint = env == app.environment ? defaultEndpoint : try transport(for: env)
             let auth = try tokenProvider?.currentAuthorization()
-            return Attempt(request: prepared.request(for: device, prefix: endpoint.requestPrefix(auth)),
-                           submitter: endpoint.submitter, authorization: auth)
+            var request = prepared.request(for: device, prefix: endpoint.requestPrefix(auth))
+            request.statusOnlyOnSuccess = statusOnlyOnSuccess
+            return Attempt(request: request, submitter: endpoint.submitter, authorization: auth)
         } catch {
             throw AttemptSetupError(message: "\(error)")
         }

@@ -99,7 +99,9 @@ public final class FCMProvider: PushSender, RetryingSender, @unchecked Sendable 
                 continueSend(after: first, credential: credential, prepared, device, completion)
             }
         }
-        transport.submit(prepared.request(for: device, authority: authority, authorization: auth)) { [self] answer in
+        var request = prepared.request(for: device, authority: authority, authorization: auth)
+        request.statusOnlyOnSuccess = true   // a 200's message name is not kept (DeliveryOutcome.accepted)
+        transport.submit(request) { [self] answer in
             if case .success(let response) = answer, response.status == 200 { return completion(.accepted) }
             continueSend(after: FCMResponseDecoder.decode(answer), credential: auth, prepared, device, completion)
         }

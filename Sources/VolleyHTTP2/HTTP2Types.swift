@@ -23,6 +23,9 @@ public struct HTTP2Request: Sendable {
     public var sharedFields: HTTP2HeaderBlock
     public var fields: HTTP2HeaderBlock
     public var body: [UInt8]
+    /// On a 2xx answer, deliver the status alone: the client keeps no response field and no body. For callers
+    /// that act on a success's status only (the providers' fan-out sends); any other status arrives whole.
+    public var statusOnlyOnSuccess = false
 
     public init(method: String = "POST", authority: String, path: String, headers: [HTTP2Header] = [], body: [UInt8] = []) {
         var bytes = 7 + method.utf8.count + 10 + authority.utf8.count + 5 + path.utf8.count
@@ -46,8 +49,10 @@ public struct HTTP2Request: Sendable {
     /// Re-encodes the request with one part replaced (the setters below: rare paths, kept for source compatibility).
     private mutating func reencode(method: String? = nil, authority: String? = nil, path: String? = nil,
                                    headers: [HTTP2Header]? = nil) {
+        let statusOnly = statusOnlyOnSuccess
         self = HTTP2Request(method: method ?? self.method, authority: authority ?? self.authority, path: path ?? self.path,
                             headers: headers ?? self.headers, body: body)
+        statusOnlyOnSuccess = statusOnly
     }
     public var method: String {
         get { pseudo(":method") ?? "" }

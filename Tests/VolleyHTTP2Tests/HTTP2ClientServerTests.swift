@@ -69,6 +69,37 @@ struct HTTP2ClientServerTests {
         await shutdown(pool)
     }
 
+    /// `statusOnlyOnSuccess`: a 2xx arrives as its status alone; any other status keeps its fields and body.
+    @Test func statusOnlyOnSuccessDropsA2xxsFieldsAndBodyOnly() async throws {
+        let pki = try TestPKI.get()
+        let h = RecordingHandler { req, _, respond, _ in
+            let status = req.path.hasSuffix("/2") ? 410 : 200
+            respond(HTTP2Response(status: status, headers: [HTTP2Header("apns-id", "id-\(req.path)")],
+                                  body: Array(#"{"reason":"x"}"#.utf8)), after: 0)
+            return false
+        }
+        let s = try startServer(pki, handler: h)
+        defer { s.server.stop() }
+        let pool = HTTP2ConnectionPool(configuration: clientConfig(pki, port: s.port), logger: testLogger)
+        let done = Completions()
+        for i in 0..<4 {
+            var r = request(i, port: s.port)
+            r.statusOnlyOnSuccess = i != 0   // 0: a whole 200; 1, 3: status only; 2: a 410, whole
+            pool.submit(r) { done.record(i, $0) }
+        }
+        await done.wait(for: 4)
+        let answers = done.snapshot.results.mapValues { try? $0.first?.get() }
+        #expect(answers[0]??.status == 200 && answers[0]??.header("apns-id") == "id-/3/device/0")
+        #expect(answers[0]??.body == Array(#"{"reason":"x"}"#.utf8))
+        for i in [1, 3] {
+            #expect(answers[i]??.status == 200)
+            #expect(answers[i]??.header("apns-id") == nil && answers[i]??.body.isEmpty == true)
+        }
+        #expect(answers[2]??.status == 410 && answers[2]??.header("apns-id") == "id-/3/device/2")
+        #expect(answers[2]??.body == Array(#"{"reason":"x"}"#.utf8))
+        await shutdown(pool)
+    }
+
     @Test func honoursAStreamLimitOfFive() async throws {
         let pki = try TestPKI.get()
         let peak = Mutex(0)
