@@ -50,6 +50,9 @@ struct BenchE2E: AsyncParsableCommand {
     @Option(name: .customLong("charts"), help: "Output folder for --sweep (CSV, JSON, SVG) and the rate-over-time chart.") var charts = "docs/charts"
     @Flag(help: "Print one JSON object.") var json = false
     @Option(name: .customLong("cpu-wake-latency-us"), help: ArgumentHelp(cpuWakeLatencyHelp)) var cpuWakeLatencyUs: Int?
+    @Option(name: .customLong("worker-env"),
+            help: "KEY=VALUE set in the worker processes' environment only (repeatable), e.g. LD_PRELOAD=… or GLIBC_TUNABLES=….")
+    var workerEnv: [String] = []
 
     func e2eOptions() -> E2EBench.Options {
         var o = E2EBench.Options()
@@ -61,6 +64,7 @@ struct BenchE2E: AsyncParsableCommand {
         o.keep = keep
         o.campaignGroup = campaign != "users"
         o.shardSize = shardSize
+        o.workerEnvironment = E2EBench.Options.environment(workerEnv) ?? [:]
         return o
     }
 
@@ -74,6 +78,7 @@ struct BenchE2E: AsyncParsableCommand {
         if campaign != "group" && campaign != "users" { throw ValidationError("--campaign must be group or users") }
         if sweep && compare { throw ValidationError("run --sweep and --compare separately") }
         if sweep && Self.parseList(sweepWorkers) == nil { throw ValidationError("--sweep-workers must be like 1,2,4") }
+        if E2EBench.Options.environment(workerEnv) == nil { throw ValidationError("--worker-env must be KEY=VALUE") }
     }
 
     static func parseList(_ s: String) -> [Int]? {

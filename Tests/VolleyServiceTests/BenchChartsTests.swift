@@ -103,3 +103,15 @@ struct TransportBenchRoundsTests {
         #expect(r.same_requests_rate == median(r.rounds.compactMap(\.same_requests_rate)))
     }
 }
+
+struct E2EBenchOptionsTests {
+    @Test func workerEnvironmentEntriesAreKeyEqualsValue() {
+        let env = E2EBench.Options.environment(["LD_PRELOAD=/usr/lib/libjemalloc.so.2",
+                                                "GLIBC_TUNABLES=glibc.malloc.tcache_count=0", "EMPTY=", "A=1", "A=2"])
+        #expect(env == ["LD_PRELOAD": "/usr/lib/libjemalloc.so.2", "GLIBC_TUNABLES": "glibc.malloc.tcache_count=0",
+                        "EMPTY": "", "A": "2"])
+        #expect(E2EBench.Options.environment([]) == [:])
+        #expect(E2EBench.Options.environment(["NOEQUALS"]) == nil)
+        #expect(E2EBench.Options.environment(["=value"]) == nil)
+    }
+}

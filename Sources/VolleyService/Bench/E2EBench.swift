@@ -54,7 +54,21 @@ public struct E2EBench {
         public var workDirectory: String?
         public var keep = false
         public var progress = true
+        /// Set in the worker processes' environment only (not the mock's, Redis's or the bench's): to measure an
+        /// allocator (`LD_PRELOAD`), glibc tunables and the like on the workers alone.
+        public var workerEnvironment: [String: String] = [:]
         public init() {}
+
+        /// `KEY=VALUE` entries (`--worker-env`) as a dictionary, the last one winning; nil when an entry has no `=`
+        /// or an empty key. A value may itself contain `=` (`GLIBC_TUNABLES=glibc.malloc.tcache_count=0`).
+        public static func environment(_ entries: [String]) -> [String: String]? {
+            var out: [String: String] = [:]
+            for e in entries {
+                guard let eq = e.firstIndex(of: "="), eq != e.startIndex else { return nil }
+                out[String(e[..<eq])] = String(e[e.index(after: eq)...])
+            }
+            return out
+        }
     }
 
     public struct WorkerFigures: Sendable, Hashable, Codable {
@@ -98,6 +112,8 @@ public struct E2EBench {
         /// Devices accepted per second, one value per second of the load window.
         public var rate_per_second: [Double]
         public var command: String
+        /// `--worker-env` as given, `KEY=VALUE` sorted; absent when none.
+        public var worker_env: [String]?
     }
 
     public let options: Options
@@ -343,6 +359,7 @@ public struct E2EBench {
         let exe = volleyExecutablePath()
         var env = ProcessInfo.processInfo.environment
         env["VOLLEY_LOG_LEVEL"] = "warning"
+        for (k, v) in options.workerEnvironment { env[k] = v }
         for i in 0..<count {
             let w = try BenchChild(name: "worker-\(i)", executable: exe,
                                    arguments: ["worker", "--config", stage.configFile, "--consumer", "bench-\(i)"],
@@ -601,7 +618,8 @@ public struct E2EBench {
             redis_commands_per_s: Double(info1.commands - info0.commands) / duration,
             redis_cpu_s: max(0, (redis1?.cpuSeconds ?? 0) - (redis0?.cpuSeconds ?? 0)),
             mock_cpu_s: max(0, (mock1?.cpuSeconds ?? 0) - (mock0?.cpuSeconds ?? 0)),
-            rate_per_second: perSecond, command: command)
+            rate_per_second: perSecond, command: command,
+            worker_env: o.workerEnvironment.isEmpty ? nil : o.workerEnvironment.map { "\($0.key)=\($0.value)" }.sorted())
     }
 
     /// Human-readable summary table.
@@ -610,7 +628,7 @@ public struct E2EBench {
         func lat(_ l: LatencySummary) -> String {
             l.count == 0 ? "-" : "p50 \(f(l.p50_ms)) / p90 \(f(l.p90_ms)) / p99 \(f(l.p99_ms)) / max \(f(l.max_ms)) ms (n=\(l.count))"
         }
-        let rows: [(String, String)] = [
+        var rows: [(String, String)] = [
             ("devices", "\(grouped(Double(r.devices))) (\(grouped(Double(r.ios))) iOS, \(grouped(Double(r.android))) Android), \(grouped(Double(r.users))) users, \(r.jobs) jobs"),
             ("setup", "\(r.workers) worker(s), \(r.connections) connection(s)/provider, inFlight \(r.in_flight), mock latency \(f(r.mock_latency_ms, 0)) ms, max streams \(r.mock_max_streams)"),
             ("registry load", "\(f(r.load_seconds)) s (\(grouped(r.load_rate)) devices/s)"),
@@ -627,6 +645,7 @@ public struct E2EBench {
             ("mock CPU", "\(f(r.mock_cpu_s, 2)) s"),
             ("rate per second", r.rate_per_second.map { grouped($0) }.joined(separator: " ")),
         ]
+        if let env = r.worker_env { rows.insert(("worker environment", env.joined(separator: " ")), at: 2) }
         let w = rows.map(\.0.count).max() ?? 0
         return rows.map { $0.0.padding(toLength: w, withPad: " ", startingAt: 0) + "  " + $0.1 }.joined(separator: "\n")
     }
