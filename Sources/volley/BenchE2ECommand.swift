@@ -51,7 +51,7 @@ struct BenchE2E: AsyncParsableCommand {
     @Flag(help: "Print one JSON object.") var json = false
     @Option(name: .customLong("cpu-wake-latency-us"), help: ArgumentHelp(cpuWakeLatencyHelp)) var cpuWakeLatencyUs: Int?
     @Option(name: .customLong("worker-env"),
-            help: "KEY=VALUE set in the worker processes' environment only (repeatable), e.g. LD_PRELOAD=… or GLIBC_TUNABLES=….")
+            help: "KEY=VALUE in the worker processes' environment only (repeatable), e.g. LD_PRELOAD=….")
     var workerEnv: [String] = []
 
     func e2eOptions() -> E2EBench.Options {

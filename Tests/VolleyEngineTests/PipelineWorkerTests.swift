@@ -154,7 +154,9 @@ import VolleyTestSupport
         // A job whose ledger exists is looked up chunk by chunk, and what it recorded is not sent again.
         let devices = explicitDevices(600, prefix: "old")
         try h.admin.record(org: "org1", job: "job-old",
-                           outcomes: devices.prefix(100).map { (Device(platform: $0.platform, token: $0.token), .accepted) })
+                           outcomes: devices.prefix(100).map {
+                               (Device(platform: $0.platform, token: $0.token), .accepted)
+                           })
         try h.producer.enqueue(PushJob(id: "job-old", org: "org1", app: "app1", devices: devices,
                                        notification: VolleyCore.Notification(body: "b")))
         #expect(eventually { (try? h.report(for: "job-old")) != nil })

@@ -619,7 +619,8 @@ public struct E2EBench {
             redis_cpu_s: max(0, (redis1?.cpuSeconds ?? 0) - (redis0?.cpuSeconds ?? 0)),
             mock_cpu_s: max(0, (mock1?.cpuSeconds ?? 0) - (mock0?.cpuSeconds ?? 0)),
             rate_per_second: perSecond, command: command,
-            worker_env: o.workerEnvironment.isEmpty ? nil : o.workerEnvironment.map { "\($0.key)=\($0.value)" }.sorted())
+            worker_env: o.workerEnvironment.isEmpty ? nil
+                : o.workerEnvironment.map { "\($0.key)=\($0.value)" }.sorted())
     }
 
     /// Human-readable summary table.
