@@ -74,7 +74,7 @@ final class JobRun {
             return
         }
         // A first delivery that finds no ledger has nothing to skip, so its chunks are not looked up: that saves
-        // an HMGET of every device (a third of Redis's CPU in `bench e2e`). Any redelivery looks, even with no
+        // an HMGET of every device (a fifth of Redis's CPU in `bench e2e`). Any redelivery looks, even with no
         // ledger yet: the delivery before it may still be running and recording.
         let readLedger = ledger == .partial || entry.deliveryCount > 1
         // Prepare once per targeted platform: an invalid notification is a job error, before anything is sent.
