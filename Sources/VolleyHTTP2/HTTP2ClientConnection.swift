@@ -87,7 +87,7 @@ final class HTTP2ClientConnection: HTTP2Channel, @unchecked Sendable {
         var headersAt: UInt64?
         var done = false
         /// A 2xx answer to a `statusOnlyOnSuccess` request: its fields and body are not kept.
-        var discardsBody = false
+        var statusOnly = false
         init(_ pending: PendingRequest) {
             self.pending = pending
             super.init(pending.request.body)
@@ -321,18 +321,18 @@ final class HTTP2ClientConnection: HTTP2Channel, @unchecked Sendable {
                 var v = 0
                 for b in value where b >= 48 && b <= 57 { v = v * 10 + Int(b - 48) }
                 st.status = v
-                st.discardsBody = v >= 200 && v < 300 && st.pending.request.statusOnlyOnSuccess
+                st.statusOnly = v >= 200 && v < 300 && st.pending.request.statusOnlyOnSuccess
             }
             return 0
         }
-        if st.discardsBody { return 0 }
-        if st.fields.isEmpty { st.fields.reserveCapacity(256) }
+        if st.statusOnly { return 0 }
+        if st.fields.isEmpty { st.fields.reserveCapacity(128) }
         st.fields.append(nameBytes: name, valueBytes: value)
         return 0
     }
 
     override func onDataChunk(_ streamID: Int32, _ data: UnsafeBufferPointer<UInt8>) -> Int32 {
-        guard let st = stream(streamID), !st.done, !st.discardsBody else { return 0 }
+        guard let st = stream(streamID), !st.done, !st.statusOnly else { return 0 }
         if st.responseBody.count + data.count > Self.maxResponseBody {
             st.done = true
             finished.append(st.pending.finished(.failure(HTTP2Error(.protocolError, resendIsSafe: false,
