@@ -79,27 +79,54 @@ public final class APNSProvider: PushSender, RetryingSender, @unchecked Sendable
         try APNSPreparedNotification(notification, jobID: jobID, bundleID: app.topic, now: clock.now())
     }
 
-    /// The per-send path, one closure per send: the first attempt's answer is decoded in the transport's completion;
-    /// an accepted answer completes at once, and the retry loop is built only when an answer asks for another attempt.
+    /// The per-send path, one object per send: a `FanoutRequest` is the transport's request and carries the device
+    /// and its receiver. An accepted answer is delivered at once; the retry loop is built only when an answer asks
+    /// for another attempt.
     public func send(_ prepared: any PreparedNotification, to device: Device, jobID: JobID,
-                     completion: @escaping @Sendable (DeliveryOutcome) -> Void) {
-        if let stopped = stopSwitch.outcome { return completion(stopped) }
-        guard let prepared = prepared as? APNSPreparedNotification else { return completion(.wrongPlatform) }
+                     receiver: any DeliveryReceiver) {
+        if let stopped = stopSwitch.outcome { return receiver.delivered(device, stopped) }
+        guard let apns = prepared as? APNSPreparedNotification else { return receiver.delivered(device, .wrongPlatform) }
         let attempt: Attempt
         do {
-            attempt = try makeAttempt(prepared, to: device, statusOnlyOnSuccess: true)
+            attempt = try makeAttempt(apns, to: device, statusOnlyOnSuccess: true)
         } catch {
-            return finish(error.result, completion)
+            return finish(error.result) { receiver.delivered(device, $0) }
         }
-        attempt.submitter.submit(attempt.request) { [self] answer in
+        attempt.submitter.submit(FanoutRequest(attempt.request, provider: self, prepared: apns, device: device,
+                                               credential: attempt.authorization?.value, receiver: receiver))
+    }
+
+    /// A fan-out send's first attempt: the request, and what its answer needs (the device and its receiver; the
+    /// rest only for a retry).
+    final class FanoutRequest: HTTP2PendingRequest, @unchecked Sendable {
+        let provider: APNSProvider
+        let prepared: APNSPreparedNotification
+        let device: Device
+        let credential: String?
+        let receiver: any DeliveryReceiver
+
+        init(_ request: HTTP2Request, provider: APNSProvider, prepared: APNSPreparedNotification, device: Device,
+             credential: String?, receiver: any DeliveryReceiver) {
+            self.provider = provider; self.prepared = prepared; self.device = device; self.credential = credential
+            self.receiver = receiver
+            super.init(request)
+        }
+
+        override func complete(_ answer: Result<HTTP2Response, HTTP2Error>) {
             if case .success(let response) = answer, response.status == 200 {
-                return completion(.accepted)
+                return receiver.delivered(device, .accepted)
             }
-            let first = APNSResponseDecoder.decode(answer)
-            guard first.needsAnotherAttempt else { return finish(first, completion) }
-            retry(after: first, credential: attempt.authorization?.value, completion: completion) { [self] done in
-                attemptOnce(prepared, to: device, completion: done)
-            }
+            provider.continueSend(after: APNSResponseDecoder.decode(answer), credential: credential, self)
+        }
+    }
+
+    /// After a first attempt that was not accepted: complete, or hand over to the retry loop.
+    private func continueSend(after first: AttemptResult, credential: String?, _ send: FanoutRequest) {
+        let (device, receiver, prepared) = (send.device, send.receiver, send.prepared)
+        let completion: @Sendable (DeliveryOutcome) -> Void = { receiver.delivered(device, $0) }
+        guard first.needsAnotherAttempt else { return finish(first, completion) }
+        retry(after: first, credential: credential, completion: completion) { [self] done in
+            attemptOnce(prepared, to: device, completion: done)
         }
     }
 

@@ -14,9 +14,30 @@ public protocol PushSender: AnyObject, Sendable {
     var platform: Platform { get }
     /// Validate and encode once per job. Throws `NotificationError` when the notification is invalid.
     func prepare(_ notification: Notification, jobID: JobID) throws -> any PreparedNotification
-    /// Send to one device. `completion` is called exactly once, on any queue, with a terminal outcome.
-    func send(_ prepared: any PreparedNotification, to device: Device, jobID: JobID,
-              completion: @escaping @Sendable (DeliveryOutcome) -> Void)
+    /// Send to one device. `receiver` gets exactly one terminal outcome for it, on any queue.
+    func send(_ prepared: any PreparedNotification, to device: Device, jobID: JobID, receiver: any DeliveryReceiver)
+}
+
+/// Where a send's terminal outcome goes: the engine's lane mailbox. A receiver (not a closure per send) lets a
+/// provider keep the device and its receiver in the one object it makes per request anyway.
+public protocol DeliveryReceiver: AnyObject, Sendable {
+    /// Called exactly once per send, on any queue; must not block.
+    func delivered(_ device: Device, _ outcome: DeliveryOutcome)
+}
+
+extension PushSender {
+    /// Send to one device; `completion` is called exactly once, on any queue, with a terminal outcome.
+    public func send(_ prepared: any PreparedNotification, to device: Device, jobID: JobID,
+                     completion: @escaping @Sendable (DeliveryOutcome) -> Void) {
+        send(prepared, to: device, jobID: jobID, receiver: ClosureDeliveryReceiver(completion))
+    }
+}
+
+/// A receiver that hands the outcome to a closure (tests, the provider bench, one-off sends).
+public final class ClosureDeliveryReceiver: DeliveryReceiver {
+    private let completion: @Sendable (DeliveryOutcome) -> Void
+    public init(_ completion: @escaping @Sendable (DeliveryOutcome) -> Void) { self.completion = completion }
+    public func delivered(_ device: Device, _ outcome: DeliveryOutcome) { completion(outcome) }
 }
 
 /// A sender's stop after a `fix-app` answer (issue 3): from then on every send of that app fails at once with the

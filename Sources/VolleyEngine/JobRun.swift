@@ -148,14 +148,13 @@ final class JobRun {
                     if !batch.isEmpty { try record(batch, job: job, jobID: jobID, report: &report) }
                     granted = mailbox.reserve(upTo: toSend.count - next, outstandingBelow: credits)
                 }
-                let box = mailbox
                 var sent = 0
                 for d in toSend[next..<(next + granted)] {
                     guard let (sender, prep) = prepared[d.platform.index] else {
-                        box.post(d, .failed(reason: "PlatformNotConfigured", resendWasSafe: true))
+                        mailbox.post(d, .failed(reason: "PlatformNotConfigured", resendWasSafe: true))
                         continue
                     }
-                    sender.send(prep, to: d, jobID: jobID) { outcome in box.post(d, outcome) }
+                    sender.send(prep, to: d, jobID: jobID, receiver: mailbox)
                     sent += 1
                 }
                 next += granted

@@ -102,7 +102,7 @@ final class WorkerState: @unchecked Sendable {
 }
 
 /// Where a lane's sends report back: outcomes arrive as values from any queue; the lane thread takes them.
-final class LaneMailbox: @unchecked Sendable {
+final class LaneMailbox: DeliveryReceiver, @unchecked Sendable {
     private let cond = NSCondition()
     private var ready: [(Device, DeliveryOutcome)] = []
     private(set) var outstanding = 0
@@ -120,6 +120,9 @@ final class LaneMailbox: @unchecked Sendable {
         outstanding += n
         return n
     }
+
+    /// A send's outcome (`DeliveryReceiver`: providers call this on their transport's queue).
+    func delivered(_ device: Device, _ outcome: DeliveryOutcome) { post(device, outcome) }
 
     func post(_ device: Device, _ outcome: DeliveryOutcome) {
         cond.lock()

@@ -87,29 +87,54 @@ public final class FCMProvider: PushSender, RetryingSender, @unchecked Sendable 
         try FCMPreparedNotification(notification, projectID: account.projectID, validateOnly: validateOnly)
     }
 
-    /// The per-send path: with a cached access token (the common case) one closure per send, the answer decoded in
-    /// the transport's completion; otherwise (token being fetched) through `attemptOnce`. The retry loop is built
-    /// only when an answer asks for another attempt.
+    /// The per-send path: with a cached access token (the common case) one object per send, a `FanoutRequest` that
+    /// is the transport's request and carries the device and its receiver; otherwise (token being fetched) through
+    /// `attemptOnce`. The retry loop is built only when an answer asks for another attempt.
     public func send(_ prepared: any PreparedNotification, to device: Device, jobID: JobID,
-                     completion: @escaping @Sendable (DeliveryOutcome) -> Void) {
-        if let stopped = stopSwitch.outcome { return completion(stopped) }
-        guard let prepared = prepared as? FCMPreparedNotification else { return completion(.wrongPlatform) }
+                     receiver: any DeliveryReceiver) {
+        if let stopped = stopSwitch.outcome { return receiver.delivered(device, stopped) }
+        guard let fcm = prepared as? FCMPreparedNotification else { return receiver.delivered(device, .wrongPlatform) }
         guard let auth = tokens.cachedAuthorization() else {
-            return attemptOnce(prepared, to: device) { [self] first, credential in
-                continueSend(after: first, credential: credential, prepared, device, completion)
+            return attemptOnce(fcm, to: device) { [self] first, credential in
+                continueSend(after: first, credential: credential, fcm, device, receiver)
             }
         }
-        var request = prepared.request(for: device, authority: authority, authorization: auth)
+        var request = fcm.request(for: device, authority: authority, authorization: auth)
         request.statusOnlyOnSuccess = true   // a 200's message name is not kept (DeliveryOutcome.accepted)
-        transport.submit(request) { [self] answer in
-            if case .success(let response) = answer, response.status == 200 { return completion(.accepted) }
-            continueSend(after: FCMResponseDecoder.decode(answer), credential: auth, prepared, device, completion)
+        transport.submit(FanoutRequest(request, provider: self, prepared: prepared, device: device, credential: auth,
+                                       receiver: receiver))
+    }
+
+    /// A fan-out send's first attempt: the request, and what its answer needs (the device and its receiver; the
+    /// rest only for a retry). The prepared notification is kept as the existential it came in (one reference to
+    /// its box, not a copy of its fields).
+    final class FanoutRequest: HTTP2PendingRequest, @unchecked Sendable {
+        let provider: FCMProvider
+        let prepared: any PreparedNotification
+        let device: Device
+        let credential: String
+        let receiver: any DeliveryReceiver
+
+        init(_ request: HTTP2Request, provider: FCMProvider, prepared: any PreparedNotification, device: Device,
+             credential: String, receiver: any DeliveryReceiver) {
+            self.provider = provider; self.prepared = prepared; self.device = device; self.credential = credential
+            self.receiver = receiver
+            super.init(request)
+        }
+
+        override func complete(_ answer: Result<HTTP2Response, HTTP2Error>) {
+            if case .success(let response) = answer, response.status == 200 {
+                return receiver.delivered(device, .accepted)
+            }
+            guard let fcm = prepared as? FCMPreparedNotification else { return receiver.delivered(device, .wrongPlatform) }
+            provider.continueSend(after: FCMResponseDecoder.decode(answer), credential: credential, fcm, device, receiver)
         }
     }
 
     /// After an attempt: complete, or (retry, refresh the access token) hand over to the retry loop.
     private func continueSend(after first: AttemptResult, credential: String?, _ prepared: FCMPreparedNotification,
-                              _ device: Device, _ completion: @escaping @Sendable (DeliveryOutcome) -> Void) {
+                              _ device: Device, _ receiver: any DeliveryReceiver) {
+        let completion: @Sendable (DeliveryOutcome) -> Void = { receiver.delivered(device, $0) }
         guard first.needsAnotherAttempt else { return finish(first, completion) }
         retry(after: first, credential: credential, completion: completion) { [self] done in
             attemptOnce(prepared, to: device, completion: done)

@@ -7,41 +7,58 @@ import Logging
 internal import CNGHTTP2
 internal import COpenSSL
 
-/// A request accepted by the pool, waiting for or riding on a stream. Mutable fields are touched only
-/// under the pool lock (`resends`) or on the owning connection's queue.
-final class PendingRequest: @unchecked Sendable {
-    let request: HTTP2Request
-    let completion: @Sendable (Result<HTTP2Response, HTTP2Error>) -> Void
-    let deadlineNanos: UInt64
+/// One request on its way through a pool, and what its answer is for: subclass it and override `complete`, so one
+/// object per request carries both (no closure context beside it). `submit(_ request:completion:)` wraps a closure
+/// in `HTTP2ClosureRequest` for callers that prefer one.
+///
+/// Submit each object once. The pool calls `complete` exactly once, on an internal queue; it must not block.
+/// Mutable fields are touched only under the pool lock (`deadlineNanos` at submit, `resends`) or on the owning
+/// connection's queue (`result`).
+open class HTTP2PendingRequest: @unchecked Sendable {
+    public let request: HTTP2Request
+    /// Set by the pool when it accepts the request.
+    var deadlineNanos: UInt64 = 0
     var resends = 0
-    /// The answer once the request finished; the pool runs `completion` with it (nil again if it is resent).
+    /// The answer once the request finished; the pool runs `complete` with it (nil again if it is resent).
     /// Kept here rather than beside the request in a tuple: a batch of finished requests is then an array of
     /// references, released one by one, instead of tuples that the runtime destroys field by field.
     var result: Result<HTTP2Response, HTTP2Error>?
-    init(_ request: HTTP2Request, deadlineNanos: UInt64, completion: @escaping @Sendable (Result<HTTP2Response, HTTP2Error>) -> Void) {
-        self.request = request; self.deadlineNanos = deadlineNanos; self.completion = completion
-    }
+
+    public init(_ request: HTTP2Request) { self.request = request }
+
+    /// The request's answer or the transport's failure (after the pool's own resends).
+    open func complete(_ result: Result<HTTP2Response, HTTP2Error>) {}
 
     /// Records the answer and returns self (for appending to a batch of finished requests).
-    @inline(__always) func finished(_ result: Result<HTTP2Response, HTTP2Error>) -> PendingRequest {
+    @inline(__always) final func finished(_ result: Result<HTTP2Response, HTTP2Error>) -> HTTP2PendingRequest {
         self.result = result
         return self
     }
 
     /// The safe-to-resend error this request finished with, if any.
-    var resendableError: HTTP2Error? {
+    final var resendableError: HTTP2Error? {
         if case .failure(let e)? = result, e.resendIsSafe { return e }
         return nil
     }
 
-    var failed: Bool {
+    final var failed: Bool {
         if case .failure? = result { return true }
         return false
     }
 }
 
+/// A request whose answer goes to a closure.
+public final class HTTP2ClosureRequest: HTTP2PendingRequest, @unchecked Sendable {
+    private let completion: @Sendable (Result<HTTP2Response, HTTP2Error>) -> Void
+    public init(_ request: HTTP2Request, completion: @escaping @Sendable (Result<HTTP2Response, HTTP2Error>) -> Void) {
+        self.completion = completion
+        super.init(request)
+    }
+    public override func complete(_ result: Result<HTTP2Response, HTTP2Error>) { completion(result) }
+}
+
 /// A request whose `result` is set.
-typealias FinishedRequest = PendingRequest
+typealias FinishedRequest = HTTP2PendingRequest
 
 final class HTTP2ClientConnection: HTTP2Channel, @unchecked Sendable {
     enum PoolSlotState { case connecting, ready, draining }
@@ -52,7 +69,7 @@ final class HTTP2ClientConnection: HTTP2Channel, @unchecked Sendable {
     var reserved = 0
     /// min(peer SETTINGS_MAX_CONCURRENT_STREAMS, our cap); 0 until the first SETTINGS.
     var slotLimit = 0
-    var inbox: [PendingRequest] = []
+    var inbox: [HTTP2PendingRequest] = []
     var drainScheduled = false
     var reportedPeak = 0
 
@@ -63,7 +80,7 @@ final class HTTP2ClientConnection: HTTP2Channel, @unchecked Sendable {
     private let context: TLSContext
     private let logger: Logger
     private var streams: [Int32: ClientStream] = [:]
-    private var pending: [PendingRequest] = []
+    private var pending: [HTTP2PendingRequest] = []
     private var finished: [FinishedRequest] = []
     private var ready = false
     private var wasReady = false
@@ -78,7 +95,7 @@ final class HTTP2ClientConnection: HTTP2Channel, @unchecked Sendable {
 
     /// One stream's state; it is also the request body's data source (one object per stream, not two).
     final class ClientStream: OutgoingBody {
-        let pending: PendingRequest
+        let pending: HTTP2PendingRequest
         var status = 0
         /// Response fields as received (no Strings until someone asks for a value).
         var fields = HTTP2HeaderBlock()
@@ -88,7 +105,7 @@ final class HTTP2ClientConnection: HTTP2Channel, @unchecked Sendable {
         var done = false
         /// A 2xx answer to a `statusOnlyOnSuccess` request: its fields and body are not kept.
         var statusOnly = false
-        init(_ pending: PendingRequest) {
+        init(_ pending: HTTP2PendingRequest) {
             self.pending = pending
             super.init(pending.request.body)
         }
@@ -179,7 +196,7 @@ final class HTTP2ClientConnection: HTTP2Channel, @unchecked Sendable {
         flushAndReport()
     }
 
-    private func start(_ work: [PendingRequest]) {
+    private func start(_ work: [HTTP2PendingRequest]) {
         guard !work.isEmpty else { return }
         if !canOpenStreams {
             pool.giveBack(self, work)
@@ -190,7 +207,7 @@ final class HTTP2ClientConnection: HTTP2Channel, @unchecked Sendable {
         }
     }
 
-    private func submit(_ p: PendingRequest) {
+    private func submit(_ p: HTTP2PendingRequest) {
         guard let session else { finished.append(p.finished(.failure(HTTP2Error(.connectionReset, resendIsSafe: true, "no session")))); return }
         let stream = ClientStream(p)
         let sid: Int32
@@ -288,7 +305,7 @@ final class HTTP2ClientConnection: HTTP2Channel, @unchecked Sendable {
 
     /// Hands `finished` to the pool and returns the work it gives back. The batch's buffer is reused for the next
     /// batch once the pool is done with it (no buffer allocated per batch).
-    private func reportFinished() -> [PendingRequest] {
+    private func reportFinished() -> [HTTP2PendingRequest] {
         var batch: [FinishedRequest] = []
         swap(&batch, &finished)
         let work = pool.requestsFinished(self, batch, peak: peakActive)
@@ -429,7 +446,7 @@ final class HTTP2ClientConnection: HTTP2Channel, @unchecked Sendable {
             nghttp2_submit_rst_stream(session, UInt8(NGHTTP2_FLAG_NONE.rawValue), sid, NGHTTP2_CANCEL.rawValue)
         }
         if !pending.isEmpty {
-            var keep: [PendingRequest] = []
+            var keep: [HTTP2PendingRequest] = []
             for p in pending {
                 if p.deadlineNanos <= now {
                     finished.append(p.finished(.failure(HTTP2Error(.timeout, resendIsSafe: true,

@@ -30,29 +30,29 @@ public struct HTTP2PoolStatistics: Sendable, Hashable {
 
 /// FIFO with cheap push-front (resends go first) and pop-front.
 struct RequestQueue {
-    private var items: [PendingRequest?] = []
+    private var items: [HTTP2PendingRequest?] = []
     private var head = 0
     var count: Int { items.count - head }
     var isEmpty: Bool { count == 0 }
-    mutating func append(_ p: PendingRequest) { items.append(p) }
-    mutating func pushFront(_ p: PendingRequest) {
+    mutating func append(_ p: HTTP2PendingRequest) { items.append(p) }
+    mutating func pushFront(_ p: HTTP2PendingRequest) {
         if head > 0 { head -= 1; items[head] = p } else { items.insert(p, at: 0) }
     }
-    mutating func popFirst() -> PendingRequest? {
+    mutating func popFirst() -> HTTP2PendingRequest? {
         guard head < items.count else { return nil }
         let p = items[head]; items[head] = nil; head += 1
         if head > 1024 && head * 2 > items.count { items.removeFirst(head); head = 0 }
         return p
     }
-    mutating func removeAll(where expired: (PendingRequest) -> Bool) -> [PendingRequest] {
-        var out: [PendingRequest] = []
-        var keep: [PendingRequest?] = []
+    mutating func removeAll(where expired: (HTTP2PendingRequest) -> Bool) -> [HTTP2PendingRequest] {
+        var out: [HTTP2PendingRequest] = []
+        var keep: [HTTP2PendingRequest?] = []
         keep.reserveCapacity(count)
         for case let p? in items[head...] { if expired(p) { out.append(p) } else { keep.append(p) } }
         items = keep; head = 0
         return out
     }
-    mutating func drain() -> [PendingRequest] { removeAll(where: { _ in true }) }
+    mutating func drain() -> [HTTP2PendingRequest] { removeAll(where: { _ in true }) }
 }
 
 public final class HTTP2ConnectionPool: @unchecked Sendable {
@@ -109,11 +109,10 @@ public final class HTTP2ConnectionPool: @unchecked Sendable {
         state.withLock { s in var st = s.stats; st.queued = s.waiting.count; return st }
     }
 
-    /// Submits a request. `completion` is called exactly once, on an internal queue; it must not block.
-    public func submit(_ request: HTTP2Request, completion: @escaping @Sendable (Result<HTTP2Response, HTTP2Error>) -> Void) {
-        let deadline = monotonicNanos() + UInt64(max(configuration.requestTimeoutSeconds, 0.001) * 1e9)
-        let p = PendingRequest(request, deadlineNanos: deadline, completion: completion)
-        if case .failure(let e) = context { completion(.failure(e)); return }
+    /// Submits a request; its `complete` is called exactly once, on an internal queue, and must not block.
+    public func submit(_ p: HTTP2PendingRequest) {
+        p.deadlineNanos = monotonicNanos() + UInt64(max(configuration.requestTimeoutSeconds, 0.001) * 1e9)
+        if case .failure(let e) = context { p.complete(.failure(e)); return }
         var fx = Effects()
         state.withLock { s in
             if s.shuttingDown {
@@ -241,9 +240,9 @@ public final class HTTP2ConnectionPool: @unchecked Sendable {
     }
 
     /// Moves the connection's inbox and as much of the waiting queue as fits into a batch for it.
-    private func take(_ s: inout State, _ c: HTTP2ClientConnection) -> [PendingRequest] {
+    private func take(_ s: inout State, _ c: HTTP2ClientConnection) -> [HTTP2PendingRequest] {
         c.drainScheduled = false
-        var work: [PendingRequest] = []
+        var work: [HTTP2PendingRequest] = []
         if !c.inbox.isEmpty {
             work = c.inbox
             // A buffer of the same size for the next batch at once, instead of regrowing it from empty.
@@ -259,13 +258,13 @@ public final class HTTP2ConnectionPool: @unchecked Sendable {
 
     // MARK: events from connections (on the connection's queue)
 
-    func takeWork(_ c: HTTP2ClientConnection) -> [PendingRequest] {
+    func takeWork(_ c: HTTP2ClientConnection) -> [HTTP2PendingRequest] {
         state.withLock { s in take(&s, c) }
     }
 
-    func connectionReady(_ c: HTTP2ClientConnection, limit: Int) -> [PendingRequest] {
+    func connectionReady(_ c: HTTP2ClientConnection, limit: Int) -> [HTTP2PendingRequest] {
         var fx = Effects()
-        let work: [PendingRequest] = state.withLock { s in
+        let work: [HTTP2PendingRequest] = state.withLock { s in
             c.slotState = .ready
             c.slotLimit = limit
             s.failures = 0
@@ -280,16 +279,16 @@ public final class HTTP2ConnectionPool: @unchecked Sendable {
         return work
     }
 
-    func limitChanged(_ c: HTTP2ClientConnection, limit: Int) -> [PendingRequest] {
+    func limitChanged(_ c: HTTP2ClientConnection, limit: Int) -> [HTTP2PendingRequest] {
         state.withLock { s in
             c.slotLimit = limit
             return c.slotState == .ready ? take(&s, c) : []
         }
     }
 
-    func requestsFinished(_ c: HTTP2ClientConnection, _ batch: [FinishedRequest], peak: Int) -> [PendingRequest] {
+    func requestsFinished(_ c: HTTP2ClientConnection, _ batch: [FinishedRequest], peak: Int) -> [HTTP2PendingRequest] {
         var fx = Effects()
-        var work: [PendingRequest] = state.withLock { s in
+        var work: [HTTP2PendingRequest] = state.withLock { s in
             process(&s, &fx, c, batch, peak: peak)
             let w = c.slotState == .ready ? take(&s, c) : []
             if !s.waiting.isEmpty { assignWaiting(&s, &fx, excluding: c) }
@@ -306,7 +305,7 @@ public final class HTTP2ConnectionPool: @unchecked Sendable {
     }
 
     /// Requests handed to a connection that can no longer open streams: back to the queue, not counted as resends.
-    func giveBack(_ c: HTTP2ClientConnection, _ work: [PendingRequest]) {
+    func giveBack(_ c: HTTP2ClientConnection, _ work: [HTTP2PendingRequest]) {
         guard !work.isEmpty else { return }
         var fx = Effects()
         state.withLock { s in
@@ -322,7 +321,7 @@ public final class HTTP2ConnectionPool: @unchecked Sendable {
         run(fx)
     }
 
-    func goAwayReceived(_ c: HTTP2ClientConnection, returning work: [PendingRequest]) {
+    func goAwayReceived(_ c: HTTP2ClientConnection, returning work: [HTTP2PendingRequest]) {
         var fx = Effects()
         state.withLock { s in
             c.slotState = .draining
@@ -340,7 +339,7 @@ public final class HTTP2ConnectionPool: @unchecked Sendable {
     func pingSent() { state.withLock { $0.stats.pingsSent += 1 } }
 
     func connectionClosed(_ c: HTTP2ClientConnection, error: HTTP2Error, wasReady: Bool, finished: [FinishedRequest],
-                          unstarted: [PendingRequest], peak: Int) {
+                          unstarted: [HTTP2PendingRequest], peak: Int) {
         var fx = Effects()
         state.withLock { s in
             s.connections.removeAll { $0 === c }
@@ -383,7 +382,7 @@ public final class HTTP2ConnectionPool: @unchecked Sendable {
     // MARK: effects
 
     private func run(_ fx: Effects) {
-        for f in fx.completions { if let r = f.result { f.completion(r) } }
+        for f in fx.completions { if let r = f.result { f.complete(r) } }
         for c in fx.drains { c.queue.async { c.drainInbox() } }
         for c in fx.starts { c.queue.async { c.connect() } }
         for c in fx.shutdowns { c.queue.async { c.shutdownGracefully() } }

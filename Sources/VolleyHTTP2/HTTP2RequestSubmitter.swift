@@ -5,10 +5,17 @@ import Logging
 /// Providers are written against this so their request/response logic does not depend on the pool's internals.
 /// (Added by the providers branch.)
 public protocol HTTP2RequestSubmitter: AnyObject, Sendable {
-    /// `completion` is called exactly once, on any queue.
-    func submit(_ request: HTTP2Request, completion: @escaping @Sendable (Result<HTTP2Response, HTTP2Error>) -> Void)
+    /// The request's `complete` is called exactly once, on any queue.
+    func submit(_ request: HTTP2PendingRequest)
     /// Close connections; pending requests complete with `.shutdown`; `completion` runs when all are closed.
     func shutdown(completion: @escaping @Sendable () -> Void)
+}
+
+extension HTTP2RequestSubmitter {
+    /// Submits a request whose answer goes to `completion` (called exactly once, on any queue).
+    public func submit(_ request: HTTP2Request, completion: @escaping @Sendable (Result<HTTP2Response, HTTP2Error>) -> Void) {
+        submit(HTTP2ClosureRequest(request, completion: completion))
+    }
 }
 
 extension HTTP2ConnectionPool: HTTP2RequestSubmitter {}

@@ -34,15 +34,14 @@ final class FakePushSender: PushSender, @unchecked Sendable {
         return Prepared(platform: platform, payloadBytes: notification.body?.utf8.count ?? 0)
     }
 
-    func send(_ prepared: any PreparedNotification, to device: Device, jobID: JobID,
-              completion: @escaping @Sendable (DeliveryOutcome) -> Void) {
+    func send(_ prepared: any PreparedNotification, to device: Device, jobID: JobID, receiver: any DeliveryReceiver) {
         lock.withLock { sent[device.token.rawValue, default: 0] += 1; _total += 1 }
         if hang { return }
         let o = outcome(device)
         if latency > 0 {
-            queue.asyncAfter(deadline: .now() + latency) { completion(o) }
+            queue.asyncAfter(deadline: .now() + latency) { receiver.delivered(device, o) }
         } else {
-            queue.async { completion(o) }
+            queue.async { receiver.delivered(device, o) }
         }
     }
 

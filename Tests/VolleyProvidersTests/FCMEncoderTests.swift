@@ -138,8 +138,8 @@ import VolleyHTTP2
 
 /// Never used for sending: the assertion test needs a transport only to construct the provider.
 final class UnreachableSubmitter: HTTP2RequestSubmitter, @unchecked Sendable {
-    func submit(_ request: HTTP2Request, completion: @escaping @Sendable (Result<HTTP2Response, HTTP2Error>) -> Void) {
-        completion(.failure(HTTP2Error(.connectFailed, resendIsSafe: true, "unreachable")))
+    func submit(_ request: HTTP2PendingRequest) {
+        request.complete(.failure(HTTP2Error(.connectFailed, resendIsSafe: true, "unreachable")))
     }
     func shutdown(completion: @escaping @Sendable () -> Void) { completion() }
 }

@@ -83,7 +83,7 @@ public final class UnavailableSender: PushSender, @unchecked Sendable {
         Prepared(platform: platform)
     }
     public func send(_ prepared: any PreparedNotification, to device: Device, jobID: JobID,
-                     completion: @escaping @Sendable (DeliveryOutcome) -> Void) {
-        completion(.rejected(status: 0, reason: OutcomeReason(reason), action: .fixApp))
+                     receiver: any DeliveryReceiver) {
+        receiver.delivered(device, .rejected(status: 0, reason: OutcomeReason(reason), action: .fixApp))
     }
 }
