@@ -239,16 +239,25 @@ final class HTTP2ClientConnection: HTTP2Channel, @unchecked Sendable {
     /// names and values during the submit call): `:scheme: https`, then every pseudo-header field, then the rest,
     /// so pseudo-headers come first whichever block holds them (RFC 9113 §8.3). Sensitive fields (`:path`,
     /// `authorization`, per-request ids) go out NO_INDEX: never entered into either HPACK table.
+    ///
+    /// Names and values are passed NO_COPY: nghttp2 keeps the pointers until it has sent (or given up on) the
+    /// HEADERS frame, instead of copying every field and lower-casing the names (already lower case:
+    /// `HTTP2HeaderBlock`). They point into the request's blocks, which the pending request holds immutably; its
+    /// `ClientStream` stays in the stream table until nghttp2 closes the stream, which comes after HEADERS was sent
+    /// or dropped (a refused or cancelled request is closed too). The body's data source relies on the same.
+    /// After the connection closes nothing is sent again, and deleting the session frees only nghttp2's own array.
     static func withNameValues<R>(_ r: HTTP2Request, _ body: (UnsafeMutablePointer<nghttp2_nv>, Int) -> R) -> R {
         let total = 1 + r.sharedFields.count + r.fields.count
         return r.sharedFields.withUnsafeFields { shared in
             r.fields.withUnsafeFields { own in
                 withUnsafeTemporaryAllocation(of: nghttp2_nv.self, capacity: total) { nva in
                     let scheme: StaticString = ":scheme", https: StaticString = "https"
+                    let uncopied = UInt8(NGHTTP2_NV_FLAG_NO_COPY_NAME.rawValue | NGHTTP2_NV_FLAG_NO_COPY_VALUE.rawValue)
+                    let neverIndexed = uncopied | UInt8(NGHTTP2_NV_FLAG_NO_INDEX.rawValue)
                     nva[0] = nghttp2_nv(name: UnsafeMutablePointer(mutating: scheme.utf8Start),
                                         value: UnsafeMutablePointer(mutating: https.utf8Start),
                                         namelen: scheme.utf8CodeUnitCount, valuelen: https.utf8CodeUnitCount,
-                                        flags: UInt8(NGHTTP2_NV_FLAG_NONE.rawValue))
+                                        flags: uncopied)
                     var i = 1
                     func add(_ fields: HTTP2HeaderBlock.UnsafeFields, pseudo: Bool) {
                         for f in fields where (f.name.first == UInt8(ascii: ":")) == pseudo && i < total {
@@ -256,8 +265,7 @@ final class HTTP2ClientConnection: HTTP2Channel, @unchecked Sendable {
                             nva[i] = nghttp2_nv(name: UnsafeMutablePointer(mutating: name),
                                                 value: UnsafeMutablePointer(mutating: value),
                                                 namelen: f.name.count, valuelen: f.value.count,
-                                                flags: f.sensitive ? UInt8(NGHTTP2_NV_FLAG_NO_INDEX.rawValue)
-                                                                   : UInt8(NGHTTP2_NV_FLAG_NONE.rawValue))
+                                                flags: f.sensitive ? neverIndexed : uncopied)
                             i += 1
                         }
                     }

@@ -2,8 +2,8 @@
 ///
 /// Layout: one contiguous `[UInt8]`; each field is `flags (1) · name length (4, LE) · value length (4, LE) ·
 /// name · value`. One allocation holds any number of fields, copying a block shares its storage (CoW), and the
-/// transport points `nghttp2_nv` entries straight into it. Names must be lower case (RFC 9113 §8.2.1): the
-/// `StaticString` appends trust the caller, the `String` appends lower-case when needed.
+/// transport points `nghttp2_nv` entries straight into it. Names are stored lower case (RFC 9113 §8.2.1): every
+/// append lower-cases a name that holds upper-case ASCII letters.
 ///
 /// Use it to encode constant fields once (per app, job or connection) and to build the few per-request fields
 /// (`:path`, `authorization`, `apns-id`) into one small buffer per request. Nothing here touches C.
@@ -89,7 +89,7 @@ static let sensitiveFlag: UInt8 = 1
             name.withUTF8Buffer { n in
                 prefix.withUTF8Buffer { p in
                     appendPrefix(nameLength: n.count, valueLength: p.count + s.count, sensitive: sensitive)
-                    storage.append(contentsOf: n)
+                    appendName(n)
                     storage.append(contentsOf: p)
                 }
             }
@@ -104,11 +104,20 @@ static let sensitiveFlag: UInt8 = 1
         name.withUTF8 { n in value.withUTF8 { append(nameBytes: n, valueBytes: $0, sensitive: sensitive) } }
     }
 
-    /// Appends a field from raw name and value bytes (the name is taken as it is).
+    /// Appends a field from raw name and value bytes (upper-case ASCII letters in the name are lower-cased).
     public mutating func append(nameBytes: UnsafeBufferPointer<UInt8>, valueBytes: UnsafeBufferPointer<UInt8>, sensitive: Bool = false) {
         appendPrefix(nameLength: nameBytes.count, valueLength: valueBytes.count, sensitive: sensitive)
-        storage.append(contentsOf: nameBytes)
+        appendName(nameBytes)
         storage.append(contentsOf: valueBytes)
+    }
+
+    /// Every stored name is lower case, so the client hands names to nghttp2 uncopied (which would lower-case them).
+    @inline(__always) private mutating func appendName(_ name: UnsafeBufferPointer<UInt8>) {
+        if name.contains(where: { $0 >= 65 && $0 <= 90 }) {
+            for b in name { storage.append(asciiLower(b)) }
+        } else {
+            storage.append(contentsOf: name)
+        }
     }
 
     /// Bytes the encoded fields take (for sizing a block that will hold this one: `reservingBytes`).

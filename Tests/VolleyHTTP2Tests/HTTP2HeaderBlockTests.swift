@@ -24,6 +24,15 @@ struct HTTP2HeaderBlockTests {
         #expect(HTTP2HeaderBlock().headers.isEmpty)
     }
 
+    /// Names are stored lower case whichever append made them: the client hands them to nghttp2 uncopied, so
+    /// nghttp2 no longer lower-cases them on the way out.
+    @Test func namesFromBytesAreStoredLowerCase() {
+        var b = HTTP2HeaderBlock()
+        let name: [UInt8] = Array("X-Trace-ID".utf8), value: [UInt8] = Array("AbC".utf8)
+        name.withUnsafeBufferPointer { n in value.withUnsafeBufferPointer { b.append(nameBytes: n, valueBytes: $0) } }
+        #expect(b.headers == [HTTP2Header("x-trace-id", "AbC")])
+    }
+
     @Test func requestFromListedHeadersKeepsItsAccessors() {
         let r = HTTP2Request(method: "POST", authority: "h:1", path: "/p", headers: [HTTP2Header("X-Id", "7"),
                              HTTP2Header("authorization", "bearer t", sensitive: true)], body: [1])
@@ -59,7 +68,7 @@ struct HTTP2HeaderBlockTests {
         let h = RecordingHandler { req, _, _, _ in
             seen.withLock { s in
                 s["method"] = req.method; s["path"] = req.path
-                s["topic"] = req.header("apns-topic"); s["x-id"] = req.header("x-id")
+                s["topic"] = req.header("apns-topic"); s["x-id"] = req.header("x-id"); s["x-trace"] = req.header("x-trace")
             }
             return true
         }
@@ -75,11 +84,16 @@ struct HTTP2HeaderBlockTests {
         own.append(":authority", "127.0.0.1:\(s.port)")
         own.append(":path", "/3/device/", "feed", sensitive: true)
         own.append("x-id", "42", sensitive: true)
+        // Raw upper-case name bytes: nghttp2 gets the name uncopied, so the block must have lower-cased it
+        // (a server resets a stream with an upper-case field name, RFC 9113 §8.2.1).
+        let name: [UInt8] = Array("X-Trace".utf8), value: [UInt8] = Array("7".utf8)
+        name.withUnsafeBufferPointer { n in value.withUnsafeBufferPointer { own.append(nameBytes: n, valueBytes: $0) } }
         let r = await send(pool, HTTP2Request(sharedFields: shared, fields: own, body: Array("{}".utf8)))
         let response = try r.get()
         #expect(response.status == 200)
         #expect(response.header("apns-id") == "42")
-        #expect(seen.withLock { $0 } == ["method": "POST", "path": "/3/device/feed", "topic": "com.example.app", "x-id": "42"])
+        #expect(seen.withLock { $0 } == ["method": "POST", "path": "/3/device/feed", "topic": "com.example.app", "x-id": "42",
+                                         "x-trace": "7"])
         await shutdown(pool)
     }
 }
