@@ -3,7 +3,7 @@ import VolleyCore
 /// Resolves a job's explicit `devices` and its `recipients` as user ids through the device registry, in chunks.
 /// Recipients are de-duplicated; a token belongs to one user, so devices are not repeated across users.
 public struct UserRecipientResolver: RecipientResolver {
-    /// Users per registry round trip (one pipelined HGETALL each).
+    /// Users per registry round trip (one pipelined HVALS each).
     public var usersPerRead: Int
     public init(usersPerRead: Int = 100) { self.usersPerRead = max(1, usersPerRead) }
 

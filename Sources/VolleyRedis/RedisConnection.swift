@@ -105,7 +105,7 @@ public final class RedisConnection: @unchecked Sendable {
     }
 
     /// As `pipelineVisit`, handing each reply to `visit` as hiredis parsed it, in place: no `RedisReply` and no
-    /// Strings unless the visitor makes them (for replies read by the thousand, like the registry's HGETALLs).
+    /// Strings unless the visitor makes them (for replies read by the thousand, like the registry's HVALS).
     /// The view is valid only during the call.
     public func pipelineVisitRaw(_ commands: [[String]], window: Int = 256, _ visit: (RedisRawReply) throws -> Void) throws {
         try pipelineWindows(commands.count, window: window, append: { try append(RedisCommand(commands[$0])) }) {

@@ -71,7 +71,7 @@ import Logging
     }
 }
 
-/// The registry read on the send path (HGETALL replies read in place): records the fast reader takes, records only
+/// The registry read on the send path (HVALS replies read in place): records the fast reader takes, records only
 /// `JSONDecoder` reads (nested values), and unreadable ones (skipped), per user, in the users' order.
 @Test func registryReadTakesFastFallbackAndSkipsUnreadable() throws {
     let redis = try RedisServerFixture()
