@@ -27,6 +27,11 @@ public struct RedisCommand: Sendable {
         s.withUTF8 { appendArgument($0, nil, nil) }
     }
 
+    /// Appends one argument made of raw bytes (a blob built beforehand, e.g. a batch of ledger entries).
+    public mutating func append(bytes argument: UnsafeBufferPointer<UInt8>) {
+        appendArgument(argument, nil, nil)
+    }
+
     /// Appends one argument made of `first`, the byte `separator` and `second` (e.g. `ios:<token>`), without
     /// building it as a String.
     public mutating func append(_ first: String, _ separator: UInt8, _ second: String) {
@@ -49,7 +54,7 @@ public struct RedisCommand: Sendable {
     }
 
     /// The ASCII digits of a non-negative `value`.
-    static func decimal(_ value: Int, _ use: (UnsafeBufferPointer<UInt8>) -> Void) {
+    public static func decimal(_ value: Int, _ use: (UnsafeBufferPointer<UInt8>) -> Void) {
         withUnsafeTemporaryAllocation(of: UInt8.self, capacity: 20) { digits in
             var v = max(0, value), at = 20
             repeat {

@@ -207,40 +207,85 @@ public final class RedisPipelineSession: PipelineSession, @unchecked Sendable {
 
     // MARK: - OutcomeLedger
 
+    /// The accepted devices of the job whose chunks are being looked up, read incrementally: the list only grows
+    /// (one element per recorded batch), so each look-up reads the elements added since the last one. A delivery
+    /// that is still running elsewhere keeps recording; each chunk sees what was recorded until just before it.
+    private var accepted: (key: String, elements: Int, fields: Set<String>)?
+
     public func recordedOutcomes(org: OrgID, job: JobID, devices: [Device]) throws -> [RecordedOutcome?] {
         if devices.isEmpty { return [] }
         var hmget = RedisCommand(["HMGET", store.ledgerKey(org, job)])
         hmget.reserveCapacity(devices.count * 96)
         for d in devices { StoreConfiguration.appendDeviceField(d.platform, d.token, to: &hmget) }
-        let r = try client.command(hmget)
-        try r.throwIfError("HMGET ledger")
-        guard let a = r.array, a.count == devices.count else {
-            throw RedisError(.unexpectedReply, "HMGET ledger returned \(a_count(r)) values for \(devices.count) devices")
+        let acceptedKey = store.acceptedKey(org, job)
+        if accepted?.key != acceptedKey { accepted = (acceptedKey, 0, []) }
+        var seen = accepted?.elements ?? 0
+        var replies = try client.pipeline([hmget, RedisCommand(["LLEN", acceptedKey]),
+                                           RedisCommand(["LRANGE", acceptedKey, String(seen), "-1"])])
+        for r in replies { try r.throwIfError("read ledger") }
+        guard replies.count == 3, let a = replies[0].array, a.count == devices.count, let length = replies[1].integer else {
+            throw RedisError(.unexpectedReply, "HMGET ledger returned \(replies.first.map(a_count) ?? -1) values for \(devices.count) devices")
         }
-        return a.map { $0.string.flatMap { RecordedOutcome(encoded: $0) } }
+        if length < seen {
+            // The list is shorter than what this session read of it (it expired and a new delivery started it again).
+            seen = 0
+            accepted = (acceptedKey, 0, [])
+            replies[2] = try client.command(["LRANGE", acceptedKey, "0", "-1"]).throwIfError("read ledger")
+        }
+        var fields = accepted?.fields ?? []
+        for element in replies[2].array ?? [] {
+            guard let s = element.string, let batch = StoreConfiguration.acceptedFields(s) else {
+                throw RedisError(.unexpectedReply, "\(acceptedKey) holds an element that is not a batch of accepted devices")
+            }
+            fields.formUnion(batch)
+            seen += 1
+        }
+        accepted = (acceptedKey, seen, fields)
+        return zip(devices, a).map { d, v in
+            if let r = v.string.flatMap({ RecordedOutcome(encoded: $0) }) { return r }
+            return fields.contains(StoreConfiguration.deviceField(d.platform, d.token)) ? RecordedOutcome(.accepted) : nil
+        }
     }
 
+    /// Accepted devices go to the job's accepted list, one element per batch (RPUSH of one argument: Redis stores a
+    /// string per batch, not a hash entry per device); the rare other outcomes go to the ledger hash.
     public func record(org: OrgID, job: JobID, outcomes: [(Device, DeliveryOutcome)]) throws {
         if outcomes.isEmpty { return }
-        let key = store.ledgerKey(org, job)
+        let key = store.ledgerKey(org, job), acceptedKey = store.acceptedKey(org, job)
+        let ttl = String(store.ledgerTTLSeconds)
+        var batch: [UInt8] = []
         var hset = RedisCommand(["HSET", key])
-        hset.reserveCapacity(outcomes.count * 112)
+        var others = 0
         for i in outcomes.indices {   // by index: no copy of each (device, outcome) pair
+            if case .accepted = outcomes[i].1 {
+                if batch.isEmpty { batch.reserveCapacity(outcomes.count * 80) }
+                StoreConfiguration.appendAcceptedEntry(outcomes[i].0.platform, outcomes[i].0.token, to: &batch)
+                continue
+            }
             StoreConfiguration.appendDeviceField(outcomes[i].0.platform, outcomes[i].0.token, to: &hset)
             hset.append(RecordedOutcome(outcomes[i].1).encoded)
+            others += 1
         }
-        let replies = try client.pipeline([hset, RedisCommand(["EXPIRE", key, String(store.ledgerTTLSeconds)])])
+        var commands: [RedisCommand] = []
+        if !batch.isEmpty {
+            var rpush = RedisCommand(["RPUSH", acceptedKey])
+            batch.withUnsafeBufferPointer { rpush.append(bytes: $0) }
+            commands += [rpush, RedisCommand(["EXPIRE", acceptedKey, ttl])]
+        }
+        if others > 0 { commands += [hset, RedisCommand(["EXPIRE", key, ttl])] }
+        let replies = try client.pipeline(commands)
         for r in replies { try r.throwIfError("record outcomes") }
     }
 
     public func ledgerState(org: OrgID, job: JobID) throws -> LedgerState {
         let key = store.ledgerKey(org, job)
-        let replies = try client.pipeline([RedisCommand(["HEXISTS", key, "_report"]), RedisCommand(["EXISTS", key])])
+        let replies = try client.pipeline([RedisCommand(["HEXISTS", key, "_report"]),
+                                           RedisCommand(["EXISTS", key, store.acceptedKey(org, job)])])
         for r in replies { try r.throwIfError("ledger state") }
         guard replies.count == 2, let reported = replies[0].integer, let exists = replies[1].integer else {
             throw RedisError(.unexpectedReply, "HEXISTS/EXISTS ledger: \(replies)")
         }
-        return reported == 1 ? .reported : exists == 1 ? .partial : .empty
+        return reported == 1 ? .reported : exists > 0 ? .partial : .empty
     }
 
     /// HSETNX `_report` guards the XADD, so a redelivered job never publishes a second report.

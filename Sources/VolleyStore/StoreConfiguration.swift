@@ -11,8 +11,11 @@ import VolleyRedis
 ///   (`platform`, `token`, `environment`, `locale`, `user`, `registeredAt`, `lastSeenAt`).
 /// - `volley:devtok:{org}:{app}` — hash `platform:token` → user (reverse index: unregister or remove by token).
 /// - `volley:devusers:{org}:{app}` — set of users with at least one device (for `devices list`, SSCAN).
-/// - `volley:outcomes:{org}:{job}` — hash `platform:token` → recorded terminal outcome, plus `_report` once the
-///   report is published; expires `ledgerTTLSeconds` after the last write.
+/// - `volley:outcomes:{org}:{job}` — hash `platform:token` → recorded terminal outcome other than accepted, plus
+///   `_report` once the report is published; expires `ledgerTTLSeconds` after the last write. (Workers before the
+///   ninth session wrote accepted devices here too, as `a`; they are still read.)
+/// - `volley:outcomes:{org}:{job}:accepted` — list, one element per recorded batch of accepted devices: each device
+///   as `<length>:platform:token\n` (the length in decimal bytes of `platform:token`); same expiry.
 public struct StoreConfiguration: Sendable, Hashable {
     public var prefix: String
     public var jobStream: String
@@ -40,6 +43,7 @@ public struct StoreConfiguration: Sendable, Hashable {
     func tokenIndexKey(_ org: OrgID, _ app: AppName) -> String { "\(prefix):devtok:\(org):\(app)" }
     func usersKey(_ org: OrgID, _ app: AppName) -> String { "\(prefix):devusers:\(org):\(app)" }
     func ledgerKey(_ org: OrgID, _ job: JobID) -> String { "\(prefix):outcomes:\(org):\(job)" }
+    func acceptedKey(_ org: OrgID, _ job: JobID) -> String { "\(prefix):outcomes:\(org):\(job):accepted" }
     static func deviceField(_ platform: Platform, _ token: DeviceToken) -> String {
         // Built with one allocation (interpolation sizes its buffer by guess and may grow it): twice per device.
         var field = platform.rawValue
@@ -52,5 +56,41 @@ public struct StoreConfiguration: Sendable, Hashable {
     /// Appends `deviceField(platform, token)` to `command` as one argument, without making the String.
     static func appendDeviceField(_ platform: Platform, _ token: DeviceToken, to command: inout RedisCommand) {
         command.append(platform.rawValue, UInt8(ascii: ":"), token.rawValue)
+    }
+
+    /// Appends one accepted-list entry, `<length>:platform:token\n`, to a batch.
+    static func appendAcceptedEntry(_ platform: Platform, _ token: DeviceToken, to batch: inout [UInt8]) {
+        var p = platform.rawValue, t = token.rawValue
+        p.withUTF8 { pb in
+            t.withUTF8 { tb in
+                RedisCommand.decimal(pb.count + 1 + tb.count) { batch.append(contentsOf: $0) }
+                batch.append(UInt8(ascii: ":"))
+                batch.append(contentsOf: pb)
+                batch.append(UInt8(ascii: ":"))
+                batch.append(contentsOf: tb)
+                batch.append(UInt8(ascii: "\n"))
+            }
+        }
+    }
+
+    /// The `platform:token` fields of one accepted-list element; nil when it is not in that form.
+    static func acceptedFields(_ element: String) -> [String]? {
+        var out: [String] = []
+        var element = element
+        let ok = element.withUTF8 { b -> Bool in
+            var at = 0
+            while at < b.count {
+                var length = 0, digits = 0
+                while at < b.count, b[at] >= 48, b[at] <= 57, digits < 9 {
+                    length = length * 10 + Int(b[at] - 48); at += 1; digits += 1
+                }
+                guard digits > 0, at < b.count, b[at] == UInt8(ascii: ":"), at + 1 + length + 1 <= b.count,
+                      b[at + 1 + length] == UInt8(ascii: "\n") else { return false }
+                out.append(String(decoding: UnsafeBufferPointer(rebasing: b[(at + 1)..<(at + 1 + length)]), as: UTF8.self))
+                at += length + 2
+            }
+            return true
+        }
+        return ok ? out : nil
     }
 }

@@ -57,11 +57,24 @@ struct EngineHarness {
         try producer.allReports().first { $0.job == job }
     }
 
-    /// Ledger entries of a job (platform:token → encoded outcome).
+    /// Ledger entries of a job (platform:token → encoded outcome): the hash's, and `a` for each device of the
+    /// accepted list (parsed here with plain string handling, independently of the store's own parser).
     func ledger(org: OrgID = "org1", job: JobID) throws -> [String: String] {
         let r = try admin.client.checked(["HGETALL", "volley:outcomes:\(org):\(job)"])
         var d: [String: String] = [:]
         for (k, v) in r.fieldPairs where k != "_report" { d[k] = v }
+        let list = try admin.client.checked(["LRANGE", "volley:outcomes:\(org):\(job):accepted", "0", "-1"])
+        for element in list.array ?? [] {
+            for line in (element.string ?? "").split(separator: "\n") {
+                guard let colon = line.firstIndex(of: ":"), let n = Int(line[..<colon]) else { continue }
+                let field = String(line[line.index(after: colon)...])
+                // The same device may appear twice: a batch whose reply was lost with the connection is pushed again.
+                guard field.utf8.count == n else {
+                    throw RedisError(.unexpectedReply, "accepted-list entry \(line): wrong length")
+                }
+                d[field] = "a"
+            }
+        }
         return d
     }
 }
