@@ -246,6 +246,9 @@ final class TLSConnection {
         }
         pointer = ssl
         SSL_set_fd(ssl, fd)
+        // Read ahead: one read(2) takes whatever has arrived (up to OpenSSL's buffer) instead of two per record
+        // (its 5-byte header, then its body). The read loop calls SSL_read until WANT_READ, so nothing stays buffered.
+        SSL_set_read_ahead(ssl, 1)
         if serverSide { SSL_set_accept_state(ssl) } else { SSL_set_connect_state(ssl) }
     }
     deinit { SSL_free(pointer) }
