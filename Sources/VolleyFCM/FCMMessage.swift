@@ -97,17 +97,37 @@ public enum FCMMessage {
 
 /// A notification encoded once per job for FCM. The per-device request splices the token into a
 /// pre-encoded body: `{"message":{"token":"<token>",` + rest-of-message + `}`.
+///
+/// Its fields live in one shared object, so the per-send cast out of `any PreparedNotification` copies a reference,
+/// not every field of the notification (a retain and a release each).
 public struct FCMPreparedNotification: PreparedNotification {
+    final class Storage: Sendable {
+        let payloadBytes: Int
+        let validateOnly: Bool
+        let defaultTail: [UInt8]
+        let variantTails: [String: [UInt8]]
+        let notification: VolleyCore.Notification
+        let path: String
+        let sharedFields: HTTP2HeaderBlock
+        init(payloadBytes: Int, validateOnly: Bool, defaultTail: [UInt8], variantTails: [String: [UInt8]],
+             notification: VolleyCore.Notification, path: String, sharedFields: HTTP2HeaderBlock) {
+            self.payloadBytes = payloadBytes; self.validateOnly = validateOnly; self.defaultTail = defaultTail
+            self.variantTails = variantTails; self.notification = notification; self.path = path
+            self.sharedFields = sharedFields
+        }
+    }
+    let storage: Storage
+
     public var platform: Platform { .android }
-    public let payloadBytes: Int
-    public let validateOnly: Bool
+    public var payloadBytes: Int { storage.payloadBytes }
+    public var validateOnly: Bool { storage.validateOnly }
     /// Message bytes after the opening brace (`"android":{…},…}`), or empty when the message has no fields.
-    let defaultTail: [UInt8]
-    let variantTails: [String: [UInt8]]
-    let notification: VolleyCore.Notification
-    let path: String
+    var defaultTail: [UInt8] { storage.defaultTail }
+    var variantTails: [String: [UInt8]] { storage.variantTails }
+    var notification: VolleyCore.Notification { storage.notification }
+    var path: String { storage.path }
     /// `:method`, `:path` (never indexed) and `content-type`, encoded once per job.
-    let sharedFields: HTTP2HeaderBlock
+    var sharedFields: HTTP2HeaderBlock { storage.sharedFields }
 
     public init(_ n: VolleyCore.Notification, projectID: String, validateOnly: Bool = false) throws {
         func tail(_ text: VolleyCore.Notification.LocalizedText) throws -> [UInt8] {
@@ -117,25 +137,24 @@ public struct FCMPreparedNotification: PreparedNotification {
             let bytes = Array(try encoder.encode(JSONValue.object(m)))
             return bytes.count <= 2 ? [] : Array(bytes.dropFirst())   // drop "{", keep the closing "}"
         }
-        defaultTail = try tail(n.text(variant: nil))
+        let defaultTail = try tail(n.text(variant: nil))
         var variants: [String: [UInt8]] = [:]
         for key in (n.localized ?? [:]).keys { variants[key] = try tail(n.text(variant: key)) }
-        variantTails = variants
-        payloadBytes = ([defaultTail.count] + variants.values.map(\.count)).max() ?? 0
-        notification = n
-        self.validateOnly = validateOnly
-        path = "/v1/projects/\(projectID)/messages:send"
+        let path = "/v1/projects/\(projectID)/messages:send"
         var shared = HTTP2HeaderBlock()
         shared.append(":method", "POST")
         shared.append(":path", path, sensitive: true)
         shared.append("content-type", "application/json")
-        sharedFields = shared
+        storage = Storage(payloadBytes: ([defaultTail.count] + variants.values.map(\.count)).max() ?? 0,
+                          validateOnly: validateOnly, defaultTail: defaultTail, variantTails: variants, notification: n,
+                          path: path, sharedFields: shared)
     }
 
     /// The JSON body for one device.
     public func body(token: DeviceToken, locale: String?) -> [UInt8] {
-        var tail = defaultTail
-        if !variantTails.isEmpty, let key = notification.variantKey(for: locale), let v = variantTails[key] { tail = v }
+        let s = storage
+        var tail = s.defaultTail
+        if !s.variantTails.isEmpty, let key = s.notification.variantKey(for: locale), let v = s.variantTails[key] { tail = v }
         var out: [UInt8] = []
         out.reserveCapacity(tail.count + token.rawValue.utf8.count + 48)
         out.append(contentsOf: #"{"message":{"token":""#.utf8)
@@ -147,7 +166,7 @@ public struct FCMPreparedNotification: PreparedNotification {
             out.append(UInt8(ascii: ","))
             out.append(contentsOf: tail)
         }
-        if validateOnly { out.append(contentsOf: #","validate_only":true"#.utf8) }
+        if s.validateOnly { out.append(contentsOf: #","validate_only":true"#.utf8) }
         out.append(UInt8(ascii: "}"))
         return out
     }

@@ -101,21 +101,20 @@ public final class FCMProvider: PushSender, RetryingSender, @unchecked Sendable 
         }
         var request = fcm.request(for: device, authority: authority, authorization: auth)
         request.statusOnlyOnSuccess = true   // a 200's message name is not kept (DeliveryOutcome.accepted)
-        transport.submit(FanoutRequest(request, provider: self, prepared: prepared, device: device, credential: auth,
+        transport.submit(FanoutRequest(request, provider: self, prepared: fcm, device: device, credential: auth,
                                        receiver: receiver))
     }
 
     /// A fan-out send's first attempt: the request, and what its answer needs (the device and its receiver; the
-    /// rest only for a retry). The prepared notification is kept as the existential it came in (one reference to
-    /// its box, not a copy of its fields).
+    /// rest only for a retry).
     final class FanoutRequest: HTTP2PendingRequest, @unchecked Sendable {
         let provider: FCMProvider
-        let prepared: any PreparedNotification
+        let prepared: FCMPreparedNotification
         let device: Device
         let credential: String
         let receiver: any DeliveryReceiver
 
-        init(_ request: HTTP2Request, provider: FCMProvider, prepared: any PreparedNotification, device: Device,
+        init(_ request: HTTP2Request, provider: FCMProvider, prepared: FCMPreparedNotification, device: Device,
              credential: String, receiver: any DeliveryReceiver) {
             self.provider = provider; self.prepared = prepared; self.device = device; self.credential = credential
             self.receiver = receiver
@@ -126,8 +125,7 @@ public final class FCMProvider: PushSender, RetryingSender, @unchecked Sendable 
             if case .success(let response) = answer, response.status == 200 {
                 return receiver.delivered(device, .accepted)
             }
-            guard let fcm = prepared as? FCMPreparedNotification else { return receiver.delivered(device, .wrongPlatform) }
-            provider.continueSend(after: FCMResponseDecoder.decode(answer), credential: credential, fcm, device, receiver)
+            provider.continueSend(after: FCMResponseDecoder.decode(answer), credential: credential, prepared, device, receiver)
         }
     }
 
