@@ -311,29 +311,30 @@ public class HTTP2Channel: @unchecked Sendable {
         defer { nghttp2_session_callbacks_del(cbs) }
         nghttp2_session_callbacks_set_on_begin_headers_callback(cbs) { _, frame, ud in
             guard let frame, let ud else { return 0 }
-            return HTTP2Channel.from(ud).onBeginHeaders(frame.pointee.hd.stream_id)
+            return HTTP2Channel.with(ud) { $0.onBeginHeaders(frame.pointee.hd.stream_id) }
         }
         nghttp2_session_callbacks_set_on_header_callback(cbs) { _, frame, name, namelen, value, valuelen, _, ud in
             guard let frame, let ud, let name, let value else { return 0 }
-            return HTTP2Channel.from(ud).onHeader(frame.pointee.hd.stream_id,
-                                                  UnsafeBufferPointer(start: name, count: namelen),
-                                                  UnsafeBufferPointer(start: value, count: valuelen))
+            return HTTP2Channel.with(ud) {
+                $0.onHeader(frame.pointee.hd.stream_id, UnsafeBufferPointer(start: name, count: namelen),
+                            UnsafeBufferPointer(start: value, count: valuelen))
+            }
         }
         nghttp2_session_callbacks_set_on_data_chunk_recv_callback(cbs) { _, _, sid, data, len, ud in
             guard let ud, let data else { return 0 }
-            return HTTP2Channel.from(ud).onDataChunk(sid, UnsafeBufferPointer(start: data, count: len))
+            return HTTP2Channel.with(ud) { $0.onDataChunk(sid, UnsafeBufferPointer(start: data, count: len)) }
         }
         nghttp2_session_callbacks_set_on_frame_recv_callback(cbs) { _, frame, ud in
             guard let frame, let ud else { return 0 }
-            return HTTP2Channel.from(ud).onFrameRecv(frame)
+            return HTTP2Channel.with(ud) { $0.onFrameRecv(frame) }
         }
         nghttp2_session_callbacks_set_on_frame_send_callback(cbs) { _, frame, ud in
             guard let frame, let ud else { return 0 }
-            return HTTP2Channel.from(ud).onFrameSend(frame)
+            return HTTP2Channel.with(ud) { $0.onFrameSend(frame) }
         }
         nghttp2_session_callbacks_set_on_stream_close_callback(cbs) { _, sid, code, ud in
             guard let ud else { return 0 }
-            return HTTP2Channel.from(ud).onStreamClose(sid, code)
+            return HTTP2Channel.with(ud) { $0.onStreamClose(sid, code) }
         }
         var opt: OpaquePointer?
         nghttp2_option_new(&opt)
@@ -349,8 +350,11 @@ public class HTTP2Channel: @unchecked Sendable {
         session = s
     }
 
-    @inline(__always) static func from(_ ud: UnsafeMutableRawPointer) -> HTTP2Channel {
-        Unmanaged<HTTP2Channel>.fromOpaque(ud).takeUnretainedValue()
+    /// Calls `body` with the channel behind a callback's user data, without retaining it: nghttp2 calls back only
+    /// from inside a session call made on the channel's queue, by a method of the channel itself, so it is alive.
+    /// (A retain and a release per callback were a seventh of the worker's retains: several callbacks per request.)
+    @inline(__always) static func with<R>(_ ud: UnsafeMutableRawPointer, _ body: (HTTP2Channel) -> R) -> R {
+        Unmanaged<HTTP2Channel>.fromOpaque(ud)._withUnsafeGuaranteedRef(body)
     }
 
     /// Sends our SETTINGS and widens the connection-level receive window (RFC 9113 §6.9.2: only
