@@ -262,22 +262,19 @@ final class JobRun {
         var dead: [Device] = []
         var delivered = [Int](repeating: 0, count: Platform.allCases.count)
         var refunds = delivered
-        // Through a buffer pointer: `b[i].1` reads the outcome alone, where `batch[i]` copied the whole pair.
-        batch.withUnsafeBufferPointer { b in
-            for i in b.indices {
-                let platform = b[i].0.platform
-                switch b[i].1 {
-                case .accepted:
-                    delivered[platform.index] += 1
-                    continue
-                case .rejected(_, _, let action):
-                    if action == .removeToken { dead.append(b[i].0) }
-                    refunds[platform.index] += 1
-                case .failed: refunds[platform.index] += 1
-                case .quotaExceeded: break
-                }
-                report.count(b[i].1, platform: platform)
+        for i in batch.indices {
+            let platform = batch[i].0.platform
+            switch batch[i].1 {
+            case .accepted:
+                delivered[platform.index] += 1
+                continue
+            case .rejected(_, _, let action):
+                if action == .removeToken { dead.append(batch[i].0) }
+                refunds[platform.index] += 1
+            case .failed: refunds[platform.index] += 1
+            case .quotaExceeded: break
             }
+            report.count(batch[i].1, platform: platform)
         }
         for p in Platform.allCases { report.countAccepted(delivered[p.index], platform: p) }
         if !dead.isEmpty { try session.remove(org: job.org, app: job.app, devices: dead) }

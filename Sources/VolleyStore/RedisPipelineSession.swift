@@ -256,19 +256,15 @@ public final class RedisPipelineSession: PipelineSession, @unchecked Sendable {
         var batch: [UInt8] = []
         var hset = RedisCommand(["HSET", key])
         var others = 0
-        // Through a buffer pointer: `o[i].0.token` projects one field, where `outcomes[i]` copied the whole pair
-        // (a retain and a release for each of the device's strings).
-        outcomes.withUnsafeBufferPointer { o in
-            for i in o.indices {
-                if case .accepted = o[i].1 {
-                    if batch.isEmpty { batch.reserveCapacity(o.count * 80) }
-                    StoreConfiguration.appendAcceptedEntry(o[i].0.platform, o[i].0.token, to: &batch)
-                    continue
-                }
-                StoreConfiguration.appendDeviceField(o[i].0.platform, o[i].0.token, to: &hset)
-                hset.append(RecordedOutcome(o[i].1).encoded)
-                others += 1
+        for i in outcomes.indices {   // by index: no copy of each (device, outcome) pair
+            if case .accepted = outcomes[i].1 {
+                if batch.isEmpty { batch.reserveCapacity(outcomes.count * 80) }
+                StoreConfiguration.appendAcceptedEntry(outcomes[i].0.platform, outcomes[i].0.token, to: &batch)
+                continue
             }
+            StoreConfiguration.appendDeviceField(outcomes[i].0.platform, outcomes[i].0.token, to: &hset)
+            hset.append(RecordedOutcome(outcomes[i].1).encoded)
+            others += 1
         }
         var commands: [RedisCommand] = []
         if !batch.isEmpty {
