@@ -85,7 +85,9 @@ public final class APNSProvider: PushSender, RetryingSender, @unchecked Sendable
     public func send(_ prepared: any PreparedNotification, to device: Device, jobID: JobID,
                      receiver: any DeliveryReceiver) {
         if let stopped = stopSwitch.outcome { return receiver.delivered(device, stopped) }
-        guard let apns = prepared as? APNSPreparedNotification else { return receiver.delivered(device, .wrongPlatform) }
+        guard let apns = prepared as? APNSPreparedNotification else {
+            return receiver.delivered(device, .wrongPlatform)
+        }
         let attempt: Attempt
         do {
             attempt = try makeAttempt(apns, to: device, statusOnlyOnSuccess: true)

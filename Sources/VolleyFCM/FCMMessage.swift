@@ -154,7 +154,9 @@ public struct FCMPreparedNotification: PreparedNotification {
     public func body(token: DeviceToken, locale: String?) -> [UInt8] {
         let s = storage
         var tail = s.defaultTail
-        if !s.variantTails.isEmpty, let key = s.notification.variantKey(for: locale), let v = s.variantTails[key] { tail = v }
+        if !s.variantTails.isEmpty, let key = s.notification.variantKey(for: locale), let v = s.variantTails[key] {
+            tail = v
+        }
         var out: [UInt8] = []
         out.reserveCapacity(tail.count + token.rawValue.utf8.count + 48)
         out.append(contentsOf: #"{"message":{"token":""#.utf8)

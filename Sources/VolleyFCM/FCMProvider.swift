@@ -125,7 +125,8 @@ public final class FCMProvider: PushSender, RetryingSender, @unchecked Sendable 
             if case .success(let response) = answer, response.status == 200 {
                 return receiver.delivered(device, .accepted)
             }
-            provider.continueSend(after: FCMResponseDecoder.decode(answer), credential: credential, prepared, device, receiver)
+            provider.continueSend(after: FCMResponseDecoder.decode(answer), credential: credential, prepared, device,
+                                  receiver)
         }
     }
 

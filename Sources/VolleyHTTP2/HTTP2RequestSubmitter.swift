@@ -13,7 +13,8 @@ public protocol HTTP2RequestSubmitter: AnyObject, Sendable {
 
 extension HTTP2RequestSubmitter {
     /// Submits a request whose answer goes to `completion` (called exactly once, on any queue).
-    public func submit(_ request: HTTP2Request, completion: @escaping @Sendable (Result<HTTP2Response, HTTP2Error>) -> Void) {
+    public func submit(_ request: HTTP2Request,
+                       completion: @escaping @Sendable (Result<HTTP2Response, HTTP2Error>) -> Void) {
         submit(HTTP2ClosureRequest(request, completion: completion))
     }
 }

@@ -157,7 +157,8 @@ public final class RedisPipelineSession: PipelineSession, @unchecked Sendable {
                                     restart: { out.removeAll(keepingCapacity: true); out.reserveCapacity(users.count) }) { r in
             if let e = r.errorMessage { throw RedisError(.server, "HVALS devices: \(e)") }
             guard out.count < users.count else {
-                throw RedisError(.unexpectedReply, "HVALS devices: more replies than the \(users.count) users asked for")
+                throw RedisError(.unexpectedReply,
+                                 "HVALS devices: more replies than the \(users.count) users asked for")
             }
             let user = users[out.count]
             var list: [Device] = []
@@ -223,8 +224,10 @@ public final class RedisPipelineSession: PipelineSession, @unchecked Sendable {
         var replies = try client.pipeline([hmget, RedisCommand(["LLEN", acceptedKey]),
                                            RedisCommand(["LRANGE", acceptedKey, String(seen), "-1"])])
         for r in replies { try r.throwIfError("read ledger") }
-        guard replies.count == 3, let a = replies[0].array, a.count == devices.count, let length = replies[1].integer else {
-            throw RedisError(.unexpectedReply, "HMGET ledger returned \(replies.first.map(a_count) ?? -1) values for \(devices.count) devices")
+        guard replies.count == 3, let a = replies[0].array, a.count == devices.count,
+              let length = replies[1].integer else {
+            throw RedisError(.unexpectedReply, "HMGET ledger returned \(replies.first.map(a_count) ?? -1) values for "
+                             + "\(devices.count) devices, LLEN \(replies.count > 1 ? replies[1].description : "none")")
         }
         if length < seen {
             // The list is shorter than what this session read of it (it expired and a new delivery started it again).
@@ -235,7 +238,8 @@ public final class RedisPipelineSession: PipelineSession, @unchecked Sendable {
         var fields = accepted?.fields ?? []
         for element in replies[2].array ?? [] {
             guard let s = element.string, let batch = StoreConfiguration.acceptedFields(s) else {
-                throw RedisError(.unexpectedReply, "\(acceptedKey) holds an element that is not a batch of accepted devices")
+                throw RedisError(.unexpectedReply,
+                                 "\(acceptedKey) holds an element that is not a batch of accepted devices")
             }
             fields.formUnion(batch)
             seen += 1
@@ -243,7 +247,8 @@ public final class RedisPipelineSession: PipelineSession, @unchecked Sendable {
         accepted = (acceptedKey, seen, fields)
         return zip(devices, a).map { d, v in
             if let r = v.string.flatMap({ RecordedOutcome(encoded: $0) }) { return r }
-            return fields.contains(StoreConfiguration.deviceField(d.platform, d.token)) ? RecordedOutcome(.accepted) : nil
+            let field = StoreConfiguration.deviceField(d.platform, d.token)
+            return fields.contains(field) ? RecordedOutcome(.accepted) : nil
         }
     }
 

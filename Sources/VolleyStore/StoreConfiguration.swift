@@ -86,7 +86,8 @@ public struct StoreConfiguration: Sendable, Hashable {
                 }
                 guard digits > 0, at < b.count, b[at] == UInt8(ascii: ":"), at + 1 + length + 1 <= b.count,
                       b[at + 1 + length] == UInt8(ascii: "\n") else { return false }
-                out.append(String(decoding: UnsafeBufferPointer(rebasing: b[(at + 1)..<(at + 1 + length)]), as: UTF8.self))
+                let field = UnsafeBufferPointer(rebasing: b[(at + 1)..<(at + 1 + length)])
+                out.append(String(decoding: field, as: UTF8.self))
                 at += length + 2
             }
             return true

@@ -68,7 +68,8 @@ struct HTTP2HeaderBlockTests {
         let h = RecordingHandler { req, _, _, _ in
             seen.withLock { s in
                 s["method"] = req.method; s["path"] = req.path
-                s["topic"] = req.header("apns-topic"); s["x-id"] = req.header("x-id"); s["x-trace"] = req.header("x-trace")
+                s["topic"] = req.header("apns-topic"); s["x-id"] = req.header("x-id")
+                s["x-trace"] = req.header("x-trace")
             }
             return true
         }
@@ -92,8 +93,8 @@ struct HTTP2HeaderBlockTests {
         let response = try r.get()
         #expect(response.status == 200)
         #expect(response.header("apns-id") == "42")
-        #expect(seen.withLock { $0 } == ["method": "POST", "path": "/3/device/feed", "topic": "com.example.app", "x-id": "42",
-                                         "x-trace": "7"])
+        #expect(seen.withLock { $0 } == ["method": "POST", "path": "/3/device/feed", "topic": "com.example.app",
+                                         "x-id": "42", "x-trace": "7"])
         await shutdown(pool)
     }
 }

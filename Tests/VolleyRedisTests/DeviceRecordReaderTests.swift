@@ -103,13 +103,15 @@ import Logging
 /// Accepted-list entries are length-prefixed, so a token may hold any character (the registry takes any string up
 /// to 4,096 characters), and a damaged element is refused rather than half read.
 @Test func acceptedListEntriesRoundTripAnyToken() {
-    let devices: [(Platform, String)] = [(.ios, String(repeating: "ab", count: 32)), (.android, "fcm:APA91b-_x/y+z==é"),
-                                         (.android, "line\nbreak:12:colons"), (.ios, String(repeating: "z", count: 4096))]
+    let devices: [(Platform, String)] = [(.ios, String(repeating: "ab", count: 32)),
+                                         (.android, "fcm:APA91b-_x/y+z==é"), (.android, "line\nbreak:12:colons"),
+                                         (.ios, String(repeating: "z", count: 4096))]
     var batch: [UInt8] = []
     for (p, t) in devices { StoreConfiguration.appendAcceptedEntry(p, DeviceToken(t), to: &batch) }
     let element = String(decoding: batch, as: UTF8.self)
     #expect(element.hasPrefix("68:ios:abab"))
-    #expect(StoreConfiguration.acceptedFields(element) == devices.map { StoreConfiguration.deviceField($0.0, DeviceToken($0.1)) })
+    let fields = devices.map { StoreConfiguration.deviceField($0.0, DeviceToken($0.1)) }
+    #expect(StoreConfiguration.acceptedFields(element) == fields)
     #expect(StoreConfiguration.acceptedFields("") == [])
     for damaged in ["6:ios:a\n", "x:ios:abc\n", "7:ios:abc", "7:ios:abc\n8:ios", "7ios:abc\n"] {
         #expect(StoreConfiguration.acceptedFields(damaged) == nil, "\(damaged)")
