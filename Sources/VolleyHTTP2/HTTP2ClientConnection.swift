@@ -29,22 +29,31 @@ open class HTTP2PendingRequest: @unchecked Sendable {
     /// The request's answer or the transport's failure (after the pool's own resends).
     open func complete(_ result: Result<HTTP2Response, HTTP2Error>) {}
 
+    /// What `result` holds, kept beside it: the pool's per-batch checks read this byte instead of copying the
+    /// result out of the object (a retain and a release of the response's buffers each time).
+    enum Finish: UInt8 { case none, succeeded, failedResendable, failed }
+    private(set) var finish = Finish.none
+
     /// Records the answer and returns self (for appending to a batch of finished requests).
     @inline(__always) final func finished(_ result: Result<HTTP2Response, HTTP2Error>) -> HTTP2PendingRequest {
+        switch result {
+        case .success: finish = .succeeded
+        case .failure(let e): finish = e.resendIsSafe ? .failedResendable : .failed
+        }
         self.result = result
         return self
     }
 
-    /// The safe-to-resend error this request finished with, if any.
-    final var resendableError: HTTP2Error? {
-        if case .failure(let e)? = result, e.resendIsSafe { return e }
-        return nil
+    /// Forgets the answer before the request is sent again.
+    final func clearForResend() {
+        result = nil
+        finish = .none
     }
 
-    final var failed: Bool {
-        if case .failure? = result { return true }
-        return false
-    }
+    /// It finished with an error after which sending it again is safe.
+    final var failedResendably: Bool { finish == .failedResendable }
+
+    final var failed: Bool { finish == .failedResendable || finish == .failed }
 }
 
 /// A request whose answer goes to a closure.

@@ -216,7 +216,7 @@ public final class HTTP2ConnectionPool: @unchecked Sendable {
         if peak > s.stats.peakStreamsPerConnection { s.stats.peakStreamsPerConnection = peak }
         // Common case: nothing to resend. The batch itself becomes the completion list (no copy, no new buffer).
         let anyResend = batch.contains { f in
-            f.resendableError != nil && f.resends < configuration.maxResends && !s.shuttingDown
+            f.failedResendably && f.resends < configuration.maxResends && !s.shuttingDown
         }
         if !anyResend {
             var failed = 0
@@ -227,9 +227,9 @@ public final class HTTP2ConnectionPool: @unchecked Sendable {
             return
         }
         for f in batch {
-            if f.resendableError != nil && f.resends < configuration.maxResends && !s.shuttingDown {
+            if f.failedResendably && f.resends < configuration.maxResends && !s.shuttingDown {
                 f.resends += 1
-                f.result = nil
+                f.clearForResend()
                 s.stats.resends += 1
                 s.waiting.pushFront(f)
             } else {
@@ -382,7 +382,8 @@ public final class HTTP2ConnectionPool: @unchecked Sendable {
     // MARK: effects
 
     private func run(_ fx: Effects) {
-        for f in fx.completions { if let r = f.result { f.complete(r) } }
+        // `take()` moves the answer out: the request is done with it, and moving saves a copy.
+        for f in fx.completions { if let r = f.result.take() { f.complete(r) } }
         for c in fx.drains { c.queue.async { c.drainInbox() } }
         for c in fx.starts { c.queue.async { c.connect() } }
         for c in fx.shutdowns { c.queue.async { c.shutdownGracefully() } }
