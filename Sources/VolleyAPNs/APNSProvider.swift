@@ -118,13 +118,14 @@ public final class APNSProvider: PushSender, RetryingSender, @unchecked Sendable
             if case .success(let response) = answer, response.status == 200 {
                 return receiver.delivered(device, .accepted)
             }
-            provider.continueSend(after: APNSResponseDecoder.decode(answer), credential: credential, self)
+            provider.continueSend(after: APNSResponseDecoder.decode(answer), credential: credential, prepared, device,
+                                  receiver)
         }
     }
 
     /// After a first attempt that was not accepted: complete, or hand over to the retry loop.
-    private func continueSend(after first: AttemptResult, credential: String?, _ send: FanoutRequest) {
-        let (device, receiver, prepared) = (send.device, send.receiver, send.prepared)
+    private func continueSend(after first: AttemptResult, credential: String?, _ prepared: APNSPreparedNotification,
+                              _ device: Device, _ receiver: any DeliveryReceiver) {
         let completion: @Sendable (DeliveryOutcome) -> Void = { receiver.delivered(device, $0) }
         guard first.needsAnotherAttempt else { return finish(first, completion) }
         retry(after: first, credential: credential, completion: completion) { [self] done in

@@ -50,6 +50,12 @@ open class HTTP2PendingRequest: @unchecked Sendable {
         finish = .none
     }
 
+    /// Moves the answer out (for `complete`: the request is done with it, and a move saves a copy).
+    final func takeResult() -> Result<HTTP2Response, HTTP2Error>? {
+        finish = .none
+        return result.take()
+    }
+
     /// It finished with an error after which sending it again is safe.
     final var failedResendably: Bool { finish == .failedResendable }
 
@@ -244,8 +250,9 @@ final class HTTP2ClientConnection: HTTP2Channel, @unchecked Sendable {
         if streams.count > peakActive { peakActive = streams.count }
     }
 
-    /// Points an `nghttp2_nv` array into the request's encoded fields for the duration of `body` (nghttp2 copies
-    /// names and values during the submit call): `:scheme: https`, then every pseudo-header field, then the rest,
+    /// Points an `nghttp2_nv` array into the request's encoded fields for the duration of `body` (the array itself
+    /// is copied by nghttp2 in the submit call; the bytes it points at are not, see below): `:scheme: https`, then
+    /// every pseudo-header field, then the rest,
     /// so pseudo-headers come first whichever block holds them (RFC 9113 §8.3). Sensitive fields (`:path`,
     /// `authorization`, per-request ids) go out NO_INDEX: never entered into either HPACK table.
     ///

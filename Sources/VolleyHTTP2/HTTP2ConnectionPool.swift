@@ -382,8 +382,7 @@ public final class HTTP2ConnectionPool: @unchecked Sendable {
     // MARK: effects
 
     private func run(_ fx: Effects) {
-        // `take()` moves the answer out: the request is done with it, and moving saves a copy.
-        for f in fx.completions { if let r = f.result.take() { f.complete(r) } }
+        for f in fx.completions { if let r = f.takeResult() { f.complete(r) } }
         for c in fx.drains { c.queue.async { c.drainInbox() } }
         for c in fx.starts { c.queue.async { c.connect() } }
         for c in fx.shutdowns { c.queue.async { c.shutdownGracefully() } }

@@ -247,6 +247,8 @@ public final class RedisPipelineSession: PipelineSession, @unchecked Sendable {
         accepted = (acceptedKey, seen, fields)
         return zip(devices, a).map { d, v in
             if let r = v.string.flatMap({ RecordedOutcome(encoded: $0) }) { return r }
+            // A field String per device only when there is a list to look in.
+            if fields.isEmpty { return nil }
             let field = StoreConfiguration.deviceField(d.platform, d.token)
             return fields.contains(field) ? RecordedOutcome(.accepted) : nil
         }
