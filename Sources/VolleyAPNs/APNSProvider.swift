@@ -123,12 +123,10 @@ public final class APNSProvider: PushSender, RetryingSender, @unchecked Sendable
         }
     }
 
-    /// After a first attempt that was not accepted: complete, or hand over to the retry loop.
+    /// After a first attempt that was not accepted (`RetryingSender.continueSend`, retrying with `attemptOnce`).
     private func continueSend(after first: AttemptResult, credential: String?, _ prepared: APNSPreparedNotification,
                               _ device: Device, _ receiver: any DeliveryReceiver) {
-        let completion: @Sendable (DeliveryOutcome) -> Void = { receiver.delivered(device, $0) }
-        guard first.needsAnotherAttempt else { return finish(first, completion) }
-        retry(after: first, credential: credential, completion: completion) { [self] done in
+        continueSend(after: first, credential: credential, device: device, receiver: receiver) { [self] done in
             attemptOnce(prepared, to: device, completion: done)
         }
     }

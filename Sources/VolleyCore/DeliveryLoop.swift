@@ -220,6 +220,17 @@ extension RetryingSender {
             completion: { [self] outcome, result in finish(outcome, result, completion) })
     }
 
+    /// After a first attempt that was not accepted: deliver its outcome to `receiver`, or (retry, refresh the
+    /// credential) hand over to the retry loop, whose further attempts are `attempt`.
+    package func continueSend(
+        after first: AttemptResult, credential: String?, device: Device, receiver: any DeliveryReceiver,
+        attempt: @escaping @Sendable (_ done: @escaping @Sendable (AttemptResult, String?) -> Void) -> Void
+    ) {
+        let completion: @Sendable (DeliveryOutcome) -> Void = { receiver.delivered(device, $0) }
+        guard first.needsAnotherAttempt else { return finish(first, completion) }
+        retry(after: first, credential: credential, completion: completion, attempt: attempt)
+    }
+
     private func finish(_ outcome: DeliveryOutcome, _ result: AttemptResult, _ completion: @Sendable (DeliveryOutcome) -> Void) {
         if case .rejected(_, let reason, .fixApp) = outcome { stopApp(outcome, reason: reason, result: result) }
         completion(outcome)

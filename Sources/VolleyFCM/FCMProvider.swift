@@ -130,12 +130,10 @@ public final class FCMProvider: PushSender, RetryingSender, @unchecked Sendable 
         }
     }
 
-    /// After an attempt: complete, or (retry, refresh the access token) hand over to the retry loop.
+    /// After an attempt (`RetryingSender.continueSend`, retrying with `attemptOnce`; a 401 refreshes the token).
     private func continueSend(after first: AttemptResult, credential: String?, _ prepared: FCMPreparedNotification,
                               _ device: Device, _ receiver: any DeliveryReceiver) {
-        let completion: @Sendable (DeliveryOutcome) -> Void = { receiver.delivered(device, $0) }
-        guard first.needsAnotherAttempt else { return finish(first, completion) }
-        retry(after: first, credential: credential, completion: completion) { [self] done in
+        continueSend(after: first, credential: credential, device: device, receiver: receiver) { [self] done in
             attemptOnce(prepared, to: device, completion: done)
         }
     }
