@@ -173,12 +173,24 @@ public struct FCMPreparedNotification: PreparedNotification {
         return out
     }
 
-    /// Per device: one small buffer (`:authority`, `authorization`, never indexed) and the body; the rest is shared.
-    public func request(for device: Device, authority: String, authorization: String) -> HTTP2Request {
+    /// `:authority` and `authorization` (never indexed: a secret), the fields that follow the access token rather
+    /// than the device. The provider encodes them once per token (`request(for:authorizationFields:)`).
+    public static func authorizationFields(authority: String, authorization: String) -> HTTP2HeaderBlock {
         var fields = HTTP2HeaderBlock(reservingBytes: 10 + authority.utf8.count + 13 + authorization.utf8.count, fields: 2)
         fields.append(":authority", authority)
         fields.append("authorization", authorization, sensitive: true)
-        return HTTP2Request(sharedFields: sharedFields, fields: fields, body: body(token: device.token, locale: device.locale))
+        return fields
+    }
+
+    /// Per device only the body: the job's fields and the token's `authorizationFields` are shared blocks.
+    public func request(for device: Device, authorizationFields: HTTP2HeaderBlock) -> HTTP2Request {
+        HTTP2Request(sharedFields: sharedFields, fields: authorizationFields,
+                     body: body(token: device.token, locale: device.locale))
+    }
+
+    /// The same, encoding `authorizationFields` for this request alone (test-push, retries).
+    public func request(for device: Device, authority: String, authorization: String) -> HTTP2Request {
+        request(for: device, authorizationFields: Self.authorizationFields(authority: authority, authorization: authorization))
     }
 }
 

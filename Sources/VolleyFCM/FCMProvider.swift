@@ -1,6 +1,7 @@
 import Dispatch
 import Foundation
 import Logging
+import Synchronization
 import VolleyCore
 import VolleyHTTP2
 
@@ -47,6 +48,9 @@ public final class FCMProvider: PushSender, RetryingSender, @unchecked Sendable 
     private let transport: any HTTP2RequestSubmitter
     private let tokenTransport: any HTTP2RequestSubmitter
     private let authority: String
+    /// `:authority` and `authorization` encoded for the current access token: re-encoded when the token changes,
+    /// not per send (an allocation and a copy of the token each time; Google allows access tokens up to 2 KB).
+    private let authorizationFields = Mutex<(authorization: String, fields: HTTP2HeaderBlock)?>(nil)
     /// Set by the first `fix-app` answer: every later send of this app fails fast with the same outcome.
     package let stopSwitch = AppStopSwitch()
 
@@ -99,10 +103,19 @@ public final class FCMProvider: PushSender, RetryingSender, @unchecked Sendable 
                 continueSend(after: first, credential: credential, fcm, device, receiver)
             }
         }
-        var request = fcm.request(for: device, authority: authority, authorization: auth)
+        var request = fcm.request(for: device, authorizationFields: fields(for: auth))
         request.statusOnlyOnSuccess = true   // a 200's message name is not kept (DeliveryOutcome.accepted)
         transport.submit(FanoutRequest(request, provider: self, prepared: fcm, device: device, credential: auth,
                                        receiver: receiver))
+    }
+
+    private func fields(for authorization: String) -> HTTP2HeaderBlock {
+        authorizationFields.withLock { cached in
+            if let cached, cached.authorization == authorization { return cached.fields }
+            let fields = FCMPreparedNotification.authorizationFields(authority: authority, authorization: authorization)
+            cached = (authorization, fields)
+            return fields
+        }
     }
 
     /// A fan-out send's first attempt: the request, and what its answer needs (the device and its receiver; the

@@ -326,6 +326,9 @@ let pools = HTTP2ConnectionPool.submitterFactory(logger: testLogger)
         let before = mock.stats().totalRequests
         #expect(try await send(provider, .init(title: "b"), to: d).isAccepted)
         #expect(mock.stats().tokenRequests == 2)
+        // The next fan-out send carries the new token (its encoded fields follow the token): no second 401.
+        #expect(try await send(provider, .init(title: "c"), to: d).isAccepted)
+        #expect(mock.stats().tokenRequests == 2)
         let unauth = mock.stats().outcomes.filter { $0.key.status == 401 }.values.reduce(0, +)
         #expect(unauth == 1)
         _ = before
