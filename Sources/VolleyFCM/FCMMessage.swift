@@ -22,6 +22,9 @@ public enum FCMMessage {
         for (k, v) in n.data ?? [:] { data[k] = .string(try stringValue(v, key: k)) }
         if let url = n.url, data["url"] == nil { data["url"] = .string(url) }
         if let subtitle = text.subtitle, data["subtitle"] == nil, !n.isSilent { data["subtitle"] = .string(subtitle) }
+        // FCM HTTP v1 has no grouping field (`android.notification.tag` replaces an earlier notification instead):
+        // the thread travels as data, for the app's NotificationCompat.Builder.setGroup.
+        if let thread = n.threadId, data["threadId"] == nil, !n.isSilent { data["threadId"] = .string(thread) }
         if !data.isEmpty {
             let bytes = data.reduce(0) { $0 + $1.key.utf8.count + ($1.value.stringValue?.utf8.count ?? 0) }
             if bytes > maxDataBytes {
@@ -44,7 +47,8 @@ public enum FCMMessage {
             if let ch = n.channelId { an["channel_id"] = .string(ch) }
             if let s = n.sound { an["sound"] = .string(s) }
             if let c = n.category { an["click_action"] = .string(c) }
-            if let t = n.threadId { an["tag"] = .string(t) }
+            // Same meaning as APNs' apns-collapse-id: a newer notification replaces the displayed one.
+            if let c = n.collapseId { an["tag"] = .string(c) }
             if let i = n.imageUrl { an["image"] = .string(i) }
             if let badge = n.badge { an["notification_count"] = .number(Double(badge)) }
             if !an.isEmpty { android["notification"] = .object(an) }

@@ -34,6 +34,8 @@ import VolleyHTTP2
         #expect(data?["flag"] as? String == "true")
         #expect(data?["obj"] as? String == #"{"a":1}"#)
         #expect(data?["url"] as? String == "https://u")
+        // Grouping is not replacing: the thread is data for the app, and the tag (replace) is the collapse id.
+        #expect(data?["threadId"] as? String == "thread")
         let android = m?["android"] as? [String: Any]
         #expect(android?["priority"] as? String == "NORMAL")
         #expect(android?["ttl"] as? String == "60s")
@@ -43,6 +45,7 @@ import VolleyHTTP2
         #expect(an?["sound"] as? String == "ding")
         #expect(an?["click_action"] as? String == "OPEN_CASE")
         #expect(an?["image"] as? String == "https://img/x.png")
+        #expect(an?["tag"] as? String == "ck")
         let apns = m?["apns"] as? [String: Any]
         #expect(((apns?["payload"] as? [String: Any])?["aps"] as? [String: Any])?["alert"] as? String == "ios")
     }
