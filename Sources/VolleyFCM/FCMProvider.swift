@@ -18,15 +18,19 @@ public struct FCMAppConfiguration: Sendable, Hashable {
     public var serviceAccountFile: String
     public var endpoint: String
     public var caFile: String?
-    /// Connections to the FCM endpoint; each carries at most 100 streams.
+    /// Connections to the FCM endpoint.
     public var connections: Int
+    /// Streams each connection opens at most (`fcm.maxStreams`); the server's SETTINGS may lower it further.
+    public var maxConcurrentStreams: Int
     public var requestTimeoutSeconds: Double
 
     public init(name: String, serviceAccountFile: String, endpoint: String? = nil, caFile: String? = nil,
-                connections: Int = 4, requestTimeoutSeconds: Double = 30) {
+                connections: Int = 4, maxConcurrentStreams: Int = maxStreamsPerConnection,
+                requestTimeoutSeconds: Double = 30) {
         self.name = name; self.serviceAccountFile = serviceAccountFile
         self.endpoint = endpoint ?? Self.defaultEndpoint; self.caFile = caFile
-        self.connections = connections; self.requestTimeoutSeconds = requestTimeoutSeconds
+        self.connections = connections; self.maxConcurrentStreams = maxConcurrentStreams
+        self.requestTimeoutSeconds = requestTimeoutSeconds
     }
 
     /// Connections needed for `concurrency` requests in flight at 100 streams each.
@@ -68,7 +72,7 @@ public final class FCMProvider: PushSender, RetryingSender, @unchecked Sendable 
         do {
             transport = try makeTransport(HTTP2ClientConfiguration(
                 host: endpoint.host, port: endpoint.port, caFile: app.caFile, connections: max(1, app.connections),
-                maxConcurrentStreamsCap: FCMAppConfiguration.maxStreamsPerConnection,
+                maxConcurrentStreamsCap: max(1, app.maxConcurrentStreams),
                 requestTimeoutSeconds: app.requestTimeoutSeconds))
             tokenTransport = try makeTransport(HTTP2ClientConfiguration(
                 host: tokenEndpoint.host, port: tokenEndpoint.port, caFile: app.caFile, connections: 1,

@@ -310,6 +310,33 @@ let pools = HTTP2ConnectionPool.submitterFactory(logger: testLogger)
         #expect(provider.tokens.tokenRequestCount == 1)
     }
 
+    @Test func maxStreamsCapsStreamsPerConnection() async throws {
+        let mock = try MockServerFixture()
+        defer { mock.stop() }
+        // Slow answers keep every send in flight at once, so only the client's cap holds them back.
+        try mock.configure(#"{"latencyMs": 100}"#)
+        var app = fcmApp(mock)
+        app.maxConcurrentStreams = 3
+        let provider = try FCMProvider(app: app, retryPolicy: fastRetry, logger: testLogger, makeTransport: pools)
+        defer { provider.shutdown() }
+        let prepared = try provider.prepare(.init(title: "t"), jobID: "job-cap")
+        let outcomes = await withTaskGroup(of: DeliveryOutcome.self) { group in
+            for i in 0..<20 {
+                group.addTask {
+                    await withCheckedContinuation { c in
+                        provider.send(prepared, to: Device(platform: .android, token: DeviceToken("tok-\(i)")),
+                                      jobID: "job-cap") { c.resume(returning: $0) }
+                    }
+                }
+            }
+            var all: [DeliveryOutcome] = []
+            for await o in group { all.append(o) }
+            return all
+        }
+        #expect(outcomes.filter(\.isAccepted).count == 20)
+        #expect(mock.stats().maxConcurrentStreamsSeen == 3)
+    }
+
     @Test func unauthenticatedRefreshesAndResendsOnce() async throws {
         let mock = try MockServerFixture()
         defer { mock.stop() }

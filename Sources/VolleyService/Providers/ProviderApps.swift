@@ -32,7 +32,8 @@ public enum ProviderApps {
             }
             if let f = app.fcm {
                 out.fcm = FCMAppConfiguration(name: app.name.rawValue, serviceAccountFile: f.serviceAccountFile,
-                                              endpoint: f.endpoint, caFile: f.caFile, connections: f.connections)
+                                              endpoint: f.endpoint, caFile: f.caFile, connections: f.connections,
+                                              maxConcurrentStreams: f.maxStreams)
             }
             return out
         }
