@@ -123,7 +123,32 @@ public protocol QuotaGate: Sendable {
     func refund(org: OrgID, platform: Platform, count: Int, session: any PipelineSession) throws
 }
 
-/// The configured apps: which senders a job's `app` has. nil = unknown app (the job is dead-lettered).
+/// The configured apps: which senders a job's `app` has, for the job's org.
 public protocol AppDirectory: Sendable {
-    func senders(org: OrgID, app: AppName) -> [Platform: any PushSender]?
+    func lookup(org: OrgID, app: AppName) -> AppLookup
+}
+
+/// What the app directory answers for one (org, app). Anything but `.senders` dead-letters the job `unknown-app`.
+public enum AppLookup: Sendable {
+    case senders([Platform: any PushSender])
+    /// No app of that name is configured.
+    case unknownApp
+    /// The app exists, but its `orgs` do not include the job's org.
+    case orgNotAllowed
+}
+
+/// The orgs allowed to send through one app (`apps[].orgs`): a list of org ids, or `*` for every org.
+public struct AppOrgs: Sendable, Hashable, CustomStringConvertible {
+    /// nil: every org.
+    public let allowed: Set<OrgID>?
+    public static let any = AppOrgs(allowed: nil)
+
+    public init(allowed: Set<OrgID>?) { self.allowed = allowed }
+    /// `["*"]` (or any list holding `*`) allows every org.
+    public init(_ ids: [String]) {
+        allowed = ids.contains("*") ? nil : Set(ids.map(OrgID.init))
+    }
+
+    public func allows(_ org: OrgID) -> Bool { allowed?.contains(org) ?? true }
+    public var description: String { allowed.map { $0.map(\.rawValue).sorted().joined(separator: ",") } ?? "*" }
 }

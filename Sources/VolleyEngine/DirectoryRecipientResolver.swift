@@ -34,10 +34,13 @@ public struct DirectoryRecipientResolver: RecipientResolver {
         var explicitJob = job
         explicitJob.recipients = nil
         let explicit = (job.devices?.isEmpty == false) ? try UserRecipientResolver().cursor(for: explicitJob, session: session) : nil
-        let n = job.notification
-        let content: InboxContent? = (inbox == nil || n.isSilent || !policy.storesInbox) ? nil
-            : InboxContent(id: jobID.rawValue, type: n.type, title: n.title ?? "", body: n.body ?? "",
-                           target: n.targetId, targetPageRef: nil, createdAt: clock.now())
+        // The inbox stores what the push shows (raw platform payloads included); a silent hint stores nothing.
+        let n = job.effectiveNotification
+        let text = n.isSilent ? nil : n.inAppText
+        let content: InboxContent? = (inbox == nil || !policy.storesInbox) ? nil : text.map {
+            InboxContent(id: jobID.rawValue, type: n.type, title: $0.title, body: $0.body, target: n.targetId,
+                         targetPageRef: nil, createdAt: clock.now())
+        }
         let c = Cursor(job: job, jobID: jobID, policy: policy, explicit: explicit, directory: directory, inbox: inbox,
                        content: content, registry: session, usersPerRead: usersPerRead)
         c.shards = shards

@@ -57,12 +57,20 @@ final class JobRun {
         } catch {
             throw JobRejection(.invalidJSON, Self.describe(error))
         }
+        if let unknown = JobKeys.unknownKeys(inJSON: Data(json.utf8)), !unknown.isEmpty {
+            throw JobRejection(.invalidJob, "unknown key\(unknown.count == 1 ? "" : "s") "
+                                   + unknown.map(\.description).joined(separator: ", "))
+        }
         if entry.deliveryCount > config.maxDeliveries {
             throw JobRejection(.tooManyDeliveries, "delivered \(entry.deliveryCount) times; maximum \(config.maxDeliveries)")
         }
         try job.validate()
-        guard let senders = worker.apps.senders(org: job.org, app: job.app) else {
-            throw JobRejection(.unknownApp, "app '\(job.app)' is not configured")
+        let senders: [Platform: any PushSender]
+        switch worker.apps.lookup(org: job.org, app: job.app) {
+        case .senders(let s): senders = s
+        case .unknownApp: throw JobRejection(.unknownApp, "app '\(job.app)' is not configured")
+        case .orgNotAllowed:
+            throw JobRejection(.unknownApp, "org '\(job.org)' may not send through app '\(job.app)' (apps[].orgs)")
         }
         let jobID = job.id ?? JobID(entry.entryID.rawValue)
         logger[metadataKey: "job"] = "\(jobID)"

@@ -1,8 +1,16 @@
 import VolleyCore
 
-/// Apps known at start (from configuration): app name → senders per platform, for every org.
+/// Apps known at start (from configuration): app name → senders per platform, and the orgs allowed to use each
+/// (every org unless `orgs` names the app).
 public struct StaticAppDirectory: AppDirectory {
     public let apps: [AppName: [Platform: any PushSender]]
-    public init(_ apps: [AppName: [Platform: any PushSender]]) { self.apps = apps }
-    public func senders(org: OrgID, app: AppName) -> [Platform: any PushSender]? { apps[app] }
+    public let orgs: [AppName: AppOrgs]
+    public init(_ apps: [AppName: [Platform: any PushSender]], orgs: [AppName: AppOrgs] = [:]) {
+        self.apps = apps; self.orgs = orgs
+    }
+    public func lookup(org: OrgID, app: AppName) -> AppLookup {
+        guard let senders = apps[app] else { return .unknownApp }
+        guard orgs[app, default: .any].allows(org) else { return .orgNotAllowed }
+        return .senders(senders)
+    }
 }

@@ -34,10 +34,10 @@ struct Worker: AsyncParsableCommand {
         let wakeLatency = CPUWakeLatencyRequest.holdConfigured(c.worker.cpuWakeLatencyUs, key: "worker.cpuWakeLatencyUs",
                                                                logger: logger)
         defer { wakeLatency?.release() }
-        let apps: PipelineApps
-        do { apps = try PipelineApps.directory(configFile: config, logger: logger) } catch { throw ValidationError("\(error)") }
+        for warning in c.warnings { logger.warning("\(warning)") }
+        let apps = PipelineApps.directory(configuration: c, logger: logger)
         defer { apps.shutdown() }
-        // Issue 5: directory resolution (groups, queues, teams), in-app inbox, notification types, hourly quotas.
+        // Directory resolution (groups, queues, teams), in-app inbox, notification types, hourly quotas.
         let recipients = try RecipientServices(configuration: c, name: settings.worker.consumer)
         try await WorkerRunner.run(settings: settings, apps: apps, logger: logger,
                                    resolver: recipients.resolver(usersPerRead: settings.worker.chunkSize),
@@ -76,8 +76,11 @@ struct Send: AsyncParsableCommand {
         o.platforms = (platforms ?? "").split(separator: ",").map(String.init)
         let job: PushJob
         do { job = try JobSubmission.buildJob(o) } catch { throw ValidationError("\(error)") }
-        if c.app(named: job.app) == nil {
+        guard let appSettings = c.app(named: job.app) else {
             throw ValidationError("--app \(job.app) is not configured (apps[].name in \(config))")
+        }
+        guard appSettings.orgs.allows(job.org) else {
+            throw ValidationError("--org \(job.org) may not send through app \(job.app) (apps[\(job.app)].orgs)")
         }
         let logger = Logger(label: "volley.send")
         let wait = self.wait, timeout = self.timeout

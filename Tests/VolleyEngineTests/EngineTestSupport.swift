@@ -29,7 +29,7 @@ struct EngineHarness {
                                      options: .init(giveUpAfter: 10)).makeRedisSession(name: "admin")
     }
 
-    func worker(_ apps: [AppName: [Platform: any PushSender]], consumer: String = "w1",
+    func worker(_ apps: [AppName: [Platform: any PushSender]], orgs: [AppName: AppOrgs] = [:], consumer: String = "w1",
                 configure: (inout WorkerConfiguration) -> Void = { _ in }) -> PipelineWorker {
         var c = WorkerConfiguration(consumer: consumer, concurrentJobs: 2, inFlight: 200, blockMillis: 100,
                                     reclaimIdleMillis: 60_000, reclaimIntervalMillis: 200, maxDeliveries: 5,
@@ -37,7 +37,7 @@ struct EngineHarness {
         configure(&c)
         let backend = RedisPipelineBackend(endpoint: redis.endpoint, store: store, consumer: c.consumer,
                                            options: .init(giveUpAfter: 30))
-        return PipelineWorker(configuration: c, backend: backend, apps: StaticAppDirectory(apps))
+        return PipelineWorker(configuration: c, backend: backend, apps: StaticAppDirectory(apps, orgs: orgs))
     }
 
     func register(org: OrgID = "org1", app: AppName = "app1", users: Int, devicesPerUser: Int,

@@ -50,7 +50,9 @@ import VolleyTestSupport
         defer { h.redis.stop() }
         let ios = FakePushSender(platform: .ios)
         let android = FakePushSender(platform: .android)
-        let worker = h.worker(["app1": [.ios: ios, .android: android]])
+        // app2 is only for org2: org1's job through it is refused like an unknown app.
+        let worker = h.worker(["app1": [.ios: ios, .android: android], "app2": [.ios: ios]],
+                              orgs: ["app2": AppOrgs(["org2"])])
         try worker.start()
         defer { worker.drain(deadline: 1) }
 
@@ -75,13 +77,22 @@ import VolleyTestSupport
                                                                notification: VolleyCore.Notification(title: "loud", contentAvailable: true)))])
         try h.producer.enqueueRaw(fields: ["job": json(PushJob(org: "org1", app: "app1", notification: VolleyCore.Notification(title: "x")))])
         try h.producer.enqueueRaw(fields: ["job": #"{"org":"org1","app":"app1","devices":[{"platform":"blackberry","token":"x"}],"notification":{}}"#])
+        try h.producer.enqueueRaw(fields: ["job": json(PushJob(org: "org1", app: "app2", devices: explicitDevices(1),
+                                                               notification: VolleyCore.Notification(title: "x")))])
+        // Keys Volley does not know are named, with the key they probably meant.
+        try h.producer.enqueueRaw(fields: ["job": #"{"org":"org1","app":"app1","sendAt":"2026-12-01T00:00:00Z","#
+            + #""devices":[{"platform":"ios","token":"t","enviroment":"sandbox"}],"notification":{"titel":"x"}}"#])
         try good(3)
 
-        #expect(eventually { ((try? h.producer.allReports().count) ?? 0) == 4 && ((try? h.producer.deadLetters().count) ?? 0) == 7 })
+        #expect(eventually { ((try? h.producer.allReports().count) ?? 0) == 4 && ((try? h.producer.deadLetters().count) ?? 0) == 9 })
         let dead = try h.producer.deadLetters()
         let reasons = dead.compactMap { $0["reason"] }.sorted()
-        #expect(reasons == ["invalid-json", "invalid-json", "invalid-json", "invalid-notification", "no-targets",
-                            "too-many-recipients", "unknown-app"])
+        #expect(reasons == ["invalid-job", "invalid-json", "invalid-json", "invalid-json", "invalid-notification",
+                            "no-targets", "too-many-recipients", "unknown-app", "unknown-app"])
+        let unknownKeys = try #require(dead.first { $0["reason"] == "invalid-job" }?["detail"])
+        #expect(unknownKeys == "unknown keys 'sendAt', 'notification.titel' (did you mean 'title'?), "
+                    + "'devices[0].enviroment' (did you mean 'environment'?)")
+        #expect(dead.contains { $0["reason"] == "unknown-app" && $0["detail"]?.contains("org 'org1' may not") == true })
         #expect(dead.allSatisfy { $0["worker"] == "w1" && $0["sourceEntry"] != nil && $0["detail"] != nil })
         #expect(dead.contains { $0["job"] == "{not json" })     // original fields kept
         #expect(dead.contains { $0["other"] == "x" })
@@ -89,7 +100,7 @@ import VolleyTestSupport
         #expect(Set(reports.map(\.job.rawValue)) == ["good-0", "good-1", "good-2", "good-3"])
         #expect(reports.allSatisfy { $0.accepted == 10 })
         #expect(eventually { (try? h.producer.pendingCount()) == 0 })
-        #expect(worker.stats.jobsDeadLettered == 7)
+        #expect(worker.stats.jobsDeadLettered == 9)
     }
 
     @Test func redeliveredJobSkipsDevicesWithRecordedOutcomes() throws {

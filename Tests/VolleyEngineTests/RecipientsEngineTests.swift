@@ -104,6 +104,34 @@ import VolleyTestSupport
         #expect(try s.inbox.list(org: "org1", user: "user2", size: 10, before: nil).map(\.id) == ["inapp"])
     }
 
+    /// A raw platform payload stores what it displays; a raw silent hint stores nothing (it still reaches devices).
+    @Test func rawPayloadsStoreWhatTheyShowInTheInbox() throws {
+        let h = try EngineHarness()
+        defer { h.redis.stop() }
+        try h.register(users: 2, devicesPerUser: 1)
+        let s = stores(h, name: "t")
+        try s.directory.importRecords([DirectoryRecord(org: "org1", kind: .group, id: "g", members: ["user0", "user1"])])
+        let ios = FakePushSender(platform: .ios), android = FakePushSender(platform: .android)
+        let w = worker(h, s, apps: ["app1": [.ios: ios, .android: android]], consumer: "w1")
+        try w.start()
+        defer { w.drain(deadline: 1) }
+        let alert: JSONValue = .object(["aps": .object(["alert": .object([
+            "title": .string("Case escalated"), "body": .string("Acme Corp, priority high")])])])
+        let hint: JSONValue = .object(["aps": .object(["content-available": .number(1)]),
+                                       "recordId": .string("001xx")])
+        try h.producer.enqueue(PushJob(id: "raw-alert", org: "org1", app: "app1", recipients: ["g"],
+                                       notification: VolleyCore.Notification(), apns: alert))
+        try h.producer.enqueue(PushJob(id: "raw-hint", org: "org1", app: "app1", recipients: ["g"],
+                                       notification: VolleyCore.Notification(), apns: hint))
+        #expect(eventually { (try? h.report(for: "raw-alert")) != nil && (try? h.report(for: "raw-hint")) != nil })
+        #expect(try h.report(for: "raw-alert")?.inAppStored == 2)
+        #expect(try h.report(for: "raw-hint")?.inAppStored == 0)
+        #expect(try h.report(for: "raw-hint")?.devices == 2)
+        let stored = try s.inbox.list(org: "org1", user: "user1", size: 10, before: nil)
+        #expect(stored.map(\.id) == ["raw-alert"])
+        #expect(stored.first?.title == "Case escalated" && stored.first?.body == "Acme Corp, priority high")
+    }
+
     @Test func quotaAdmitsExactlyTheLimitAcrossWorkersWithRefunds() throws {
         let h = try EngineHarness()
         defer { h.redis.stop() }

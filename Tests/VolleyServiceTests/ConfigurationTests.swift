@@ -117,3 +117,62 @@ private func tempDir() throws -> URL {
     #expect(EnvironmentOverrides.envName(["worker", "inFlight"]) == "VOLLEY_WORKER_IN_FLIGHT")
     #expect(EnvironmentOverrides.envName(["apps", "Test_App", "fcm", "serviceAccountFile"]) == "VOLLEY_APPS_TEST_APP_FCM_SERVICE_ACCOUNT_FILE")
 }
+
+@Test func appOrgsDefaultToEveryOrgAndWarnWhenSeveralAppsExist() throws {
+    let dir = try tempDir()
+    defer { try? FileManager.default.removeItem(at: dir) }
+    try "k".write(to: dir.appendingPathComponent("k.p8"), atomically: true, encoding: .utf8)
+    try "{}".write(to: dir.appendingPathComponent("sa.json"), atomically: true, encoding: .utf8)
+    let one = try VolleyConfiguration.parse(yaml: """
+    apps:
+      - name: A
+        apns: {keyFile: k.p8, keyId: K, teamId: T, topic: com.x}
+    """, baseDirectory: dir)
+    #expect(one.apps.first?.orgs == .any)
+    #expect(one.warnings.isEmpty)
+    let several = try VolleyConfiguration.parse(yaml: """
+    apps:
+      - name: A
+        orgs: ["00Dorg1", "00Dorg2"]
+        apns: {keyFile: k.p8, keyId: K, teamId: T, topic: com.x}
+      - name: B
+        fcm: {serviceAccountFile: sa.json, maxStreams: 7}
+      - name: C
+        orgs: ["*"]
+        fcm: {serviceAccountFile: sa.json}
+    """, baseDirectory: dir)
+    let a = try #require(several.app(named: "A"))
+    #expect(a.orgs.allows("00Dorg1") && a.orgs.allows("00Dorg2") && !a.orgs.allows("00Dother"))
+    #expect(several.app(named: "C")?.orgs.allows("00Dother") == true)
+    #expect(several.warnings.count == 1)
+    #expect(several.warnings.first?.hasPrefix("apps[B].orgs is not set") == true)
+    // fcm.maxStreams reaches the provider's configuration.
+    #expect(ProviderApps.from(several).first { $0.name == "B" }?.fcm?.maxConcurrentStreams == 7)
+}
+
+@Test func badOrgsAndAMetricsSectionStopStartupNamingTheKey() throws {
+    let dir = try tempDir()
+    defer { try? FileManager.default.removeItem(at: dir) }
+    try "k".write(to: dir.appendingPathComponent("k.p8"), atomically: true, encoding: .utf8)
+    do {
+        _ = try VolleyConfiguration.parse(yaml: """
+        metrics:
+          port: 9090
+        apps:
+          - name: A
+            orgs: []
+            apns: {keyFile: k.p8, keyId: K, teamId: T, topic: com.x}
+          - name: B
+            orgs: "00Dorg1"
+            apns: {keyFile: k.p8, keyId: K, teamId: T, topic: com.x}
+        worker:
+          inFlght: 10
+        """, baseDirectory: dir)
+        Issue.record("expected a configuration error")
+    } catch let e as ConfigurationError {
+        #expect(e.problems.contains { $0.hasPrefix("metrics: this version serves no metrics endpoint") })
+        #expect(e.problems.contains { $0.hasPrefix("apps[A].orgs: must be a non-empty list") })
+        #expect(e.problems.contains { $0.hasPrefix("apps[B].orgs: must be a non-empty list") })
+        #expect(e.problems.contains("worker.inFlght: unknown key (did you mean 'inFlight'?)"))
+    }
+}

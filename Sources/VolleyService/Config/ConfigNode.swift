@@ -1,4 +1,5 @@
 import Foundation
+import VolleyCore
 import Yams
 
 /// A loosely typed configuration tree (what YAML gives) read with key paths, collecting every problem
@@ -15,7 +16,7 @@ struct ConfigReader {
     mutating func rejectUnknownKeys(_ node: [String: Any], known: Set<String>, at path: String) {
         for key in node.keys.sorted() where !known.contains(key) {
             let full = path.isEmpty ? key : "\(path).\(key)"
-            let hint = known.first { $0.lowercased() == key.lowercased() }.map { " (did you mean '\($0)'?)" } ?? ""
+            let hint = KeySuggestion.closest(to: key, in: known).map { " (did you mean '\($0)'?)" } ?? ""
             problem(full, "unknown key\(hint)")
         }
     }

@@ -13,24 +13,35 @@ public struct VolleyConfiguration: Sendable {
     public var quotas: QuotaSettings
     public var inbox: InboxSettings = .init()
     public var log: LogSettings
-    public var metrics: MetricsSettings
     /// Where the file was read from (nil when built in code).
     public var sourcePath: String?
 
     public init(apps: [AppSettings] = [], redis: RedisSettings = .init(), worker: WorkerSettings = .init(),
-                quotas: QuotaSettings = .init(), log: LogSettings = .init(), metrics: MetricsSettings = .init()) {
+                quotas: QuotaSettings = .init(), log: LogSettings = .init()) {
         self.apps = apps; self.redis = redis; self.worker = worker; self.quotas = quotas; self.log = log
-        self.metrics = metrics
     }
 
     public func app(named name: AppName) -> AppSettings? { apps.first { $0.name == name } }
+
+    /// Startup warnings: valid settings that are probably not what the operator meant.
+    public var warnings: [String] {
+        guard apps.count > 1 else { return [] }
+        return apps.filter { !$0.orgsConfigured }.map {
+            "apps[\($0.name)].orgs is not set, so every org may send through app '\($0.name)'; "
+                + "list the org ids allowed (or [\"*\"] to say so)"
+        }
+    }
 }
 
-/// One connected app: its APNs and/or FCM credentials.
+/// One connected app: its APNs and/or FCM credentials, and the orgs allowed to send through it.
 public struct AppSettings: Sendable, Hashable {
     public var name: AppName
     public var apns: APNSSettings?
     public var fcm: FCMSettings?
+    /// `apps[].orgs`: the org ids allowed to use the app, `["*"]` for any (the default).
+    public var orgs: AppOrgs = .any
+    /// False when the file left `orgs` out (every org may use the app, and startup warns if several apps exist).
+    public var orgsConfigured = false
 }
 
 public struct APNSSettings: Sendable, Hashable {
@@ -133,12 +144,6 @@ public struct LogSettings: Sendable, Hashable {
     public init() {}
 }
 
-public struct MetricsSettings: Sendable, Hashable {
-    /// Prometheus scrape port on 0.0.0.0; 0 disables.
-    public var port: Int = 0
-    public init() {}
-}
-
 /// Startup failure: every problem, each naming its key.
 public struct ConfigurationError: Error, CustomStringConvertible, Sendable {
     public let problems: [String]
@@ -158,7 +163,6 @@ extension VolleyConfiguration {
         "quotas": ["ios", "android"],
         "inbox": ["maxCount", "maxAgeSeconds"],
         "log": ["level", "format"],
-        "metrics": ["port"],
     ]
     static let appSchema: [String: [String]] = [
         "apns": ["keyFile", "keyId", "teamId", "certFile", "certPassword", "certKeyFile", "topic", "environment",
@@ -200,7 +204,11 @@ extension VolleyConfiguration {
     private static func keys(_ section: String) -> Set<String> { Set(schema[section] ?? []) }
 
     private static func read(_ tree: [String: Any], _ r: inout ConfigReader) -> VolleyConfiguration {
-        r.rejectUnknownKeys(tree, known: Set(schema.keys).union(["apps"]), at: "")
+        // No metrics endpoint is served yet: a `metrics` section would promise a scrape target that never answers.
+        if tree["metrics"] != nil {
+            r.problem("metrics", "this version serves no metrics endpoint; remove the section")
+        }
+        r.rejectUnknownKeys(tree, known: Set(schema.keys).union(["apps", "metrics"]), at: "")
         var c = VolleyConfiguration()
 
         if let s = r.section(tree, "redis", at: "") {
@@ -264,11 +272,6 @@ extension VolleyConfiguration {
                 if let f = LogSettings.Format(rawValue: v) { c.log.format = f } else { r.problem("log.format", "must be text or json, got '\(v)'") }
             }
         }
-        if let s = r.section(tree, "metrics", at: "") {
-            r.rejectUnknownKeys(s, known: keys("metrics"), at: "metrics")
-            if let v = r.int(s, "port", at: "metrics", range: 0...65535) { c.metrics.port = v }
-        }
-
         if let raw = tree["apps"], !(raw is NSNull) {
             guard let list = raw as? [Any] else {
                 r.problem("apps", "must be a list of apps")
@@ -278,13 +281,22 @@ extension VolleyConfiguration {
             for (i, item) in list.enumerated() {
                 let p = "apps[\(i)]"
                 guard let app = item as? [String: Any] else { r.problem(p, "must be a mapping"); continue }
-                r.rejectUnknownKeys(app, known: ["name", "apns", "fcm"], at: p)
+                r.rejectUnknownKeys(app, known: ["name", "apns", "fcm", "orgs"], at: p)
                 guard let name = r.string(app, "name", at: p), !name.isEmpty else { r.problem("\(p).name", "required"); continue }
                 if !seen.insert(name).inserted { r.problem("\(p).name", "duplicate app name '\(name)'") }
                 let ap = "apps[\(name)]"
                 var settings = AppSettings(name: AppName(name), apns: nil, fcm: nil)
                 if let a = r.section(app, "apns", at: ap) { settings.apns = readAPNS(a, at: "\(ap).apns", &r) }
                 if let f = r.section(app, "fcm", at: ap) { settings.fcm = readFCM(f, at: "\(ap).fcm", &r) }
+                if let raw = app["orgs"], !(raw is NSNull) {
+                    let ids = (raw as? [Any])?.compactMap { $0 as? String }
+                    if let ids, ids.count == (raw as? [Any])?.count, !ids.isEmpty, !ids.contains(where: \.isEmpty) {
+                        settings.orgs = AppOrgs(ids)
+                        settings.orgsConfigured = true
+                    } else {
+                        r.problem("\(ap).orgs", "must be a non-empty list of org ids, or [\"*\"] for every org")
+                    }
+                }
                 if settings.apns == nil && settings.fcm == nil && app["apns"] == nil && app["fcm"] == nil {
                     r.problem(ap, "needs an apns or fcm section")
                 }

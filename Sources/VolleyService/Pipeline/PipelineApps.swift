@@ -10,10 +10,14 @@ import VolleyFCM
 /// start gets a sender that answers `fix-app` with the startup error (see `ProviderApps.senders`).
 public final class PipelineApps: AppDirectory, @unchecked Sendable {
     public let senders: [AppName: [Platform: any PushSender]]
+    private let directory: StaticAppDirectory
 
-    init(senders: [AppName: [Platform: any PushSender]]) { self.senders = senders }
+    init(senders: [AppName: [Platform: any PushSender]], orgs: [AppName: AppOrgs]) {
+        self.senders = senders
+        directory = StaticAppDirectory(senders, orgs: orgs)
+    }
 
-    public func senders(org: OrgID, app: AppName) -> [Platform: any PushSender]? { senders[app] }
+    public func lookup(org: OrgID, app: AppName) -> AppLookup { directory.lookup(org: org, app: app) }
 
     /// Closes the providers' connections.
     public func shutdown() {
@@ -33,6 +37,7 @@ public final class PipelineApps: AppDirectory, @unchecked Sendable {
     public static func directory(configuration: VolleyConfiguration, clock: any WallClock = SystemClock(),
                                  logger: Logger) -> PipelineApps {
         PipelineApps(senders: ProviderApps.senders(for: ProviderApps.from(configuration), clock: clock, logger: logger,
-                                                   makeTransport: ProviderTransport.pools(logger: logger)))
+                                                   makeTransport: ProviderTransport.pools(logger: logger)),
+                     orgs: Dictionary(uniqueKeysWithValues: configuration.apps.map { ($0.name, $0.orgs) }))
     }
 }

@@ -1,0 +1,103 @@
+import Foundation
+
+/// The keys a job's JSON may carry. A key outside these sets (a typo such as `titel`, or something Volley does not
+/// do, such as `sendAt`) refuses the job instead of being dropped without a word. Free-form objects (`data`, the raw
+/// `apns` / `fcm` payloads, the language tags of `localized`) are not checked.
+public enum JobKeys {
+    public static let job: Set<String> = [
+        "id", "org", "app", "recipients", "devices", "notification", "apns", "fcm", "platforms", "shard",
+    ]
+    public static let notification: Set<String> = [
+        "title", "subtitle", "body", "localized", "sound", "badge", "badgeIncrement", "data", "contentAvailable",
+        "mutableContent", "category", "threadId", "collapseId", "interruptionLevel", "relevanceScore",
+        "targetContentId", "ttl", "priority", "pushType", "imageUrl", "url", "channelId", "type", "targetId", "apns",
+        "fcm",
+    ]
+    public static let localizedText: Set<String> = ["title", "subtitle", "body"]
+    public static let device: Set<String> = ["platform", "token", "environment"]
+    public static let shard: Set<String> = ["parent", "index", "count"]
+
+    /// Every unknown key of a job's JSON object, in document-independent (sorted) order, each with its path.
+    public static func unknownKeys(in job: [String: Any]) -> [UnknownKey] {
+        var out = check(job, known: Self.job, at: "")
+        if let n = job["notification"] as? [String: Any] {
+            out += check(n, known: notification, at: "notification")
+            if let localized = n["localized"] as? [String: Any] {
+                for (language, text) in localized.sorted(by: { $0.key < $1.key }) {
+                    if let text = text as? [String: Any] {
+                        out += check(text, known: localizedText, at: "notification.localized.\(language)")
+                    }
+                }
+            }
+        }
+        if let devices = job["devices"] as? [Any] {
+            for (i, d) in devices.enumerated() {
+                if let d = d as? [String: Any] { out += check(d, known: device, at: "devices[\(i)]") }
+            }
+        }
+        if let s = job["shard"] as? [String: Any] { out += check(s, known: shard, at: "shard") }
+        return out
+    }
+
+    /// Unknown keys of a job given as JSON text; nil when the text is not a JSON object (decoding says why).
+    public static func unknownKeys(inJSON data: Data) -> [UnknownKey]? {
+        guard let object = (try? JSONSerialization.jsonObject(with: data)) as? [String: Any] else { return nil }
+        return unknownKeys(in: object)
+    }
+
+    private static func check(_ object: [String: Any], known: Set<String>, at path: String) -> [UnknownKey] {
+        object.keys.sorted().filter { !known.contains($0) }.map {
+            UnknownKey(path: path.isEmpty ? $0 : "\(path).\($0)", suggestion: KeySuggestion.closest(to: $0, in: known))
+        }
+    }
+}
+
+/// A key that is not part of the schema it appeared in.
+public struct UnknownKey: Sendable, Hashable, CustomStringConvertible {
+    /// Where it is: `notification.sendAt`, `devices[2].tokn`.
+    public var path: String
+    /// The known key it most probably meant.
+    public var suggestion: String?
+    public init(path: String, suggestion: String?) { self.path = path; self.suggestion = suggestion }
+    public var description: String {
+        "'\(path)'" + (suggestion.map { " (did you mean '\($0)'?)" } ?? "")
+    }
+}
+
+/// "Did you mean": the known key nearest a mistyped one, for configuration files, jobs and API bodies alike.
+public enum KeySuggestion {
+    /// The closest of `known` to `key`: a case-insensitive match first, else the smallest edit distance when it is
+    /// at most a third of the key's length (at least 1), else nil. Ties go to the alphabetically first.
+    public static func closest(to key: String, in known: some Collection<String>) -> String? {
+        let lower = key.lowercased()
+        if let same = known.sorted().first(where: { $0.lowercased() == lower }) { return same }
+        let limit = max(1, key.count / 3)
+        var best: (distance: Int, key: String)?
+        for candidate in known.sorted() {
+            let d = editDistance(lower, candidate.lowercased())
+            if d <= limit, d < (best?.distance ?? .max) { best = (d, candidate) }
+        }
+        return best?.key
+    }
+
+    /// Edit distance counting insertions, deletions, substitutions and swaps of two neighbours (`titel` → `title`
+    /// is 1): the optimal string alignment distance.
+    public static func editDistance(_ a: String, _ b: String) -> Int {
+        let a = Array(a), b = Array(b)
+        if a.isEmpty { return b.count }
+        if b.isEmpty { return a.count }
+        var d = [[Int]](repeating: [Int](repeating: 0, count: b.count + 1), count: a.count + 1)
+        for i in 0...a.count { d[i][0] = i }
+        for j in 0...b.count { d[0][j] = j }
+        for i in 1...a.count {
+            for j in 1...b.count {
+                let cost = a[i - 1] == b[j - 1] ? 0 : 1
+                d[i][j] = min(d[i - 1][j] + 1, d[i][j - 1] + 1, d[i - 1][j - 1] + cost)
+                if i > 1, j > 1, a[i - 1] == b[j - 2], a[i - 2] == b[j - 1] {
+                    d[i][j] = min(d[i][j], d[i - 2][j - 2] + 1)
+                }
+            }
+        }
+        return d[a.count][b.count]
+    }
+}
