@@ -13,7 +13,7 @@ public enum PushProvider: String, Sendable, Hashable, Codable, CaseIterable {
 public enum OutcomeDecision: String, Sendable, Hashable, Codable, CaseIterable {
     /// Accepted: record it (the outcome; no message id is kept).
     case accepted = "accepted"
-    /// The token is dead: remove it from the registry (APNs 410 timestamp kept).
+    /// The token is dead: remove it from the registry, unless it was registered again after APNs 410's timestamp.
     case removeToken = "remove-token"
     /// Transient: retry with exponential backoff and jitter (honour Retry-After), bounded, then failed.
     case retry = "retry"
@@ -210,7 +210,7 @@ public enum OutcomeTable {
             default: break
             }
             let outcome: String = switch d {
-            case .removeToken: "rejected → remove the token from the registry (410 timestamp kept)"
+            case .removeToken: "rejected → remove the token from the registry (unless registered again after APNs 410's timestamp)"
             case .retry: "retry with exponential backoff and jitter, bounded attempts, then failed"
             case .refreshCredential: "refresh credential, resend once"
             case .fixApp: "app is misconfigured → its sends stop with a clear error, other apps keep going"

@@ -1,3 +1,5 @@
+import Foundation
+
 /// The seams between the engine (VolleyEngine) and its storage (VolleyStore, on Redis). All calls block and are
 /// made from the engine's own threads — never from Swift's cooperative pool. Each engine thread gets its own
 /// `PipelineSession` (one Redis connection each), so implementations need no locking.
@@ -22,9 +24,25 @@ public protocol JobStream: AnyObject {
 public protocol DeviceRegistry: AnyObject {
     /// Devices of `users`, in the same order (empty array = user has no device).
     func devices(org: OrgID, app: AppName, users: [UserID]) throws -> [[Device]]
-    /// Removes tokens (the provider said they are dead). Returns how many were registered.
+    /// Removes tokens the provider said are dead. A token registered again after the moment the provider says it
+    /// became invalid (APNs 410's `timestamp`) stays: the app registered it anew. Returns how many were removed.
     @discardableResult
-    func remove(org: OrgID, app: AppName, devices: [Device]) throws -> Int
+    func remove(org: OrgID, app: AppName, tokens: [DeadToken]) throws -> Int
+}
+
+extension DeviceRegistry {
+    /// Removes tokens unconditionally (unregistered, or moved to another user).
+    @discardableResult
+    public func remove(org: OrgID, app: AppName, devices: [Device]) throws -> Int {
+        try remove(org: org, app: app, tokens: devices.map { DeadToken($0, invalidSince: nil) })
+    }
+}
+
+/// A token a provider rejected as dead, with the moment it became invalid when the provider says (APNs 410).
+public struct DeadToken: Sendable, Hashable {
+    public var device: Device
+    public var invalidSince: Date?
+    public init(_ device: Device, invalidSince: Date?) { self.device = device; self.invalidSince = invalidSince }
 }
 
 /// A device's recorded terminal outcome, as stored in the ledger.

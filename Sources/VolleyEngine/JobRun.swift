@@ -267,7 +267,7 @@ final class JobRun {
     private func record(_ batch: [(Device, DeliveryOutcome)], job: PushJob, jobID: JobID, report: inout JobReport) throws {
         try session.record(org: job.org, job: jobID, outcomes: batch)
         // One pass, per-platform arrays: accepted outcomes (nearly all) are counted per batch, not one by one.
-        var dead: [Device] = []
+        var dead: [DeadToken] = []
         var delivered = [Int](repeating: 0, count: Platform.allCases.count)
         var refunds = delivered
         for i in batch.indices {
@@ -276,8 +276,8 @@ final class JobRun {
             case .accepted:
                 delivered[platform.index] += 1
                 continue
-            case .rejected(_, _, let action):
-                if action == .removeToken { dead.append(batch[i].0) }
+            case .rejected(_, let reason, let action):
+                if action == .removeToken { dead.append(DeadToken(batch[i].0, invalidSince: reason.tokenInvalidSince)) }
                 refunds[platform.index] += 1
             case .failed: refunds[platform.index] += 1
             case .quotaExceeded: break
@@ -285,7 +285,7 @@ final class JobRun {
             report.count(batch[i].1, platform: platform)
         }
         for p in Platform.allCases { report.countAccepted(delivered[p.index], platform: p) }
-        if !dead.isEmpty { try session.remove(org: job.org, app: job.app, devices: dead) }
+        if !dead.isEmpty { try session.remove(org: job.org, app: job.app, tokens: dead) }
         if let hourly = worker.quota as? any HourlyQuota {
             // Issue 5: settle every charged push: accepted ones stay charged, the rest are refunded.
             for p in Platform.allCases where delivered[p.index] > 0 || refunds[p.index] > 0 {

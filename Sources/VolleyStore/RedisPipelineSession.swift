@@ -181,27 +181,48 @@ public final class RedisPipelineSession: PipelineSession, @unchecked Sendable {
     }
 
     /// Removes a token from its user's hash, the token index and (when the user has no device left) the user set.
+    /// ARGV holds pairs: the device field, then the second the token became invalid ('' when unknown). A token whose
+    /// record was registered after that second stays (APNs: "the token has been invalid since the timestamp";
+    /// an app that registered it again since has a valid token).
     static let removeScript = RedisScript("""
     local removed = 0
-    for i = 1, #ARGV do
+    for i = 1, #ARGV, 2 do
       local field = ARGV[i]
+      local since = tonumber(ARGV[i + 1])
       local user = redis.call('HGET', KEYS[1], field)
       if user then
         local devKey = KEYS[3] .. user
-        removed = removed + redis.call('HDEL', devKey, field)
-        redis.call('HDEL', KEYS[1], field)
-        if redis.call('HLEN', devKey) == 0 then redis.call('SREM', KEYS[2], user) end
+        local keep = false
+        if since then
+          local record = redis.call('HGET', devKey, field)
+          if record then
+            local ok, decoded = pcall(cjson.decode, record)
+            keep = ok and type(decoded.registeredAt) == 'number' and decoded.registeredAt > since
+          end
+        end
+        if not keep then
+          removed = removed + redis.call('HDEL', devKey, field)
+          redis.call('HDEL', KEYS[1], field)
+          if redis.call('HLEN', devKey) == 0 then redis.call('SREM', KEYS[2], user) end
+        end
       end
     end
     return removed
     """)
 
     @discardableResult
-    public func remove(org: OrgID, app: AppName, devices: [Device]) throws -> Int {
-        if devices.isEmpty { return 0 }
+    public func remove(org: OrgID, app: AppName, tokens: [DeadToken]) throws -> Int {
+        if tokens.isEmpty { return 0 }
+        var args: [String] = []
+        args.reserveCapacity(tokens.count * 2)
+        for t in tokens {
+            args.append(StoreConfiguration.deviceField(t.device.platform, t.device.token))
+            args.append(t.invalidSince.map { String($0.timeIntervalSince1970) } ?? "")
+        }
         let r = try client.eval(Self.removeScript,
-                                keys: [store.tokenIndexKey(org, app), store.usersKey(org, app), "\(store.prefix):dev:\(org):\(app):"],
-                                args: devices.map { StoreConfiguration.deviceField($0.platform, $0.token) })
+                                keys: [store.tokenIndexKey(org, app), store.usersKey(org, app),
+                                       "\(store.prefix):dev:\(org):\(app):"],
+                                args: args)
         try r.throwIfError("remove tokens")
         return Int(r.integer ?? 0)
     }

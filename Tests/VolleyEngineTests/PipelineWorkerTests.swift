@@ -45,6 +45,32 @@ import VolleyTestSupport
         #expect(eventually { (try? h.producer.pendingCount()) == 0 })
     }
 
+    /// APNs 410 says since when a token is invalid: a token registered again after that moment stays.
+    @Test func tokenRegisteredAfterThe410TimestampStays() throws {
+        let h = try EngineHarness()
+        defer { h.redis.stop() }
+        let registeredAt = Date(timeIntervalSince1970: 1_790_000_000)
+        let tokens = ["renewed", "stale", "undated"].map { $0 + String(repeating: "c", count: 20) }
+        try h.admin.register(tokens.map {
+            DeviceImportRecord(org: "org1", app: "app1", user: "user0", platform: .ios, token: DeviceToken($0))
+        }, now: registeredAt)
+        let invalidSince: [String: Date?] = [tokens[0]: registeredAt.addingTimeInterval(-60),
+                                             tokens[1]: registeredAt.addingTimeInterval(60), tokens[2]: nil]
+        let ios = FakePushSender(platform: .ios) { d in
+            .rejected(status: 410, reason: OutcomeReason("Unregistered", tokenInvalidSince: invalidSince[d.token.rawValue] ?? nil),
+                      action: .removeToken)
+        }
+        let worker = h.worker(["app1": [.ios: ios]])
+        try worker.start()
+        defer { worker.drain(deadline: 1) }
+        try h.producer.enqueue(PushJob(id: "job-410", org: "org1", app: "app1", recipients: ["user0"],
+                                       notification: VolleyCore.Notification(title: "Hi")))
+        #expect(eventually { (try? h.report(for: "job-410")) != nil })
+        #expect(try h.report(for: "job-410")?.rejected == 3)
+        let remaining = try h.admin.records(org: "org1", app: "app1", user: "user0").map(\.token.rawValue)
+        #expect(remaining == [tokens[0]])
+    }
+
     @Test func malformedJobsAreDeadLetteredWhileGoodJobsComplete() throws {
         let h = try EngineHarness()
         defer { h.redis.stop() }
