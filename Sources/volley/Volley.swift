@@ -1,4 +1,5 @@
 import ArgumentParser
+import VolleyCore
 
 /// The `volley` command line. Each subcommand group lives in its own file.
 @main
@@ -6,6 +7,7 @@ struct Volley: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "volley",
         abstract: "Push-notification fan-out engine: Redis Streams in, APNs/FCM over HTTP/2 out.",
+        version: VolleyVersion.current,
         subcommands: [Demo.self, Worker.self, Send.self, Devices.self, Directory.self, Quota.self, Inbox.self, Types.self, TestPush.self, Bench.self]
     )
 }
