@@ -104,16 +104,21 @@ public struct DirectoryError: Error, Sendable, Hashable, CustomStringConvertible
     public var description: String { message }
 }
 
-/// Extra facts a device cursor may know about its job (the directory resolver's cursor does); the engine reads them
-/// for the report. A cursor that does not conform leaves the report as issue 4 wrote it.
-public protocol RecipientCursorFacts: AnyObject {
+/// What resolving a job's recipients found besides its devices, for the report. Complete once the cursor has
+/// returned its last chunk.
+public struct RecipientFacts: Sendable, Hashable {
     /// Set when the job's notification type is disabled for its app (or unknown): nothing is sent or stored.
-    var notEnabledReason: String? { get }
-    /// Users whose in-app inbox received the notification so far.
-    var inAppStored: Int { get }
-    /// Recipient ids the directory did not know (known after the first chunk).
-    var unknownRecipientIDs: [RecipientID] { get }
+    public var notEnabledReason: String?
+    /// Users whose in-app inbox received the notification (nil: the resolver keeps no inbox).
+    public var inAppStored: Int?
+    /// Recipient ids the directory did not know.
+    public var unknownRecipientIDs: [RecipientID] = []
     /// > 0 when the job was split into this many shard jobs: the run acknowledges without a report of its own
     /// (the last shard publishes the parent's).
-    var shardedInto: Int { get }
+    public var shardedInto = 0
+    public init(notEnabledReason: String? = nil, inAppStored: Int? = nil, unknownRecipientIDs: [RecipientID] = [],
+                shardedInto: Int = 0) {
+        self.notEnabledReason = notEnabledReason; self.inAppStored = inAppStored
+        self.unknownRecipientIDs = unknownRecipientIDs; self.shardedInto = shardedInto
+    }
 }

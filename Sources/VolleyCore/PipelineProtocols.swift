@@ -126,19 +126,16 @@ public struct DeviceChunk: Sendable {
 public protocol DeviceCursor: AnyObject {
     /// The next chunk of at most about `max` devices, or nil when done.
     func next(max: Int) throws -> DeviceChunk?
+    /// What resolution found besides devices (complete after the last chunk).
+    var facts: RecipientFacts { get }
 }
 
-/// Turns a job's `recipients` / `devices` into devices. Issue 4 resolves user ids through the registry;
-/// issue 5 plugs in groups, queues and teams here.
+/// Turns a job's `recipients` / `devices` into devices: user ids through the registry, or groups, queues and teams
+/// through the directory first.
 public protocol RecipientResolver: Sendable {
     func cursor(for job: PushJob, session: any PipelineSession) throws -> any DeviceCursor
-}
-
-/// The quota step before sending (issue 5). Returns how many of `count` sends to `platform` may go now;
-/// `refund` gives back grants whose push did not count (token invalid, failed for good).
-public protocol QuotaGate: Sendable {
-    func grant(org: OrgID, platform: Platform, count: Int, session: any PipelineSession) throws -> Int
-    func refund(org: OrgID, platform: Platform, count: Int, session: any PipelineSession) throws
+    /// Where shard jobs report back to their parent (nil: this resolver never splits a job).
+    var shards: (any ShardCoordinator)? { get }
 }
 
 /// The configured apps: which senders a job's `app` has, for the job's org.

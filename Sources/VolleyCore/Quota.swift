@@ -80,18 +80,78 @@ public struct QuotaUsage: Sendable, Hashable, Codable {
     }
 }
 
-/// Per org and platform hourly push quota, shared by every worker (Redis counters, one atomic script).
+/// Per org and platform hourly push quota, shared by every worker (Redis counters, one atomic script): the engine's
+/// one quota seam.
 ///
-/// Protocol: `charge` before sending, then `settle` once each granted push has a terminal outcome:
-/// delivered ones stay charged, refunded ones (token invalid, failed for good, any non-accepted outcome) are
-/// given back. Only deliverable notifications count (Salesforce: "Only deliverable notifications count").
-/// Implementations remember which hour each charge went to, so a settle after the top of the hour lands in
-/// the hour that was charged.
+/// Each delivery of a job charges through its own `QuotaAccount`: `charge` before sending, then `settle` once each
+/// granted push has a terminal outcome: delivered ones stay charged, refunded ones (token invalid, failed for
+/// good, any non-accepted outcome) are given back. Only deliverable notifications count (Salesforce: "Only
+/// deliverable notifications count"). A charge is settled against the hour it went to, even after the top of
+/// the hour.
 public protocol HourlyQuota: Sendable {
-    func charge(org: OrgID, platform: Platform, count: Int) throws -> QuotaGrant
-    func settle(org: OrgID, platform: Platform, delivered: Int, refunded: Int) throws
+    /// The charges of one delivery of one job. With `adoptingEarlierCharges`, a redelivery takes over what earlier
+    /// deliveries of the job charged and never settled (a killed worker's sends in flight): those devices are
+    /// sent again now, so each device of a job is charged once however often the job is delivered.
+    func account(org: OrgID, job: JobID, delivery: String, adoptingEarlierCharges: Bool) throws -> any QuotaAccount
     /// How long denied pushes wait for in-flight charges to settle.
     var waitPolicy: QuotaWaitPolicy { get }
+}
+
+/// The quota charges of one delivery of one job. Used from one thread at a time (the job's lane).
+public protocol QuotaAccount: AnyObject {
+    /// Charges `count` pushes to `platform`; the grant says how many may go now.
+    func charge(platform: Platform, count: Int) throws -> QuotaGrant
+    /// Settles granted pushes that reached a terminal outcome.
+    func settle(platform: Platform, delivered: Int, refunded: Int) throws
+}
+
+/// Charges not yet settled, per hour, oldest first: where each settle must land.
+public struct OutstandingCharges: Sendable, Hashable {
+    public private(set) var hours: [(hour: QuotaHour, count: Int)] = []
+    public init() {}
+
+    public var total: Int { hours.reduce(0) { $0 + $1.count } }
+
+    public mutating func add(_ count: Int, hour: QuotaHour) {
+        guard count > 0 else { return }
+        if let last = hours.last, last.hour == hour { hours[hours.count - 1].count += count } else { hours.append((hour, count)) }
+    }
+
+    /// Takes up to `delivered + refunded` charges, oldest hour first, refunds before deliveries. Returns the parts
+    /// per hour, and what could not be matched to a charge (more settled than charged).
+    public mutating func take(delivered: Int, refunded: Int)
+        -> (parts: [(hour: QuotaHour, delivered: Int, refunded: Int)], unmatched: (delivered: Int, refunded: Int)) {
+        var refundLeft = max(0, refunded), deliveredLeft = max(0, delivered)
+        var parts: [(hour: QuotaHour, delivered: Int, refunded: Int)] = []
+        while refundLeft > 0 || deliveredLeft > 0, !hours.isEmpty {
+            let r = min(refundLeft, hours[0].count)
+            let d = min(deliveredLeft, hours[0].count - r)
+            parts.append((hours[0].hour, d, r))
+            refundLeft -= r; deliveredLeft -= d
+            hours[0].count -= r + d
+            if hours[0].count == 0 { hours.removeFirst() }
+        }
+        return (parts, (deliveredLeft, refundLeft))
+    }
+
+    /// Takes up to `count` charges, oldest first (prepaid charges a redelivery adopted).
+    public mutating func take(upTo count: Int) -> [(hour: QuotaHour, count: Int)] {
+        var left = max(0, count)
+        var out: [(hour: QuotaHour, count: Int)] = []
+        while left > 0, !hours.isEmpty {
+            let n = min(left, hours[0].count)
+            out.append((hours[0].hour, n))
+            left -= n
+            hours[0].count -= n
+            if hours[0].count == 0 { hours.removeFirst() }
+        }
+        return out
+    }
+
+    public static func == (a: Self, b: Self) -> Bool {
+        a.hours.count == b.hours.count && zip(a.hours, b.hours).allSatisfy { $0.hour == $1.hour && $0.count == $1.count }
+    }
+    public func hash(into h: inout Hasher) { for e in hours { h.combine(e.hour); h.combine(e.count) } }
 }
 
 /// How long a denied push waits for in-flight charges to settle before it counts as over quota.

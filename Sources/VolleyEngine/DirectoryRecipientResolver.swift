@@ -1,14 +1,14 @@
 import Foundation
 import VolleyCore
 
-/// Issue 5's recipient step: a job's `recipients` may mix user, group, queue, account-team and opportunity-team
+/// The recipient step: a job's `recipients` may mix user, group, queue, account-team and opportunity-team
 /// ids; the directory resolves them to distinct active users, streamed in chunks (never the whole set in memory).
 /// For each chunk of users: store the notification in their in-app inboxes (every user, with or without a device,
 /// pushed or not), then look the chunk's devices up in the registry.
 ///
 /// The job's notification type and app decide first (`DeliveryPolicy`): disabled → no chunk at all and
-/// `notEnabledReason` set; push disabled → inboxes only, no devices. Explicit `devices` in a job are sent as in
-/// issue 4 (no inbox: they name no user).
+/// `notEnabledReason` set; push disabled → inboxes only, no devices. Explicit `devices` in a job are sent as
+/// `UserRecipientResolver` sends them (no inbox: they name no user).
 public struct DirectoryRecipientResolver: RecipientResolver {
     public let directory: any DirectoryResolver
     public let inbox: (any InboxStore)?
@@ -30,7 +30,7 @@ public struct DirectoryRecipientResolver: RecipientResolver {
     public func cursor(for job: PushJob, session: any PipelineSession) throws -> any DeviceCursor {
         let jobID = job.id ?? JobID("job")
         let policy = try types?.policy(org: job.org, app: job.app, typeID: job.notification.type) ?? .pushAndInbox
-        // Explicit devices: issue 4's cursor, with the recipients left to the directory.
+        // Explicit devices: the user resolver's cursor, with the recipients left to the directory.
         var explicitJob = job
         explicitJob.recipients = nil
         let explicit = (job.devices?.isEmpty == false) ? try UserRecipientResolver().cursor(for: explicitJob, session: session) : nil
@@ -49,7 +49,7 @@ public struct DirectoryRecipientResolver: RecipientResolver {
         return c
     }
 
-    final class Cursor: DeviceCursor, RecipientCursorFacts {
+    final class Cursor: DeviceCursor {
         let job: PushJob
         let jobID: JobID
         let policy: DeliveryPolicy
@@ -68,6 +68,10 @@ public struct DirectoryRecipientResolver: RecipientResolver {
         private(set) var shardedInto = 0
         private(set) var inAppStored = 0
         private(set) var unknownRecipientIDs: [RecipientID] = []
+        var facts: RecipientFacts {
+            RecipientFacts(notEnabledReason: notEnabledReason, inAppStored: inAppStored,
+                           unknownRecipientIDs: unknownRecipientIDs, shardedInto: shardedInto)
+        }
 
         init(job: PushJob, jobID: JobID, policy: DeliveryPolicy, explicit: (any DeviceCursor)?, directory: any DirectoryResolver,
              inbox: (any InboxStore)?, content: InboxContent?, registry: any DeviceRegistry, usersPerRead: Int) {

@@ -10,6 +10,8 @@ final class JobRun {
     let entry: JobEntry
     let credits: Int
     let mailbox = LaneMailbox()
+    /// This delivery's quota charges (nil: no quota configured).
+    private var quota: (any QuotaAccount)?
     var logger: Logger
     private static let decoder = JSONDecoder()
 
@@ -85,6 +87,10 @@ final class JobRun {
         // an HMGET of every device (a fifth of Redis's CPU in `bench e2e`). Any redelivery looks, even with no
         // ledger yet: the delivery before it may still be running and recording.
         let readLedger = ledger == .partial || entry.deliveryCount > 1
+        // A redelivery adopts the quota charges an earlier delivery left unsettled: it resends those devices.
+        quota = try worker.quota?.account(org: job.org, job: jobID,
+                                          delivery: "\(config.consumer)#\(entry.deliveryCount)",
+                                          adoptingEarlierCharges: readLedger)
         // Prepare once per targeted platform: an invalid notification is a job error, before anything is sent.
         let notification = job.effectiveNotification
         // Indexed by `Platform.index`: the per-device lookup is an array read, not a hash.
@@ -103,7 +109,7 @@ final class JobRun {
         report.deliveries = entry.deliveryCount
         report.worker = config.consumer
 
-        // Issue 5: the resolver names in-app notifications and resolutions after the job id.
+        // The resolver names in-app notifications and resolutions after the job id.
         var cursorJob = job
         cursorJob.id = jobID
         // The cursor reads on the prefetch session, one or two chunks ahead of the sends (ChunkPrefetcher).
@@ -139,8 +145,8 @@ final class JobRun {
             report.alreadyRecorded += skipped
             if skipped > 0 { worker.addStats { $0.devicesSkippedAsRecorded += skipped } }
 
-            // Quota step (issue 5): devices over quota get a terminal `quotaExceeded` without a send.
-            if let quota = worker.quota, !toSend.isEmpty {
+            // Quota step: devices over quota get a terminal `quotaExceeded` without a send.
+            if let quota, !toSend.isEmpty {
                 toSend = try admit(toSend, quota: quota, job: job, jobID: jobID, report: &report)
             }
 
@@ -186,22 +192,21 @@ final class JobRun {
             throw Abandoned(why: "drain deadline reached with \(mailbox.pending.outstanding) sends outstanding; outcomes so far are recorded")
         }
 
-        if let facts = cursor as? any RecipientCursorFacts, facts.shardedInto > 0 {
-            // Issue 5: split into shard jobs; the last shard publishes this job's report.
+        let facts = cursor.facts
+        if facts.shardedInto > 0 {
+            // Split into shard jobs; the last shard publishes this job's report.
             try session.ack(entry.entryID)
             worker.addStats { $0.jobsCompleted += 1 }
             logger.info("job split into shards", metadata: ["shards": "\(facts.shardedInto)"])
             return
         }
-        if let facts = cursor as? any RecipientCursorFacts {   // issue 5: directory resolver's facts
-            report.inAppStored = facts.inAppStored
-            if !facts.unknownRecipientIDs.isEmpty { report.unknownRecipientIDs = facts.unknownRecipientIDs.map(\.rawValue) }
-            if let why = facts.notEnabledReason { report.status = "not_enabled"; report.statusDetail = why }
-        }
+        report.inAppStored = facts.inAppStored
+        if !facts.unknownRecipientIDs.isEmpty { report.unknownRecipientIDs = facts.unknownRecipientIDs.map(\.rawValue) }
+        if let why = facts.notEnabledReason { report.status = "not_enabled"; report.statusDetail = why }
         report.finishedAt = worker.clock.now()
         try session.publish(report)
-        // Issue 5: a shard adds its counts to its parent; the last one publishes the parent's report.
-        if let shard = job.shard, let shards = (worker.resolver as? DirectoryRecipientResolver)?.shards,
+        // A shard adds its counts to its parent; the last one publishes the parent's report.
+        if let shard = job.shard, let shards = worker.resolver.shards,
            let parent = try shards.shardFinished(report, shard: shard) {
             if try session.publish(parent) { worker.onReport?(parent) }
         }
@@ -215,18 +220,14 @@ final class JobRun {
 
     /// Charges each platform's devices of the chunk; the first `granted` of each platform are sent, the rest get
     /// `quotaExceeded`. When everything is granted (the usual case) the chunk is returned as it is, uncopied.
-    private func admit(_ devices: [Device], quota: any QuotaGate, job: PushJob, jobID: JobID,
+    private func admit(_ devices: [Device], quota: any QuotaAccount, job: PushJob, jobID: JobID,
                        report: inout JobReport) throws -> [Device] {
         var wanted = [Int](repeating: 0, count: Platform.allCases.count)
         for d in devices { wanted[d.platform.index] += 1 }
         var granted = wanted
         for platform in Platform.allCases where wanted[platform.index] > 0 {
-            let n = wanted[platform.index]
-            if let hourly = quota as? any HourlyQuota {
-                granted[platform.index] = try admitHourly(n, platform: platform, quota: hourly, job: job, jobID: jobID, report: &report)
-            } else {
-                granted[platform.index] = try quota.grant(org: job.org, platform: platform, count: n, session: session)
-            }
+            granted[platform.index] = try admit(wanted[platform.index], platform: platform, quota: quota, job: job,
+                                                jobID: jobID, report: &report)
         }
         if granted == wanted { return devices }
         var out: [Device] = []
@@ -245,19 +246,19 @@ final class JobRun {
         return out
     }
 
-    /// Issue 5: charge `count` pushes; while some are denied but others' charges are still in flight (they may be
-    /// refunded), record arriving outcomes (which settles them) and ask again, for at most the policy's wait.
-    private func admitHourly(_ count: Int, platform: Platform, quota: any HourlyQuota, job: PushJob, jobID: JobID,
-                             report: inout JobReport) throws -> Int {
-        let org = job.org
+    /// Charges `count` pushes; while some are denied but others' charges are still in flight (they may be
+    /// refunded), records arriving outcomes (which settles them) and asks again, for at most the policy's wait.
+    private func admit(_ count: Int, platform: Platform, quota: any QuotaAccount, job: PushJob, jobID: JobID,
+                       report: inout JobReport) throws -> Int {
+        let policy = worker.quota?.waitPolicy ?? QuotaWaitPolicy()
         var granted = 0
-        let deadline = Date().addingTimeInterval(quota.waitPolicy.maxWait)
+        let deadline = Date().addingTimeInterval(policy.maxWait)
         while granted < count {
-            let g = try quota.charge(org: org, platform: platform, count: count - granted)
+            let g = try quota.charge(platform: platform, count: count - granted)
             granted += g.granted
             if granted >= count || !g.shouldRetryDenied || Date() >= deadline || worker.state.shouldAbandon { break }
             let batch = mailbox.wait(outstandingBelow: 1, flushAt: 1,
-                                     until: min(deadline, Date().addingTimeInterval(quota.waitPolicy.pollInterval)))
+                                     until: min(deadline, Date().addingTimeInterval(policy.pollInterval)))
             if !batch.isEmpty { try record(batch, job: job, jobID: jobID, report: &report) }
         }
         return granted
@@ -286,14 +287,10 @@ final class JobRun {
         }
         for p in Platform.allCases { report.countAccepted(delivered[p.index], platform: p) }
         if !dead.isEmpty { try session.remove(org: job.org, app: job.app, tokens: dead) }
-        if let hourly = worker.quota as? any HourlyQuota {
-            // Issue 5: settle every charged push: accepted ones stay charged, the rest are refunded.
+        if let quota {
+            // Settle every charged push: accepted ones stay charged, the rest are refunded.
             for p in Platform.allCases where delivered[p.index] > 0 || refunds[p.index] > 0 {
-                try hourly.settle(org: job.org, platform: p, delivered: delivered[p.index], refunded: refunds[p.index])
-            }
-        } else if let quota = worker.quota {
-            for p in Platform.allCases where refunds[p.index] > 0 {
-                try quota.refund(org: job.org, platform: p, count: refunds[p.index], session: session)
+                try quota.settle(platform: p, delivered: delivered[p.index], refunded: refunds[p.index])
             }
         }
         worker.addStats { $0.outcomesRecorded += batch.count }

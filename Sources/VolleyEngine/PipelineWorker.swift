@@ -18,7 +18,7 @@ public final class PipelineWorker: @unchecked Sendable {
     let backend: any PipelineBackend
     let apps: any AppDirectory
     let resolver: any RecipientResolver
-    let quota: (any QuotaGate)?
+    let quota: (any HourlyQuota)?
     let clock: any WallClock
     let logger: Logger
     let state: WorkerState
@@ -30,7 +30,7 @@ public final class PipelineWorker: @unchecked Sendable {
     public var onReport: (@Sendable (JobReport) -> Void)?
 
     public init(configuration: WorkerConfiguration, backend: any PipelineBackend, apps: any AppDirectory,
-                resolver: any RecipientResolver = UserRecipientResolver(), quota: (any QuotaGate)? = nil,
+                resolver: any RecipientResolver = UserRecipientResolver(), quota: (any HourlyQuota)? = nil,
                 clock: any WallClock = SystemClock(), logger: Logger = Logger(label: "volley.worker")) {
         self.configuration = configuration; self.backend = backend; self.apps = apps; self.resolver = resolver
         self.quota = quota; self.clock = clock

@@ -6,6 +6,8 @@ public struct UserRecipientResolver: RecipientResolver {
     /// Users per registry round trip (one pipelined HVALS each).
     public var usersPerRead: Int
     public init(usersPerRead: Int = 100) { self.usersPerRead = max(1, usersPerRead) }
+    /// Jobs of user ids are never split into shards.
+    public var shards: (any ShardCoordinator)? { nil }
 
     public func cursor(for job: PushJob, session: any PipelineSession) throws -> any DeviceCursor {
         var seen = Set<RecipientID>()
@@ -21,6 +23,8 @@ public struct UserRecipientResolver: RecipientResolver {
         var explicitIndex = 0
         var userIndex = 0
         var seenExplicit = Set<String>()
+        /// User ids name only users: nothing more to report than the devices.
+        var facts: RecipientFacts { RecipientFacts() }
 
         init(job: PushJob, users: [UserID], registry: any DeviceRegistry, usersPerRead: Int) {
             self.job = job; self.users = users; self.registry = registry; self.usersPerRead = usersPerRead

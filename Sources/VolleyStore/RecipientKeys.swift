@@ -14,6 +14,8 @@ import VolleyCore
 /// volley:quota:{O}:limits                HASH  ios / android: per-org overrides (`volley quota set`)
 /// volley:quota:{O}:<platform>:<yyyyMMddHH> HASH used (charged, in-flight included), pending (charged, unsettled);
 ///                                              TTL = end of the UTC hour + grace
+/// volley:quota:{O}:job:<job>             HASH  <delivery>|<platform>|<hour index> → charges not yet settled
+///                                              (a redelivery adopts other deliveries' fields); TTL as the hour's
 /// volley:inbox:{O}:n:<nid>               HASH  notification content (type, title, body, target, targetPageRef, created)
 /// volley:inbox:{O}:u:<user>:all          ZSET  nid → created ms (retention: newest maxCount, none older than maxAge)
 /// volley:inbox:{O}:u:<user>:unread       ZSET  subset of all not read
@@ -37,6 +39,7 @@ public struct RecipientKeys: Sendable {
 
     public var quotaLimits: String { "volley:quota:\(tag):limits" }
     public func quota(_ platform: Platform, _ hour: QuotaHour) -> String { "volley:quota:\(tag):\(platform.rawValue):\(hour.label)" }
+    public func quotaCharges(_ job: JobID) -> String { "volley:quota:\(tag):job:\(job.rawValue)" }
 
     public func inboxContent(_ nid: String) -> String { "volley:inbox:\(tag):n:\(nid)" }
     public var inboxUserPrefix: String { "volley:inbox:\(tag):u:" }

@@ -4,9 +4,9 @@ import VolleyRedis
 /// reloaded on NOSCRIPT by `RedisClient.eval`). Key layouts are documented in `RecipientKeys`.
 enum RecipientScripts {
     /// Quota grant: grant up to what is left of the hour (partial grants allowed), charging both `used` and
-    /// `pending`. KEYS[1] hour hash, KEYS[2] per-org limit overrides hash.
-    /// ARGV[1] platform ("ios"/"android"), ARGV[2] default limit, ARGV[3] wanted, ARGV[4] ttl seconds.
-    /// Returns {granted, pending after, limit}.
+    /// `pending`. KEYS[1] hour hash, KEYS[2] per-org limit overrides hash, KEYS[3] (optional) the job's unsettled
+    /// charges hash. ARGV[1] platform ("ios"/"android"), ARGV[2] default limit, ARGV[3] wanted, ARGV[4] ttl seconds,
+    /// ARGV[5] (with KEYS[3]) the field of this delivery, platform and hour. Returns {granted, pending after, limit}.
     static let quotaCharge = RedisScript("""
     local limit = tonumber(redis.call('HGET', KEYS[2], ARGV[1]) or ARGV[2])
     local want = tonumber(ARGV[3])
@@ -20,17 +20,32 @@ enum RecipientScripts {
       redis.call('HINCRBY', KEYS[1], 'used', grant)
       pending = redis.call('HINCRBY', KEYS[1], 'pending', grant)
       redis.call('EXPIRE', KEYS[1], ARGV[4])
+      if KEYS[3] then
+        redis.call('HINCRBY', KEYS[3], ARGV[5], grant)
+        redis.call('EXPIRE', KEYS[3], ARGV[4])
+      end
     end
     return {grant, pending, limit}
     """)
 
     /// Quota settle: the granted pushes have terminal outcomes. Delivered stay in `used`; refunded leave it.
-    /// Both leave `pending`. A settle for an hour whose key already expired does nothing (never re-creates it
-    /// without a TTL). KEYS[1] hour hash; ARGV[1] delivered, ARGV[2] refunded. Returns pending after.
+    /// Both leave `pending`. With the job's charges hash (KEYS[2], field ARGV[3]) it settles at most what that field
+    /// still holds: charges a redelivery adopted are settled by the redelivery, not by a delivery presumed dead that
+    /// answers late. A settle for an hour whose key already expired does nothing to it (never re-creates it without
+    /// a TTL). KEYS[1] hour hash; ARGV[1] delivered, ARGV[2] refunded. Returns pending after.
     static let quotaSettle = RedisScript("""
-    if redis.call('EXISTS', KEYS[1]) == 0 then return 0 end
     local d = tonumber(ARGV[1])
     local r = tonumber(ARGV[2])
+    if KEYS[2] then
+      local have = tonumber(redis.call('HGET', KEYS[2], ARGV[3]) or '0')
+      if r > have then r = have end
+      if d > have - r then d = have - r end
+      if have - r - d <= 0 then redis.call('HDEL', KEYS[2], ARGV[3])
+      else redis.call('HINCRBY', KEYS[2], ARGV[3], -(d + r)) end
+    end
+    -- Nothing left to settle (Lua's -(0) is "-0", which HINCRBY refuses).
+    if d + r == 0 then return tonumber(redis.call('HGET', KEYS[1], 'pending') or '0') end
+    if redis.call('EXISTS', KEYS[1]) == 0 then return 0 end
     local p = redis.call('HINCRBY', KEYS[1], 'pending', -(d + r))
     if p < 0 then redis.call('HSET', KEYS[1], 'pending', 0); p = 0 end
     if r > 0 then
@@ -38,6 +53,26 @@ enum RecipientScripts {
       if u < 0 then redis.call('HSET', KEYS[1], 'used', 0) end
     end
     return p
+    """)
+
+    /// A redelivery adopts the unsettled charges of a job's earlier deliveries: every field of KEYS[1] (the job's
+    /// charges hash, fields `<delivery>|<platform>|<hour index>`) not of this delivery (ARGV[1]) moves to this
+    /// delivery's field of the same platform and hour. Returns {platform, hour index, count, …} of what moved.
+    static let quotaAdopt = RedisScript("""
+    local all = redis.call('HGETALL', KEYS[1])
+    local out = {}
+    for i = 1, #all, 2 do
+      local field, count = all[i], tonumber(all[i + 1])
+      local delivery, platform, hour = string.match(field, '^(.*)|([^|]+)|([^|]+)$')
+      if delivery and delivery ~= ARGV[1] then
+        redis.call('HDEL', KEYS[1], field)
+        if count > 0 then
+          redis.call('HINCRBY', KEYS[1], ARGV[1] .. '|' .. platform .. '|' .. hour, count)
+          table.insert(out, platform); table.insert(out, hour); table.insert(out, count)
+        end
+      end
+    end
+    return out
     """)
 
     /// Inbox delivery for a chunk of users. Idempotent per (user, notification): a redelivered job does not

@@ -12,14 +12,14 @@ import VolleyRedis
 /// Keys expire on their own at the end of the hour plus `graceSeconds`.
 public final class RedisQuotaStore: HourlyQuota, @unchecked Sendable {
     private let redis: SerializedRedis
-    private let clock: any WallClock
+    let clock: any WallClock
     /// Limits from configuration: defaults and per-org file overrides. Redis overrides (`setLimits`) win.
     public let defaults: QuotaLimits
     public let configured: [String: (ios: Int?, android: Int?)]
     public let graceSeconds: Int
     public let waitPolicy: QuotaWaitPolicy
-    /// Charges not yet settled by this process, per "org|platform", oldest hour first.
-    private var outstanding: [String: [(hour: QuotaHour, count: Int)]] = [:]
+    /// Charges outside any job not yet settled by this process, per "org|platform".
+    private var outstanding: [String: OutstandingCharges] = [:]
     private let lock = NSLock()
 
     public init(client: RedisClient, defaults: QuotaLimits = QuotaLimits(),
@@ -36,63 +36,92 @@ public final class RedisQuotaStore: HourlyQuota, @unchecked Sendable {
         return (platform == .ios ? o?.ios : o?.android) ?? defaults[platform]
     }
 
+    public func account(org: OrgID, job: JobID, delivery: String, adoptingEarlierCharges: Bool) throws
+        -> any QuotaAccount {
+        let account = RedisQuotaAccount(store: self, org: org, job: job, delivery: delivery)
+        if adoptingEarlierCharges { try account.adoptEarlierCharges() }
+        return account
+    }
+
+    /// Charges outside any job (`volley test-push`): settled with `settle(org:platform:delivered:refunded:)`.
     public func charge(org: OrgID, platform: Platform, count: Int) throws -> QuotaGrant {
+        let grant = try charge(org: org, platform: platform, count: count, job: nil)
+        lock.withLock { outstanding["\(org.rawValue)|\(platform.rawValue)", default: .init()].add(grant.granted, hour: grant.hour) }
+        return grant
+    }
+
+    /// Settles charges made with `charge(org:platform:count:)`, against the hours charged, oldest first.
+    public func settle(org: OrgID, platform: Platform, delivered: Int, refunded: Int) throws {
+        let (parts, unmatched) = lock.withLock {
+            outstanding["\(org.rawValue)|\(platform.rawValue)", default: .init()].take(delivered: delivered, refunded: refunded)
+        }
+        for p in parts { try settle(org: org, platform: platform, hour: p.hour, delivered: p.delivered, refunded: p.refunded, job: nil) }
+        // More settled than this process charged (should not happen): settle against the current hour.
+        if unmatched.delivered > 0 || unmatched.refunded > 0 {
+            try settle(org: org, platform: platform, hour: QuotaHour(containing: clock.now()),
+                       delivered: unmatched.delivered, refunded: unmatched.refunded, job: nil)
+        }
+    }
+
+    /// One charge script call. `job`: the job's charges hash and this delivery's field prefix.
+    func charge(org: OrgID, platform: Platform, count: Int, job: (key: String, delivery: String)?) throws -> QuotaGrant {
         let now = clock.now()
         let hour = QuotaHour(containing: now)
+        let limit = configuredLimit(org: org, platform: platform)
+        if count <= 0 { return QuotaGrant(granted: 0, denied: 0, pending: 0, hour: hour, limit: limit) }
         let k = RecipientKeys(org: org)
-        if count <= 0 {
-            return QuotaGrant(granted: 0, denied: 0, pending: 0, hour: hour, limit: configuredLimit(org: org, platform: platform))
+        var keys = [k.quota(platform, hour), k.quotaLimits]
+        var args = [platform.rawValue, String(limit), String(count), String(hour.ttlSeconds(at: now, grace: graceSeconds))]
+        if let job {
+            keys.append(job.key)
+            args.append(Self.chargeField(delivery: job.delivery, platform: platform, hour: hour))
         }
-        let reply = try redis.with {
-            try $0.eval(RecipientScripts.quotaCharge, keys: [k.quota(platform, hour), k.quotaLimits],
-                        args: [platform.rawValue, String(configuredLimit(org: org, platform: platform)), String(count),
-                               String(hour.ttlSeconds(at: now, grace: graceSeconds))])
-        }
+        let reply = try redis.with { try $0.eval(RecipientScripts.quotaCharge, keys: keys, args: args) }
         try reply.throwIfError("quota charge")
         guard let a = reply.array, a.count == 3, let g = a[0].integer, let p = a[1].integer, let l = a[2].integer else {
             throw RedisError(.unexpectedReply, "quota charge: \(reply)")
         }
-        if g > 0 {
-            lock.withLock {
-                let key = "\(org.rawValue)|\(platform.rawValue)"
-                var list = outstanding[key] ?? []
-                if let last = list.last, last.hour == hour { list[list.count - 1].count += Int(g) } else { list.append((hour, Int(g))) }
-                outstanding[key] = list
-            }
-        }
         return QuotaGrant(granted: Int(g), denied: count - Int(g), pending: Int(p), hour: hour, limit: Int(l))
     }
 
-    /// Settles against the hours this process charged, oldest first (refunds first, then deliveries).
-    public func settle(org: OrgID, platform: Platform, delivered: Int, refunded: Int) throws {
-        var refundLeft = max(0, refunded), deliveredLeft = max(0, delivered)
-        var parts: [(QuotaHour, Int, Int)] = []
-        lock.withLock {
-            let key = "\(org.rawValue)|\(platform.rawValue)"
-            var list = outstanding[key] ?? []
-            while (refundLeft > 0 || deliveredLeft > 0), !list.isEmpty {
-                let r = min(refundLeft, list[0].count)
-                let d = min(deliveredLeft, list[0].count - r)
-                parts.append((list[0].hour, d, r))
-                refundLeft -= r; deliveredLeft -= d
-                list[0].count -= r + d
-                if list[0].count == 0 { list.removeFirst() }
-            }
-            outstanding[key] = list.isEmpty ? nil : list
-        }
-        // More settled than this process charged (should not happen): settle against the current hour.
-        if refundLeft > 0 || deliveredLeft > 0 { parts.append((QuotaHour(containing: clock.now()), deliveredLeft, refundLeft)) }
-        for (h, d, r) in parts { try settle(org: org, platform: platform, hour: h, delivered: d, refunded: r) }
+    public func settle(org: OrgID, platform: Platform, hour: QuotaHour, delivered: Int, refunded: Int) throws {
+        try settle(org: org, platform: platform, hour: hour, delivered: delivered, refunded: refunded, job: nil)
     }
 
-    public func settle(org: OrgID, platform: Platform, hour: QuotaHour, delivered: Int, refunded: Int) throws {
+    func settle(org: OrgID, platform: Platform, hour: QuotaHour, delivered: Int, refunded: Int,
+                job: (key: String, delivery: String)?) throws {
         if delivered <= 0 && refunded <= 0 { return }
-        let k = RecipientKeys(org: org)
-        let reply = try redis.with {
-            try $0.eval(RecipientScripts.quotaSettle, keys: [k.quota(platform, hour)],
-                        args: [String(max(0, delivered)), String(max(0, refunded))])
+        var keys = [RecipientKeys(org: org).quota(platform, hour)]
+        var args = [String(max(0, delivered)), String(max(0, refunded))]
+        if let job {
+            keys.append(job.key)
+            args.append(Self.chargeField(delivery: job.delivery, platform: platform, hour: hour))
         }
+        let reply = try redis.with { try $0.eval(RecipientScripts.quotaSettle, keys: keys, args: args) }
         try reply.throwIfError("quota settle")
+    }
+
+    /// Moves the job's unsettled charges of other deliveries to `delivery`; returns them per platform.
+    func adopt(org: OrgID, job: JobID, delivery: String) throws -> [Platform: OutstandingCharges] {
+        let reply = try redis.with {
+            try $0.eval(RecipientScripts.quotaAdopt, keys: [RecipientKeys(org: org).quotaCharges(job)], args: [delivery])
+        }
+        try reply.throwIfError("quota adopt")
+        let items = reply.array ?? []
+        var out: [Platform: OutstandingCharges] = [:]
+        var i = 0
+        while i + 2 < items.count {
+            if let platform = items[i].string.flatMap(Platform.init(rawValue:)),
+               let hour = items[i + 1].string.flatMap({ Int64($0) }), let count = items[i + 2].integer {
+                out[platform, default: .init()].add(Int(count), hour: QuotaHour(index: hour))
+            }
+            i += 3
+        }
+        return out
+    }
+
+    static func chargeField(delivery: String, platform: Platform, hour: QuotaHour) -> String {
+        "\(delivery)|\(platform.rawValue)|\(hour.index)"
     }
 
     /// `volley quota set`: Redis overrides (nil leaves a platform as it is).
@@ -126,6 +155,54 @@ public final class RedisQuotaStore: HourlyQuota, @unchecked Sendable {
                               limit: limit ?? configuredLimit(org: org, platform: p),
                               used: v.first?.integer.map(Int.init) ?? 0,
                               pending: v.count > 1 ? v[1].integer.map(Int.init) ?? 0 : 0)
+        }
+    }
+}
+
+/// One delivery's quota charges for one job. Its unsettled charges are also kept in Redis per delivery, so a
+/// redelivery can adopt what a killed worker charged and never settled, and each device is charged once.
+final class RedisQuotaAccount: QuotaAccount {
+    let store: RedisQuotaStore
+    let org: OrgID
+    let jobID: JobID
+    let job: (key: String, delivery: String)
+    /// Charges not yet settled, per platform.
+    private var outstanding: [Platform: OutstandingCharges] = [:]
+    /// Adopted charges not yet handed to a send: the next charges of the platform take these first, free.
+    private var prepaid: [Platform: OutstandingCharges] = [:]
+
+    init(store: RedisQuotaStore, org: OrgID, job: JobID, delivery: String) {
+        self.store = store; self.org = org; jobID = job
+        self.job = (RecipientKeys(org: org).quotaCharges(job), delivery)
+    }
+
+    func adoptEarlierCharges() throws {
+        prepaid = try store.adopt(org: org, job: jobID, delivery: job.delivery)
+    }
+
+    func charge(platform: Platform, count: Int) throws -> QuotaGrant {
+        var free = 0
+        for part in prepaid[platform]?.take(upTo: count) ?? [] {
+            outstanding[platform, default: .init()].add(part.count, hour: part.hour)
+            free += part.count
+        }
+        if free == count {
+            return QuotaGrant(granted: free, denied: 0, pending: 0, hour: QuotaHour(containing: store.clock.now()),
+                              limit: store.configuredLimit(org: org, platform: platform))
+        }
+        var grant = try store.charge(org: org, platform: platform, count: count - free, job: job)
+        outstanding[platform, default: .init()].add(grant.granted, hour: grant.hour)
+        grant.granted += free
+        grant.denied = count - grant.granted
+        return grant
+    }
+
+    func settle(platform: Platform, delivered: Int, refunded: Int) throws {
+        // Only what this account charged is settled: a settle beyond it has no charge to give back.
+        let parts = outstanding[platform, default: .init()].take(delivered: delivered, refunded: refunded).parts
+        for p in parts {
+            try store.settle(org: org, platform: platform, hour: p.hour, delivered: p.delivered, refunded: p.refunded,
+                             job: job)
         }
     }
 }

@@ -82,3 +82,29 @@ import VolleyCore
         #expect(Notification(fcm: .object(["data": .object(["recordId": .string("001")])])).inAppText == nil)
     }
 }
+
+@Suite struct OutstandingChargesTests {
+    @Test func settlesOldestHourFirstRefundsBeforeDeliveries() {
+        var c = OutstandingCharges()
+        c.add(3, hour: QuotaHour(index: 1))
+        c.add(2, hour: QuotaHour(index: 1))
+        c.add(4, hour: QuotaHour(index: 2))
+        #expect(c.total == 9)
+        let (parts, unmatched) = c.take(delivered: 4, refunded: 3)
+        #expect(parts.map(\.hour.index) == [1, 2])
+        #expect(parts.map(\.refunded) == [3, 0] && parts.map(\.delivered) == [2, 2])
+        #expect(unmatched == (0, 0))
+        #expect(c.total == 2)
+        let over = c.take(delivered: 5, refunded: 0)
+        #expect(over.unmatched.delivered == 3 && c.total == 0)
+    }
+
+    @Test func takeUpToSpansHours() {
+        var c = OutstandingCharges()
+        c.add(2, hour: QuotaHour(index: 7))
+        c.add(5, hour: QuotaHour(index: 8))
+        let taken = c.take(upTo: 4)
+        #expect(taken.map(\.hour.index) == [7, 8] && taken.map(\.count) == [2, 2])
+        #expect(c.total == 3)
+    }
+}

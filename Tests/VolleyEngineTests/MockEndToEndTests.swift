@@ -36,9 +36,10 @@ struct MockWorld {
         try? FileManager.default.removeItem(at: dir)
     }
 
-    func writeConfig(worker: [String: String] = [:]) throws -> String {
+    func writeConfig(worker: [String: String] = [:], quotas: (ios: Int, android: Int)? = nil) throws -> String {
         var l = local
         l.worker = worker
+        if let quotas { l.quotaIOS = quotas.ios; l.quotaAndroid = quotas.android }
         let path = dir.appendingPathComponent("volley-\(UUID().uuidString.prefix(6)).yaml").path
         try l.write(to: path)
         return path

@@ -67,7 +67,9 @@ func pushes(_ s: MockStatsSnapshot) -> Int { s.totalRequests - s.tokenRequests }
         let w = try MockWorld(mockConfig: #"{"latencyMs": 10}"#)
         defer { w.stop() }
         try registerCampaign(w)
-        let config = try w.writeConfig(worker: workerKeys())
+        // The hourly limits are exactly the campaign's devices per platform: a device charged twice (sent by A,
+        // not recorded, resent by B) would push others over quota.
+        let config = try w.writeConfig(worker: workerKeys(), quotas: (Self.devices / 2, Self.devices / 2))
         let a = try WorkerProcess(config: config, consumer: "A", logDirectory: w.dir)
         defer { if a.isRunning { a.kill9() } }
         try w.h.producer.enqueue(PushJob(id: "campaign", org: "org1", app: "app1",
@@ -91,7 +93,22 @@ func pushes(_ s: MockStatsSnapshot) -> Int { s.totalRequests - s.tokenRequests }
         #expect(r.devices == Self.devices)
         #expect(r.accepted + r.rejected + r.failed == Self.devices)
         #expect(r.accepted == Self.devices)
+        #expect(r.quotaExceeded == 0)
         #expect(r.deliveries == 2)
+        // The quota counted each device once: used is the campaign's devices, nothing left pending (summed over
+        // this hour and the one before, in case the run crossed the top of the hour).
+        let hour = QuotaHour(containing: Date())
+        for platform in [Platform.ios, .android] {
+            var used: Int64 = 0, pending: Int64 = 0
+            for h in [QuotaHour(index: hour.index - 1), hour] {
+                let counters = try w.h.admin.client.checked(["HMGET", RecipientKeys(org: "org1").quota(platform, h),
+                                                             "used", "pending"]).array ?? []
+                used += counters.first?.integer ?? 0
+                pending += counters.last?.integer ?? 0
+            }
+            #expect(used == Int64(Self.devices / 2), "\(platform) used")
+            #expect(pending == 0, "\(platform) pending")
+        }
         #expect(r.alreadyRecorded == recordedByA)
         // Duplicates: what A had sent but not recorded when it died; bounded by in-flight + one record batch.
         // (The mock's own duplicate counter sees APNs apns-id repeats only, so count resends from the totals.)

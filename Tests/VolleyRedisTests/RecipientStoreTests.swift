@@ -226,3 +226,37 @@ final class LockedCounter: @unchecked Sendable {
     #expect(try types.policy(org: "o", app: "sales", typeID: "deal") == .pushAndInbox)
     #expect(try types.types(org: "o").map(\.id) == ["deal", "desk"])
 }
+
+/// A redelivery adopts what a killed delivery charged and never settled: each device of the job is charged once.
+@Test func redeliveryAdoptsUnsettledChargesSoEachDeviceIsChargedOnce() throws {
+    let fx = try RedisServerFixture()
+    defer { fx.stop() }
+    let clock = ManualClock(Date(timeIntervalSince1970: 1_795_320_000))
+    let q = RedisQuotaStore(client: fx.client(), defaults: QuotaLimits(ios: 10, android: 10), clock: clock)
+    func used() throws -> QuotaUsage? { try q.usage(org: "o").first { $0.platform == .ios } }
+
+    // Delivery 1 charges all 10 devices, records 4 (delivered), then its worker dies with 6 in flight.
+    let first = try q.account(org: "o", job: "job", delivery: "A#1", adoptingEarlierCharges: false)
+    #expect(try first.charge(platform: .ios, count: 10).granted == 10)
+    try first.settle(platform: .ios, delivered: 4, refunded: 0)
+    #expect(try used()?.used == 10 && used()?.pending == 6)
+
+    // Delivery 2 resends the 6 unrecorded devices: they were charged already, so nothing more is charged and the
+    // limit of 10 still admits them all.
+    let second = try q.account(org: "o", job: "job", delivery: "B#2", adoptingEarlierCharges: true)
+    let grant = try second.charge(platform: .ios, count: 6)
+    #expect(grant.granted == 6 && grant.denied == 0)
+    try second.settle(platform: .ios, delivered: 5, refunded: 1)
+    #expect(try used()?.used == 9 && used()?.pending == 0)
+    // Delivery 1 was only presumed dead: its late settle finds its charges adopted and changes nothing.
+    try first.settle(platform: .ios, delivered: 6, refunded: 0)
+    #expect(try used()?.used == 9 && used()?.pending == 0)
+    // Everything settled: the job's charge record is gone.
+    #expect(try fx.client().command(["EXISTS", RecipientKeys(org: "o").quotaCharges("job")]).integer == 0)
+
+    // Without adoption the resent devices are charged a second time (what a redelivery did before).
+    let third = try q.account(org: "o", job: "other", delivery: "A#1", adoptingEarlierCharges: false)
+    #expect(try third.charge(platform: .ios, count: 1).granted == 1)
+    let fourth = try q.account(org: "o", job: "other", delivery: "B#2", adoptingEarlierCharges: false)
+    #expect(try fourth.charge(platform: .ios, count: 1).granted == 0)
+}

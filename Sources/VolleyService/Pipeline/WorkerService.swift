@@ -42,7 +42,7 @@ public enum WorkerRunner {
     /// `volley worker`: one worker until SIGTERM/SIGINT, then drain and return (exit 0).
     public static func run(settings: PipelineSettings, apps: any AppDirectory, logger: Logger,
                            resolver: any RecipientResolver = UserRecipientResolver(),
-                           quota: (any QuotaGate)? = nil) async throws {
+                           quota: (any HourlyQuota)? = nil) async throws {
         let worker = PipelineWorker(configuration: settings.worker, backend: settings.backend(logger: logger),
                                     apps: apps, resolver: resolver, quota: quota, logger: logger)
         let group = ServiceGroup(configuration: .init(
