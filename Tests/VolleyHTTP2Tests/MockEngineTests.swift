@@ -524,68 +524,6 @@ struct APNsCase: Sendable, CustomTestStringConvertible {
         #expect(engine.stats().fcmValidateOnly == 1)
     }
 
-    /// The byte-level fast path answers exactly what the full path answers: each body is sent first on a fresh
-    /// connection (the full path: its authorization is not yet known there) and then on one whose authorization
-    /// passed before (the fast path wherever it applies). Accepted answers differ only in the message id.
-    @Test func fastPathAnswersLikeTheFullPath() throws {
-        let engine = try makeEngine(#"{"fcm": {"unregisteredPrefixes": ["dead"]}}"#)
-        let (warm, _) = openConnection(engine)
-        let access = try token(engine, warm)
-        #expect(try send(engine, warm, access: access, body: #"{"message":{"token":"warm-up"}}"#).status == 200)
-        #expect(!warm.lastFCMAuthorization.isEmpty)   // later sends on `warm` may take the fast path
-        let long = String(repeating: "x", count: 4095)   // "k": 4,096 bytes (the limit), "kk": one over
-        let bodies = [
-            #"{"message":{"token":"tok-1","data":{"k":"v"},"android":{"priority":"HIGH","ttl":"3.5s"}}}"#,
-            #" { "validate_only" : true , "message" : { "token" : "t" } } "#,
-            #"{"validate_only":true,"message":{"token":"t"},"validate_only":false}"#,
-            #"{"message":{"token":"first"},"message":{"token":"second","data":{}}}"#,
-            #"{"message":{"token":"t","data":{"k":"v","k":"w"}}}"#,
-            #"{"message":{"token":"t","data":{"k":""# + long + #""}}}"#,
-            #"{"message":{"token":"t","data":{"kk":""# + long + #""}}}"#,
-            #"{"message":{"token":"t","data":{"k":"caf\u00e9"}}}"#,
-            #"{"message":{"token":"t","data":{"k":"café"}}}"#,
-            #"{"message":{"token":"t","data":{"k":1}}}"#,
-            #"{"message":{"token":"t","data":[]}}"#,
-            #"{"message":{"token":"t\u0041"}}"#,
-            #"{"message":{"token":"t b"}}"#,
-            #"{"message":{"token":""}}"#,
-            #"{"message":{"token":7,"topic":"news"}}"#,
-            #"{"message":{"topic":"news"}}"#,
-            #"{"message":{"tok\u0065n":"t"}}"#,
-            #"{"message":{"token":"dead-1"}}"#,
-            #"{"message":{"token":"t","android":"x"}}"#,
-            #"{"message":{"token":"t","android":{"priority":"NORMAL","priority":"URGENT"}}}"#,
-            #"{"message":{"token":"t","android":{"priority":"HI\u0047H","ttl":"10s"}}}"#,
-            #"{"message":{"token":"t","android":{"ttl":"1.5"}}}"#,
-            #"{"message":{"token":"t","notification":{"title":"ü","body":"\n"},"apns":{"payload":{"aps":{}}}}}"#,
-            #"{"message":"t"}"#,
-            #"[{"message":{"token":"t"}}]"#,
-            #"{"message":{"token":"t"}"#,
-        ]
-        for body in bodies {
-            let (fresh, _) = openConnection(engine, id: 99)
-            let full = try send(engine, fresh, access: access, body: body)
-            engine.connectionClosed(fresh, peakStreams: 0, refusedStreams: 0)
-            let fast = try send(engine, warm, access: access, body: body)
-            #expect(full.status == fast.status, "\(body.prefix(70))")
-            #expect(full.headers == fast.headers, "\(body.prefix(70))")
-            if full.status == 200 {
-                let name = { (r: HTTP2Response) in
-                    let n = MockJSONValue.parse(r.body)?["name"]?.stringValue ?? ""
-                    return n.hasSuffix("fake_message_id") ? n : String(n.prefix { $0 != ":" })
-                }
-                #expect(name(full) == name(fast) && !name(full).isEmpty, "\(body.prefix(70))")
-            } else {
-                #expect(full.body == fast.body, "\(body.prefix(70))")
-            }
-        }
-        // The fast path does apply to the common shape, and steps aside where decoding matters.
-        let plain = Array(bodies[0].utf8)
-        #expect(plain.withUnsafeBufferPointer { MockEngine.fcmMessageFacts($0) }?.validateOnly == false)
-        let escaped = Array(#"{"message":{"token":"t\u0041"}}"#.utf8)
-        #expect(escaped.withUnsafeBufferPointer { MockEngine.fcmMessageFacts($0) } == nil)
-    }
-
     /// `last_accepted_ns`: CLOCK_MONOTONIC of the latest accepted send (what `bench e2e` times idle probes with);
     /// rejected and validate-only sends leave it alone; reset clears it.
     @Test func lastAcceptedIsStampedWithTheMonotonicClock() throws {

@@ -37,10 +37,6 @@ public final class MockConnectionState: @unchecked Sendable {
     var lastVerdict: MockJWT.APNsVerdict = .invalid
     /// FCM access tokens seen valid on this connection → expiry (unix seconds).
     var accessTokens: [String: Int64] = [:]
-    /// The raw bytes of the last `authorization` value that passed the FCM check, and its token's expiry: the
-    /// per-request check on the fast path is one comparison (`MockEngine.fcmFast`).
-    var lastFCMAuthorization: [UInt8] = []
-    var lastFCMExpiry: Int64 = 0
     var streams = 0
     var clientCertificate: Bool
     /// True while "one stream until authenticated" holds the connection at 1.
@@ -107,9 +103,6 @@ public final class MockEngine: Sendable {
     let duplicateTrackingAllowed: Bool
     /// `credentials.apnsTopic` as bytes, for the per-request comparison.
     let apnsTopicBytes: [UInt8]
-    /// `/v1/projects/<project>/messages:send` as bytes (nil when the project id is not plain ASCII without `/`, so
-    /// the byte comparison could answer differently from the String one: then every FCM request takes the full path).
-    let fcmSendPathBytes: [UInt8]?
     /// `projects/<project>/messages/`, the start of an accepted answer's `name`.
     let fcmNamePrefixBytes: [UInt8]
     /// Called with the stats JSON/config for `/_mock/*` routes; set by the server.
@@ -129,8 +122,6 @@ public final class MockEngine: Sendable {
         self.duplicateTrackingAllowed = duplicateTracking
         self.apnsTopicBytes = Array(credentials.apnsTopic.utf8)
         let project = credentials.fcmProjectID
-        let plain = !project.isEmpty && project.utf8.allSatisfy { $0 > 0x20 && $0 < 0x7F && $0 != UInt8(ascii: "/") }
-        self.fcmSendPathBytes = plain ? Array("/v1/projects/\(project)/messages:send".utf8) : nil
         self.fcmNamePrefixBytes = Array("projects/\(project)/messages/".utf8)
     }
 
@@ -560,12 +551,6 @@ public final class MockEngine: Sendable {
 
     func fcm(_ req: MockRequest, _ raw: MockRawFields, state: MockConnectionState, config: MockConfiguration,
              now: Double, authenticated: inout Bool) -> HTTP2Response {
-        if let facts = fcmFast(req, raw, state: state, now: now) {
-            authenticated = true
-            return fcmAccept(req, state: state, config: config, now: now, validateOnly: facts.validateOnly) {
-                req.body.withUnsafeBufferPointer { String(decoding: UnsafeBufferPointer(rebasing: $0[facts.token]), as: UTF8.self) }
-            }
-        }
         // /v1/projects/<project>/messages:send
         let rest = req.path.dropFirst("/v1/projects/".utf8.count)
         guard let slash = rest.firstIndex(of: "/"), rest[slash...] == "/messages:send" else {
@@ -590,11 +575,6 @@ public final class MockEngine: Sendable {
             return fcmError(state, 401, status: "UNAUTHENTICATED",
                             message: "Request had invalid authentication credentials. Expected OAuth 2 access token, login cookie or other valid authentication credential. See https://developers.google.com/identity/sign-in/web/devconsole-project.",
                             errorCode: nil)
-        }
-        if raw.authorizationCount == 1, let bytes = raw.authorization {
-            // The one value `header("authorization")` read: later requests with these bytes take the fast path.
-            state.lastFCMAuthorization = Array(bytes)
-            state.lastFCMExpiry = exp
         }
         guard project == credentials.fcmProjectID else {
             return fcmError(state, 403, status: "PERMISSION_DENIED",
@@ -656,14 +636,14 @@ public final class MockEngine: Sendable {
             }
         }
         let validateOnly = doc["validate_only"]?.boolValue == true
-        return fcmAccept(req, state: state, config: config, now: now, validateOnly: validateOnly) { target }
+        return fcmAccept(req, state: state, config: config, now: now, validateOnly: validateOnly, target: target)
     }
 
-    /// What the full path decides after the message passed its checks: token rules, injected errors, then the
-    /// accepted answer. `target` is asked for only when token rules are configured.
+    /// What a send decides after its message passed the checks: token rules, injected errors, then the accepted
+    /// answer.
     func fcmAccept(_ req: MockRequest, state: MockConnectionState, config: MockConfiguration, now: Double,
-                   validateOnly: Bool, target: () -> String?) -> HTTP2Response {
-        if !config.fcm.isEmpty, let t = target(), let m = config.fcm.match(t[...]) {
+                   validateOnly: Bool, target: String?) -> HTTP2Response {
+        if !config.fcm.isEmpty, let t = target, let m = config.fcm.match(t[...]) {
             switch m {
             case .unregistered:
                 return fcmError(state, 404, status: "NOT_FOUND", message: "Requested entity was not found.", errorCode: "UNREGISTERED")
@@ -706,75 +686,6 @@ public final class MockEngine: Sendable {
         body.append(contentsOf: #""}"#.utf8)
         return HTTP2Response(status: 200, headers: [HTTP2Header("content-type", "application/json; charset=UTF-8")],
                              body: body)
-    }
-
-    /// The common FCM send decided from its bytes: the exact send path, POST, one `authorization` whose bytes
-    /// passed the full check on this connection and whose token has not expired, and a message the full path
-    /// accepts. Anything else — an error to answer, escapes or non-ASCII bytes where the full path would decode
-    /// them, a topic send — gives nil and the full path decides, so both paths always give the same answer.
-    /// The result is `fcmMessageFacts` of the body (the token as a range of `req.body`).
-    func fcmFast(_ req: MockRequest, _ raw: MockRawFields, state: MockConnectionState,
-                 now: Double) -> (token: Range<Int>, validateOnly: Bool)? {
-        guard let sendPath = fcmSendPathBytes, MockBytes.equal(raw.path, sendPath),
-              let method = raw.method, MockBytes.equal(method, "POST"),
-              raw.authorizationCount == 1, let auth = raw.authorization, !state.lastFCMAuthorization.isEmpty,
-              MockBytes.equal(auth, state.lastFCMAuthorization), Double(state.lastFCMExpiry) > now else { return nil }
-        return req.body.withUnsafeBufferPointer { Self.fcmMessageFacts($0) }
-    }
-
-    /// The message checks of `fcm` on raw bytes, for a body they accept: an object whose last `message` is an object
-    /// with a plain token (printable ASCII, no escape), `data` (if any) an object of plain strings of at most 4096
-    /// bytes, `android` (if any) an object whose `priority` and `ttl` are valid. Returns the token's range and
-    /// `validate_only`; nil means "let the full path decide".
-    static func fcmMessageFacts(_ b: UnsafeBufferPointer<UInt8>) -> (token: Range<Int>, validateOnly: Bool)? {
-        guard MockJSONValidator.validate(b) == .object else { return nil }
-        var message: Range<Int>?
-        var validateOnly = false
-        guard MockJSONValidator.forEachMember(ofObjectAt: 0, in: b, { key, value in
-            if MockBytes.equal(key, "message") { message = value }
-            else if MockBytes.equal(key, "validate_only") { validateOnly = b[value.lowerBound] == UInt8(ascii: "t") }
-            return true
-        }), let message else { return nil }
-        var token: Range<Int>?, data: Range<Int>?, android: Range<Int>?
-        guard MockJSONValidator.forEachMember(ofObjectAt: message.lowerBound, in: b, { key, value in
-            if MockBytes.equal(key, "token") { token = value }
-            else if MockBytes.equal(key, "data") { data = value }
-            else if MockBytes.equal(key, "android") { android = value }
-            return true
-        }), let token, let raw = plainString(b, token), !raw.isEmpty,
-              b[raw].allSatisfy({ $0 > 0x20 && $0 < 0x7F }) else { return nil }
-        if let data {
-            var size = 0
-            guard MockJSONValidator.forEachMember(ofObjectAt: data.lowerBound, in: b, { key, value in
-                guard let s = plainString(b, value) else { return false }
-                size += key.count + s.count
-                return true
-            }), size <= 4096 else { return nil }
-        }
-        if let android {
-            var priority: Range<Int>?, ttl: Range<Int>?
-            guard MockJSONValidator.forEachMember(ofObjectAt: android.lowerBound, in: b, { key, value in
-                if MockBytes.equal(key, "priority") { priority = value } else if MockBytes.equal(key, "ttl") { ttl = value }
-                return true
-            }) else { return nil }
-            if let priority {
-                guard let p = plainString(b, priority).map({ UnsafeBufferPointer(rebasing: b[$0]) }),
-                      MockBytes.equal(p, "HIGH") || MockBytes.equal(p, "NORMAL") else { return nil }
-            }
-            if let ttl {
-                guard let t = plainString(b, ttl), isDuration(UnsafeBufferPointer(rebasing: b[t])) else { return nil }
-            }
-        }
-        return (token.lowerBound + 1 ..< token.upperBound - 1, validateOnly)
-    }
-
-    /// The bytes between the quotes of a string value with no escape and no byte ≥ 0x80 (so its decoded UTF-8 is
-    /// exactly these bytes); nil for anything else.
-    static func plainString(_ b: UnsafeBufferPointer<UInt8>, _ value: Range<Int>) -> Range<Int>? {
-        guard value.count >= 2, b[value.lowerBound] == UInt8(ascii: "\"") else { return nil }
-        let inner = value.lowerBound + 1 ..< value.upperBound - 1
-        for c in b[inner] where c == UInt8(ascii: "\\") || c >= 0x80 { return nil }
-        return inner
     }
 
     static func isDuration(_ s: String) -> Bool {

@@ -130,39 +130,6 @@ struct MockJSONValidator {
         return false
     }
 
-    /// For a value of bytes `validate` accepted, starting at `start` (after optional whitespace): calls `member` with
-    /// each key's bytes (between the quotes) and the range of its value, in document order. Returns false —
-    /// stopping — when the value is not an object, when a key holds an escape or a byte ≥ 0x80 (its decoded text is
-    /// not its bytes), or when `member` does.
-    static func forEachMember(ofObjectAt start: Int, in b: UnsafeBufferPointer<UInt8>,
-                              _ member: (UnsafeBufferPointer<UInt8>, Range<Int>) -> Bool) -> Bool {
-        var v = MockJSONValidator(bytes: b)
-        v.i = start
-        v.skipWS()
-        guard v.i < b.count, b[v.i] == UInt8(ascii: "{") else { return false }
-        return v.forEachMember(member)
-    }
-
-    /// At the `{` of an object (see the static form): walks its members and ends past the `}`.
-    private mutating func forEachMember(_ member: (UnsafeBufferPointer<UInt8>, Range<Int>) -> Bool) -> Bool {
-        i += 1; skipWS()
-        if b[i] == UInt8(ascii: "}") { i += 1; return true }
-        while true {
-            let keyStart = i + 1
-            guard string() else { return false }
-            let key = UnsafeBufferPointer(rebasing: b[keyStart..<(i - 1)])
-            for c in key where c == UInt8(ascii: "\\") || c >= 0x80 { return false }
-            skipWS(); i += 1; skipWS()   // ':'
-            let valueStart = i
-            guard value(depth: 0) != nil, member(key, valueStart..<i) else { return false }
-            skipWS()
-            guard i < b.count else { return false }
-            if b[i] == UInt8(ascii: ",") { i += 1; skipWS(); continue }
-            i += 1
-            return true
-        }
-    }
-
     @inline(__always) func isHex(_ c: UInt8) -> Bool {
         (c >= 0x30 && c <= 0x39) || (c >= 0x41 && c <= 0x46) || (c >= 0x61 && c <= 0x66)
     }
