@@ -45,15 +45,17 @@ public struct DeadToken: Sendable, Hashable {
     public init(_ device: Device, invalidSince: Date?) { self.device = device; self.invalidSince = invalidSince }
 }
 
-/// A device's recorded terminal outcome, as stored in the ledger.
+/// A device's recorded terminal outcome, as stored in the ledger. Accepted devices are kept in the job's accepted
+/// list; the other outcomes are hash fields in this compact form.
 public struct RecordedOutcome: Sendable, Hashable {
     public var outcome: DeliveryOutcome
     public init(_ outcome: DeliveryOutcome) { self.outcome = outcome }
 
-    /// Compact storage form: `a`, `r|status|action|reason`, `f|safe|reason`, `q`.
-    public var encoded: String {
+    /// The ledger hash's form of a non-accepted outcome: `r|status|action|reason`, `f|safe|reason`, `q`; nil for
+    /// `.accepted`, which the hash never holds.
+    public var encoded: String? {
         switch outcome {
-        case .accepted: return "a"
+        case .accepted: return nil
         case .rejected(let status, let reason, let action): return "r|\(status)|\(action.rawValue)|\(reason.rawValue)"
         case .failed(let reason, let safe): return "f|\(safe ? 1 : 0)|\(reason.rawValue)"
         case .quotaExceeded: return "q"
@@ -61,7 +63,6 @@ public struct RecordedOutcome: Sendable, Hashable {
     }
 
     public init?(encoded s: String) {
-        if s == "a" { outcome = .accepted; return }
         if s == "q" { outcome = .quotaExceeded; return }
         let parts = s.split(separator: "|", maxSplits: 3, omittingEmptySubsequences: false).map(String.init)
         switch parts.first {

@@ -290,8 +290,9 @@ public final class RedisPipelineSession: PipelineSession, @unchecked Sendable {
                 StoreConfiguration.appendAcceptedEntry(outcomes[i].0.platform, outcomes[i].0.token, to: &batch)
                 continue
             }
+            guard let encoded = RecordedOutcome(outcomes[i].1).encoded else { continue }
             StoreConfiguration.appendDeviceField(outcomes[i].0.platform, outcomes[i].0.token, to: &hset)
-            hset.append(RecordedOutcome(outcomes[i].1).encoded)
+            hset.append(encoded)
             others += 1
         }
         var commands: [RedisCommand] = []

@@ -164,22 +164,18 @@ import VolleyTestSupport
         #expect(ios.total + android.total == 40)
     }
 
-    /// Accepted devices go to the accepted list and other outcomes to the hash; a ledger that workers before the
-    /// accepted list wrote (`a` in the hash) is still honoured, alone or beside the list.
-    @Test func ledgerOfEitherFormIsHonouredOnRedelivery() throws {
+    /// Accepted devices go to the accepted list and other outcomes to the hash; a redelivery honours both.
+    @Test func ledgerListAndHashAreHonouredOnRedelivery() throws {
         let h = try EngineHarness()
         defer { h.redis.stop() }
-        let devices = explicitDevices(90)
+        let devices = explicitDevices(60)
         func device(_ d: JobDevice) -> Device { Device(platform: d.platform, token: d.token) }
-        // 30 recorded the old way (hash field → "a"), 30 the new way (20 accepted, 10 rejected).
+        // 30 recorded by an earlier delivery: 10 rejected (hash), 20 accepted (list).
         let hashKey = "volley:outcomes:org1:job-mixed"
-        _ = try h.admin.client.checked(["HSET", hashKey] + devices.prefix(30).flatMap {
-            ["\($0.platform.rawValue):\($0.token.rawValue)", "a"]
-        })
-        try h.admin.record(org: "org1", job: "job-mixed", outcomes: devices[30..<60].enumerated().map { i, d in
+        try h.admin.record(org: "org1", job: "job-mixed", outcomes: devices[0..<30].enumerated().map { i, d in
             (device(d), i < 10 ? .rejected(status: 410, reason: "Unregistered", action: .removeToken) : .accepted)
         })
-        #expect(try h.admin.client.checked(["HLEN", hashKey]).integer == 40)
+        #expect(try h.admin.client.checked(["HLEN", hashKey]).integer == 10)
         #expect(try h.admin.client.checked(["LLEN", hashKey + ":accepted"]).integer == 1)
         #expect((try h.admin.client.checked(["TTL", hashKey + ":accepted"]).integer ?? -1) > 0)
         let ios = FakePushSender(platform: .ios)
@@ -192,10 +188,10 @@ import VolleyTestSupport
         #expect(eventually { (try? h.report(for: "job-mixed")) != nil })
         let report = try #require(try h.report(for: "job-mixed"))
         #expect(Set(ios.perToken.keys).union(android.perToken.keys) == Set(devices.suffix(30).map(\.token.rawValue)))
-        #expect(report.alreadyRecorded == 60 && report.accepted == 80 && report.rejected == 10)
+        #expect(report.alreadyRecorded == 30 && report.accepted == 50 && report.rejected == 10)
         // This delivery's 30 accepted devices went to the list, not the hash.
-        #expect(try h.admin.client.checked(["HLEN", hashKey]).integer == 41)   // + _report
-        #expect(try h.ledger(job: "job-mixed").count == 90)
+        #expect(try h.admin.client.checked(["HLEN", hashKey]).integer == 11)   // + _report
+        #expect(try h.ledger(job: "job-mixed").count == 60)
     }
 
     @Test func firstDeliveryWithoutLedgerSendsWithoutLookingUpOutcomes() throws {
