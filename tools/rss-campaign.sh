@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Peak RSS of one `volley worker` resolving and sending a campaign to one group of N users (1 iOS device each),
-# against a local redis-server and volley-mock. Issue 5: the 1,000,000-device group must stay within 1.2× the
+# against a local redis-server and volley-mock. The 1,000,000-device group must stay within 1.2× the
 # peak RSS of a 10,000-device group (resolution streams; nothing holds the whole group).
 #
 #   tools/rss-campaign.sh [N ...]        default: 10000 1000000

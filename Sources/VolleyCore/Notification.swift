@@ -1,4 +1,4 @@
-/// A notification as jobs and `volley test-push` give it (camelCase keys; contract of the providers issue).
+/// A notification as jobs and `volley test-push` give it (camelCase keys: a contract with users).
 /// Provider-specific encoding lives in VolleyAPNs / VolleyFCM; this is the platform-neutral input.
 public struct Notification: Sendable, Hashable, Codable {
     public struct LocalizedText: Sendable, Hashable, Codable {
@@ -40,7 +40,7 @@ public struct Notification: Sendable, Hashable, Codable {
     public var imageUrl: String?
     public var url: String?
     public var channelId: String?
-    /// Salesforce-style fields for the in-app inbox and types (used by later issues).
+    /// Salesforce-style fields for the in-app inbox and notification types.
     public var type: String?
     public var targetId: String?
     /// Raw platform payloads passed through (Apex / Connect REST style).

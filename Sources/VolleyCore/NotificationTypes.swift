@@ -30,7 +30,7 @@ public enum DeliveryPolicy: Sendable, Hashable {
     /// Send nothing: the type is unknown or disabled for this app. Reported `not_enabled`.
     case notEnabled(reason: String)
 
-    /// Pure decision. A job without a type is a plain push (pipeline issue): push and store.
+    /// Pure decision. A job without a type is a plain push: push and store.
     public static func decide(typeID: String?, type: NotificationType?, setting: NotificationAppSetting?, app: AppName) -> DeliveryPolicy {
         guard let typeID else { return .pushAndInbox }
         guard let type else { return .notEnabled(reason: "notification type '\(typeID)' is not defined for this org (volley types set)") }

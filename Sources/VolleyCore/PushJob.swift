@@ -10,7 +10,7 @@ public struct JobDevice: Sendable, Hashable, Codable {
     }
 }
 
-/// A job as it travels on the job stream (field `job`, JSON). Contract of issue 4:
+/// A job as it travels on the job stream (field `job`, JSON). A contract with producers:
 /// `id` (idempotency key; default the stream entry id), `org`, `app`, `recipients` (≤ 500 ids) and/or `devices`,
 /// `notification`, optional raw `apns` / `fcm` payloads passed through, optional `platforms` targeting.
 public struct PushJob: Sendable, Hashable, Codable {
@@ -26,7 +26,7 @@ public struct PushJob: Sendable, Hashable, Codable {
     public var apns: JSONValue?
     public var fcm: JSONValue?
     public var platforms: [Platform]?
-    /// Issue 5: set on shard jobs a campaign was split into (their users come from the parent's shard list).
+    /// Set on shard jobs a campaign was split into (their users come from the parent's shard list).
     public var shard: ShardRef?
 
     public init(id: JobID? = nil, org: OrgID, app: AppName, recipients: [RecipientID]? = nil,
@@ -118,14 +118,14 @@ public struct JobReport: Sendable, Hashable, Codable {
     public var noDevices: Int = 0
     public var quotaExceeded: Int = 0
     public var unknownRecipients: Int = 0
-    /// Issue 5: recipient ids the directory does not know (not fatal).
+    /// Recipient ids the directory does not know (not fatal).
     public var unknownRecipientIDs: [String]?
-    /// Issue 5: users whose in-app inbox received the notification (pushed or not).
+    /// Users whose in-app inbox received the notification (pushed or not).
     public var inAppStored: Int?
-    /// Issue 5: "not_enabled" when the job's notification type is disabled for its app (nothing sent or stored).
+    /// "not_enabled" when the job's notification type is disabled for its app (nothing sent or stored).
     public var status: String?
     public var statusDetail: String?
-    /// Issue 5: the shards a campaign was split into (parent report), or the parent of a shard.
+    /// The shards a campaign was split into (parent report), or the parent of a shard.
     public var shards: Int?
     /// Devices skipped because an earlier delivery of this job already recorded their outcome.
     public var alreadyRecorded: Int = 0

@@ -11,7 +11,7 @@ import VolleyCore
 /// lane's share of `inFlight` outstanding → record outcomes in batches (and remove dead tokens) → publish the
 /// report → XACK. Nothing is acknowledged before every device has a recorded terminal outcome.
 ///
-/// Threads, not Dispatch queues or tasks, own the sessions because hiredis blocks (platform-facts §31); provider
+/// Threads, not Dispatch queues or tasks, own the sessions because hiredis blocks (a blocking XREADGROUP holds its connection and thread); provider
 /// completions arrive on the providers' queues and are handed to the lane as values through its mailbox.
 public final class PipelineWorker: @unchecked Sendable {
     public let configuration: WorkerConfiguration

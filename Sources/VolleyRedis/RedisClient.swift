@@ -85,7 +85,7 @@ public final class RedisClient: @unchecked Sendable {
     }
 
     /// Runs a command with a socket timeout of `timeout` seconds (an XREADGROUP BLOCK must use a longer one than
-    /// its BLOCK, platform-facts §31), restoring the default afterwards.
+    /// its BLOCK, or hiredis reports a timeout), restoring the default afterwards.
     public func command(_ args: [String], timeout: Double) throws -> RedisReply {
         try withRetry { c in
             try c.setCommandTimeout(timeout)
@@ -95,7 +95,7 @@ public final class RedisClient: @unchecked Sendable {
         }
     }
 
-    /// EVALSHA, loading the script on NOSCRIPT (after a restart or SCRIPT FLUSH, platform-facts §34).
+    /// EVALSHA, loading the script on NOSCRIPT (after a restart or SCRIPT FLUSH).
     public func eval(_ script: RedisScript, keys: [String], args: [String]) throws -> RedisReply {
         var attempt = 0
         while true {

@@ -78,7 +78,7 @@ public final class RedisConnection: @unchecked Sendable {
     }
 
     /// Pipelines `commands` with two windows in flight: window k+1 is written before window k's replies are
-    /// read (platform-facts §32: a plain append-all/get-all degenerates into ping-pong per window).
+    /// read (a plain append-all/get-all degenerates into ping-pong per window).
     /// Replies come back in order, one per command.
     public func pipeline(_ commands: [[String]], window: Int = 256) throws -> [RedisReply] {
         try collectReplies(commands.count, window: window) { try append(RedisCommand(commands[$0])) }

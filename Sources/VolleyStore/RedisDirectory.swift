@@ -10,7 +10,7 @@ import VolleyRedis
 ///    level, each level's sub-containers found server-side with `SINTER members containers` (small answers);
 /// 3. Redis unions every reached member set with the direct user ids into a per-resolution temporary set
 ///    (`SUNIONSTORE`, de-duplication happens there) and removes containers and inactive users (`SDIFFSTORE`);
-/// An org without any directory record resolves recipient ids as user ids (issue 4's behaviour).
+/// An org without any directory record resolves recipient ids as user ids.
 /// 4. the set is drained `chunkSize` users at a time with `SPOP` (exact: each user once, unlike SSCAN, which may
 ///    repeat elements). A redelivered job resolves again from scratch; the outcome ledger skips finished devices.
 public final class RedisDirectory: DirectoryResolver, @unchecked Sendable {
@@ -171,7 +171,7 @@ public final class RedisDirectory: DirectoryResolver, @unchecked Sendable {
         var seen = Set<RecipientID>()
         let ids = recipients.filter { seen.insert($0).inserted }
         var kinds = try self.kinds(org: org, ids: ids)
-        // An org that never imported a directory keeps issue 4's meaning: recipients are user ids.
+        // An org that never imported a directory keeps the plain meaning: recipients are user ids.
         if kinds.contains(where: { $0 == nil }),
            try redis.with({ try $0.checked(["EXISTS", k.kind]) }).integer == 0 {
             kinds = kinds.map { $0 ?? .user }

@@ -52,7 +52,7 @@ public final class RedisPipelineSession: PipelineSession, @unchecked Sendable {
     public func readNew(count: Int, blockMillis: Int) throws -> [JobEntry] {
         let args = ["XREADGROUP", "GROUP", store.group, consumer, "COUNT", String(max(1, count)),
                     "BLOCK", String(max(0, blockMillis)), "STREAMS", store.jobStream, ">"]
-        // The socket timeout must outlast BLOCK (platform-facts §31).
+        // The socket timeout must outlast BLOCK, or hiredis reports a blocking read as timed out.
         var r = try client.command(args, timeout: Double(blockMillis) / 1000 + client.options.commandTimeout)
         if let e = r.errorMessage, e.hasPrefix("NOGROUP") {
             // The stream or group vanished (Redis restarted without persistence, or someone deleted it).

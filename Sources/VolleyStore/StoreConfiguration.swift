@@ -1,7 +1,7 @@
 import VolleyCore
 import VolleyRedis
 
-/// Names and limits of the Redis keys Volley uses. Defaults are the contract of issue 4.
+/// Names and limits of the Redis keys Volley uses. Defaults are a contract with producers and operators.
 ///
 /// Layout (all keys under `prefix`, default `volley`):
 /// - `volley:jobs` — job stream (field `job` = JSON); consumer group `volley`.
@@ -12,8 +12,7 @@ import VolleyRedis
 /// - `volley:devtok:{org}:{app}` — hash `platform:token` → user (reverse index: unregister or remove by token).
 /// - `volley:devusers:{org}:{app}` — set of users with at least one device (for `devices list`, SSCAN).
 /// - `volley:outcomes:{org}:{job}` — hash `platform:token` → recorded terminal outcome other than accepted, plus
-///   `_report` once the report is published; expires `ledgerTTLSeconds` after the last write. (Workers before the
-///   ninth session wrote accepted devices here too, as `a`; they are still read.)
+///   `_report` once the report is published; expires `ledgerTTLSeconds` after the last write.
 /// - `volley:outcomes:{org}:{job}:accepted` — list, one element per recorded batch of accepted devices: each device
 ///   as `<length>:platform:token\n` (the length in decimal bytes of `platform:token`); same expiry.
 public struct StoreConfiguration: Sendable, Hashable {

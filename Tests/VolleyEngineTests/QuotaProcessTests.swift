@@ -10,7 +10,7 @@ import VolleyMock
 
 func pushesSent(_ s: MockStatsSnapshot) -> Int { s.totalRequests - s.tokenRequests }
 
-/// Issue 5's quota exactness test: 4 `volley worker` processes against the real mock, iOS limit 1,000 per hour,
+/// Quota exactness: 4 `volley worker` processes against the real mock, iOS limit 1,000 per hour,
 /// 5,000 deliverable devices + 1,000 users without a device, 100 of the devices unregistered at the mock.
 @Suite(.serialized) struct QuotaProcessTests {
     @Test func fourWorkerProcessesAcceptExactlyTheHourlyLimit() throws {

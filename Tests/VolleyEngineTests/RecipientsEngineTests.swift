@@ -6,7 +6,7 @@ import VolleyRedis
 import VolleyStore
 import VolleyTestSupport
 
-/// Issue 5 through the real engine and a real redis-server (fake senders stand in for APNs/FCM here; the
+/// Recipients, inbox, types and quotas through the real engine and a real redis-server (fake senders stand in for APNs/FCM here; the
 /// quota test against the real mock is `tools/quota-exactness.sh`).
 @Suite(.serialized) struct RecipientsEngineTests {
     struct Stores {

@@ -1,7 +1,7 @@
 import Foundation
 import VolleyRedis
 
-/// A real `redis-server` on a unix socket in a fresh temp dir (`--port 0` disables TCP; platform-facts §37).
+/// A real `redis-server` on a unix socket in a fresh temp dir (`--port 0` disables TCP).
 /// Stop it with `stop()` (SIGKILL: Swift Testing's blocked-signal mask is inherited by children, §35) — call it
 /// from a `defer`, since ARC may end the fixture's life early (§36). `restart()` keeps the socket path, so
 /// clients reconnect to the same endpoint.

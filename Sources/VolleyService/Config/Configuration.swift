@@ -5,7 +5,7 @@ import VolleyCore
 /// Volley's configuration: one YAML file (`--config FILE`), every key overridable by a `VOLLEY_*` environment
 /// variable, validated at start with one error that lists every problem and names its key.
 ///
-/// The key names under `apps` are a contract (providers issue); keys may be added, never renamed.
+/// The key names under `apps` are a contract with users; keys may be added, never renamed.
 public struct VolleyConfiguration: Sendable {
     public var apps: [AppSettings]
     public var redis: RedisSettings

@@ -16,7 +16,7 @@ public struct LocalConfiguration: Sendable {
     /// Extra `worker:` keys (name → YAML scalar).
     public var worker: [String: String] = [:]
     public var logLevel = "warning"
-    /// Hourly push limits (issue 5). Local setups default far above any demo or test campaign so quotas do not
+    /// Hourly push limits. Local setups default far above any demo or test campaign so quotas do not
     /// interfere; lower them to watch quotas at work.
     public var quotaIOS = 100_000_000
     public var quotaAndroid = 100_000_000
