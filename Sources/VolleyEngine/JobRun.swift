@@ -48,10 +48,45 @@ final class JobRun {
         }
     }
 
+    /// A delivery in its steps: accept the entry (or find it reported already), resolve and send chunk by chunk
+    /// (skip what is recorded, charge the quota, send within the lane's credits, record outcomes), wait for the
+    /// sends still out, then publish the report and acknowledge. A `JobRejection` dead-letters the entry; an
+    /// `Abandoned` (drain) leaves it pending with the outcomes so far recorded.
     private func run() throws {
+        guard let plan = try accept() else { return }
+        var report = JobReport(job: plan.jobID, entry: entry.entryID, org: plan.job.org, app: plan.job.app,
+                               startedAt: worker.clock.now())
+        report.recipients = plan.job.recipients?.count ?? 0
+        report.deliveries = entry.deliveryCount
+        report.worker = worker.configuration.consumer
+        // The resolver names in-app notifications and resolutions after the job id.
+        var cursorJob = plan.job
+        cursorJob.id = plan.jobID
+        // The cursor reads on the prefetch session, one or two chunks ahead of the sends (ChunkPrefetcher).
+        let cursor = try worker.resolver.cursor(for: cursorJob, session: prefetcher.session)
+        let finished = try sendChunks(of: cursor, plan, &report)
+        try awaitOutstanding(plan, &report, stoppedEarly: !finished)
+        try complete(plan, facts: cursor.facts, &report)
+    }
+
+    /// What `accept` decided for a delivery: the job, its id, and what is sent per platform.
+    struct Plan {
+        let job: PushJob
+        let jobID: JobID
+        /// Indexed by `Platform.index`: the per-device lookup is an array read, not a hash.
+        let prepared: [(any PushSender, any PreparedNotification)?]
+        /// False on a first delivery that found no ledger: its chunks are not looked up.
+        let readLedger: Bool
+    }
+
+    /// Step 1: parse and validate the entry, find its app for its org, read what earlier deliveries left, open the
+    /// quota account and prepare the notification once per platform. Returns nil when an earlier delivery already
+    /// published the report (it crashed before the ack): the entry is acknowledged and nothing is sent.
+    private func accept() throws -> Plan? {
         let config = worker.configuration
         guard let json = entry.fields["job"] else {
-            throw JobRejection(.invalidJSON, "entry has no 'job' field (fields: \(entry.fields.keys.sorted().joined(separator: ",")))")
+            throw JobRejection(.invalidJSON,
+                               "entry has no 'job' field (fields: \(entry.fields.keys.sorted().joined(separator: ",")))")
         }
         let job: PushJob
         do {
@@ -64,7 +99,8 @@ final class JobRun {
                                    + unknown.map(\.description).joined(separator: ", "))
         }
         if entry.deliveryCount > config.maxDeliveries {
-            throw JobRejection(.tooManyDeliveries, "delivered \(entry.deliveryCount) times; maximum \(config.maxDeliveries)")
+            throw JobRejection(.tooManyDeliveries,
+                               "delivered \(entry.deliveryCount) times; maximum \(config.maxDeliveries)")
         }
         try job.validate()
         let senders: [Platform: any PushSender]
@@ -81,7 +117,7 @@ final class JobRun {
             // Crashed after the report, before the ack: nothing left to do.
             try session.ack(entry.entryID)
             worker.addStats { $0.jobsCompleted += 1 }
-            return
+            return nil
         }
         // A first delivery that finds no ledger has nothing to skip, so its chunks are not looked up: that saves
         // an HMGET of every device (a fifth of Redis's CPU in `bench e2e`). Any redelivery looks, even with no
@@ -93,7 +129,6 @@ final class JobRun {
                                           adoptingEarlierCharges: readLedger)
         // Prepare once per targeted platform: an invalid notification is a job error, before anything is sent.
         let notification = job.effectiveNotification
-        // Indexed by `Platform.index`: the per-device lookup is an array read, not a hash.
         var prepared = [(any PushSender, any PreparedNotification)?](repeating: nil, count: Platform.allCases.count)
         for platform in Platform.allCases where job.targets(platform) {
             guard let sender = senders[platform] else { continue }
@@ -103,25 +138,20 @@ final class JobRun {
                 throw JobRejection(.invalidNotification, "\(platform): \(e)")
             }
         }
+        return Plan(job: job, jobID: jobID, prepared: prepared, readLedger: readLedger)
+    }
 
-        var report = JobReport(job: jobID, entry: entry.entryID, org: job.org, app: job.app, startedAt: worker.clock.now())
-        report.recipients = job.recipients?.count ?? 0
-        report.deliveries = entry.deliveryCount
-        report.worker = config.consumer
-
-        // The resolver names in-app notifications and resolutions after the job id.
-        var cursorJob = job
-        cursorJob.id = jobID
-        // The cursor reads on the prefetch session, one or two chunks ahead of the sends (ChunkPrefetcher).
-        let cursor = try worker.resolver.cursor(for: cursorJob, session: prefetcher.session)
-        let ahead = prefetcher.start(cursor: cursor, job: job, jobID: jobID, chunkSize: config.chunkSize,
-                                     readLedger: readLedger)
+    /// Step 2, chunk by chunk: skip devices an earlier delivery recorded, charge the quota, send within the lane's
+    /// credits, record what came back. Returns false when a drain stopped it before every device was sent.
+    private func sendChunks(of cursor: any DeviceCursor, _ plan: Plan, _ report: inout JobReport) throws -> Bool {
+        let config = worker.configuration
+        let ahead = prefetcher.start(cursor: cursor, job: plan.job, jobID: plan.jobID, chunkSize: config.chunkSize,
+                                     readLedger: plan.readLedger)
         defer { ahead.cancelAndWait() }
-        var stoppedEarly = false
-        chunks: while true {
+        while true {
             let chunk: DeviceChunk, recorded: [RecordedOutcome?]
             switch ahead.take() {
-            case .end: break chunks
+            case .end: return true
             case .failed(let error): throw error
             case .chunk(let c, let r): chunk = c; recorded = r
             }
@@ -145,54 +175,68 @@ final class JobRun {
             report.alreadyRecorded += skipped
             if skipped > 0 { worker.addStats { $0.devicesSkippedAsRecorded += skipped } }
 
-            // Quota step: devices over quota get a terminal `quotaExceeded` without a send.
+            // Quota: devices over quota get a terminal `quotaExceeded` without a send.
             if let quota, !toSend.isEmpty {
-                toSend = try admit(toSend, quota: quota, job: job, jobID: jobID, report: &report)
+                toSend = try admit(toSend, quota: quota, plan, &report)
             }
-
-            // Credits are taken in bursts (one lock for many sends): the lane blocks until a slice of credits is
-            // free, records what came back meanwhile, then starts as many sends as it was granted.
-            var next = 0
-            while next < toSend.count {
-                var granted = 0
-                while granted == 0 {
-                    if !worker.state.mayStartSends { stoppedEarly = true; break chunks }
-                    let batch = mailbox.wait(outstandingBelow: credits, flushAt: config.recordBatch,
-                                             until: Date().addingTimeInterval(0.2))
-                    if !batch.isEmpty { try record(batch, job: job, jobID: jobID, report: &report) }
-                    granted = mailbox.reserve(upTo: toSend.count - next, outstandingBelow: credits)
-                }
-                var sent = 0
-                for d in toSend[next..<(next + granted)] {
-                    guard let (sender, prep) = prepared[d.platform.index] else {
-                        mailbox.post(d, .failed(reason: "PlatformNotConfigured", resendWasSafe: true))
-                        continue
-                    }
-                    sender.send(prep, to: d, jobID: jobID, receiver: mailbox)
-                    sent += 1
-                }
-                next += granted
-                if sent > 0 { worker.addStats { $0.sends += sent } }
-            }
+            if !(try send(toSend, plan, &report)) { return false }
             // Record what has arrived, so a crash repeats at most what is in flight plus one batch.
             let batch = mailbox.wait(outstandingBelow: .max, flushAt: config.recordBatch, until: Date())
-            if !batch.isEmpty { try record(batch, job: job, jobID: jobID, report: &report) }
+            if !batch.isEmpty { try record(batch, plan, &report) }
         }
+    }
 
-        // Wait for every outstanding send to come back.
+    /// Sends `devices`, taking credits in bursts (one lock for many sends): the lane blocks until a slice of
+    /// credits is free, records what came back meanwhile, then starts as many sends as it was granted. Returns
+    /// false when a drain stops new sends.
+    private func send(_ devices: [Device], _ plan: Plan, _ report: inout JobReport) throws -> Bool {
+        let config = worker.configuration
+        var next = 0
+        while next < devices.count {
+            var granted = 0
+            while granted == 0 {
+                if !worker.state.mayStartSends { return false }
+                let batch = mailbox.wait(outstandingBelow: credits, flushAt: config.recordBatch,
+                                         until: Date().addingTimeInterval(0.2))
+                if !batch.isEmpty { try record(batch, plan, &report) }
+                granted = mailbox.reserve(upTo: devices.count - next, outstandingBelow: credits)
+            }
+            var sent = 0
+            for d in devices[next..<(next + granted)] {
+                guard let (sender, prep) = plan.prepared[d.platform.index] else {
+                    mailbox.post(d, .failed(reason: "PlatformNotConfigured", resendWasSafe: true))
+                    continue
+                }
+                sender.send(prep, to: d, jobID: plan.jobID, receiver: mailbox)
+                sent += 1
+            }
+            next += granted
+            if sent > 0 { worker.addStats { $0.sends += sent } }
+        }
+        return true
+    }
+
+    /// Step 3: waits for every outstanding send and records it. Throws `Abandoned` when a drain stopped the sends
+    /// or its deadline passed with sends still out: what finished is recorded, the entry stays pending.
+    private func awaitOutstanding(_ plan: Plan, _ report: inout JobReport, stoppedEarly: Bool) throws {
+        let config = worker.configuration
         while mailbox.pending.outstanding > 0 {
             if worker.state.shouldAbandon { break }
             let until = min(Date().addingTimeInterval(0.2), worker.state.abandonDeadline())
             let batch = mailbox.wait(outstandingBelow: 1, flushAt: config.recordBatch, until: until)
-            if !batch.isEmpty { try record(batch, job: job, jobID: jobID, report: &report) }
+            if !batch.isEmpty { try record(batch, plan, &report) }
         }
         let rest = mailbox.takeAll()
-        if !rest.isEmpty { try record(rest, job: job, jobID: jobID, report: &report) }
+        if !rest.isEmpty { try record(rest, plan, &report) }
         if stoppedEarly || mailbox.pending.outstanding > 0 {
-            throw Abandoned(why: "drain deadline reached with \(mailbox.pending.outstanding) sends outstanding; outcomes so far are recorded")
+            throw Abandoned(why: "drain deadline reached with \(mailbox.pending.outstanding) sends outstanding; "
+                                + "outcomes so far are recorded")
         }
+    }
 
-        let facts = cursor.facts
+    /// Step 4: every device has a recorded outcome. Publishes the report (once per job), lets a shard count into
+    /// its parent, and only then acknowledges the entry.
+    private func complete(_ plan: Plan, facts: RecipientFacts, _ report: inout JobReport) throws {
         if facts.shardedInto > 0 {
             // Split into shard jobs; the last shard publishes this job's report.
             try session.ack(entry.entryID)
@@ -206,7 +250,7 @@ final class JobRun {
         report.finishedAt = worker.clock.now()
         try session.publish(report)
         // A shard adds its counts to its parent; the last one publishes the parent's report.
-        if let shard = job.shard, let shards = worker.resolver.shards,
+        if let shard = plan.job.shard, let shards = worker.resolver.shards,
            let parent = try shards.shardFinished(report, shard: shard) {
             if try session.publish(parent) { worker.onReport?(parent) }
         }
@@ -220,14 +264,14 @@ final class JobRun {
 
     /// Charges each platform's devices of the chunk; the first `granted` of each platform are sent, the rest get
     /// `quotaExceeded`. When everything is granted (the usual case) the chunk is returned as it is, uncopied.
-    private func admit(_ devices: [Device], quota: any QuotaAccount, job: PushJob, jobID: JobID,
-                       report: inout JobReport) throws -> [Device] {
+    private func admit(_ devices: [Device], quota: any QuotaAccount, _ plan: Plan,
+                       _ report: inout JobReport) throws -> [Device] {
         var wanted = [Int](repeating: 0, count: Platform.allCases.count)
         for d in devices { wanted[d.platform.index] += 1 }
         var granted = wanted
         for platform in Platform.allCases where wanted[platform.index] > 0 {
-            granted[platform.index] = try admit(wanted[platform.index], platform: platform, quota: quota, job: job,
-                                                jobID: jobID, report: &report)
+            granted[platform.index] = try admit(wanted[platform.index], platform: platform, quota: quota, plan,
+                                                &report)
         }
         if granted == wanted { return devices }
         var out: [Device] = []
@@ -248,8 +292,8 @@ final class JobRun {
 
     /// Charges `count` pushes; while some are denied but others' charges are still in flight (they may be
     /// refunded), records arriving outcomes (which settles them) and asks again, for at most the policy's wait.
-    private func admit(_ count: Int, platform: Platform, quota: any QuotaAccount, job: PushJob, jobID: JobID,
-                       report: inout JobReport) throws -> Int {
+    private func admit(_ count: Int, platform: Platform, quota: any QuotaAccount, _ plan: Plan,
+                       _ report: inout JobReport) throws -> Int {
         let policy = worker.quota?.waitPolicy ?? QuotaWaitPolicy()
         var granted = 0
         let deadline = Date().addingTimeInterval(policy.maxWait)
@@ -259,14 +303,15 @@ final class JobRun {
             if granted >= count || !g.shouldRetryDenied || Date() >= deadline || worker.state.shouldAbandon { break }
             let batch = mailbox.wait(outstandingBelow: 1, flushAt: 1,
                                      until: min(deadline, Date().addingTimeInterval(policy.pollInterval)))
-            if !batch.isEmpty { try record(batch, job: job, jobID: jobID, report: &report) }
+            if !batch.isEmpty { try record(batch, plan, &report) }
         }
         return granted
     }
 
     /// Records a batch of outcomes (one pipelined write), removes dead tokens, refunds quota, counts the report.
-    private func record(_ batch: [(Device, DeliveryOutcome)], job: PushJob, jobID: JobID, report: inout JobReport) throws {
-        try session.record(org: job.org, job: jobID, outcomes: batch)
+    private func record(_ batch: [(Device, DeliveryOutcome)], _ plan: Plan, _ report: inout JobReport) throws {
+        let job = plan.job
+        try session.record(org: job.org, job: plan.jobID, outcomes: batch)
         // One pass, per-platform arrays: accepted outcomes (nearly all) are counted per batch, not one by one.
         var dead: [DeadToken] = []
         var delivered = [Int](repeating: 0, count: Platform.allCases.count)

@@ -1,0 +1,179 @@
+import Foundation
+import VolleyCore
+
+/// The engine's storage seams in memory: a job stream with a consumer group (pending entries, delivery counts,
+/// idle reclaim, dead letters), a device registry and an outcome ledger, shared by every session. It keeps the
+/// semantics the engine relies on (an entry stays pending until acknowledged; a report is published once), so the
+/// engine's steps run in unit tests without Redis. Blocking reads wait on a condition, as XREADGROUP BLOCK does.
+final class InMemoryBackend: PipelineBackend, @unchecked Sendable {
+    struct Pending { var entry: JobEntry; var lastDelivery: Date }
+
+    private let cond = NSCondition()
+    private var nextID = 0
+    private var fresh: [JobEntry] = []
+    private var pending: [StreamEntryID: Pending] = [:]
+    private(set) var acked: [StreamEntryID] = []
+    private(set) var deadLetters: [(entry: JobEntry, reason: JobRejection.Reason, detail: String)] = []
+    private var devices: [String: [Device]] = [:]
+    private var ledger: [String: [String: DeliveryOutcome]] = [:]
+    private(set) var reports: [JobReport] = []
+    private var reported: Set<String> = []
+    /// Every `recordedOutcomes` call, to tell a first delivery (no look-up) from a redelivery.
+    private(set) var ledgerLookups = 0
+
+    func makeSession(name: String, isCancelled: @escaping @Sendable () -> Bool) throws -> any PipelineSession {
+        Session(backend: self, isCancelled: isCancelled)
+    }
+
+    private func locked<T>(_ body: () throws -> T) rethrows -> T {
+        cond.lock(); defer { cond.unlock() }
+        return try body()
+    }
+
+    // MARK: - test set-up and inspection
+
+    @discardableResult
+    func enqueue(_ job: PushJob) throws -> StreamEntryID {
+        let json = String(decoding: try JSONEncoder().encode(job), as: UTF8.self)
+        return enqueue(fields: ["job": json])
+    }
+
+    @discardableResult
+    func enqueue(fields: [String: String]) -> StreamEntryID {
+        locked {
+            nextID += 1
+            let id = StreamEntryID("\(nextID)-0")
+            fresh.append(JobEntry(entryID: id, fields: fields, deliveryCount: 0))
+            cond.broadcast()
+            return id
+        }
+    }
+
+    func register(org: OrgID, app: AppName, user: UserID, _ list: [Device]) {
+        locked { devices["\(org)|\(app)|\(user)", default: []] += list }
+    }
+
+    func registered(org: OrgID, app: AppName, user: UserID) -> [Device] {
+        locked { devices["\(org)|\(app)|\(user)"] ?? [] }
+    }
+
+    func seedLedger(org: OrgID, job: JobID, _ outcomes: [(Device, DeliveryOutcome)]) {
+        locked { for (d, o) in outcomes { ledger["\(org)|\(job)", default: [:]][Self.field(d)] = o } }
+    }
+
+    func seedReport(_ report: JobReport) {
+        locked { reported.insert("\(report.org)|\(report.job)") }
+    }
+
+    func outcomes(org: OrgID, job: JobID) -> [String: DeliveryOutcome] { locked { ledger["\(org)|\(job)"] ?? [:] } }
+    var pendingCount: Int { locked { pending.count } }
+    var allReports: [JobReport] { locked { reports } }
+    var ackedEntries: [StreamEntryID] { locked { acked } }
+    var deadLettered: [(entry: JobEntry, reason: JobRejection.Reason, detail: String)] { locked { deadLetters } }
+    var lookups: Int { locked { ledgerLookups } }
+
+    static func field(_ d: Device) -> String { "\(d.platform.rawValue):\(d.token.rawValue)" }
+
+    // MARK: - one session
+
+    final class Session: PipelineSession {
+        let backend: InMemoryBackend
+        let isCancelled: @Sendable () -> Bool
+        init(backend: InMemoryBackend, isCancelled: @escaping @Sendable () -> Bool) {
+            self.backend = backend; self.isCancelled = isCancelled
+        }
+
+        func ensureGroup() throws {}
+
+        func readNew(count: Int, blockMillis: Int) throws -> [JobEntry] {
+            let b = backend
+            b.cond.lock(); defer { b.cond.unlock() }
+            let until = Date().addingTimeInterval(Double(blockMillis) / 1000)
+            while b.fresh.isEmpty, !isCancelled(), b.cond.wait(until: until) {}
+            let taken = Array(b.fresh.prefix(count))
+            b.fresh.removeFirst(taken.count)
+            return taken.map { e in
+                var e = e
+                e.deliveryCount = 1
+                b.pending[e.entryID] = Pending(entry: e, lastDelivery: Date())
+                return e
+            }
+        }
+
+        func claimIdle(minIdleMillis: Int, count: Int) throws -> [JobEntry] {
+            backend.locked {
+                let cutoff = Date().addingTimeInterval(-Double(minIdleMillis) / 1000)
+                let idle = backend.pending.values.filter { $0.lastDelivery < cutoff }
+                    .sorted { $0.entry.entryID.rawValue < $1.entry.entryID.rawValue }.prefix(count)
+                return idle.map { p in
+                    var e = p.entry
+                    e.deliveryCount += 1
+                    backend.pending[e.entryID] = Pending(entry: e, lastDelivery: Date())
+                    return e
+                }
+            }
+        }
+
+        func keepAlive(_ entries: [StreamEntryID]) throws {
+            backend.locked { for id in entries { backend.pending[id]?.lastDelivery = Date() } }
+        }
+
+        func ack(_ entry: StreamEntryID) throws {
+            backend.locked {
+                if backend.pending.removeValue(forKey: entry) != nil { backend.acked.append(entry) }
+            }
+        }
+
+        func deadLetter(_ entry: JobEntry, reason: JobRejection.Reason, detail: String) throws {
+            backend.locked { backend.deadLetters.append((entry, reason, detail)) }
+            try ack(entry.entryID)
+        }
+
+        func devices(org: OrgID, app: AppName, users: [UserID]) throws -> [[Device]] {
+            backend.locked { users.map { backend.devices["\(org)|\(app)|\($0)"] ?? [] } }
+        }
+
+        func remove(org: OrgID, app: AppName, tokens: [DeadToken]) throws -> Int {
+            backend.locked {
+                var removed = 0
+                for t in tokens {
+                    for (key, list) in backend.devices where key.hasPrefix("\(org)|\(app)|") {
+                        let kept = list.filter { $0.platform != t.device.platform || $0.token != t.device.token }
+                        removed += list.count - kept.count
+                        backend.devices[key] = kept
+                    }
+                }
+                return removed
+            }
+        }
+
+        func recordedOutcomes(org: OrgID, job: JobID, devices: [Device]) throws -> [RecordedOutcome?] {
+            backend.locked {
+                backend.ledgerLookups += 1
+                let recorded = backend.ledger["\(org)|\(job)"] ?? [:]
+                return devices.map { recorded[InMemoryBackend.field($0)].map(RecordedOutcome.init) }
+            }
+        }
+
+        func record(org: OrgID, job: JobID, outcomes: [(Device, DeliveryOutcome)]) throws {
+            backend.locked {
+                for (d, o) in outcomes { backend.ledger["\(org)|\(job)", default: [:]][InMemoryBackend.field(d)] = o }
+            }
+        }
+
+        func ledgerState(org: OrgID, job: JobID) throws -> LedgerState {
+            backend.locked {
+                if backend.reported.contains("\(org)|\(job)") { return .reported }
+                return (backend.ledger["\(org)|\(job)"]?.isEmpty == false) ? .partial : .empty
+            }
+        }
+
+        func publish(_ report: JobReport) throws -> Bool {
+            backend.locked {
+                guard backend.reported.insert("\(report.org)|\(report.job)").inserted else { return false }
+                backend.reports.append(report)
+                return true
+            }
+        }
+    }
+}
