@@ -128,8 +128,10 @@ enum RecipientScripts {
       local score = redis.call('ZSCORE', KEYS[1], id)
       if score then
         touched = touched + 1
-        if ARGV[1] == '1' then redis.call('ZREM', KEYS[2], id) elseif ARGV[1] == '0' then redis.call('ZADD', KEYS[2], score, id) end
-        if ARGV[2] == '1' then redis.call('ZREM', KEYS[3], id) elseif ARGV[2] == '0' then redis.call('ZADD', KEYS[3], score, id) end
+        if ARGV[1] == '1' then redis.call('ZREM', KEYS[2], id)
+        elseif ARGV[1] == '0' then redis.call('ZADD', KEYS[2], score, id) end
+        if ARGV[2] == '1' then redis.call('ZREM', KEYS[3], id)
+        elseif ARGV[2] == '0' then redis.call('ZADD', KEYS[3], score, id) end
       end
     end
     local ttl = redis.call('TTL', KEYS[1])

@@ -68,9 +68,13 @@ struct DirectoryShow: ParsableCommand {
         }
         print("\(id): \(kind.rawValue)\(kind == .user ? (e.active ? ", active" : ", inactive") : "")")
         if kind.isContainer {
-            print("  direct members: \(e.directMembers)\(e.sampleMembers.isEmpty ? "" : " (e.g. \(e.sampleMembers.map(\.rawValue).joined(separator: ", ")))")")
+            let members = e.sampleMembers.map(\.rawValue).joined(separator: ", ")
+            print("  direct members: \(e.directMembers)\(members.isEmpty ? "" : " (e.g. \(members))")")
             print("  nested containers: \(e.nestedContainers)")
         }
-        print("  resolves to \(e.resolvedUsers) active user\(e.resolvedUsers == 1 ? "" : "s")\(e.sampleUsers.isEmpty ? "" : ": \(e.sampleUsers.map(\.rawValue).joined(separator: ", "))\(e.resolvedUsers > e.sampleUsers.count ? ", …" : "")")")
+        let users = e.sampleUsers.map(\.rawValue).joined(separator: ", ")
+        let more = e.resolvedUsers > e.sampleUsers.count ? ", …" : ""
+        print("  resolves to \(e.resolvedUsers) active user\(e.resolvedUsers == 1 ? "" : "s")"
+              + (users.isEmpty ? "" : ": \(users)\(more)"))
     }
 }
