@@ -30,9 +30,14 @@ let package = Package(
 
         // Value types, protocols, errors, clocks. No C, no I/O, no Dispatch.
         .target(name: "VolleyCore"),
-        // TLS + nghttp2 + Dispatch sockets: client connections, pool, and the server side the mock uses.
+        // TLS + nghttp2 + Dispatch sockets: client connections and the pool.
         .target(name: "VolleyHTTP2", dependencies: [
             "CNGHTTP2", "COpenSSL",
+            .product(name: "Logging", package: "swift-log"),
+        ]),
+        // The server side of HTTP/2 (listener, delayed answers, arrival-time BIO): only the mock and `bench serve`.
+        .target(name: "VolleyHTTP2Server", dependencies: [
+            "VolleyHTTP2", "CNGHTTP2", "COpenSSL",
             .product(name: "Logging", package: "swift-log"),
         ]),
         // hiredis behind one small wrapper: pipelining, reconnect, AUTH, scripts.
@@ -65,7 +70,8 @@ let package = Package(
         ]),
         // Configuration, bootstrap, lifecycle: the one place that wires things together.
         .target(name: "VolleyService", dependencies: [
-            "VolleyCore", "VolleyHTTP2", "VolleyRedis", "VolleyStore", "VolleyAPNs", "VolleyFCM", "VolleyEngine",
+            "VolleyCore", "VolleyHTTP2", "VolleyHTTP2Server", "VolleyRedis", "VolleyStore", "VolleyAPNs", "VolleyFCM",
+            "VolleyEngine",
             .product(name: "Yams", package: "Yams"),
             .product(name: "Logging", package: "swift-log"),
             .product(name: "Metrics", package: "swift-metrics"),
@@ -82,7 +88,7 @@ let package = Package(
 
         // The mock APNs/FCM server (library so tests can run it in-process; `volley-mock` wraps it).
         .target(name: "VolleyMock", dependencies: [
-            "VolleyHTTP2",
+            "VolleyHTTP2", "VolleyHTTP2Server",
             .product(name: "Crypto", package: "swift-crypto"),
             .product(name: "CryptoExtras", package: "swift-crypto"),
             .product(name: "X509", package: "swift-certificates"),
@@ -98,7 +104,9 @@ let package = Package(
             "VolleyMock", "VolleyHTTP2", "VolleyRedis",
         ], path: "Tests/VolleyTestSupport"),
         .testTarget(name: "VolleyCoreTests", dependencies: ["VolleyCore"]),
-        .testTarget(name: "VolleyHTTP2Tests", dependencies: ["VolleyHTTP2", "VolleyMock", "VolleyTestSupport"]),
+        .testTarget(name: "VolleyHTTP2Tests", dependencies: [
+            "VolleyHTTP2", "VolleyHTTP2Server", "VolleyMock", "VolleyTestSupport",
+        ]),
         .testTarget(name: "VolleyRedisTests", dependencies: ["VolleyRedis", "VolleyStore", "VolleyTestSupport",
                                                           .product(name: "Logging", package: "swift-log")]),
         .testTarget(name: "VolleyProvidersTests", dependencies: [

@@ -387,7 +387,8 @@ final class HTTP2ClientConnection: HTTP2Channel, @unchecked Sendable {
         return 0
     }
 
-    override func onFrameRecv(_ frame: UnsafePointer<nghttp2_frame>) -> Int32 {
+    override func onFrameRecv(_ reference: HTTP2FrameReference) -> Int32 {
+        let frame = reference.frame
         let hd = frame.pointee.hd
         switch UInt32(hd.type) {
         case NGHTTP2_SETTINGS.rawValue where hd.flags & UInt8(NGHTTP2_FLAG_ACK.rawValue) == 0:
@@ -416,7 +417,8 @@ final class HTTP2ClientConnection: HTTP2Channel, @unchecked Sendable {
         return 0
     }
 
-    override func onFrameSend(_ frame: UnsafePointer<nghttp2_frame>) -> Int32 {
+    override func onFrameSend(_ reference: HTTP2FrameReference) -> Int32 {
+        let frame = reference.frame
         let hd = frame.pointee.hd
         if UInt32(hd.type) == NGHTTP2_HEADERS.rawValue, let st = streams[hd.stream_id], st.headersAt == nil {
             st.headersAt = currentChunkStart

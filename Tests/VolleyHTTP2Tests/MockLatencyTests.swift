@@ -1,6 +1,7 @@
 import Foundation
 import Testing
 @testable import VolleyHTTP2
+@testable import VolleyHTTP2Server
 @testable import VolleyMock
 import VolleyTestSupport
 
