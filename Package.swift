@@ -68,21 +68,26 @@ let package = Package(
             .product(name: "Logging", package: "swift-log"),
             .product(name: "Metrics", package: "swift-metrics"),
         ]),
-        // Configuration, bootstrap, lifecycle: the one place that wires things together.
+        // Configuration, bootstrap, lifecycle, the demo: the one place that wires things together.
         .target(name: "VolleyService", dependencies: [
-            "VolleyCore", "VolleyHTTP2", "VolleyHTTP2Server", "VolleyRedis", "VolleyStore", "VolleyAPNs", "VolleyFCM",
-            "VolleyEngine",
+            "VolleyCore", "VolleyHTTP2", "VolleyRedis", "VolleyStore", "VolleyAPNs", "VolleyFCM", "VolleyEngine",
             .product(name: "Yams", package: "Yams"),
             .product(name: "Logging", package: "swift-log"),
             .product(name: "Metrics", package: "swift-metrics"),
             .product(name: "Prometheus", package: "swift-prometheus"),
             .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+        ]),
+        // Behind `volley bench`: transport, end-to-end, sweep and provider benchmarks, the processes they start
+        // (redis-server, volley-mock, workers, h2load, the aioapns peer), charts, and `bench serve`.
+        .target(name: "VolleyBench", dependencies: [
+            "VolleyService", "VolleyCore", "VolleyHTTP2", "VolleyHTTP2Server", "VolleyRedis", "VolleyStore", "VolleyAPNs",
+            .product(name: "Logging", package: "swift-log"),
             .product(name: "Histogram", package: "hdrhistogram-swift"),
-            // Bench/: ES256 JWTs for `volley bench transport` requests to the mock.
+            // ES256 JWTs for `volley bench transport` requests to the mock.
             .product(name: "Crypto", package: "swift-crypto"),
         ]),
         .executableTarget(name: "volley", dependencies: [
-            "VolleyService",
+            "VolleyBench", "VolleyService",
             .product(name: "ArgumentParser", package: "swift-argument-parser"),
         ]),
 
@@ -112,7 +117,9 @@ let package = Package(
         .testTarget(name: "VolleyProvidersTests", dependencies: [
             "VolleyAPNs", "VolleyFCM", "VolleyMock", "VolleyTestSupport", "VolleyService",
         ]),
-        .testTarget(name: "VolleyServiceTests", dependencies: ["VolleyService", .product(name: "Logging", package: "swift-log")]),
+        .testTarget(name: "VolleyServiceTests", dependencies: [
+            "VolleyService", "VolleyBench", .product(name: "Logging", package: "swift-log"),
+        ]),
         .testTarget(name: "VolleyEngineTests", dependencies: [
             "VolleyEngine", "VolleyService", "VolleyTestSupport",
         ]),
