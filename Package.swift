@@ -108,20 +108,45 @@ let package = Package(
         .target(name: "VolleyTestSupport", dependencies: [
             "VolleyMock", "VolleyHTTP2", "VolleyRedis",
         ], path: "Tests/VolleyTestSupport"),
+
+        // Unit tests, one target per module; real redis-server and the mock only where the module owns the wire.
         .testTarget(name: "VolleyCoreTests", dependencies: ["VolleyCore"]),
         .testTarget(name: "VolleyHTTP2Tests", dependencies: [
-            "VolleyHTTP2", "VolleyHTTP2Server", "VolleyMock", "VolleyTestSupport",
+            "VolleyHTTP2", "VolleyHTTP2Server", "CNGHTTP2", .product(name: "Logging", package: "swift-log"),
         ]),
-        .testTarget(name: "VolleyRedisTests", dependencies: ["VolleyRedis", "VolleyStore", "VolleyTestSupport",
-                                                          .product(name: "Logging", package: "swift-log")]),
-        .testTarget(name: "VolleyProvidersTests", dependencies: [
-            "VolleyAPNs", "VolleyFCM", "VolleyMock", "VolleyTestSupport", "VolleyService",
+        .testTarget(name: "VolleyHTTP2ServerTests", dependencies: ["VolleyHTTP2", "VolleyHTTP2Server"]),
+        .testTarget(name: "VolleyRedisTests", dependencies: ["VolleyRedis", "VolleyTestSupport"]),
+        .testTarget(name: "VolleyStoreTests", dependencies: [
+            "VolleyStore", "VolleyRedis", "VolleyCore", "VolleyTestSupport",
+            .product(name: "Logging", package: "swift-log"),
         ]),
+        .testTarget(name: "VolleyAPNsTests", dependencies: [
+            "VolleyAPNs", "VolleyCore", "VolleyHTTP2", .product(name: "Crypto", package: "swift-crypto"),
+        ]),
+        .testTarget(name: "VolleyFCMTests", dependencies: [
+            "VolleyFCM", "VolleyCore", "VolleyHTTP2",
+            .product(name: "Crypto", package: "swift-crypto"),
+            .product(name: "CryptoExtras", package: "swift-crypto"),
+        ]),
+        .testTarget(name: "VolleyEngineTests", dependencies: ["VolleyEngine"]),
         .testTarget(name: "VolleyServiceTests", dependencies: [
-            "VolleyService", "VolleyBench", .product(name: "Logging", package: "swift-log"),
+            "VolleyService", "VolleyCore", .product(name: "Logging", package: "swift-log"),
         ]),
-        .testTarget(name: "VolleyEngineTests", dependencies: [
-            "VolleyEngine", "VolleyService", "VolleyTestSupport",
+        .testTarget(name: "VolleyBenchTests", dependencies: [
+            "VolleyBench", .product(name: "Logging", package: "swift-log"),
+        ]),
+        // The mock's own tests: its decisions in-process, and over real TLS with curl and h2load.
+        .testTarget(name: "VolleyMockTests", dependencies: [
+            "VolleyMock", "VolleyHTTP2", "VolleyHTTP2Server", "VolleyTestSupport",
+            .product(name: "Logging", package: "swift-log"),
+        ]),
+        // Across modules: engine + stores on a real redis-server, providers against the mock, `volley worker`
+        // processes (they need `swift build` first: the tests start the built binary).
+        .testTarget(name: "VolleyIntegrationTests", dependencies: [
+            "VolleyEngine", "VolleyService", "VolleyStore", "VolleyRedis", "VolleyCore", "VolleyAPNs", "VolleyFCM",
+            "VolleyHTTP2", "VolleyMock", "VolleyTestSupport",
+            .product(name: "Crypto", package: "swift-crypto"),
+            .product(name: "Logging", package: "swift-log"),
         ]),
     ]
 )
