@@ -74,7 +74,8 @@ open class HTTP2Channel: @unchecked Sendable {
     /// Received bytes are fed to nghttp2 in slices of this size, so a large read can be answered in parts.
     static let receiveSlice = 1024
     open func onBeginHeaders(_ streamID: Int32) -> Int32 { 0 }
-    open func onHeader(_ streamID: Int32, _ name: UnsafeBufferPointer<UInt8>, _ value: UnsafeBufferPointer<UInt8>) -> Int32 { 0 }
+    open func onHeader(_ streamID: Int32, _ name: UnsafeBufferPointer<UInt8>,
+                       _ value: UnsafeBufferPointer<UInt8>) -> Int32 { 0 }
     open func onDataChunk(_ streamID: Int32, _ data: UnsafeBufferPointer<UInt8>) -> Int32 { 0 }
     open func onFrameRecv(_ frame: HTTP2FrameReference) -> Int32 { 0 }
     open func onFrameSend(_ frame: HTTP2FrameReference) -> Int32 { 0 }
@@ -415,7 +416,8 @@ package let outgoingBodyRead: nghttp2_data_source_read_callback = { _, _, buf, l
 
 package enum SocketAddress {
     /// Resolves host:port (blocking getaddrinfo; IP literals resolve without DNS).
-    package static func resolve(_ host: String, _ port: Int) throws(HTTP2Error) -> (family: Int32, storage: sockaddr_storage, length: socklen_t) {
+    package static func resolve(_ host: String, _ port: Int)
+        throws(HTTP2Error) -> (family: Int32, storage: sockaddr_storage, length: socklen_t) {
         var hints = addrinfo()
         hints.ai_socktype = Int32(SOCK_STREAM.rawValue)
         hints.ai_family = AF_UNSPEC

@@ -65,7 +65,8 @@ static let sensitiveFlag: UInt8 = 1
 
     /// Writes one whole field at `p`, which must have room for `encodedSize(nameLength:valueLength:)` bytes (for
     /// buffers that collect fields outside a block, like the server's per-connection header scratch).
-    package static func encode(name: UnsafeBufferPointer<UInt8>, value: UnsafeBufferPointer<UInt8>, at p: UnsafeMutableRawPointer) {
+    package static func encode(name: UnsafeBufferPointer<UInt8>, value: UnsafeBufferPointer<UInt8>,
+                               at p: UnsafeMutableRawPointer) {
         storePrefix(p, nameLength: name.count, valueLength: value.count, sensitive: false)
         if let n = name.baseAddress { (p + fieldOverhead).copyMemory(from: n, byteCount: name.count) }
         if let v = value.baseAddress { (p + fieldOverhead + name.count).copyMemory(from: v, byteCount: value.count) }

@@ -382,7 +382,8 @@ public final class HTTP2ServerConnection: HTTP2Channel, @unchecked Sendable {
         return 0
     }
 
-    public override func onHeader(_ streamID: Int32, _ name: UnsafeBufferPointer<UInt8>, _ value: UnsafeBufferPointer<UInt8>) -> Int32 {
+    public override func onHeader(_ streamID: Int32, _ name: UnsafeBufferPointer<UInt8>,
+                                  _ value: UnsafeBufferPointer<UInt8>) -> Int32 {
         // Bytes only, into the connection's scratch (header blocks never interleave, RFC 9113 §4.3); the stream
         // gets one exact-size copy when the block ends. Strings are made by the handler for what it reads.
         guard streamID == scratchStreamID else {
