@@ -1,5 +1,7 @@
 // swift-tools-version: 6.1
-// Volley: push-notification fan-out engine. Module map and arrows: see README "Layout" and ../shared/STYLE.md.
+// Volley: push-notification fan-out engine. Module map: README "Layout". Arrows point down only:
+// volley (CLI) → VolleyBench → VolleyService → VolleyEngine, VolleyAPNs/VolleyFCM, VolleyStore → VolleyCore;
+// the providers → VolleyHTTP2, VolleyStore → VolleyRedis; the mock → VolleyHTTP2Server → VolleyHTTP2.
 import PackageDescription
 
 let package = Package(
@@ -80,12 +82,14 @@ let package = Package(
         // Behind `volley bench`: transport, end-to-end, sweep and provider benchmarks, the processes they start
         // (redis-server, volley-mock, workers, h2load, the aioapns peer), charts, and `bench serve`.
         .target(name: "VolleyBench", dependencies: [
-            "VolleyService", "VolleyCore", "VolleyHTTP2", "VolleyHTTP2Server", "VolleyRedis", "VolleyStore", "VolleyAPNs",
+            "VolleyService", "VolleyCore", "VolleyHTTP2", "VolleyHTTP2Server", "VolleyRedis", "VolleyStore",
+            "VolleyAPNs",
             .product(name: "Logging", package: "swift-log"),
             .product(name: "Histogram", package: "hdrhistogram-swift"),
             // ES256 JWTs for `volley bench transport` requests to the mock.
             .product(name: "Crypto", package: "swift-crypto"),
         ]),
+        // The CLI: worker, demo, send, devices, … and `bench`.
         .executableTarget(name: "volley", dependencies: [
             "VolleyBench", "VolleyService",
             .product(name: "ArgumentParser", package: "swift-argument-parser"),
