@@ -1,5 +1,7 @@
 // swift-tools-version: 6.1
-// Volley: push-notification fan-out engine. Module map and arrows: see README "Layout" and ../shared/STYLE.md.
+// Volley: push-notification fan-out engine. Module map: README "Layout". Arrows point down only:
+// volley (CLI) → VolleyBench → VolleyService → VolleyEngine, VolleyAPNs/VolleyFCM, VolleyStore → VolleyCore;
+// the providers → VolleyHTTP2, VolleyStore → VolleyRedis; the mock → VolleyHTTP2Server → VolleyHTTP2.
 import PackageDescription
 
 let package = Package(
@@ -30,9 +32,14 @@ let package = Package(
 
         // Value types, protocols, errors, clocks. No C, no I/O, no Dispatch.
         .target(name: "VolleyCore"),
-        // TLS + nghttp2 + Dispatch sockets: client connections, pool, and the server side the mock uses.
+        // TLS + nghttp2 + Dispatch sockets: client connections and the pool.
         .target(name: "VolleyHTTP2", dependencies: [
             "CNGHTTP2", "COpenSSL",
+            .product(name: "Logging", package: "swift-log"),
+        ]),
+        // The server side of HTTP/2 (listener, delayed answers, arrival-time BIO): only the mock and `bench serve`.
+        .target(name: "VolleyHTTP2Server", dependencies: [
+            "VolleyHTTP2", "CNGHTTP2", "COpenSSL",
             .product(name: "Logging", package: "swift-log"),
         ]),
         // hiredis behind one small wrapper: pipelining, reconnect, AUTH, scripts.
@@ -63,7 +70,7 @@ let package = Package(
             .product(name: "Logging", package: "swift-log"),
             .product(name: "Metrics", package: "swift-metrics"),
         ]),
-        // Configuration, bootstrap, lifecycle: the one place that wires things together.
+        // Configuration, bootstrap, lifecycle, the demo: the one place that wires things together.
         .target(name: "VolleyService", dependencies: [
             "VolleyCore", "VolleyHTTP2", "VolleyRedis", "VolleyStore", "VolleyAPNs", "VolleyFCM", "VolleyEngine",
             .product(name: "Yams", package: "Yams"),
@@ -71,18 +78,26 @@ let package = Package(
             .product(name: "Metrics", package: "swift-metrics"),
             .product(name: "Prometheus", package: "swift-prometheus"),
             .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+        ]),
+        // Behind `volley bench`: transport, end-to-end, sweep and provider benchmarks, the processes they start
+        // (redis-server, volley-mock, workers, h2load, the aioapns peer), charts, and `bench serve`.
+        .target(name: "VolleyBench", dependencies: [
+            "VolleyService", "VolleyCore", "VolleyHTTP2", "VolleyHTTP2Server", "VolleyRedis", "VolleyStore",
+            "VolleyAPNs",
+            .product(name: "Logging", package: "swift-log"),
             .product(name: "Histogram", package: "hdrhistogram-swift"),
-            // Bench/: ES256 JWTs for `volley bench transport` requests to the mock.
+            // ES256 JWTs for `volley bench transport` requests to the mock.
             .product(name: "Crypto", package: "swift-crypto"),
         ]),
+        // The CLI: worker, demo, send, devices, … and `bench`.
         .executableTarget(name: "volley", dependencies: [
-            "VolleyService",
+            "VolleyBench", "VolleyService",
             .product(name: "ArgumentParser", package: "swift-argument-parser"),
         ]),
 
         // The mock APNs/FCM server (library so tests can run it in-process; `volley-mock` wraps it).
         .target(name: "VolleyMock", dependencies: [
-            "VolleyHTTP2",
+            "VolleyHTTP2", "VolleyHTTP2Server",
             .product(name: "Crypto", package: "swift-crypto"),
             .product(name: "CryptoExtras", package: "swift-crypto"),
             .product(name: "X509", package: "swift-certificates"),
@@ -94,19 +109,50 @@ let package = Package(
         ], path: "tools/VolleyMockMain"),
 
         // Test helpers: start redis-server on a unix socket, start the mock on a free port.
+        // In-memory stand-ins for the engine's seams (a sender, the storage backend), no sockets and no Redis.
+        .target(name: "VolleyTestDoubles", dependencies: ["VolleyCore"], path: "Tests/VolleyTestDoubles"),
         .target(name: "VolleyTestSupport", dependencies: [
             "VolleyMock", "VolleyHTTP2", "VolleyRedis",
         ], path: "Tests/VolleyTestSupport"),
+
+        // Unit tests, one target per module; real redis-server and the mock only where the module owns the wire.
         .testTarget(name: "VolleyCoreTests", dependencies: ["VolleyCore"]),
-        .testTarget(name: "VolleyHTTP2Tests", dependencies: ["VolleyHTTP2", "VolleyMock", "VolleyTestSupport"]),
-        .testTarget(name: "VolleyRedisTests", dependencies: ["VolleyRedis", "VolleyStore", "VolleyTestSupport",
-                                                          .product(name: "Logging", package: "swift-log")]),
-        .testTarget(name: "VolleyProvidersTests", dependencies: [
-            "VolleyAPNs", "VolleyFCM", "VolleyMock", "VolleyTestSupport", "VolleyService",
+        .testTarget(name: "VolleyHTTP2Tests", dependencies: [
+            "VolleyHTTP2", "VolleyHTTP2Server", "CNGHTTP2", .product(name: "Logging", package: "swift-log"),
         ]),
-        .testTarget(name: "VolleyServiceTests", dependencies: ["VolleyService", .product(name: "Logging", package: "swift-log")]),
-        .testTarget(name: "VolleyEngineTests", dependencies: [
-            "VolleyEngine", "VolleyService", "VolleyTestSupport",
+        .testTarget(name: "VolleyHTTP2ServerTests", dependencies: ["VolleyHTTP2", "VolleyHTTP2Server"]),
+        .testTarget(name: "VolleyRedisTests", dependencies: ["VolleyRedis", "VolleyTestSupport"]),
+        .testTarget(name: "VolleyStoreTests", dependencies: [
+            "VolleyStore", "VolleyRedis", "VolleyCore", "VolleyTestSupport",
+            .product(name: "Logging", package: "swift-log"),
+        ]),
+        .testTarget(name: "VolleyAPNsTests", dependencies: [
+            "VolleyAPNs", "VolleyCore", "VolleyHTTP2", .product(name: "Crypto", package: "swift-crypto"),
+        ]),
+        .testTarget(name: "VolleyFCMTests", dependencies: [
+            "VolleyFCM", "VolleyCore", "VolleyHTTP2",
+            .product(name: "Crypto", package: "swift-crypto"),
+            .product(name: "CryptoExtras", package: "swift-crypto"),
+        ]),
+        .testTarget(name: "VolleyEngineTests", dependencies: ["VolleyEngine", "VolleyCore", "VolleyTestDoubles"]),
+        .testTarget(name: "VolleyServiceTests", dependencies: [
+            "VolleyService", "VolleyCore", .product(name: "Logging", package: "swift-log"),
+        ]),
+        .testTarget(name: "VolleyBenchTests", dependencies: [
+            "VolleyBench", .product(name: "Logging", package: "swift-log"),
+        ]),
+        // The mock's own tests: its decisions in-process, and over real TLS with curl and h2load.
+        .testTarget(name: "VolleyMockTests", dependencies: [
+            "VolleyMock", "VolleyHTTP2", "VolleyHTTP2Server", "VolleyTestSupport",
+            .product(name: "Logging", package: "swift-log"),
+        ]),
+        // Across modules: engine + stores on a real redis-server, providers against the mock, `volley worker`
+        // processes (they need `swift build` first: the tests start the built binary).
+        .testTarget(name: "VolleyIntegrationTests", dependencies: [
+            "VolleyEngine", "VolleyService", "VolleyStore", "VolleyRedis", "VolleyCore", "VolleyAPNs", "VolleyFCM",
+            "VolleyHTTP2", "VolleyMock", "VolleyTestSupport", "VolleyTestDoubles",
+            .product(name: "Crypto", package: "swift-crypto"),
+            .product(name: "Logging", package: "swift-log"),
         ]),
     ]
 )

@@ -6,23 +6,25 @@
 // both cancel handlers ran (platform-facts 28); session, SSL and buffers are freed in deinit.
 import Dispatch
 import Foundation
-internal import CNGHTTP2
+// `package`: `outgoingBodyRead` (an nghttp2 callback) is shared with VolleyHTTP2Server's responses.
+package import CNGHTTP2
 internal import COpenSSL
 
-@inline(__always) func monotonicNanos() -> UInt64 { DispatchTime.now().uptimeNanoseconds }
+@inline(__always) package func monotonicNanos() -> UInt64 { DispatchTime.now().uptimeNanoseconds }
 
-/// Base of `HTTP2ServerConnection` and the client connection; public only because a public subclass needs
-/// it. Nothing in it is usable from outside the module.
-public class HTTP2Channel: @unchecked Sendable {
-    enum ChannelState { case connecting, handshaking, open, closed }
+/// Base of the client connection and of VolleyHTTP2Server's `HTTP2ServerConnection`; open only because that
+/// subclass lives in another module, and its hooks are open for the same reason. Everything else is `package`:
+/// nothing in it is usable from outside Volley.
+open class HTTP2Channel: @unchecked Sendable {
+    package enum ChannelState { case connecting, handshaking, open, closed }
 
-    let queue: DispatchQueue
+    package final let queue: DispatchQueue
     var fd: Int32 = -1
-    var tls: TLSConnection?
-    var session: OpaquePointer?
+    package final var tls: TLSConnection?
+    package final var session: OpaquePointer?
     /// The session's allocator; a stored property, so it is freed after `deinit` has deleted the session.
     private let sessionMemory = HTTP2SessionMemory()
-    var state: ChannelState = .connecting
+    package final var state: ChannelState = .connecting
 
     private var readSource: DispatchSourceRead?
     private var writeSource: DispatchSourceWrite?
@@ -43,12 +45,12 @@ public class HTTP2Channel: @unchecked Sendable {
     var writtenBytes: UInt64 = 0
     /// Offset at which the chunk currently being produced by mem_send starts.
     var currentChunkStart: UInt64 = 0
-    var lastReadNanos: UInt64 = monotonicNanos()
+    package final var lastReadNanos: UInt64 = monotonicNanos()
     /// True while inside the read loop; flushes are deferred to its end so frames coalesce.
     var inReadLoop = false
     var closeError: HTTP2Error?
 
-    init(queue: DispatchQueue) {
+    package init(queue: DispatchQueue) {
         self.queue = queue
         outCapacity = Self.outTarget + 16 * 1024 + 64
         outBuffer = .allocate(capacity: outCapacity)
@@ -62,26 +64,27 @@ public class HTTP2Channel: @unchecked Sendable {
     }
 
     // MARK: hooks for subclasses (all on `queue`)
-    func handshakeCompleted() throws(HTTP2Error) {}
-    func channelClosed(_ error: HTTP2Error) {}
+    open func handshakeCompleted() throws(HTTP2Error) {}
+    open func channelClosed(_ error: HTTP2Error) {}
     /// Called before each flush of a read pass: after an early flush's slice (`wantsEarlyFlush`) and at its end.
-    func readLoopFinished() {}
+    open func readLoopFinished() {}
     /// Asked after each slice of received bytes: true = hand finished work on and write now, before the rest of
     /// what was read is processed.
-    func wantsEarlyFlush() -> Bool { false }
+    open func wantsEarlyFlush() -> Bool { false }
     /// Received bytes are fed to nghttp2 in slices of this size, so a large read can be answered in parts.
     static let receiveSlice = 1024
-    func onBeginHeaders(_ streamID: Int32) -> Int32 { 0 }
-    func onHeader(_ streamID: Int32, _ name: UnsafeBufferPointer<UInt8>, _ value: UnsafeBufferPointer<UInt8>) -> Int32 { 0 }
-    func onDataChunk(_ streamID: Int32, _ data: UnsafeBufferPointer<UInt8>) -> Int32 { 0 }
-    func onFrameRecv(_ frame: UnsafePointer<nghttp2_frame>) -> Int32 { 0 }
-    func onFrameSend(_ frame: UnsafePointer<nghttp2_frame>) -> Int32 { 0 }
-    func onStreamClose(_ streamID: Int32, _ errorCode: UInt32) -> Int32 { 0 }
+    open func onBeginHeaders(_ streamID: Int32) -> Int32 { 0 }
+    open func onHeader(_ streamID: Int32, _ name: UnsafeBufferPointer<UInt8>,
+                       _ value: UnsafeBufferPointer<UInt8>) -> Int32 { 0 }
+    open func onDataChunk(_ streamID: Int32, _ data: UnsafeBufferPointer<UInt8>) -> Int32 { 0 }
+    open func onFrameRecv(_ frame: HTTP2FrameReference) -> Int32 { 0 }
+    open func onFrameSend(_ frame: HTTP2FrameReference) -> Int32 { 0 }
+    open func onStreamClose(_ streamID: Int32, _ errorCode: UInt32) -> Int32 { 0 }
 
     // MARK: sources
 
     /// Takes ownership of a connected or connecting non-blocking fd and starts watching it.
-    func attach(fd: Int32) {
+    package final func attach(fd: Int32) {
         dispatchPrecondition(condition: .onQueue(queue))
         self.fd = fd
         let group = DispatchGroup()
@@ -142,7 +145,7 @@ public class HTTP2Channel: @unchecked Sendable {
     }
 
     /// Called by subclasses once the socket is connected (server: accepted) and TLS is attached.
-    func startHandshake() {
+    package final func startHandshake() {
         state = .handshaking
         continueHandshake()
     }
@@ -223,7 +226,7 @@ public class HTTP2Channel: @unchecked Sendable {
     /// Arms the write source only when TLS says WANT_WRITE (platform-facts 26). When nghttp2 wants neither to read
     /// nor to write (after GOAWAY) the connection closes. `midRead`: received bytes are still unprocessed, so
     /// nothing closes here (closing with unread data would reset the peer, and would drop frames already received).
-    func flush(midRead: Bool = false) {
+    package final func flush(midRead: Bool = false) {
         guard state == .open, !inReadLoop, let tls, let session else { return }
         while true {
             if outStart == outEnd {
@@ -279,7 +282,7 @@ public class HTTP2Channel: @unchecked Sendable {
     }
 
     /// Closes the connection (idempotent). `abortive` sends a TCP RST (SO_LINGER 0).
-    func close(_ error: HTTP2Error, abortive: Bool = false) {
+    package final func close(_ error: HTTP2Error, abortive: Bool = false) {
         guard state != .closed else { return }
         let wasOpen = state == .open
         state = .closed
@@ -303,7 +306,7 @@ public class HTTP2Channel: @unchecked Sendable {
     // MARK: nghttp2 session
 
     /// Creates the nghttp2 session with callbacks that forward to the hooks above.
-    func makeSession(server: Bool) throws(HTTP2Error) {
+    package final func makeSession(server: Bool) throws(HTTP2Error) {
         var cbs: OpaquePointer?
         guard nghttp2_session_callbacks_new(&cbs) == 0, let cbs else {
             throw HTTP2Error(.protocolError, resendIsSafe: true, "nghttp2_session_callbacks_new failed")
@@ -326,11 +329,11 @@ public class HTTP2Channel: @unchecked Sendable {
         }
         nghttp2_session_callbacks_set_on_frame_recv_callback(cbs) { _, frame, ud in
             guard let frame, let ud else { return 0 }
-            return HTTP2Channel.with(ud) { $0.onFrameRecv(frame) }
+            return HTTP2Channel.with(ud) { $0.onFrameRecv(HTTP2FrameReference(frame)) }
         }
         nghttp2_session_callbacks_set_on_frame_send_callback(cbs) { _, frame, ud in
             guard let frame, let ud else { return 0 }
-            return HTTP2Channel.with(ud) { $0.onFrameSend(frame) }
+            return HTTP2Channel.with(ud) { $0.onFrameSend(HTTP2FrameReference(frame)) }
         }
         nghttp2_session_callbacks_set_on_stream_close_callback(cbs) { _, sid, code, ud in
             guard let ud else { return 0 }
@@ -359,12 +362,24 @@ public class HTTP2Channel: @unchecked Sendable {
 
     /// Sends our SETTINGS and widens the connection-level receive window (RFC 9113 §6.9.2: only
     /// WINDOW_UPDATE changes it), so many concurrent uploads are not throttled by the 64 KiB default.
-    func submitSettings(_ entries: [(Int32, UInt32)], connectionWindow: Int32) {
+    package final func submitSettings(_ entries: [(Int32, UInt32)], connectionWindow: Int32) {
         guard let session else { return }
         var iv = entries.map { nghttp2_settings_entry(settings_id: $0.0, value: $0.1) }
         nghttp2_submit_settings(session, UInt8(NGHTTP2_FLAG_NONE.rawValue), &iv, iv.count)
         nghttp2_session_set_local_window_size(session, UInt8(NGHTTP2_FLAG_NONE.rawValue), 0, connectionWindow)
     }
+}
+
+/// An `nghttp2_frame` as a frame hook receives it: valid only during the call. Opaque outside the package, so no C
+/// type appears in the open hooks' signatures; the nghttp2 wrappers read it through `frame`.
+public struct HTTP2FrameReference {
+    package let pointer: UnsafeRawPointer
+    package init(_ pointer: UnsafeRawPointer) { self.pointer = pointer }
+}
+
+extension HTTP2FrameReference {
+    /// The frame, typed (nghttp2 made it: the memory is bound to `nghttp2_frame`).
+    @inline(__always) var frame: UnsafePointer<nghttp2_frame> { pointer.assumingMemoryBound(to: nghttp2_frame.self) }
 }
 
 /// Header names must be lower case in HTTP/2 (RFC 9113 §8.2.1); lower-cases only when needed.
@@ -376,14 +391,14 @@ public class HTTP2Channel: @unchecked Sendable {
 /// A body that nghttp2 reads through a data provider; referenced by `nghttp2_data_source.ptr`,
 /// retained by the owning stream table until the stream closes. Not final: the client's stream state
 /// extends it so one object per stream serves both.
-class OutgoingBody {
+package class OutgoingBody {
     let bytes: [UInt8]
     var offset = 0
-    init(_ bytes: [UInt8]) { self.bytes = bytes }
+    package init(_ bytes: [UInt8]) { self.bytes = bytes }
 }
 
 /// nghttp2 data read callback that copies from an `OutgoingBody`.
-let outgoingBodyRead: nghttp2_data_source_read_callback = { _, _, buf, length, flags, source, _ in
+package let outgoingBodyRead: nghttp2_data_source_read_callback = { _, _, buf, length, flags, source, _ in
     guard let buf, let flags, let ptr = source?.pointee.ptr else { return Int(NGHTTP2_ERR_CALLBACK_FAILURE.rawValue) }
     let body = Unmanaged<OutgoingBody>.fromOpaque(ptr).takeUnretainedValue()
     let n = min(length, body.bytes.count - body.offset)
@@ -399,9 +414,10 @@ let outgoingBodyRead: nghttp2_data_source_read_callback = { _, _, buf, length, f
 
 // MARK: sockets
 
-enum SocketAddress {
+package enum SocketAddress {
     /// Resolves host:port (blocking getaddrinfo; IP literals resolve without DNS).
-    static func resolve(_ host: String, _ port: Int) throws(HTTP2Error) -> (family: Int32, storage: sockaddr_storage, length: socklen_t) {
+    package static func resolve(_ host: String, _ port: Int)
+        throws(HTTP2Error) -> (family: Int32, storage: sockaddr_storage, length: socklen_t) {
         var hints = addrinfo()
         hints.ai_socktype = Int32(SOCK_STREAM.rawValue)
         hints.ai_family = AF_UNSPEC
@@ -419,7 +435,7 @@ enum SocketAddress {
         return (res.pointee.ai_family, storage, len)
     }
 
-    static func setNonBlocking(_ fd: Int32) {
+    package static func setNonBlocking(_ fd: Int32) {
         let flags = fcntl(fd, F_GETFL, 0)
         _ = fcntl(fd, F_SETFL, flags | O_NONBLOCK)
         var one: Int32 = 1

@@ -75,7 +75,9 @@ public final class HTTP2ClosureRequest: HTTP2PendingRequest, @unchecked Sendable
 /// A request whose `result` is set.
 typealias FinishedRequest = HTTP2PendingRequest
 
-final class HTTP2ClientConnection: HTTP2Channel, @unchecked Sendable {
+// `package`, as `ClientStream`, though only this module uses them: Swift 6.3 warns of an "infinite recursion" in a
+// subclass less visible than its superclass's (package) initialiser.
+package final class HTTP2ClientConnection: HTTP2Channel, @unchecked Sendable {
     enum PoolSlotState { case connecting, ready, draining }
 
     // MARK: guarded by the pool lock (read and written only inside HTTP2ConnectionPool's Mutex)
@@ -109,7 +111,7 @@ final class HTTP2ClientConnection: HTTP2Channel, @unchecked Sendable {
     static let maxResponseBody = 64 * 1024
 
     /// One stream's state; it is also the request body's data source (one object per stream, not two).
-    final class ClientStream: OutgoingBody {
+    package final class ClientStream: OutgoingBody {
         let pending: HTTP2PendingRequest
         var status = 0
         /// Response fields as received (no Strings until someone asks for a value).
@@ -181,7 +183,7 @@ final class HTTP2ClientConnection: HTTP2Channel, @unchecked Sendable {
         t.resume()
     }
 
-    override func handshakeCompleted() throws(HTTP2Error) {
+    package override func handshakeCompleted() throws(HTTP2Error) {
         guard tls?.selectedALPN == "h2" else {
             throw HTTP2Error(.alpnNotH2, resendIsSafe: false,
                              "\(configuration.host):\(configuration.port) did not select h2 in TLS ALPN: the peer does not speak HTTP/2 over TLS")
@@ -317,10 +319,10 @@ final class HTTP2ClientConnection: HTTP2Channel, @unchecked Sendable {
 
     /// Once 16 streams of a large read have finished, their completions run and the requests they submit are
     /// written before the rest of the read is parsed (the server starts on them meanwhile).
-    override func wantsEarlyFlush() -> Bool { finished.count >= Self.earlyFlushResponses }
+    package override func wantsEarlyFlush() -> Bool { finished.count >= Self.earlyFlushResponses }
     static let earlyFlushResponses = 16
 
-    override func readLoopFinished() {
+    package override func readLoopFinished() {
         fillFromPending()
         if !finished.isEmpty {
             start(reportFinished())
@@ -353,7 +355,8 @@ final class HTTP2ClientConnection: HTTP2Channel, @unchecked Sendable {
         return st
     }
 
-    override func onHeader(_ streamID: Int32, _ name: UnsafeBufferPointer<UInt8>, _ value: UnsafeBufferPointer<UInt8>) -> Int32 {
+    package override func onHeader(_ streamID: Int32, _ name: UnsafeBufferPointer<UInt8>,
+                                   _ value: UnsafeBufferPointer<UInt8>) -> Int32 {
         guard let st = stream(streamID) else { return 0 }
         if name.count > 0 && name[0] == UInt8(ascii: ":") {
             // ":status"
@@ -372,7 +375,7 @@ final class HTTP2ClientConnection: HTTP2Channel, @unchecked Sendable {
         return 0
     }
 
-    override func onDataChunk(_ streamID: Int32, _ data: UnsafeBufferPointer<UInt8>) -> Int32 {
+    package override func onDataChunk(_ streamID: Int32, _ data: UnsafeBufferPointer<UInt8>) -> Int32 {
         guard let st = stream(streamID), !st.done, !st.statusOnly else { return 0 }
         if st.responseBody.count + data.count > Self.maxResponseBody {
             st.done = true
@@ -387,7 +390,8 @@ final class HTTP2ClientConnection: HTTP2Channel, @unchecked Sendable {
         return 0
     }
 
-    override func onFrameRecv(_ frame: UnsafePointer<nghttp2_frame>) -> Int32 {
+    package override func onFrameRecv(_ reference: HTTP2FrameReference) -> Int32 {
+        let frame = reference.frame
         let hd = frame.pointee.hd
         switch UInt32(hd.type) {
         case NGHTTP2_SETTINGS.rawValue where hd.flags & UInt8(NGHTTP2_FLAG_ACK.rawValue) == 0:
@@ -416,7 +420,8 @@ final class HTTP2ClientConnection: HTTP2Channel, @unchecked Sendable {
         return 0
     }
 
-    override func onFrameSend(_ frame: UnsafePointer<nghttp2_frame>) -> Int32 {
+    package override func onFrameSend(_ reference: HTTP2FrameReference) -> Int32 {
+        let frame = reference.frame
         let hd = frame.pointee.hd
         if UInt32(hd.type) == NGHTTP2_HEADERS.rawValue, let st = streams[hd.stream_id], st.headersAt == nil {
             st.headersAt = currentChunkStart
@@ -424,7 +429,7 @@ final class HTTP2ClientConnection: HTTP2Channel, @unchecked Sendable {
         return 0
     }
 
-    override func onStreamClose(_ streamID: Int32, _ errorCode: UInt32) -> Int32 {
+    package override func onStreamClose(_ streamID: Int32, _ errorCode: UInt32) -> Int32 {
         if lastStream?.id == streamID { lastStream = nil }
         guard let st = streams.removeValue(forKey: streamID) else { return 0 }
         if !st.done {
@@ -513,7 +518,7 @@ final class HTTP2ClientConnection: HTTP2Channel, @unchecked Sendable {
         flushAndReport()
     }
 
-    override func channelClosed(_ error: HTTP2Error) {
+    package override func channelClosed(_ error: HTTP2Error) {
         timer?.cancel()
         timer = nil
         for (_, st) in streams where !st.done {

@@ -13,7 +13,7 @@ var storage: [UInt8]
     /// Number of fields.
     public private(set) var count: Int
 
-static let fieldOverhead = 9
+    package static let fieldOverhead = 9
 static let sensitiveFlag: UInt8 = 1
 
     public init() { storage = []; count = 0 }
@@ -65,7 +65,8 @@ static let sensitiveFlag: UInt8 = 1
 
     /// Writes one whole field at `p`, which must have room for `encodedSize(nameLength:valueLength:)` bytes (for
     /// buffers that collect fields outside a block, like the server's per-connection header scratch).
-    static func encode(name: UnsafeBufferPointer<UInt8>, value: UnsafeBufferPointer<UInt8>, at p: UnsafeMutableRawPointer) {
+    package static func encode(name: UnsafeBufferPointer<UInt8>, value: UnsafeBufferPointer<UInt8>,
+                               at p: UnsafeMutableRawPointer) {
         storePrefix(p, nameLength: name.count, valueLength: value.count, sensitive: false)
         if let n = name.baseAddress { (p + fieldOverhead).copyMemory(from: n, byteCount: name.count) }
         if let v = value.baseAddress { (p + fieldOverhead + name.count).copyMemory(from: v, byteCount: value.count) }
@@ -130,7 +131,7 @@ static let sensitiveFlag: UInt8 = 1
     }
 
     /// Appends `fields` fields already encoded in this type's layout (the server's per-connection header scratch).
-    mutating func append(encoded: UnsafeRawBufferPointer, fields: Int) {
+    package mutating func append(encoded: UnsafeRawBufferPointer, fields: Int) {
         if storage.isEmpty { storage = Array(encoded) } else { storage.append(contentsOf: encoded) }
         count += fields
     }

@@ -1,5 +1,6 @@
 // OpenSSL 3 wrappers: one Swift class per C object, freed in deinit. Nothing here is public except
-// `TLSClientCertificateCheck`, which providers call at startup.
+// `TLSClientCertificateCheck`, which providers call at startup; `TLSContext` and `TLSConnection` are `package` for
+// VolleyHTTP2Server's listener and its arrival-time read BIO.
 import Foundation
 internal import COpenSSL
 
@@ -141,7 +142,7 @@ public enum TLSClientCertificateCheck {
 
 /// Owns an `SSL_CTX*`. Immutable after init, so it may be shared by many connections (OpenSSL
 /// documents SSL_CTX as safe for concurrent SSL_new once configured).
-final class TLSContext: @unchecked Sendable {
+package final class TLSContext: @unchecked Sendable {
     let pointer: OpaquePointer
     /// Length-prefixed ALPN list passed to the server's select callback; freed in deinit.
     private var alpnSelectList: UnsafeMutablePointer<UInt8>?
@@ -204,7 +205,7 @@ final class TLSContext: @unchecked Sendable {
     }
 
     /// Server context: certificate chain + key, ALPN choice from `alpnProtocols`, optional required client certs.
-    static func server(certificateChainFile: String, privateKeyFile: String, clientCAFile: String?,
+    package static func server(certificateChainFile: String, privateKeyFile: String, clientCAFile: String?,
                        alpnProtocols: [String]) throws(HTTP2Error) -> TLSContext {
         let c = try base(server: true)
         let ctx = c.pointer
@@ -238,9 +239,9 @@ final class TLSContext: @unchecked Sendable {
 
 /// Owns an `SSL*` bound to a socket fd (SSL_set_fd does not take ownership of the fd).
 /// Used only on its connection's queue.
-final class TLSConnection {
-    let pointer: OpaquePointer
-    init(context: TLSContext, fd: Int32, serverSide: Bool) throws(HTTP2Error) {
+package final class TLSConnection {
+    package let pointer: OpaquePointer
+    package init(context: TLSContext, fd: Int32, serverSide: Bool) throws(HTTP2Error) {
         guard let ssl = SSL_new(context.pointer) else {
             throw HTTP2Error(.configuration, resendIsSafe: true, openSSLErrorString("SSL_new failed"))
         }
@@ -252,26 +253,6 @@ final class TLSConnection {
         if serverSide { SSL_set_accept_state(ssl) } else { SSL_set_connect_state(ssl) }
     }
     deinit { SSL_free(pointer) }
-
-    /// When the bytes read so far reached this host, as CLOCK_MONOTONIC nanoseconds: the kernel's receive time of
-    /// the last segment consumed (a bound no earlier than any byte read so far). Nil unless `readWithArrivalTimes`.
-    var latestArrivalNanos: UInt64? { arrivals?.latestNanos }
-    private var arrivals: ArrivalTimes?
-
-    /// Reads the socket with recvmsg and SO_TIMESTAMPNS through a BIO of our own (writes keep OpenSSL's socket BIO),
-    /// so a server can count a delay from when a request arrived rather than from when its thread got to read it.
-    /// Call before the handshake. False (and nothing changed) when the kernel or OpenSSL refuses.
-    func readWithArrivalTimes(fd: Int32) -> Bool {
-        guard let method = arrivalBIOMethod else { return false }
-        var one: Int32 = 1
-        guard setsockopt(fd, SOL_SOCKET, soTimestampNS, &one, socklen_t(MemoryLayout<Int32>.size)) == 0,
-              let bio = BIO_new(method) else { return false }
-        let times = ArrivalTimes(fd: fd)
-        BIO_set_data(bio, Unmanaged.passRetained(times).toOpaque())   // released by the method's destroy
-        SSL_set0_rbio(pointer, bio)   // the SSL takes ownership; the socket BIO stays the write BIO
-        arrivals = times
-        return true
-    }
 
     /// SNI for DNS names only (RFC 6066 §3: no IP literals) and the name/IP checked in the certificate.
     func setPeerName(_ host: String) throws(HTTP2Error) {
@@ -315,7 +296,7 @@ final class TLSConnection {
     }
 
     /// The ALPN protocol the peer selected, if any.
-    var selectedALPN: String? {
+    package var selectedALPN: String? {
         var data: UnsafePointer<UInt8>?
         var len: UInt32 = 0
         SSL_get0_alpn_selected(pointer, &data, &len)
@@ -323,7 +304,7 @@ final class TLSConnection {
         return String(decoding: UnsafeBufferPointer(start: data, count: Int(len)), as: UTF8.self)
     }
 
-    var peerCertificateSubject: String? {
+    package var peerCertificateSubject: String? {
         guard let cert = SSL_get1_peer_certificate(pointer) else { return nil }
         return X509Certificate(owned: cert).subject
     }
@@ -361,98 +342,6 @@ final class TLSConnection {
     }
 
     func shutdown() { ERR_clear_error(); _ = SSL_shutdown(pointer); ERR_clear_error() }
-}
-
-// MARK: the arrival-time read BIO
-
-/// SO_TIMESTAMPNS with a 64-bit time_t (x86-64, arm64: SO_TIMESTAMPNS_OLD); the macro itself does not import.
-private let soTimestampNS: Int32 = 35
-
-/// The state of one arrival-time BIO: its socket and the latest receive time seen. Touched only by the BIO's read,
-/// which runs inside SSL calls on the connection's queue.
-final class ArrivalTimes {
-    let fd: Int32
-    var latestNanos: UInt64 = 0
-    init(fd: Int32) { self.fd = fd }
-}
-
-/// Read-only source/sink BIO over a socket: recvmsg, then the SCM_TIMESTAMPNS control message (CLOCK_REALTIME)
-/// converted to CLOCK_MONOTONIC. Made once per process; nil if OpenSSL refuses.
-nonisolated(unsafe) private let arrivalBIOMethod: OpaquePointer? = {
-    let index = BIO_get_new_index()
-    guard index > 0, let m = BIO_meth_new(index | BIO_TYPE_SOURCE_SINK, "volley socket reader with arrival times") else {
-        return nil
-    }
-    BIO_meth_set_read(m, arrivalBIORead)
-    BIO_meth_set_ctrl(m) { bio, cmd, _, _ in
-        switch cmd {
-        case BIO_CTRL_FLUSH: return 1
-        case BIO_CTRL_EOF: return BIO_test_flags(bio, BIO_FLAGS_IN_EOF) != 0 ? 1 : 0   // as the socket BIO answers
-        default: return 0
-        }
-    }
-    BIO_meth_set_create(m) { bio in BIO_set_init(bio, 1); return 1 }
-    BIO_meth_set_destroy(m) { bio in
-        if let data = BIO_get_data(bio) { Unmanaged<ArrivalTimes>.fromOpaque(data).release() }
-        BIO_set_data(bio, nil)
-        return 1
-    }
-    return m
-}()
-
-private let arrivalBIORead: @convention(c) (OpaquePointer?, UnsafeMutablePointer<CChar>?, Int32) -> Int32 = { bio, buf, len in
-    guard let bio, let buf, len > 0, let data = BIO_get_data(bio) else { return 0 }
-    let times = Unmanaged<ArrivalTimes>.fromOpaque(data).takeUnretainedValue()
-    BIO_clear_flags(bio, BIO_FLAGS_READ | BIO_FLAGS_WRITE | BIO_FLAGS_IO_SPECIAL | BIO_FLAGS_SHOULD_RETRY)   // BIO_clear_retry_flags
-    var control: (UInt64, UInt64, UInt64, UInt64, UInt64, UInt64, UInt64, UInt64) = (0, 0, 0, 0, 0, 0, 0, 0)
-    let n: Int = withUnsafeMutableBytes(of: &control) { ctl in
-        var iov = iovec(iov_base: UnsafeMutableRawPointer(buf), iov_len: Int(len))
-        return withUnsafeMutablePointer(to: &iov) { iovp in
-            var msg = msghdr()
-            msg.msg_iov = iovp
-            msg.msg_iovlen = 1
-            msg.msg_control = ctl.baseAddress
-            msg.msg_controllen = ctl.count
-            let n = recvmsg(times.fd, &msg, 0)
-            if n > 0 { recordArrival(control: UnsafeRawBufferPointer(rebasing: ctl[0..<min(ctl.count, Int(msg.msg_controllen))]), times) }
-            return n
-        }
-    }
-    if n > 0 { return Int32(n) }
-    if n == 0 {   // the peer closed: flagged like OpenSSL's socket BIO, so TLS reports an unexpected EOF the same way
-        BIO_set_flags(bio, BIO_FLAGS_IN_EOF)
-        return 0
-    }
-    if errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR {
-        BIO_set_flags(bio, BIO_FLAGS_READ | BIO_FLAGS_SHOULD_RETRY)
-    }
-    return -1
-}
-
-/// Walks the control messages (cmsghdr: 8-byte length, level, type; data 8-aligned) for SCM_TIMESTAMPNS.
-private func recordArrival(control: UnsafeRawBufferPointer, _ times: ArrivalTimes) {
-    let header = MemoryLayout<cmsghdr>.size
-    var at = 0
-    while at + header <= control.count {
-        let length = Int(control.loadUnaligned(fromByteOffset: at, as: Int.self))
-        let level = control.loadUnaligned(fromByteOffset: at + 8, as: Int32.self)
-        let type = control.loadUnaligned(fromByteOffset: at + 12, as: Int32.self)
-        guard length >= header, at + length <= control.count else { return }
-        if level == SOL_SOCKET && type == soTimestampNS && length >= header + 16 {
-            let sec = control.loadUnaligned(fromByteOffset: at + header, as: Int64.self)
-            let nsec = control.loadUnaligned(fromByteOffset: at + header + 8, as: Int64.self)
-            var real = timespec(), mono = timespec()
-            clock_gettime(CLOCK_REALTIME, &real)
-            clock_gettime(CLOCK_MONOTONIC, &mono)
-            let realNow = Int64(real.tv_sec) * 1_000_000_000 + Int64(real.tv_nsec)
-            let monoNow = Int64(mono.tv_sec) * 1_000_000_000 + Int64(mono.tv_nsec)
-            let age = max(0, realNow - (sec * 1_000_000_000 + nsec))   // never in the future
-            let arrival = UInt64(max(0, monoNow - age))
-            if arrival > times.latestNanos { times.latestNanos = arrival }
-            return
-        }
-        at += (length + 7) & ~7
-    }
 }
 
 func isIPLiteral(_ host: String) -> Bool {

@@ -1,6 +1,7 @@
 import ArgumentParser
 import Foundation
 import Logging
+import VolleyBench
 import VolleyService
 
 struct Bench: AsyncParsableCommand {

@@ -1,6 +1,7 @@
 import ArgumentParser
 import Foundation
 import Logging
+import VolleyBench
 import VolleyService
 
 /// `volley bench e2e`: the pipeline end to end (XADD → XACK) against volley-mock, with `--compare` (bare transport,

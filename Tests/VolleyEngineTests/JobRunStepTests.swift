@@ -2,6 +2,7 @@ import Foundation
 import Testing
 import VolleyCore
 import VolleyEngine
+import VolleyTestDoubles
 
 /// The steps of a delivery (accept, send chunk by chunk, await, publish and acknowledge; dead-letter; abandon on
 /// drain) against the in-memory backend: no Redis, no provider, only the engine's own threads.

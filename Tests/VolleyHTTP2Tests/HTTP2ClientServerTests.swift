@@ -3,6 +3,7 @@ import Foundation
 import Synchronization
 import Testing
 @testable import VolleyHTTP2
+@testable import VolleyHTTP2Server
 
 private func clientConfig(_ pki: TestPKI, port: Int, connections: Int = 1, cap: Int = 1000, timeout: Double = 10,
                           ping: Double = 60, cert: TLSClientCertificate? = nil, host: String = "127.0.0.1",
@@ -43,7 +44,7 @@ struct HTTP2ClientServerTests {
         let pki = try TestPKI.get()
         let arrivals = Mutex<[(arrived: UInt64, read: UInt64)]>([])
         let h = RecordingHandler { _, conn, respond, _ in
-            arrivals.withLock { $0.append((conn.tls?.latestArrivalNanos ?? 0, conn.lastReadNanos)) }
+            arrivals.withLock { $0.append((conn.arrivals?.latestNanos ?? 0, conn.lastReadNanos)) }
             respond(HTTP2Response(status: 200), after: 0.03)
             return false
         }

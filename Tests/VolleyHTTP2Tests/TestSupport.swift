@@ -4,6 +4,7 @@ import Foundation
 import Logging
 import Synchronization
 import VolleyHTTP2
+import VolleyHTTP2Server
 
 enum PKIError: Error { case openssl(String) }
 

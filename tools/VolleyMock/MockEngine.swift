@@ -3,6 +3,7 @@ import CryptoExtras
 import Foundation
 import Synchronization
 import VolleyHTTP2
+import VolleyHTTP2Server
 
 /// A request as the mock sees it: the transport's server request as is (its fields stay bytes; the APNs hot path
 /// reads them directly), so the decision logic runs — and is unit-tested — without sockets.

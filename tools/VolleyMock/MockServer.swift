@@ -2,6 +2,7 @@ import Dispatch
 import Foundation
 import Logging
 import VolleyHTTP2
+import VolleyHTTP2Server
 
 /// How to start the mock.
 public struct MockServerOptions: Sendable {

@@ -5,6 +5,7 @@ import VolleyEngine
 import VolleyRedis
 import VolleyService
 import VolleyStore
+import VolleyTestDoubles
 import VolleyTestSupport
 import VolleyMock
 

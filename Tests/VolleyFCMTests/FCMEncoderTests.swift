@@ -6,6 +6,10 @@ import VolleyCore
 import VolleyFCM
 import VolleyHTTP2
 
+private func jsonObject(_ bytes: [UInt8]) -> [String: Any] {
+    ((try? JSONSerialization.jsonObject(with: Data(bytes))) as? [String: Any]) ?? [:]
+}
+
 @Suite struct FCMEncoderTests {
     let device = Device(platform: .android, token: DeviceToken("fcm-token:APA91b_xyz"))
 

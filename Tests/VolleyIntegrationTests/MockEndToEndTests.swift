@@ -6,6 +6,7 @@ import VolleyEngine
 import VolleyRedis
 import VolleyService
 import VolleyStore
+import VolleyTestDoubles
 import VolleyTestSupport
 
 /// Real Redis + the real mock APNs/FCM server (TLS, HTTP/2) + the real providers.

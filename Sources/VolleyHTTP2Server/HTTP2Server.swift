@@ -1,10 +1,11 @@
-// HTTP/2 + TLS server on nghttp2's server side. Used by the mock APNs/FCM server and by tests.
+// HTTP/2 + TLS server on nghttp2's server side. Used by the mock APNs/FCM server, `volley bench serve` and tests.
+// A wrapper of nghttp2's server API: it calls nghttp2 itself, on the connection machinery of VolleyHTTP2.
 import Dispatch
 import Foundation
 import Logging
 import Synchronization
+import VolleyHTTP2
 internal import CNGHTTP2
-internal import COpenSSL
 
 public struct HTTP2ServerConfiguration: Sendable {
     public var host: String
@@ -132,6 +133,11 @@ public struct HTTP2Responder: Sendable {
             c.queue.async { c.respond(sid, response, afterArrivalNanos: delay) }
         }
     }
+}
+
+extension HTTP2FrameReference {
+    /// The frame, typed (nghttp2 made it: the memory is bound to `nghttp2_frame`).
+    @inline(__always) var frame: UnsafePointer<nghttp2_frame> { pointer.assumingMemoryBound(to: nghttp2_frame.self) }
 }
 
 /// Delayed answers of one connection, ordered by deadline (ties: arrival order). Deadlines that arrive in order
@@ -286,6 +292,8 @@ public final class HTTP2ServerConnection: HTTP2Channel, @unchecked Sendable {
     private var scratchCount = 0
     private var scratchFields = 0
     private var scratchStreamID: Int32 = 0
+    /// What the arrival-time read BIO records (nil: the kernel or OpenSSL refused it; the read's time is used).
+    private(set) var arrivals: ArrivalTimes?
 
     /// Connection-scoped storage for the handler; touch it only on the connection queue (inside `handle`).
     public var userState: AnyObject?
@@ -324,7 +332,7 @@ public final class HTTP2ServerConnection: HTTP2Channel, @unchecked Sendable {
         do {
             let t = try TLSConnection(context: context, fd: fd, serverSide: true)
             // Delayed answers count from when a request reached this host, not from when this queue got to read it.
-            _ = t.readWithArrivalTimes(fd: fd)
+            arrivals = t.readWithArrivalTimes(fd: fd)
             tls = t
         } catch {
             close(error)
@@ -333,7 +341,7 @@ public final class HTTP2ServerConnection: HTTP2Channel, @unchecked Sendable {
         startHandshake()
     }
 
-    override func handshakeCompleted() throws(HTTP2Error) {
+    public override func handshakeCompleted() throws(HTTP2Error) {
         guard tls?.selectedALPN == "h2" else {
             // A server configured without h2 (tests): keep the TLS session, speak nothing, close.
             throw HTTP2Error(.alpnNotH2, resendIsSafe: false, "client and server did not agree on h2")
@@ -347,7 +355,7 @@ public final class HTTP2ServerConnection: HTTP2Channel, @unchecked Sendable {
         handler.connectionOpened(self)
     }
 
-    override func channelClosed(_ error: HTTP2Error) {
+    public override func channelClosed(_ error: HTTP2Error) {
         streams.removeAll()
         delayed.removeAll()
         delayTimer?.cancel()
@@ -360,7 +368,7 @@ public final class HTTP2ServerConnection: HTTP2Channel, @unchecked Sendable {
         server?.connectionClosed(self)
     }
 
-    override func onBeginHeaders(_ streamID: Int32) -> Int32 {
+    public override func onBeginHeaders(_ streamID: Int32) -> Int32 {
         scratchCount = 0
         scratchFields = 0
         scratchStreamID = streamID
@@ -374,7 +382,8 @@ public final class HTTP2ServerConnection: HTTP2Channel, @unchecked Sendable {
         return 0
     }
 
-    override func onHeader(_ streamID: Int32, _ name: UnsafeBufferPointer<UInt8>, _ value: UnsafeBufferPointer<UInt8>) -> Int32 {
+    public override func onHeader(_ streamID: Int32, _ name: UnsafeBufferPointer<UInt8>,
+                                  _ value: UnsafeBufferPointer<UInt8>) -> Int32 {
         // Bytes only, into the connection's scratch (header blocks never interleave, RFC 9113 §4.3); the stream
         // gets one exact-size copy when the block ends. Strings are made by the handler for what it reads.
         guard streamID == scratchStreamID else {
@@ -395,7 +404,7 @@ public final class HTTP2ServerConnection: HTTP2Channel, @unchecked Sendable {
         return 0
     }
 
-    override func onDataChunk(_ streamID: Int32, _ data: UnsafeBufferPointer<UInt8>) -> Int32 {
+    public override func onDataChunk(_ streamID: Int32, _ data: UnsafeBufferPointer<UInt8>) -> Int32 {
         guard let st = streams[streamID] else { return 0 }
         if st.body.count + data.count > configuration.maxRequestBodyBytes {
             if !st.tooLarge, let session {
@@ -409,7 +418,8 @@ public final class HTTP2ServerConnection: HTTP2Channel, @unchecked Sendable {
         return 0
     }
 
-    override func onFrameRecv(_ frame: UnsafePointer<nghttp2_frame>) -> Int32 {
+    public override func onFrameRecv(_ reference: HTTP2FrameReference) -> Int32 {
+        let frame = reference.frame
         let hd = frame.pointee.hd
         switch UInt32(hd.type) {
         case NGHTTP2_HEADERS.rawValue, NGHTTP2_DATA.rawValue:
@@ -431,7 +441,8 @@ public final class HTTP2ServerConnection: HTTP2Channel, @unchecked Sendable {
         return 0
     }
 
-    override func onFrameSend(_ frame: UnsafePointer<nghttp2_frame>) -> Int32 {
+    public override func onFrameSend(_ reference: HTTP2FrameReference) -> Int32 {
+        let frame = reference.frame
         let hd = frame.pointee.hd
         if UInt32(hd.type) == NGHTTP2_RST_STREAM.rawValue && frame.pointee.rst_stream.error_code == NGHTTP2_REFUSED_STREAM.rawValue {
             stats.withLock { $0.refusedStreams += 1 }
@@ -441,7 +452,7 @@ public final class HTTP2ServerConnection: HTTP2Channel, @unchecked Sendable {
         return 0
     }
 
-    override func onStreamClose(_ streamID: Int32, _ errorCode: UInt32) -> Int32 {
+    public override func onStreamClose(_ streamID: Int32, _ errorCode: UInt32) -> Int32 {
         if streams.removeValue(forKey: streamID) != nil {
             stats.withLock { $0.currentStreams -= 1 }
         }
@@ -460,7 +471,7 @@ public final class HTTP2ServerConnection: HTTP2Channel, @unchecked Sendable {
     /// When the bytes of the current read reached this host: the kernel's receive time of the last segment TLS has
     /// consumed (no earlier than any byte of the request being dispatched), else the time the read returned.
     private var arrivalOfLastRead: UInt64 {
-        guard let arrived = tls?.latestArrivalNanos, arrived > 0, arrived <= lastReadNanos else { return lastReadNanos }
+        guard let arrived = arrivals?.latestNanos, arrived > 0, arrived <= lastReadNanos else { return lastReadNanos }
         return arrived
     }
 
@@ -547,7 +558,7 @@ public final class HTTP2ServerConnection: HTTP2Channel, @unchecked Sendable {
     /// A large read (many requests) is answered in parts: the client starts on the first answers while this
     /// connection parses the rest, instead of waiting for the whole read to be answered. Delayed answers that
     /// fall due meanwhile go out too (a long read pass would otherwise hold them past their deadline).
-    override func wantsEarlyFlush() -> Bool {
+    public override func wantsEarlyFlush() -> Bool {
         if unflushedResponses >= Self.earlyFlushResponses { return true }
         guard let first = delayed.first else { return false }
         return first <= monotonicNanos()
@@ -555,7 +566,7 @@ public final class HTTP2ServerConnection: HTTP2Channel, @unchecked Sendable {
     static let earlyFlushResponses = 16
 
     /// The read pass is about to flush (mid-read or at its end): answers already due ride along.
-    override func readLoopFinished() {
+    public override func readLoopFinished() {
         unflushedResponses = 0
         guard let first = delayed.first else { return }
         let now = monotonicNanos()

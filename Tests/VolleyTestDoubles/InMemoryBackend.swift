@@ -5,23 +5,25 @@ import VolleyCore
 /// idle reclaim, dead letters), a device registry and an outcome ledger, shared by every session. It keeps the
 /// semantics the engine relies on (an entry stays pending until acknowledged; a report is published once), so the
 /// engine's steps run in unit tests without Redis. Blocking reads wait on a condition, as XREADGROUP BLOCK does.
-final class InMemoryBackend: PipelineBackend, @unchecked Sendable {
+public final class InMemoryBackend: PipelineBackend, @unchecked Sendable {
     struct Pending { var entry: JobEntry; var lastDelivery: Date }
 
     private let cond = NSCondition()
     private var nextID = 0
     private var fresh: [JobEntry] = []
     private var pending: [StreamEntryID: Pending] = [:]
-    private(set) var acked: [StreamEntryID] = []
-    private(set) var deadLetters: [(entry: JobEntry, reason: JobRejection.Reason, detail: String)] = []
+    private var acked: [StreamEntryID] = []
+    private var deadLetters: [(entry: JobEntry, reason: JobRejection.Reason, detail: String)] = []
     private var devices: [String: [Device]] = [:]
     private var ledger: [String: [String: DeliveryOutcome]] = [:]
-    private(set) var reports: [JobReport] = []
+    private var reports: [JobReport] = []
     private var reported: Set<String> = []
     /// Every `recordedOutcomes` call, to tell a first delivery (no look-up) from a redelivery.
-    private(set) var ledgerLookups = 0
+    private var ledgerLookups = 0
 
-    func makeSession(name: String, isCancelled: @escaping @Sendable () -> Bool) throws -> any PipelineSession {
+    public init() {}
+
+    public func makeSession(name: String, isCancelled: @escaping @Sendable () -> Bool) throws -> any PipelineSession {
         Session(backend: self, isCancelled: isCancelled)
     }
 
@@ -33,13 +35,13 @@ final class InMemoryBackend: PipelineBackend, @unchecked Sendable {
     // MARK: - test set-up and inspection
 
     @discardableResult
-    func enqueue(_ job: PushJob) throws -> StreamEntryID {
+    public func enqueue(_ job: PushJob) throws -> StreamEntryID {
         let json = String(decoding: try JSONEncoder().encode(job), as: UTF8.self)
         return enqueue(fields: ["job": json])
     }
 
     @discardableResult
-    func enqueue(fields: [String: String]) -> StreamEntryID {
+    public func enqueue(fields: [String: String]) -> StreamEntryID {
         locked {
             nextID += 1
             let id = StreamEntryID("\(nextID)-0")
@@ -49,30 +51,30 @@ final class InMemoryBackend: PipelineBackend, @unchecked Sendable {
         }
     }
 
-    func register(org: OrgID, app: AppName, user: UserID, _ list: [Device]) {
+    public func register(org: OrgID, app: AppName, user: UserID, _ list: [Device]) {
         locked { devices["\(org)|\(app)|\(user)", default: []] += list }
     }
 
-    func registered(org: OrgID, app: AppName, user: UserID) -> [Device] {
+    public func registered(org: OrgID, app: AppName, user: UserID) -> [Device] {
         locked { devices["\(org)|\(app)|\(user)"] ?? [] }
     }
 
-    func seedLedger(org: OrgID, job: JobID, _ outcomes: [(Device, DeliveryOutcome)]) {
+    public func seedLedger(org: OrgID, job: JobID, _ outcomes: [(Device, DeliveryOutcome)]) {
         locked { for (d, o) in outcomes { ledger["\(org)|\(job)", default: [:]][Self.field(d)] = o } }
     }
 
-    func seedReport(_ report: JobReport) {
+    public func seedReport(_ report: JobReport) {
         locked { reported.insert("\(report.org)|\(report.job)") }
     }
 
-    func outcomes(org: OrgID, job: JobID) -> [String: DeliveryOutcome] { locked { ledger["\(org)|\(job)"] ?? [:] } }
-    var pendingCount: Int { locked { pending.count } }
-    var allReports: [JobReport] { locked { reports } }
-    var ackedEntries: [StreamEntryID] { locked { acked } }
-    var deadLettered: [(entry: JobEntry, reason: JobRejection.Reason, detail: String)] { locked { deadLetters } }
-    var lookups: Int { locked { ledgerLookups } }
+    public func outcomes(org: OrgID, job: JobID) -> [String: DeliveryOutcome] { locked { ledger["\(org)|\(job)"] ?? [:] } }
+    public var pendingCount: Int { locked { pending.count } }
+    public var allReports: [JobReport] { locked { reports } }
+    public var ackedEntries: [StreamEntryID] { locked { acked } }
+    public var deadLettered: [(entry: JobEntry, reason: JobRejection.Reason, detail: String)] { locked { deadLetters } }
+    public var lookups: Int { locked { ledgerLookups } }
 
-    static func field(_ d: Device) -> String { "\(d.platform.rawValue):\(d.token.rawValue)" }
+    public static func field(_ d: Device) -> String { "\(d.platform.rawValue):\(d.token.rawValue)" }
 
     // MARK: - one session
 

@@ -3,18 +3,8 @@ import VolleyCore
 import VolleyEngine
 import VolleyRedis
 import VolleyStore
+import VolleyTestDoubles
 import VolleyTestSupport
-
-/// Polls `condition` every 20 ms until it holds or `timeout` passes; returns whether it held.
-@discardableResult
-func eventually(timeout: Double = 20, _ condition: () throws -> Bool) rethrows -> Bool {
-    let until = Date().addingTimeInterval(timeout)
-    while Date() < until {
-        if try condition() { return true }
-        usleep(20_000)
-    }
-    return try condition()
-}
 
 struct EngineHarness {
     let redis: RedisServerFixture

@@ -4,6 +4,7 @@ import VolleyCore
 import VolleyEngine
 import VolleyRedis
 import VolleyStore
+import VolleyTestDoubles
 import VolleyTestSupport
 
 /// Recipients, inbox, types and quotas through the real engine and a real redis-server (fake senders stand in for APNs/FCM here; the

@@ -3,6 +3,7 @@ import Histogram
 import Logging
 import VolleyCore
 import VolleyRedis
+import VolleyService
 import VolleyStore
 
 /// `volley bench e2e`: the whole pipeline under load, from XADD to XACK.

@@ -1,7 +1,7 @@
 import Foundation
 import Logging
 import Testing
-@testable import VolleyService
+@testable import VolleyBench
 
 /// The benchmark's SVG renderer and summaries (pure logic; the benchmarks themselves are not run by `swift test`).
 struct BenchChartsTests {

@@ -3,28 +3,28 @@ import VolleyCore
 
 /// An in-test `PushSender`: a real class with configurable outcomes and latency that completes on its own queue,
 /// and counts what it was asked to send (per token), so tests can check "exactly once" and duplicates.
-final class FakePushSender: PushSender, @unchecked Sendable {
-    struct Prepared: PreparedNotification { let platform: Platform; let payloadBytes: Int }
+public final class FakePushSender: PushSender, @unchecked Sendable {
+    public struct Prepared: PreparedNotification { public let platform: Platform; public let payloadBytes: Int }
 
-    let platform: Platform
+    public let platform: Platform
     private let queue: DispatchQueue
     private let lock = NSLock()
     private var sent: [String: Int] = [:]
     private var _total = 0
     /// Outcome per device (default: accepted).
-    var outcome: @Sendable (Device) -> DeliveryOutcome
+    public var outcome: @Sendable (Device) -> DeliveryOutcome
     /// Delay before completing (seconds).
-    var latency: Double
+    public var latency: Double
     /// When set, sends never complete (a hung provider).
-    var hang = false
+    public var hang = false
 
-    init(platform: Platform, latency: Double = 0,
+    public init(platform: Platform, latency: Double = 0,
          outcome: @escaping @Sendable (Device) -> DeliveryOutcome = { _ in .accepted }) {
         self.platform = platform; self.latency = latency; self.outcome = outcome
         queue = DispatchQueue(label: "fake-\(platform)", attributes: .concurrent)
     }
 
-    func prepare(_ notification: VolleyCore.Notification, jobID: JobID) throws -> any PreparedNotification {
+    public func prepare(_ notification: VolleyCore.Notification, jobID: JobID) throws -> any PreparedNotification {
         if notification.contentAvailable == true && (notification.title != nil || notification.body != nil) {
             throw NotificationError("SilentWithAlert", "silent push must not carry an alert")
         }
@@ -34,7 +34,7 @@ final class FakePushSender: PushSender, @unchecked Sendable {
         return Prepared(platform: platform, payloadBytes: notification.body?.utf8.count ?? 0)
     }
 
-    func send(_ prepared: any PreparedNotification, to device: Device, jobID: JobID, receiver: any DeliveryReceiver) {
+    public func send(_ prepared: any PreparedNotification, to device: Device, jobID: JobID, receiver: any DeliveryReceiver) {
         lock.withLock { sent[device.token.rawValue, default: 0] += 1; _total += 1 }
         if hang { return }
         let o = outcome(device)
@@ -45,7 +45,7 @@ final class FakePushSender: PushSender, @unchecked Sendable {
         }
     }
 
-    var total: Int { lock.withLock { _total } }
-    var perToken: [String: Int] { lock.withLock { sent } }
-    func reset() { lock.withLock { sent = [:]; _total = 0 } }
+    public var total: Int { lock.withLock { _total } }
+    public var perToken: [String: Int] { lock.withLock { sent } }
+    public func reset() { lock.withLock { sent = [:]; _total = 0 } }
 }

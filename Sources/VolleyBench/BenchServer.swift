@@ -4,6 +4,7 @@ import Dispatch
 import Foundation
 import Logging
 import VolleyHTTP2
+import VolleyHTTP2Server
 
 final class BenchHandler: HTTP2ServerHandler, @unchecked Sendable {
     let latencyMs: Int

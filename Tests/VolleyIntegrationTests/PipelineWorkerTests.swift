@@ -4,6 +4,7 @@ import VolleyCore
 import VolleyEngine
 import VolleyRedis
 import VolleyStore
+import VolleyTestDoubles
 import VolleyTestSupport
 
 @Suite(.serialized) struct PipelineWorkerTests {
