@@ -1,5 +1,5 @@
 // One client connection: TCP + TLS + one nghttp2 client session, owned by `queue`.
-// The pool hands it requests (through `inbox`, under the pool lock); it reports finished requests back in
+// The pool hands it requests (it collects them from the pool on `drainInbox`); it reports finished requests back in
 // batches (one pool-lock acquisition per read loop) and gets new work in return.
 import Dispatch
 import Foundation
@@ -12,13 +12,15 @@ internal import COpenSSL
 /// in `HTTP2ClosureRequest` for callers that prefer one.
 ///
 /// Submit each object once. The pool calls `complete` exactly once, on an internal queue; it must not block.
-/// Mutable fields are touched only under the pool lock (`deadlineNanos` at submit, `resends`) or on the owning
+/// Mutable fields are touched only under the pool lock (`deadline`, `resends`, `custody`) or on the owning
 /// connection's queue (`result`).
 open class HTTP2PendingRequest: @unchecked Sendable {
     public let request: HTTP2Request
-    /// Set by the pool when it accepts the request.
-    var deadlineNanos: UInt64 = 0
+    /// Set by the pool when it accepts the request: past it the request fails with `.timeout`.
+    var deadline = HTTP2PoolInstant.zero
     var resends = 0
+    /// Who holds the request inside the pool (its state machine's bookkeeping).
+    var custody = HTTP2PoolCustody.outside
     /// The answer once the request finished; the pool runs `complete` with it (nil again if it is resent).
     /// Kept here rather than beside the request in a tuple: a batch of finished requests is then an array of
     /// references, released one by one, instead of tuples that the runtime destroys field by field.
@@ -29,37 +31,33 @@ open class HTTP2PendingRequest: @unchecked Sendable {
     /// The request's answer or the transport's failure (after the pool's own resends).
     open func complete(_ result: Result<HTTP2Response, HTTP2Error>) {}
 
-    /// What `result` holds, kept beside it: the pool's per-batch checks read this byte instead of copying the
-    /// result out of the object (a retain and a release of the response's buffers each time).
-    enum Finish: UInt8 { case none, succeeded, failedResendable, failed }
-    private(set) var finish = Finish.none
+    /// What `result` holds, for the pool's decisions.
+    enum Outcome { case pending, succeeded, failedResendable, failed }
+
+    final var outcome: Outcome {
+        switch result {
+        case nil: return .pending
+        case .success?: return .succeeded
+        case .failure(let e)?: return e.resendIsSafe ? .failedResendable : .failed
+        }
+    }
 
     /// Records the answer and returns self (for appending to a batch of finished requests).
     @inline(__always) final func finished(_ result: Result<HTTP2Response, HTTP2Error>) -> HTTP2PendingRequest {
-        switch result {
-        case .success: finish = .succeeded
-        case .failure(let e): finish = e.resendIsSafe ? .failedResendable : .failed
-        }
+        assert(self.result == nil, "a request finished twice before its completion ran")
         self.result = result
         return self
     }
 
-    /// Forgets the answer before the request is sent again.
-    final func clearForResend() {
-        result = nil
-        finish = .none
+    /// Runs `complete` with the answer, moved out (the request is done with it, and a move saves a copy).
+    /// Every request completes exactly once: a second delivery traps in debug builds and does nothing otherwise.
+    final func deliver() {
+        guard let r = result.take() else {
+            assertionFailure("a request completed twice")
+            return
+        }
+        complete(r)
     }
-
-    /// Moves the answer out (for `complete`: the request is done with it, and a move saves a copy).
-    final func takeResult() -> Result<HTTP2Response, HTTP2Error>? {
-        finish = .none
-        return result.take()
-    }
-
-    /// It finished with an error after which sending it again is safe.
-    final var failedResendably: Bool { finish == .failedResendable }
-
-    final var failed: Bool { finish == .failedResendable || finish == .failed }
 }
 
 /// A request whose answer goes to a closure.
@@ -78,17 +76,8 @@ typealias FinishedRequest = HTTP2PendingRequest
 // `package`, as `ClientStream`, though only this module uses them: Swift 6.3 warns of an "infinite recursion" in a
 // subclass less visible than its superclass's (package) initialiser.
 package final class HTTP2ClientConnection: HTTP2Channel, @unchecked Sendable {
-    enum PoolSlotState { case connecting, ready, draining }
-
-    // MARK: guarded by the pool lock (read and written only inside HTTP2ConnectionPool's Mutex)
-    var slotState: PoolSlotState = .connecting
-    /// Requests assigned to this connection and not yet reported finished (inbox + pending + streams).
-    var reserved = 0
-    /// min(peer SETTINGS_MAX_CONCURRENT_STREAMS, our cap); 0 until the first SETTINGS.
-    var slotLimit = 0
-    var inbox: [HTTP2PendingRequest] = []
-    var drainScheduled = false
-    var reportedPeak = 0
+    /// How the pool's state machine names this connection.
+    let id: HTTP2PoolConnectionID
 
     // MARK: owned by `queue`
     /// Strong: the pool lives until its connections are closed (call `shutdown`).
@@ -100,7 +89,6 @@ package final class HTTP2ClientConnection: HTTP2Channel, @unchecked Sendable {
     private var pending: [HTTP2PendingRequest] = []
     private var finished: [FinishedRequest] = []
     private var ready = false
-    private var wasReady = false
     private var goAwayLastStreamID: Int32?
     private var localGoAway = false
     private var limit = 0
@@ -128,9 +116,9 @@ package final class HTTP2ClientConnection: HTTP2Channel, @unchecked Sendable {
         }
     }
 
-    init(pool: HTTP2ConnectionPool, configuration: HTTP2ClientConfiguration, context: TLSContext,
-         queue: DispatchQueue, logger: Logger) {
-        self.pool = pool; self.configuration = configuration; self.context = context; self.logger = logger
+    init(id: HTTP2PoolConnectionID, pool: HTTP2ConnectionPool, configuration: HTTP2ClientConfiguration,
+         context: TLSContext, queue: DispatchQueue, logger: Logger) {
+        self.id = id; self.pool = pool; self.configuration = configuration; self.context = context; self.logger = logger
         super.init(queue: queue)
     }
 
@@ -398,7 +386,6 @@ package final class HTTP2ClientConnection: HTTP2Channel, @unchecked Sendable {
             limit = currentLimit()
             if !ready {
                 ready = true
-                wasReady = true
                 start(pool.connectionReady(self, limit: limit))
             } else {
                 start(pool.limitChanged(self, limit: limit))
@@ -467,7 +454,7 @@ package final class HTTP2ClientConnection: HTTP2Channel, @unchecked Sendable {
             return
         }
         guard state == .open, let session else { return }
-        for (sid, st) in streams where !st.done && st.pending.deadlineNanos <= now {
+        for (sid, st) in streams where !st.done && st.pending.deadline.nanoseconds <= now {
             st.done = true
             let safe = isUnwritten(st)
             finished.append(st.pending.finished(.failure(HTTP2Error(.timeout, resendIsSafe: safe,
@@ -477,7 +464,7 @@ package final class HTTP2ClientConnection: HTTP2Channel, @unchecked Sendable {
         if !pending.isEmpty {
             var keep: [HTTP2PendingRequest] = []
             for p in pending {
-                if p.deadlineNanos <= now {
+                if p.deadline.nanoseconds <= now {
                     finished.append(p.finished(.failure(HTTP2Error(.timeout, resendIsSafe: true,
                                                             "no free stream within \(configuration.requestTimeoutSeconds) s (never sent)"))))
                 } else { keep.append(p) }
@@ -534,6 +521,6 @@ package final class HTTP2ClientConnection: HTTP2Channel, @unchecked Sendable {
         pending.removeAll()
         let batch = finished
         finished.removeAll()
-        pool.connectionClosed(self, error: error, wasReady: wasReady, finished: batch, unstarted: unstarted, peak: peakActive)
+        pool.connectionClosed(self, error: error, finished: batch, unstarted: unstarted, peak: peakActive)
     }
 }

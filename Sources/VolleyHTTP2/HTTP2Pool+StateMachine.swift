@@ -1,0 +1,583 @@
+// The connection pool's decisions, without I/O.
+//
+// `HTTP2PoolStateMachine` is a value: events come in (a request submitted, a connection established, streams
+// closed, GOAWAY, a timer fired…), the machine updates its state and returns an `Action` saying what the caller
+// must do: hand requests to a connection, open or retire connections, arm the timer, run completions. It reads
+// time from an injected clock and randomness from an injected generator, and never touches a socket, a queue or
+// a lock, so tests drive it with a manual clock. `HTTP2ConnectionPool` keeps it behind its Mutex and carries out
+// the actions after releasing the lock.
+
+/// A point on a monotonic clock, in nanoseconds from an arbitrary origin.
+struct HTTP2PoolInstant: Comparable, Hashable, Sendable {
+    var nanoseconds: UInt64
+
+    static let zero = HTTP2PoolInstant(nanoseconds: 0)
+
+    init(nanoseconds: UInt64) { self.nanoseconds = nanoseconds }
+
+    /// This instant plus `seconds` (negative counts as zero; saturates instead of overflowing).
+    func advanced(bySeconds seconds: Double) -> HTTP2PoolInstant {
+        let delta = seconds > 0 ? min(seconds * 1e9, Double(UInt64.max >> 1)) : 0
+        let (sum, overflow) = nanoseconds.addingReportingOverflow(UInt64(delta))
+        return HTTP2PoolInstant(nanoseconds: overflow ? .max : sum)
+    }
+
+    static func < (a: HTTP2PoolInstant, b: HTTP2PoolInstant) -> Bool { a.nanoseconds < b.nanoseconds }
+}
+
+/// Where the pool's state machine reads the time.
+protocol HTTP2PoolClock {
+    var now: HTTP2PoolInstant { get }
+}
+
+/// A connection of one pool, as the state machine knows it (the driver maps it to its connection object).
+struct HTTP2PoolConnectionID: Hashable, Sendable, CustomStringConvertible {
+    let rawValue: Int
+    var description: String { "connection \(rawValue)" }
+}
+
+/// Who holds a request inside the pool. Read and written only by the pool's state machine (under the pool lock);
+/// it is how the machine tells a completion it expects from one it has already taken.
+enum HTTP2PoolCustody: Equatable, Sendable {
+    /// Not submitted yet.
+    case outside
+    /// In the pool's queue, waiting for a stream.
+    case queued
+    /// Handed to this connection (its inbox, its own queue, or a stream).
+    case connection(HTTP2PoolConnectionID)
+    /// Its completion was handed to the caller.
+    case completed
+}
+
+/// FIFO with cheap push-front (resends go first) and pop-front.
+struct HTTP2PoolRequestQueue {
+    private var items: [HTTP2PendingRequest?] = []
+    private var head = 0
+    var count: Int { items.count - head }
+    var isEmpty: Bool { count == 0 }
+    mutating func append(_ p: HTTP2PendingRequest) { items.append(p) }
+    mutating func pushFront(_ p: HTTP2PendingRequest) {
+        if head > 0 { head -= 1; items[head] = p } else { items.insert(p, at: 0) }
+    }
+    mutating func popFirst() -> HTTP2PendingRequest? {
+        guard head < items.count else { return nil }
+        let p = items[head]; items[head] = nil; head += 1
+        if head > 1024 && head * 2 > items.count { items.removeFirst(head); head = 0 }
+        return p
+    }
+    /// Removes and returns the requests `matching` says to take, keeping the others in order.
+    mutating func removeAll(where matching: (HTTP2PendingRequest) -> Bool) -> [HTTP2PendingRequest] {
+        var out: [HTTP2PendingRequest] = []
+        var keep: [HTTP2PendingRequest?] = []
+        keep.reserveCapacity(count)
+        for case let p? in items[head...] { if matching(p) { out.append(p) } else { keep.append(p) } }
+        items = keep; head = 0
+        return out
+    }
+    mutating func drain() -> [HTTP2PendingRequest] { removeAll(where: { _ in true }) }
+    /// The earliest deadline of the waiting requests.
+    var earliestDeadline: HTTP2PoolInstant? {
+        var earliest: HTTP2PoolInstant?
+        for case let p? in items[head...] where earliest == nil || p.deadline < earliest! { earliest = p.deadline }
+        return earliest
+    }
+}
+
+/// The decisions of a pool of HTTP/2 connections to one endpoint (see the top of this file).
+///
+/// Requests go to the ready connection with the fewest requests assigned, up to its stream limit
+/// (min(peer's SETTINGS_MAX_CONCURRENT_STREAMS, our cap)); when every stream is taken they wait in a FIFO queue and
+/// go out as streams close. Connections are opened lazily up to `configuration.connections`; one that received
+/// GOAWAY takes no new requests and a replacement is opened beside it. A connection that closes before it was
+/// established counts as a failed connect: the next one waits an exponential back-off with jitter. Requests that
+/// failed "safe to resend" are resent (up to `maxResends`), first in line; a connection that received GOAWAY
+/// takes none of them.
+struct HTTP2PoolStateMachine<Clock: HTTP2PoolClock, Random: RandomNumberGenerator> {
+    typealias ConnectionID = HTTP2PoolConnectionID
+    typealias Request = HTTP2PendingRequest
+
+    enum ConnectionState: Equatable {
+        /// Opened; its first SETTINGS has not arrived yet.
+        case connecting
+        /// Takes requests up to its stream limit.
+        case ready
+        /// Received GOAWAY, or the pool is shutting down: takes no new requests, closes when its streams are done.
+        case draining
+    }
+
+    struct Connection {
+        let id: ConnectionID
+        var state = ConnectionState.connecting
+        /// Requests assigned to it and not reported finished (its inbox, its own queue and its streams).
+        var reserved = 0
+        /// min(peer's SETTINGS_MAX_CONCURRENT_STREAMS, our cap); 0 until the first SETTINGS.
+        var limit = 0
+        /// Requests assigned to it that it has not collected yet.
+        var inbox: [Request] = []
+        /// The connection has been told to collect its inbox and has not done so yet.
+        var drainScheduled = false
+        /// It was established once (a close afterwards is not a failed connect).
+        var wasEstablished = false
+        init(id: ConnectionID) { self.id = id }
+    }
+
+    /// What the caller does after an event, in this order: run `complete`, hand `start` to the connection that
+    /// reported the event, tell `drain` connections to collect their inbox, open `open`, retire `retire`, arm the
+    /// timer, run `shutdownCompleted`.
+    struct Action {
+        /// Requests whose result is set: run their completion. Failures say whether a resend is safe.
+        var complete: [Request] = []
+        /// Requests the connection that reported the event takes now (`workRequested` returns them directly).
+        var start: [Request] = []
+        /// Connections with new requests in their inbox: each collects them with `workRequested`.
+        var drain: [ConnectionID] = []
+        /// Connections to open; each reports `connectionEstablished` or `connectionClosed`.
+        var open: [ConnectionID] = []
+        /// Connections to retire: no new streams, GOAWAY to the peer, close once their streams are answered.
+        var retire: [ConnectionID] = []
+        /// Arm the pool's timer for this instant and report `timerFired` then. An arming replaces an earlier one
+        /// for the machine; a stale one that still fires is ignored.
+        var scheduleTimer: HTTP2PoolInstant?
+        /// Every connection closed after `shutdownRequested`: run these.
+        var shutdownCompleted: [@Sendable () -> Void] = []
+        /// The reporting connection collects its inbox again right after `complete` ran: completions often submit
+        /// the next request at once, and this spares that submit a drain (one queue hop per batch).
+        var collectAfterCompletions = false
+        /// Completions for requests the reporting connection did not hold (completed twice, or never submitted):
+        /// not completed again. A bug in the caller; the driver asserts in debug builds.
+        var ignored: [Request] = []
+    }
+
+    let configuration: HTTP2ClientConfiguration
+    let clock: Clock
+    private var random: Random
+
+    private(set) var connections: [Connection] = []
+    private var waiting = HTTP2PoolRequestQueue()
+    /// Failed connects in a row.
+    private(set) var failures = 0
+    /// No connection is opened before this (back-off after failed connects).
+    private(set) var nextConnectAt = HTTP2PoolInstant.zero
+    /// Someone submitted a request: connections are opened lazily, on the first one.
+    private var hasDemand = false
+    /// The instant the caller was last asked to arm the timer for, while it has not fired.
+    private(set) var timerAt: HTTP2PoolInstant?
+    private(set) var shuttingDown = false
+    private var shutdownWaiters: [@Sendable () -> Void] = []
+    private var stats = HTTP2PoolStatistics()
+    private var nextConnectionID = 0
+
+    init(configuration: HTTP2ClientConfiguration, clock: Clock, random: Random) {
+        self.configuration = configuration
+        self.clock = clock
+        self.random = random
+    }
+
+    var statistics: HTTP2PoolStatistics {
+        var s = stats
+        s.queued = waiting.count
+        return s
+    }
+
+    /// Requests waiting for a stream.
+    var queuedCount: Int { waiting.count }
+
+    // MARK: events
+
+    /// A request was submitted.
+    mutating func requestSubmitted(_ request: Request) -> Action {
+        var a = Action()
+        if shuttingDown {
+            complete(request, .failure(Self.shutdownError("the connection pool is shut down")), &a)
+            return a
+        }
+        stats.requestsSubmitted += 1
+        hasDemand = true
+        request.deadline = clock.now.advanced(bySeconds: max(configuration.requestTimeoutSeconds, 0.001))
+        if let i = bestConnection() {
+            assign(request, to: i, &a)
+        } else if waiting.count >= configuration.maxQueuedRequests {
+            stats.requestsFailed += 1
+            complete(request, .failure(HTTP2Error(.queueFull, resendIsSafe: true,
+                "\(waiting.count) requests already wait for a stream to \(configuration.host); "
+                    + "slow down or add connections")), &a)
+        } else {
+            request.custody = .queued
+            waiting.append(request)
+            ensureConnections(&a)
+            if timerAt == nil { armTimer(request.deadline, &a) }
+        }
+        return a
+    }
+
+    /// The connection's first SETTINGS arrived: it may open `maxStreams` streams.
+    mutating func connectionEstablished(_ id: ConnectionID, maxStreams: Int) -> Action {
+        var a = Action()
+        guard let i = index(of: id) else { return a }
+        connections[i].state = .ready
+        connections[i].wasEstablished = true
+        connections[i].limit = maxStreams
+        failures = 0
+        nextConnectAt = .zero
+        stats.connectionsReady += 1
+        if shuttingDown {
+            connections[i].state = .draining
+            a.retire.append(id)
+            return a
+        }
+        a.start = take(i)
+        assignWaiting(excluding: i, &a)
+        return a
+    }
+
+    /// A later SETTINGS changed the connection's stream limit (RFC 9113 §6.5.2 SETTINGS_MAX_CONCURRENT_STREAMS).
+    /// A lower limit takes effect for new requests; streams already open stay open (RFC 9113 §5.1.2).
+    mutating func settingsChanged(_ id: ConnectionID, maxConcurrentStreams: Int) -> Action {
+        var a = Action()
+        guard let i = index(of: id) else { return a }
+        connections[i].limit = maxConcurrentStreams
+        if connections[i].state == .ready { a.start = take(i) }
+        return a
+    }
+
+    /// The connection asks for the requests assigned to it (after a `drain`). Returns what it takes now.
+    mutating func workRequested(_ id: ConnectionID) -> [Request] {
+        guard let i = index(of: id) else { return [] }
+        return take(i)
+    }
+
+    /// Streams of the connection closed: `batch` holds requests whose result is set. `peakStreams` is the most
+    /// streams it had open at once (statistics).
+    mutating func requestsCompleted(_ batch: [Request], on id: ConnectionID, peakStreams: Int) -> Action {
+        var a = Action()
+        guard let i = index(of: id) else {
+            a.ignored = batch
+            return a
+        }
+        if peakStreams > stats.peakStreamsPerConnection { stats.peakStreamsPerConnection = peakStreams }
+        process(batch, from: i, &a)
+        if connections[i].state == .ready { a.start = take(i) }
+        if !waiting.isEmpty { assignWaiting(excluding: i, &a) }
+        if !a.complete.isEmpty && !connections[i].drainScheduled {
+            connections[i].drainScheduled = true
+            a.collectAfterCompletions = true
+        }
+        return a
+    }
+
+    /// The connection gives back requests it cannot start (it can no longer open streams). They wait again, first
+    /// in line, and do not count as resends.
+    mutating func requestsReturned(_ requests: [Request], by id: ConnectionID) -> Action {
+        var a = Action()
+        guard !requests.isEmpty else { return a }
+        guard let i = index(of: id) else {
+            a.ignored = requests
+            return a
+        }
+        let returned = accepted(requests, from: id, &a)
+        connections[i].reserved -= returned.count
+        if shuttingDown {
+            for p in returned { complete(p, .failure(Self.shutdownError()), &a) }
+        } else {
+            requeue(returned)
+            assignWaiting(excluding: i, &a)
+            ensureConnections(&a)
+        }
+        return a
+    }
+
+    /// The peer sent GOAWAY (RFC 9113 §6.8): the connection takes no new streams. `unstarted` are requests it held
+    /// without a stream; they and its inbox go to other connections. Streams above the last-stream-id close
+    /// afterwards as failures safe to resend (`requestsCompleted` resends them); a replacement is opened.
+    mutating func goAwayReceived(_ id: ConnectionID, unstarted: [Request]) -> Action {
+        var a = Action()
+        guard let i = index(of: id) else {
+            a.ignored = unstarted
+            return a
+        }
+        connections[i].state = .draining
+        stats.goAwaysReceived += 1
+        let returned = accepted(unstarted, from: id, &a) + connections[i].inbox
+        connections[i].inbox.removeAll()
+        connections[i].reserved -= returned.count
+        if shuttingDown {
+            for p in returned { complete(p, .failure(Self.shutdownError()), &a) }
+            return a
+        }
+        requeue(returned)
+        ensureConnections(&a)
+        assignWaiting(excluding: i, &a)
+        return a
+    }
+
+    /// The connection closed. `finished` are requests whose result is set (they complete or are resent),
+    /// `unstarted` ones it held without a stream (they wait again). A connection that closes before it was
+    /// established is a failed connect: the next connect waits a back-off, and when no connection is ready the
+    /// waiting requests fail with the connection's error (not resent, so a dead endpoint does not keep them).
+    mutating func connectionClosed(_ id: ConnectionID, error: HTTP2Error, finished: [Request], unstarted: [Request],
+                                   peakStreams: Int) -> Action {
+        var a = Action()
+        guard let i = index(of: id) else {
+            a.ignored = finished + unstarted
+            return a
+        }
+        if peakStreams > stats.peakStreamsPerConnection { stats.peakStreamsPerConnection = peakStreams }
+        process(finished, from: i, &a)
+        let returned = accepted(unstarted, from: id, &a) + connections[i].inbox
+        let wasEstablished = connections[i].wasEstablished
+        connections.remove(at: i)
+        stats.connectionsClosed += 1
+        if shuttingDown {
+            for p in returned { complete(p, .failure(Self.shutdownError()), &a) }
+            if connections.isEmpty {
+                a.shutdownCompleted = shutdownWaiters
+                shutdownWaiters.removeAll()
+            }
+            return a
+        }
+        requeue(returned)
+        if wasEstablished {
+            failures = 0
+            nextConnectAt = .zero
+        } else {
+            failures += 1
+            nextConnectAt = clock.now.advanced(bySeconds: backoffSeconds(afterFailures: failures))
+            if !connections.contains(where: { $0.state == .ready }) {
+                let e = HTTP2Error(error.kind, resendIsSafe: false, error.message)
+                for p in waiting.drain() {
+                    stats.requestsFailed += 1
+                    complete(p, .failure(e), &a)
+                }
+            }
+        }
+        assignWaiting(excluding: nil, &a)
+        ensureConnections(&a)
+        return a
+    }
+
+    /// The timer armed by `scheduleTimer` fired: queued requests past their deadline fail (never sent, so safe to
+    /// resend), and a connect waiting for its back-off starts. A fire before the armed instant is stale: ignored.
+    mutating func timerFired() -> Action {
+        var a = Action()
+        let now = clock.now
+        guard let at = timerAt, at <= now else { return a }
+        timerAt = nil
+        if !waiting.isEmpty {
+            for p in waiting.removeAll(where: { $0.deadline <= now }) {
+                stats.requestsFailed += 1
+                complete(p, .failure(HTTP2Error(.timeout, resendIsSafe: true,
+                    "no connection to \(configuration.host):\(configuration.port) could take the request within "
+                        + "\(configuration.requestTimeoutSeconds) s (never sent)")), &a)
+            }
+        }
+        ensureConnections(&a)
+        if let next = waiting.earliestDeadline {
+            // Expiries closer together than the granularity share one fire.
+            armTimer(max(next, now.advanced(bySeconds: timerGranularity)), &a)
+        }
+        return a
+    }
+
+    /// Graceful shutdown: queued requests fail with `.shutdown` (safe to resend), every connection is retired;
+    /// `completion` runs once all have closed.
+    mutating func shutdownRequested(completion: @escaping @Sendable () -> Void) -> Action {
+        var a = Action()
+        shuttingDown = true
+        for p in waiting.drain() { complete(p, .failure(Self.shutdownError()), &a) }
+        for i in connections.indices {
+            for p in connections[i].inbox { complete(p, .failure(Self.shutdownError()), &a) }
+            connections[i].reserved -= connections[i].inbox.count
+            connections[i].inbox.removeAll()
+            connections[i].state = .draining
+            a.retire.append(connections[i].id)
+        }
+        if connections.isEmpty { a.shutdownCompleted.append(completion) } else { shutdownWaiters.append(completion) }
+        return a
+    }
+
+    /// A connection sent a PING (statistics).
+    mutating func pingSent() { stats.pingsSent += 1 }
+
+    // MARK: decisions
+
+    /// How long to wait before the next connect after `failures` failed ones in a row: base × 2^(failures − 1),
+    /// capped, times a jitter between 0.5 and 1 so that many pools that lost the same endpoint do not reconnect in
+    /// step.
+    mutating func backoffSeconds(afterFailures failures: Int) -> Double {
+        let doublings = min(max(failures, 1), 30) - 1
+        let exponential = configuration.reconnectBaseSeconds * Double(UInt64(1) << UInt64(doublings))
+        let unit = Double(random.next() >> 11) * 0x1p-53
+        return min(configuration.reconnectMaxSeconds, exponential) * (0.5 + 0.5 * unit)
+    }
+
+    /// How far apart queue expiries may be grouped into one timer fire.
+    private var timerGranularity: Double { min(max(configuration.requestTimeoutSeconds / 4, 0.02), 1.0) }
+
+    private func index(of id: ConnectionID) -> Int? {
+        // Few connections per pool: a scan is cheaper than hashing.
+        for i in connections.indices where connections[i].id == id { return i }
+        return nil
+    }
+
+    /// The ready connection with a free stream and the fewest requests assigned.
+    private func bestConnection(excluding: Int? = nil) -> Int? {
+        var best: Int?
+        for i in connections.indices where i != excluding {
+            let c = connections[i]
+            guard c.state == .ready && c.reserved < c.limit else { continue }
+            if best == nil || c.reserved < connections[best!].reserved { best = i }
+        }
+        return best
+    }
+
+    private mutating func assign(_ p: Request, to i: Int, _ a: inout Action) {
+        p.custody = .connection(connections[i].id)
+        connections[i].reserved += 1
+        connections[i].inbox.append(p)
+        if !connections[i].drainScheduled {
+            connections[i].drainScheduled = true
+            a.drain.append(connections[i].id)
+        }
+    }
+
+    /// Hands waiting requests to ready connections with free streams (not to `excluding`, which takes its share
+    /// itself through `take`).
+    private mutating func assignWaiting(excluding: Int?, _ a: inout Action) {
+        while !waiting.isEmpty {
+            guard let i = bestConnection(excluding: excluding) else { return }
+            let room = connections[i].limit - connections[i].reserved
+            for _ in 0..<room {
+                guard let p = waiting.popFirst() else { break }
+                assign(p, to: i, &a)
+            }
+        }
+    }
+
+    /// The connection's inbox and as many waiting requests as its free streams take.
+    private mutating func take(_ i: Int) -> [Request] {
+        connections[i].drainScheduled = false
+        var work: [Request] = []
+        if !connections[i].inbox.isEmpty {
+            work = connections[i].inbox
+            // A buffer of the same size for the next batch at once, instead of regrowing it from empty.
+            connections[i].inbox.removeAll(keepingCapacity: true)
+        }
+        if connections[i].state == .ready {
+            let id = connections[i].id
+            while connections[i].reserved < connections[i].limit, let p = waiting.popFirst() {
+                p.custody = .connection(id)
+                work.append(p)
+                connections[i].reserved += 1
+            }
+        }
+        return work
+    }
+
+    /// Opens connections up to the configured count while someone needs them, once any back-off has passed.
+    private mutating func ensureConnections(_ a: inout Action) {
+        guard !shuttingDown, hasDemand else { return }
+        // Counted without a filtered copy: this runs on every submit that has to wait for a stream.
+        var live = 0
+        for c in connections where c.state != .draining { live += 1 }
+        guard live < configuration.connections else { return }
+        // After failed connects, reconnect only while someone waits (lazy), and not before the back-off passed.
+        if failures > 0 {
+            if waiting.isEmpty { return }
+            if clock.now < nextConnectAt {
+                armTimer(nextConnectAt, &a)
+                return
+            }
+        }
+        for _ in live..<configuration.connections {
+            let id = ConnectionID(rawValue: nextConnectionID)
+            nextConnectionID += 1
+            connections.append(Connection(id: id))
+            stats.connectionsOpened += 1
+            a.open.append(id)
+        }
+    }
+
+    private mutating func armTimer(_ at: HTTP2PoolInstant, _ a: inout Action) {
+        if let armed = timerAt, armed <= at { return }
+        timerAt = at
+        a.scheduleTimer = at
+    }
+
+    /// Sorts a batch of finished requests of connection `i`: completions, or resends when the failure is safe to
+    /// resend and resends are left. Requests the connection did not hold go to `ignored`.
+    private mutating func process(_ batch: [Request], from i: Int, _ a: inout Action) {
+        let id = connections[i].id
+        let resendAllowed = !shuttingDown && configuration.maxResends > 0
+        var failed = 0, resend = 0, foreign = 0
+        // One pass in the common case: nothing to resend, nothing foreign; the batch itself becomes the
+        // completion list (no copy, no new buffer).
+        for f in batch {
+            guard f.custody == .connection(id) else {
+                foreign += 1
+                a.ignored.append(f)
+                continue
+            }
+            switch f.outcome {
+            case .succeeded:
+                f.custody = .completed
+            case .failedResendable where resendAllowed && f.resends < configuration.maxResends:
+                resend += 1
+            case .failedResendable, .failed:
+                failed += 1
+                f.custody = .completed
+            case .pending:
+                // A request reported finished without a result: complete it as a failure rather than lose it.
+                failed += 1
+                f.custody = .completed
+                f.result = .failure(HTTP2Error(.protocolError, resendIsSafe: false, "finished without a result"))
+            }
+        }
+        connections[i].reserved -= batch.count - foreign
+        stats.requestsFailed += failed
+        stats.requestsSucceeded += batch.count - foreign - failed - resend
+        if resend == 0 && foreign == 0 {
+            if a.complete.isEmpty { a.complete = batch } else { a.complete.append(contentsOf: batch) }
+            return
+        }
+        var resends: [Request] = []
+        for f in batch {
+            if f.custody == .connection(id) {
+                f.resends += 1
+                f.result = nil
+                stats.resends += 1
+                resends.append(f)
+            } else if foreign == 0 || !a.ignored.contains(where: { $0 === f }) {
+                a.complete.append(f)
+            }
+        }
+        requeue(resends)
+    }
+
+    /// The requests of `requests` that connection `id` holds; the others go to `ignored`.
+    private func accepted(_ requests: [Request], from id: ConnectionID, _ a: inout Action) -> [Request] {
+        guard requests.contains(where: { $0.custody != .connection(id) }) else { return requests }
+        var ok: [Request] = []
+        for p in requests {
+            if p.custody == .connection(id) { ok.append(p) } else { a.ignored.append(p) }
+        }
+        return ok
+    }
+
+    /// Puts requests back at the front of the queue, in their order.
+    private mutating func requeue(_ requests: [Request]) {
+        for p in requests.reversed() {
+            p.custody = .queued
+            waiting.pushFront(p)
+        }
+    }
+
+    private func complete(_ p: Request, _ result: Result<HTTP2Response, HTTP2Error>, _ a: inout Action) {
+        p.custody = .completed
+        a.complete.append(p.finished(result))
+    }
+
+    private static func shutdownError(
+        _ message: String = "the connection pool shut down before the request was sent") -> HTTP2Error {
+        HTTP2Error(.shutdown, resendIsSafe: true, message)
+    }
+}

@@ -1,0 +1,385 @@
+import Testing
+@testable import VolleyHTTP2
+
+/// The pool's decisions, driven event by event with a manual clock: no sockets, no queues, no waiting.
+@Suite("HTTP2PoolStateMachine")
+struct HTTP2PoolStateMachineTests {
+    typealias Machine = HTTP2PoolStateMachine<ManualClock, FixedRandom>
+    typealias ID = HTTP2PoolConnectionID
+
+    final class ManualClock: HTTP2PoolClock {
+        var now = HTTP2PoolInstant(nanoseconds: 1_000_000_000)
+        func advance(seconds: Double) { now = now.advanced(bySeconds: seconds) }
+    }
+
+    /// Returns the same number every time: 0 gives the smallest jitter factor (0.5), `.max` the largest (≈ 1).
+    struct FixedRandom: RandomNumberGenerator {
+        var value: UInt64
+        mutating func next() -> UInt64 { value }
+    }
+
+    /// Records every completion it gets.
+    final class TestRequest: HTTP2PendingRequest, @unchecked Sendable {
+        let number: Int
+        var completions: [Result<HTTP2Response, HTTP2Error>] = []
+        init(_ number: Int) {
+            self.number = number
+            super.init(HTTP2Request(authority: "api.example", path: "/\(number)"))
+        }
+        override func complete(_ result: Result<HTTP2Response, HTTP2Error>) { completions.append(result) }
+        var error: HTTP2Error? {
+            guard completions.count == 1, case .failure(let e) = completions[0] else { return nil }
+            return e
+        }
+        var succeeded: Bool {
+            guard completions.count == 1, case .success = completions[0] else { return false }
+            return true
+        }
+    }
+
+    let clock = ManualClock()
+
+    func machine(connections: Int = 1, timeout: Double = 10, maxResends: Int = 3, base: Double = 0.1,
+                 max: Double = 1.0, random: UInt64 = 0, maxQueued: Int = 100) -> Machine {
+        let configuration = HTTP2ClientConfiguration(host: "api.example", connections: connections,
+                                                     requestTimeoutSeconds: timeout, maxResends: maxResends,
+                                                     reconnectBaseSeconds: base, reconnectMaxSeconds: max,
+                                                     maxQueuedRequests: maxQueued)
+        return Machine(configuration: configuration, clock: clock, random: FixedRandom(value: random))
+    }
+
+    /// What the driver does with completions: deliver each one.
+    @discardableResult
+    func run(_ a: Machine.Action) -> Machine.Action {
+        for p in a.complete { p.deliver() }
+        return a
+    }
+
+    /// A stream of `p` closed with `result`, reported by connection `id`.
+    func close(_ m: inout Machine, _ p: TestRequest..., on id: ID,
+               _ result: Result<HTTP2Response, HTTP2Error> = .success(HTTP2Response(status: 200))) -> Machine.Action {
+        run(m.requestsCompleted(p.map { $0.finished(result) }, on: id, peakStreams: 1))
+    }
+
+    static let refusedAboveLastStream = HTTP2Error(.goAway, resendIsSafe: true,
+                                                   "stream 5 above GOAWAY last-stream-id 3")
+
+    func numbers(_ requests: [HTTP2PendingRequest]) -> [Int] { requests.map { ($0 as! TestRequest).number } }
+
+    // MARK: connections and assignment
+
+    @Test func firstSubmitOpensTheConfiguredConnectionsAndQueues() {
+        var m = machine(connections: 3)
+        let r = TestRequest(0)
+        let a = m.requestSubmitted(r)
+        #expect(a.open.count == 3)
+        #expect(Set(a.open).count == 3)
+        #expect(r.custody == .queued)
+        #expect(m.queuedCount == 1)
+        // More demand opens nothing more: all three are on their way.
+        #expect(m.requestSubmitted(TestRequest(1)).open.isEmpty)
+        #expect(m.statistics.connectionsOpened == 3)
+    }
+
+    @Test func establishedConnectionTakesTheQueueAndNewRequestsGoToTheLeastLoaded() throws {
+        var m = machine(connections: 2)
+        let r0 = TestRequest(0), r1 = TestRequest(1)
+        let opened = m.requestSubmitted(r0).open
+        _ = m.requestSubmitted(r1)
+        let c0 = opened[0], c1 = opened[1]
+        // The first connection ready takes everything waiting, directly (no drain needed).
+        let a0 = m.connectionEstablished(c0, maxStreams: 10)
+        #expect(numbers(a0.start) == [0, 1])
+        #expect(a0.drain.isEmpty)
+        #expect(m.connectionEstablished(c1, maxStreams: 10).start.isEmpty)
+        // c0 holds 2, c1 none: the next two go to c1, then they are level and the first scanned wins.
+        let r2 = TestRequest(2), r3 = TestRequest(3), r4 = TestRequest(4)
+        #expect(m.requestSubmitted(r2).drain == [c1])
+        #expect(m.requestSubmitted(r3).drain.isEmpty, "c1 has been told to collect already")
+        #expect(r2.custody == .connection(c1) && r3.custody == .connection(c1))
+        _ = m.requestSubmitted(r4)
+        #expect(r4.custody == .connection(c0))
+        #expect(numbers(m.workRequested(c1)) == [2, 3])
+        #expect(numbers(m.workRequested(c0)) == [4])
+        // A connection collected its inbox: the next request assigned to it asks for a drain again.
+        let r5 = TestRequest(5)
+        let a5 = m.requestSubmitted(r5)
+        #expect(a5.drain.count == 1)
+    }
+
+    @Test func requestsQueueWhenEveryStreamIsTakenAndGoOutAsStreamsClose() {
+        var m = machine()
+        let c = m.requestSubmitted(TestRequest(-1)).open[0]
+        _ = m.connectionEstablished(c, maxStreams: 2)   // takes request -1
+        let r0 = TestRequest(0), r1 = TestRequest(1), r2 = TestRequest(2)
+        _ = m.requestSubmitted(r0)
+        #expect(numbers(m.workRequested(c)) == [0])
+        let a = m.requestSubmitted(r1)
+        #expect(a.drain.isEmpty && a.open.isEmpty)
+        _ = m.requestSubmitted(r2)
+        #expect(m.queuedCount == 2)
+        // One stream closes: its request completes, one waiting request takes the stream.
+        let done = close(&m, r0, on: c)
+        #expect(r0.succeeded)
+        #expect(numbers(done.start) == [1])
+        #expect(done.collectAfterCompletions)
+        #expect(m.queuedCount == 1)
+        #expect(m.statistics.requestsSucceeded == 1)
+    }
+
+    @Test func queueBeyondItsBoundFailsAtOnceSafeToResend() {
+        var m = machine(maxQueued: 1)
+        _ = m.requestSubmitted(TestRequest(0))
+        let r1 = TestRequest(1)
+        run(m.requestSubmitted(r1))
+        #expect(r1.error?.kind == .queueFull)
+        #expect(r1.error?.resendIsSafe == true)
+    }
+
+    // MARK: SETTINGS
+
+    @Test func settingsLowerAndRaiseTheStreamLimit() {
+        var m = machine()
+        let c = m.requestSubmitted(TestRequest(0)).open[0]
+        let r0 = TestRequest(0)
+        _ = m.requestSubmitted(r0)
+        #expect(m.connectionEstablished(c, maxStreams: 4).start.count == 2)
+        // Lowered to 1 with 2 open: the open streams stay, nothing new goes out until both closed.
+        #expect(m.settingsChanged(c, maxConcurrentStreams: 1).start.isEmpty)
+        let r1 = TestRequest(1)
+        #expect(m.requestSubmitted(r1).drain.isEmpty)
+        #expect(m.queuedCount == 1)
+        #expect(close(&m, r0, on: c).start.isEmpty, "one stream still open, the limit is one")
+        // Raised to 3: the waiting request goes out on the SETTINGS itself.
+        #expect(numbers(m.settingsChanged(c, maxConcurrentStreams: 3).start) == [1])
+        #expect(m.queuedCount == 0)
+    }
+
+    // MARK: GOAWAY and resends
+
+    @Test func goAwayRetiresTheConnectionResendsWhatWasNotProcessedAndOpensAReplacement() {
+        var m = machine(connections: 1)
+        let first = TestRequest(0)
+        let c0 = m.requestSubmitted(first).open[0]
+        _ = m.connectionEstablished(c0, maxStreams: 10)
+        let processed = TestRequest(1), above = TestRequest(2), unstarted = TestRequest(3), inInbox = TestRequest(4)
+        for r in [processed, above, unstarted] { _ = m.requestSubmitted(r) }
+        _ = m.workRequested(c0)
+        _ = m.requestSubmitted(inInbox)   // assigned to c0, not collected yet
+        // GOAWAY: c0 gives back the request it had not started; its inbox is taken back too.
+        let g = m.goAwayReceived(c0, unstarted: [unstarted])
+        #expect(g.open.count == 1, "a replacement is opened")
+        let c1 = g.open[0]
+        #expect(m.queuedCount == 2)
+        #expect(m.statistics.goAwaysReceived == 1)
+        // Streams at or below last-stream-id are answered; those above close refused: safe, and resent.
+        _ = close(&m, first, processed, on: c0)
+        let refused = close(&m, above, on: c0, .failure(Self.refusedAboveLastStream))
+        #expect(refused.complete.isEmpty)
+        #expect(refused.start.isEmpty, "a connection after GOAWAY takes nothing")
+        #expect(above.completions.isEmpty && above.resends == 1)
+        #expect(m.statistics.resends == 1)
+        // New work never goes to c0 either.
+        let late = TestRequest(5)
+        #expect(m.requestSubmitted(late).drain.isEmpty)
+        // The replacement takes the resend first, then the given-back requests, then the rest.
+        #expect(numbers(m.connectionEstablished(c1, maxStreams: 10).start) == [2, 3, 4, 5])
+        #expect(first.succeeded && processed.succeeded)
+        // c0 closes once its streams are done; nothing more to do.
+        let closed = m.connectionClosed(c0, error: HTTP2Error(.goAway, resendIsSafe: true, "closed after GOAWAY"),
+                                        finished: [], unstarted: [], peakStreams: 3)
+        #expect(closed.open.isEmpty && closed.complete.isEmpty)
+        #expect(m.failures == 0)
+    }
+
+    @Test func resendsStopAtTheConfiguredCount() {
+        var m = machine(maxResends: 1)
+        let r = TestRequest(0)
+        let c = m.requestSubmitted(r).open[0]
+        _ = m.connectionEstablished(c, maxStreams: 10)
+        let refused = HTTP2Error(.refusedStream, resendIsSafe: true, "refused")
+        #expect(numbers(close(&m, r, on: c, .failure(refused)).start) == [0])
+        #expect(r.completions.isEmpty)
+        _ = close(&m, r, on: c, .failure(refused))
+        #expect(r.error?.kind == .refusedStream)
+        #expect(m.statistics.resends == 1 && m.statistics.requestsFailed == 1)
+    }
+
+    @Test func failureNotSafeToResendCompletesAtOnce() {
+        var m = machine()
+        let r = TestRequest(0)
+        let c = m.requestSubmitted(r).open[0]
+        _ = m.connectionEstablished(c, maxStreams: 10)
+        _ = close(&m, r, on: c, .failure(HTTP2Error(.streamReset, resendIsSafe: false, "reset")))
+        #expect(r.error?.kind == .streamReset)
+        #expect(m.statistics.resends == 0)
+    }
+
+    // MARK: failed connects
+
+    @Test func failedConnectsBackOffExponentiallyUpToTheCapWithJitter() {
+        var m = machine(base: 0.1, max: 1.0, random: 0)   // jitter factor 0.5
+        let connectFailed = HTTP2Error(.connectFailed, resendIsSafe: true, "connection refused")
+        var c = m.requestSubmitted(TestRequest(0)).open[0]
+        var waits: [Double] = []
+        for attempt in 0..<6 {
+            let failedAt = clock.now
+            let r = TestRequest(attempt)
+            _ = m.requestSubmitted(r)
+            let a = run(m.connectionClosed(c, error: connectFailed, finished: [], unstarted: [], peakStreams: 0))
+            // Nobody can serve the queue: it fails with the connect error, not resent.
+            #expect(r.error?.kind == .connectFailed)
+            #expect(r.error?.resendIsSafe == false)
+            #expect(a.open.isEmpty)
+            // The next request arms the timer for the end of the back-off instead of connecting.
+            let next = m.requestSubmitted(TestRequest(100 + attempt))
+            #expect(next.open.isEmpty)
+            let at = m.nextConnectAt
+            #expect(next.scheduleTimer == at)
+            waits.append(Double(at.nanoseconds - failedAt.nanoseconds) / 1e9)
+            // Early: nothing happens.
+            clock.now = HTTP2PoolInstant(nanoseconds: at.nanoseconds - 1)
+            #expect(m.timerFired().open.isEmpty)
+            clock.now = at
+            let fired = m.timerFired()
+            #expect(fired.open.count == 1)
+            c = fired.open[0]
+        }
+        for (w, expected) in zip(waits, [0.05, 0.1, 0.2, 0.4, 0.5, 0.5]) {
+            #expect(abs(w - expected) < 1e-6, "\(waits)")
+        }
+        #expect(m.failures == 6)
+        // Established once: the count starts over.
+        _ = m.connectionEstablished(c, maxStreams: 10)
+        #expect(m.failures == 0 && m.nextConnectAt == .zero)
+    }
+
+    @Test func jitterSpansHalfToAllOfTheCappedDelay() {
+        var low = machine(base: 0.1, max: 1.0, random: 0)
+        var high = machine(base: 0.1, max: 1.0, random: .max)
+        #expect(low.backoffSeconds(afterFailures: 1) == 0.05)
+        #expect(abs(high.backoffSeconds(afterFailures: 1) - 0.1) < 1e-9)
+        #expect(abs(high.backoffSeconds(afterFailures: 4) - 0.8) < 1e-9)
+        #expect(abs(high.backoffSeconds(afterFailures: 5) - 1.0) < 1e-9)
+        #expect(abs(high.backoffSeconds(afterFailures: 1000) - 1.0) < 1e-9)
+        #expect(low.backoffSeconds(afterFailures: 1000) == 0.5)
+    }
+
+    @Test func aConnectionLostAfterItWasReadyReconnectsAtOnce() {
+        var m = machine()
+        let sent = TestRequest(0)
+        let c0 = m.requestSubmitted(sent).open[0]
+        _ = m.connectionEstablished(c0, maxStreams: 10)
+        let r = TestRequest(1)
+        _ = m.requestSubmitted(r)
+        #expect(numbers(m.workRequested(c0)) == [1])
+        // The stream in flight fails (it may have reached the server); r, held without a stream, waits again;
+        // a new connection is opened without back-off.
+        let reset = HTTP2Error(.connectionReset, resendIsSafe: false, "reset")
+        let a = run(m.connectionClosed(c0, error: reset, finished: [sent.finished(.failure(reset))], unstarted: [r],
+                                       peakStreams: 1))
+        #expect(sent.error == reset)
+        #expect(a.open.count == 1)
+        #expect(m.failures == 0)
+        #expect(r.custody == .queued && r.completions.isEmpty)
+        #expect(numbers(m.connectionEstablished(a.open[0], maxStreams: 10).start) == [1])
+    }
+
+    // MARK: timeouts
+
+    @Test func queuedRequestTimesOutAtItsDeadlineSafeToResend() {
+        var m = machine(timeout: 2)
+        let r0 = TestRequest(0)
+        let a = m.requestSubmitted(r0)
+        #expect(a.scheduleTimer == clock.now.advanced(bySeconds: 2))
+        clock.advance(seconds: 1)
+        let r1 = TestRequest(1)
+        #expect(m.requestSubmitted(r1).scheduleTimer == nil, "the armed timer comes first")
+        #expect(run(m.timerFired()).complete.isEmpty, "a stale fire before the deadline does nothing")
+        clock.advance(seconds: 1)
+        let fired = run(m.timerFired())
+        #expect(r0.error?.kind == .timeout)
+        #expect(r0.error?.resendIsSafe == true)
+        #expect(r1.completions.isEmpty)
+        #expect(m.queuedCount == 1)
+        // Re-armed for the next deadline.
+        #expect(fired.scheduleTimer == r1.deadline)
+        clock.advance(seconds: 1)
+        run(m.timerFired())
+        #expect(r1.error?.kind == .timeout)
+        #expect(m.queuedCount == 0)
+        #expect(m.statistics.requestsFailed == 2)
+    }
+
+    // MARK: shutdown
+
+    @Test func shutdownFailsQueuedRequestsRetiresConnectionsAndCompletesWhenTheyClosed() {
+        var m = machine(connections: 2)
+        let r0 = TestRequest(0), r1 = TestRequest(1), r2 = TestRequest(2)
+        let opened = m.requestSubmitted(r0).open
+        _ = m.connectionEstablished(opened[0], maxStreams: 1)   // takes r0
+        _ = m.requestSubmitted(r1)                                // waits: no free stream
+        let done = ShutdownFlag()
+        let s = run(m.shutdownRequested { done.set() })
+        #expect(r1.error?.kind == .shutdown)
+        #expect(r1.error?.resendIsSafe == true)
+        #expect(Set(s.retire) == Set(opened))
+        #expect(s.shutdownCompleted.isEmpty)
+        run(m.requestSubmitted(r2))
+        #expect(r2.error?.kind == .shutdown)
+        // The open stream is still answered.
+        _ = close(&m, r0, on: opened[0])
+        #expect(r0.succeeded)
+        let closeError = HTTP2Error(.shutdown, resendIsSafe: true, "pool shut down")
+        #expect(m.connectionClosed(opened[0], error: closeError, finished: [], unstarted: [], peakStreams: 1)
+            .shutdownCompleted.isEmpty)
+        let last = m.connectionClosed(opened[1], error: closeError, finished: [], unstarted: [], peakStreams: 0)
+        for f in last.shutdownCompleted { f() }
+        #expect(done.isSet)
+    }
+
+    final class ShutdownFlag: @unchecked Sendable {
+        private(set) var isSet = false
+        func set() { isSet = true }
+    }
+
+    // MARK: completing once
+
+    @Test func aCompletionForARequestTheConnectionDoesNotHoldIsIgnored() {
+        var m = machine(connections: 2)
+        let r = TestRequest(0)
+        let opened = m.requestSubmitted(r).open
+        _ = m.connectionEstablished(opened[0], maxStreams: 10)
+        _ = m.connectionEstablished(opened[1], maxStreams: 10)
+        _ = close(&m, r, on: opened[0])
+        #expect(r.succeeded)
+        let before = m.statistics
+        // Reported again by the same connection, by another one, and by one the pool does not know.
+        r.result = .success(HTTP2Response(status: 200))
+        for id in [opened[0], opened[1], ID(rawValue: 99)] {
+            let again = m.requestsCompleted([r], on: id, peakStreams: 1)
+            #expect(again.complete.isEmpty)
+            #expect(again.ignored.count == 1)
+        }
+        // Never submitted at all.
+        let stranger = TestRequest(1).finished(.success(HTTP2Response(status: 200)))
+        #expect(m.requestsCompleted([stranger], on: opened[1], peakStreams: 1).ignored.count == 1)
+        #expect(m.statistics == before)
+        #expect(r.completions.count == 1)
+        // A mixed batch: the expected completion goes through, the foreign one is set aside.
+        let good = TestRequest(2)
+        _ = m.requestSubmitted(good)
+        let mixed = m.requestsCompleted([good.finished(.success(HTTP2Response(status: 200))), r], on: good.connection,
+                                        peakStreams: 1)
+        #expect(numbers(mixed.complete) == [2])
+        #expect(numbers(mixed.ignored) == [0])
+    }
+}
+
+extension HTTP2PendingRequest {
+    /// The connection the request is assigned to (tests).
+    fileprivate var connection: HTTP2PoolConnectionID {
+        if case .connection(let id) = custody { return id }
+        return HTTP2PoolConnectionID(rawValue: -1)
+    }
+}
