@@ -122,7 +122,7 @@ import VolleyHTTP2
         #expect(badMessage.decision == .invalidNotification)
         let quota = decode(429, #"{"error":{"code":429,"status":"RESOURCE_EXHAUSTED","details":[{"errorCode":"QUOTA_EXCEEDED"}]}}"#, retryAfter: "12")
         #expect(quota.decision == .retry)
-        #expect(quota.retryAfterSeconds == 12)
+        #expect(quota.retryAfter == "12")
         #expect(decode(401, #"{"error":{"code":401,"status":"UNAUTHENTICATED"}}"#).decision == .refreshCredential)
         #expect(decode(401, #"{"error":{"code":401,"status":"UNAUTHENTICATED","details":[{"errorCode":"THIRD_PARTY_AUTH_ERROR"}]}}"#).decision == .fixApp)
         #expect(decode(502, "<html>").decision == .unknown)
