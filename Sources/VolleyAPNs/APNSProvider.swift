@@ -11,13 +11,14 @@ public typealias HTTP2SubmitterFactory = @Sendable (HTTP2ClientConfiguration) th
 
 /// The APNs sender for one app: token or certificate auth, one pool per environment endpoint (so tokens of
 /// different teams never share a connection: a pool belongs to one app, an app to one team).
-/// Retries and the outcome table are applied here; `send` completes once with a terminal outcome.
-public final class APNSProvider: PushSender, RetryingSender, @unchecked Sendable {
+/// Each send is one `DeliveryStateMachine` run (retries, credential refresh, the outcome table); `send` completes
+/// once with a terminal outcome.
+public final class APNSProvider: PushSender, DeliverySender, @unchecked Sendable {
     public var platform: Platform { .ios }
     public let app: APNSAppConfiguration
     public let tokenProvider: APNSTokenProvider?
 
-    private let clock: any WallClock
+    package let clock: any WallClock
     package let retryPolicy: RetryPolicy
     private let logger: Logger
     private let makeTransport: HTTP2SubmitterFactory
@@ -79,9 +80,8 @@ public final class APNSProvider: PushSender, RetryingSender, @unchecked Sendable
         try APNSPreparedNotification(notification, jobID: jobID, bundleID: app.topic, now: clock.now())
     }
 
-    /// The per-send path, one object per send: a `FanoutRequest` is the transport's request and carries the device
-    /// and its receiver. An accepted answer is delivered at once; the retry loop is built only when an answer asks
-    /// for another attempt.
+    /// The per-send path, one object per send: a `FanoutRequest` is the transport's request and carries the
+    /// delivery. A 200 is delivered at once; any other answer goes to the delivery's state machine.
     public func send(_ prepared: any PreparedNotification, to device: Device, jobID: JobID,
                      receiver: any DeliveryReceiver) {
         if let stopped = stopSwitch.outcome { return receiver.delivered(device, stopped) }
@@ -92,43 +92,38 @@ public final class APNSProvider: PushSender, RetryingSender, @unchecked Sendable
         do {
             attempt = try makeAttempt(apns, to: device, statusOnlyOnSuccess: true)
         } catch {
-            return finish(error.result) { receiver.delivered(device, $0) }
+            return PendingDelivery(sender: self, prepared: prepared, device: device, credential: nil,
+                                   receiver: receiver).firstAttemptCompleted(error.result)
         }
-        attempt.submitter.submit(FanoutRequest(attempt.request, provider: self, prepared: apns, device: device,
-                                               credential: attempt.authorization?.value, receiver: receiver))
+        let delivery = PendingDelivery(sender: self, prepared: prepared, device: device,
+                                       credential: attempt.authorization?.value, receiver: receiver)
+        attempt.submitter.submit(FanoutRequest(attempt.request, delivery))
     }
 
-    /// A fan-out send's first attempt: the request, and what its answer needs (the device and its receiver; the
-    /// rest only for a retry).
+    /// A fan-out send's first attempt: the transport's request and its delivery. APNs supplies only the decoder.
     final class FanoutRequest: HTTP2PendingRequest, @unchecked Sendable {
-        let provider: APNSProvider
-        let prepared: APNSPreparedNotification
-        let device: Device
-        let credential: String?
-        let receiver: any DeliveryReceiver
+        let delivery: PendingDelivery
 
-        init(_ request: HTTP2Request, provider: APNSProvider, prepared: APNSPreparedNotification, device: Device,
-             credential: String?, receiver: any DeliveryReceiver) {
-            self.provider = provider; self.prepared = prepared; self.device = device; self.credential = credential
-            self.receiver = receiver
+        init(_ request: HTTP2Request, _ delivery: PendingDelivery) {
+            self.delivery = delivery
             super.init(request)
         }
 
         override func complete(_ answer: Result<HTTP2Response, HTTP2Error>) {
-            if case .success(let response) = answer, response.status == 200 {
-                return receiver.delivered(device, .accepted)
+            if case .success(let response) = answer, OutcomeTable.isAccepted(status: response.status) {
+                return delivery.accepted()
             }
-            provider.continueSend(after: APNSResponseDecoder.decode(answer), credential: credential, prepared, device,
-                                  receiver)
+            delivery.firstAttemptCompleted(APNSResponseDecoder.decode(answer))
         }
     }
 
-    /// After a first attempt that was not accepted (`RetryingSender.continueSend`, retrying with `attemptOnce`).
-    private func continueSend(after first: AttemptResult, credential: String?, _ prepared: APNSPreparedNotification,
-                              _ device: Device, _ receiver: any DeliveryReceiver) {
-        continueSend(after: first, credential: credential, device: device, receiver: receiver) { [self] done in
-            attemptOnce(prepared, to: device, completion: done)
+    /// A retry or the resend after a refresh (`DeliveryRun`).
+    package func attempt(_ prepared: any PreparedNotification, to device: Device,
+                         completion: @escaping @Sendable (AttemptResult, String?) -> Void) {
+        guard let apns = prepared as? APNSPreparedNotification else {
+            return completion(AttemptSetupError(message: "not an APNs notification").result, nil)
         }
+        attemptOnce(apns, to: device, completion: completion)
     }
 
     package func schedule(after seconds: Double, _ work: @escaping @Sendable () -> Void) {
@@ -163,7 +158,8 @@ public final class APNSProvider: PushSender, RetryingSender, @unchecked Sendable
     struct AttemptSetupError: Error {
         let message: String
         var result: AttemptResult {
-            AttemptResult(answer: ProviderAnswer(provider: .apns, status: 0, transportResendIsSafe: false), message: message)
+            AttemptResult(answer: ProviderAnswer(provider: .apns, status: 0, transportResendIsSafe: false),
+                          message: message)
         }
     }
 
@@ -221,14 +217,13 @@ public final class APNSProvider: PushSender, RetryingSender, @unchecked Sendable
         }
     }
 
-    package func stopApp(_ outcome: DeliveryOutcome, reason: OutcomeReason, result: AttemptResult) {
-        let message = "app \(app.name): APNs answered \(result.answer.status) \(reason) — "
-            + OutcomeTable.explanation(.fixApp)
+    package func stopApp(_ outcome: DeliveryOutcome) {
+        guard case .rejected(let status, let reason, _) = outcome else { return }
+        let message = "app \(app.name): APNs answered \(status) \(reason) — " + OutcomeTable.explanation(.fixApp)
         if stopSwitch.stop(outcome, message: message) { logger.error("\(message)") }
     }
 }
 
-/// The authorization header a send used, kept between the loop's strictly sequential steps.
 /// APNs answers → `AttemptResult` (Apple, "Handling notification responses from APNs").
 public enum APNSResponseDecoder {
     struct ErrorBody: Decodable {
@@ -239,9 +234,8 @@ public enum APNSResponseDecoder {
     public static func decode(_ result: Result<HTTP2Response, HTTP2Error>) -> AttemptResult {
         switch result {
         case .failure(let error):
-            let answer = ProviderAnswer(provider: .apns, status: 0, reason: OutcomeReason("transport:" + error.kind.rawValue),
-                                        transportResendIsSafe: error.resendIsSafe)
-            return AttemptResult(answer: answer, message: error.description)
+            return .transportFailure(.apns, reason: OutcomeReason("transport:" + error.kind.rawValue),
+                                     resendIsSafe: error.resendIsSafe, message: error.description)
         case .success(let response):
             return decode(response)
         }
@@ -260,7 +254,7 @@ public enum APNSResponseDecoder {
             reason = OutcomeReason(r, tokenInvalidSince: since)
         }
         return AttemptResult(answer: ProviderAnswer(provider: .apns, status: response.status, reason: reason),
-                             messageID: apnsID, retryAfterSeconds: parseRetryAfter(response.header("retry-after")),
+                             messageID: apnsID, retryAfter: response.header("retry-after"),
                              message: reason.map { "APNs \(response.status) \($0)" } ?? "APNs \(response.status)")
     }
 }

@@ -140,6 +140,10 @@ public enum OutcomeTable {
         "transport:configuration", "transport:certificate-verification", "transport:alpn-not-h2",
     ]
 
+    /// A status that means accepted whatever else the answer says (`decide` gives `.accepted`): the senders' fan-out
+    /// path checks it before decoding anything.
+    @inlinable public static func isAccepted(status: Int) -> Bool { status == 200 }
+
     /// The decision for one answer. Pure; the senders act on it.
     public static func decide(_ answer: ProviderAnswer) -> OutcomeDecision {
         if answer.status == 0 {
@@ -149,7 +153,7 @@ public enum OutcomeTable {
             if let r = answer.reason?.rawValue, transportConfigurationReasons.contains(r) { return .fixApp }
             return answer.transportResendIsSafe ? .retry : .unknown
         }
-        if answer.status == 200 { return .accepted }
+        if isAccepted(status: answer.status) { return .accepted }
         switch answer.provider {
         case .apns:
             if let r = answer.reason?.rawValue, let d = apnsIndex[r] { return d }

@@ -39,15 +39,16 @@ public struct FCMAppConfiguration: Sendable, Hashable {
     }
 }
 
-/// The FCM HTTP v1 sender for one app. Retries and the outcome table are applied here; `send` completes
-/// once with a terminal outcome.
-public final class FCMProvider: PushSender, RetryingSender, @unchecked Sendable {
+/// The FCM HTTP v1 sender for one app. Each send is one `DeliveryStateMachine` run (retries, access token refresh,
+/// the outcome table); `send` completes once with a terminal outcome.
+public final class FCMProvider: PushSender, DeliverySender, @unchecked Sendable {
     public var platform: Platform { .android }
     public let app: FCMAppConfiguration
     public let account: FCMServiceAccount
     public let tokens: FCMAccessTokenProvider
 
     package let retryPolicy: RetryPolicy
+    package let clock: any WallClock
     private let logger: Logger
     private let transport: any HTTP2RequestSubmitter
     private let tokenTransport: any HTTP2RequestSubmitter
@@ -60,7 +61,7 @@ public final class FCMProvider: PushSender, RetryingSender, @unchecked Sendable 
 
     public init(app: FCMAppConfiguration, clock: any WallClock = SystemClock(), retryPolicy: RetryPolicy = RetryPolicy(),
                 logger: Logger, makeTransport: @escaping FCMSubmitterFactory) throws {
-        self.app = app; self.retryPolicy = retryPolicy
+        self.app = app; self.retryPolicy = retryPolicy; self.clock = clock
         var logger = logger
         logger[metadataKey: "app"] = "\(app.name)"
         logger[metadataKey: "provider"] = "fcm"
@@ -96,21 +97,23 @@ public final class FCMProvider: PushSender, RetryingSender, @unchecked Sendable 
     }
 
     /// The per-send path: with a cached access token (the common case) one object per send, a `FanoutRequest` that
-    /// is the transport's request and carries the device and its receiver; otherwise (token being fetched) through
-    /// `attemptOnce`. The retry loop is built only when an answer asks for another attempt.
+    /// is the transport's request and carries the delivery; otherwise (token being fetched) through `attemptOnce`.
+    /// A 200 is delivered at once; any other answer goes to the delivery's state machine.
     public func send(_ prepared: any PreparedNotification, to device: Device, jobID: JobID,
                      receiver: any DeliveryReceiver) {
         if let stopped = stopSwitch.outcome { return receiver.delivered(device, stopped) }
         guard let fcm = prepared as? FCMPreparedNotification else { return receiver.delivered(device, .wrongPlatform) }
         guard let auth = tokens.cachedAuthorization() else {
             return attemptOnce(fcm, to: device) { [self] first, credential in
-                continueSend(after: first, credential: credential, fcm, device, receiver)
+                PendingDelivery(sender: self, prepared: prepared, device: device, credential: credential,
+                                receiver: receiver).firstAttemptCompleted(first)
             }
         }
         var request = fcm.request(for: device, authorizationFields: fields(for: auth))
         request.statusOnlyOnSuccess = true   // a 200's message name is not kept (DeliveryOutcome.accepted)
-        transport.submit(FanoutRequest(request, provider: self, prepared: fcm, device: device, credential: auth,
-                                       receiver: receiver))
+        let delivery = PendingDelivery(sender: self, prepared: prepared, device: device, credential: auth,
+                                       receiver: receiver)
+        transport.submit(FanoutRequest(request, delivery))
     }
 
     private func fields(for authorization: String) -> HTTP2HeaderBlock {
@@ -122,37 +125,31 @@ public final class FCMProvider: PushSender, RetryingSender, @unchecked Sendable 
         }
     }
 
-    /// A fan-out send's first attempt: the request, and what its answer needs (the device and its receiver; the
-    /// rest only for a retry).
+    /// A fan-out send's first attempt: the transport's request and its delivery. FCM supplies only the decoder.
     final class FanoutRequest: HTTP2PendingRequest, @unchecked Sendable {
-        let provider: FCMProvider
-        let prepared: FCMPreparedNotification
-        let device: Device
-        let credential: String
-        let receiver: any DeliveryReceiver
+        let delivery: PendingDelivery
 
-        init(_ request: HTTP2Request, provider: FCMProvider, prepared: FCMPreparedNotification, device: Device,
-             credential: String, receiver: any DeliveryReceiver) {
-            self.provider = provider; self.prepared = prepared; self.device = device; self.credential = credential
-            self.receiver = receiver
+        init(_ request: HTTP2Request, _ delivery: PendingDelivery) {
+            self.delivery = delivery
             super.init(request)
         }
 
         override func complete(_ answer: Result<HTTP2Response, HTTP2Error>) {
-            if case .success(let response) = answer, response.status == 200 {
-                return receiver.delivered(device, .accepted)
+            if case .success(let response) = answer, OutcomeTable.isAccepted(status: response.status) {
+                return delivery.accepted()
             }
-            provider.continueSend(after: FCMResponseDecoder.decode(answer), credential: credential, prepared, device,
-                                  receiver)
+            delivery.firstAttemptCompleted(FCMResponseDecoder.decode(answer))
         }
     }
 
-    /// After an attempt (`RetryingSender.continueSend`, retrying with `attemptOnce`; a 401 refreshes the token).
-    private func continueSend(after first: AttemptResult, credential: String?, _ prepared: FCMPreparedNotification,
-                              _ device: Device, _ receiver: any DeliveryReceiver) {
-        continueSend(after: first, credential: credential, device: device, receiver: receiver) { [self] done in
-            attemptOnce(prepared, to: device, completion: done)
+    /// A retry or the resend after a refresh (`DeliveryRun`).
+    package func attempt(_ prepared: any PreparedNotification, to device: Device,
+                         completion: @escaping @Sendable (AttemptResult, String?) -> Void) {
+        guard let fcm = prepared as? FCMPreparedNotification else {
+            return completion(.transportFailure(.fcm, reason: "WrongPlatform", resendIsSafe: false,
+                                                message: "not an FCM notification"), nil)
         }
+        attemptOnce(fcm, to: device, completion: completion)
     }
 
     package func schedule(after seconds: Double, _ work: @escaping @Sendable () -> Void) {
@@ -182,7 +179,8 @@ public final class FCMProvider: PushSender, RetryingSender, @unchecked Sendable 
                 if let oauth = error.oauthError, !error.resendIsSafe {
                     answer = ProviderAnswer(provider: .fcm, status: error.status, reason: OutcomeReason("oauth:" + oauth))
                 } else {
-                    answer = ProviderAnswer(provider: .fcm, status: 0, reason: "transport:oauth-token", transportResendIsSafe: true)
+                    answer = ProviderAnswer(provider: .fcm, status: 0, reason: "transport:oauth-token",
+                                            transportResendIsSafe: true)
                 }
                 completion(AttemptResult(answer: answer, message: error.description), nil)
             case .success(let auth):
@@ -197,8 +195,9 @@ public final class FCMProvider: PushSender, RetryingSender, @unchecked Sendable 
         tokenTransport.shutdown(completion: {})
     }
 
-    package func stopApp(_ outcome: DeliveryOutcome, reason: OutcomeReason, result: AttemptResult) {
-        let message = "app \(app.name): FCM answered \(result.answer.status) \(reason) — " + OutcomeTable.explanation(.fixApp)
+    package func stopApp(_ outcome: DeliveryOutcome) {
+        guard case .rejected(let status, let reason, _) = outcome else { return }
+        let message = "app \(app.name): FCM answered \(status) \(reason) — " + OutcomeTable.explanation(.fixApp)
         if stopSwitch.stop(outcome, message: message) { logger.error("\(message)") }
     }
 }
@@ -240,9 +239,8 @@ public enum FCMResponseDecoder {
     public static func decode(_ result: Result<HTTP2Response, HTTP2Error>) -> AttemptResult {
         switch result {
         case .failure(let error):
-            let answer = ProviderAnswer(provider: .fcm, status: 0, reason: OutcomeReason("transport:" + error.kind.rawValue),
-                                        transportResendIsSafe: error.resendIsSafe)
-            return AttemptResult(answer: answer, message: error.description)
+            return .transportFailure(.fcm, reason: OutcomeReason("transport:" + error.kind.rawValue),
+                                     resendIsSafe: error.resendIsSafe, message: error.description)
         case .success(let response):
             return decode(response)
         }
@@ -274,7 +272,6 @@ public enum FCMResponseDecoder {
         var text = "FCM \(response.status)"
         if let reason { text += " \(reason)" }
         if let message { text += ": \(message)" }
-        return AttemptResult(answer: answer, retryAfterSeconds: parseRetryAfter(response.header("retry-after")),
-                             message: text)
+        return AttemptResult(answer: answer, retryAfter: response.header("retry-after"), message: text)
     }
 }

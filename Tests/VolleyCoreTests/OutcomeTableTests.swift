@@ -76,7 +76,9 @@ import VolleyCore
         #expect(p.delay(afterAttempt: 3, retryAfterSeconds: nil, random: 0) == nil)
         #expect(p.delay(afterAttempt: 1, retryAfterSeconds: 10, random: 0) == 10)
         #expect(p.delay(afterAttempt: 1, retryAfterSeconds: 61, random: 0) == nil)
-        #expect(parseRetryAfter(" 7 ") == 7)
-        #expect(parseRetryAfter("Wed, 21 Oct 2015 07:28:00 GMT") == nil)
+        let now = Date(timeIntervalSince1970: 1_445_412_470)   // Wed, 21 Oct 2015 07:27:50 GMT
+        #expect(RetryAfter.seconds(" 7 ", now: now) == 7)
+        #expect(RetryAfter.seconds("Wed, 21 Oct 2015 07:28:00 GMT", now: now) == 10)
+        #expect(RetryAfter.seconds("tomorrow", now: now) == nil)
     }
 }

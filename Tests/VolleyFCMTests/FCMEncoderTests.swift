@@ -129,7 +129,7 @@ private func jsonObject(_ bytes: [UInt8]) -> [String: Any] {
         #expect(badMessage.decision == .invalidNotification)
         let quota = decode(429, #"{"error":{"code":429,"status":"RESOURCE_EXHAUSTED","details":[{"errorCode":"QUOTA_EXCEEDED"}]}}"#, retryAfter: "12")
         #expect(quota.decision == .retry)
-        #expect(quota.retryAfterSeconds == 12)
+        #expect(quota.retryAfter == "12")
         #expect(decode(401, #"{"error":{"code":401,"status":"UNAUTHENTICATED"}}"#).decision == .refreshCredential)
         #expect(decode(401, #"{"error":{"code":401,"status":"UNAUTHENTICATED","details":[{"errorCode":"THIRD_PARTY_AUTH_ERROR"}]}}"#).decision == .fixApp)
         #expect(decode(502, "<html>").decision == .unknown)
