@@ -202,36 +202,6 @@ public final class FCMProvider: PushSender, DeliverySender, @unchecked Sendable 
     }
 }
 
-/// The `name` of FCM's success body `{"name": "projects/<p>/messages/<id>"}` read straight from the bytes (every
-/// accepted Android send passes here; `JSONSerialization` cost ~3% of a worker's CPU). nil for anything else — an
-/// escape in the value, no `name` key, not an object — and the caller parses the body in full.
-private let fcmNameKey: [UInt8] = Array("\"name\"".utf8)
-
-func messageName(_ body: [UInt8]) -> String? {
-    body.withUnsafeBufferPointer { b -> String? in
-        func isSpace(_ c: UInt8) -> Bool { c == 0x20 || c == 0x0A || c == 0x0D || c == 0x09 }
-        var i = 0
-        while i < b.count, isSpace(b[i]) { i += 1 }
-        guard i < b.count, b[i] == UInt8(ascii: "{") else { return nil }
-        let key = fcmNameKey
-        outer: while i + key.count <= b.count {
-            for k in 0..<key.count where b[i + k] != key[k] { i += 1; continue outer }
-            var j = i + key.count
-            while j < b.count, isSpace(b[j]) { j += 1 }
-            guard j < b.count, b[j] == UInt8(ascii: ":") else { i += 1; continue }
-            j += 1
-            while j < b.count, isSpace(b[j]) { j += 1 }
-            guard j < b.count, b[j] == UInt8(ascii: "\"") else { return nil }
-            let start = j + 1
-            var end = start
-            while end < b.count, b[end] != UInt8(ascii: "\""), b[end] != UInt8(ascii: "\\"), b[end] >= 0x20 { end += 1 }
-            guard end < b.count, b[end] == UInt8(ascii: "\"") else { return nil }
-            return String(decoding: UnsafeBufferPointer(rebasing: b[start..<end]), as: UTF8.self)
-        }
-        return nil
-    }
-}
-
 /// FCM answers → `AttemptResult`. Google's error body:
 /// `{"error": {"code", "message", "status", "details": [{"@type": "…FcmError", "errorCode"},
 ///  {"@type": "…BadRequest", "fieldViolations": [{"field", "description"}]}]}}`.
@@ -247,9 +217,8 @@ public enum FCMResponseDecoder {
     }
 
     public static func decode(_ response: HTTP2Response) -> AttemptResult {
-        if response.status == 200, let name = messageName(response.body) {
-            return AttemptResult(answer: ProviderAnswer(provider: .fcm, status: 200), messageID: name)
-        }
+        // Fan-out sends keep no body for a 200 (statusOnlyOnSuccess): a success body is parsed only for test-push,
+        // which shows the message name.
         let json = (try? JSONSerialization.jsonObject(with: Data(response.body))) as? [String: Any]
         if response.status == 200 {
             return AttemptResult(answer: ProviderAnswer(provider: .fcm, status: 200), messageID: json?["name"] as? String)
