@@ -42,6 +42,7 @@ WRAPPERS = {
     "Sources/VolleyHTTP2/HTTP2Channel.swift",
     "Sources/VolleyHTTP2/HTTP2ClientConnection.swift",
     "Sources/VolleyHTTP2/HTTP2SessionMemory.swift",
+    "Sources/VolleyHTTP2/HTTP2Error+C.swift",
     "Sources/VolleyHTTP2/HTTP2Server.swift",
     "Sources/VolleyHTTP2Server/HTTP2Server.swift",
     "Sources/VolleyHTTP2Server/ArrivalTimeBIO.swift",

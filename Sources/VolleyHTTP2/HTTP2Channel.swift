@@ -137,7 +137,7 @@ open class HTTP2Channel: @unchecked Sendable {
         var len = socklen_t(MemoryLayout<Int32>.size)
         getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len)
         if err != 0 {
-            close(HTTP2Error(.connectFailed, resendIsSafe: true, "connect failed: \(String(cString: strerror(err)))"))
+            close(HTTP2Error.posix(err, "connect failed", in: .connecting))
             return
         }
         state = .handshaking
@@ -186,8 +186,7 @@ open class HTTP2Channel: @unchecked Sendable {
                     let len = min(n - at, Self.receiveSlice)
                     let rv = nghttp2_session_mem_recv(session, bytes + at, len)
                     if rv < 0 {
-                        failure = HTTP2Error(.protocolError, resendIsSafe: false,
-                                             "HTTP/2 protocol error: \(String(cString: nghttp2_strerror(Int32(rv))))")
+                        failure = HTTP2Error.nghttp2(Int32(rv), "HTTP/2 protocol error", in: .established)
                         break loop
                     }
                     at += len
@@ -203,10 +202,10 @@ open class HTTP2Channel: @unchecked Sendable {
             case .wantRead: break loop
             case .wantWrite: armWrite(); break loop
             case .closed:
-                failure = HTTP2Error(.connectionReset, resendIsSafe: false, "the peer closed the connection")
+                failure = HTTP2Error.peerClosed
                 break loop
-            case .failed(let msg):
-                failure = HTTP2Error(.connectionReset, resendIsSafe: false, "connection failed: \(msg)")
+            case .failed(let error):
+                failure = error
                 break loop
             }
         }
@@ -236,8 +235,7 @@ open class HTTP2Channel: @unchecked Sendable {
                     currentChunkStart = producedBytes
                     let n = nghttp2_session_mem_send(session, &data)
                     if n < 0 {
-                        close(HTTP2Error(.protocolError, resendIsSafe: false,
-                                         "HTTP/2 send error: \(String(cString: nghttp2_strerror(Int32(n))))"))
+                        close(HTTP2Error.nghttp2(Int32(n), "HTTP/2 send error", in: .established))
                         return
                     }
                     guard n > 0, let data else { break }
@@ -263,10 +261,10 @@ open class HTTP2Channel: @unchecked Sendable {
                     armWrite()
                     return
                 case .closed:
-                    writeFailed(HTTP2Error(.connectionReset, resendIsSafe: false, "the peer closed the connection"), midRead)
+                    writeFailed(HTTP2Error.peerClosed, midRead)
                     return
-                case .failed(let msg):
-                    writeFailed(HTTP2Error(.connectionReset, resendIsSafe: false, "connection failed: \(msg)"), midRead)
+                case .failed(let error):
+                    writeFailed(error, midRead)
                     return
                 }
             }
@@ -308,8 +306,9 @@ open class HTTP2Channel: @unchecked Sendable {
     /// Creates the nghttp2 session with callbacks that forward to the hooks above.
     package final func makeSession(server: Bool) throws(HTTP2Error) {
         var cbs: OpaquePointer?
-        guard nghttp2_session_callbacks_new(&cbs) == 0, let cbs else {
-            throw HTTP2Error(.protocolError, resendIsSafe: true, "nghttp2_session_callbacks_new failed")
+        let created = nghttp2_session_callbacks_new(&cbs)
+        guard created == 0, let cbs else {
+            throw HTTP2Error.nghttp2(created, "nghttp2_session_callbacks_new failed", in: .setup)
         }
         defer { nghttp2_session_callbacks_del(cbs) }
         nghttp2_session_callbacks_set_on_begin_headers_callback(cbs) { _, frame, ud in
@@ -348,7 +347,7 @@ open class HTTP2Channel: @unchecked Sendable {
         let rv = server ? nghttp2_session_server_new3(&s, cbs, ud, opt, &mem)
                         : nghttp2_session_client_new3(&s, cbs, ud, opt, &mem)
         guard rv == 0, let s else {
-            throw HTTP2Error(.protocolError, resendIsSafe: true, "nghttp2 session creation failed")
+            throw HTTP2Error.nghttp2(rv, "nghttp2 session creation failed", in: .setup)
         }
         session = s
     }
@@ -424,7 +423,7 @@ package enum SocketAddress {
         var res: UnsafeMutablePointer<addrinfo>?
         let rv = getaddrinfo(host, String(port), &hints, &res)
         guard rv == 0, let res, let addr = res.pointee.ai_addr else {
-            throw HTTP2Error(.connectFailed, resendIsSafe: true, "cannot resolve \(host): \(String(cString: gai_strerror(rv)))")
+            throw HTTP2Error.resolver(rv, host: host)
         }
         defer { freeaddrinfo(res) }
         var storage = sockaddr_storage()

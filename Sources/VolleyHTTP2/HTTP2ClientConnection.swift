@@ -131,7 +131,7 @@ package final class HTTP2ClientConnection: HTTP2Channel, @unchecked Sendable {
             let addr = try SocketAddress.resolve(configuration.host, configuration.port)
             let fd = socket(addr.family, Int32(SOCK_STREAM.rawValue | SOCK_CLOEXEC.rawValue), 0)
             guard fd >= 0 else {
-                throw HTTP2Error(.connectFailed, resendIsSafe: true, "socket: \(String(cString: strerror(errno)))")
+                throw HTTP2Error.posix(errno, "socket", in: .connecting)
             }
             SocketAddress.setNonBlocking(fd)
             var storage = addr.storage
@@ -150,8 +150,8 @@ package final class HTTP2ClientConnection: HTTP2Channel, @unchecked Sendable {
             } else if errno == EINPROGRESS {
                 armWrite()   // writable = connect finished (state .connecting)
             } else {
-                throw HTTP2Error(.connectFailed, resendIsSafe: true,
-                                 "cannot connect to \(configuration.host):\(configuration.port): \(String(cString: strerror(errno)))")
+                throw HTTP2Error.posix(errno, "cannot connect to \(configuration.host):\(configuration.port)",
+                                       in: .connecting)
             }
         } catch let error as HTTP2Error {
             close(error)
@@ -231,8 +231,8 @@ package final class HTTP2ClientConnection: HTTP2Channel, @unchecked Sendable {
                 pool.goAwayReceived(self, returning: [p] + pending)
                 pending.removeAll()
             } else {
-                finished.append(p.finished(.failure(HTTP2Error(.protocolError, resendIsSafe: true,
-                                                        "nghttp2_submit_request failed: \(String(cString: nghttp2_strerror(sid)))"))))
+                finished.append(p.finished(.failure(HTTP2Error.nghttp2(sid, "nghttp2_submit_request failed",
+                                                                       in: .submitting))))
             }
             return
         }
@@ -422,20 +422,12 @@ package final class HTTP2ClientConnection: HTTP2Channel, @unchecked Sendable {
         if !st.done {
             st.done = true
             let result: Result<HTTP2Response, HTTP2Error>
-            if errorCode == NGHTTP2_NO_ERROR.rawValue && st.status > 0 {
-                result = .success(HTTP2Response(status: st.status, fields: st.fields, body: st.responseBody))
-            } else if errorCode == NGHTTP2_REFUSED_STREAM.rawValue {
-                if let last = goAwayLastStreamID, streamID > last {
-                    result = .failure(HTTP2Error(.goAway, resendIsSafe: true,
-                                                 "stream \(streamID) above GOAWAY last-stream-id \(last) was not processed"))
-                } else {
-                    result = .failure(HTTP2Error(.refusedStream, resendIsSafe: true, "stream \(streamID) refused by the server"))
-                }
-            } else if errorCode == NGHTTP2_NO_ERROR.rawValue {
-                result = .failure(HTTP2Error(.protocolError, resendIsSafe: false, "stream \(streamID) ended without a response status"))
+            let aboveGoAway = goAwayLastStreamID.map { streamID > $0 } ?? false
+            if let error = HTTP2Error.streamClosed(streamID, errorCode: errorCode, hasStatus: st.status > 0,
+                                                   aboveGoAway: aboveGoAway) {
+                result = .failure(error)
             } else {
-                result = .failure(HTTP2Error(.streamReset, resendIsSafe: false,
-                                             "stream \(streamID) reset by the server: \(String(cString: nghttp2_http2_strerror(errorCode)))"))
+                result = .success(HTTP2Response(status: st.status, fields: st.fields, body: st.responseBody))
             }
             finished.append(st.pending.finished(result))
         }

@@ -4,18 +4,6 @@
 import Foundation
 internal import COpenSSL
 
-/// The most recent OpenSSL error queue entries as text (and clears the queue).
-func openSSLErrorString(_ fallback: String) -> String {
-    var parts: [String] = []
-    while true {
-        let code = ERR_get_error()
-        if code == 0 { break }
-        var buf = [CChar](repeating: 0, count: 256)
-        ERR_error_string_n(code, &buf, buf.count)
-        parts.append(buf.withUnsafeBufferPointer { String(cString: $0.baseAddress!) })
-    }
-    return parts.isEmpty ? fallback : "\(fallback): \(parts.joined(separator: "; "))"
-}
 
 /// Owns an `X509*` (frees it in deinit).
 final class X509Certificate {
@@ -160,7 +148,7 @@ package final class TLSContext: @unchecked Sendable {
     private static func base(server: Bool) throws(HTTP2Error) -> TLSContext {
         _ = ignoreSIGPIPE
         guard let method = server ? TLS_server_method() : TLS_client_method(), let ctx = SSL_CTX_new(method) else {
-            throw HTTP2Error(.configuration, resendIsSafe: false, openSSLErrorString("SSL_CTX_new failed"))
+            throw HTTP2Error.openSSL("SSL_CTX_new failed", in: .setup)
         }
         let c = TLSContext(owned: ctx)
         _ = copenssl_ctx_set_min_proto_version(ctx, TLS1_2_VERSION)
@@ -175,18 +163,18 @@ package final class TLSContext: @unchecked Sendable {
         let ctx = c.pointer
         if let caFile {
             guard SSL_CTX_load_verify_locations(ctx, caFile, nil) == 1 else {
-                throw HTTP2Error(.configuration, resendIsSafe: false, openSSLErrorString("Cannot load CA file \(caFile)"))
+                throw HTTP2Error.openSSL("Cannot load CA file \(caFile)", in: .setup)
             }
         } else {
             guard SSL_CTX_set_default_verify_paths(ctx) == 1 else {
-                throw HTTP2Error(.configuration, resendIsSafe: false, openSSLErrorString("Cannot load the system trust store"))
+                throw HTTP2Error.openSSL("Cannot load the system trust store", in: .setup)
             }
         }
         SSL_CTX_set_verify(ctx, SSL_VERIFY_PEER, nil)
         let alpn: [UInt8] = [2, UInt8(ascii: "h"), UInt8(ascii: "2")]
         // Returns 0 on success, unlike most OpenSSL calls.
         guard SSL_CTX_set_alpn_protos(ctx, alpn, UInt32(alpn.count)) == 0 else {
-            throw HTTP2Error(.configuration, resendIsSafe: false, openSSLErrorString("Cannot set ALPN"))
+            throw HTTP2Error.openSSL("Cannot set ALPN", in: .setup)
         }
         if let clientCertificate {
             let loaded = try LoadedClientCertificate.load(clientCertificate)
@@ -210,15 +198,15 @@ package final class TLSContext: @unchecked Sendable {
         let c = try base(server: true)
         let ctx = c.pointer
         guard SSL_CTX_use_certificate_chain_file(ctx, certificateChainFile) == 1 else {
-            throw HTTP2Error(.configuration, resendIsSafe: false, openSSLErrorString("Cannot load certificate chain \(certificateChainFile)"))
+            throw HTTP2Error.openSSL("Cannot load certificate chain \(certificateChainFile)", in: .setup)
         }
         guard SSL_CTX_use_PrivateKey_file(ctx, privateKeyFile, SSL_FILETYPE_PEM) == 1,
               SSL_CTX_check_private_key(ctx) == 1 else {
-            throw HTTP2Error(.configuration, resendIsSafe: false, openSSLErrorString("Cannot load private key \(privateKeyFile)"))
+            throw HTTP2Error.openSSL("Cannot load private key \(privateKeyFile)", in: .setup)
         }
         if let clientCAFile {
             guard SSL_CTX_load_verify_locations(ctx, clientCAFile, nil) == 1 else {
-                throw HTTP2Error(.configuration, resendIsSafe: false, openSSLErrorString("Cannot load client CA file \(clientCAFile)"))
+                throw HTTP2Error.openSSL("Cannot load client CA file \(clientCAFile)", in: .setup)
             }
             if let names = SSL_load_client_CA_file(clientCAFile) { SSL_CTX_set_client_CA_list(ctx, names) }
             SSL_CTX_set_verify(ctx, SSL_VERIFY_PEER | SSL_VERIFY_FAIL_IF_NO_PEER_CERT, nil)
@@ -243,7 +231,7 @@ package final class TLSConnection {
     package let pointer: OpaquePointer
     package init(context: TLSContext, fd: Int32, serverSide: Bool) throws(HTTP2Error) {
         guard let ssl = SSL_new(context.pointer) else {
-            throw HTTP2Error(.configuration, resendIsSafe: true, openSSLErrorString("SSL_new failed"))
+            throw HTTP2Error.openSSL("SSL_new failed", in: .connecting)
         }
         pointer = ssl
         SSL_set_fd(ssl, fd)
@@ -258,12 +246,12 @@ package final class TLSConnection {
     func setPeerName(_ host: String) throws(HTTP2Error) {
         if isIPLiteral(host) {
             guard let param = SSL_get0_param(pointer), X509_VERIFY_PARAM_set1_ip_asc(param, host) == 1 else {
-                throw HTTP2Error(.configuration, resendIsSafe: false, openSSLErrorString("Cannot verify IP \(host)"))
+                throw HTTP2Error.openSSL("Cannot verify IP \(host)", in: .setup)
             }
         } else {
             _ = copenssl_set_tlsext_host_name(pointer, host)
             guard SSL_set1_host(pointer, host) == 1 else {
-                throw HTTP2Error(.configuration, resendIsSafe: false, openSSLErrorString("Cannot verify host \(host)"))
+                throw HTTP2Error.openSSL("Cannot verify host \(host)", in: .setup)
             }
         }
     }
@@ -281,17 +269,10 @@ package final class TLSConnection {
         default:
             let verify = SSL_get_verify_result(pointer)
             if verify != X509_V_OK {
-                let msg = String(cString: X509_verify_cert_error_string(verify))
                 ERR_clear_error()
-                return .failed(HTTP2Error(.certificateVerification, resendIsSafe: false,
-                                          "TLS certificate verification failed: \(msg)"))
+                return .failed(HTTP2Error.certificateVerification(verify))
             }
-            let sysErrno = errno
-            var msg = openSSLErrorString("TLS handshake failed")
-            if err == SSL_ERROR_SYSCALL && msg == "TLS handshake failed" {
-                msg += sysErrno == 0 ? ": peer closed the connection" : ": \(String(cString: strerror(sysErrno)))"
-            }
-            return .failed(HTTP2Error(.tlsHandshake, resendIsSafe: false, msg))
+            return .failed(HTTP2Error.openSSL("TLS handshake failed", sslError: err, in: .handshake))
         }
     }
 
@@ -309,7 +290,7 @@ package final class TLSConnection {
         return X509Certificate(owned: cert).subject
     }
 
-    enum IOResult { case bytes(Int), wantRead, wantWrite, closed, failed(String) }
+    enum IOResult { case bytes(Int), wantRead, wantWrite, closed, failed(HTTP2Error) }
 
     @inline(__always)
     func read(_ buffer: UnsafeMutableRawPointer, _ count: Int) -> IOResult {
@@ -335,9 +316,9 @@ package final class TLSConnection {
             let e = errno
             ERR_clear_error()
             if e == 0 { return .closed }
-            return .failed(String(cString: strerror(e)))
+            return .failed(HTTP2Error.posix(e, "connection failed", in: .established))
         default:
-            return .failed(openSSLErrorString("TLS error"))
+            return .failed(HTTP2Error.openSSL("TLS error", sslError: err, in: .established))
         }
     }
 

@@ -721,7 +721,7 @@ public final class HTTP2Server: @unchecked Sendable {
         context = ctx
         let addr = try SocketAddress.resolve(configuration.host, configuration.port)
         let fd = socket(addr.family, Int32(SOCK_STREAM.rawValue), 0)
-        guard fd >= 0 else { throw HTTP2Error(.configuration, resendIsSafe: false, "socket: \(String(cString: strerror(errno)))") }
+        guard fd >= 0 else { throw HTTP2Error.posix(errno, "socket", in: .listening) }
         var one: Int32 = 1
         setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, socklen_t(MemoryLayout<Int32>.size))
         var storage = addr.storage
@@ -729,9 +729,9 @@ public final class HTTP2Server: @unchecked Sendable {
             p.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, addr.length) }
         }
         guard bound == 0, listen(fd, 1024) == 0 else {
-            let msg = String(cString: strerror(errno))
+            let code = errno
             Glibc.close(fd)
-            throw HTTP2Error(.configuration, resendIsSafe: false, "cannot listen on \(configuration.host):\(configuration.port): \(msg)")
+            throw HTTP2Error.posix(code, "cannot listen on \(configuration.host):\(configuration.port)", in: .listening)
         }
         SocketAddress.setNonBlocking(fd)
         var local = sockaddr_storage()
