@@ -436,7 +436,7 @@ public struct E2EBench {
 
     /// Idle phase: one targeted job (one iOS device) at a time; enqueue → the mock accepting its push. The mock
     /// stamps each accepted send with CLOCK_MONOTONIC (`last_accepted_ns`), the clock of the XADD stamp here, so
-    /// nothing polls the mock while a probe is under way (polling it every 0.3 ms, as the first sessions did, kept
+    /// nothing polls the mock while a probe is under way (polling it every 0.3 ms instead would keep
     /// both cores busy in the "idle" phase). A mock without the stamp is polled as before.
     func probe(stage: Stage, producer: JobProducer, client: RedisClient) throws -> LatencySummary {
         var h = Self.newHistogram()

@@ -1,7 +1,7 @@
 /// The one table that says what a provider's answer means, for APNs and FCM alike.
 /// Every sender decides with `OutcomeTable.decide(...)`; the README's table is `OutcomeTable.markdown()`.
-/// Sources: Apple "Handling notification responses from APNs", Google "FCM ErrorCode" (see
-/// ../shared/notes/apns-fcm-facts.md §3.4, §3.6).
+/// Sources: Apple, "Handling notification responses from APNs"; Google, FCM HTTP v1 "ErrorCode" and "Best
+/// practices for handling errors".
 
 /// Which provider answered.
 public enum PushProvider: String, Sendable, Hashable, Codable, CaseIterable {

@@ -40,7 +40,7 @@ public final class ClosureDeliveryReceiver: DeliveryReceiver {
     public func delivered(_ device: Device, _ outcome: DeliveryOutcome) { completion(outcome) }
 }
 
-/// A sender's stop after a `fix-app` answer (issue 3): from then on every send of that app fails at once with the
+/// A sender's stop after a `fix-app` answer: from then on every send of that app fails at once with the
 /// same outcome while other apps go on. Set once; read on every send without a lock (an atomic flag in front).
 public final class AppStopSwitch: Sendable {
     private let isSet = Atomic<Bool>(false)

@@ -2,7 +2,7 @@ import Foundation
 
 /// Bounded exponential backoff with jitter for `OutcomeDecision.retry`, shared by both senders.
 /// Google: "1 s, then at least 2 s, then 4 s… delay each one independently by an additional random amount";
-/// "Honor the Retry-After header" (apns-fcm-facts §3.6).
+/// "Honor the Retry-After header" (Google, FCM HTTP v1 error handling).
 public struct RetryPolicy: Sendable, Hashable {
     /// Total attempts including the first send (so `maxAttempts - 1` retries).
     public var maxAttempts: Int

@@ -3,7 +3,8 @@
 // Ownership: one serial `queue` owns everything here: the fd, both DispatchSources, the `SSL*`, the
 // `nghttp2_session*` and the buffers. Every method that touches them runs on `queue`.
 // Lifetime: the sources retain `self` until their cancel handlers have run; the fd is closed only after
-// both cancel handlers ran (platform-facts 28); session, SSL and buffers are freed in deinit.
+// both cancel handlers ran (libdispatch may still be watching the fd until then); session, SSL and buffers are
+// freed in deinit.
 import Dispatch
 import Foundation
 // `package`: `outgoingBodyRead` (an nghttp2 callback) is shared with VolleyHTTP2Server's responses.
@@ -222,7 +223,8 @@ open class HTTP2Channel: @unchecked Sendable {
     private var midReadWriteFailure: HTTP2Error?
 
     /// Moves frames from nghttp2 into the output buffer and writes them with as few SSL_writes as possible.
-    /// Arms the write source only when TLS says WANT_WRITE (platform-facts 26). When nghttp2 wants neither to read
+    /// Arms the write source only when TLS says WANT_WRITE (an armed write source on a writable socket fires
+    /// continuously). When nghttp2 wants neither to read
     /// nor to write (after GOAWAY) the connection closes. `midRead`: received bytes are still unprocessed, so
     /// nothing closes here (closing with unread data would reset the peer, and would drop frames already received).
     package final func flush(midRead: Bool = false) {

@@ -180,7 +180,8 @@ package final class HTTP2ClientConnection: HTTP2Channel, @unchecked Sendable {
         submitSettings([(Int32(NGHTTP2_SETTINGS_ENABLE_PUSH.rawValue), 0),
                         (Int32(NGHTTP2_SETTINGS_INITIAL_WINDOW_SIZE.rawValue), 1 << 20)],
                        connectionWindow: 1 << 24)
-        // Not ready yet: streams are opened only after the peer's first SETTINGS (platform-facts 14).
+        // Not ready yet: streams are opened only after the peer's first SETTINGS (its stream limit is unknown
+        // before; APNs starts at 1 until the first authenticated request).
     }
 
     private func currentLimit() -> Int {
@@ -226,7 +227,7 @@ package final class HTTP2ClientConnection: HTTP2Channel, @unchecked Sendable {
         }
         if sid < 0 {
             if sid == NGHTTP2_ERR_STREAM_ID_NOT_AVAILABLE.rawValue {
-                // Stream ids exhausted (2^31): rotate like after GOAWAY (platform-facts 15).
+                // Stream ids exhausted (2^31, RFC 9113 §5.1.1): rotate like after GOAWAY.
                 localGoAway = true
                 pool.goAwayReceived(self, returning: [p] + pending)
                 pending.removeAll()

@@ -278,7 +278,7 @@ public final class HTTP2ServerConnection: HTTP2Channel, @unchecked Sendable {
     /// wait in their stream (`ServerStream.delayed`), so a reset stream drops its answer with it.
     private var delayed = DelayedResponseQueue()
     /// One timer per connection, on `queue`, created on first use, resumed once and cancelled in `channelClosed`
-    /// (never suspended, platform-facts 25). `timerDeadline` is what it is set to fire at (.max: nothing).
+    /// (never suspended: libdispatch traps on releasing a suspended source). `timerDeadline` is what it is set to fire at (.max: nothing).
     private var delayTimer: DispatchSourceTimer?
     private var timerDeadline = UInt64.max
     /// Timer fires at most this often: answers due in between wait for the next fire or the next read pass, so
