@@ -33,126 +33,169 @@ let package = Package(
         // Value types, protocols, errors, clocks. No C, no I/O, no Dispatch.
         .target(name: "VolleyCore"),
         // TLS + nghttp2 + Dispatch sockets: client connections and the pool.
-        .target(name: "VolleyHTTP2", dependencies: [
-            "CNGHTTP2", "COpenSSL",
-            .product(name: "Logging", package: "swift-log"),
-        ]),
+        .target(
+            name: "VolleyHTTP2",
+            dependencies: [
+                "CNGHTTP2", "COpenSSL",
+                .product(name: "Logging", package: "swift-log"),
+            ]),
         // The server side of HTTP/2 (listener, delayed answers, arrival-time BIO): only the mock and `bench serve`.
-        .target(name: "VolleyHTTP2Server", dependencies: [
-            "VolleyHTTP2", "CNGHTTP2", "COpenSSL",
-            .product(name: "Logging", package: "swift-log"),
-        ]),
+        .target(
+            name: "VolleyHTTP2Server",
+            dependencies: [
+                "VolleyHTTP2", "CNGHTTP2", "COpenSSL",
+                .product(name: "Logging", package: "swift-log"),
+            ]),
         // hiredis behind one small wrapper: pipelining, reconnect, AUTH, scripts.
-        .target(name: "VolleyRedis", dependencies: [
-            "CHiredis",
-            .product(name: "Logging", package: "swift-log"),
-        ]),
+        .target(
+            name: "VolleyRedis",
+            dependencies: [
+                "CHiredis",
+                .product(name: "Logging", package: "swift-log"),
+            ]),
         // Redis-backed implementations of VolleyCore's stores: job stream, device registry, ledger, quotas, reports.
-        .target(name: "VolleyStore", dependencies: [
-            "VolleyCore", "VolleyRedis",
-            .product(name: "Logging", package: "swift-log"),
-        ]),
+        .target(
+            name: "VolleyStore",
+            dependencies: [
+                "VolleyCore", "VolleyRedis",
+                .product(name: "Logging", package: "swift-log"),
+            ]),
         // Providers: request encoders, auth, response decoding into DeliveryOutcome.
-        .target(name: "VolleyAPNs", dependencies: [
-            "VolleyCore", "VolleyHTTP2",
-            .product(name: "Crypto", package: "swift-crypto"),
-            .product(name: "Logging", package: "swift-log"),
-        ]),
-        .target(name: "VolleyFCM", dependencies: [
-            "VolleyCore", "VolleyHTTP2",
-            .product(name: "Crypto", package: "swift-crypto"),
-            .product(name: "CryptoExtras", package: "swift-crypto"),
-            .product(name: "Logging", package: "swift-log"),
-        ]),
-        // job → recipients → devices → quota → sends → outcomes → report → ack. Sees only VolleyCore protocols.
-        .target(name: "VolleyEngine", dependencies: [
-            "VolleyCore",
-            .product(name: "Logging", package: "swift-log"),
-            .product(name: "Metrics", package: "swift-metrics"),
-        ]),
+        .target(
+            name: "VolleyAPNs",
+            dependencies: [
+                "VolleyCore", "VolleyHTTP2",
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "Logging", package: "swift-log"),
+            ]),
+        .target(
+            name: "VolleyFCM",
+            dependencies: [
+                "VolleyCore", "VolleyHTTP2",
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "CryptoExtras", package: "swift-crypto"),
+                .product(name: "Logging", package: "swift-log"),
+            ]),
+        // job → recipients → devices → quota → sends → outcomes → report → ack.
+        // Sees only VolleyCore protocols.
+        .target(
+            name: "VolleyEngine",
+            dependencies: [
+                "VolleyCore",
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "Metrics", package: "swift-metrics"),
+            ]),
         // Configuration, bootstrap, lifecycle, the demo: the one place that wires things together.
-        .target(name: "VolleyService", dependencies: [
-            "VolleyCore", "VolleyHTTP2", "VolleyRedis", "VolleyStore", "VolleyAPNs", "VolleyFCM", "VolleyEngine",
-            .product(name: "Yams", package: "Yams"),
-            .product(name: "Logging", package: "swift-log"),
-            .product(name: "Metrics", package: "swift-metrics"),
-            .product(name: "Prometheus", package: "swift-prometheus"),
-            .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
-        ]),
+        .target(
+            name: "VolleyService",
+            dependencies: [
+                "VolleyCore", "VolleyHTTP2", "VolleyRedis", "VolleyStore", "VolleyAPNs", "VolleyFCM", "VolleyEngine",
+                .product(name: "Yams", package: "Yams"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "Metrics", package: "swift-metrics"),
+                .product(name: "Prometheus", package: "swift-prometheus"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+            ]),
         // Behind `volley bench`: transport, end-to-end, sweep and provider benchmarks, the processes they start
         // (redis-server, volley-mock, workers, h2load, the aioapns peer), charts, and `bench serve`.
-        .target(name: "VolleyBench", dependencies: [
-            "VolleyService", "VolleyCore", "VolleyHTTP2", "VolleyHTTP2Server", "VolleyRedis", "VolleyStore",
-            "VolleyAPNs",
-            .product(name: "Logging", package: "swift-log"),
-            .product(name: "Histogram", package: "hdrhistogram-swift"),
-            // ES256 JWTs for `volley bench transport` requests to the mock.
-            .product(name: "Crypto", package: "swift-crypto"),
-        ]),
+        .target(
+            name: "VolleyBench",
+            dependencies: [
+                "VolleyService", "VolleyCore", "VolleyHTTP2", "VolleyHTTP2Server", "VolleyRedis", "VolleyStore",
+                "VolleyAPNs",
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "Histogram", package: "hdrhistogram-swift"),
+                // ES256 JWTs for `volley bench transport` requests to the mock.
+                .product(name: "Crypto", package: "swift-crypto"),
+            ]),
         // The CLI: worker, demo, send, devices, … and `bench`.
-        .executableTarget(name: "volley", dependencies: [
-            "VolleyBench", "VolleyService",
-            .product(name: "ArgumentParser", package: "swift-argument-parser"),
-        ]),
+        .executableTarget(
+            name: "volley",
+            dependencies: [
+                "VolleyBench", "VolleyService",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+            ]),
 
         // The mock APNs/FCM server (library so tests can run it in-process; `volley-mock` wraps it).
-        .target(name: "VolleyMock", dependencies: [
-            "VolleyHTTP2", "VolleyHTTP2Server",
-            .product(name: "Crypto", package: "swift-crypto"),
-            .product(name: "CryptoExtras", package: "swift-crypto"),
-            .product(name: "X509", package: "swift-certificates"),
-            .product(name: "Logging", package: "swift-log"),
-        ], path: "tools/VolleyMock"),
-        .executableTarget(name: "VolleyMockMain", dependencies: [
-            "VolleyMock",
-            .product(name: "ArgumentParser", package: "swift-argument-parser"),
-        ], path: "tools/VolleyMockMain"),
+        .target(
+            name: "VolleyMock",
+            dependencies: [
+                "VolleyHTTP2", "VolleyHTTP2Server",
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "CryptoExtras", package: "swift-crypto"),
+                .product(name: "X509", package: "swift-certificates"),
+                .product(name: "Logging", package: "swift-log"),
+            ], path: "tools/VolleyMock"),
+        .executableTarget(
+            name: "VolleyMockMain",
+            dependencies: [
+                "VolleyMock",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+            ], path: "tools/VolleyMockMain"),
 
         // Test helpers: start redis-server on a unix socket, start the mock on a free port.
         // In-memory stand-ins for the engine's seams (a sender, the storage backend), no sockets and no Redis.
         .target(name: "VolleyTestDoubles", dependencies: ["VolleyCore"], path: "Tests/VolleyTestDoubles"),
-        .target(name: "VolleyTestSupport", dependencies: [
-            "VolleyMock", "VolleyHTTP2", "VolleyRedis",
-        ], path: "Tests/VolleyTestSupport"),
+        .target(
+            name: "VolleyTestSupport",
+            dependencies: [
+                "VolleyMock", "VolleyHTTP2", "VolleyRedis",
+            ], path: "Tests/VolleyTestSupport"),
 
         // Unit tests, one target per module; real redis-server and the mock only where the module owns the wire.
         .testTarget(name: "VolleyCoreTests", dependencies: ["VolleyCore"]),
-        .testTarget(name: "VolleyHTTP2Tests", dependencies: [
-            "VolleyHTTP2", "VolleyHTTP2Server", "CNGHTTP2", .product(name: "Logging", package: "swift-log"),
-        ]),
+        .testTarget(
+            name: "VolleyHTTP2Tests",
+            dependencies: [
+                "VolleyHTTP2", "VolleyHTTP2Server", "CNGHTTP2", .product(name: "Logging", package: "swift-log"),
+            ]),
         .testTarget(name: "VolleyHTTP2ServerTests", dependencies: ["VolleyHTTP2", "VolleyHTTP2Server"]),
         .testTarget(name: "VolleyRedisTests", dependencies: ["VolleyRedis", "VolleyTestSupport"]),
-        .testTarget(name: "VolleyStoreTests", dependencies: [
-            "VolleyStore", "VolleyRedis", "VolleyCore", "VolleyTestSupport",
-            .product(name: "Logging", package: "swift-log"),
-        ]),
-        .testTarget(name: "VolleyAPNsTests", dependencies: [
-            "VolleyAPNs", "VolleyCore", "VolleyHTTP2", .product(name: "Crypto", package: "swift-crypto"),
-        ]),
-        .testTarget(name: "VolleyFCMTests", dependencies: [
-            "VolleyFCM", "VolleyCore", "VolleyHTTP2",
-            .product(name: "Crypto", package: "swift-crypto"),
-            .product(name: "CryptoExtras", package: "swift-crypto"),
-        ]),
+        .testTarget(
+            name: "VolleyStoreTests",
+            dependencies: [
+                "VolleyStore", "VolleyRedis", "VolleyCore", "VolleyTestSupport",
+                .product(name: "Logging", package: "swift-log"),
+            ]),
+        .testTarget(
+            name: "VolleyAPNsTests",
+            dependencies: [
+                "VolleyAPNs", "VolleyCore", "VolleyHTTP2", .product(name: "Crypto", package: "swift-crypto"),
+            ]),
+        .testTarget(
+            name: "VolleyFCMTests",
+            dependencies: [
+                "VolleyFCM", "VolleyCore", "VolleyHTTP2",
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "CryptoExtras", package: "swift-crypto"),
+            ]),
         .testTarget(name: "VolleyEngineTests", dependencies: ["VolleyEngine", "VolleyCore", "VolleyTestDoubles"]),
-        .testTarget(name: "VolleyServiceTests", dependencies: [
-            "VolleyService", "VolleyCore", .product(name: "Logging", package: "swift-log"),
-        ]),
-        .testTarget(name: "VolleyBenchTests", dependencies: [
-            "VolleyBench", .product(name: "Logging", package: "swift-log"),
-        ]),
+        .testTarget(
+            name: "VolleyServiceTests",
+            dependencies: [
+                "VolleyService", "VolleyCore", .product(name: "Logging", package: "swift-log"),
+            ]),
+        .testTarget(
+            name: "VolleyBenchTests",
+            dependencies: [
+                "VolleyBench", .product(name: "Logging", package: "swift-log"),
+            ]),
         // The mock's own tests: its decisions in-process, and over real TLS with curl and h2load.
-        .testTarget(name: "VolleyMockTests", dependencies: [
-            "VolleyMock", "VolleyHTTP2", "VolleyHTTP2Server", "VolleyTestSupport",
-            .product(name: "Logging", package: "swift-log"),
-        ]),
+        .testTarget(
+            name: "VolleyMockTests",
+            dependencies: [
+                "VolleyMock", "VolleyHTTP2", "VolleyHTTP2Server", "VolleyTestSupport",
+                .product(name: "Logging", package: "swift-log"),
+            ]),
         // Across modules: engine + stores on a real redis-server, providers against the mock, `volley worker`
         // processes (they need `swift build` first: the tests start the built binary).
-        .testTarget(name: "VolleyIntegrationTests", dependencies: [
-            "VolleyEngine", "VolleyService", "VolleyStore", "VolleyRedis", "VolleyCore", "VolleyAPNs", "VolleyFCM",
-            "VolleyHTTP2", "VolleyMock", "VolleyTestSupport", "VolleyTestDoubles",
-            .product(name: "Crypto", package: "swift-crypto"),
-            .product(name: "Logging", package: "swift-log"),
-        ]),
+        .testTarget(
+            name: "VolleyIntegrationTests",
+            dependencies: [
+                "VolleyEngine", "VolleyService", "VolleyStore", "VolleyRedis", "VolleyCore", "VolleyAPNs", "VolleyFCM",
+                "VolleyHTTP2", "VolleyMock", "VolleyTestSupport", "VolleyTestDoubles",
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "Logging", package: "swift-log"),
+            ]),
     ]
 )

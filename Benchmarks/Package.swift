@@ -22,6 +22,6 @@ let package = Package(
             ],
             path: "Benchmarks/VolleyMicro",
             plugins: [.plugin(name: "BenchmarkPlugin", package: "package-benchmark")]
-        ),
+        )
     ]
 )

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs the system packages Volley builds, tests and demos with, when any is missing (Debian/Ubuntu).
 set -euo pipefail
-pkgs=(libnghttp2-dev libssl-dev libhiredis-dev redis-server nghttp2-client nghttp2-server pkg-config openssl curl python3-venv)
+pkgs=(libnghttp2-dev libssl-dev libhiredis-dev redis-server nghttp2-client nghttp2-server pkg-config openssl curl
+  python3-venv)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

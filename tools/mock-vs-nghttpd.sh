@@ -12,7 +12,11 @@ MOCK=${VOLLEY_MOCK:-$BIN_DIR/volley-mock}
 [ -x "$MOCK" ] || swift build -c release --product volley-mock >/dev/null
 TMP=$(mktemp -d /tmp/mock-vs-nghttpd.XXXXXX)
 MOCK_PID=""; NGHTTPD_PID=""
-cleanup() { [ -n "$MOCK_PID" ] && kill "$MOCK_PID" 2>/dev/null; [ -n "$NGHTTPD_PID" ] && kill "$NGHTTPD_PID" 2>/dev/null; rm -rf "$TMP"; }
+cleanup() {
+  [ -n "$MOCK_PID" ] && kill "$MOCK_PID" 2>/dev/null
+  [ -n "$NGHTTPD_PID" ] && kill "$NGHTTPD_PID" 2>/dev/null
+  rm -rf "$TMP"
+}
 trap cleanup EXIT
 
 STATE=$TMP/state
@@ -26,7 +30,12 @@ TOPIC=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["apns"][
 TOKEN=5f6aa01da3fbc9d7e2b4c8a1f0e3d2c1b0a9f8e7d6c5b4a3928170615f4e3d2c
 
 # ~300 B APNs payload
-printf '{"aps":{"alert":{"title":"Volley benchmark","subtitle":"mock vs nghttpd","body":"A notification body of a realistic length that says something to the user about an event."},"badge":7,"sound":"default","thread-id":"bench","mutable-content":1},"job":"job-0001","org":"org-42","n":12345}' > "$TMP/body.json"
+{
+  printf '{"aps":{"alert":{"title":"Volley benchmark","subtitle":"mock vs nghttpd",'
+  printf '"body":"A notification body of a realistic length that says something to the user about an event."},'
+  printf '"badge":7,"sound":"default","thread-id":"bench","mutable-content":1},"job":"job-0001","org":"org-42",'
+  printf '"n":12345}'
+} > "$TMP/body.json"
 
 # nghttpd on a free port serving an (empty) static file at the APNs path
 mkdir -p "$TMP/www/3/device" && : > "$TMP/www/3/device/$TOKEN"
@@ -40,7 +49,10 @@ run_h2load() { # port → req/s
     -H "authorization: bearer $JWT" -H "apns-topic: $TOPIC" -H "apns-push-type: alert" -H "apns-priority: 10" \
     -H "apns-expiration: 0" -H "content-type: application/json" \
     "https://127.0.0.1:$1/3/device/$TOKEN" > "$TMP/h2load.out" 2>&1 || true
-  if ! grep -q "$N succeeded" "$TMP/h2load.out"; then echo "h2load against port $1 did not succeed fully:" >&2; grep -E "requests:|status codes:" "$TMP/h2load.out" >&2; fi
+  if ! grep -q "$N succeeded" "$TMP/h2load.out"; then
+    echo "h2load against port $1 did not succeed fully:" >&2
+    grep -E "requests:|status codes:" "$TMP/h2load.out" >&2
+  fi
   sed -n 's/^finished in .*, \([0-9.]*\) req\/s.*/\1/p' "$TMP/h2load.out"
 }
 
@@ -52,4 +64,8 @@ for r in $(seq 1 "$ROUNDS"); do
   printf "%-6s %14s %14s %8s\n" "$r" "$NG" "$MK" "$RATIO"
 done
 grep -E "status codes:" "$TMP/h2load.out" | sed 's/^/mock last run: /'
-curl -s --http2 --cacert "$STATE/ca.pem" "https://127.0.0.1:$MOCK_PORT/_mock/stats" | python3 -c 'import json,sys; d=json.load(sys.stdin); print("mock stats: accepted", d["accepted"]["apns"], "jwt_verifications", d["jwt_verifications"], "max_streams", d["max_concurrent_streams_seen"])'
+curl -s --http2 --cacert "$STATE/ca.pem" "https://127.0.0.1:$MOCK_PORT/_mock/stats" | python3 -c '
+import json, sys
+d = json.load(sys.stdin)
+print("mock stats: accepted", d["accepted"]["apns"], "jwt_verifications", d["jwt_verifications"],
+      "max_streams", d["max_concurrent_streams_seen"])'

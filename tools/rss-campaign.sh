@@ -12,7 +12,8 @@ BIN=.build/$BUILD
 SIZES=("$@"); [ ${#SIZES[@]} -eq 0 ] && SIZES=(10000 1000000)
 for n in "${SIZES[@]}"; do
   T=$(mktemp -d /tmp/volley-rss.XXXX)
-  redis-server --port 0 --unixsocket "$T/r.sock" --save '' --appendonly no --dir "$T" --daemonize yes --pidfile "$T/r.pid" >/dev/null
+  redis-server --port 0 --unixsocket "$T/r.sock" --save '' --appendonly no --dir "$T" --daemonize yes \
+    --pidfile "$T/r.pid" >/dev/null
   "$BIN/volley-mock" --state-dir "$T/mock" --no-duplicate-tracking >"$T/mock.log" 2>&1 &
   MOCK=$!
   for _ in $(seq 100); do [ -f "$T/mock/endpoints.json" ] && [ -S "$T/r.sock" ] && break; sleep 0.1; done
@@ -47,17 +48,20 @@ with open(f"{t}/devices.jsonl", "w") as d:
 with open(f"{t}/dir.jsonl", "w") as g:
     step = 10000
     for s in range(0, n, step):
-        g.write('{"org":"o","kind":"group","id":"all","members":[%s]}\n' % ",".join('"u%d"' % u for u in range(s, min(n, s + step))))
+        members = ",".join('"u%d"' % u for u in range(s, min(n, s + step)))
+        g.write('{"org":"o","kind":"group","id":"all","members":[%s]}\n' % members)
 PY
   "$BIN/volley" devices import --config "$T/v.yaml" "$T/devices.jsonl" >/dev/null
   "$BIN/volley" directory import --config "$T/v.yaml" "$T/dir.jsonl" >/dev/null 2>&1
   "$BIN/volley" worker --config "$T/v.yaml" --consumer rss >"$T/worker.log" 2>&1 &
   W=$!
   START=$(date +%s.%N)
-  "$BIN/volley" send --config "$T/v.yaml" --org o --app rss --recipients all --title RSS --body test --wait --json --timeout 1800 >"$T/report.json"
+  "$BIN/volley" send --config "$T/v.yaml" --org o --app rss --recipients all --title RSS --body test \
+    --wait --json --timeout 1800 >"$T/report.json"
   END=$(date +%s.%N)
   HWM=$(grep VmHWM /proc/$W/status | awk '{print $2}')
-  echo "devices=$n accepted=$(jq .accepted "$T/report.json") seconds=$(echo "$END - $START" | bc) worker_peak_rss_kb=$HWM"
+  echo "devices=$n accepted=$(jq .accepted "$T/report.json") seconds=$(echo "$END - $START" | bc)" \
+    "worker_peak_rss_kb=$HWM"
   kill -9 $W $MOCK 2>/dev/null || true
   redis-cli -s "$T/r.sock" shutdown nosave >/dev/null 2>&1 || true
   rm -rf "$T"

@@ -26,12 +26,21 @@ public struct APNSAppConfiguration: Sendable, Hashable {
     public var maxConcurrentStreams: Int
     public var requestTimeoutSeconds: Double
 
-    public init(name: String, credentials: Credentials, topic: String, environment: APNSEnvironment = .production,
-                host: String? = nil, port: Int? = nil, caFile: String? = nil, connections: Int = 2,
-                maxConcurrentStreams: Int = 1000, requestTimeoutSeconds: Double = 30) {
-        self.name = name; self.credentials = credentials; self.topic = topic; self.environment = environment
-        self.host = host; self.port = port; self.caFile = caFile; self.connections = connections
-        self.maxConcurrentStreams = maxConcurrentStreams; self.requestTimeoutSeconds = requestTimeoutSeconds
+    public init(
+        name: String, credentials: Credentials, topic: String, environment: APNSEnvironment = .production,
+        host: String? = nil, port: Int? = nil, caFile: String? = nil, connections: Int = 2,
+        maxConcurrentStreams: Int = 1000, requestTimeoutSeconds: Double = 30
+    ) {
+        self.name = name
+        self.credentials = credentials
+        self.topic = topic
+        self.environment = environment
+        self.host = host
+        self.port = port
+        self.caFile = caFile
+        self.connections = connections
+        self.maxConcurrentStreams = maxConcurrentStreams
+        self.requestTimeoutSeconds = requestTimeoutSeconds
     }
 
     /// Apple's hosts: production api.push.apple.com, sandbox api.sandbox.push.apple.com (port 443 or 2197).
@@ -54,10 +63,11 @@ public struct APNSAppConfiguration: Sendable, Hashable {
 
     /// How the pool reaches the endpoint for `environment` (a configured host overrides both environments).
     public func clientConfiguration(for environment: APNSEnvironment) -> HTTP2ClientConfiguration {
-        HTTP2ClientConfiguration(host: host ?? Self.defaultHost(environment), port: port ?? 443, caFile: caFile,
-                                 clientCertificate: clientCertificate, connections: max(1, connections),
-                                 maxConcurrentStreamsCap: maxConcurrentStreams,
-                                 requestTimeoutSeconds: requestTimeoutSeconds)
+        HTTP2ClientConfiguration(
+            host: host ?? Self.defaultHost(environment), port: port ?? 443, caFile: caFile,
+            clientCertificate: clientCertificate, connections: max(1, connections),
+            maxConcurrentStreamsCap: maxConcurrentStreams,
+            requestTimeoutSeconds: requestTimeoutSeconds)
     }
 }
 

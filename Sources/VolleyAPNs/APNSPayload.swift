@@ -13,8 +13,10 @@ public enum APNSPayload {
     /// `apple(alert, sound, badgeCount, userData)`: `{"aps": {"alert", "sound", "badge"}, …userData}`.
     /// At least one of alert, sound, badgeCount is required (Salesforce: "You must enter a value for at least
     /// one of the following fields: Alert, Badge, Sound"). Empty strings count as absent.
-    public static func apple(alert: String?, sound: String?, badgeCount: Int?,
-                             userData: [String: JSONValue]?) throws -> JSONValue {
+    public static func apple(
+        alert: String?, sound: String?, badgeCount: Int?,
+        userData: [String: JSONValue]?
+    ) throws -> JSONValue {
         var aps: [String: JSONValue] = [:]
         if let alert, !alert.isEmpty { aps["alert"] = .string(alert) }
         if let sound, !sound.isEmpty { aps["sound"] = .string(sound) }
@@ -24,9 +26,11 @@ public enum APNSPayload {
 
     /// `apple(alertBody, actionLocKey, locKey, locArgs, launchImage, sound, badgeCount, userData)`:
     /// the alert becomes a dictionary (`body`, `action-loc-key`, `loc-key`, `loc-args`, `launch-image`).
-    public static func apple(alertBody: String?, actionLocKey: String?, locKey: String?, locArgs: [String]?,
-                             launchImage: String?, sound: String?, badgeCount: Int?,
-                             userData: [String: JSONValue]?) throws -> JSONValue {
+    public static func apple(
+        alertBody: String?, actionLocKey: String?, locKey: String?, locArgs: [String]?,
+        launchImage: String?, sound: String?, badgeCount: Int?,
+        userData: [String: JSONValue]?
+    ) throws -> JSONValue {
         var alert: [String: JSONValue] = [:]
         if let alertBody, !alertBody.isEmpty { alert["body"] = .string(alertBody) }
         if let actionLocKey, !actionLocKey.isEmpty { alert["action-loc-key"] = .string(actionLocKey) }
@@ -43,7 +47,8 @@ public enum APNSPayload {
 
     private static func finishApple(aps: [String: JSONValue], userData: [String: JSONValue]?) throws -> JSONValue {
         guard !aps.isEmpty else {
-            throw NotificationError("PayloadEmpty",
+            throw NotificationError(
+                "PayloadEmpty",
                 "You must enter a value for at least one of the following fields: Alert, Badge, Sound")
         }
         var root: [String: JSONValue] = userData ?? [:]
@@ -59,7 +64,9 @@ public enum APNSPayload {
     static let interruptionLevels: Set<String> = ["passive", "active", "time-sensitive", "critical"]
 
     /// The payload for one variant of a notification. `raw` `apns` objects are returned unchanged.
-    public static func payload(for n: VolleyCore.Notification, text: VolleyCore.Notification.LocalizedText) throws -> JSONValue {
+    public static func payload(for n: VolleyCore.Notification, text: VolleyCore.Notification.LocalizedText) throws
+        -> JSONValue
+    {
         if let raw = n.apns {
             guard case .object = raw else {
                 throw NotificationError("BadPayload", "apns must be a JSON object (the whole APNs payload)")
@@ -84,7 +91,8 @@ public enum APNSPayload {
             if let t = n.threadId { aps["thread-id"] = .string(t) }
             if let level = n.interruptionLevel {
                 guard interruptionLevels.contains(level) else {
-                    throw NotificationError("BadPayload",
+                    throw NotificationError(
+                        "BadPayload",
                         "interruptionLevel \"\(level)\" is not one of passive, active, time-sensitive, critical")
                 }
                 aps["interruption-level"] = .string(level)
@@ -97,8 +105,11 @@ public enum APNSPayload {
             }
             if let t = n.targetContentId { aps["target-content-id"] = .string(t) }
             if aps.isEmpty {
-                throw NotificationError("PayloadEmpty",
-                    "the notification has nothing to deliver: give a title or body, sound, badge, contentAvailable, or an apns payload")
+                throw NotificationError(
+                    "PayloadEmpty",
+                    "the notification has nothing to deliver: give a title or body, sound, badge, "
+                        + "contentAvailable, or an apns payload"
+                )
             }
         }
         var root: [String: JSONValue] = [:]
@@ -128,8 +139,11 @@ public enum APNSPayload {
     public static func checkSize(_ bytes: Int, pushType: APNSPushType) throws {
         let limit = pushType == .voip ? maxVoIPBytes : maxBytes
         if bytes > limit {
-            throw NotificationError("PayloadTooLarge",
-                "APNs payload is \(bytes) bytes, \(bytes - limit) bytes over the \(limit)-byte limit\(pushType == .voip ? " for VoIP" : ""); shorten it")
+            throw NotificationError(
+                "PayloadTooLarge",
+                "APNs payload is \(bytes) bytes, \(bytes - limit) bytes over the \(limit)-byte "
+                    + "limit\(pushType == .voip ? " for VoIP" : ""); shorten it"
+            )
         }
     }
 }

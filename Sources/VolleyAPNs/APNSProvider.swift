@@ -34,13 +34,17 @@ public final class APNSProvider: PushSender, DeliverySender, @unchecked Sendable
         let submitter: any HTTP2RequestSubmitter
         let authority: String
         private let prefix = Mutex<(authorization: APNSAuthorization?, fields: HTTP2HeaderBlock)?>(nil)
-        init(submitter: any HTTP2RequestSubmitter, authority: String) { self.submitter = submitter; self.authority = authority }
+        init(submitter: any HTTP2RequestSubmitter, authority: String) {
+            self.submitter = submitter
+            self.authority = authority
+        }
 
         /// `:method`, `:authority`, `authorization` for `authorization` (re-encoded only when the token changes).
         func requestPrefix(_ authorization: APNSAuthorization?) -> HTTP2HeaderBlock {
             prefix.withLock { cached in
                 if let cached, cached.authorization === authorization { return cached.fields }
-                let fields = APNSPreparedNotification.requestPrefix(authority: authority, authorization: authorization?.value)
+                let fields = APNSPreparedNotification.requestPrefix(
+                    authority: authority, authorization: authorization?.value)
                 cached = (authorization, fields)
                 return fields
             }
@@ -51,10 +55,15 @@ public final class APNSProvider: PushSender, DeliverySender, @unchecked Sendable
 
     /// Builds the app's pool for its environment now (connections open on first use): a client certificate that
     /// is expired, not yet valid or unreadable stops the app here, with an error naming it.
-    public init(app: APNSAppConfiguration, tokens: APNSTokenRegistry, clock: any WallClock = SystemClock(),
-                retryPolicy: RetryPolicy = RetryPolicy(), logger: Logger,
-                makeTransport: @escaping HTTP2SubmitterFactory) throws {
-        self.app = app; self.clock = clock; self.retryPolicy = retryPolicy; self.makeTransport = makeTransport
+    public init(
+        app: APNSAppConfiguration, tokens: APNSTokenRegistry, clock: any WallClock = SystemClock(),
+        retryPolicy: RetryPolicy = RetryPolicy(), logger: Logger,
+        makeTransport: @escaping HTTP2SubmitterFactory
+    ) throws {
+        self.app = app
+        self.clock = clock
+        self.retryPolicy = retryPolicy
+        self.makeTransport = makeTransport
         var logger = logger
         logger[metadataKey: "app"] = "\(app.name)"
         logger[metadataKey: "provider"] = "apns"
@@ -82,8 +91,10 @@ public final class APNSProvider: PushSender, DeliverySender, @unchecked Sendable
 
     /// The per-send path, one object per send: a `FanoutRequest` is the transport's request and carries the
     /// delivery. A 200 is delivered at once; any other answer goes to the delivery's state machine.
-    public func send(_ prepared: any PreparedNotification, to device: Device, jobID: JobID,
-                     receiver: any DeliveryReceiver) {
+    public func send(
+        _ prepared: any PreparedNotification, to device: Device, jobID: JobID,
+        receiver: any DeliveryReceiver
+    ) {
         if let stopped = stopSwitch.outcome { return receiver.delivered(device, stopped) }
         guard let apns = prepared as? APNSPreparedNotification else {
             return receiver.delivered(device, .wrongPlatform)
@@ -92,11 +103,14 @@ public final class APNSProvider: PushSender, DeliverySender, @unchecked Sendable
         do {
             attempt = try makeAttempt(apns, to: device, statusOnlyOnSuccess: true)
         } catch {
-            return PendingDelivery(sender: self, prepared: prepared, device: device, credential: nil,
-                                   receiver: receiver).firstAttemptCompleted(error.result)
+            return PendingDelivery(
+                sender: self, prepared: prepared, device: device, credential: nil,
+                receiver: receiver
+            ).firstAttemptCompleted(error.result)
         }
-        let delivery = PendingDelivery(sender: self, prepared: prepared, device: device,
-                                       credential: attempt.authorization?.value, receiver: receiver)
+        let delivery = PendingDelivery(
+            sender: self, prepared: prepared, device: device,
+            credential: attempt.authorization?.value, receiver: receiver)
         attempt.submitter.submit(FanoutRequest(attempt.request, delivery))
     }
 
@@ -118,8 +132,10 @@ public final class APNSProvider: PushSender, DeliverySender, @unchecked Sendable
     }
 
     /// A retry or the resend after a refresh (`DeliveryRun`).
-    package func attempt(_ prepared: any PreparedNotification, to device: Device,
-                         completion: @escaping @Sendable (AttemptResult, String?) -> Void) {
+    package func attempt(
+        _ prepared: any PreparedNotification, to device: Device,
+        completion: @escaping @Sendable (AttemptResult, String?) -> Void
+    ) {
         guard let apns = prepared as? APNSPreparedNotification else {
             return completion(AttemptSetupError(message: "not an APNs notification").result, nil)
         }
@@ -138,8 +154,10 @@ public final class APNSProvider: PushSender, DeliverySender, @unchecked Sendable
 
     /// One request, no retries: what the provider answered. `volley test-push` uses this directly.
     /// The second value is the `authorization` header that was sent (nil for certificate auth).
-    public func attemptOnce(_ prepared: APNSPreparedNotification, to device: Device,
-                            completion: @escaping @Sendable (AttemptResult, String?) -> Void) {
+    public func attemptOnce(
+        _ prepared: APNSPreparedNotification, to device: Device,
+        completion: @escaping @Sendable (AttemptResult, String?) -> Void
+    ) {
         let attempt: Attempt
         do { attempt = try makeAttempt(prepared, to: device) } catch { return completion(error.result, nil) }
         attempt.submitter.submit(attempt.request) { result in
@@ -158,14 +176,17 @@ public final class APNSProvider: PushSender, DeliverySender, @unchecked Sendable
     struct AttemptSetupError: Error {
         let message: String
         var result: AttemptResult {
-            AttemptResult(answer: ProviderAnswer(provider: .apns, status: 0, transportResendIsSafe: false),
-                          message: message)
+            AttemptResult(
+                answer: ProviderAnswer(provider: .apns, status: 0, transportResendIsSafe: false),
+                message: message)
         }
     }
 
     /// `statusOnlyOnSuccess`: the caller needs nothing of a 200 but its status (the fan-out send).
-    private func makeAttempt(_ prepared: APNSPreparedNotification, to device: Device,
-                             statusOnlyOnSuccess: Bool = false) throws(AttemptSetupError) -> Attempt {
+    private func makeAttempt(
+        _ prepared: APNSPreparedNotification, to device: Device,
+        statusOnlyOnSuccess: Bool = false
+    ) throws(AttemptSetupError) -> Attempt {
         let env = device.environment ?? app.environment
         do {
             let endpoint = env == app.environment ? defaultEndpoint : try transport(for: env)
@@ -207,13 +228,17 @@ public final class APNSProvider: PushSender, DeliverySender, @unchecked Sendable
         }
     }
 
-    private static func makeEndpoint(app: APNSAppConfiguration, env: APNSEnvironment,
-                                     makeTransport: HTTP2SubmitterFactory) throws -> Endpoint {
+    private static func makeEndpoint(
+        app: APNSAppConfiguration, env: APNSEnvironment,
+        makeTransport: HTTP2SubmitterFactory
+    ) throws -> Endpoint {
         let config = app.clientConfiguration(for: env)
         do {
-            return Endpoint(submitter: try makeTransport(config), authority: authority(host: config.host, port: config.port))
+            return Endpoint(
+                submitter: try makeTransport(config), authority: authority(host: config.host, port: config.port))
         } catch {
-            throw APNSConfigurationError(app: app.name, "APNs \(env.rawValue) endpoint \(config.host):\(config.port): \(error)")
+            throw APNSConfigurationError(
+                app: app.name, "APNs \(env.rawValue) endpoint \(config.host):\(config.port): \(error)")
         }
     }
 
@@ -234,8 +259,9 @@ public enum APNSResponseDecoder {
     public static func decode(_ result: Result<HTTP2Response, HTTP2Error>) -> AttemptResult {
         switch result {
         case .failure(let error):
-            return .transportFailure(.apns, reason: OutcomeReason("transport:" + error.kind.rawValue),
-                                     resendIsSafe: error.resendIsSafe, message: error.description)
+            return .transportFailure(
+                .apns, reason: OutcomeReason("transport:" + error.kind.rawValue),
+                resendIsSafe: error.resendIsSafe, message: error.description)
         case .success(let response):
             return decode(response)
         }
@@ -248,13 +274,15 @@ public enum APNSResponseDecoder {
         }
         var reason: OutcomeReason?
         if !response.body.isEmpty, let body = try? JSONDecoder().decode(ErrorBody.self, from: Data(response.body)),
-           let r = body.reason {
+            let r = body.reason
+        {
             // 410: `timestamp` (ms since 1970) says since when the token is invalid; the registry keeps it.
             let since = body.timestamp.map { Date(timeIntervalSince1970: $0 / 1000) }
             reason = OutcomeReason(r, tokenInvalidSince: since)
         }
-        return AttemptResult(answer: ProviderAnswer(provider: .apns, status: response.status, reason: reason),
-                             messageID: apnsID, retryAfter: response.header("retry-after"),
-                             message: reason.map { "APNs \(response.status) \($0)" } ?? "APNs \(response.status)")
+        return AttemptResult(
+            answer: ProviderAnswer(provider: .apns, status: response.status, reason: reason),
+            messageID: apnsID, retryAfter: response.header("retry-after"),
+            message: reason.map { "APNs \(response.status) \($0)" } ?? "APNs \(response.status)")
     }
 }

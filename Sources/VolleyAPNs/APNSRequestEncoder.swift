@@ -47,12 +47,21 @@ public struct APNSPreparedNotification: PreparedNotification {
         let notification: VolleyCore.Notification
         /// The job's apns-id key: the first 16 bytes of SHA-256(job id), computed once per job.
         let apnsIDKey: SipHashKey
-        init(payloadBytes: Int, pushType: APNSPushType, priority: Int, topic: String, defaultPayload: [UInt8],
-             variantPayloads: [String: [UInt8]], sharedHeaders: [HTTP2Header], notification: VolleyCore.Notification,
-             apnsIDKey: SipHashKey) {
-            self.payloadBytes = payloadBytes; self.pushType = pushType; self.priority = priority; self.topic = topic
-            self.defaultPayload = defaultPayload; self.variantPayloads = variantPayloads; self.sharedHeaders = sharedHeaders
-            self.sharedFields = HTTP2HeaderBlock(sharedHeaders); self.notification = notification; self.apnsIDKey = apnsIDKey
+        init(
+            payloadBytes: Int, pushType: APNSPushType, priority: Int, topic: String, defaultPayload: [UInt8],
+            variantPayloads: [String: [UInt8]], sharedHeaders: [HTTP2Header], notification: VolleyCore.Notification,
+            apnsIDKey: SipHashKey
+        ) {
+            self.payloadBytes = payloadBytes
+            self.pushType = pushType
+            self.priority = priority
+            self.topic = topic
+            self.defaultPayload = defaultPayload
+            self.variantPayloads = variantPayloads
+            self.sharedHeaders = sharedHeaders
+            self.sharedFields = HTTP2HeaderBlock(sharedHeaders)
+            self.notification = notification
+            self.apnsIDKey = apnsIDKey
         }
     }
     let storage: Storage
@@ -78,8 +87,10 @@ public struct APNSPreparedNotification: PreparedNotification {
         let pushType: APNSPushType
         if let raw = n.pushType {
             guard let t = APNSPushType(rawValue: raw) else {
-                throw NotificationError("InvalidPushType",
-                    "pushType \"\(raw)\" is not one of \(APNSPushType.allCases.map(\.rawValue).joined(separator: ", "))")
+                throw NotificationError(
+                    "InvalidPushType",
+                    "pushType \"\(raw)\" is not one of \(APNSPushType.allCases.map(\.rawValue).joined(separator: ", "))"
+                )
             }
             pushType = t
         } else if n.isSilent || Self.rawIsSilent(n.apns) {
@@ -88,15 +99,19 @@ public struct APNSPreparedNotification: PreparedNotification {
             pushType = .alert
         }
         if pushType == .background && n.apns == nil && !n.isSilent {
-            throw NotificationError("BadPayload",
-                "a background push carries contentAvailable only: remove title, body, sound and badge, or use pushType alert")
+            throw NotificationError(
+                "BadPayload",
+                "a background push carries contentAvailable only: remove title, body, sound and badge, or use "
+                    + "pushType alert"
+            )
         }
         // Priority: 10 alert, 5 background. Apple: a background push with priority 10 is an error.
         let priority: Int
         switch n.priority {
         case .high?:
             if pushType == .background {
-                throw NotificationError("BadPriority",
+                throw NotificationError(
+                    "BadPriority",
                     "a background (silent) push must be sent with priority normal (apns-priority 5), not high (10)")
             }
             priority = 10
@@ -117,7 +132,8 @@ public struct APNSPreparedNotification: PreparedNotification {
         if let c = n.collapseId {
             let bytes = c.utf8.count
             guard bytes <= 64 else {
-                throw NotificationError("BadCollapseId",
+                throw NotificationError(
+                    "BadCollapseId",
                     "collapseId is \(bytes) bytes, \(bytes - 64) bytes over APNs's 64-byte limit")
             }
             headers.append(HTTP2Header("apns-collapse-id", c))
@@ -136,9 +152,10 @@ public struct APNSPreparedNotification: PreparedNotification {
                 largest = max(largest, p.count)
             }
         }
-        storage = Storage(payloadBytes: largest, pushType: pushType, priority: priority, topic: topic,
-                          defaultPayload: defaultPayload, variantPayloads: variants, sharedHeaders: headers,
-                          notification: n, apnsIDKey: Self.apnsIDKey(jobID: jobID))
+        storage = Storage(
+            payloadBytes: largest, pushType: pushType, priority: priority, topic: topic,
+            defaultPayload: defaultPayload, variantPayloads: variants, sharedHeaders: headers,
+            notification: n, apnsIDKey: Self.apnsIDKey(jobID: jobID))
     }
 
     private static func rawIsSilent(_ raw: JSONValue?) -> Bool {
@@ -168,9 +185,12 @@ public struct APNSPreparedNotification: PreparedNotification {
 
     /// The fields every request to one endpoint under one provider token starts with: `:method`, `:authority`,
     /// `authorization` (never indexed: a secret). The provider encodes them once per (endpoint, token).
-    public static func requestPrefix(authority: String, authorizationBytes: UnsafeBufferPointer<UInt8>?) -> HTTP2HeaderBlock {
-        var fields = HTTP2HeaderBlock(reservingBytes: 7 + 4 + 10 + authority.utf8.count + 13 + (authorizationBytes?.count ?? 0),
-                                      fields: 3)
+    public static func requestPrefix(authority: String, authorizationBytes: UnsafeBufferPointer<UInt8>?)
+        -> HTTP2HeaderBlock
+    {
+        var fields = HTTP2HeaderBlock(
+            reservingBytes: 7 + 4 + 10 + authority.utf8.count + 13 + (authorizationBytes?.count ?? 0),
+            fields: 3)
         fields.append(":method", "POST")
         fields.append(":authority", authority)
         if let authorizationBytes { fields.append("authorization", bytes: authorizationBytes, sensitive: true) }
@@ -182,8 +202,9 @@ public struct APNSPreparedNotification: PreparedNotification {
     /// values only churns the HPACK table).
     public func request(for device: Device, prefix: HTTP2HeaderBlock) -> HTTP2Request {
         let token = device.token.rawValue
-        var fields = HTTP2HeaderBlock(reservingBytes: prefix.encodedByteCount + 5 + 10 + token.utf8.count + 7 + 36,
-                                      fields: prefix.count + 2)
+        var fields = HTTP2HeaderBlock(
+            reservingBytes: prefix.encodedByteCount + 5 + 10 + token.utf8.count + 7 + 36,
+            fields: prefix.count + 2)
         fields.append(contentsOf: prefix)
         fields.append(":path", "/3/device/", token, sensitive: true)
         Self.withAPNSID(key: storage.apnsIDKey, token: token) { fields.append("apns-id", bytes: $0, sensitive: true) }
@@ -218,10 +239,15 @@ public struct APNSPreparedNotification: PreparedNotification {
                 var o = 0
                 for i in 0..<16 {
                     var b = d[i]
-                    if i == 6 { b = 0x80 | (b & 0x0F) }        // version 8
-                    if i == 8 { b = 0x80 | (b & 0x3F) }        // variant 10
-                    if i == 4 || i == 6 || i == 8 || i == 10 { out[o] = UInt8(ascii: "-"); o += 1 }
-                    out[o] = hexDigit(b >> 4); out[o + 1] = hexDigit(b & 0x0F); o += 2
+                    if i == 6 { b = 0x80 | (b & 0x0F) } // version 8
+                    if i == 8 { b = 0x80 | (b & 0x3F) } // variant 10
+                    if i == 4 || i == 6 || i == 8 || i == 10 {
+                        out[o] = UInt8(ascii: "-")
+                        o += 1
+                    }
+                    out[o] = hexDigit(b >> 4)
+                    out[o + 1] = hexDigit(b & 0x0F)
+                    o += 2
                 }
             }
             return body(UnsafeBufferPointer(rebasing: out[0..<36]))

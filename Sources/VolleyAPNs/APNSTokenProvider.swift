@@ -6,7 +6,10 @@ import VolleyCore
 public struct APNSConfigurationError: Error, Sendable, Hashable, CustomStringConvertible {
     public let app: String
     public let message: String
-    public init(app: String, _ message: String) { self.app = app; self.message = message }
+    public init(app: String, _ message: String) {
+        self.app = app
+        self.message = message
+    }
     public var description: String { "app \(app): \(message)" }
 }
 
@@ -34,11 +37,16 @@ public final class APNSTokenProvider: @unchecked Sendable {
     private var issuedAt: Date = .distantPast
     private var mints = 0
 
-    public init(p8PEM: String, keyID: String, teamID: String, clock: any WallClock = SystemClock(),
-                refreshAfterSeconds: Double = 50 * 60, minimumIntervalSeconds: Double = 20 * 60) throws {
+    public init(
+        p8PEM: String, keyID: String, teamID: String, clock: any WallClock = SystemClock(),
+        refreshAfterSeconds: Double = 50 * 60, minimumIntervalSeconds: Double = 20 * 60
+    ) throws {
         self.key = try P256.Signing.PrivateKey(pemRepresentation: p8PEM)
-        self.keyID = keyID; self.teamID = teamID; self.clock = clock
-        self.refreshAfterSeconds = refreshAfterSeconds; self.minimumIntervalSeconds = minimumIntervalSeconds
+        self.keyID = keyID
+        self.teamID = teamID
+        self.clock = clock
+        self.refreshAfterSeconds = refreshAfterSeconds
+        self.minimumIntervalSeconds = minimumIntervalSeconds
     }
 
     /// How many tokens were minted so far (for tests and metrics).
@@ -49,7 +57,8 @@ public final class APNSTokenProvider: @unchecked Sendable {
         try currentAuthorization().value
     }
 
-    /// The same as `authorization()`, as the minted object (no allocation when cached; its identity changes on refresh).
+    /// The same as `authorization()`, as the minted object (no allocation when cached; its identity changes on
+    /// refresh).
     func currentAuthorization() throws -> APNSAuthorization {
         let now = clock.now()
         lock.lock()
@@ -107,13 +116,15 @@ public final class APNSTokenRegistry: @unchecked Sendable {
             let k = teamID + "/" + keyID
             if let p = providers[k] { return p }
             guard let pem = try? String(contentsOfFile: keyFile, encoding: .utf8) else {
-                throw APNSConfigurationError(app: app, "cannot read APNs key file \(keyFile): check apps[].apns.keyFile")
+                throw APNSConfigurationError(
+                    app: app, "cannot read APNs key file \(keyFile): check apps[].apns.keyFile")
             }
             let p: APNSTokenProvider
             do {
                 p = try APNSTokenProvider(p8PEM: pem, keyID: keyID, teamID: teamID, clock: clock)
             } catch {
-                throw APNSConfigurationError(app: app,
+                throw APNSConfigurationError(
+                    app: app,
                     "APNs key file \(keyFile) is not a PKCS#8 P-256 private key (.p8 from Apple): \(error)")
             }
             providers[k] = p

@@ -22,10 +22,20 @@ enum SipHash128 {
         var v3: UInt64 = 0x7465_6462_7974_6573 ^ key.k1
 
         @inline(__always) func round() {
-            v0 &+= v1; v1 = v1.rotatedLeft(13); v1 ^= v0; v0 = v0.rotatedLeft(32)
-            v2 &+= v3; v3 = v3.rotatedLeft(16); v3 ^= v2
-            v0 &+= v3; v3 = v3.rotatedLeft(21); v3 ^= v0
-            v2 &+= v1; v1 = v1.rotatedLeft(17); v1 ^= v2; v2 = v2.rotatedLeft(32)
+            v0 &+= v1
+            v1 = v1.rotatedLeft(13)
+            v1 ^= v0
+            v0 = v0.rotatedLeft(32)
+            v2 &+= v3
+            v3 = v3.rotatedLeft(16)
+            v3 ^= v2
+            v0 &+= v3
+            v3 = v3.rotatedLeft(21)
+            v3 ^= v0
+            v2 &+= v1
+            v1 = v1.rotatedLeft(17)
+            v1 ^= v2
+            v2 = v2.rotatedLeft(32)
         }
 
         let n = message.count
@@ -33,19 +43,35 @@ enum SipHash128 {
         var i = 0
         while i < end {
             let m = message.loadUnaligned(fromByteOffset: i, as: UInt64.self).littleEndian
-            v3 ^= m; round(); round(); v0 ^= m
+            v3 ^= m
+            round()
+            round()
+            v0 ^= m
             i += 8
         }
         var b = UInt64(truncatingIfNeeded: n) << 56
         var shift: UInt64 = 0
-        while i < n { b |= UInt64(message[i]) << shift; shift += 8; i += 1 }
-        v3 ^= b; round(); round(); v0 ^= b
+        while i < n {
+            b |= UInt64(message[i]) << shift
+            shift += 8
+            i += 1
+        }
+        v3 ^= b
+        round()
+        round()
+        v0 ^= b
 
         v2 ^= 0xee
-        round(); round(); round(); round()
+        round()
+        round()
+        round()
+        round()
         out.storeBytes(of: (v0 ^ v1 ^ v2 ^ v3).littleEndian, toByteOffset: 0, as: UInt64.self)
         v1 ^= 0xdd
-        round(); round(); round(); round()
+        round()
+        round()
+        round()
+        round()
         out.storeBytes(of: (v0 ^ v1 ^ v2 ^ v3).littleEndian, toByteOffset: 8, as: UInt64.self)
     }
 }

@@ -1,3 +1,6 @@
+// swift-format-ignore-file: AlwaysUseLowerCamelCase
+
+// The result types' properties are the `--json` keys (snake_case, a contract with users' scripts), named as written.
 import Foundation
 import Histogram
 import Logging
@@ -121,7 +124,8 @@ public struct E2EBench {
     let logger: Logger
 
     public init(options: Options, logger: Logger = Logger(label: "volley.bench.e2e")) {
-        self.options = options; self.logger = logger
+        self.options = options
+        self.logger = logger
     }
 
     /// Everything started for a run; stopped by `stop()`.
@@ -136,10 +140,18 @@ public struct E2EBench {
         public var configFile: String
         public let keep: Bool
 
-        init(directory: String, redis: BenchRedis?, mock: BenchMock?, redisURL: String, endpoints: MockEndpoints,
-             control: MockControl, configFile: String, keep: Bool) {
-            self.directory = directory; self.redis = redis; self.mock = mock; self.redisURL = redisURL
-            self.endpoints = endpoints; self.control = control; self.configFile = configFile; self.keep = keep
+        init(
+            directory: String, redis: BenchRedis?, mock: BenchMock?, redisURL: String, endpoints: MockEndpoints,
+            control: MockControl, configFile: String, keep: Bool
+        ) {
+            self.directory = directory
+            self.redis = redis
+            self.mock = mock
+            self.redisURL = redisURL
+            self.endpoints = endpoints
+            self.control = control
+            self.configFile = configFile
+            self.keep = keep
         }
 
         public func stopWorkers() {
@@ -161,7 +173,9 @@ public struct E2EBench {
     /// Starts Redis and the mock (unless given) and writes the Volley configuration.
     public func makeStage() throws -> Stage {
         let o = options
-        let dir = o.workDirectory ?? (NSTemporaryDirectory() + "volley-bench-\(getpid())-\(Int(Date().timeIntervalSince1970))")
+        let dir =
+            o.workDirectory
+            ?? (NSTemporaryDirectory() + "volley-bench-\(getpid())-\(Int(Date().timeIntervalSince1970))")
         try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
         var redis: BenchRedis?
         var redisURL = o.redisURL ?? ""
@@ -175,7 +189,8 @@ public struct E2EBench {
         if let file = o.mockEndpoints {
             endpoints = try MockEndpoints(file: file)
         } else {
-            let m = try BenchMock(directory: dir, configJSON: mockConfigJSON(latencyMs: o.mockLatencyMs, maxStreams: o.mockMaxStreams))
+            let m = try BenchMock(
+                directory: dir, configJSON: mockConfigJSON(latencyMs: o.mockLatencyMs, maxStreams: o.mockMaxStreams))
             mock = m
             endpoints = m.endpoints
         }
@@ -185,8 +200,9 @@ public struct E2EBench {
         }
         let configFile = dir + "/volley.yaml"
         try yaml(endpoints: endpoints, redisURL: redisURL).write(toFile: configFile, atomically: true, encoding: .utf8)
-        return Stage(directory: dir, redis: redis, mock: mock, redisURL: redisURL, endpoints: endpoints,
-                     control: control, configFile: configFile, keep: o.keep)
+        return Stage(
+            directory: dir, redis: redis, mock: mock, redisURL: redisURL, endpoints: endpoints,
+            control: control, configFile: configFile, keep: o.keep)
     }
 
     /// The worker configuration: the knobs the benchmark varies, written the way an operator would.
@@ -194,40 +210,40 @@ public struct E2EBench {
         let o = options
         func q(_ s: String) -> String { "\"" + s.replacingOccurrences(of: "\"", with: "\\\"") + "\"" }
         return """
-        apps:
-          - name: bench
-            apns:
-              keyFile: \(q(e.p8File))
-              keyId: \(q(e.keyID))
-              teamId: \(q(e.teamID))
-              topic: \(q(e.topic))
-              environment: production
-              host: \(q(e.host))
-              port: \(e.port)
-              caFile: \(q(e.caFile))
-              connections: \(o.connections)
-              maxStreams: \(o.maxStreams)
-            fcm:
-              serviceAccountFile: \(q(e.serviceAccountFile))
-              endpoint: \(q("https://\(e.host):\(e.port)"))
-              caFile: \(q(e.caFile))
-              connections: \(o.connections)
-              maxStreams: \(o.maxStreams)
-        redis:
-          url: \(q(redisURL))
-        worker:
-          shardSize: \(o.shardSize)
-          inFlight: \(o.inFlight)
-          batchSize: \(o.batchSize)
-          blockMs: \(o.blockMs)
-          recordBatchSize: \(o.recordBatchSize)
-        quotas:
-          ios: 2000000000
-          android: 2000000000
-        log:
-          level: warning
+            apps:
+              - name: bench
+                apns:
+                  keyFile: \(q(e.p8File))
+                  keyId: \(q(e.keyID))
+                  teamId: \(q(e.teamID))
+                  topic: \(q(e.topic))
+                  environment: production
+                  host: \(q(e.host))
+                  port: \(e.port)
+                  caFile: \(q(e.caFile))
+                  connections: \(o.connections)
+                  maxStreams: \(o.maxStreams)
+                fcm:
+                  serviceAccountFile: \(q(e.serviceAccountFile))
+                  endpoint: \(q("https://\(e.host):\(e.port)"))
+                  caFile: \(q(e.caFile))
+                  connections: \(o.connections)
+                  maxStreams: \(o.maxStreams)
+            redis:
+              url: \(q(redisURL))
+            worker:
+              shardSize: \(o.shardSize)
+              inFlight: \(o.inFlight)
+              batchSize: \(o.batchSize)
+              blockMs: \(o.blockMs)
+              recordBatchSize: \(o.recordBatchSize)
+            quotas:
+              ios: 2000000000
+              android: 2000000000
+            log:
+              level: warning
 
-        """
+            """
     }
 
     // MARK: - data
@@ -276,20 +292,28 @@ public struct E2EBench {
                 defer { group.leave() }
                 do {
                     let session = DeviceCommands.session(box.value)
-                    let directory = RedisDirectory(client: box.value.client(name: "bench-directory", logger: Logger(label: "bench")))
+                    let directory = RedisDirectory(
+                        client: box.value.client(name: "bench-directory", logger: Logger(label: "bench")))
                     var batch: [DeviceImportRecord] = []
                     batch.reserveCapacity(2000)
-                    var ios = 0, android = 0
+                    var ios = 0
+                    var android = 0
                     var d = t * 2000
                     while d < o.devices {
                         let end = min(o.devices, d + 2000)
                         for i in d..<end {
                             let user = UserID("u\(i / perUser)")
                             if i % 1000 < iosPerMille {
-                                batch.append(DeviceImportRecord(org: Self.org, app: Self.app, user: user, platform: .ios, token: Self.iosToken(i)))
+                                batch.append(
+                                    DeviceImportRecord(
+                                        org: Self.org, app: Self.app, user: user, platform: .ios,
+                                        token: Self.iosToken(i)))
                                 ios += 1
                             } else {
-                                batch.append(DeviceImportRecord(org: Self.org, app: Self.app, user: user, platform: .android, token: Self.fcmToken(i)))
+                                batch.append(
+                                    DeviceImportRecord(
+                                        org: Self.org, app: Self.app, user: user, platform: .android,
+                                        token: Self.fcmToken(i)))
                                 android += 1
                             }
                         }
@@ -298,10 +322,14 @@ public struct E2EBench {
                         var seenUsers = Set<UserID>()
                         var dir: [DirectoryRecord] = []
                         for r in batch where seenUsers.insert(r.user).inserted {
-                            dir.append(DirectoryRecord(org: Self.org, kind: .user, id: RecipientID(r.user.rawValue), active: true))
+                            dir.append(
+                                DirectoryRecord(
+                                    org: Self.org, kind: .user, id: RecipientID(r.user.rawValue), active: true))
                         }
-                        dir.append(DirectoryRecord(org: Self.org, kind: .group, id: Self.campaignGroup,
-                                                   members: dir.map(\.id)))
+                        dir.append(
+                            DirectoryRecord(
+                                org: Self.org, kind: .group, id: Self.campaignGroup,
+                                members: dir.map(\.id)))
                         try directory.importRecords(dir)
                         batch.removeAll(keepingCapacity: true)
                         d += threads * 2000
@@ -309,15 +337,25 @@ public struct E2EBench {
                     if t == 0 {
                         var extra: [DeviceImportRecord] = []
                         for p in 0..<max(1, o.probes) {
-                            extra.append(DeviceImportRecord(org: Self.org, app: Self.app, user: UserID("t\(p)"), platform: .ios,
-                                                            token: Self.iosToken(p, prefix: "c")))
+                            extra.append(
+                                DeviceImportRecord(
+                                    org: Self.org, app: Self.app, user: UserID("t\(p)"), platform: .ios,
+                                    token: Self.iosToken(p, prefix: "c")))
                         }
-                        extra.append(DeviceImportRecord(org: Self.org, app: Self.app, user: UserID("w"), platform: .ios, token: Self.iosToken(0, prefix: "d")))
-                        extra.append(DeviceImportRecord(org: Self.org, app: Self.app, user: UserID("w"), platform: .android, token: Self.fcmToken(999_999_999)))
+                        extra.append(
+                            DeviceImportRecord(
+                                org: Self.org, app: Self.app, user: UserID("w"), platform: .ios,
+                                token: Self.iosToken(0, prefix: "d")))
+                        extra.append(
+                            DeviceImportRecord(
+                                org: Self.org, app: Self.app, user: UserID("w"), platform: .android,
+                                token: Self.fcmToken(999_999_999)))
                         try session.register(extra)
-                        try directory.importRecords(extra.map {
-                            DirectoryRecord(org: Self.org, kind: .user, id: RecipientID($0.user.rawValue), active: true)
-                        })
+                        try directory.importRecords(
+                            extra.map {
+                                DirectoryRecord(
+                                    org: Self.org, kind: .user, id: RecipientID($0.user.rawValue), active: true)
+                            })
                     }
                     shared.lock.withLock { shared.counts[t] = (ios, android) }
                 } catch {
@@ -329,11 +367,18 @@ public struct E2EBench {
         if let e = shared.firstError { throw BenchError("loading devices failed: \(e)") }
         let seconds = benchNow() - started
         var pop = Population(users: (0..<userCount).map { "u\($0)" })
-        for (i, a) in shared.counts { pop.ios += i; pop.android += a }
+        for (i, a) in shared.counts {
+            pop.ios += i
+            pop.android += a
+        }
         return (pop, seconds)
     }
 
-    static let jobEncoder: JSONEncoder = { let e = JSONEncoder(); e.outputFormatting = [.sortedKeys]; return e }()
+    static let jobEncoder: JSONEncoder = {
+        let e = JSONEncoder()
+        e.outputFormatting = [.sortedKeys]
+        return e
+    }()
 
     func notificationBody() -> String {
         // Title + body sized so the APNs payload is about `bodyBytes` bytes.
@@ -362,9 +407,10 @@ public struct E2EBench {
         env["VOLLEY_LOG_LEVEL"] = "warning"
         for (k, v) in options.workerEnvironment { env[k] = v }
         for i in 0..<count {
-            let w = try BenchChild(name: "worker-\(i)", executable: exe,
-                                   arguments: ["worker", "--config", stage.configFile, "--consumer", "bench-\(i)"],
-                                   logFile: stage.directory + "/worker-\(i).log", environment: env)
+            let w = try BenchChild(
+                name: "worker-\(i)", executable: exe,
+                arguments: ["worker", "--config", stage.configFile, "--consumer", "bench-\(i)"],
+                logFile: stage.directory + "/worker-\(i).log", environment: env)
             stage.workers.append(w)
         }
     }
@@ -379,8 +425,9 @@ public struct E2EBench {
         let until = benchNow() + 60
         while seen != names {
             if benchNow() > until {
-                throw BenchError("workers did not all answer warm-up jobs within 60 s (seen \(seen.sorted())): \n"
-                                 + stage.workers.map { "\($0.name): \($0.logTail(5))" }.joined(separator: "\n"))
+                throw BenchError(
+                    "workers did not all answer warm-up jobs within 60 s (seen \(seen.sorted())): \n"
+                        + stage.workers.map { "\($0.name): \($0.logTail(5))" }.joined(separator: "\n"))
             }
             for w in stage.workers where !w.isRunning { throw BenchError("\(w.name) exited:\n\(w.logTail())") }
             // Several in one go so they spread over the workers.
@@ -394,7 +441,10 @@ public struct E2EBench {
             position = last
             for r in reports {
                 seen.insert(r.worker)
-                if r.accepted < r.devices { logger.warning("warm-up job not fully accepted", metadata: ["report": "\(ReportFormatting.json(r))"]) }
+                if r.accepted < r.devices {
+                    logger.warning(
+                        "warm-up job not fully accepted", metadata: ["report": "\(ReportFormatting.json(r))"])
+                }
             }
         }
         // Let the remaining warm-up jobs finish.
@@ -410,7 +460,8 @@ public struct E2EBench {
         let r = try client.command(["XINFO", "GROUPS", store.jobStream])
         for g in r.array ?? [] {
             let pairs = g.array ?? []
-            var name = "", lag = 0
+            var name = ""
+            var lag = 0
             var i = 0
             while i + 1 < pairs.count {
                 let k = pairs[i].string ?? ""
@@ -425,13 +476,15 @@ public struct E2EBench {
 
     static func summary(_ h: Histogram<UInt64>) -> LatencySummary {
         if h.totalCount == 0 { return .empty }
-        return LatencySummary(count: Int(h.totalCount), p50_ms: Double(h.valueAtPercentile(50)) / 1000,
-                              p90_ms: Double(h.valueAtPercentile(90)) / 1000, p99_ms: Double(h.valueAtPercentile(99)) / 1000,
-                              max_ms: Double(h.max) / 1000)
+        return LatencySummary(
+            count: Int(h.totalCount), p50_ms: Double(h.valueAtPercentile(50)) / 1000,
+            p90_ms: Double(h.valueAtPercentile(90)) / 1000, p99_ms: Double(h.valueAtPercentile(99)) / 1000,
+            max_ms: Double(h.max) / 1000)
     }
 
     static func newHistogram() -> Histogram<UInt64> {
-        Histogram<UInt64>(lowestDiscernibleValue: 1, highestTrackableValue: 3_600_000_000, numberOfSignificantValueDigits: .three)
+        Histogram<UInt64>(
+            lowestDiscernibleValue: 1, highestTrackableValue: 3_600_000_000, numberOfSignificantValueDigits: .three)
     }
 
     /// Idle phase: one targeted job (one iOS device) at a time; enqueue → the mock accepting its push. The mock
@@ -449,7 +502,10 @@ public struct E2EBench {
             _ = try client.checked(["XADD", producer.store.jobStream, "*", "job", json])
             var t1 = 0.0
             while !stamped && benchNow() - t0 < 10 {
-                if try stage.control.counts().accepted > base { t1 = benchNow(); break }
+                if try stage.control.counts().accepted > base {
+                    t1 = benchNow()
+                    break
+                }
                 usleep(300)
             }
             // Wait for its report so probes never overlap.
@@ -463,7 +519,8 @@ public struct E2EBench {
 
     func redisInfo(_ client: RedisClient) throws -> (commands: Int, pid: Int32) {
         let text = try client.checked(["INFO", "all"]).string ?? ""
-        var commands = 0, pid: Int32 = 0
+        var commands = 0
+        var pid: Int32 = 0
         for line in text.split(whereSeparator: { $0.isNewline }) {
             if line.hasPrefix("total_commands_processed:") { commands = Int(line.split(separator: ":")[1]) ?? 0 }
             if line.hasPrefix("process_id:") { pid = Int32(line.split(separator: ":")[1]) ?? 0 }
@@ -479,29 +536,48 @@ public struct E2EBench {
         let config = try VolleyConfiguration.load(path: stage.configFile)
         let settings = try PipelineSettings(config)
         let client = settings.client(name: "bench", logger: logger)
-        let producer = JobProducer(client: settings.client(name: "bench-reports", logger: logger), store: settings.store)
+        let producer = JobProducer(
+            client: settings.client(name: "bench-reports", logger: logger), store: settings.store)
 
-        if o.progress { stderrLine("loading \(grouped(Double(o.devices))) devices (\(Int(o.iosShare * 100))% iOS, \(o.devicesPerUser) per user)…\n") }
+        if o.progress {
+            stderrLine(
+                "loading \(grouped(Double(o.devices))) devices (\(Int(o.iosShare * 100))% iOS, \(o.devicesPerUser) "
+                    + "per user)…\n"
+            )
+        }
         let (pop, loadSeconds) = try load(stage: stage, settings: settings)
-        if o.progress { stderrLine(String(format: "loaded in %.1f s (%@ devices/s)\n", loadSeconds, grouped(Double(o.devices) / loadSeconds))) }
+        if o.progress {
+            stderrLine(
+                String(
+                    format: "loaded in %.1f s (%@ devices/s)\n", loadSeconds, grouped(Double(o.devices) / loadSeconds)))
+        }
 
         try startWorkers(stage: stage, count: o.workers)
         try warmUp(stage: stage, producer: producer, client: client)
-        if o.progress { stderrLine("\(o.workers) worker(s) warm; idle probes: \(o.probes) targeted jobs one at a time…\n") }
+        if o.progress {
+            stderrLine("\(o.workers) worker(s) warm; idle probes: \(o.probes) targeted jobs one at a time…\n")
+        }
         let idle = try probe(stage: stage, producer: producer, client: client)
 
         // Load phase.
         var jobs: [(id: String, json: String)] = []
-        var i = 0, jn = 0
+        var i = 0
+        var jn = 0
         let runTag = UUID().uuidString.prefix(6)
         if o.campaignGroup {
-            jobs.append(("campaign-\(runTag)-group", try job(id: "campaign-\(runTag)-group", users: [Self.campaignGroup.rawValue])))
+            jobs.append(
+                (
+                    "campaign-\(runTag)-group",
+                    try job(id: "campaign-\(runTag)-group", users: [Self.campaignGroup.rawValue])
+                ))
             i = pop.users.count
         }
         while i < pop.users.count {
             let end = min(pop.users.count, i + PushJob.maxRecipients)
-            jobs.append(("campaign-\(runTag)-\(jn)", try job(id: "campaign-\(runTag)-\(jn)", users: Array(pop.users[i..<end]))))
-            i = end; jn += 1
+            jobs.append(
+                ("campaign-\(runTag)-\(jn)", try job(id: "campaign-\(runTag)-\(jn)", users: Array(pop.users[i..<end]))))
+            i = end
+            jn += 1
         }
         let targeted = min(o.targetedUnderLoad, o.probes)
         for t in 0..<targeted {
@@ -518,9 +594,15 @@ public struct E2EBench {
         let mock0 = mockPID.flatMap { ProcessSample.read(pid: $0) }
         let w0 = stage.workers.map { $0.sample() }
 
-        if o.progress { stderrLine("load: \(jobs.count) jobs (\(jobs.count - targeted) campaign, \(targeted) targeted), \(grouped(Double(expectedDevices))) devices\n") }
+        if o.progress {
+            stderrLine(
+                "load: \(jobs.count) jobs (\(jobs.count - targeted) campaign, \(targeted) targeted), "
+                    + "\(grouped(Double(expectedDevices))) devices\n"
+            )
+        }
         let t0 = benchNow()
-        let xaddReplies = try client.pipeline(jobs.map { ["XADD", settings.store.jobStream, "*", "job", $0.json] }, window: 64)
+        let xaddReplies = try client.pipeline(
+            jobs.map { ["XADD", settings.store.jobStream, "*", "job", $0.json] }, window: 64)
         var entryMillis: [String: Int] = [:]
         for (j, r) in zip(jobs, xaddReplies) {
             guard let id = try r.throwIfError("XADD").string else { continue }
@@ -530,7 +612,8 @@ public struct E2EBench {
         var lastAccepted = 0
         var firstPush = 0.0
         var series: [(Double, Int)] = []
-        var lastCheck = 0.0, lastProgress = t0
+        var lastCheck = 0.0
+        var lastProgress = t0
         var tDone = 0.0
         let pollInterval = UInt32(max(1, o.pollMs) * 1000)
         while true {
@@ -545,17 +628,29 @@ public struct E2EBench {
             if now - lastCheck >= 0.05 {
                 lastCheck = now
                 let reports = Int(try client.checked(["XLEN", settings.store.reportStream]).integer ?? 0) - reportsBase
-                if reports >= jobs.count, try producer.pendingCount() == 0 { tDone = benchNow(); break }
+                if reports >= jobs.count, try producer.pendingCount() == 0 {
+                    tDone = benchNow()
+                    break
+                }
                 if o.progress && now - lastProgress >= 1 {
                     lastProgress = now
                     let el = now - t0
-                    stderrLine(String(format: "\r  %6.1f s  accepted %@ / %@  %@ devices/s  jobs reported %d / %d   ",
-                                      el, grouped(Double(c.accepted)), grouped(Double(expectedDevices)),
-                                      grouped(Double(c.accepted) / el), reports, jobs.count))
+                    stderrLine(
+                        String(
+                            format: "\r  %6.1f s  accepted %@ / %@  %@ devices/s  jobs reported %d / %d   ",
+                            el, grouped(Double(c.accepted)), grouped(Double(expectedDevices)),
+                            grouped(Double(c.accepted) / el), reports, jobs.count))
                 }
             }
-            for w in stage.workers where !w.isRunning { throw BenchError("\(w.name) exited during the run:\n\(w.logTail())") }
-            if now - t0 > o.timeoutSeconds { throw BenchError("timed out after \(Int(o.timeoutSeconds)) s with \(c.accepted) accepted; logs in \(stage.directory) (use --keep)") }
+            for w in stage.workers where !w.isRunning {
+                throw BenchError("\(w.name) exited during the run:\n\(w.logTail())")
+            }
+            if now - t0 > o.timeoutSeconds {
+                throw BenchError(
+                    "timed out after \(Int(o.timeoutSeconds)) s with \(c.accepted) accepted; logs in "
+                        + "\(stage.directory) (use --keep)"
+                )
+            }
             usleep(pollInterval)
         }
         let duration = tDone - t0
@@ -571,35 +666,50 @@ public struct E2EBench {
         }
 
         // Reports of the load phase: outcome totals and targeted-job latency from the report entry ids.
-        var accepted = 0, rejected = 0, failed = 0, devices = 0
+        var accepted = 0
+        var rejected = 0
+        var failed = 0
+        var devices = 0
         var targetedHist = Self.newHistogram()
         let reps = try client.checked(["XRANGE", settings.store.reportStream, "-", "+"])
         let wanted = Set(jobs.map(\.id))
         for e in reps.array ?? [] {
             guard let entry = e.array, entry.count == 2, let rid = entry[0].string,
-                  let json = entry[1].fieldPairs.first(where: { $0.0 == "report" })?.1,
-                  let rep = try? ReportCoding.decoder.decode(JobReport.self, from: Data(json.utf8)),
-                  wanted.contains(rep.job.rawValue) else { continue }
-            accepted += rep.accepted; rejected += rep.rejected; failed += rep.failed; devices += rep.devices
+                let json = entry[1].fieldPairs.first(where: { $0.0 == "report" })?.1,
+                let rep = try? ReportCoding.decoder.decode(JobReport.self, from: Data(json.utf8)),
+                wanted.contains(rep.job.rawValue)
+            else { continue }
+            accepted += rep.accepted
+            rejected += rep.rejected
+            failed += rep.failed
+            devices += rep.devices
             if rep.job.rawValue.hasPrefix("targeted-"), let xadd = entryMillis[rep.job.rawValue],
-               let rms = Int(rid.split(separator: "-").first ?? "0") {
+                let rms = Int(rid.split(separator: "-").first ?? "0")
+            {
                 _ = targetedHist.record(UInt64(max(1, (rms - xadd) * 1000)))
             }
         }
 
         var perWorker: [WorkerFigures] = []
-        var cpu = 0.0, rss = 0.0
+        var cpu = 0.0
+        var rss = 0.0
         for (k, w) in stage.workers.enumerated() {
             let c = max(0, (w1[k]?.cpuSeconds ?? 0) - (w0[k]?.cpuSeconds ?? 0))
             let peak = w1[k]?.peakRSSMB ?? 0
             perWorker.append(WorkerFigures(name: w.name, cpu_s: c, peak_rss_mb: peak))
-            cpu += c; rss = max(rss, peak)
+            cpu += c
+            rss = max(rss, peak)
         }
         // Accepted per second over the window.
         var perSecond: [Double] = []
-        var sec = 1.0, prev = 0
+        var sec = 1.0
+        var prev = 0
         for (t, a) in series {
-            while t >= sec { perSecond.append(Double(a - prev)); prev = a; sec += 1 }
+            while t >= sec {
+                perSecond.append(Double(a - prev))
+                prev = a
+                sec += 1
+            }
         }
         // The last, partial second, scaled to a rate and rounded like the whole seconds (none when the run ended on a
         // whole second).
@@ -620,7 +730,8 @@ public struct E2EBench {
             redis_cpu_s: max(0, (redis1?.cpuSeconds ?? 0) - (redis0?.cpuSeconds ?? 0)),
             mock_cpu_s: max(0, (mock1?.cpuSeconds ?? 0) - (mock0?.cpuSeconds ?? 0)),
             rate_per_second: perSecond, command: command,
-            worker_env: o.workerEnvironment.isEmpty ? nil
+            worker_env: o.workerEnvironment.isEmpty
+                ? nil
                 : o.workerEnvironment.map { "\($0.key)=\($0.value)" }.sorted())
     }
 
@@ -628,11 +739,21 @@ public struct E2EBench {
     public static func table(_ r: Result) -> String {
         func f(_ v: Double, _ d: Int = 1) -> String { String(format: "%.\(d)f", v) }
         func lat(_ l: LatencySummary) -> String {
-            l.count == 0 ? "-" : "p50 \(f(l.p50_ms)) / p90 \(f(l.p90_ms)) / p99 \(f(l.p99_ms)) / max \(f(l.max_ms)) ms (n=\(l.count))"
+            l.count == 0
+                ? "-"
+                : "p50 \(f(l.p50_ms)) / p90 \(f(l.p90_ms)) / p99 \(f(l.p99_ms)) / max \(f(l.max_ms)) ms (n=\(l.count))"
         }
         var rows: [(String, String)] = [
-            ("devices", "\(grouped(Double(r.devices))) (\(grouped(Double(r.ios))) iOS, \(grouped(Double(r.android))) Android), \(grouped(Double(r.users))) users, \(r.jobs) jobs"),
-            ("setup", "\(r.workers) worker(s), \(r.connections) connection(s)/provider, inFlight \(r.in_flight), mock latency \(f(r.mock_latency_ms, 0)) ms, max streams \(r.mock_max_streams)"),
+            (
+                "devices",
+                "\(grouped(Double(r.devices))) (\(grouped(Double(r.ios))) iOS, \(grouped(Double(r.android))) "
+                    + "Android), \(grouped(Double(r.users))) users, \(r.jobs) jobs"
+            ),
+            (
+                "setup",
+                "\(r.workers) worker(s), \(r.connections) connection(s)/provider, inFlight \(r.in_flight), mock "
+                    + "latency \(f(r.mock_latency_ms, 0)) ms, max streams \(r.mock_max_streams)"
+            ),
             ("registry load", "\(f(r.load_seconds)) s (\(grouped(r.load_rate)) devices/s)"),
             ("XADD → last XACK", "\(f(r.duration_s, 2)) s"),
             ("throughput", "\(grouped(r.e2e_rate)) devices/s"),
@@ -641,7 +762,11 @@ public struct E2EBench {
             ("enqueue → accepted per device", lat(r.accept_latency)),
             ("enqueue → first push, idle", lat(r.idle_first_push)),
             ("targeted job enqueue → report, under load", lat(r.targeted_under_load)),
-            ("worker CPU", "\(f(r.cpu_s, 2)) s total, \(f(r.cpu_s_per_100k, 2)) s per 100,000 notifications (\(f(r.e2e_cpu_us, 2)) µs each)"),
+            (
+                "worker CPU",
+                "\(f(r.cpu_s, 2)) s total, \(f(r.cpu_s_per_100k, 2)) s per 100,000 notifications "
+                    + "(\(f(r.e2e_cpu_us, 2)) µs each)"
+            ),
             ("peak RSS per worker", r.per_worker.map { "\($0.name) \(f($0.peak_rss_mb)) MB" }.joined(separator: ", ")),
             ("Redis", "\(grouped(r.redis_commands_per_s)) commands/s, \(f(r.redis_cpu_s, 2)) CPU s"),
             ("mock CPU", "\(f(r.mock_cpu_s, 2)) s"),

@@ -1,3 +1,6 @@
+// swift-format-ignore-file: AlwaysUseLowerCamelCase
+
+// The result types' properties are the `--json` keys (snake_case, a contract with users' scripts), named as written.
 import Foundation
 import Logging
 import VolleyHTTP2
@@ -31,11 +34,13 @@ public struct ProcessSample: Sendable, Hashable, Codable {
     /// Reads /proc/<pid>/stat (utime + stime) and /proc/<pid>/status (VmRSS, VmHWM). nil when the process is gone.
     public static func read(pid: Int32) -> ProcessSample? {
         guard let stat = try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8),
-              let close = stat.lastIndex(of: ")") else { return nil }
+            let close = stat.lastIndex(of: ")")
+        else { return nil }
         // Fields after "comm)": state is field 3; utime and stime are fields 14 and 15.
         let rest = stat[stat.index(after: close)...].split(separator: " ")
         guard rest.count > 13, let ut = Double(rest[11]), let st = Double(rest[12]) else { return nil }
-        var rss = 0.0, hwm = 0.0
+        var rss = 0.0
+        var hwm = 0.0
         if let status = try? String(contentsOfFile: "/proc/\(pid)/status", encoding: .utf8) {
             for line in status.split(separator: "\n") {
                 if line.hasPrefix("VmRSS:") { rss = kb(line) } else if line.hasPrefix("VmHWM:") { hwm = kb(line) }
@@ -56,8 +61,10 @@ public final class BenchChild: @unchecked Sendable {
     public let process: Process
     public let logFile: String
 
-    public init(name: String, executable: String, arguments: [String], logFile: String,
-                environment: [String: String]? = nil) throws {
+    public init(
+        name: String, executable: String, arguments: [String], logFile: String,
+        environment: [String: String]? = nil
+    ) throws {
         self.name = name
         self.logFile = logFile
         FileManager.default.createFile(atPath: logFile, contents: nil)
@@ -104,7 +111,11 @@ public final class BenchChild: @unchecked Sendable {
     public func wait(timeout: Double) -> Int32? {
         let until = benchNow() + timeout
         while process.isRunning && benchNow() < until { usleep(5_000) }
-        if process.isRunning { kill(pid, SIGKILL); process.waitUntilExit(); return nil }
+        if process.isRunning {
+            kill(pid, SIGKILL)
+            process.waitUntilExit()
+            return nil
+        }
         return process.terminationStatus
     }
 }
@@ -139,10 +150,13 @@ public final class BenchRedis: @unchecked Sendable {
             throw BenchError("redis-server not found: apt-get install -y redis-server (or pass --redis URL)")
         }
         socket = directory + "/r.sock"
-        child = try BenchChild(name: "redis-server", executable: exe,
-                               arguments: ["--port", "0", "--unixsocket", socket, "--save", "", "--appendonly", "no",
-                                           "--dir", directory, "--maxclients", "1000"],
-                               logFile: directory + "/redis.log")
+        child = try BenchChild(
+            name: "redis-server", executable: exe,
+            arguments: [
+                "--port", "0", "--unixsocket", socket, "--save", "", "--appendonly", "no",
+                "--dir", directory, "--maxclients", "1000",
+            ],
+            logFile: directory + "/redis.log")
         let until = benchNow() + 10
         while !FileManager.default.fileExists(atPath: socket) {
             if !child.isRunning || benchNow() > until {
@@ -170,16 +184,25 @@ public struct MockEndpoints: Sendable, Hashable, Codable {
 
     public init(file: String) throws {
         guard let data = FileManager.default.contents(atPath: file),
-              let o = try? JSONSerialization.jsonObject(with: data) as? [String: Any],
-              let host = o["host"] as? String, let port = o["port"] as? Int, let ca = o["ca_file"] as? String,
-              let apns = o["apns"] as? [String: Any], let fcm = o["fcm"] as? [String: Any],
-              let p8 = apns["p8_file"] as? String, let keyID = apns["key_id"] as? String,
-              let team = apns["team_id"] as? String, let topic = apns["topic"] as? String,
-              let sa = fcm["service_account_file"] as? String else {
+            let o = try? JSONSerialization.jsonObject(with: data) as? [String: Any],
+            let host = o["host"] as? String, let port = o["port"] as? Int, let ca = o["ca_file"] as? String,
+            let apns = o["apns"] as? [String: Any], let fcm = o["fcm"] as? [String: Any],
+            let p8 = apns["p8_file"] as? String, let keyID = apns["key_id"] as? String,
+            let team = apns["team_id"] as? String, let topic = apns["topic"] as? String,
+            let sa = fcm["service_account_file"] as? String
+        else {
             throw BenchError("\(file) is not a volley-mock endpoints file (host, port, ca_file, apns{…}, fcm{…})")
         }
-        self.host = host; self.port = port; caFile = ca; p8File = p8; self.keyID = keyID; teamID = team
-        self.topic = topic; serviceAccountFile = sa; projectID = fcm["project_id"] as? String ?? ""; self.file = file
+        self.host = host
+        self.port = port
+        caFile = ca
+        p8File = p8
+        self.keyID = keyID
+        teamID = team
+        self.topic = topic
+        serviceAccountFile = sa
+        projectID = fcm["project_id"] as? String ?? ""
+        self.file = file
     }
 }
 
@@ -191,7 +214,10 @@ public final class BenchMock: @unchecked Sendable {
     public init(directory: String, configJSON: String) throws {
         let exe = volleyExecutableDirectory() + "/volley-mock"
         guard FileManager.default.isExecutableFile(atPath: exe) else {
-            throw BenchError("\(exe) not found: build it with `swift build -c release --product volley-mock` (or pass --mock-endpoints FILE)")
+            throw BenchError(
+                "\(exe) not found: build it with `swift build -c release --product volley-mock` (or pass "
+                    + "--mock-endpoints FILE)"
+            )
         }
         let state = directory + "/mock"
         try FileManager.default.createDirectory(atPath: state, withIntermediateDirectories: true)
@@ -199,16 +225,21 @@ public final class BenchMock: @unchecked Sendable {
         try? FileManager.default.removeItem(atPath: endpointsFile)
         let config = directory + "/mock-config.json"
         try configJSON.write(toFile: config, atomically: true, encoding: .utf8)
-        child = try BenchChild(name: "volley-mock", executable: exe,
-                               arguments: ["--port", "0", "--state-dir", state, "--config", config,
-                                           "--no-duplicate-tracking", "--log-level", "error"],
-                               logFile: directory + "/mock.log")
+        child = try BenchChild(
+            name: "volley-mock", executable: exe,
+            arguments: [
+                "--port", "0", "--state-dir", state, "--config", config,
+                "--no-duplicate-tracking", "--log-level", "error",
+            ],
+            logFile: directory + "/mock.log")
         let until = benchNow() + 30
         while !FileManager.default.fileExists(atPath: endpointsFile) {
-            if !child.isRunning || benchNow() > until { throw BenchError("volley-mock did not start:\n\(child.logTail())") }
+            if !child.isRunning || benchNow() > until {
+                throw BenchError("volley-mock did not start:\n\(child.logTail())")
+            }
             usleep(20_000)
         }
-        usleep(50_000)   // endpoints.json is written atomically, but give the listener a moment
+        usleep(50_000) // endpoints.json is written atomically, but give the listener a moment
         endpoints = try MockEndpoints(file: endpointsFile)
     }
 
@@ -217,7 +248,8 @@ public final class BenchMock: @unchecked Sendable {
 
 /// Fault-configuration document for the mock (MockConfiguration's JSON schema).
 public func mockConfigJSON(latencyMs: Double, maxStreams: Int, replace: Bool = false) -> String {
-    "{\"replace\":\(replace),\"latencyMs\":\(latencyMs),\"latencyJitterMs\":0,\"maxConcurrentStreams\":\(maxStreams),\"duplicateTracking\":false}"
+    "{\"replace\":\(replace),\"latencyMs\":\(latencyMs),\"latencyJitterMs\":0,\"maxConcurrentStreams\":"
+        + "\(maxStreams),\"duplicateTracking\":false}"
 }
 
 /// A blocking HTTP/2 client for the mock's control endpoints (`/_mock/stats`, `/_mock/config`, `/_mock/reset-stats`).
@@ -242,8 +274,14 @@ public final class MockControl: @unchecked Sendable {
         let done = DispatchSemaphore(value: 0)
         var headers: [HTTP2Header] = []
         if !body.isEmpty { headers.append(HTTP2Header("content-type", "application/json")) }
-        pool.submit(HTTP2Request(method: method, authority: authority, path: path, headers: headers,
-                                 body: Array(body.utf8))) { r in box.result = r; done.signal() }
+        pool.submit(
+            HTTP2Request(
+                method: method, authority: authority, path: path, headers: headers,
+                body: Array(body.utf8))
+        ) { r in
+            box.result = r
+            done.signal()
+        }
         if done.wait(timeout: .now() + 15) == .timedOut { throw BenchError("mock \(path): no answer in 15 s") }
         switch box.result {
         case .success(let r)?: return (r.status, String(decoding: r.body, as: UTF8.self))
@@ -257,8 +295,10 @@ public final class MockControl: @unchecked Sendable {
     public func counts() throws -> (accepted: Int, apns: Int, fcm: Int, total: Int) {
         let (status, text) = try request("GET", "/_mock/stats")
         guard status == 200, let o = try? JSONSerialization.jsonObject(with: Data(text.utf8)) as? [String: Any],
-              let acc = o["accepted"] as? [String: Any] else { throw BenchError("mock stats: HTTP \(status) \(text.prefix(200))") }
-        let a = acc["apns"] as? Int ?? 0, f = acc["fcm"] as? Int ?? 0
+            let acc = o["accepted"] as? [String: Any]
+        else { throw BenchError("mock stats: HTTP \(status) \(text.prefix(200))") }
+        let a = acc["apns"] as? Int ?? 0
+        let f = acc["fcm"] as? Int ?? 0
         return (a + f, a, f, o["total_requests"] as? Int ?? 0)
     }
 

@@ -1,3 +1,6 @@
+// swift-format-ignore-file: AlwaysUseLowerCamelCase
+
+// The result types' properties are the `--json` keys (snake_case, a contract with users' scripts), named as written.
 // `volley bench transport`: closed-loop HTTP/2 load through HTTP2ConnectionPool against the mock (or any
 // TLS HTTP/2 server), optionally beside h2load on the same server in the same run.
 import Crypto
@@ -107,7 +110,10 @@ public struct BenchEndpoints: Codable, Sendable {
         public var team_id: String
         public var topic: String
         public init(p8_file: String, key_id: String, team_id: String, topic: String) {
-            self.p8_file = p8_file; self.key_id = key_id; self.team_id = team_id; self.topic = topic
+            self.p8_file = p8_file
+            self.key_id = key_id
+            self.team_id = team_id
+            self.topic = topic
         }
     }
     public var host: String
@@ -115,7 +121,10 @@ public struct BenchEndpoints: Codable, Sendable {
     public var ca_file: String
     public var apns: APNs?
     public init(host: String, port: Int, ca_file: String, apns: APNs?) {
-        self.host = host; self.port = port; self.ca_file = ca_file; self.apns = apns
+        self.host = host
+        self.port = port
+        self.ca_file = ca_file
+        self.apns = apns
     }
 }
 
@@ -154,7 +163,10 @@ public enum TransportBench {
         var endpoints: BenchEndpoints
         var stateDir: String?
         func stop() {
-            if let p = process, p.isRunning { kill(p.processIdentifier, SIGKILL); p.waitUntilExit() }
+            if let p = process, p.isRunning {
+                kill(p.processIdentifier, SIGKILL)
+                p.waitUntilExit()
+            }
             if let d = stateDir { try? FileManager.default.removeItem(atPath: d) }
         }
     }
@@ -173,7 +185,10 @@ public enum TransportBench {
             args += ["--config", cfg, "--no-duplicate-tracking"]
         } else {
             p.executableURL = URL(fileURLWithPath: o.executableDirectory + "/volley")
-            args = ["bench", "serve"] + args + ["--latency-ms", String(o.mockLatencyMs), "--max-streams", String(o.mockMaxStreams)]
+            args =
+                ["bench", "serve"] + args + [
+                    "--latency-ms", String(o.mockLatencyMs), "--max-streams", String(o.mockMaxStreams),
+                ]
         }
         p.arguments = args
         p.standardOutput = FileHandle.nullDevice
@@ -182,14 +197,16 @@ public enum TransportBench {
         let deadline = Date().addingTimeInterval(20)
         while Date() < deadline {
             if let data = FileManager.default.contents(atPath: file),
-               let ep = try? JSONDecoder().decode(BenchEndpoints.self, from: data) {
+                let ep = try? JSONDecoder().decode(BenchEndpoints.self, from: data)
+            {
                 return Server(process: p, endpoints: ep, stateDir: dir)
             }
             if !p.isRunning { break }
             usleep(20_000)
         }
         Server(process: p, endpoints: BenchEndpoints(host: "", port: 0, ca_file: "", apns: nil), stateDir: dir).stop()
-        throw TransportBenchError("\(p.executableURL?.path ?? "server") did not write \(file) within 20 s (server \(o.server))")
+        throw TransportBenchError(
+            "\(p.executableURL?.path ?? "server") did not write \(file) within 20 s (server \(o.server))")
     }
 
     struct Workload {
@@ -205,8 +222,10 @@ public enum TransportBench {
         if let apns = ep.apns {
             let pem = try String(contentsOfFile: apns.p8_file, encoding: .utf8)
             let jwt = try apnsJWT(p8PEM: pem, keyID: apns.key_id, teamID: apns.team_id)
-            headers += [HTTP2Header("apns-topic", apns.topic), HTTP2Header("apns-push-type", "alert"),
-                        HTTP2Header("apns-priority", "10"), HTTP2Header("authorization", "bearer " + jwt, sensitive: true)]
+            headers += [
+                HTTP2Header("apns-topic", apns.topic), HTTP2Header("apns-push-type", "alert"),
+                HTTP2Header("apns-priority", "10"), HTTP2Header("authorization", "bearer " + jwt, sensitive: true),
+            ]
         }
         var json = #"{"aps":{"alert":{"title":"Volley","body":"#
         let pad = max(0, bodyBytes - json.utf8.count - 5)
@@ -216,14 +235,27 @@ public enum TransportBench {
     }
 
     /// Runs the closed loop: `connections × concurrency` requests in flight until `total` completed.
-    static func load(_ pool: HTTP2ConnectionPool, _ w: Workload, total: Int, inFlight: Int) async -> (seconds: Double, histogram: Histogram<UInt64>, failures: Int, firstError: String?) {
-        await load(pool, [HTTP2Request(method: "POST", authority: w.authority, path: w.path, headers: w.headers, body: w.body)],
-                   total: total, inFlight: inFlight)
+    static func load(_ pool: HTTP2ConnectionPool, _ w: Workload, total: Int, inFlight: Int) async -> (
+        seconds: Double, histogram: Histogram<UInt64>, failures: Int, firstError: String?
+    ) {
+        await load(
+            pool,
+            [HTTP2Request(method: "POST", authority: w.authority, path: w.path, headers: w.headers, body: w.body)],
+            total: total, inFlight: inFlight)
     }
 
     /// The closed loop over `requests` (request i is `requests[i % count]`).
-    static func load(_ pool: HTTP2ConnectionPool, _ requests: [HTTP2Request], total: Int, inFlight: Int) async -> (seconds: Double, histogram: Histogram<UInt64>, failures: Int, firstError: String?) {
-        struct S { var submitted = 0; var completed = 0; var failures = 0; var firstError: String?; var hist = Histogram<UInt64>(highestTrackableValue: 60_000_000, numberOfSignificantValueDigits: .three); var cont: CheckedContinuation<Void, Never>? }
+    static func load(_ pool: HTTP2ConnectionPool, _ requests: [HTTP2Request], total: Int, inFlight: Int) async -> (
+        seconds: Double, histogram: Histogram<UInt64>, failures: Int, firstError: String?
+    ) {
+        struct S {
+            var submitted = 0
+            var completed = 0
+            var failures = 0
+            var firstError: String?
+            var hist = Histogram<UInt64>(highestTrackableValue: 60_000_000, numberOfSignificantValueDigits: .three)
+            var cont: CheckedContinuation<Void, Never>?
+        }
         let state = Mutex(S())
         let count = requests.count
         let start = monotonicNow()
@@ -234,9 +266,19 @@ public enum TransportBench {
                 let (next, done): (Int?, CheckedContinuation<Void, Never>?) = state.withLock { s in
                     s.completed += 1
                     _ = s.hist.record(us)
-                    if case .failure(let e) = r { s.failures += 1; if s.firstError == nil { s.firstError = "\(e)" } }
-                    if s.submitted < total { s.submitted += 1; return (s.submitted - 1, nil) }
-                    if s.completed == total { let c = s.cont; s.cont = nil; return (nil, c) }
+                    if case .failure(let e) = r {
+                        s.failures += 1
+                        if s.firstError == nil { s.firstError = "\(e)" }
+                    }
+                    if s.submitted < total {
+                        s.submitted += 1
+                        return (s.submitted - 1, nil)
+                    }
+                    if s.completed == total {
+                        let c = s.cont
+                        s.cont = nil
+                        return (nil, c)
+                    }
                     return (nil, nil)
                 }
                 if let next { one(next) }
@@ -244,7 +286,11 @@ public enum TransportBench {
             }
         }
         await withCheckedContinuation { (c: CheckedContinuation<Void, Never>) in
-            let n: Int = state.withLock { s in s.cont = c; s.submitted = min(total, inFlight); return s.submitted }
+            let n: Int = state.withLock { s in
+                s.cont = c
+                s.submitted = min(total, inFlight)
+                return s.submitted
+            }
             for i in 0..<n { one(i) }
         }
         let secs = Double(monotonicNow() - start) / 1e9
@@ -259,7 +305,9 @@ public enum TransportBench {
     /// known latency, how much the round trip added on top of it per request.
     public static func latencyLine(_ r: TransportBenchResult, mockLatencyMs: Int?) -> String {
         func f(_ x: Double, _ digits: Int = 2) -> String { String(format: "%.\(digits)f", x) }
-        var line = "latency : mean \(f(r.mean_ms, 3)) ms  p90 \(f(r.p90_ms, 3))  p99.9 \(f(r.p999_ms, 3))  max \(f(r.max_ms, 3)) ms"
+        var line =
+            "latency : mean \(f(r.mean_ms, 3)) ms  p90 \(f(r.p90_ms, 3))  p99.9 \(f(r.p999_ms, 3))  max "
+            + "\(f(r.max_ms, 3)) ms"
         guard r.mean_ms > 0 else { return line }
         let inFlight = r.connections * r.concurrency
         line += "; in-flight \(inFlight) / mean = \(Int(Double(inFlight) / r.mean_ms * 1000)) req/s"
@@ -291,8 +339,9 @@ public enum TransportBench {
         let text = String(decoding: data, as: UTF8.self)
         // "finished in 1.23s, 81234.56 req/s, 12.34MB/s"
         guard let line = text.split(separator: "\n").first(where: { $0.hasPrefix("finished in") }),
-              let rateField = line.split(separator: ",").dropFirst().first,
-              let rate = Double(rateField.trimmingCharacters(in: .whitespaces).split(separator: " ").first ?? "") else {
+            let rateField = line.split(separator: ",").dropFirst().first,
+            let rate = Double(rateField.trimmingCharacters(in: .whitespaces).split(separator: " ").first ?? "")
+        else {
             throw TransportBenchError("cannot parse h2load output:\n\(text)")
         }
         if let statusLine = text.split(separator: "\n").first(where: { $0.hasPrefix("status codes:") }) {
@@ -305,13 +354,16 @@ public enum TransportBench {
         var server: Server?
         var endpoints: BenchEndpoints
         if let target = o.target {
-            guard let url = URL(string: target), let host = url.host else { throw TransportBenchError("bad --target \(target)") }
+            guard let url = URL(string: target), let host = url.host else {
+                throw TransportBenchError("bad --target \(target)")
+            }
             if let f = o.endpointsFile, let data = FileManager.default.contents(atPath: f) {
                 endpoints = try JSONDecoder().decode(BenchEndpoints.self, from: data)
             } else {
                 endpoints = BenchEndpoints(host: host, port: url.port ?? 443, ca_file: o.caFile ?? "", apns: nil)
             }
-            endpoints.host = host; endpoints.port = url.port ?? 443
+            endpoints.host = host
+            endpoints.port = url.port ?? 443
             if let ca = o.caFile { endpoints.ca_file = ca }
         } else {
             let s = try startServer(o, logger: logger)
@@ -320,16 +372,20 @@ public enum TransportBench {
         }
         defer { server?.stop() }
         let w = try workload(endpoints, bodyBytes: o.bodyBytes)
-        let cfg = HTTP2ClientConfiguration(host: endpoints.host, port: endpoints.port,
-                                           caFile: endpoints.ca_file.isEmpty ? nil : endpoints.ca_file,
-                                           connections: o.connections, maxConcurrentStreamsCap: o.concurrency,
-                                           requestTimeoutSeconds: 60, idlePingSeconds: 0,
-                                           maxQueuedRequests: max(100_000, o.connections * o.concurrency * 2))
+        let cfg = HTTP2ClientConfiguration(
+            host: endpoints.host, port: endpoints.port,
+            caFile: endpoints.ca_file.isEmpty ? nil : endpoints.ca_file,
+            connections: o.connections, maxConcurrentStreamsCap: o.concurrency,
+            requestTimeoutSeconds: 60, idlePingSeconds: 0,
+            maxQueuedRequests: max(100_000, o.connections * o.concurrency * 2))
         let pool = HTTP2ConnectionPool(configuration: cfg, logger: logger)
         let inFlight = o.connections * o.concurrency
         // Warm-up: connections, TLS, HPACK tables, JWT verdict caches.
         let warm = await load(pool, w, total: min(o.warmupRequests, max(o.requests / 10, inFlight)), inFlight: inFlight)
-        if warm.failures > 0 { logger.warning("warm-up failures", metadata: ["count": "\(warm.failures)", "first": "\(warm.firstError ?? "")"]) }
+        if warm.failures > 0 {
+            logger.warning(
+                "warm-up failures", metadata: ["count": "\(warm.failures)", "first": "\(warm.firstError ?? "")"])
+        }
         let provider = o.vsProvider ? try await ProviderRunner(o, endpoints, logger: logger) : nil
         defer { provider?.shutdown() }
         var rounds: [TransportBenchRound] = []
@@ -339,21 +395,31 @@ public enum TransportBench {
             let r = await load(pool, w, total: o.requests, inFlight: inFlight)
             let cpu = cpuSeconds(RUSAGE_SELF.rawValue) - cpu0
             failures += r.failures
-            if r.failures > 0 { logger.warning("request failures", metadata: ["count": "\(r.failures)", "first": "\(r.firstError ?? "")"]) }
+            if r.failures > 0 {
+                logger.warning(
+                    "request failures", metadata: ["count": "\(r.failures)", "first": "\(r.firstError ?? "")"])
+            }
             let rate = Double(o.requests) / r.seconds
             func ms(_ p: Double) -> Double { Double(r.histogram.valueAtPercentile(p)) / 1000 }
-            var one = TransportBenchRound(rate: rate, cpu_us: cpu / Double(o.requests) * 1e6,
-                                          p50_ms: ms(50), p99_ms: ms(99), mean_ms: r.histogram.mean / 1000,
-                                          p90_ms: ms(90), p999_ms: ms(99.9), max_ms: ms(100))
+            var one = TransportBenchRound(
+                rate: rate, cpu_us: cpu / Double(o.requests) * 1e6,
+                p50_ms: ms(50), p99_ms: ms(99), mean_ms: r.histogram.mean / 1000,
+                p90_ms: ms(90), p999_ms: ms(99.9), max_ms: ms(100))
             if let provider {
                 let cpuSame0 = cpuSeconds(RUSAGE_SELF.rawValue)
                 let same = await load(pool, provider.sameRequests, total: o.requests, inFlight: inFlight)
                 let cpuSame = cpuSeconds(RUSAGE_SELF.rawValue) - cpuSame0
                 failures += same.failures
-                if same.failures > 0 { logger.warning("same-request failures", metadata: ["count": "\(same.failures)", "first": "\(same.firstError ?? "")"]) }
+                if same.failures > 0 {
+                    logger.warning(
+                        "same-request failures",
+                        metadata: ["count": "\(same.failures)", "first": "\(same.firstError ?? "")"])
+                }
                 let sameRate = Double(o.requests) / same.seconds
                 let p = await provider.run(round: round)
-                if p.failures > 0 { logger.warning("provider sends not accepted", metadata: ["count": "\(p.failures)"]) }
+                if p.failures > 0 {
+                    logger.warning("provider sends not accepted", metadata: ["count": "\(p.failures)"])
+                }
                 one.same_requests_rate = sameRate
                 one.same_requests_cpu_us = cpuSame / Double(o.requests) * 1e6
                 one.provider_rate = p.rate

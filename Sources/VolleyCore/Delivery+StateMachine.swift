@@ -46,9 +46,13 @@ public struct DeliveryStateMachine: Sendable {
 
     /// A machine for a delivery whose first attempt is under way. `clock` dates a Retry-After given as an HTTP-date;
     /// `random` spreads the back-off (jitter), so a burst of retries does not come back at once.
-    public init(policy: RetryPolicy, clock: any WallClock,
-                random: any RandomNumberGenerator & Sendable = SystemRandomNumberGenerator()) {
-        self.policy = policy; self.clock = clock; self.random = random
+    public init(
+        policy: RetryPolicy, clock: any WallClock,
+        random: any RandomNumberGenerator & Sendable = SystemRandomNumberGenerator()
+    ) {
+        self.policy = policy
+        self.clock = clock
+        self.random = random
     }
 
     public var isFinished: Bool { if case .finished = state { true } else { false } }
@@ -99,7 +103,7 @@ public struct DeliveryStateMachine: Sendable {
     /// last answer is the outcome.
     private mutating func backOff(_ result: AttemptResult) -> Action {
         let retryAfter = result.retryAfter.flatMap { RetryAfter.seconds($0, now: clock.now()) }
-        let jitter = Double(random.next() >> 11) * 0x1p-53   // uniform in 0..<1 from the top 53 bits
+        let jitter = Double(random.next() >> 11) * 0x1p-53 // uniform in 0..<1 from the top 53 bits
         guard let delay = policy.delay(afterAttempt: attempts, retryAfterSeconds: retryAfter, random: jitter) else {
             return finish(result.terminalOutcome())
         }

@@ -9,15 +9,22 @@ public struct AttemptResult: Sendable {
     /// The provider's or transport's own words, for errors and `volley test-push`.
     public var message: String?
     public init(answer: ProviderAnswer, messageID: String? = nil, retryAfter: String? = nil, message: String? = nil) {
-        self.answer = answer; self.messageID = messageID; self.retryAfter = retryAfter; self.message = message
+        self.answer = answer
+        self.messageID = messageID
+        self.retryAfter = retryAfter
+        self.message = message
     }
 
     /// No answer arrived: the transport failed (`reason` names how) and says whether a resend is safe
     /// (the request provably never reached the provider).
-    public static func transportFailure(_ provider: PushProvider, reason: OutcomeReason, resendIsSafe: Bool,
-                                        message: String?) -> AttemptResult {
-        AttemptResult(answer: ProviderAnswer(provider: provider, status: 0, reason: reason,
-                                             transportResendIsSafe: resendIsSafe), message: message)
+    public static func transportFailure(
+        _ provider: PushProvider, reason: OutcomeReason, resendIsSafe: Bool,
+        message: String?
+    ) -> AttemptResult {
+        AttemptResult(
+            answer: ProviderAnswer(
+                provider: provider, status: 0, reason: reason,
+                transportResendIsSafe: resendIsSafe), message: message)
     }
 
     public var decision: OutcomeDecision { OutcomeTable.decide(answer) }
@@ -40,8 +47,9 @@ public struct AttemptResult: Sendable {
         case .unknown where answer.status == 0:
             return .failed(reason: reportedReason, resendWasSafe: answer.transportResendIsSafe)
         case .removeToken, .fixApp, .invalidNotification, .unknown:
-            return .rejected(status: answer.status, reason: reportedReason,
-                             action: decision.rejectionAction ?? .unknown)
+            return .rejected(
+                status: answer.status, reason: reportedReason,
+                action: decision.rejectionAction ?? .unknown)
         }
     }
 }

@@ -7,12 +7,18 @@ public struct OutcomeReason: Sendable, Hashable, Codable, CustomStringConvertibl
     /// reason's identity (not compared, not encoded): the registry keeps it with the removed token.
     public var tokenInvalidSince: Date? = nil
     public init(_ rawValue: String) { self.rawValue = rawValue }
-    public init(_ rawValue: String, tokenInvalidSince: Date?) { self.rawValue = rawValue; self.tokenInvalidSince = tokenInvalidSince }
+    public init(_ rawValue: String, tokenInvalidSince: Date?) {
+        self.rawValue = rawValue
+        self.tokenInvalidSince = tokenInvalidSince
+    }
     public static func == (a: OutcomeReason, b: OutcomeReason) -> Bool { a.rawValue == b.rawValue }
     public func hash(into h: inout Hasher) { h.combine(rawValue) }
     public init(stringLiteral value: String) { self.rawValue = value }
     public init(from decoder: any Decoder) throws { rawValue = try decoder.singleValueContainer().decode(String.self) }
-    public func encode(to encoder: any Encoder) throws { var c = encoder.singleValueContainer(); try c.encode(rawValue) }
+    public func encode(to encoder: any Encoder) throws {
+        var c = encoder.singleValueContainer()
+        try c.encode(rawValue)
+    }
     public var description: String { rawValue }
 }
 
@@ -59,6 +65,9 @@ public enum DeliveryOutcome: Sendable, Hashable, Codable {
 public struct NotificationError: Error, Sendable, Hashable, CustomStringConvertible {
     public let reason: OutcomeReason
     public let message: String
-    public init(_ reason: OutcomeReason, _ message: String) { self.reason = reason; self.message = message }
+    public init(_ reason: OutcomeReason, _ message: String) {
+        self.reason = reason
+        self.message = message
+    }
     public var description: String { "\(reason): \(message)" }
 }

@@ -9,8 +9,9 @@ package protocol DeliverySender: AnyObject, Sendable {
     /// The clock a Retry-After given as an HTTP-date is read against.
     var clock: any WallClock { get }
     /// One more attempt: what the provider answered, and the credential the request carried (nil for none).
-    func attempt(_ prepared: any PreparedNotification, to device: Device,
-                 completion: @escaping @Sendable (AttemptResult, _ credential: String?) -> Void)
+    func attempt(
+        _ prepared: any PreparedNotification, to device: Device,
+        completion: @escaping @Sendable (AttemptResult, _ credential: String?) -> Void)
     /// After the provider rejected the credential `used`: true when a resend with a newer one may go now.
     func refreshCredential(rejected used: String?) -> Bool
     /// Runs `work` after `seconds` (the back-off between attempts).
@@ -36,9 +37,14 @@ package struct PendingDelivery: Sendable {
     package let credential: String?
     package let receiver: any DeliveryReceiver
 
-    package init(sender: any DeliverySender, prepared: any PreparedNotification, device: Device, credential: String?,
-                 receiver: any DeliveryReceiver) {
-        self.sender = sender; self.prepared = prepared; self.device = device; self.credential = credential
+    package init(
+        sender: any DeliverySender, prepared: any PreparedNotification, device: Device, credential: String?,
+        receiver: any DeliveryReceiver
+    ) {
+        self.sender = sender
+        self.prepared = prepared
+        self.device = device
+        self.credential = credential
         self.receiver = receiver
     }
 
@@ -70,7 +76,9 @@ final class DeliveryRun: @unchecked Sendable {
     private var credential: String?
 
     init(_ delivery: PendingDelivery, _ machine: DeliveryStateMachine) {
-        self.delivery = delivery; self.machine = machine; credential = delivery.credential
+        self.delivery = delivery
+        self.machine = machine
+        credential = delivery.credential
     }
 
     func perform(_ action: DeliveryStateMachine.Action) {

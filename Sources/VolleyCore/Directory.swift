@@ -25,7 +25,11 @@ public struct DirectoryRecord: Sendable, Hashable, Codable {
     public var members: [RecipientID]?
 
     public init(org: OrgID, kind: DirectoryKind, id: RecipientID, active: Bool? = nil, members: [RecipientID]? = nil) {
-        self.org = org; self.kind = kind; self.id = id; self.active = active; self.members = members
+        self.org = org
+        self.kind = kind
+        self.id = id
+        self.active = active
+        self.members = members
     }
 
     /// Problems that make the record unusable (empty id, members on a user, …), each saying what to fix.
@@ -35,7 +39,9 @@ public struct DirectoryRecord: Sendable, Hashable, Codable {
         if id.rawValue.isEmpty { out.append("id: must not be empty") }
         if kind == .user, let m = members, !m.isEmpty { out.append("members: a user has no members (id \(id))") }
         if kind.isContainer, active != nil { out.append("active: only users have an active flag (id \(id))") }
-        if let m = members, m.contains(where: { $0.rawValue.isEmpty }) { out.append("members: empty member id in \(id)") }
+        if let m = members, m.contains(where: { $0.rawValue.isEmpty }) {
+            out.append("members: empty member id in \(id)")
+        }
         return out
     }
 }
@@ -52,7 +58,10 @@ public struct ResolutionSummary: Sendable, Hashable, Codable {
     public var inactive: [RecipientID]
 
     public init(users: Int = 0, unknown: [RecipientID] = [], containers: Int = 0, inactive: [RecipientID] = []) {
-        self.users = users; self.unknown = unknown; self.containers = containers; self.inactive = inactive
+        self.users = users
+        self.unknown = unknown
+        self.containers = containers
+        self.inactive = inactive
     }
 }
 
@@ -74,20 +83,29 @@ public protocol DirectoryResolver: Sendable {
 /// (so an implementation can pipeline a level's lookups). Cycles and diamonds are harmless: each
 /// container is expanded once. Returns every container reached, roots included, in visit order.
 public enum ContainerClosure {
-    public static func compute(roots: [RecipientID], maxContainers: Int = 1_000_000,
-                               children: ([RecipientID]) throws -> [[RecipientID]]) throws -> [RecipientID] {
+    public static func compute(
+        roots: [RecipientID], maxContainers: Int = 1_000_000,
+        children: ([RecipientID]) throws -> [[RecipientID]]
+    ) throws -> [RecipientID] {
         var seen = Set<RecipientID>()
         var order: [RecipientID] = []
         var frontier: [RecipientID] = []
-        for r in roots where seen.insert(r).inserted { frontier.append(r); order.append(r) }
+        for r in roots where seen.insert(r).inserted {
+            frontier.append(r)
+            order.append(r)
+        }
         while !frontier.isEmpty {
             let kids = try children(frontier)
             var next: [RecipientID] = []
             for list in kids {
                 for k in list where seen.insert(k).inserted {
-                    next.append(k); order.append(k)
+                    next.append(k)
+                    order.append(k)
                     if order.count > maxContainers {
-                        throw DirectoryError("more than \(maxContainers) nested containers reached from \(roots.count) recipients; check the directory for a runaway import")
+                        throw DirectoryError(
+                            "more than \(maxContainers) nested containers reached from \(roots.count) recipients; "
+                                + "check the directory for a runaway import"
+                        )
                     }
                 }
             }
@@ -116,9 +134,13 @@ public struct RecipientFacts: Sendable, Hashable {
     /// > 0 when the job was split into this many shard jobs: the run acknowledges without a report of its own
     /// (the last shard publishes the parent's).
     public var shardedInto = 0
-    public init(notEnabledReason: String? = nil, inAppStored: Int? = nil, unknownRecipientIDs: [RecipientID] = [],
-                shardedInto: Int = 0) {
-        self.notEnabledReason = notEnabledReason; self.inAppStored = inAppStored
-        self.unknownRecipientIDs = unknownRecipientIDs; self.shardedInto = shardedInto
+    public init(
+        notEnabledReason: String? = nil, inAppStored: Int? = nil, unknownRecipientIDs: [RecipientID] = [],
+        shardedInto: Int = 0
+    ) {
+        self.notEnabledReason = notEnabledReason
+        self.inAppStored = inAppStored
+        self.unknownRecipientIDs = unknownRecipientIDs
+        self.shardedInto = shardedInto
     }
 }

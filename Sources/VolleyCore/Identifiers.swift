@@ -54,17 +54,35 @@ extension StringIdentifier {
 }
 
 /// An organisation (tenant).
-public struct OrgID: StringIdentifier { public let rawValue: String; public init(_ rawValue: String) { self.rawValue = rawValue } }
+public struct OrgID: StringIdentifier {
+    public let rawValue: String
+    public init(_ rawValue: String) { self.rawValue = rawValue }
+}
 /// A configured app (the connected app's API name, as jobs name it).
-public struct AppName: StringIdentifier { public let rawValue: String; public init(_ rawValue: String) { self.rawValue = rawValue } }
+public struct AppName: StringIdentifier {
+    public let rawValue: String
+    public init(_ rawValue: String) { self.rawValue = rawValue }
+}
 /// A user in an org's directory.
-public struct UserID: StringIdentifier { public let rawValue: String; public init(_ rawValue: String) { self.rawValue = rawValue } }
+public struct UserID: StringIdentifier {
+    public let rawValue: String
+    public init(_ rawValue: String) { self.rawValue = rawValue }
+}
 /// A job's idempotency key.
-public struct JobID: StringIdentifier { public let rawValue: String; public init(_ rawValue: String) { self.rawValue = rawValue } }
+public struct JobID: StringIdentifier {
+    public let rawValue: String
+    public init(_ rawValue: String) { self.rawValue = rawValue }
+}
 /// A recipient id as a job names it: a user, group, queue, account team or opportunity team.
-public struct RecipientID: StringIdentifier { public let rawValue: String; public init(_ rawValue: String) { self.rawValue = rawValue } }
+public struct RecipientID: StringIdentifier {
+    public let rawValue: String
+    public init(_ rawValue: String) { self.rawValue = rawValue }
+}
 /// A Redis stream entry id ("1700000000000-0").
-public struct StreamEntryID: StringIdentifier { public let rawValue: String; public init(_ rawValue: String) { self.rawValue = rawValue } }
+public struct StreamEntryID: StringIdentifier {
+    public let rawValue: String
+    public init(_ rawValue: String) { self.rawValue = rawValue }
+}
 
 /// One registered device.
 public struct Device: Sendable, Hashable, Codable {
@@ -75,8 +93,10 @@ public struct Device: Sendable, Hashable, Codable {
     public var locale: String?
     public var user: UserID?
 
-    public init(platform: Platform, token: DeviceToken, environment: APNSEnvironment? = nil,
-                locale: String? = nil, user: UserID? = nil) {
+    public init(
+        platform: Platform, token: DeviceToken, environment: APNSEnvironment? = nil,
+        locale: String? = nil, user: UserID? = nil
+    ) {
         self.platform = platform
         self.token = token
         self.environment = environment

@@ -19,12 +19,19 @@ public struct InboxNotification: Sendable, Hashable, Codable {
     public var read: Bool
     public var seen: Bool
 
-    public init(id: String, type: String?, title: String, body: String, target: String?, targetPageRef: String?,
-                createdAt: Date, read: Bool = false, seen: Bool = false) {
-        self.id = id; self.type = type; self.target = target; self.targetPageRef = targetPageRef
+    public init(
+        id: String, type: String?, title: String, body: String, target: String?, targetPageRef: String?,
+        createdAt: Date, read: Bool = false, seen: Bool = false
+    ) {
+        self.id = id
+        self.type = type
+        self.target = target
+        self.targetPageRef = targetPageRef
         self.title = InboxNotification.clip(title, InboxNotification.maxTitle)
         self.body = InboxNotification.clip(body, InboxNotification.maxBody)
-        self.createdAt = createdAt; self.read = read; self.seen = seen
+        self.createdAt = createdAt
+        self.read = read
+        self.seen = seen
     }
 
     /// Cut to `n` characters (grapheme clusters, as Salesforce counts them); never splits a character.
@@ -39,8 +46,11 @@ public struct InboxStatus: Sendable, Hashable, Codable {
     public var oldestUnseen: Date?
     public var lastActivity: Date?
     public init(unreadCount: Int, unseenCount: Int, oldestUnread: Date?, oldestUnseen: Date?, lastActivity: Date?) {
-        self.unreadCount = unreadCount; self.unseenCount = unseenCount
-        self.oldestUnread = oldestUnread; self.oldestUnseen = oldestUnseen; self.lastActivity = lastActivity
+        self.unreadCount = unreadCount
+        self.unseenCount = unseenCount
+        self.oldestUnread = oldestUnread
+        self.oldestUnseen = oldestUnseen
+        self.lastActivity = lastActivity
     }
 }
 
@@ -58,11 +68,17 @@ public struct InboxMark: Sendable, Hashable {
 
     /// Validates like Salesforce: at least one flag; read=true with seen=false is an error; read=true marks seen.
     public init(_ selection: Selection, read: Bool?, seen: Bool?) throws {
-        if read == nil && seen == nil { throw InboxError("give read, seen or both (--read true|false, --seen true|false)") }
-        if read == true && seen == false { throw InboxError("read=true with seen=false is not allowed: a notification that is read is also seen") }
+        if read == nil && seen == nil {
+            throw InboxError("give read, seen or both (--read true|false, --seen true|false)")
+        }
+        if read == true && seen == false {
+            throw InboxError("read=true with seen=false is not allowed: a notification that is read is also seen")
+        }
         if case .ids(let ids) = selection {
             if ids.isEmpty { throw InboxError("give at least one notification id, or --before") }
-            if ids.count > 50 { throw InboxError("at most 50 notification ids per mark (got \(ids.count)); use --before for more") }
+            if ids.count > 50 {
+                throw InboxError("at most 50 notification ids per mark (got \(ids.count)); use --before for more")
+            }
         }
         self.selection = selection
         self.read = read
@@ -75,7 +91,8 @@ public struct InboxRetention: Sendable, Hashable, Codable {
     public var maxCount: Int
     public var maxAgeSeconds: Int
     public init(maxCount: Int = 200, maxAgeSeconds: Int = 90 * 86_400) {
-        self.maxCount = maxCount; self.maxAgeSeconds = maxAgeSeconds
+        self.maxCount = maxCount
+        self.maxAgeSeconds = maxAgeSeconds
     }
 }
 
@@ -94,12 +111,17 @@ public struct InboxContent: Sendable, Hashable, Codable {
     public var target: String?
     public var targetPageRef: String?
     public var createdAt: Date
-    public init(id: String, type: String?, title: String, body: String, target: String?, targetPageRef: String? = nil,
-                createdAt: Date) {
-        self.id = id; self.type = type
+    public init(
+        id: String, type: String?, title: String, body: String, target: String?, targetPageRef: String? = nil,
+        createdAt: Date
+    ) {
+        self.id = id
+        self.type = type
         self.title = InboxNotification.clip(title, InboxNotification.maxTitle)
         self.body = InboxNotification.clip(body, InboxNotification.maxBody)
-        self.target = target; self.targetPageRef = targetPageRef; self.createdAt = createdAt
+        self.target = target
+        self.targetPageRef = targetPageRef
+        self.createdAt = createdAt
     }
 }
 

@@ -58,7 +58,10 @@ public struct UnknownKey: Sendable, Hashable, CustomStringConvertible {
     public var path: String
     /// The known key it most probably meant.
     public var suggestion: String?
-    public init(path: String, suggestion: String?) { self.path = path; self.suggestion = suggestion }
+    public init(path: String, suggestion: String?) {
+        self.path = path
+        self.suggestion = suggestion
+    }
     public var description: String {
         "'\(path)'" + (suggestion.map { " (did you mean '\($0)'?)" } ?? "")
     }
@@ -83,7 +86,8 @@ public enum KeySuggestion {
     /// Edit distance counting insertions, deletions, substitutions and swaps of two neighbours (`titel` → `title`
     /// is 1): the optimal string alignment distance.
     public static func editDistance(_ a: String, _ b: String) -> Int {
-        let a = Array(a), b = Array(b)
+        let a = Array(a)
+        let b = Array(b)
         if a.isEmpty { return b.count }
         if b.isEmpty { return a.count }
         var d = [[Int]](repeating: [Int](repeating: 0, count: b.count + 1), count: a.count + 1)

@@ -17,7 +17,8 @@ extension Notification {
         switch aps?["alert"] {
         case .string(let body)?: return body.isEmpty ? nil : ("", body)
         case .object(let alert)?:
-            let title = alert["title"]?.stringValue, body = alert["body"]?.stringValue
+            let title = alert["title"]?.stringValue
+            let body = alert["body"]?.stringValue
             if title == nil && body == nil { return nil }
             return (title ?? "", body ?? "")
         default: return nil
@@ -28,7 +29,8 @@ extension Notification {
         guard let payload else { return nil }
         let message = payload["message"] ?? payload
         guard let n = message["notification"] ?? message["android"]?["notification"] else { return nil }
-        let title = n["title"]?.stringValue, body = n["body"]?.stringValue
+        let title = n["title"]?.stringValue
+        let body = n["body"]?.stringValue
         if title == nil && body == nil { return nil }
         return (title ?? "", body ?? "")
     }

@@ -6,7 +6,9 @@ public struct Notification: Sendable, Hashable, Codable {
         public var subtitle: String?
         public var body: String?
         public init(title: String? = nil, subtitle: String? = nil, body: String? = nil) {
-            self.title = title; self.subtitle = subtitle; self.body = body
+            self.title = title
+            self.subtitle = subtitle
+            self.body = body
         }
     }
 
@@ -35,7 +37,8 @@ public struct Notification: Sendable, Hashable, Codable {
     /// Time to live in seconds; 0 = deliver once, now or never.
     public var ttl: Int?
     public var priority: Priority?
-    /// APNs push type (alert, background, voip, complication, fileprovider, liveactivity, location, mdm, pushtotalk, widgets).
+    /// APNs push type (alert, background, voip, complication, fileprovider, liveactivity, location, mdm, pushtotalk,
+    /// widgets).
     public var pushType: String?
     public var imageUrl: String?
     public var url: String?
@@ -47,23 +50,46 @@ public struct Notification: Sendable, Hashable, Codable {
     public var apns: JSONValue?
     public var fcm: JSONValue?
 
-    public init(title: String? = nil, subtitle: String? = nil, body: String? = nil,
-                localized: [String: LocalizedText]? = nil, sound: String? = nil, badge: Int? = nil,
-                badgeIncrement: Int? = nil, data: [String: JSONValue]? = nil, contentAvailable: Bool? = nil,
-                mutableContent: Bool? = nil, category: String? = nil, threadId: String? = nil,
-                collapseId: String? = nil, interruptionLevel: String? = nil, relevanceScore: Double? = nil,
-                targetContentId: String? = nil, ttl: Int? = nil, priority: Priority? = nil,
-                pushType: String? = nil, imageUrl: String? = nil, url: String? = nil, channelId: String? = nil,
-                type: String? = nil, targetId: String? = nil, apns: JSONValue? = nil, fcm: JSONValue? = nil) {
-        self.title = title; self.subtitle = subtitle; self.body = body; self.localized = localized
-        self.sound = sound; self.badge = badge; self.badgeIncrement = badgeIncrement; self.data = data
-        self.contentAvailable = contentAvailable; self.mutableContent = mutableContent; self.category = category
-        self.threadId = threadId; self.collapseId = collapseId; self.interruptionLevel = interruptionLevel
-        self.relevanceScore = relevanceScore; self.targetContentId = targetContentId; self.ttl = ttl
-        self.priority = priority; self.pushType = pushType; self.imageUrl = imageUrl; self.url = url
-        self.channelId = channelId; self.type = type; self.targetId = targetId; self.apns = apns; self.fcm = fcm
+    public init(
+        title: String? = nil, subtitle: String? = nil, body: String? = nil,
+        localized: [String: LocalizedText]? = nil, sound: String? = nil, badge: Int? = nil,
+        badgeIncrement: Int? = nil, data: [String: JSONValue]? = nil, contentAvailable: Bool? = nil,
+        mutableContent: Bool? = nil, category: String? = nil, threadId: String? = nil,
+        collapseId: String? = nil, interruptionLevel: String? = nil, relevanceScore: Double? = nil,
+        targetContentId: String? = nil, ttl: Int? = nil, priority: Priority? = nil,
+        pushType: String? = nil, imageUrl: String? = nil, url: String? = nil, channelId: String? = nil,
+        type: String? = nil, targetId: String? = nil, apns: JSONValue? = nil, fcm: JSONValue? = nil
+    ) {
+        self.title = title
+        self.subtitle = subtitle
+        self.body = body
+        self.localized = localized
+        self.sound = sound
+        self.badge = badge
+        self.badgeIncrement = badgeIncrement
+        self.data = data
+        self.contentAvailable = contentAvailable
+        self.mutableContent = mutableContent
+        self.category = category
+        self.threadId = threadId
+        self.collapseId = collapseId
+        self.interruptionLevel = interruptionLevel
+        self.relevanceScore = relevanceScore
+        self.targetContentId = targetContentId
+        self.ttl = ttl
+        self.priority = priority
+        self.pushType = pushType
+        self.imageUrl = imageUrl
+        self.url = url
+        self.channelId = channelId
+        self.type = type
+        self.targetId = targetId
+        self.apns = apns
+        self.fcm = fcm
     }
 
     /// True when this is a silent (background) push.
-    public var isSilent: Bool { contentAvailable == true && title == nil && body == nil && sound == nil && badge == nil }
+    public var isSilent: Bool {
+        contentAvailable == true && title == nil && body == nil && sound == nil && badge == nil
+    }
 }

@@ -18,7 +18,9 @@ extension Notification {
         if let k = keys.first(where: { Self.normalizeLocale($0) == language }) { return k }
         if let k = keys.first(where: {
             Self.normalizeLocale($0).split(separator: "-", maxSplits: 1).first.map(String.init) == language
-        }) { return k }
+        }) {
+            return k
+        }
         return nil
     }
 

@@ -9,7 +9,10 @@ public struct NotificationType: Sendable, Hashable, Codable {
     /// Desktop delivery channel.
     public var desktop: Bool
     public init(id: String, name: String, mobile: Bool = true, desktop: Bool = false) {
-        self.id = id; self.name = name; self.mobile = mobile; self.desktop = desktop
+        self.id = id
+        self.name = name
+        self.mobile = mobile
+        self.desktop = desktop
     }
 }
 
@@ -18,7 +21,10 @@ public struct NotificationType: Sendable, Hashable, Codable {
 public struct NotificationAppSetting: Sendable, Hashable, Codable {
     public var enabled: Bool?
     public var pushEnabled: Bool?
-    public init(enabled: Bool? = nil, pushEnabled: Bool? = nil) { self.enabled = enabled; self.pushEnabled = pushEnabled }
+    public init(enabled: Bool? = nil, pushEnabled: Bool? = nil) {
+        self.enabled = enabled
+        self.pushEnabled = pushEnabled
+    }
 }
 
 /// What a job may do, decided once per job from its type and app.
@@ -31,12 +37,20 @@ public enum DeliveryPolicy: Sendable, Hashable {
     case notEnabled(reason: String)
 
     /// Pure decision. A job without a type is a plain push: push and store.
-    public static func decide(typeID: String?, type: NotificationType?, setting: NotificationAppSetting?, app: AppName) -> DeliveryPolicy {
+    public static func decide(typeID: String?, type: NotificationType?, setting: NotificationAppSetting?, app: AppName)
+        -> DeliveryPolicy
+    {
         guard let typeID else { return .pushAndInbox }
-        guard let type else { return .notEnabled(reason: "notification type '\(typeID)' is not defined for this org (volley types set)") }
-        if setting?.enabled == false { return .notEnabled(reason: "notification type '\(typeID)' is disabled for app \(app)") }
+        guard let type else {
+            return .notEnabled(reason: "notification type '\(typeID)' is not defined for this org (volley types set)")
+        }
+        if setting?.enabled == false {
+            return .notEnabled(reason: "notification type '\(typeID)' is disabled for app \(app)")
+        }
         if !type.mobile { return .inboxOnly(reason: "notification type '\(typeID)' has no mobile channel") }
-        if setting?.pushEnabled == false { return .inboxOnly(reason: "push is disabled for type '\(typeID)' in app \(app)") }
+        if setting?.pushEnabled == false {
+            return .inboxOnly(reason: "push is disabled for type '\(typeID)' in app \(app)")
+        }
         return .pushAndInbox
     }
 

@@ -51,10 +51,15 @@ public struct ProviderAnswer: Sendable, Hashable {
     /// Transport failure that provably never reached the provider.
     public var transportResendIsSafe: Bool
 
-    public init(provider: PushProvider, status: Int, reason: OutcomeReason? = nil, namesToken: Bool = false,
-                transportResendIsSafe: Bool = false) {
-        self.provider = provider; self.status = status; self.reason = reason
-        self.namesToken = namesToken; self.transportResendIsSafe = transportResendIsSafe
+    public init(
+        provider: PushProvider, status: Int, reason: OutcomeReason? = nil, namesToken: Bool = false,
+        transportResendIsSafe: Bool = false
+    ) {
+        self.provider = provider
+        self.status = status
+        self.reason = reason
+        self.namesToken = namesToken
+        self.transportResendIsSafe = transportResendIsSafe
     }
 }
 
@@ -208,20 +213,26 @@ public enum OutcomeTable {
             case .refreshCredential: fcm += ", any other 401"
             case .invalidNotification: fcm = "400 INVALID_ARGUMENT about the message"
             case .fixApp:
-                fcm += "; OAuth token endpoint refusing the service account (4xx); transport misconfigured (CA file, server certificate, no h2)"
+                fcm +=
+                    "; OAuth token endpoint refusing the service account (4xx); transport misconfigured (CA file, "
+                    + "server certificate, no h2)"
             case .unknown:
-                answer = "APNs any other reason"; fcm = "any other code; transport failure not safe to resend"
+                answer = "APNs any other reason"
+                fcm = "any other code; transport failure not safe to resend"
             default: break
             }
-            let outcome: String = switch d {
-            case .removeToken: "rejected → remove the token from the registry (unless registered again after APNs 410's timestamp)"
-            case .retry: "retry with exponential backoff and jitter, bounded attempts, then failed"
-            case .refreshCredential: "refresh credential, resend once"
-            case .fixApp: "app is misconfigured → its sends stop with a clear error, other apps keep going"
-            case .invalidNotification: "the notification is invalid → job error, never retried"
-            case .unknown: "kept verbatim, treated as not retryable, counted"
-            case .accepted: ""
-            }
+            let outcome: String =
+                switch d {
+                case .removeToken:
+                    "rejected → remove the token from the registry "
+                        + "(unless registered again after APNs 410's timestamp)"
+                case .retry: "retry with exponential backoff and jitter, bounded attempts, then failed"
+                case .refreshCredential: "refresh credential, resend once"
+                case .fixApp: "app is misconfigured → its sends stop with a clear error, other apps keep going"
+                case .invalidNotification: "the notification is invalid → job error, never retried"
+                case .unknown: "kept verbatim, treated as not retryable, counted"
+                case .accepted: ""
+                }
             lines.append("| \(answer); FCM \(fcm) | \(outcome) |")
         }
         return lines.joined(separator: "\n") + "\n"

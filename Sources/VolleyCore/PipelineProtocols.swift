@@ -42,7 +42,10 @@ extension DeviceRegistry {
 public struct DeadToken: Sendable, Hashable {
     public var device: Device
     public var invalidSince: Date?
-    public init(_ device: Device, invalidSince: Date?) { self.device = device; self.invalidSince = invalidSince }
+    public init(_ device: Device, invalidSince: Date?) {
+        self.device = device
+        self.invalidSince = invalidSince
+    }
 }
 
 /// A device's recorded terminal outcome, as stored in the ledger. Accepted devices are kept in the job's accepted
@@ -63,15 +66,20 @@ public struct RecordedOutcome: Sendable, Hashable {
     }
 
     public init?(encoded s: String) {
-        if s == "q" { outcome = .quotaExceeded; return }
+        if s == "q" {
+            outcome = .quotaExceeded
+            return
+        }
         let parts = s.split(separator: "|", maxSplits: 3, omittingEmptySubsequences: false).map(String.init)
         switch parts.first {
         case "r" where parts.count == 4:
             guard let status = Int(parts[1]) else { return nil }
-            outcome = .rejected(status: status, reason: OutcomeReason(parts[3]),
-                                action: RejectionAction(rawValue: parts[2]) ?? .unknown)
+            outcome = .rejected(
+                status: status, reason: OutcomeReason(parts[3]),
+                action: RejectionAction(rawValue: parts[2]) ?? .unknown)
         case "f" where parts.count >= 3:
-            outcome = .failed(reason: OutcomeReason(parts.dropFirst(2).joined(separator: "|")), resendWasSafe: parts[1] == "1")
+            outcome = .failed(
+                reason: OutcomeReason(parts.dropFirst(2).joined(separator: "|")), resendWasSafe: parts[1] == "1")
         default: return nil
         }
     }
@@ -118,8 +126,10 @@ public struct DeviceChunk: Sendable {
     public var usersWithoutDevices: Int
     public var unknownRecipients: Int
     public init(devices: [Device], users: Int = 0, usersWithoutDevices: Int = 0, unknownRecipients: Int = 0) {
-        self.devices = devices; self.users = users
-        self.usersWithoutDevices = usersWithoutDevices; self.unknownRecipients = unknownRecipients
+        self.devices = devices
+        self.users = users
+        self.usersWithoutDevices = usersWithoutDevices
+        self.unknownRecipients = unknownRecipients
     }
 }
 

@@ -6,7 +6,9 @@ public struct JobDevice: Sendable, Hashable, Codable {
     public var token: DeviceToken
     public var environment: APNSEnvironment?
     public init(platform: Platform, token: DeviceToken, environment: APNSEnvironment? = nil) {
-        self.platform = platform; self.token = token; self.environment = environment
+        self.platform = platform
+        self.token = token
+        self.environment = environment
     }
 }
 
@@ -29,11 +31,20 @@ public struct PushJob: Sendable, Hashable, Codable {
     /// Set on shard jobs a campaign was split into (their users come from the parent's shard list).
     public var shard: ShardRef?
 
-    public init(id: JobID? = nil, org: OrgID, app: AppName, recipients: [RecipientID]? = nil,
-                devices: [JobDevice]? = nil, notification: Notification, apns: JSONValue? = nil,
-                fcm: JSONValue? = nil, platforms: [Platform]? = nil) {
-        self.id = id; self.org = org; self.app = app; self.recipients = recipients; self.devices = devices
-        self.notification = notification; self.apns = apns; self.fcm = fcm; self.platforms = platforms
+    public init(
+        id: JobID? = nil, org: OrgID, app: AppName, recipients: [RecipientID]? = nil,
+        devices: [JobDevice]? = nil, notification: Notification, apns: JSONValue? = nil,
+        fcm: JSONValue? = nil, platforms: [Platform]? = nil
+    ) {
+        self.id = id
+        self.org = org
+        self.app = app
+        self.recipients = recipients
+        self.devices = devices
+        self.notification = notification
+        self.apns = apns
+        self.fcm = fcm
+        self.platforms = platforms
     }
 
     /// The notification with the job-level `apns` / `fcm` pass-through payloads folded in.
@@ -52,7 +63,8 @@ public struct PushJob: Sendable, Hashable, Codable {
 
     /// Structural checks that need no configuration. Throws `JobRejection`.
     public func validate() throws {
-        let r = recipients ?? [], d = devices ?? []
+        let r = recipients ?? []
+        let d = devices ?? []
         if r.count > PushJob.maxRecipients {
             throw JobRejection(.tooManyRecipients, "\(r.count) recipients; at most \(PushJob.maxRecipients) per job")
         }
@@ -80,7 +92,10 @@ public struct JobRejection: Error, Sendable, Hashable, CustomStringConvertible {
     }
     public let reason: Reason
     public let message: String
-    public init(_ reason: Reason, _ message: String) { self.reason = reason; self.message = message }
+    public init(_ reason: Reason, _ message: String) {
+        self.reason = reason
+        self.message = message
+    }
     public var description: String { "\(reason): \(message)" }
 }
 
@@ -92,7 +107,9 @@ public struct JobEntry: Sendable, Hashable {
     /// How many times the group delivered it (1 for a first read).
     public var deliveryCount: Int
     public init(entryID: StreamEntryID, fields: [String: String], deliveryCount: Int) {
-        self.entryID = entryID; self.fields = fields; self.deliveryCount = deliveryCount
+        self.entryID = entryID
+        self.fields = fields
+        self.deliveryCount = deliveryCount
     }
 }
 
@@ -136,7 +153,11 @@ public struct JobReport: Sendable, Hashable, Codable {
     public var finishedAt: Date?
 
     public init(job: JobID, entry: StreamEntryID?, org: OrgID, app: AppName, startedAt: Date) {
-        self.job = job; self.entry = entry; self.org = org; self.app = app; self.startedAt = startedAt
+        self.job = job
+        self.entry = entry
+        self.org = org
+        self.app = app
+        self.startedAt = startedAt
     }
 
     /// Adds `count` accepted outcomes on `platform` (the common case, counted per batch rather than per outcome).

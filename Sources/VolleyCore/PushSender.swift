@@ -27,8 +27,10 @@ public protocol DeliveryReceiver: AnyObject, Sendable {
 
 extension PushSender {
     /// Send to one device; `completion` is called exactly once, on any queue, with a terminal outcome.
-    public func send(_ prepared: any PreparedNotification, to device: Device, jobID: JobID,
-                     completion: @escaping @Sendable (DeliveryOutcome) -> Void) {
+    public func send(
+        _ prepared: any PreparedNotification, to device: Device, jobID: JobID,
+        completion: @escaping @Sendable (DeliveryOutcome) -> Void
+    ) {
         send(prepared, to: device, jobID: jobID, receiver: ClosureDeliveryReceiver(completion))
     }
 }

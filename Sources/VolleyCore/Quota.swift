@@ -39,7 +39,10 @@ public struct QuotaHour: Sendable, Hashable, Codable, CustomStringConvertible {
 public struct QuotaLimits: Sendable, Hashable, Codable {
     public var ios: Int
     public var android: Int
-    public init(ios: Int = 20_000, android: Int = 10_000) { self.ios = ios; self.android = android }
+    public init(ios: Int = 20_000, android: Int = 10_000) {
+        self.ios = ios
+        self.android = android
+    }
     public subscript(platform: Platform) -> Int { platform == .ios ? ios : android }
 }
 
@@ -57,7 +60,11 @@ public struct QuotaGrant: Sendable, Hashable {
     public var limit: Int
 
     public init(granted: Int, denied: Int, pending: Int, hour: QuotaHour, limit: Int) {
-        self.granted = granted; self.denied = denied; self.pending = pending; self.hour = hour; self.limit = limit
+        self.granted = granted
+        self.denied = denied
+        self.pending = pending
+        self.hour = hour
+        self.limit = limit
     }
 
     /// Denied pushes might still fit once in-flight charges settle (some may be refunded):
@@ -76,7 +83,11 @@ public struct QuotaUsage: Sendable, Hashable, Codable {
     public var pending: Int
     public var remaining: Int { max(0, limit - used) }
     public init(platform: Platform, hour: String, limit: Int, used: Int, pending: Int) {
-        self.platform = platform; self.hour = hour; self.limit = limit; self.used = used; self.pending = pending
+        self.platform = platform
+        self.hour = hour
+        self.limit = limit
+        self.used = used
+        self.pending = pending
     }
 }
 
@@ -114,20 +125,27 @@ public struct OutstandingCharges: Sendable, Hashable {
 
     public mutating func add(_ count: Int, hour: QuotaHour) {
         guard count > 0 else { return }
-        if let last = hours.last, last.hour == hour { hours[hours.count - 1].count += count } else { hours.append((hour, count)) }
+        if let last = hours.last, last.hour == hour {
+            hours[hours.count - 1].count += count
+        } else {
+            hours.append((hour, count))
+        }
     }
 
     /// Takes up to `delivered + refunded` charges, oldest hour first, refunds before deliveries. Returns the parts
     /// per hour, and what could not be matched to a charge (more settled than charged).
     public mutating func take(delivered: Int, refunded: Int)
-        -> (parts: [(hour: QuotaHour, delivered: Int, refunded: Int)], unmatched: (delivered: Int, refunded: Int)) {
-        var refundLeft = max(0, refunded), deliveredLeft = max(0, delivered)
+        -> (parts: [(hour: QuotaHour, delivered: Int, refunded: Int)], unmatched: (delivered: Int, refunded: Int))
+    {
+        var refundLeft = max(0, refunded)
+        var deliveredLeft = max(0, delivered)
         var parts: [(hour: QuotaHour, delivered: Int, refunded: Int)] = []
         while refundLeft > 0 || deliveredLeft > 0, !hours.isEmpty {
             let r = min(refundLeft, hours[0].count)
             let d = min(deliveredLeft, hours[0].count - r)
             parts.append((hours[0].hour, d, r))
-            refundLeft -= r; deliveredLeft -= d
+            refundLeft -= r
+            deliveredLeft -= d
             hours[0].count -= r + d
             if hours[0].count == 0 { hours.removeFirst() }
         }
@@ -149,9 +167,15 @@ public struct OutstandingCharges: Sendable, Hashable {
     }
 
     public static func == (a: Self, b: Self) -> Bool {
-        a.hours.count == b.hours.count && zip(a.hours, b.hours).allSatisfy { $0.hour == $1.hour && $0.count == $1.count }
+        a.hours.count == b.hours.count
+            && zip(a.hours, b.hours).allSatisfy { $0.hour == $1.hour && $0.count == $1.count }
     }
-    public func hash(into h: inout Hasher) { for e in hours { h.combine(e.hour); h.combine(e.count) } }
+    public func hash(into h: inout Hasher) {
+        for e in hours {
+            h.combine(e.hour)
+            h.combine(e.count)
+        }
+    }
 }
 
 /// How long a denied push waits for in-flight charges to settle before it counts as over quota.
@@ -160,6 +184,7 @@ public struct QuotaWaitPolicy: Sendable, Hashable {
     public var maxWait: TimeInterval
     public var pollInterval: TimeInterval
     public init(maxWait: TimeInterval = 5, pollInterval: TimeInterval = 0.05) {
-        self.maxWait = maxWait; self.pollInterval = pollInterval
+        self.maxWait = maxWait
+        self.pollInterval = pollInterval
     }
 }

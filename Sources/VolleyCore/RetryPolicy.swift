@@ -12,10 +12,14 @@ public struct RetryPolicy: Sendable, Hashable {
     /// A Retry-After longer than this ends the retries (the job would hold a worker too long).
     public var maxRetryAfterSeconds: Double
 
-    public init(maxAttempts: Int = 4, baseDelaySeconds: Double = 1, maxDelaySeconds: Double = 30,
-                maxRetryAfterSeconds: Double = 120) {
-        self.maxAttempts = maxAttempts; self.baseDelaySeconds = baseDelaySeconds
-        self.maxDelaySeconds = maxDelaySeconds; self.maxRetryAfterSeconds = maxRetryAfterSeconds
+    public init(
+        maxAttempts: Int = 4, baseDelaySeconds: Double = 1, maxDelaySeconds: Double = 30,
+        maxRetryAfterSeconds: Double = 120
+    ) {
+        self.maxAttempts = maxAttempts
+        self.baseDelaySeconds = baseDelaySeconds
+        self.maxDelaySeconds = maxDelaySeconds
+        self.maxRetryAfterSeconds = maxRetryAfterSeconds
     }
 
     /// Delay before attempt number `attempt + 1` (attempt counts sends made so far, ≥ 1), or nil when the
@@ -37,7 +41,10 @@ public struct RetryPolicy: Sendable, Hashable {
     private func pow2(_ e: Double) -> Double {
         var r = 1.0
         var i = 0.0
-        while i < e { r *= 2; i += 1 }
+        while i < e {
+            r *= 2
+            i += 1
+        }
         return r
     }
 }
@@ -60,7 +67,10 @@ public enum RetryAfter {
     /// `Sun Nov  6 08:49:37 1994` (asctime). The weekday is not checked. `now` places a two-digit year.
     public static func httpDate(_ value: String, now: Date) -> Date? {
         let parts = value.split(separator: " ", omittingEmptySubsequences: true)
-        let day: Substring, month: Substring, year: Substring, time: Substring
+        let day: Substring
+        let month: Substring
+        let year: Substring
+        let time: Substring
         switch parts.count {
         case 6 where parts[0].hasSuffix(",") && parts[5] == "GMT":
             (day, month, year, time) = (parts[1], parts[2], parts[3], parts[4])
@@ -75,10 +85,11 @@ public enum RetryAfter {
         }
         let clock = time.split(separator: ":", omittingEmptySubsequences: false)
         guard let m = months.firstIndex(where: { $0 == month }), let d = number(day, digits: 1...2),
-              var y = number(year, digits: 2...4), year.count != 3, clock.count == 3,
-              let hh = number(clock[0], digits: 2...2), let mm = number(clock[1], digits: 2...2),
-              let ss = number(clock[2], digits: 2...2),
-              (1...31).contains(d), hh < 24, mm < 60, ss < 61 else { return nil }
+            var y = number(year, digits: 2...4), year.count != 3, clock.count == 3,
+            let hh = number(clock[0], digits: 2...2), let mm = number(clock[1], digits: 2...2),
+            let ss = number(clock[2], digits: 2...2),
+            (1...31).contains(d), hh < 24, mm < 60, ss < 61
+        else { return nil }
         if year.count == 2 {
             // RFC 9110 §5.6.7: a two-digit year more than 50 years in the future is the latest past year with
             // the same last two digits.

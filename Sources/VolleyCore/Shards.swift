@@ -5,7 +5,11 @@ public struct ShardRef: Sendable, Hashable, Codable {
     public var parent: JobID
     public var index: Int
     public var count: Int
-    public init(parent: JobID, index: Int, count: Int) { self.parent = parent; self.index = index; self.count = count }
+    public init(parent: JobID, index: Int, count: Int) {
+        self.parent = parent
+        self.index = index
+        self.count = count
+    }
     /// The shard job's id (its own ledger, report and inbox scope are keyed by it).
     public var jobID: JobID { JobID("\(parent.rawValue).s\(index)") }
 }

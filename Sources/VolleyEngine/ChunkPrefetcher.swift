@@ -32,17 +32,25 @@ final class ChunkPrefetcher: @unchecked Sendable {
     }
 
     func submit(_ t: @escaping () -> Void) {
-        cond.lock(); task = t; cond.signal(); cond.unlock()
+        cond.lock()
+        task = t
+        cond.signal()
+        cond.unlock()
     }
 
     func stop() {
-        cond.lock(); stopped = true; cond.signal(); cond.unlock()
+        cond.lock()
+        stopped = true
+        cond.signal()
+        cond.unlock()
     }
 
     /// Starts producing `cursor`'s chunks for `job` into a queue of `depth` chunks. With `readLedger` false every
     /// device counts as not yet recorded, without asking Redis.
-    func start(cursor: any DeviceCursor, job: PushJob, jobID: JobID, chunkSize: Int, readLedger: Bool,
-               depth: Int = 2) -> PrefetchedChunks {
+    func start(
+        cursor: any DeviceCursor, job: PushJob, jobID: JobID, chunkSize: Int, readLedger: Bool,
+        depth: Int = 2
+    ) -> PrefetchedChunks {
         let queue = PrefetchedChunks(capacity: depth)
         let session = self.session
         submit {
@@ -51,9 +59,12 @@ final class ChunkPrefetcher: @unchecked Sendable {
                 while let chunk = try cursor.next(max: chunkSize) {
                     var c = chunk
                     c.devices.removeAll { !job.targets($0.platform) }
-                    let recorded = c.devices.isEmpty ? []
-                        : readLedger ? try session.recordedOutcomes(org: job.org, job: jobID, devices: c.devices)
-                        : [RecordedOutcome?](repeating: nil, count: c.devices.count)
+                    let recorded =
+                        c.devices.isEmpty
+                        ? []
+                        : readLedger
+                            ? try session.recordedOutcomes(org: job.org, job: jobID, devices: c.devices)
+                            : [RecordedOutcome?](repeating: nil, count: c.devices.count)
                     if !queue.put(.chunk(c, recorded)) { return }
                 }
                 _ = queue.put(.end)
@@ -84,7 +95,8 @@ final class PrefetchedChunks: @unchecked Sendable {
 
     /// Producer: blocks while full. False when the lane cancelled (stop producing).
     func put(_ item: Item) -> Bool {
-        cond.lock(); defer { cond.unlock() }
+        cond.lock()
+        defer { cond.unlock() }
         while items.count >= capacity && !cancelled { cond.wait() }
         if cancelled { return false }
         items.append(item)
@@ -93,12 +105,16 @@ final class PrefetchedChunks: @unchecked Sendable {
     }
 
     func producerFinished() {
-        cond.lock(); producerDone = true; cond.broadcast(); cond.unlock()
+        cond.lock()
+        producerDone = true
+        cond.broadcast()
+        cond.unlock()
     }
 
     /// Lane: the next item; blocks while none is ready.
     func take() -> Item {
-        cond.lock(); defer { cond.unlock() }
+        cond.lock()
+        defer { cond.unlock() }
         while items.isEmpty {
             if producerDone { return .failed(PrefetchEnded()) }
             cond.wait()
@@ -110,7 +126,8 @@ final class PrefetchedChunks: @unchecked Sendable {
 
     /// Lane: stop the producer and wait until it no longer touches the prefetch session (the next job uses it).
     func cancelAndWait() {
-        cond.lock(); defer { cond.unlock() }
+        cond.lock()
+        defer { cond.unlock() }
         cancelled = true
         cond.broadcast()
         while !producerDone { cond.wait() }

@@ -20,11 +20,18 @@ public struct DirectoryRecipientResolver: RecipientResolver {
     public let shards: (any ShardCoordinator)?
     public var shardSize: Int
 
-    public init(directory: any DirectoryResolver, inbox: (any InboxStore)?, types: (any NotificationTypeStore)?,
-                shards: (any ShardCoordinator)? = nil, shardSize: Int = 50_000,
-                clock: any WallClock = SystemClock(), usersPerRead: Int = 500) {
-        self.directory = directory; self.inbox = inbox; self.types = types; self.clock = clock
-        self.usersPerRead = max(1, usersPerRead); self.shards = shards; self.shardSize = max(1, shardSize)
+    public init(
+        directory: any DirectoryResolver, inbox: (any InboxStore)?, types: (any NotificationTypeStore)?,
+        shards: (any ShardCoordinator)? = nil, shardSize: Int = 50_000,
+        clock: any WallClock = SystemClock(), usersPerRead: Int = 500
+    ) {
+        self.directory = directory
+        self.inbox = inbox
+        self.types = types
+        self.clock = clock
+        self.usersPerRead = max(1, usersPerRead)
+        self.shards = shards
+        self.shardSize = max(1, shardSize)
     }
 
     public func cursor(for job: PushJob, session: any PipelineSession) throws -> any DeviceCursor {
@@ -33,16 +40,23 @@ public struct DirectoryRecipientResolver: RecipientResolver {
         // Explicit devices: the user resolver's cursor, with the recipients left to the directory.
         var explicitJob = job
         explicitJob.recipients = nil
-        let explicit = (job.devices?.isEmpty == false) ? try UserRecipientResolver().cursor(for: explicitJob, session: session) : nil
+        let explicit =
+            (job.devices?.isEmpty == false)
+            ? try UserRecipientResolver().cursor(for: explicitJob, session: session) : nil
         // The inbox stores what the push shows (raw platform payloads included); a silent hint stores nothing.
         let n = job.effectiveNotification
         let text = n.isSilent ? nil : n.inAppText
-        let content: InboxContent? = (inbox == nil || !policy.storesInbox) ? nil : text.map {
-            InboxContent(id: jobID.rawValue, type: n.type, title: $0.title, body: $0.body, target: n.targetId,
-                         targetPageRef: nil, createdAt: clock.now())
-        }
-        let c = Cursor(job: job, jobID: jobID, policy: policy, explicit: explicit, directory: directory, inbox: inbox,
-                       content: content, registry: session, usersPerRead: usersPerRead)
+        let content: InboxContent? =
+            (inbox == nil || !policy.storesInbox)
+            ? nil
+            : text.map {
+                InboxContent(
+                    id: jobID.rawValue, type: n.type, title: $0.title, body: $0.body, target: n.targetId,
+                    targetPageRef: nil, createdAt: clock.now())
+            }
+        let c = Cursor(
+            job: job, jobID: jobID, policy: policy, explicit: explicit, directory: directory, inbox: inbox,
+            content: content, registry: session, usersPerRead: usersPerRead)
         c.shards = shards
         c.shardSize = shardSize
         c.clock = clock
@@ -69,14 +83,25 @@ public struct DirectoryRecipientResolver: RecipientResolver {
         private(set) var inAppStored = 0
         private(set) var unknownRecipientIDs: [RecipientID] = []
         var facts: RecipientFacts {
-            RecipientFacts(notEnabledReason: notEnabledReason, inAppStored: inAppStored,
-                           unknownRecipientIDs: unknownRecipientIDs, shardedInto: shardedInto)
+            RecipientFacts(
+                notEnabledReason: notEnabledReason, inAppStored: inAppStored,
+                unknownRecipientIDs: unknownRecipientIDs, shardedInto: shardedInto)
         }
 
-        init(job: PushJob, jobID: JobID, policy: DeliveryPolicy, explicit: (any DeviceCursor)?, directory: any DirectoryResolver,
-             inbox: (any InboxStore)?, content: InboxContent?, registry: any DeviceRegistry, usersPerRead: Int) {
-            self.job = job; self.jobID = jobID; self.policy = policy; self.explicit = explicit; self.directory = directory
-            self.inbox = inbox; self.content = content; self.registry = registry; self.usersPerRead = usersPerRead
+        init(
+            job: PushJob, jobID: JobID, policy: DeliveryPolicy, explicit: (any DeviceCursor)?,
+            directory: any DirectoryResolver,
+            inbox: (any InboxStore)?, content: InboxContent?, registry: any DeviceRegistry, usersPerRead: Int
+        ) {
+            self.job = job
+            self.jobID = jobID
+            self.policy = policy
+            self.explicit = explicit
+            self.directory = directory
+            self.inbox = inbox
+            self.content = content
+            self.registry = registry
+            self.usersPerRead = usersPerRead
         }
 
         private var sizer = ChunkSizer()
@@ -98,13 +123,14 @@ public struct DirectoryRecipientResolver: RecipientResolver {
             if batches == nil {
                 if let ref = job.shard, let shards {
                     batches = try shards.users(of: ref, org: job.org)
-                    reportedUnknown = true   // the parent's report carries the unknown ids
+                    reportedUnknown = true // the parent's report carries the unknown ids
                 } else {
                     let b = try directory.open(org: job.org, recipients: recipients, scope: jobID.rawValue)
                     if let shards, job.shard == nil, b.summary.users > shardSize {
                         unknownRecipientIDs = b.summary.unknown
-                        shardedInto = try shards.split(job: job, jobID: jobID, users: b, shardSize: shardSize,
-                                                       startedAt: clock.now())
+                        shardedInto = try shards.split(
+                            job: job, jobID: jobID, users: b, shardSize: shardSize,
+                            startedAt: clock.now())
                         return nil
                     }
                     batches = b
@@ -145,10 +171,14 @@ struct ChunkSizer {
     private(set) var usersRead = 0
     private(set) var devicesRead = 0
 
-    mutating func read(users: Int, devices: Int) { usersRead += users; devicesRead += devices }
+    mutating func read(users: Int, devices: Int) {
+        usersRead += users
+        devicesRead += devices
+    }
 
     func usersForNextRead(devicesWanted: Int, cap: Int) -> Int {
-        let wanted = max(1, devicesWanted), cap = max(1, cap)
+        let wanted = max(1, devicesWanted)
+        let cap = max(1, cap)
         guard usersRead > 0 else { return min(cap, wanted, 16) }
         let perUser = max(1.0, Double(devicesRead) / Double(usersRead))
         return min(cap, max(1, Int(Double(wanted) / perUser)))

@@ -15,8 +15,14 @@ final class JobRun {
     var logger: Logger
     private static let decoder = JSONDecoder()
 
-    init(worker: PipelineWorker, session: any PipelineSession, prefetcher: ChunkPrefetcher, entry: JobEntry, credits: Int) {
-        self.worker = worker; self.session = session; self.prefetcher = prefetcher; self.entry = entry; self.credits = credits
+    init(
+        worker: PipelineWorker, session: any PipelineSession, prefetcher: ChunkPrefetcher, entry: JobEntry, credits: Int
+    ) {
+        self.worker = worker
+        self.session = session
+        self.prefetcher = prefetcher
+        self.entry = entry
+        self.credits = credits
         logger = worker.logger
         logger[metadataKey: "entry"] = "\(entry.entryID)"
     }
@@ -54,8 +60,9 @@ final class JobRun {
     /// `Abandoned` (drain) leaves it pending with the outcomes so far recorded.
     private func run() throws {
         guard let plan = try accept() else { return }
-        var report = JobReport(job: plan.jobID, entry: entry.entryID, org: plan.job.org, app: plan.job.app,
-                               startedAt: worker.clock.now())
+        var report = JobReport(
+            job: plan.jobID, entry: entry.entryID, org: plan.job.org, app: plan.job.app,
+            startedAt: worker.clock.now())
         report.recipients = plan.job.recipients?.count ?? 0
         report.deliveries = entry.deliveryCount
         report.worker = worker.configuration.consumer
@@ -85,8 +92,9 @@ final class JobRun {
     private func accept() throws -> Plan? {
         let config = worker.configuration
         guard let json = entry.fields["job"] else {
-            throw JobRejection(.invalidJSON,
-                               "entry has no 'job' field (fields: \(entry.fields.keys.sorted().joined(separator: ",")))")
+            throw JobRejection(
+                .invalidJSON,
+                "entry has no 'job' field (fields: \(entry.fields.keys.sorted().joined(separator: ",")))")
         }
         let job: PushJob
         do {
@@ -95,12 +103,15 @@ final class JobRun {
             throw JobRejection(.invalidJSON, Self.describe(error))
         }
         if let unknown = JobKeys.unknownKeys(inJSON: Data(json.utf8)), !unknown.isEmpty {
-            throw JobRejection(.invalidJob, "unknown key\(unknown.count == 1 ? "" : "s") "
-                                   + unknown.map(\.description).joined(separator: ", "))
+            throw JobRejection(
+                .invalidJob,
+                "unknown key\(unknown.count == 1 ? "" : "s") "
+                    + unknown.map(\.description).joined(separator: ", "))
         }
         if entry.deliveryCount > config.maxDeliveries {
-            throw JobRejection(.tooManyDeliveries,
-                               "delivered \(entry.deliveryCount) times; maximum \(config.maxDeliveries)")
+            throw JobRejection(
+                .tooManyDeliveries,
+                "delivered \(entry.deliveryCount) times; maximum \(config.maxDeliveries)")
         }
         try job.validate()
         let senders: [Platform: any PushSender]
@@ -124,9 +135,10 @@ final class JobRun {
         // ledger yet: the delivery before it may still be running and recording.
         let readLedger = ledger == .partial || entry.deliveryCount > 1
         // A redelivery adopts the quota charges an earlier delivery left unsettled: it resends those devices.
-        quota = try worker.quota?.account(org: job.org, job: jobID,
-                                          delivery: "\(config.consumer)#\(entry.deliveryCount)",
-                                          adoptingEarlierCharges: readLedger)
+        quota = try worker.quota?.account(
+            org: job.org, job: jobID,
+            delivery: "\(config.consumer)#\(entry.deliveryCount)",
+            adoptingEarlierCharges: readLedger)
         // Prepare once per targeted platform: an invalid notification is a job error, before anything is sent.
         let notification = job.effectiveNotification
         var prepared = [(any PushSender, any PreparedNotification)?](repeating: nil, count: Platform.allCases.count)
@@ -145,20 +157,24 @@ final class JobRun {
     /// credits, record what came back. Returns false when a drain stopped it before every device was sent.
     private func sendChunks(of cursor: any DeviceCursor, _ plan: Plan, _ report: inout JobReport) throws -> Bool {
         let config = worker.configuration
-        let ahead = prefetcher.start(cursor: cursor, job: plan.job, jobID: plan.jobID, chunkSize: config.chunkSize,
-                                     readLedger: plan.readLedger)
+        let ahead = prefetcher.start(
+            cursor: cursor, job: plan.job, jobID: plan.jobID, chunkSize: config.chunkSize,
+            readLedger: plan.readLedger)
         defer { ahead.cancelAndWait() }
         while true {
-            let chunk: DeviceChunk, recorded: [RecordedOutcome?]
+            let chunk: DeviceChunk
+            let recorded: [RecordedOutcome?]
             switch ahead.take() {
             case .end: return true
             case .failed(let error): throw error
-            case .chunk(let c, let r): chunk = c; recorded = r
+            case .chunk(let c, let r):
+                chunk = c
+                recorded = r
             }
             report.users += chunk.users
             report.noDevices += chunk.usersWithoutDevices
             report.unknownRecipients += chunk.unknownRecipients
-            let devices = chunk.devices   // the job's platforms only (the prefetcher filtered them)
+            let devices = chunk.devices // the job's platforms only (the prefetcher filtered them)
             if devices.isEmpty { continue }
             report.devices += devices.count
             var toSend: [Device] = []
@@ -196,8 +212,9 @@ final class JobRun {
             var granted = 0
             while granted == 0 {
                 if !worker.state.mayStartSends { return false }
-                let batch = mailbox.wait(outstandingBelow: credits, flushAt: config.recordBatch,
-                                         until: Date().addingTimeInterval(0.2))
+                let batch = mailbox.wait(
+                    outstandingBelow: credits, flushAt: config.recordBatch,
+                    until: Date().addingTimeInterval(0.2))
                 if !batch.isEmpty { try record(batch, plan, &report) }
                 granted = mailbox.reserve(upTo: devices.count - next, outstandingBelow: credits)
             }
@@ -229,8 +246,9 @@ final class JobRun {
         let rest = mailbox.takeAll()
         if !rest.isEmpty { try record(rest, plan, &report) }
         if stoppedEarly || mailbox.pending.outstanding > 0 {
-            throw Abandoned(why: "drain deadline reached with \(mailbox.pending.outstanding) sends outstanding; "
-                                + "outcomes so far are recorded")
+            throw Abandoned(
+                why: "drain deadline reached with \(mailbox.pending.outstanding) sends outstanding; "
+                    + "outcomes so far are recorded")
         }
     }
 
@@ -246,32 +264,43 @@ final class JobRun {
         }
         report.inAppStored = facts.inAppStored
         if !facts.unknownRecipientIDs.isEmpty { report.unknownRecipientIDs = facts.unknownRecipientIDs.map(\.rawValue) }
-        if let why = facts.notEnabledReason { report.status = "not_enabled"; report.statusDetail = why }
+        if let why = facts.notEnabledReason {
+            report.status = "not_enabled"
+            report.statusDetail = why
+        }
         report.finishedAt = worker.clock.now()
         try session.publish(report)
         // A shard adds its counts to its parent; the last one publishes the parent's report.
         if let shard = plan.job.shard, let shards = worker.resolver.shards,
-           let parent = try shards.shardFinished(report, shard: shard) {
+            let parent = try shards.shardFinished(report, shard: shard)
+        {
             if try session.publish(parent) { worker.onReport?(parent) }
         }
         try session.ack(entry.entryID)
         worker.addStats { $0.jobsCompleted += 1 }
         worker.onReport?(report)
-        logger.info("job done", metadata: ["devices": "\(report.devices)", "accepted": "\(report.accepted)",
-                                           "rejected": "\(report.rejected)", "failed": "\(report.failed)",
-                                           "tokensRemoved": "\(report.tokensRemoved)"])
+        logger.info(
+            "job done",
+            metadata: [
+                "devices": "\(report.devices)", "accepted": "\(report.accepted)",
+                "rejected": "\(report.rejected)", "failed": "\(report.failed)",
+                "tokensRemoved": "\(report.tokensRemoved)",
+            ])
     }
 
     /// Charges each platform's devices of the chunk; the first `granted` of each platform are sent, the rest get
     /// `quotaExceeded`. When everything is granted (the usual case) the chunk is returned as it is, uncopied.
-    private func admit(_ devices: [Device], quota: any QuotaAccount, _ plan: Plan,
-                       _ report: inout JobReport) throws -> [Device] {
+    private func admit(
+        _ devices: [Device], quota: any QuotaAccount, _ plan: Plan,
+        _ report: inout JobReport
+    ) throws -> [Device] {
         var wanted = [Int](repeating: 0, count: Platform.allCases.count)
         for d in devices { wanted[d.platform.index] += 1 }
         var granted = wanted
         for platform in Platform.allCases where wanted[platform.index] > 0 {
-            granted[platform.index] = try admit(wanted[platform.index], platform: platform, quota: quota, plan,
-                                                &report)
+            granted[platform.index] = try admit(
+                wanted[platform.index], platform: platform, quota: quota, plan,
+                &report)
         }
         if granted == wanted { return devices }
         var out: [Device] = []
@@ -292,8 +321,10 @@ final class JobRun {
 
     /// Charges `count` pushes; while some are denied but others' charges are still in flight (they may be
     /// refunded), records arriving outcomes (which settles them) and asks again, for at most the policy's wait.
-    private func admit(_ count: Int, platform: Platform, quota: any QuotaAccount, _ plan: Plan,
-                       _ report: inout JobReport) throws -> Int {
+    private func admit(
+        _ count: Int, platform: Platform, quota: any QuotaAccount, _ plan: Plan,
+        _ report: inout JobReport
+    ) throws -> Int {
         let policy = worker.quota?.waitPolicy ?? QuotaWaitPolicy()
         var granted = 0
         let deadline = Date().addingTimeInterval(policy.maxWait)
@@ -301,8 +332,9 @@ final class JobRun {
             let g = try quota.charge(platform: platform, count: count - granted)
             granted += g.granted
             if granted >= count || !g.shouldRetryDenied || Date() >= deadline || worker.state.shouldAbandon { break }
-            let batch = mailbox.wait(outstandingBelow: 1, flushAt: 1,
-                                     until: min(deadline, Date().addingTimeInterval(policy.pollInterval)))
+            let batch = mailbox.wait(
+                outstandingBelow: 1, flushAt: 1,
+                until: min(deadline, Date().addingTimeInterval(policy.pollInterval)))
             if !batch.isEmpty { try record(batch, plan, &report) }
         }
         return granted

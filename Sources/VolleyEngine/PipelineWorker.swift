@@ -11,7 +11,8 @@ import VolleyCore
 /// lane's share of `inFlight` outstanding → record outcomes in batches (and remove dead tokens) → publish the
 /// report → XACK. Nothing is acknowledged before every device has a recorded terminal outcome.
 ///
-/// Threads, not Dispatch queues or tasks, own the sessions because hiredis blocks (a blocking XREADGROUP holds its connection and thread); provider
+/// Threads, not Dispatch queues or tasks, own the sessions because hiredis blocks (a blocking XREADGROUP holds its
+/// connection and thread); provider
 /// completions arrive on the providers' queues and are handed to the lane as values through its mailbox.
 public final class PipelineWorker: @unchecked Sendable {
     public let configuration: WorkerConfiguration
@@ -29,11 +30,17 @@ public final class PipelineWorker: @unchecked Sendable {
     /// Called on a lane thread after each job's report is published (demo progress, tests).
     public var onReport: (@Sendable (JobReport) -> Void)?
 
-    public init(configuration: WorkerConfiguration, backend: any PipelineBackend, apps: any AppDirectory,
-                resolver: any RecipientResolver = UserRecipientResolver(), quota: (any HourlyQuota)? = nil,
-                clock: any WallClock = SystemClock(), logger: Logger = Logger(label: "volley.worker")) {
-        self.configuration = configuration; self.backend = backend; self.apps = apps; self.resolver = resolver
-        self.quota = quota; self.clock = clock
+    public init(
+        configuration: WorkerConfiguration, backend: any PipelineBackend, apps: any AppDirectory,
+        resolver: any RecipientResolver = UserRecipientResolver(), quota: (any HourlyQuota)? = nil,
+        clock: any WallClock = SystemClock(), logger: Logger = Logger(label: "volley.worker")
+    ) {
+        self.configuration = configuration
+        self.backend = backend
+        self.apps = apps
+        self.resolver = resolver
+        self.quota = quota
+        self.clock = clock
         var l = logger
         l[metadataKey: "worker"] = "\(configuration.consumer)"
         self.logger = l
@@ -67,8 +74,12 @@ public final class PipelineWorker: @unchecked Sendable {
                 lane.name = "volley-lane-\(i)"
                 lane.start()
             }
-            logger.info("worker started", metadata: ["concurrentJobs": "\(configuration.concurrentJobs)",
-                                                     "inFlight": "\(configuration.inFlight)"])
+            logger.info(
+                "worker started",
+                metadata: [
+                    "concurrentJobs": "\(configuration.concurrentJobs)",
+                    "inFlight": "\(configuration.inFlight)",
+                ])
         }
     }
 
@@ -117,7 +128,7 @@ public final class PipelineWorker: @unchecked Sendable {
                     let block = min(c.blockMillis, max(1, c.keepAliveIntervalMillis / 2))
                     entries = try session.readNew(count: free, blockMillis: block)
                 }
-                if state.draining { break }   // read during drain: left pending, reclaimed by others
+                if state.draining { break } // read during drain: left pending, reclaimed by others
                 state.enqueue(entries)
             } catch {
                 if state.draining { break }
@@ -130,7 +141,10 @@ public final class PipelineWorker: @unchecked Sendable {
     // MARK: - lanes
 
     private func laneLoop(_ session: any PipelineSession, prefetcher: ChunkPrefetcher, index: Int) {
-        defer { prefetcher.stop(); state.laneStopped() }
+        defer {
+            prefetcher.stop()
+            state.laneStopped()
+        }
         let credits = max(1, configuration.inFlight / configuration.concurrentJobs)
         while let entry = state.take() {
             let run = JobRun(worker: self, session: session, prefetcher: prefetcher, entry: entry, credits: credits)

@@ -6,7 +6,8 @@ public struct StaticAppDirectory: AppDirectory {
     public let apps: [AppName: [Platform: any PushSender]]
     public let orgs: [AppName: AppOrgs]
     public init(_ apps: [AppName: [Platform: any PushSender]], orgs: [AppName: AppOrgs] = [:]) {
-        self.apps = apps; self.orgs = orgs
+        self.apps = apps
+        self.orgs = orgs
     }
     public func lookup(org: OrgID, app: AppName) -> AppLookup {
         guard let senders = apps[app] else { return .unknownApp }

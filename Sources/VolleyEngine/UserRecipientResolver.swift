@@ -27,7 +27,10 @@ public struct UserRecipientResolver: RecipientResolver {
         var facts: RecipientFacts { RecipientFacts() }
 
         init(job: PushJob, users: [UserID], registry: any DeviceRegistry, usersPerRead: Int) {
-            self.job = job; self.users = users; self.registry = registry; self.usersPerRead = usersPerRead
+            self.job = job
+            self.users = users
+            self.registry = registry
+            self.usersPerRead = usersPerRead
         }
 
         func next(max: Int) throws -> DeviceChunk? {
@@ -36,7 +39,8 @@ public struct UserRecipientResolver: RecipientResolver {
                 let end = min(explicit.count, explicitIndex + Swift.max(1, max))
                 var out: [Device] = []
                 out.reserveCapacity(end - explicitIndex)
-                for d in explicit[explicitIndex..<end] where seenExplicit.insert("\(d.platform):\(d.token.rawValue)").inserted {
+                for d in explicit[explicitIndex..<end]
+                where seenExplicit.insert("\(d.platform):\(d.token.rawValue)").inserted {
                     out.append(Device(platform: d.platform, token: d.token, environment: d.environment))
                 }
                 explicitIndex = end

@@ -28,10 +28,12 @@ public struct WorkerConfiguration: Sendable, Hashable {
     /// Devices resolved per registry read.
     public var chunkSize: Int
 
-    public init(consumer: String = WorkerConfiguration.defaultConsumerName(), concurrentJobs: Int = 2,
-                inFlight: Int = 1000, readBatch: Int = 16, blockMillis: Int = 1000, reclaimIdleMillis: Int = 60_000,
-                reclaimIntervalMillis: Int = 5_000, keepAliveIntervalMillis: Int? = nil, maxDeliveries: Int = 5,
-                drainDeadlineSeconds: Double = 25, recordBatch: Int = 500, chunkSize: Int = 500) {
+    public init(
+        consumer: String = WorkerConfiguration.defaultConsumerName(), concurrentJobs: Int = 2,
+        inFlight: Int = 1000, readBatch: Int = 16, blockMillis: Int = 1000, reclaimIdleMillis: Int = 60_000,
+        reclaimIntervalMillis: Int = 5_000, keepAliveIntervalMillis: Int? = nil, maxDeliveries: Int = 5,
+        drainDeadlineSeconds: Double = 25, recordBatch: Int = 500, chunkSize: Int = 500
+    ) {
         self.consumer = consumer
         self.concurrentJobs = max(1, concurrentJobs)
         self.inFlight = max(1, inFlight)
@@ -55,9 +57,14 @@ public struct WorkerConfiguration: Sendable, Hashable {
         var p: [String] = []
         if consumer.isEmpty { p.append("\(prefix).consumer must not be empty") }
         if keepAliveIntervalMillis >= reclaimIdleMillis {
-            p.append("\(prefix).keepAliveIntervalMs (\(keepAliveIntervalMillis)) must be below \(prefix).reclaimIdleMs (\(reclaimIdleMillis)), or long jobs get reclaimed while still running")
+            p.append(
+                "\(prefix).keepAliveIntervalMs (\(keepAliveIntervalMillis)) must be below \(prefix).reclaimIdleMs "
+                    + "(\(reclaimIdleMillis)), or long jobs get reclaimed while still running"
+            )
         }
-        if inFlight < concurrentJobs { p.append("\(prefix).inFlight (\(inFlight)) must be at least \(prefix).concurrentJobs (\(concurrentJobs))") }
+        if inFlight < concurrentJobs {
+            p.append("\(prefix).inFlight (\(inFlight)) must be at least \(prefix).concurrentJobs (\(concurrentJobs))")
+        }
         return p
     }
 }

@@ -17,14 +17,19 @@ final class WorkerState: @unchecked Sendable {
 
     init(lanes: Int) { idleLanes = lanes }
 
-    func withLock<T>(_ body: () -> T) -> T { cond.lock(); defer { cond.unlock() }; return body() }
+    func withLock<T>(_ body: () -> T) -> T {
+        cond.lock()
+        defer { cond.unlock() }
+        return body()
+    }
 
     // MARK: reader side
 
     /// Slots free for new entries: idle lanes not already promised to a queued entry. Waits up to `timeout`
     /// for one to free up (no reading while every lane is busy: admission by credits).
     func waitForFreeSlots(timeout: TimeInterval) -> Int {
-        cond.lock(); defer { cond.unlock() }
+        cond.lock()
+        defer { cond.unlock() }
         let until = Date().addingTimeInterval(timeout)
         while !draining && idleLanes - queue.count <= 0 {
             if !cond.wait(until: until) { break }
@@ -50,7 +55,8 @@ final class WorkerState: @unchecked Sendable {
 
     /// Next entry for a lane; nil when draining (queued entries stay pending in Redis for others).
     func take() -> JobEntry? {
-        cond.lock(); defer { cond.unlock() }
+        cond.lock()
+        defer { cond.unlock() }
         while !draining && queue.isEmpty { cond.wait() }
         if draining { return nil }
         idleLanes -= 1
@@ -72,9 +78,19 @@ final class WorkerState: @unchecked Sendable {
     // MARK: lifecycle
 
     func laneStarted() { withLock { runningLanes += 1 } }
-    func laneStopped() { cond.lock(); runningLanes -= 1; cond.broadcast(); cond.unlock() }
+    func laneStopped() {
+        cond.lock()
+        runningLanes -= 1
+        cond.broadcast()
+        cond.unlock()
+    }
     func readerStarted() { withLock { readerRunning = true } }
-    func readerStopped() { cond.lock(); readerRunning = false; cond.broadcast(); cond.unlock() }
+    func readerStopped() {
+        cond.lock()
+        readerRunning = false
+        cond.broadcast()
+        cond.unlock()
+    }
 
     func beginDrain(deadline: TimeInterval, grace: TimeInterval) {
         cond.lock()
@@ -92,7 +108,8 @@ final class WorkerState: @unchecked Sendable {
 
     /// Blocks until the reader and every lane have stopped (or `timeout`). Returns true when all stopped.
     func waitStopped(timeout: TimeInterval) -> Bool {
-        cond.lock(); defer { cond.unlock() }
+        cond.lock()
+        defer { cond.unlock() }
         let until = Date().addingTimeInterval(timeout)
         while runningLanes > 0 || readerRunning {
             if !cond.wait(until: until) { return runningLanes == 0 && !readerRunning }
@@ -111,11 +128,16 @@ final class LaneMailbox: DeliveryReceiver, @unchecked Sendable {
     private var waiterWantsOutstandingBelow = Int.min
     private var waiterWantsReady = Int.max
 
-    func willSend() { cond.lock(); outstanding += 1; cond.unlock() }
+    func willSend() {
+        cond.lock()
+        outstanding += 1
+        cond.unlock()
+    }
 
     /// Takes up to `count` credits at once while fewer than `limit` sends are outstanding; returns how many.
     func reserve(upTo count: Int, outstandingBelow limit: Int) -> Int {
-        cond.lock(); defer { cond.unlock() }
+        cond.lock()
+        defer { cond.unlock() }
         let n = max(0, min(count, limit - outstanding))
         outstanding += n
         return n
@@ -135,8 +157,11 @@ final class LaneMailbox: DeliveryReceiver, @unchecked Sendable {
     /// Waits until fewer than `limit` sends are outstanding, or `flushAt` outcomes are ready, or `until`.
     /// Once it has to block on credits, it waits for an eighth of `limit` to free up (hysteresis), so the caller
     /// then sends a burst. Returns the ready outcomes when at least `flushAt` are waiting (or `takeAll`), else [].
-    func wait(outstandingBelow limit: Int, flushAt: Int, until: Date, takeAll: Bool = false) -> [(Device, DeliveryOutcome)] {
-        cond.lock(); defer { cond.unlock() }
+    func wait(outstandingBelow limit: Int, flushAt: Int, until: Date, takeAll: Bool = false) -> [(
+        Device, DeliveryOutcome
+    )] {
+        cond.lock()
+        defer { cond.unlock() }
         if outstanding >= limit && ready.count < flushAt {
             let resumeBelow = limit == .max ? limit : max(1, limit - max(1, limit / 8))
             waiterWantsOutstandingBelow = resumeBelow
@@ -156,13 +181,18 @@ final class LaneMailbox: DeliveryReceiver, @unchecked Sendable {
     }
 
     func takeAll() -> [(Device, DeliveryOutcome)] {
-        cond.lock(); defer { cond.unlock() }
+        cond.lock()
+        defer { cond.unlock() }
         let out = ready
         ready.removeAll(keepingCapacity: true)
         return out
     }
 
-    var pending: (outstanding: Int, ready: Int) { cond.lock(); defer { cond.unlock() }; return (outstanding, ready.count) }
+    var pending: (outstanding: Int, ready: Int) {
+        cond.lock()
+        defer { cond.unlock() }
+        return (outstanding, ready.count)
+    }
 }
 
 /// Counters a worker keeps (each lane adds; read for progress and tests).

@@ -14,7 +14,10 @@ public struct FCMConfigurationError: Error, Sendable, Hashable, CustomStringConv
     public var oauthError: String?
     /// The token request failed in the transport before reaching the endpoint (worth retrying).
     public var resendIsSafe = false
-    public init(app: String, _ message: String) { self.app = app; self.message = message }
+    public init(app: String, _ message: String) {
+        self.app = app
+        self.message = message
+    }
     public var description: String { "app \(app): \(message)" }
 }
 
@@ -26,14 +29,17 @@ public struct FCMServiceAccount: Sendable, Hashable {
     public var projectID: String
 
     public init(clientEmail: String, privateKeyPEM: String, tokenURI: String, projectID: String) {
-        self.clientEmail = clientEmail; self.privateKeyPEM = privateKeyPEM; self.tokenURI = tokenURI
+        self.clientEmail = clientEmail
+        self.privateKeyPEM = privateKeyPEM
+        self.tokenURI = tokenURI
         self.projectID = projectID
     }
 
     /// Reads `client_email`, `private_key`, `token_uri`, `project_id`; errors name the file and the key.
     public static func load(file: String, app: String) throws -> FCMServiceAccount {
         guard let data = FileManager.default.contents(atPath: file) else {
-            throw FCMConfigurationError(app: app, "cannot read FCM service account file \(file): check apps[].fcm.serviceAccountFile")
+            throw FCMConfigurationError(
+                app: app, "cannot read FCM service account file \(file): check apps[].fcm.serviceAccountFile")
         }
         guard let object = try? JSONSerialization.jsonObject(with: data) as? [String: Any] else {
             throw FCMConfigurationError(app: app, "FCM service account file \(file) is not a JSON object")
@@ -44,8 +50,9 @@ public struct FCMServiceAccount: Sendable, Hashable {
             }
             return v
         }
-        return FCMServiceAccount(clientEmail: try field("client_email"), privateKeyPEM: try field("private_key"),
-                                 tokenURI: try field("token_uri"), projectID: try field("project_id"))
+        return FCMServiceAccount(
+            clientEmail: try field("client_email"), privateKeyPEM: try field("private_key"),
+            tokenURI: try field("token_uri"), projectID: try field("project_id"))
     }
 }
 
@@ -79,9 +86,15 @@ public final class FCMAccessTokenProvider: @unchecked Sendable {
     private var requests = 0
 
     /// `transport` reaches the host of `token_uri` (an `HTTP2ConnectionPool` like the FCM one).
-    public init(app: String, account: FCMServiceAccount, transport: any HTTP2RequestSubmitter,
-                clock: any WallClock = SystemClock(), logger: Logger) throws {
-        self.app = app; self.account = account; self.transport = transport; self.clock = clock; self.logger = logger
+    public init(
+        app: String, account: FCMServiceAccount, transport: any HTTP2RequestSubmitter,
+        clock: any WallClock = SystemClock(), logger: Logger
+    ) throws {
+        self.app = app
+        self.account = account
+        self.transport = transport
+        self.clock = clock
+        self.logger = logger
         do {
             key = try _RSA.Signing.PrivateKey(pemRepresentation: account.privateKeyPEM)
         } catch {
@@ -106,7 +119,10 @@ public final class FCMAccessTokenProvider: @unchecked Sendable {
             requests += 1
             return (nil, true)
         }
-        if let cached = action.cached { completion(.success(cached)); return }
+        if let cached = action.cached {
+            completion(.success(cached))
+            return
+        }
         if action.start { refresh(now: now) }
     }
 
@@ -128,7 +144,8 @@ public final class FCMAccessTokenProvider: @unchecked Sendable {
     public func assertion(now: Date) throws -> String {
         let iat = Int(now.timeIntervalSince1970)
         let header = #"{"alg":"RS256","typ":"JWT"}"#
-        let claims = "{\"iss\":\(jsonString(account.clientEmail)),\"scope\":\(jsonString(Self.scope)),"
+        let claims =
+            "{\"iss\":\(jsonString(account.clientEmail)),\"scope\":\(jsonString(Self.scope)),"
             + "\"aud\":\(jsonString(account.tokenURI)),\"iat\":\(iat),\"exp\":\(iat + 3600)}"
         let input = Base64URL.encode(Array(header.utf8)) + "." + Base64URL.encode(Array(claims.utf8))
         let signature = try key.signature(for: Array(input.utf8), padding: .insecurePKCS1v1_5)
@@ -142,9 +159,10 @@ public final class FCMAccessTokenProvider: @unchecked Sendable {
             return
         }
         let body = "grant_type=" + formEncode("urn:ietf:params:oauth:grant-type:jwt-bearer") + "&assertion=" + jwt
-        let request = HTTP2Request(method: "POST", authority: tokenAuthority, path: tokenPath,
-                                   headers: [HTTP2Header("content-type", "application/x-www-form-urlencoded")],
-                                   body: Array(body.utf8))
+        let request = HTTP2Request(
+            method: "POST", authority: tokenAuthority, path: tokenPath,
+            headers: [HTTP2Header("content-type", "application/x-www-form-urlencoded")],
+            body: Array(body.utf8))
         transport.submit(request) { [self] result in
             switch result {
             case .failure(let error):
@@ -157,8 +175,11 @@ public final class FCMAccessTokenProvider: @unchecked Sendable {
                     let expiresIn = (json?["expires_in"] as? NSNumber)?.doubleValue ?? 3600
                     finish(.success("Bearer " + access), expiresIn: expiresIn)
                 } else {
-                    let detail = (json?["error_description"] as? String) ?? (json?["error"] as? String) ?? "HTTP \(response.status)"
-                    var e = FCMConfigurationError(app: app,
+                    let detail =
+                        (json?["error_description"] as? String) ?? (json?["error"] as? String)
+                        ?? "HTTP \(response.status)"
+                    var e = FCMConfigurationError(
+                        app: app,
                         "the OAuth token endpoint refused the service account \(account.clientEmail): \(detail)")
                     e.status = response.status
                     e.oauthError = (json?["error"] as? String) ?? "oauth_error"

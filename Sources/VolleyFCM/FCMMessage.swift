@@ -8,7 +8,9 @@ public enum FCMMessage {
     public static let maxDataBytes = 4096
 
     /// The `message` object without `token`, for one language variant.
-    public static func message(for n: VolleyCore.Notification, text: VolleyCore.Notification.LocalizedText) throws -> [String: JSONValue] {
+    public static func message(for n: VolleyCore.Notification, text: VolleyCore.Notification.LocalizedText) throws
+        -> [String: JSONValue]
+    {
         var message: [String: JSONValue] = [:]
         if !n.isSilent {
             var notification: [String: JSONValue] = [:]
@@ -28,8 +30,11 @@ public enum FCMMessage {
         if !data.isEmpty {
             let bytes = data.reduce(0) { $0 + $1.key.utf8.count + ($1.value.stringValue?.utf8.count ?? 0) }
             if bytes > maxDataBytes {
-                throw NotificationError("PayloadTooLarge",
-                    "FCM data is \(bytes) bytes, \(bytes - maxDataBytes) bytes over the \(maxDataBytes)-byte limit; shorten it")
+                throw NotificationError(
+                    "PayloadTooLarge",
+                    "FCM data is \(bytes) bytes, \(bytes - maxDataBytes) bytes over the \(maxDataBytes)-byte "
+                        + "limit; shorten it"
+                )
             }
             message["data"] = .object(data)
         }
@@ -72,7 +77,8 @@ public enum FCMMessage {
             message = merge(message, raw)
             if case .object(let d)? = message["data"] {
                 for (k, v) in d where v.stringValue == nil {
-                    throw NotificationError("INVALID_ARGUMENT", "fcm.data.\(k) must be a string (FCM data values are strings)")
+                    throw NotificationError(
+                        "INVALID_ARGUMENT", "fcm.data.\(k) must be a string (FCM data values are strings)")
                 }
             }
         }
@@ -82,7 +88,11 @@ public enum FCMMessage {
     static func merge(_ a: [String: JSONValue], _ b: [String: JSONValue]) -> [String: JSONValue] {
         var out = a
         for (k, v) in b {
-            if case .object(let bo) = v, case .object(let ao)? = out[k] { out[k] = .object(merge(ao, bo)) } else { out[k] = v }
+            if case .object(let bo) = v, case .object(let ao)? = out[k] {
+                out[k] = .object(merge(ao, bo))
+            } else {
+                out[k] = v
+            }
         }
         return out
     }
@@ -113,10 +123,16 @@ public struct FCMPreparedNotification: PreparedNotification {
         let notification: VolleyCore.Notification
         let path: String
         let sharedFields: HTTP2HeaderBlock
-        init(payloadBytes: Int, validateOnly: Bool, defaultTail: [UInt8], variantTails: [String: [UInt8]],
-             notification: VolleyCore.Notification, path: String, sharedFields: HTTP2HeaderBlock) {
-            self.payloadBytes = payloadBytes; self.validateOnly = validateOnly; self.defaultTail = defaultTail
-            self.variantTails = variantTails; self.notification = notification; self.path = path
+        init(
+            payloadBytes: Int, validateOnly: Bool, defaultTail: [UInt8], variantTails: [String: [UInt8]],
+            notification: VolleyCore.Notification, path: String, sharedFields: HTTP2HeaderBlock
+        ) {
+            self.payloadBytes = payloadBytes
+            self.validateOnly = validateOnly
+            self.defaultTail = defaultTail
+            self.variantTails = variantTails
+            self.notification = notification
+            self.path = path
             self.sharedFields = sharedFields
         }
     }
@@ -139,7 +155,7 @@ public struct FCMPreparedNotification: PreparedNotification {
             let encoder = JSONEncoder()
             encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
             let bytes = Array(try encoder.encode(JSONValue.object(m)))
-            return bytes.count <= 2 ? [] : Array(bytes.dropFirst())   // drop "{", keep the closing "}"
+            return bytes.count <= 2 ? [] : Array(bytes.dropFirst()) // drop "{", keep the closing "}"
         }
         let defaultTail = try tail(n.text(variant: nil))
         var variants: [String: [UInt8]] = [:]
@@ -149,9 +165,10 @@ public struct FCMPreparedNotification: PreparedNotification {
         shared.append(":method", "POST")
         shared.append(":path", path, sensitive: true)
         shared.append("content-type", "application/json")
-        storage = Storage(payloadBytes: ([defaultTail.count] + variants.values.map(\.count)).max() ?? 0,
-                          validateOnly: validateOnly, defaultTail: defaultTail, variantTails: variants, notification: n,
-                          path: path, sharedFields: shared)
+        storage = Storage(
+            payloadBytes: ([defaultTail.count] + variants.values.map(\.count)).max() ?? 0,
+            validateOnly: validateOnly, defaultTail: defaultTail, variantTails: variants, notification: n,
+            path: path, sharedFields: shared)
     }
 
     /// The JSON body for one device.
@@ -180,7 +197,8 @@ public struct FCMPreparedNotification: PreparedNotification {
     /// `:authority` and `authorization` (never indexed: a secret), the fields that follow the access token rather
     /// than the device. The provider encodes them once per token (`request(for:authorizationFields:)`).
     public static func authorizationFields(authority: String, authorization: String) -> HTTP2HeaderBlock {
-        var fields = HTTP2HeaderBlock(reservingBytes: 10 + authority.utf8.count + 13 + authorization.utf8.count, fields: 2)
+        var fields = HTTP2HeaderBlock(
+            reservingBytes: 10 + authority.utf8.count + 13 + authorization.utf8.count, fields: 2)
         fields.append(":authority", authority)
         fields.append("authorization", authorization, sensitive: true)
         return fields
@@ -188,13 +206,16 @@ public struct FCMPreparedNotification: PreparedNotification {
 
     /// Per device only the body: the job's fields and the token's `authorizationFields` are shared blocks.
     public func request(for device: Device, authorizationFields: HTTP2HeaderBlock) -> HTTP2Request {
-        HTTP2Request(sharedFields: sharedFields, fields: authorizationFields,
-                     body: body(token: device.token, locale: device.locale))
+        HTTP2Request(
+            sharedFields: sharedFields, fields: authorizationFields,
+            body: body(token: device.token, locale: device.locale))
     }
 
     /// The same, encoding `authorizationFields` for this request alone (test-push, retries).
     public func request(for device: Device, authority: String, authorization: String) -> HTTP2Request {
-        request(for: device, authorizationFields: Self.authorizationFields(authority: authority, authorization: authorization))
+        request(
+            for: device,
+            authorizationFields: Self.authorizationFields(authority: authority, authorization: authorization))
     }
 }
 
@@ -204,8 +225,14 @@ func appendJSONStringContent(_ s: String, to out: inout [UInt8]) {
     var s = s
     s.withUTF8 { bytes in
         var plain = true
-        for b in bytes where b == UInt8(ascii: "\"") || b == UInt8(ascii: "\\") || b < 0x20 { plain = false; break }
-        if plain { out.append(contentsOf: bytes); return }
+        for b in bytes where b == UInt8(ascii: "\"") || b == UInt8(ascii: "\\") || b < 0x20 {
+            plain = false
+            break
+        }
+        if plain {
+            out.append(contentsOf: bytes)
+            return
+        }
         for b in bytes {
             switch b {
             case UInt8(ascii: "\""): out.append(contentsOf: [0x5C, 0x22])

@@ -24,12 +24,17 @@ public struct FCMAppConfiguration: Sendable, Hashable {
     public var maxConcurrentStreams: Int
     public var requestTimeoutSeconds: Double
 
-    public init(name: String, serviceAccountFile: String, endpoint: String? = nil, caFile: String? = nil,
-                connections: Int = 4, maxConcurrentStreams: Int = maxStreamsPerConnection,
-                requestTimeoutSeconds: Double = 30) {
-        self.name = name; self.serviceAccountFile = serviceAccountFile
-        self.endpoint = endpoint ?? Self.defaultEndpoint; self.caFile = caFile
-        self.connections = connections; self.maxConcurrentStreams = maxConcurrentStreams
+    public init(
+        name: String, serviceAccountFile: String, endpoint: String? = nil, caFile: String? = nil,
+        connections: Int = 4, maxConcurrentStreams: Int = maxStreamsPerConnection,
+        requestTimeoutSeconds: Double = 30
+    ) {
+        self.name = name
+        self.serviceAccountFile = serviceAccountFile
+        self.endpoint = endpoint ?? Self.defaultEndpoint
+        self.caFile = caFile
+        self.connections = connections
+        self.maxConcurrentStreams = maxConcurrentStreams
         self.requestTimeoutSeconds = requestTimeoutSeconds
     }
 
@@ -59,9 +64,13 @@ public final class FCMProvider: PushSender, DeliverySender, @unchecked Sendable 
     /// Set by the first `fix-app` answer: every later send of this app fails fast with the same outcome.
     package let stopSwitch = AppStopSwitch()
 
-    public init(app: FCMAppConfiguration, clock: any WallClock = SystemClock(), retryPolicy: RetryPolicy = RetryPolicy(),
-                logger: Logger, makeTransport: @escaping FCMSubmitterFactory) throws {
-        self.app = app; self.retryPolicy = retryPolicy; self.clock = clock
+    public init(
+        app: FCMAppConfiguration, clock: any WallClock = SystemClock(), retryPolicy: RetryPolicy = RetryPolicy(),
+        logger: Logger, makeTransport: @escaping FCMSubmitterFactory
+    ) throws {
+        self.app = app
+        self.retryPolicy = retryPolicy
+        self.clock = clock
         var logger = logger
         logger[metadataKey: "app"] = "\(app.name)"
         logger[metadataKey: "provider"] = "fcm"
@@ -71,18 +80,21 @@ public final class FCMProvider: PushSender, DeliverySender, @unchecked Sendable 
         let tokenEndpoint = try FCMEndpoint(url: account.tokenURI, app: app.name, what: "token_uri")
         authority = endpoint.authority
         do {
-            transport = try makeTransport(HTTP2ClientConfiguration(
-                host: endpoint.host, port: endpoint.port, caFile: app.caFile, connections: max(1, app.connections),
-                maxConcurrentStreamsCap: max(1, app.maxConcurrentStreams),
-                requestTimeoutSeconds: app.requestTimeoutSeconds))
-            tokenTransport = try makeTransport(HTTP2ClientConfiguration(
-                host: tokenEndpoint.host, port: tokenEndpoint.port, caFile: app.caFile, connections: 1,
-                maxConcurrentStreamsCap: FCMAppConfiguration.maxStreamsPerConnection, requestTimeoutSeconds: 30))
+            transport = try makeTransport(
+                HTTP2ClientConfiguration(
+                    host: endpoint.host, port: endpoint.port, caFile: app.caFile, connections: max(1, app.connections),
+                    maxConcurrentStreamsCap: max(1, app.maxConcurrentStreams),
+                    requestTimeoutSeconds: app.requestTimeoutSeconds))
+            tokenTransport = try makeTransport(
+                HTTP2ClientConfiguration(
+                    host: tokenEndpoint.host, port: tokenEndpoint.port, caFile: app.caFile, connections: 1,
+                    maxConcurrentStreamsCap: FCMAppConfiguration.maxStreamsPerConnection, requestTimeoutSeconds: 30))
         } catch {
             throw FCMConfigurationError(app: app.name, "FCM endpoint \(app.endpoint): \(error)")
         }
-        tokens = try FCMAccessTokenProvider(app: app.name, account: account, transport: tokenTransport,
-                                            clock: clock, logger: logger)
+        tokens = try FCMAccessTokenProvider(
+            app: app.name, account: account, transport: tokenTransport,
+            clock: clock, logger: logger)
     }
 
     public var stopReason: String? { stopSwitch.message }
@@ -99,20 +111,25 @@ public final class FCMProvider: PushSender, DeliverySender, @unchecked Sendable 
     /// The per-send path: with a cached access token (the common case) one object per send, a `FanoutRequest` that
     /// is the transport's request and carries the delivery; otherwise (token being fetched) through `attemptOnce`.
     /// A 200 is delivered at once; any other answer goes to the delivery's state machine.
-    public func send(_ prepared: any PreparedNotification, to device: Device, jobID: JobID,
-                     receiver: any DeliveryReceiver) {
+    public func send(
+        _ prepared: any PreparedNotification, to device: Device, jobID: JobID,
+        receiver: any DeliveryReceiver
+    ) {
         if let stopped = stopSwitch.outcome { return receiver.delivered(device, stopped) }
         guard let fcm = prepared as? FCMPreparedNotification else { return receiver.delivered(device, .wrongPlatform) }
         guard let auth = tokens.cachedAuthorization() else {
             return attemptOnce(fcm, to: device) { [self] first, credential in
-                PendingDelivery(sender: self, prepared: prepared, device: device, credential: credential,
-                                receiver: receiver).firstAttemptCompleted(first)
+                PendingDelivery(
+                    sender: self, prepared: prepared, device: device, credential: credential,
+                    receiver: receiver
+                ).firstAttemptCompleted(first)
             }
         }
         var request = fcm.request(for: device, authorizationFields: fields(for: auth))
-        request.statusOnlyOnSuccess = true   // a 200's message name is not kept (DeliveryOutcome.accepted)
-        let delivery = PendingDelivery(sender: self, prepared: prepared, device: device, credential: auth,
-                                       receiver: receiver)
+        request.statusOnlyOnSuccess = true // a 200's message name is not kept (DeliveryOutcome.accepted)
+        let delivery = PendingDelivery(
+            sender: self, prepared: prepared, device: device, credential: auth,
+            receiver: receiver)
         transport.submit(FanoutRequest(request, delivery))
     }
 
@@ -143,11 +160,15 @@ public final class FCMProvider: PushSender, DeliverySender, @unchecked Sendable 
     }
 
     /// A retry or the resend after a refresh (`DeliveryRun`).
-    package func attempt(_ prepared: any PreparedNotification, to device: Device,
-                         completion: @escaping @Sendable (AttemptResult, String?) -> Void) {
+    package func attempt(
+        _ prepared: any PreparedNotification, to device: Device,
+        completion: @escaping @Sendable (AttemptResult, String?) -> Void
+    ) {
         guard let fcm = prepared as? FCMPreparedNotification else {
-            return completion(.transportFailure(.fcm, reason: "WrongPlatform", resendIsSafe: false,
-                                                message: "not an FCM notification"), nil)
+            return completion(
+                .transportFailure(
+                    .fcm, reason: "WrongPlatform", resendIsSafe: false,
+                    message: "not an FCM notification"), nil)
         }
         attemptOnce(fcm, to: device, completion: completion)
     }
@@ -163,8 +184,10 @@ public final class FCMProvider: PushSender, DeliverySender, @unchecked Sendable 
     }
 
     /// One request, no retries (used by `volley test-push`). The second value is the authorization sent.
-    public func attemptOnce(_ prepared: FCMPreparedNotification, to device: Device,
-                            completion: @escaping @Sendable (AttemptResult, String?) -> Void) {
+    public func attemptOnce(
+        _ prepared: FCMPreparedNotification, to device: Device,
+        completion: @escaping @Sendable (AttemptResult, String?) -> Void
+    ) {
         if let auth = tokens.cachedAuthorization() {
             let request = prepared.request(for: device, authority: authority, authorization: auth)
             transport.submit(request) { result in completion(FCMResponseDecoder.decode(result), auth) }
@@ -177,10 +200,12 @@ public final class FCMProvider: PushSender, DeliverySender, @unchecked Sendable 
                 // Unreachable or 5xx: nothing was sent to FCM, so retrying is safe.
                 let answer: ProviderAnswer
                 if let oauth = error.oauthError, !error.resendIsSafe {
-                    answer = ProviderAnswer(provider: .fcm, status: error.status, reason: OutcomeReason("oauth:" + oauth))
+                    answer = ProviderAnswer(
+                        provider: .fcm, status: error.status, reason: OutcomeReason("oauth:" + oauth))
                 } else {
-                    answer = ProviderAnswer(provider: .fcm, status: 0, reason: "transport:oauth-token",
-                                            transportResendIsSafe: true)
+                    answer = ProviderAnswer(
+                        provider: .fcm, status: 0, reason: "transport:oauth-token",
+                        transportResendIsSafe: true)
                 }
                 completion(AttemptResult(answer: answer, message: error.description), nil)
             case .success(let auth):
@@ -209,8 +234,9 @@ public enum FCMResponseDecoder {
     public static func decode(_ result: Result<HTTP2Response, HTTP2Error>) -> AttemptResult {
         switch result {
         case .failure(let error):
-            return .transportFailure(.fcm, reason: OutcomeReason("transport:" + error.kind.rawValue),
-                                     resendIsSafe: error.resendIsSafe, message: error.description)
+            return .transportFailure(
+                .fcm, reason: OutcomeReason("transport:" + error.kind.rawValue),
+                resendIsSafe: error.resendIsSafe, message: error.description)
         case .success(let response):
             return decode(response)
         }
@@ -221,7 +247,8 @@ public enum FCMResponseDecoder {
         // which shows the message name.
         let json = (try? JSONSerialization.jsonObject(with: Data(response.body))) as? [String: Any]
         if response.status == 200 {
-            return AttemptResult(answer: ProviderAnswer(provider: .fcm, status: 200), messageID: json?["name"] as? String)
+            return AttemptResult(
+                answer: ProviderAnswer(provider: .fcm, status: 200), messageID: json?["name"] as? String)
         }
         let error = json?["error"] as? [String: Any]
         let status = error?["status"] as? String

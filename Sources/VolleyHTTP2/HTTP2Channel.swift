@@ -1,3 +1,6 @@
+// `package`: `outgoingBodyRead` (an nghttp2 callback) is shared with VolleyHTTP2Server's responses.
+package import CNGHTTP2
+internal import COpenSSL
 // The socket + TLS + nghttp2 machinery shared by client and server connections.
 //
 // Ownership: one serial `queue` owns everything here: the fd, both DispatchSources, the `SSL*`, the
@@ -7,9 +10,6 @@
 // freed in deinit.
 import Dispatch
 import Foundation
-// `package`: `outgoingBodyRead` (an nghttp2 callback) is shared with VolleyHTTP2Server's responses.
-package import CNGHTTP2
-internal import COpenSSL
 
 @inline(__always) package func monotonicNanos() -> UInt64 { DispatchTime.now().uptimeNanoseconds }
 
@@ -75,8 +75,10 @@ open class HTTP2Channel: @unchecked Sendable {
     /// Received bytes are fed to nghttp2 in slices of this size, so a large read can be answered in parts.
     static let receiveSlice = 1024
     open func onBeginHeaders(_ streamID: Int32) -> Int32 { 0 }
-    open func onHeader(_ streamID: Int32, _ name: UnsafeBufferPointer<UInt8>,
-                       _ value: UnsafeBufferPointer<UInt8>) -> Int32 { 0 }
+    open func onHeader(
+        _ streamID: Int32, _ name: UnsafeBufferPointer<UInt8>,
+        _ value: UnsafeBufferPointer<UInt8>
+    ) -> Int32 { 0 }
     open func onDataChunk(_ streamID: Int32, _ data: UnsafeBufferPointer<UInt8>) -> Int32 { 0 }
     open func onFrameRecv(_ frame: HTTP2FrameReference) -> Int32 { 0 }
     open func onFrameSend(_ frame: HTTP2FrameReference) -> Int32 { 0 }
@@ -91,7 +93,8 @@ open class HTTP2Channel: @unchecked Sendable {
         let group = DispatchGroup()
         let rs = DispatchSource.makeReadSource(fileDescriptor: fd, queue: queue)
         let ws = DispatchSource.makeWriteSource(fileDescriptor: fd, queue: queue)
-        group.enter(); group.enter()
+        group.enter()
+        group.enter()
         rs.setEventHandler { [unowned self] in self.readable() }
         ws.setEventHandler { [unowned self] in self.writable() }
         // The handlers above are unowned; the cancel handlers keep self alive until the fd is closed.
@@ -109,10 +112,16 @@ open class HTTP2Channel: @unchecked Sendable {
     }
 
     func armWrite() {
-        if !writeArmed, let ws = writeSource { writeArmed = true; ws.resume() }
+        if !writeArmed, let ws = writeSource {
+            writeArmed = true
+            ws.resume()
+        }
     }
     func disarmWrite() {
-        if writeArmed, let ws = writeSource { writeArmed = false; ws.suspend() }
+        if writeArmed, let ws = writeSource {
+            writeArmed = false
+            ws.suspend()
+        }
     }
 
     private func readable() {
@@ -201,7 +210,9 @@ open class HTTP2Channel: @unchecked Sendable {
                     }
                 }
             case .wantRead: break loop
-            case .wantWrite: armWrite(); break loop
+            case .wantWrite:
+                armWrite()
+                break loop
             case .closed:
                 failure = HTTP2Error.peerClosed
                 break loop
@@ -213,7 +224,10 @@ open class HTTP2Channel: @unchecked Sendable {
         inReadLoop = false
         if let f = midReadWriteFailure, failure == nil { failure = f }
         if state == .open { readLoopFinished() }
-        if let failure { close(failure); return }
+        if let failure {
+            close(failure)
+            return
+        }
         flush()
     }
 
@@ -231,7 +245,8 @@ open class HTTP2Channel: @unchecked Sendable {
         guard state == .open, !inReadLoop, let tls, let session else { return }
         while true {
             if outStart == outEnd {
-                outStart = 0; outEnd = 0
+                outStart = 0
+                outEnd = 0
                 while outEnd < Self.outTarget {
                     var data: UnsafePointer<UInt8>?
                     currentChunkStart = producedBytes
@@ -246,7 +261,8 @@ open class HTTP2Channel: @unchecked Sendable {
                         let nb = UnsafeMutablePointer<UInt8>.allocate(capacity: newCap)
                         nb.update(from: outBuffer, count: outEnd)
                         outBuffer.deallocate()
-                        outBuffer = nb; outCapacity = newCap
+                        outBuffer = nb
+                        outCapacity = newCap
                     }
                     (outBuffer + outEnd).update(from: data, count: n)
                     outEnd += n
@@ -296,7 +312,10 @@ open class HTTP2Channel: @unchecked Sendable {
             }
         }
         if let ws = writeSource {
-            if !writeArmed { writeArmed = true; ws.resume() }   // never cancel/release a suspended source
+            if !writeArmed {
+                writeArmed = true
+                ws.resume()
+            } // never cancel/release a suspended source
             ws.cancel()
         }
         readSource?.cancel()
@@ -320,8 +339,9 @@ open class HTTP2Channel: @unchecked Sendable {
         nghttp2_session_callbacks_set_on_header_callback(cbs) { _, frame, name, namelen, value, valuelen, _, ud in
             guard let frame, let ud, let name, let value else { return 0 }
             return HTTP2Channel.with(ud) {
-                $0.onHeader(frame.pointee.hd.stream_id, UnsafeBufferPointer(start: name, count: namelen),
-                            UnsafeBufferPointer(start: value, count: valuelen))
+                $0.onHeader(
+                    frame.pointee.hd.stream_id, UnsafeBufferPointer(start: name, count: namelen),
+                    UnsafeBufferPointer(start: value, count: valuelen))
             }
         }
         nghttp2_session_callbacks_set_on_data_chunk_recv_callback(cbs) { _, _, sid, data, len, ud in
@@ -346,8 +366,10 @@ open class HTTP2Channel: @unchecked Sendable {
         var s: OpaquePointer?
         let ud = Unmanaged.passUnretained(self).toOpaque()
         var mem = sessionMemory.mem
-        let rv = server ? nghttp2_session_server_new3(&s, cbs, ud, opt, &mem)
-                        : nghttp2_session_client_new3(&s, cbs, ud, opt, &mem)
+        let rv =
+            server
+            ? nghttp2_session_server_new3(&s, cbs, ud, opt, &mem)
+            : nghttp2_session_client_new3(&s, cbs, ud, opt, &mem)
         guard rv == 0, let s else {
             throw HTTP2Error.nghttp2(rv, "nghttp2 session creation failed", in: .setup)
         }
@@ -418,7 +440,8 @@ package let outgoingBodyRead: nghttp2_data_source_read_callback = { _, _, buf, l
 package enum SocketAddress {
     /// Resolves host:port (blocking getaddrinfo; IP literals resolve without DNS).
     package static func resolve(_ host: String, _ port: Int)
-        throws(HTTP2Error) -> (family: Int32, storage: sockaddr_storage, length: socklen_t) {
+        throws(HTTP2Error) -> (family: Int32, storage: sockaddr_storage, length: socklen_t)
+    {
         var hints = addrinfo()
         hints.ai_socktype = Int32(SOCK_STREAM.rawValue)
         hints.ai_family = AF_UNSPEC

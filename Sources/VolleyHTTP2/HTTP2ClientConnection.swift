@@ -1,11 +1,11 @@
+internal import CNGHTTP2
+internal import COpenSSL
 // One client connection: TCP + TLS + one nghttp2 client session, owned by `queue`.
 // The pool hands it requests (it collects them from the pool on `drainInbox`); it reports finished requests back in
 // batches (one pool-lock acquisition per read loop) and gets new work in return.
 import Dispatch
 import Foundation
 import Logging
-internal import CNGHTTP2
-internal import COpenSSL
 
 /// One request on its way through a pool, and what its answer is for: subclass it and override `complete`, so one
 /// object per request carries both (no closure context beside it). `submit(_ request:completion:)` wraps a closure
@@ -116,9 +116,15 @@ package final class HTTP2ClientConnection: HTTP2Channel, @unchecked Sendable {
         }
     }
 
-    init(id: HTTP2PoolConnectionID, pool: HTTP2ConnectionPool, configuration: HTTP2ClientConfiguration,
-         context: TLSContext, queue: DispatchQueue, logger: Logger) {
-        self.id = id; self.pool = pool; self.configuration = configuration; self.context = context; self.logger = logger
+    init(
+        id: HTTP2PoolConnectionID, pool: HTTP2ConnectionPool, configuration: HTTP2ClientConfiguration,
+        context: TLSContext, queue: DispatchQueue, logger: Logger
+    ) {
+        self.id = id
+        self.pool = pool
+        self.configuration = configuration
+        self.context = context
+        self.logger = logger
         super.init(queue: queue)
     }
 
@@ -148,10 +154,11 @@ package final class HTTP2ClientConnection: HTTP2Channel, @unchecked Sendable {
             if rv == 0 {
                 startHandshake()
             } else if errno == EINPROGRESS {
-                armWrite()   // writable = connect finished (state .connecting)
+                armWrite() // writable = connect finished (state .connecting)
             } else {
-                throw HTTP2Error.posix(errno, "cannot connect to \(configuration.host):\(configuration.port)",
-                                       in: .connecting)
+                throw HTTP2Error.posix(
+                    errno, "cannot connect to \(configuration.host):\(configuration.port)",
+                    in: .connecting)
             }
         } catch let error as HTTP2Error {
             close(error)
@@ -173,13 +180,19 @@ package final class HTTP2ClientConnection: HTTP2Channel, @unchecked Sendable {
 
     package override func handshakeCompleted() throws(HTTP2Error) {
         guard tls?.selectedALPN == "h2" else {
-            throw HTTP2Error(.alpnNotH2, resendIsSafe: false,
-                             "\(configuration.host):\(configuration.port) did not select h2 in TLS ALPN: the peer does not speak HTTP/2 over TLS")
+            throw HTTP2Error(
+                .alpnNotH2, resendIsSafe: false,
+                "\(configuration.host):\(configuration.port) did not select h2 in TLS ALPN: the peer does not "
+                    + "speak HTTP/2 over TLS"
+            )
         }
         try makeSession(server: false)
-        submitSettings([(Int32(NGHTTP2_SETTINGS_ENABLE_PUSH.rawValue), 0),
-                        (Int32(NGHTTP2_SETTINGS_INITIAL_WINDOW_SIZE.rawValue), 1 << 20)],
-                       connectionWindow: 1 << 24)
+        submitSettings(
+            [
+                (Int32(NGHTTP2_SETTINGS_ENABLE_PUSH.rawValue), 0),
+                (Int32(NGHTTP2_SETTINGS_INITIAL_WINDOW_SIZE.rawValue), 1 << 20),
+            ],
+            connectionWindow: 1 << 24)
         // Not ready yet: streams are opened only after the peer's first SETTINGS (its stream limit is unknown
         // before; APNs starts at 1 until the first authenticated request).
     }
@@ -214,16 +227,23 @@ package final class HTTP2ClientConnection: HTTP2Channel, @unchecked Sendable {
     }
 
     private func submit(_ p: HTTP2PendingRequest) {
-        guard let session else { finished.append(p.finished(.failure(HTTP2Error(.connectionReset, resendIsSafe: true, "no session")))); return }
+        guard let session else {
+            finished.append(p.finished(.failure(HTTP2Error(.connectionReset, resendIsSafe: true, "no session"))))
+            return
+        }
         let stream = ClientStream(p)
         let sid: Int32
         if stream.bytes.isEmpty {
             sid = Self.withNameValues(p.request) { nva, n in nghttp2_submit_request(session, nil, nva, n, nil, nil) }
         } else {
-            // The stream table retains `stream` until the stream closes, so the unretained pointer outlives nghttp2's reads.
-            var provider = nghttp2_data_provider(source: nghttp2_data_source(ptr: Unmanaged.passUnretained(stream).toOpaque()),
-                                                 read_callback: outgoingBodyRead)
-            sid = Self.withNameValues(p.request) { nva, n in nghttp2_submit_request(session, nil, nva, n, &provider, nil) }
+            // The stream table retains `stream` until the stream closes, so the unretained pointer outlives nghttp2's
+            // reads.
+            var provider = nghttp2_data_provider(
+                source: nghttp2_data_source(ptr: Unmanaged.passUnretained(stream).toOpaque()),
+                read_callback: outgoingBodyRead)
+            sid = Self.withNameValues(p.request) { nva, n in
+                nghttp2_submit_request(session, nil, nva, n, &provider, nil)
+            }
         }
         if sid < 0 {
             if sid == NGHTTP2_ERR_STREAM_ID_NOT_AVAILABLE.rawValue {
@@ -232,8 +252,12 @@ package final class HTTP2ClientConnection: HTTP2Channel, @unchecked Sendable {
                 pool.goAwayReceived(self, returning: [p] + pending)
                 pending.removeAll()
             } else {
-                finished.append(p.finished(.failure(HTTP2Error.nghttp2(sid, "nghttp2_submit_request failed",
-                                                                       in: .submitting))))
+                finished.append(
+                    p.finished(
+                        .failure(
+                            HTTP2Error.nghttp2(
+                                sid, "nghttp2_submit_request failed",
+                                in: .submitting))))
             }
             return
         }
@@ -258,21 +282,24 @@ package final class HTTP2ClientConnection: HTTP2Channel, @unchecked Sendable {
         return r.sharedFields.withUnsafeFields { shared in
             r.fields.withUnsafeFields { own in
                 withUnsafeTemporaryAllocation(of: nghttp2_nv.self, capacity: total) { nva in
-                    let scheme: StaticString = ":scheme", https: StaticString = "https"
+                    let scheme: StaticString = ":scheme"
+                    let https: StaticString = "https"
                     let uncopied = UInt8(NGHTTP2_NV_FLAG_NO_COPY_NAME.rawValue | NGHTTP2_NV_FLAG_NO_COPY_VALUE.rawValue)
                     let neverIndexed = uncopied | UInt8(NGHTTP2_NV_FLAG_NO_INDEX.rawValue)
-                    nva[0] = nghttp2_nv(name: UnsafeMutablePointer(mutating: scheme.utf8Start),
-                                        value: UnsafeMutablePointer(mutating: https.utf8Start),
-                                        namelen: scheme.utf8CodeUnitCount, valuelen: https.utf8CodeUnitCount,
-                                        flags: uncopied)
+                    nva[0] = nghttp2_nv(
+                        name: UnsafeMutablePointer(mutating: scheme.utf8Start),
+                        value: UnsafeMutablePointer(mutating: https.utf8Start),
+                        namelen: scheme.utf8CodeUnitCount, valuelen: https.utf8CodeUnitCount,
+                        flags: uncopied)
                     var i = 1
                     func add(_ fields: HTTP2HeaderBlock.UnsafeFields, pseudo: Bool) {
                         for f in fields where (f.name.first == UInt8(ascii: ":")) == pseudo && i < total {
                             guard let name = f.name.baseAddress, let value = f.value.baseAddress else { continue }
-                            nva[i] = nghttp2_nv(name: UnsafeMutablePointer(mutating: name),
-                                                value: UnsafeMutablePointer(mutating: value),
-                                                namelen: f.name.count, valuelen: f.value.count,
-                                                flags: f.sensitive ? neverIndexed : uncopied)
+                            nva[i] = nghttp2_nv(
+                                name: UnsafeMutablePointer(mutating: name),
+                                value: UnsafeMutablePointer(mutating: value),
+                                namelen: f.name.count, valuelen: f.value.count,
+                                flags: f.sensitive ? neverIndexed : uncopied)
                             i += 1
                         }
                     }
@@ -344,13 +371,16 @@ package final class HTTP2ClientConnection: HTTP2Channel, @unchecked Sendable {
         return st
     }
 
-    package override func onHeader(_ streamID: Int32, _ name: UnsafeBufferPointer<UInt8>,
-                                   _ value: UnsafeBufferPointer<UInt8>) -> Int32 {
+    package override func onHeader(
+        _ streamID: Int32, _ name: UnsafeBufferPointer<UInt8>,
+        _ value: UnsafeBufferPointer<UInt8>
+    ) -> Int32 {
         guard let st = stream(streamID) else { return 0 }
         if name.count > 0 && name[0] == UInt8(ascii: ":") {
             // ":status"
             if name.count == 7 && name[1] == 0x73 && name[2] == 0x74 && name[3] == 0x61 && name[4] == 0x74
-                && name[5] == 0x75 && name[6] == 0x73 {
+                && name[5] == 0x75 && name[6] == 0x73
+            {
                 var v = 0
                 for b in value where b >= 48 && b <= 57 { v = v * 10 + Int(b - 48) }
                 st.status = v
@@ -368,8 +398,12 @@ package final class HTTP2ClientConnection: HTTP2Channel, @unchecked Sendable {
         guard let st = stream(streamID), !st.done, !st.statusOnly else { return 0 }
         if st.responseBody.count + data.count > Self.maxResponseBody {
             st.done = true
-            finished.append(st.pending.finished(.failure(HTTP2Error(.protocolError, resendIsSafe: false,
-                                                             "response body larger than \(Self.maxResponseBody) bytes"))))
+            finished.append(
+                st.pending.finished(
+                    .failure(
+                        HTTP2Error(
+                            .protocolError, resendIsSafe: false,
+                            "response body larger than \(Self.maxResponseBody) bytes"))))
             if let session {
                 nghttp2_submit_rst_stream(session, UInt8(NGHTTP2_FLAG_NONE.rawValue), streamID, NGHTTP2_CANCEL.rawValue)
             }
@@ -399,7 +433,9 @@ package final class HTTP2ClientConnection: HTTP2Channel, @unchecked Sendable {
             // REFUSED_STREAM, and we report those as `.goAway` (safe to resend).
             let last = frame.pointee.goaway.last_stream_id
             goAwayLastStreamID = last
-            logger.debug("GOAWAY received", metadata: ["lastStreamID": "\(last)", "errorCode": "\(frame.pointee.goaway.error_code)"])
+            logger.debug(
+                "GOAWAY received",
+                metadata: ["lastStreamID": "\(last)", "errorCode": "\(frame.pointee.goaway.error_code)"])
             pool.goAwayReceived(self, returning: pending)
             pending.removeAll()
         default:
@@ -424,8 +460,10 @@ package final class HTTP2ClientConnection: HTTP2Channel, @unchecked Sendable {
             st.done = true
             let result: Result<HTTP2Response, HTTP2Error>
             let aboveGoAway = goAwayLastStreamID.map { streamID > $0 } ?? false
-            if let error = HTTP2Error.streamClosed(streamID, errorCode: errorCode, hasStatus: st.status > 0,
-                                                   aboveGoAway: aboveGoAway) {
+            if let error = HTTP2Error.streamClosed(
+                streamID, errorCode: errorCode, hasStatus: st.status > 0,
+                aboveGoAway: aboveGoAway)
+            {
                 result = .failure(error)
             } else {
                 result = .success(HTTP2Response(status: st.status, fields: st.fields, body: st.responseBody))
@@ -441,8 +479,12 @@ package final class HTTP2ClientConnection: HTTP2Channel, @unchecked Sendable {
         let now = monotonicNanos()
         if state == .connecting || state == .handshaking {
             if now > connectDeadline {
-                close(HTTP2Error(.connectFailed, resendIsSafe: true,
-                                 "timed out connecting to \(configuration.host):\(configuration.port) after \(configuration.connectTimeoutSeconds) s"))
+                close(
+                    HTTP2Error(
+                        .connectFailed, resendIsSafe: true,
+                        "timed out connecting to \(configuration.host):\(configuration.port) after "
+                            + "\(configuration.connectTimeoutSeconds) s"
+                    ))
             }
             return
         }
@@ -450,25 +492,37 @@ package final class HTTP2ClientConnection: HTTP2Channel, @unchecked Sendable {
         for (sid, st) in streams where !st.done && st.pending.deadline.nanoseconds <= now {
             st.done = true
             let safe = isUnwritten(st)
-            finished.append(st.pending.finished(.failure(HTTP2Error(.timeout, resendIsSafe: safe,
-                                                             "no response within \(configuration.requestTimeoutSeconds) s"))))
+            finished.append(
+                st.pending.finished(
+                    .failure(
+                        HTTP2Error(
+                            .timeout, resendIsSafe: safe,
+                            "no response within \(configuration.requestTimeoutSeconds) s"))))
             nghttp2_submit_rst_stream(session, UInt8(NGHTTP2_FLAG_NONE.rawValue), sid, NGHTTP2_CANCEL.rawValue)
         }
         if !pending.isEmpty {
             var keep: [HTTP2PendingRequest] = []
             for p in pending {
                 if p.deadline.nanoseconds <= now {
-                    finished.append(p.finished(.failure(HTTP2Error(.timeout, resendIsSafe: true,
-                                                            "no free stream within \(configuration.requestTimeoutSeconds) s (never sent)"))))
-                } else { keep.append(p) }
+                    finished.append(
+                        p.finished(
+                            .failure(
+                                HTTP2Error(
+                                    .timeout, resendIsSafe: true,
+                                    "no free stream within \(configuration.requestTimeoutSeconds) s (never sent)"))))
+                } else {
+                    keep.append(p)
+                }
             }
             pending = keep
         }
         if configuration.idlePingSeconds > 0 {
             if let sent = pingSentAt {
                 if now - sent > UInt64(configuration.pingTimeoutSeconds * 1e9) {
-                    close(HTTP2Error(.connectionReset, resendIsSafe: false,
-                                     "PING not answered within \(configuration.pingTimeoutSeconds) s"))
+                    close(
+                        HTTP2Error(
+                            .connectionReset, resendIsSafe: false,
+                            "PING not answered within \(configuration.pingTimeoutSeconds) s"))
                     return
                 }
             } else if now - lastReadNanos > UInt64(configuration.idlePingSeconds * 1e9) {
@@ -489,7 +543,10 @@ package final class HTTP2ClientConnection: HTTP2Channel, @unchecked Sendable {
     func shutdownGracefully() {
         dispatchPrecondition(condition: .onQueue(queue))
         localGoAway = true
-        if !pending.isEmpty { pool.giveBack(self, pending); pending.removeAll() }
+        if !pending.isEmpty {
+            pool.giveBack(self, pending)
+            pending.removeAll()
+        }
         guard state == .open, let session else {
             close(HTTP2Error(.shutdown, resendIsSafe: true, "pool shut down"))
             return
@@ -504,8 +561,9 @@ package final class HTTP2ClientConnection: HTTP2Channel, @unchecked Sendable {
         for (_, st) in streams where !st.done {
             st.done = true
             let safe = isUnwritten(st)
-            let e = HTTP2Error(error.kind == .goAway ? .connectionReset : error.kind, resendIsSafe: safe,
-                               safe ? "\(error.message) (request never written)" : error.message)
+            let e = HTTP2Error(
+                error.kind == .goAway ? .connectionReset : error.kind, resendIsSafe: safe,
+                safe ? "\(error.message) (request never written)" : error.message)
             finished.append(st.pending.finished(.failure(e)))
         }
         streams.removeAll()

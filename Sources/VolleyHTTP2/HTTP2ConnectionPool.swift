@@ -67,13 +67,18 @@ public final class HTTP2ConnectionPool: @unchecked Sendable {
         self.configuration = configuration
         self.logger = logger
         do {
-            context = .success(try TLSContext.client(caFile: configuration.caFile,
-                                                     clientCertificate: configuration.clientCertificate))
+            context = .success(
+                try TLSContext.client(
+                    caFile: configuration.caFile,
+                    clientCertificate: configuration.clientCertificate))
         } catch {
             context = .failure(error)
         }
-        state = Mutex(Locked(machine: StateMachine(configuration: configuration, clock: HTTP2MonotonicClock(),
-                                                   random: SystemRandomNumberGenerator())))
+        state = Mutex(
+            Locked(
+                machine: StateMachine(
+                    configuration: configuration, clock: HTTP2MonotonicClock(),
+                    random: SystemRandomNumberGenerator())))
     }
 
     public var statistics: HTTP2PoolStatistics {
@@ -82,7 +87,10 @@ public final class HTTP2ConnectionPool: @unchecked Sendable {
 
     /// Submits a request; its `complete` is called exactly once, on an internal queue, and must not block.
     public func submit(_ p: HTTP2PendingRequest) {
-        if case .failure(let e) = context { p.complete(.failure(e)); return }
+        if case .failure(let e) = context {
+            p.complete(.failure(e))
+            return
+        }
         run(state.withLock { s in resolve(s.machine.requestSubmitted(p), &s) })
     }
 
@@ -133,15 +141,19 @@ public final class HTTP2ConnectionPool: @unchecked Sendable {
 
     func pingSent() { state.withLock { $0.machine.pingSent() } }
 
-    func connectionClosed(_ c: HTTP2ClientConnection, error: HTTP2Error, finished: [FinishedRequest],
-                          unstarted: [HTTP2PendingRequest], peak: Int) {
+    func connectionClosed(
+        _ c: HTTP2ClientConnection, error: HTTP2Error, finished: [FinishedRequest],
+        unstarted: [HTTP2PendingRequest], peak: Int
+    ) {
         logger.debug("connection closed", metadata: ["host": "\(configuration.host)", "error": "\(error)"])
-        run(state.withLock { s in
-            let a = s.machine.connectionClosed(c.id, error: error, finished: finished, unstarted: unstarted,
-                                               peakStreams: peak)
-            s.connections.removeAll { $0 === c }
-            return resolve(a, &s)
-        })
+        run(
+            state.withLock { s in
+                let a = s.machine.connectionClosed(
+                    c.id, error: error, finished: finished, unstarted: unstarted,
+                    peakStreams: peak)
+                s.connections.removeAll { $0 === c }
+                return resolve(a, &s)
+            })
     }
 
     private func timerFired() {
@@ -159,8 +171,9 @@ public final class HTTP2ConnectionPool: @unchecked Sendable {
             let targets = Self.sharedTargets
             for id in a.open {
                 let q = DispatchQueue(label: "volley.http2.client.conn", target: targets[id.rawValue % targets.count])
-                let c = HTTP2ClientConnection(id: id, pool: self, configuration: configuration, context: ctx, queue: q,
-                                              logger: logger)
+                let c = HTTP2ClientConnection(
+                    id: id, pool: self, configuration: configuration, context: ctx, queue: q,
+                    logger: logger)
                 s.connections.append(c)
                 fx.open.append(c)
             }

@@ -1,9 +1,9 @@
+internal import CNGHTTP2
+internal import COpenSSL
 // The C libraries' errors as `HTTP2Error`s: one function per library (POSIX sockets, nghttp2, OpenSSL) decides the
 // kind and whether the requests the error fails may be sent again, from the phase the connection was in. Call
 // sites name what failed and the phase; they never pick a kind or a resend flag by hand.
 import Glibc
-internal import CNGHTTP2
-internal import COpenSSL
 
 /// Where a connection was when a C call failed. It decides what a failure may have cost: nothing a request carried
 /// reaches the peer before the connection is established and the request submitted.
@@ -54,8 +54,10 @@ extension HTTP2Error {
 
     /// How a client stream closed (RFC 9113 §5.4.2, §6.8, §8.7): nil when it closed cleanly with a response status.
     /// REFUSED_STREAM, and streams above a GOAWAY's last-stream-id, were not processed: safe to resend.
-    package static func streamClosed(_ streamID: Int32, errorCode: UInt32, hasStatus: Bool,
-                                     aboveGoAway: Bool) -> HTTP2Error? {
+    package static func streamClosed(
+        _ streamID: Int32, errorCode: UInt32, hasStatus: Bool,
+        aboveGoAway: Bool
+    ) -> HTTP2Error? {
         if errorCode == NGHTTP2_NO_ERROR.rawValue && hasStatus { return nil }
         if errorCode == NGHTTP2_REFUSED_STREAM.rawValue {
             return aboveGoAway
@@ -65,8 +67,9 @@ extension HTTP2Error {
         if errorCode == NGHTTP2_NO_ERROR.rawValue {
             return HTTP2Error(.protocolError, resendIsSafe: false, "stream \(streamID) ended without a response status")
         }
-        return HTTP2Error(.streamReset, resendIsSafe: false,
-                          "stream \(streamID) reset by the server: \(String(cString: nghttp2_http2_strerror(errorCode)))")
+        return HTTP2Error(
+            .streamReset, resendIsSafe: false,
+            "stream \(streamID) reset by the server: \(String(cString: nghttp2_http2_strerror(errorCode)))")
     }
 
     /// An OpenSSL call failed: the error queue's entries (drained) become the message. `sslError` is
@@ -88,8 +91,9 @@ extension HTTP2Error {
 
     /// The peer's certificate did not verify (`SSL_get_verify_result`): the app's trust settings must change.
     package static func certificateVerification(_ verifyResult: Int) -> HTTP2Error {
-        HTTP2Error(.certificateVerification, resendIsSafe: false,
-                   "TLS certificate verification failed: \(String(cString: X509_verify_cert_error_string(verifyResult)))")
+        HTTP2Error(
+            .certificateVerification, resendIsSafe: false,
+            "TLS certificate verification failed: \(String(cString: X509_verify_cert_error_string(verifyResult)))")
     }
 }
 

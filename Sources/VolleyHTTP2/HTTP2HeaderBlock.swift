@@ -9,14 +9,17 @@
 /// (`:path`, `authorization`, `apns-id`) into one small buffer per request. Nothing here touches C.
 public struct HTTP2HeaderBlock: Sendable, Hashable {
     /// The encoded fields (internal layout; read it through `forEach` / `headers`).
-var storage: [UInt8]
+    var storage: [UInt8]
     /// Number of fields.
     public private(set) var count: Int
 
     package static let fieldOverhead = 9
-static let sensitiveFlag: UInt8 = 1
+    static let sensitiveFlag: UInt8 = 1
 
-    public init() { storage = []; count = 0 }
+    public init() {
+        storage = []
+        count = 0
+    }
 
     /// An empty block with room for `bytes` of names and values over `fields` fields.
     public init(reservingBytes bytes: Int, fields: Int) {
@@ -49,15 +52,18 @@ static let sensitiveFlag: UInt8 = 1
         precondition(nameLength <= Int(UInt32.max) && valueLength <= Int(UInt32.max), "header field too large")
         // Flag byte and the two little-endian lengths, written into one 9-byte stack buffer and appended at once.
         withUnsafeTemporaryAllocation(of: UInt8.self, capacity: Self.fieldOverhead) { out in
-            Self.storePrefix(UnsafeMutableRawPointer(out.baseAddress!), nameLength: nameLength, valueLength: valueLength,
-                             sensitive: sensitive)
+            Self.storePrefix(
+                UnsafeMutableRawPointer(out.baseAddress!), nameLength: nameLength, valueLength: valueLength,
+                sensitive: sensitive)
             storage.append(contentsOf: UnsafeBufferPointer(out))
         }
         count += 1
     }
 
     /// The flag byte and the two little-endian lengths that start every field, written at `p` (9 bytes).
-    @inline(__always) static func storePrefix(_ p: UnsafeMutableRawPointer, nameLength: Int, valueLength: Int, sensitive: Bool) {
+    @inline(__always) static func storePrefix(
+        _ p: UnsafeMutableRawPointer, nameLength: Int, valueLength: Int, sensitive: Bool
+    ) {
         p.storeBytes(of: sensitive ? sensitiveFlag : 0, as: UInt8.self)
         p.storeBytes(of: UInt32(truncatingIfNeeded: nameLength).littleEndian, toByteOffset: 1, as: UInt32.self)
         p.storeBytes(of: UInt32(truncatingIfNeeded: valueLength).littleEndian, toByteOffset: 5, as: UInt32.self)
@@ -65,8 +71,10 @@ static let sensitiveFlag: UInt8 = 1
 
     /// Writes one whole field at `p`, which must have room for `encodedSize(nameLength:valueLength:)` bytes (for
     /// buffers that collect fields outside a block, like the server's per-connection header scratch).
-    package static func encode(name: UnsafeBufferPointer<UInt8>, value: UnsafeBufferPointer<UInt8>,
-                               at p: UnsafeMutableRawPointer) {
+    package static func encode(
+        name: UnsafeBufferPointer<UInt8>, value: UnsafeBufferPointer<UInt8>,
+        at p: UnsafeMutableRawPointer
+    ) {
         storePrefix(p, nameLength: name.count, valueLength: value.count, sensitive: false)
         if let n = name.baseAddress { (p + fieldOverhead).copyMemory(from: n, byteCount: name.count) }
         if let v = value.baseAddress { (p + fieldOverhead + name.count).copyMemory(from: v, byteCount: value.count) }
@@ -79,12 +87,14 @@ static let sensitiveFlag: UInt8 = 1
     }
 
     /// Appends a field whose name is a lower-case literal and whose value is raw bytes.
-    public mutating func append(_ name: StaticString, bytes value: UnsafeBufferPointer<UInt8>, sensitive: Bool = false) {
+    public mutating func append(_ name: StaticString, bytes value: UnsafeBufferPointer<UInt8>, sensitive: Bool = false)
+    {
         name.withUTF8Buffer { append(nameBytes: $0, valueBytes: value, sensitive: sensitive) }
     }
 
     /// Appends a field whose value is `prefix` followed by `suffix` (e.g. `:path` = "/3/device/" + token).
-    public mutating func append(_ name: StaticString, _ prefix: StaticString, _ suffix: String, sensitive: Bool = false) {
+    public mutating func append(_ name: StaticString, _ prefix: StaticString, _ suffix: String, sensitive: Bool = false)
+    {
         var suffix = suffix
         suffix.withUTF8 { s in
             name.withUTF8Buffer { n in
@@ -106,7 +116,9 @@ static let sensitiveFlag: UInt8 = 1
     }
 
     /// Appends a field from raw name and value bytes (upper-case ASCII letters in the name are lower-cased).
-    public mutating func append(nameBytes: UnsafeBufferPointer<UInt8>, valueBytes: UnsafeBufferPointer<UInt8>, sensitive: Bool = false) {
+    public mutating func append(
+        nameBytes: UnsafeBufferPointer<UInt8>, valueBytes: UnsafeBufferPointer<UInt8>, sensitive: Bool = false
+    ) {
         appendPrefix(nameLength: nameBytes.count, valueLength: valueBytes.count, sensitive: sensitive)
         appendName(nameBytes)
         storage.append(contentsOf: valueBytes)
@@ -192,8 +204,9 @@ static let sensitiveFlag: UInt8 = 1
                 let (nameLength, valueLength, sensitive) = HTTP2HeaderBlock.prefix(start, at)
                 let name = start + at + HTTP2HeaderBlock.fieldOverhead
                 at += HTTP2HeaderBlock.fieldOverhead + nameLength + valueLength
-                return Field(name: UnsafeBufferPointer(start: name, count: nameLength),
-                             value: UnsafeBufferPointer(start: name + nameLength, count: valueLength), sensitive: sensitive)
+                return Field(
+                    name: UnsafeBufferPointer(start: name, count: nameLength),
+                    value: UnsafeBufferPointer(start: name + nameLength, count: valueLength), sensitive: sensitive)
             }
         }
         public func makeIterator() -> Iterator { Iterator(base: base, left: count) }
@@ -211,7 +224,8 @@ static let sensitiveFlag: UInt8 = 1
         var out: [HTTP2Header] = []
         out.reserveCapacity(count)
         forEach { n, v, s in
-            out.append(HTTP2Header(String(decoding: n, as: UTF8.self), String(decoding: v, as: UTF8.self), sensitive: s))
+            out.append(
+                HTTP2Header(String(decoding: n, as: UTF8.self), String(decoding: v, as: UTF8.self), sensitive: s))
         }
         return out
     }

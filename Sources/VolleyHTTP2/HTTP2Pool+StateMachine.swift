@@ -13,8 +13,6 @@ struct HTTP2PoolInstant: Comparable, Hashable, Sendable {
 
     static let zero = HTTP2PoolInstant(nanoseconds: 0)
 
-    init(nanoseconds: UInt64) { self.nanoseconds = nanoseconds }
-
     /// This instant plus `seconds` (negative counts as zero; saturates instead of overflowing).
     func advanced(bySeconds seconds: Double) -> HTTP2PoolInstant {
         let delta = seconds > 0 ? min(seconds * 1e9, Double(UInt64.max >> 1)) : 0
@@ -57,12 +55,22 @@ struct HTTP2PoolRequestQueue {
     var isEmpty: Bool { count == 0 }
     mutating func append(_ p: HTTP2PendingRequest) { items.append(p) }
     mutating func pushFront(_ p: HTTP2PendingRequest) {
-        if head > 0 { head -= 1; items[head] = p } else { items.insert(p, at: 0) }
+        if head > 0 {
+            head -= 1
+            items[head] = p
+        } else {
+            items.insert(p, at: 0)
+        }
     }
     mutating func popFirst() -> HTTP2PendingRequest? {
         guard head < items.count else { return nil }
-        let p = items[head]; items[head] = nil; head += 1
-        if head > 1024 && head * 2 > items.count { items.removeFirst(head); head = 0 }
+        let p = items[head]
+        items[head] = nil
+        head += 1
+        if head > 1024 && head * 2 > items.count {
+            items.removeFirst(head)
+            head = 0
+        }
         return p
     }
     /// Removes and returns the requests `matching` says to take, keeping the others in order.
@@ -71,7 +79,8 @@ struct HTTP2PoolRequestQueue {
         var keep: [HTTP2PendingRequest?] = []
         keep.reserveCapacity(count)
         for case let p? in items[head...] { if matching(p) { out.append(p) } else { keep.append(p) } }
-        items = keep; head = 0
+        items = keep
+        head = 0
         return out
     }
     mutating func drain() -> [HTTP2PendingRequest] { removeAll(where: { _ in true }) }
@@ -198,9 +207,13 @@ struct HTTP2PoolStateMachine<Clock: HTTP2PoolClock, Random: RandomNumberGenerato
             assign(request, to: i, &a)
         } else if waiting.count >= configuration.maxQueuedRequests {
             stats.requestsFailed += 1
-            complete(request, .failure(HTTP2Error(.queueFull, resendIsSafe: true,
-                "\(waiting.count) requests already wait for a stream to \(configuration.host); "
-                    + "slow down or add connections")), &a)
+            complete(
+                request,
+                .failure(
+                    HTTP2Error(
+                        .queueFull, resendIsSafe: true,
+                        "\(waiting.count) requests already wait for a stream to \(configuration.host); "
+                            + "slow down or add connections")), &a)
         } else {
             request.custody = .queued
             waiting.append(request)
@@ -314,8 +327,10 @@ struct HTTP2PoolStateMachine<Clock: HTTP2PoolClock, Random: RandomNumberGenerato
     /// `unstarted` ones it held without a stream (they wait again). A connection that closes before it was
     /// established is a failed connect: the next connect waits a back-off, and when no connection is ready the
     /// waiting requests fail with the connection's error (not resent, so a dead endpoint does not keep them).
-    mutating func connectionClosed(_ id: ConnectionID, error: HTTP2Error, finished: [Request], unstarted: [Request],
-                                   peakStreams: Int) -> Action {
+    mutating func connectionClosed(
+        _ id: ConnectionID, error: HTTP2Error, finished: [Request], unstarted: [Request],
+        peakStreams: Int
+    ) -> Action {
         var a = Action()
         guard let i = index(of: id) else {
             a.ignored = finished + unstarted
@@ -365,9 +380,14 @@ struct HTTP2PoolStateMachine<Clock: HTTP2PoolClock, Random: RandomNumberGenerato
         if !waiting.isEmpty {
             for p in waiting.removeAll(where: { $0.deadline <= now }) {
                 stats.requestsFailed += 1
-                complete(p, .failure(HTTP2Error(.timeout, resendIsSafe: true,
-                    "no connection to \(configuration.host):\(configuration.port) could take the request within "
-                        + "\(configuration.requestTimeoutSeconds) s (never sent)")), &a)
+                complete(
+                    p,
+                    .failure(
+                        HTTP2Error(
+                            .timeout, resendIsSafe: true,
+                            "no connection to \(configuration.host):\(configuration.port) could take the request "
+                                + "within "
+                                + "\(configuration.requestTimeoutSeconds) s (never sent)")), &a)
             }
         }
         ensureConnections(&a)
@@ -508,7 +528,9 @@ struct HTTP2PoolStateMachine<Clock: HTTP2PoolClock, Random: RandomNumberGenerato
     private mutating func process(_ batch: [Request], from i: Int, _ a: inout Action) {
         let id = connections[i].id
         let resendAllowed = !shuttingDown && configuration.maxResends > 0
-        var failed = 0, resend = 0, foreign = 0
+        var failed = 0
+        var resend = 0
+        var foreign = 0
         // One pass in the common case: nothing to resend, nothing foreign; the batch itself becomes the
         // completion list (no copy, no new buffer).
         for f in batch {
@@ -577,7 +599,8 @@ struct HTTP2PoolStateMachine<Clock: HTTP2PoolClock, Random: RandomNumberGenerato
     }
 
     private static func shutdownError(
-        _ message: String = "the connection pool shut down before the request was sent") -> HTTP2Error {
+        _ message: String = "the connection pool shut down before the request was sent"
+    ) -> HTTP2Error {
         HTTP2Error(.shutdown, resendIsSafe: true, message)
     }
 }

@@ -13,14 +13,15 @@ public protocol HTTP2RequestSubmitter: AnyObject, Sendable {
 
 extension HTTP2RequestSubmitter {
     /// Submits a request whose answer goes to `completion` (called exactly once, on any queue).
-    public func submit(_ request: HTTP2Request,
-                       completion: @escaping @Sendable (Result<HTTP2Response, HTTP2Error>) -> Void) {
+    public func submit(
+        _ request: HTTP2Request,
+        completion: @escaping @Sendable (Result<HTTP2Response, HTTP2Error>) -> Void
+    ) {
         submit(HTTP2ClosureRequest(request, completion: completion))
     }
 }
 
 extension HTTP2ConnectionPool: HTTP2RequestSubmitter {}
-
 
 extension HTTP2ConnectionPool {
     /// A factory for providers: checks the client certificate first (so a bad one stops the app at startup
@@ -28,7 +29,8 @@ extension HTTP2ConnectionPool {
     /// then opens a pool (connections are made lazily).
     /// `now` is injectable so tests can check the expired / not-yet-valid messages.
     public static func submitterFactory(logger: Logger, now: @escaping @Sendable () -> Date = { Date() })
-        -> @Sendable (HTTP2ClientConfiguration) throws -> any HTTP2RequestSubmitter {
+        -> @Sendable (HTTP2ClientConfiguration) throws -> any HTTP2RequestSubmitter
+    {
         { configuration in
             if let certificate = configuration.clientCertificate {
                 _ = try TLSClientCertificateCheck.validate(certificate, now: now())

@@ -51,17 +51,18 @@ final class HTTP2SessionMemory {
 
     /// The functions to pass to `nghttp2_session_*_new3` (nghttp2 copies the struct).
     var mem: nghttp2_mem {
-        nghttp2_mem(mem_user_data: UnsafeMutableRawPointer(lists),
-                    malloc: { size, ud in HTTP2SessionMemory.allocate(size, ud) },
-                    free: { ptr, ud in HTTP2SessionMemory.release(ptr, ud) },
-                    calloc: { count, size, ud in
-                        let (total, overflow) = count.multipliedReportingOverflow(by: size)
-                        if overflow { return nil }
-                        guard let p = HTTP2SessionMemory.allocate(total, ud) else { return nil }
-                        memset(p, 0, total)
-                        return p
-                    },
-                    realloc: { ptr, size, ud in HTTP2SessionMemory.reallocate(ptr, size, ud) })
+        nghttp2_mem(
+            mem_user_data: UnsafeMutableRawPointer(lists),
+            malloc: { size, ud in HTTP2SessionMemory.allocate(size, ud) },
+            free: { ptr, ud in HTTP2SessionMemory.release(ptr, ud) },
+            calloc: { count, size, ud in
+                let (total, overflow) = count.multipliedReportingOverflow(by: size)
+                if overflow { return nil }
+                guard let p = HTTP2SessionMemory.allocate(total, ud) else { return nil }
+                memset(p, 0, total)
+                return p
+            },
+            realloc: { ptr, size, ud in HTTP2SessionMemory.reallocate(ptr, size, ud) })
     }
 
     /// The payload bytes of class `c`: 32, 64, 96, 128, 192, 256, …, 3072, 4096.
@@ -74,7 +75,7 @@ final class HTTP2SessionMemory {
     /// The smallest class holding `n` bytes (n ≤ 4096).
     @inline(__always) static func sizeClass(_ n: Int) -> Int {
         if n <= 64 { return n <= 32 ? 0 : 1 }
-        let k = Int.bitWidth - (n - 1).leadingZeroBitCount   // 2^(k-1) < n ≤ 2^k, k ≥ 7
+        let k = Int.bitWidth - (n - 1).leadingZeroBitCount // 2^(k-1) < n ≤ 2^k, k ≥ 7
         return 2 + 2 * (k - 7) + (n <= 3 << (k - 2) ? 0 : 1)
     }
 
@@ -117,11 +118,16 @@ final class HTTP2SessionMemory {
         lists.pointee.cachedBytes += classSize(c)
     }
 
-    static func reallocate(_ ptr: UnsafeMutableRawPointer?, _ size: Int, _ ud: UnsafeMutableRawPointer?) -> UnsafeMutableRawPointer? {
+    static func reallocate(_ ptr: UnsafeMutableRawPointer?, _ size: Int, _ ud: UnsafeMutableRawPointer?)
+        -> UnsafeMutableRawPointer?
+    {
         guard let ptr else { return allocate(size, ud) }
         let capacity = (ptr - headerBytes).load(fromByteOffset: 8, as: Int.self)
         if size <= capacity && size > 0 { return ptr }
-        if size == 0 { release(ptr, ud); return nil }
+        if size == 0 {
+            release(ptr, ud)
+            return nil
+        }
         guard let fresh = allocate(size, ud) else { return nil }
         fresh.copyMemory(from: ptr, byteCount: min(capacity, size))
         release(ptr, ud)

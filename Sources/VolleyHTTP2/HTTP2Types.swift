@@ -8,7 +8,9 @@ public struct HTTP2Header: Sendable, Hashable {
     public var value: String
     public var sensitive: Bool
     public init(_ name: String, _ value: String, sensitive: Bool = false) {
-        self.name = name; self.value = value; self.sensitive = sensitive
+        self.name = name
+        self.value = value
+        self.sensitive = sensitive
     }
 }
 
@@ -27,7 +29,9 @@ public struct HTTP2Request: Sendable {
     /// that act on a success's status only (the providers' fan-out sends); any other status arrives whole.
     public var statusOnlyOnSuccess = false
 
-    public init(method: String = "POST", authority: String, path: String, headers: [HTTP2Header] = [], body: [UInt8] = []) {
+    public init(
+        method: String = "POST", authority: String, path: String, headers: [HTTP2Header] = [], body: [UInt8] = []
+    ) {
         var bytes = 7 + method.utf8.count + 10 + authority.utf8.count + 5 + path.utf8.count
         for h in headers { bytes += h.name.utf8.count + h.value.utf8.count }
         var f = HTTP2HeaderBlock(reservingBytes: bytes, fields: 3 + headers.count)
@@ -37,21 +41,28 @@ public struct HTTP2Request: Sendable {
         // it would only churn the peer's small HPACK table (Apple: do not index `:path` or `authorization`).
         f.append(":path", path, sensitive: true)
         for h in headers { f.append(name: h.name, value: h.value, sensitive: h.sensitive) }
-        self.sharedFields = HTTP2HeaderBlock(); self.fields = f; self.body = body
+        self.sharedFields = HTTP2HeaderBlock()
+        self.fields = f
+        self.body = body
     }
 
     /// A request from pre-encoded fields (see the type's documentation for what they must contain).
     public init(sharedFields: HTTP2HeaderBlock = HTTP2HeaderBlock(), fields: HTTP2HeaderBlock, body: [UInt8] = []) {
-        self.sharedFields = sharedFields; self.fields = fields; self.body = body
+        self.sharedFields = sharedFields
+        self.fields = fields
+        self.body = body
     }
 
     private func pseudo(_ name: String) -> String? { fields.value(for: name) ?? sharedFields.value(for: name) }
     /// Re-encodes the request with one part replaced (the setters below: rare paths, kept for source compatibility).
-    private mutating func reencode(method: String? = nil, authority: String? = nil, path: String? = nil,
-                                   headers: [HTTP2Header]? = nil) {
+    private mutating func reencode(
+        method: String? = nil, authority: String? = nil, path: String? = nil,
+        headers: [HTTP2Header]? = nil
+    ) {
         let statusOnly = statusOnlyOnSuccess
-        self = HTTP2Request(method: method ?? self.method, authority: authority ?? self.authority, path: path ?? self.path,
-                            headers: headers ?? self.headers, body: body)
+        self = HTTP2Request(
+            method: method ?? self.method, authority: authority ?? self.authority, path: path ?? self.path,
+            headers: headers ?? self.headers, body: body)
         statusOnlyOnSuccess = statusOnly
     }
     public var method: String {
@@ -83,14 +94,23 @@ public struct HTTP2Response: Sendable {
     /// Fields as received by the client, still encoded.
     public var fields: HTTP2HeaderBlock
     public init(status: Int, headers: [HTTP2Header] = [], body: [UInt8] = []) {
-        self.status = status; self.listed = headers; self.body = body; self.fields = HTTP2HeaderBlock()
+        self.status = status
+        self.listed = headers
+        self.body = body
+        self.fields = HTTP2HeaderBlock()
     }
     public init(status: Int, fields: HTTP2HeaderBlock, body: [UInt8] = []) {
-        self.status = status; self.listed = []; self.body = body; self.fields = fields
+        self.status = status
+        self.listed = []
+        self.body = body
+        self.fields = fields
     }
     public var headers: [HTTP2Header] {
         get { fields.isEmpty ? listed : listed + fields.headers }
-        set { listed = newValue; fields = HTTP2HeaderBlock() }
+        set {
+            listed = newValue
+            fields = HTTP2HeaderBlock()
+        }
     }
     /// First value of a header (names compared lower-case).
     public func header(_ name: String) -> String? {
@@ -129,7 +149,9 @@ public struct HTTP2Error: Error, Sendable, Hashable, CustomStringConvertible {
     public var resendIsSafe: Bool
     public var message: String
     public init(_ kind: Kind, resendIsSafe: Bool, _ message: String) {
-        self.kind = kind; self.resendIsSafe = resendIsSafe; self.message = message
+        self.kind = kind
+        self.resendIsSafe = resendIsSafe
+        self.message = message
     }
     public var description: String { "\(kind): \(message)\(resendIsSafe ? " (safe to resend)" : "")" }
 }
@@ -169,16 +191,25 @@ public struct HTTP2ClientConfiguration: Sendable, Hashable {
     /// Requests that may wait for a free stream; beyond this `submit` fails at once with `.queueFull`.
     public var maxQueuedRequests: Int
 
-    public init(host: String, port: Int = 443, caFile: String? = nil, clientCertificate: TLSClientCertificate? = nil,
-                connections: Int = 1, maxConcurrentStreamsCap: Int = 1000, connectTimeoutSeconds: Double = 10,
-                requestTimeoutSeconds: Double = 30, idlePingSeconds: Double = 60, pingTimeoutSeconds: Double = 10,
-                maxResends: Int = 3, reconnectBaseSeconds: Double = 0.1, reconnectMaxSeconds: Double = 30,
-                maxQueuedRequests: Int = 100_000) {
-        self.host = host; self.port = port; self.caFile = caFile; self.clientCertificate = clientCertificate
-        self.connections = connections; self.maxConcurrentStreamsCap = maxConcurrentStreamsCap
-        self.connectTimeoutSeconds = connectTimeoutSeconds; self.requestTimeoutSeconds = requestTimeoutSeconds
-        self.idlePingSeconds = idlePingSeconds; self.pingTimeoutSeconds = pingTimeoutSeconds
-        self.maxResends = maxResends; self.reconnectBaseSeconds = reconnectBaseSeconds
+    public init(
+        host: String, port: Int = 443, caFile: String? = nil, clientCertificate: TLSClientCertificate? = nil,
+        connections: Int = 1, maxConcurrentStreamsCap: Int = 1000, connectTimeoutSeconds: Double = 10,
+        requestTimeoutSeconds: Double = 30, idlePingSeconds: Double = 60, pingTimeoutSeconds: Double = 10,
+        maxResends: Int = 3, reconnectBaseSeconds: Double = 0.1, reconnectMaxSeconds: Double = 30,
+        maxQueuedRequests: Int = 100_000
+    ) {
+        self.host = host
+        self.port = port
+        self.caFile = caFile
+        self.clientCertificate = clientCertificate
+        self.connections = connections
+        self.maxConcurrentStreamsCap = maxConcurrentStreamsCap
+        self.connectTimeoutSeconds = connectTimeoutSeconds
+        self.requestTimeoutSeconds = requestTimeoutSeconds
+        self.idlePingSeconds = idlePingSeconds
+        self.pingTimeoutSeconds = pingTimeoutSeconds
+        self.maxResends = maxResends
+        self.reconnectBaseSeconds = reconnectBaseSeconds
         self.reconnectMaxSeconds = reconnectMaxSeconds
         self.maxQueuedRequests = maxQueuedRequests
     }

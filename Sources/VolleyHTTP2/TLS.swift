@@ -1,9 +1,8 @@
+internal import COpenSSL
 // OpenSSL 3 wrappers: one Swift class per C object, freed in deinit. Nothing here is public except
 // `TLSClientCertificateCheck`, which providers call at startup; `TLSContext` and `TLSConnection` are `package` for
 // VolleyHTTP2Server's listener and its arrival-time read BIO.
 import Foundation
-internal import COpenSSL
-
 
 /// Owns an `X509*` (frees it in deinit).
 final class X509Certificate {
@@ -43,19 +42,23 @@ final class LoadedClientCertificate {
     let chain: [X509Certificate]
 
     private init(leaf: X509Certificate, key: PrivateKey, chain: [X509Certificate]) {
-        self.leaf = leaf; self.key = key; self.chain = chain
+        self.leaf = leaf
+        self.key = key
+        self.chain = chain
     }
 
     static let invalid = HTTP2Error(.configuration, resendIsSafe: false, "Invalid certificate or password")
 
     /// Loads and checks the validity period. Errors use the three messages operators see:
     /// "Certificate expired", "Certificate not valid yet", "Invalid certificate or password".
-    static func load(_ certificate: TLSClientCertificate, now: Date = Date()) throws(HTTP2Error) -> LoadedClientCertificate {
+    static func load(_ certificate: TLSClientCertificate, now: Date = Date()) throws(HTTP2Error)
+        -> LoadedClientCertificate
+    {
         let loaded: LoadedClientCertificate
         switch certificate {
-        case let .pem(certificateFile, privateKeyFile, passphrase):
+        case .pem(let certificateFile, let privateKeyFile, let passphrase):
             loaded = try loadPEM(certificateFile, privateKeyFile, passphrase)
-        case let .pkcs12(file, password):
+        case .pkcs12(let file, let password):
             loaded = try loadPKCS12(file, password)
         }
         ERR_clear_error()
@@ -72,28 +75,45 @@ final class LoadedClientCertificate {
         return loaded
     }
 
-    private static func loadPEM(_ certFile: String, _ keyFile: String, _ passphrase: String?) throws(HTTP2Error) -> LoadedClientCertificate {
-        guard let certBIO = BIO_new_file(certFile, "r") else { ERR_clear_error(); throw invalid }
+    private static func loadPEM(_ certFile: String, _ keyFile: String, _ passphrase: String?) throws(HTTP2Error)
+        -> LoadedClientCertificate
+    {
+        guard let certBIO = BIO_new_file(certFile, "r") else {
+            ERR_clear_error()
+            throw invalid
+        }
         defer { BIO_free(certBIO) }
-        guard let leafPtr = PEM_read_bio_X509(certBIO, nil, nil, nil) else { ERR_clear_error(); throw invalid }
+        guard let leafPtr = PEM_read_bio_X509(certBIO, nil, nil, nil) else {
+            ERR_clear_error()
+            throw invalid
+        }
         let leaf = X509Certificate(owned: leafPtr)
         var chain: [X509Certificate] = []
         while let extra = PEM_read_bio_X509(certBIO, nil, nil, nil) { chain.append(X509Certificate(owned: extra)) }
         ERR_clear_error()
-        guard let keyBIO = BIO_new_file(keyFile, "r") else { ERR_clear_error(); throw invalid }
+        guard let keyBIO = BIO_new_file(keyFile, "r") else {
+            ERR_clear_error()
+            throw invalid
+        }
         defer { BIO_free(keyBIO) }
         // With a nil callback, OpenSSL uses `u` as the NUL-terminated passphrase (PEM_read_bio_PrivateKey(3)).
         let keyPtr: OpaquePointer? = (passphrase ?? "").withCString { pass in
             PEM_read_bio_PrivateKey(keyBIO, nil, nil, UnsafeMutableRawPointer(mutating: pass))
         }
-        guard let keyPtr else { ERR_clear_error(); throw invalid }
+        guard let keyPtr else {
+            ERR_clear_error()
+            throw invalid
+        }
         return LoadedClientCertificate(leaf: leaf, key: PrivateKey(owned: keyPtr), chain: chain)
     }
 
     private static func loadPKCS12(_ file: String, _ password: String) throws(HTTP2Error) -> LoadedClientCertificate {
         guard let fp = fopen(file, "rb") else { throw invalid }
         defer { fclose(fp) }
-        guard let p12 = d2i_PKCS12_fp(fp, nil) else { ERR_clear_error(); throw invalid }
+        guard let p12 = d2i_PKCS12_fp(fp, nil) else {
+            ERR_clear_error()
+            throw invalid
+        }
         defer { PKCS12_free(p12) }
         var key: OpaquePointer?
         var cert: OpaquePointer?
@@ -111,7 +131,7 @@ final class LoadedClientCertificate {
             for i in 0..<copenssl_sk_X509_num(ca) {
                 if let c = copenssl_sk_X509_value(ca, i) { chain.append(X509Certificate(owned: c)) }
             }
-            copenssl_sk_X509_free(ca)   // the certificates now belong to `chain`
+            copenssl_sk_X509_free(ca) // the certificates now belong to `chain`
         }
         return LoadedClientCertificate(leaf: X509Certificate(owned: cert), key: PrivateKey(owned: key), chain: chain)
     }
@@ -122,7 +142,9 @@ final class LoadedClientCertificate {
 public enum TLSClientCertificateCheck {
     /// Returns the certificate's subject and expiry, or throws `HTTP2Error` (kind `.configuration`) with
     /// "Certificate expired", "Certificate not valid yet" or "Invalid certificate or password".
-    public static func validate(_ certificate: TLSClientCertificate, now: Date = Date()) throws(HTTP2Error) -> (subject: String, notAfter: Date) {
+    public static func validate(_ certificate: TLSClientCertificate, now: Date = Date()) throws(HTTP2Error) -> (
+        subject: String, notAfter: Date
+    ) {
         let loaded = try LoadedClientCertificate.load(certificate, now: now)
         return (loaded.leaf.subject, loaded.leaf.notAfter ?? .distantFuture)
     }
@@ -153,7 +175,8 @@ package final class TLSContext: @unchecked Sendable {
         let c = TLSContext(owned: ctx)
         _ = copenssl_ctx_set_min_proto_version(ctx, TLS1_2_VERSION)
         SSL_CTX_set_options(ctx, copenssl_default_options())
-        _ = copenssl_ctx_set_mode(ctx, Int(SSL_MODE_ENABLE_PARTIAL_WRITE | SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER | SSL_MODE_RELEASE_BUFFERS))
+        _ = copenssl_ctx_set_mode(
+            ctx, Int(SSL_MODE_ENABLE_PARTIAL_WRITE | SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER | SSL_MODE_RELEASE_BUFFERS))
         return c
     }
 
@@ -179,7 +202,8 @@ package final class TLSContext: @unchecked Sendable {
         if let clientCertificate {
             let loaded = try LoadedClientCertificate.load(clientCertificate)
             guard SSL_CTX_use_certificate(ctx, loaded.leaf.pointer) == 1,
-                  SSL_CTX_use_PrivateKey(ctx, loaded.key.pointer) == 1 else {
+                SSL_CTX_use_PrivateKey(ctx, loaded.key.pointer) == 1
+            else {
                 ERR_clear_error()
                 throw LoadedClientCertificate.invalid
             }
@@ -193,15 +217,18 @@ package final class TLSContext: @unchecked Sendable {
     }
 
     /// Server context: certificate chain + key, ALPN choice from `alpnProtocols`, optional required client certs.
-    package static func server(certificateChainFile: String, privateKeyFile: String, clientCAFile: String?,
-                       alpnProtocols: [String]) throws(HTTP2Error) -> TLSContext {
+    package static func server(
+        certificateChainFile: String, privateKeyFile: String, clientCAFile: String?,
+        alpnProtocols: [String]
+    ) throws(HTTP2Error) -> TLSContext {
         let c = try base(server: true)
         let ctx = c.pointer
         guard SSL_CTX_use_certificate_chain_file(ctx, certificateChainFile) == 1 else {
             throw HTTP2Error.openSSL("Cannot load certificate chain \(certificateChainFile)", in: .setup)
         }
         guard SSL_CTX_use_PrivateKey_file(ctx, privateKeyFile, SSL_FILETYPE_PEM) == 1,
-              SSL_CTX_check_private_key(ctx) == 1 else {
+            SSL_CTX_check_private_key(ctx) == 1
+        else {
             throw HTTP2Error.openSSL("Cannot load private key \(privateKeyFile)", in: .setup)
         }
         if let clientCAFile {
@@ -213,11 +240,13 @@ package final class TLSContext: @unchecked Sendable {
         }
         var wire: [UInt8] = []
         for p in alpnProtocols where !p.isEmpty && p.utf8.count < 256 {
-            wire.append(UInt8(p.utf8.count)); wire.append(contentsOf: p.utf8)
+            wire.append(UInt8(p.utf8.count))
+            wire.append(contentsOf: p.utf8)
         }
         // Layout expected by copenssl_alpn_select: 2-byte little-endian length, then the wire list.
         let list = UnsafeMutablePointer<UInt8>.allocate(capacity: wire.count + 2)
-        list[0] = UInt8(wire.count & 0xff); list[1] = UInt8(wire.count >> 8)
+        list[0] = UInt8(wire.count & 0xff)
+        list[1] = UInt8(wire.count >> 8)
         for (i, b) in wire.enumerated() { list[i + 2] = b }
         c.alpnSelectList = list
         copenssl_ctx_set_alpn_select(ctx, list)
@@ -256,7 +285,10 @@ package final class TLSConnection {
         }
     }
 
-    enum Step { case done, wantRead, wantWrite, failed(HTTP2Error) }
+    enum Step {
+        case done, wantRead, wantWrite
+        case failed(HTTP2Error)
+    }
 
     func handshake() -> Step {
         ERR_clear_error()
@@ -290,7 +322,11 @@ package final class TLSConnection {
         return X509Certificate(owned: cert).subject
     }
 
-    enum IOResult { case bytes(Int), wantRead, wantWrite, closed, failed(HTTP2Error) }
+    enum IOResult {
+        case bytes(Int)
+        case wantRead, wantWrite, closed
+        case failed(HTTP2Error)
+    }
 
     @inline(__always)
     func read(_ buffer: UnsafeMutableRawPointer, _ count: Int) -> IOResult {
@@ -322,7 +358,11 @@ package final class TLSConnection {
         }
     }
 
-    func shutdown() { ERR_clear_error(); _ = SSL_shutdown(pointer); ERR_clear_error() }
+    func shutdown() {
+        ERR_clear_error()
+        _ = SSL_shutdown(pointer)
+        ERR_clear_error()
+    }
 }
 
 func isIPLiteral(_ host: String) -> Bool {

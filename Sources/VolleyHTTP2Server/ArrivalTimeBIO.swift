@@ -1,8 +1,8 @@
+internal import COpenSSL
 // The server's arrival-time read BIO: an OpenSSL BIO of our own that reads the socket with recvmsg and
 // SO_TIMESTAMPNS, so delayed answers count from when a request reached this host.
 import Foundation
 import VolleyHTTP2
-internal import COpenSSL
 
 extension TLSConnection {
     /// Reads the socket with recvmsg and SO_TIMESTAMPNS through a BIO of our own (writes keep OpenSSL's socket BIO),
@@ -13,10 +13,11 @@ extension TLSConnection {
         guard let method = arrivalBIOMethod else { return nil }
         var one: Int32 = 1
         guard setsockopt(fd, SOL_SOCKET, soTimestampNS, &one, socklen_t(MemoryLayout<Int32>.size)) == 0,
-              let bio = BIO_new(method) else { return nil }
+            let bio = BIO_new(method)
+        else { return nil }
         let times = ArrivalTimes(fd: fd)
-        BIO_set_data(bio, Unmanaged.passRetained(times).toOpaque())   // released by the method's destroy
-        SSL_set0_rbio(pointer, bio)   // the SSL takes ownership; the socket BIO stays the write BIO
+        BIO_set_data(bio, Unmanaged.passRetained(times).toOpaque()) // released by the method's destroy
+        SSL_set0_rbio(pointer, bio) // the SSL takes ownership; the socket BIO stays the write BIO
         return times
     }
 }
@@ -40,18 +41,22 @@ final class ArrivalTimes {
 /// converted to CLOCK_MONOTONIC. Made once per process; nil if OpenSSL refuses.
 nonisolated(unsafe) private let arrivalBIOMethod: OpaquePointer? = {
     let index = BIO_get_new_index()
-    guard index > 0, let m = BIO_meth_new(index | BIO_TYPE_SOURCE_SINK, "volley socket reader with arrival times") else {
+    guard index > 0, let m = BIO_meth_new(index | BIO_TYPE_SOURCE_SINK, "volley socket reader with arrival times")
+    else {
         return nil
     }
     BIO_meth_set_read(m, arrivalBIORead)
     BIO_meth_set_ctrl(m) { bio, cmd, _, _ in
         switch cmd {
         case BIO_CTRL_FLUSH: return 1
-        case BIO_CTRL_EOF: return BIO_test_flags(bio, BIO_FLAGS_IN_EOF) != 0 ? 1 : 0   // as the socket BIO answers
+        case BIO_CTRL_EOF: return BIO_test_flags(bio, BIO_FLAGS_IN_EOF) != 0 ? 1 : 0 // as the socket BIO answers
         default: return 0
         }
     }
-    BIO_meth_set_create(m) { bio in BIO_set_init(bio, 1); return 1 }
+    BIO_meth_set_create(m) { bio in
+        BIO_set_init(bio, 1)
+        return 1
+    }
     BIO_meth_set_destroy(m) { bio in
         if let data = BIO_get_data(bio) { Unmanaged<ArrivalTimes>.fromOpaque(data).release() }
         BIO_set_data(bio, nil)
@@ -60,10 +65,12 @@ nonisolated(unsafe) private let arrivalBIOMethod: OpaquePointer? = {
     return m
 }()
 
-private let arrivalBIORead: @convention(c) (OpaquePointer?, UnsafeMutablePointer<CChar>?, Int32) -> Int32 = { bio, buf, len in
+private let arrivalBIORead: @convention(c) (OpaquePointer?, UnsafeMutablePointer<CChar>?, Int32) -> Int32 = {
+    bio, buf, len in
     guard let bio, let buf, len > 0, let data = BIO_get_data(bio) else { return 0 }
     let times = Unmanaged<ArrivalTimes>.fromOpaque(data).takeUnretainedValue()
-    BIO_clear_flags(bio, BIO_FLAGS_READ | BIO_FLAGS_WRITE | BIO_FLAGS_IO_SPECIAL | BIO_FLAGS_SHOULD_RETRY)   // BIO_clear_retry_flags
+    // BIO_clear_retry_flags, a macro Swift cannot call.
+    BIO_clear_flags(bio, BIO_FLAGS_READ | BIO_FLAGS_WRITE | BIO_FLAGS_IO_SPECIAL | BIO_FLAGS_SHOULD_RETRY)
     var control: (UInt64, UInt64, UInt64, UInt64, UInt64, UInt64, UInt64, UInt64) = (0, 0, 0, 0, 0, 0, 0, 0)
     let n: Int = withUnsafeMutableBytes(of: &control) { ctl in
         var iov = iovec(iov_base: UnsafeMutableRawPointer(buf), iov_len: Int(len))
@@ -74,12 +81,15 @@ private let arrivalBIORead: @convention(c) (OpaquePointer?, UnsafeMutablePointer
             msg.msg_control = ctl.baseAddress
             msg.msg_controllen = ctl.count
             let n = recvmsg(times.fd, &msg, 0)
-            if n > 0 { recordArrival(control: UnsafeRawBufferPointer(rebasing: ctl[0..<min(ctl.count, Int(msg.msg_controllen))]), times) }
+            if n > 0 {
+                recordArrival(
+                    control: UnsafeRawBufferPointer(rebasing: ctl[0..<min(ctl.count, Int(msg.msg_controllen))]), times)
+            }
             return n
         }
     }
     if n > 0 { return Int32(n) }
-    if n == 0 {   // the peer closed: flagged like OpenSSL's socket BIO, so TLS reports an unexpected EOF the same way
+    if n == 0 { // the peer closed: flagged like OpenSSL's socket BIO, so TLS reports an unexpected EOF the same way
         BIO_set_flags(bio, BIO_FLAGS_IN_EOF)
         return 0
     }
@@ -101,12 +111,13 @@ private func recordArrival(control: UnsafeRawBufferPointer, _ times: ArrivalTime
         if level == SOL_SOCKET && type == soTimestampNS && length >= header + 16 {
             let sec = control.loadUnaligned(fromByteOffset: at + header, as: Int64.self)
             let nsec = control.loadUnaligned(fromByteOffset: at + header + 8, as: Int64.self)
-            var real = timespec(), mono = timespec()
+            var real = timespec()
+            var mono = timespec()
             clock_gettime(CLOCK_REALTIME, &real)
             clock_gettime(CLOCK_MONOTONIC, &mono)
             let realNow = Int64(real.tv_sec) * 1_000_000_000 + Int64(real.tv_nsec)
             let monoNow = Int64(mono.tv_sec) * 1_000_000_000 + Int64(mono.tv_nsec)
-            let age = max(0, realNow - (sec * 1_000_000_000 + nsec))   // never in the future
+            let age = max(0, realNow - (sec * 1_000_000_000 + nsec)) // never in the future
             let arrival = UInt64(max(0, monoNow - age))
             if arrival > times.latestNanos { times.latestNanos = arrival }
             return

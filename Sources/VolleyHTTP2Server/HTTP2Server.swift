@@ -1,3 +1,4 @@
+internal import CNGHTTP2
 // HTTP/2 + TLS server on nghttp2's server side. Used by the mock APNs/FCM server, `volley bench serve` and tests.
 // A wrapper of nghttp2's server API: it calls nghttp2 itself, on the connection machinery of VolleyHTTP2.
 import Dispatch
@@ -5,7 +6,6 @@ import Foundation
 import Logging
 import Synchronization
 import VolleyHTTP2
-internal import CNGHTTP2
 
 public struct HTTP2ServerConfiguration: Sendable {
     public var host: String
@@ -24,12 +24,19 @@ public struct HTTP2ServerConfiguration: Sendable {
     /// Request bodies above this are answered with RST_STREAM (protects the server, not a protocol limit).
     public var maxRequestBodyBytes: Int
 
-    public init(certificateChainFile: String, privateKeyFile: String, host: String = "127.0.0.1", port: Int = 0,
-                clientCAFile: String? = nil, alpnProtocols: [String] = ["h2"], maxConcurrentStreams: UInt32 = 1000,
-                queues: Int = ProcessInfo.processInfo.activeProcessorCount, maxRequestBodyBytes: Int = 1 << 20) {
-        self.host = host; self.port = port; self.certificateChainFile = certificateChainFile
-        self.privateKeyFile = privateKeyFile; self.clientCAFile = clientCAFile; self.alpnProtocols = alpnProtocols
-        self.maxConcurrentStreams = maxConcurrentStreams; self.queues = max(1, queues)
+    public init(
+        certificateChainFile: String, privateKeyFile: String, host: String = "127.0.0.1", port: Int = 0,
+        clientCAFile: String? = nil, alpnProtocols: [String] = ["h2"], maxConcurrentStreams: UInt32 = 1000,
+        queues: Int = ProcessInfo.processInfo.activeProcessorCount, maxRequestBodyBytes: Int = 1 << 20
+    ) {
+        self.host = host
+        self.port = port
+        self.certificateChainFile = certificateChainFile
+        self.privateKeyFile = privateKeyFile
+        self.clientCAFile = clientCAFile
+        self.alpnProtocols = alpnProtocols
+        self.maxConcurrentStreams = maxConcurrentStreams
+        self.queues = max(1, queues)
         self.maxRequestBodyBytes = maxRequestBodyBytes
     }
 }
@@ -66,15 +73,19 @@ public struct HTTP2ServerRequest: Sendable {
         set {
             var f = HTTP2HeaderBlock()
             fields.withUnsafeFields { old in
-                for x in old where x.name.first == UInt8(ascii: ":") { f.append(nameBytes: x.name, valueBytes: x.value) }
+                for x in old where x.name.first == UInt8(ascii: ":") {
+                    f.append(nameBytes: x.name, valueBytes: x.value)
+                }
             }
             for h in newValue { f.append(name: h.name, value: h.value) }
             fields = f
         }
     }
 
-    public init(method: String, path: String, authority: String? = nil, scheme: String? = nil,
-                headers: [HTTP2Header] = [], body: [UInt8] = [], streamID: Int32 = 0) {
+    public init(
+        method: String, path: String, authority: String? = nil, scheme: String? = nil,
+        headers: [HTTP2Header] = [], body: [UInt8] = [], streamID: Int32 = 0
+    ) {
         var f = HTTP2HeaderBlock()
         f.append(":method", method)
         if let scheme { f.append(":scheme", scheme) }
@@ -85,7 +96,9 @@ public struct HTTP2ServerRequest: Sendable {
     }
 
     public init(fields: HTTP2HeaderBlock, body: [UInt8] = [], streamID: Int32 = 0) {
-        self.fields = fields; self.body = body; self.streamID = streamID
+        self.fields = fields
+        self.body = body
+        self.streamID = streamID
     }
 
     /// A regular header's value (names compared lower-case; pseudo-headers are not headers).
@@ -124,8 +137,8 @@ public struct HTTP2Responder: Sendable {
     /// the timer fires, or when a read pass ends, goes out in one batch with a single flush — no timer, thread hop
     /// or SSL_write per response. Cheapest when called on the connection's queue (inside `handle`).
     public func callAsFunction(_ response: HTTP2Response, after delaySeconds: Double) {
-        guard delaySeconds > 0 else { return callAsFunction(response) }   // also NaN
-        let delay = UInt64(min(delaySeconds, 86_400) * 1e9)   // a day at most (and not inf)
+        guard delaySeconds > 0 else { return callAsFunction(response) } // also NaN
+        let delay = UInt64(min(delaySeconds, 86_400) * 1e9) // a day at most (and not inf)
         if connection.isCurrentQueue {
             connection.respond(streamID, response, afterArrivalNanos: delay)
         } else {
@@ -211,7 +224,7 @@ struct DelayedResponseQueue {
             fifo.removeAll(keepingCapacity: true)
             fifoHead = 0
         } else if fifoHead >= 4096, fifoHead * 2 >= fifo.count {
-            fifo.removeFirst(fifoHead)   // compact now and then: amortised O(1)
+            fifo.removeFirst(fifoHead) // compact now and then: amortised O(1)
             fifoHead = 0
         }
         return f.streamID
@@ -278,7 +291,8 @@ public final class HTTP2ServerConnection: HTTP2Channel, @unchecked Sendable {
     /// wait in their stream (`ServerStream.delayed`), so a reset stream drops its answer with it.
     private var delayed = DelayedResponseQueue()
     /// One timer per connection, on `queue`, created on first use, resumed once and cancelled in `channelClosed`
-    /// (never suspended: libdispatch traps on releasing a suspended source). `timerDeadline` is what it is set to fire at (.max: nothing).
+    /// (never suspended: libdispatch traps on releasing a suspended source). `timerDeadline` is what it is set to fire
+    /// at (.max: nothing).
     private var delayTimer: DispatchSourceTimer?
     private var timerDeadline = UInt64.max
     /// Timer fires at most this often: answers due in between wait for the next fire or the next read pass, so
@@ -314,10 +328,15 @@ public final class HTTP2ServerConnection: HTTP2Channel, @unchecked Sendable {
         var tooLarge = false
     }
 
-    init(id: UInt64, queue: DispatchQueue, handler: any HTTP2ServerHandler, configuration: HTTP2ServerConfiguration,
-         logger: Logger, server: HTTP2Server) {
-        self.id = id; self.handler = handler; self.configuration = configuration
-        self.logger = logger; self.server = server
+    init(
+        id: UInt64, queue: DispatchQueue, handler: any HTTP2ServerHandler, configuration: HTTP2ServerConfiguration,
+        logger: Logger, server: HTTP2Server
+    ) {
+        self.id = id
+        self.handler = handler
+        self.configuration = configuration
+        self.logger = logger
+        self.server = server
         queue.setSpecific(key: connectionQueueKey, value: id)
         super.init(queue: queue)
     }
@@ -348,9 +367,12 @@ public final class HTTP2ServerConnection: HTTP2Channel, @unchecked Sendable {
         }
         if let s = tls?.peerCertificateSubject { subject.withLock { $0 = s } }
         try makeSession(server: true)
-        submitSettings([(Int32(NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS.rawValue), configuration.maxConcurrentStreams),
-                        (Int32(NGHTTP2_SETTINGS_INITIAL_WINDOW_SIZE.rawValue), 1 << 20)],
-                       connectionWindow: 1 << 26)
+        submitSettings(
+            [
+                (Int32(NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS.rawValue), configuration.maxConcurrentStreams),
+                (Int32(NGHTTP2_SETTINGS_INITIAL_WINDOW_SIZE.rawValue), 1 << 20),
+            ],
+            connectionWindow: 1 << 26)
         opened = true
         handler.connectionOpened(self)
     }
@@ -372,7 +394,7 @@ public final class HTTP2ServerConnection: HTTP2Channel, @unchecked Sendable {
         scratchCount = 0
         scratchFields = 0
         scratchStreamID = streamID
-        if streams[streamID] != nil { return 0 }   // trailers: same stream, second header block
+        if streams[streamID] != nil { return 0 } // trailers: same stream, second header block
         streams[streamID] = ServerStream()
         stats.withLock { s in
             s.currentStreams += 1
@@ -382,8 +404,10 @@ public final class HTTP2ServerConnection: HTTP2Channel, @unchecked Sendable {
         return 0
     }
 
-    public override func onHeader(_ streamID: Int32, _ name: UnsafeBufferPointer<UInt8>,
-                                  _ value: UnsafeBufferPointer<UInt8>) -> Int32 {
+    public override func onHeader(
+        _ streamID: Int32, _ name: UnsafeBufferPointer<UInt8>,
+        _ value: UnsafeBufferPointer<UInt8>
+    ) -> Int32 {
         // Bytes only, into the connection's scratch (header blocks never interleave, RFC 9113 §4.3); the stream
         // gets one exact-size copy when the block ends. Strings are made by the handler for what it reads.
         guard streamID == scratchStreamID else {
@@ -396,7 +420,8 @@ public final class HTTP2ServerConnection: HTTP2Channel, @unchecked Sendable {
             let nb = UnsafeMutableRawPointer.allocate(byteCount: cap, alignment: 8)
             nb.copyMemory(from: scratch, byteCount: scratchCount)
             scratch.deallocate()
-            scratch = nb; scratchCapacity = cap
+            scratch = nb
+            scratchCapacity = cap
         }
         HTTP2HeaderBlock.encode(name: name, value: value, at: scratch + scratchCount)
         scratchCount = need
@@ -409,8 +434,9 @@ public final class HTTP2ServerConnection: HTTP2Channel, @unchecked Sendable {
         if st.body.count + data.count > configuration.maxRequestBodyBytes {
             if !st.tooLarge, let session {
                 st.tooLarge = true
-                nghttp2_submit_rst_stream(session, UInt8(NGHTTP2_FLAG_NONE.rawValue), streamID,
-                                          NGHTTP2_INTERNAL_ERROR.rawValue)
+                nghttp2_submit_rst_stream(
+                    session, UInt8(NGHTTP2_FLAG_NONE.rawValue), streamID,
+                    NGHTTP2_INTERNAL_ERROR.rawValue)
             }
             return 0
         }
@@ -425,8 +451,9 @@ public final class HTTP2ServerConnection: HTTP2Channel, @unchecked Sendable {
         case NGHTTP2_HEADERS.rawValue, NGHTTP2_DATA.rawValue:
             // HEADERS reaches here once its whole block (with CONTINUATIONs) was received.
             if UInt32(hd.type) == NGHTTP2_HEADERS.rawValue, hd.stream_id == scratchStreamID {
-                streams[hd.stream_id]?.fields.append(encoded: UnsafeRawBufferPointer(start: scratch, count: scratchCount),
-                                                     fields: scratchFields)
+                streams[hd.stream_id]?.fields.append(
+                    encoded: UnsafeRawBufferPointer(start: scratch, count: scratchCount),
+                    fields: scratchFields)
                 scratchCount = 0
                 scratchFields = 0
                 scratchStreamID = 0
@@ -444,7 +471,9 @@ public final class HTTP2ServerConnection: HTTP2Channel, @unchecked Sendable {
     public override func onFrameSend(_ reference: HTTP2FrameReference) -> Int32 {
         let frame = reference.frame
         let hd = frame.pointee.hd
-        if UInt32(hd.type) == NGHTTP2_RST_STREAM.rawValue && frame.pointee.rst_stream.error_code == NGHTTP2_REFUSED_STREAM.rawValue {
+        if UInt32(hd.type) == NGHTTP2_RST_STREAM.rawValue
+            && frame.pointee.rst_stream.error_code == NGHTTP2_REFUSED_STREAM.rawValue
+        {
             stats.withLock { $0.refusedStreams += 1 }
         } else if UInt32(hd.type) == NGHTTP2_GOAWAY.rawValue {
             stats.withLock { $0.goAwaysSent += 1 }
@@ -464,7 +493,8 @@ public final class HTTP2ServerConnection: HTTP2Channel, @unchecked Sendable {
         stats.withLock { $0.requests += 1 }
         st.arrivalNanos = arrivalOfLastRead
         let request = HTTP2ServerRequest(fields: st.fields, body: st.body, streamID: streamID)
-        st.fields = HTTP2HeaderBlock(); st.body = []
+        st.fields = HTTP2HeaderBlock()
+        st.body = []
         handler.handle(request, on: self, respond: HTTP2Responder(connection: self, streamID: streamID))
     }
 
@@ -512,7 +542,7 @@ public final class HTTP2ServerConnection: HTTP2Channel, @unchecked Sendable {
     /// Sets the timer to the earliest deadline, no sooner than `delayGranularityNanos` after its last fire.
     /// With a fixed latency new deadlines are later than the armed one, so this is one comparison.
     private func armDelayTimer() {
-        guard let first = delayed.first else { return }   // a stale fire finds nothing and goes idle
+        guard let first = delayed.first else { return } // a stale fire finds nothing and goes idle
         let target = max(first, lastTimerFire &+ Self.delayGranularityNanos)
         if target >= timerDeadline { return }
         let timer: DispatchSourceTimer
@@ -528,8 +558,9 @@ public final class HTTP2ServerConnection: HTTP2Channel, @unchecked Sendable {
             timer.resume()
         }
         timerDeadline = target
-        timer.schedule(deadline: DispatchTime(uptimeNanoseconds: target), repeating: .never,
-                       leeway: .nanoseconds(Int(Self.delayGranularityNanos / 4)))
+        timer.schedule(
+            deadline: DispatchTime(uptimeNanoseconds: target), repeating: .never,
+            leeway: .nanoseconds(Int(Self.delayGranularityNanos / 4)))
     }
 
     private func delayTimerFired() {
@@ -587,10 +618,14 @@ public final class HTTP2ServerConnection: HTTP2Channel, @unchecked Sendable {
             var provider = nghttp2_data_provider(
                 source: nghttp2_data_source(ptr: Unmanaged.passUnretained(body).toOpaque()),
                 read_callback: outgoingBodyRead)
-            rv = withResponseNameValues(response) { nva, n in nghttp2_submit_response(session, streamID, nva, n, &provider) }
+            rv = withResponseNameValues(response) { nva, n in
+                nghttp2_submit_response(session, streamID, nva, n, &provider)
+            }
         }
         if rv != 0 {
-            logger.debug("submit_response failed", metadata: ["stream": "\(streamID)", "error": "\(String(cString: nghttp2_strerror(rv)))"])
+            logger.debug(
+                "submit_response failed",
+                metadata: ["stream": "\(streamID)", "error": "\(String(cString: nghttp2_strerror(rv)))"])
         }
         if flushNow { flush() }
     }
@@ -609,8 +644,9 @@ public final class HTTP2ServerConnection: HTTP2Channel, @unchecked Sendable {
             let last = lastStreamID ?? nghttp2_session_get_last_proc_stream_id(session)
             goAwayLastStreamID = min(goAwayLastStreamID ?? Int32.max, last)
             debugData.withUnsafeBufferPointer { d in
-                _ = nghttp2_submit_goaway(session, UInt8(NGHTTP2_FLAG_NONE.rawValue), last, errorCode,
-                                          d.baseAddress, d.count)
+                _ = nghttp2_submit_goaway(
+                    session, UInt8(NGHTTP2_FLAG_NONE.rawValue), last, errorCode,
+                    d.baseAddress, d.count)
             }
             flush()
         }
@@ -627,7 +663,9 @@ public final class HTTP2ServerConnection: HTTP2Channel, @unchecked Sendable {
     public func setMaxConcurrentStreams(_ n: UInt32) {
         onQueue { [self] in
             guard state == .open, let session else { return }
-            var iv = [nghttp2_settings_entry(settings_id: Int32(NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS.rawValue), value: n)]
+            var iv = [
+                nghttp2_settings_entry(settings_id: Int32(NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS.rawValue), value: n)
+            ]
             nghttp2_submit_settings(session, UInt8(NGHTTP2_FLAG_NONE.rawValue), &iv, 1)
             flush()
         }
@@ -639,8 +677,10 @@ public final class HTTP2ServerConnection: HTTP2Channel, @unchecked Sendable {
 
 /// Builds the `nghttp2_nv` array of a response (":status" first) in temporary memory for the duration of `body`
 /// (nghttp2 copies names and values). No intermediate arrays or Strings: one response costs no allocation here.
-private func withResponseNameValues<R>(_ response: HTTP2Response,
-                                       _ body: (UnsafeMutablePointer<nghttp2_nv>, Int) -> R) -> R {
+private func withResponseNameValues<R>(
+    _ response: HTTP2Response,
+    _ body: (UnsafeMutablePointer<nghttp2_nv>, Int) -> R
+) -> R {
     let headers = response.headers
     var total = 3
     for h in headers { total += h.name.utf8.count + h.value.utf8.count }
@@ -654,16 +694,21 @@ private func withResponseNameValues<R>(_ response: HTTP2Response,
             var off = 0
             @inline(__always) func put(_ s: String, lowercase: Bool) -> Int {
                 let start = base + off
-                let k = s.utf8.withContiguousStorageIfAvailable { src -> Int in
-                    if let a = src.baseAddress { start.update(from: a, count: src.count) }
-                    return src.count
-                } ?? {
-                    var k = 0
-                    for b in s.utf8 { start[k] = b; k += 1 }
-                    return k
-                }()
+                let k =
+                    s.utf8.withContiguousStorageIfAvailable { src -> Int in
+                        if let a = src.baseAddress { start.update(from: a, count: src.count) }
+                        return src.count
+                    }
+                    ?? {
+                        var k = 0
+                        for b in s.utf8 {
+                            start[k] = b
+                            k += 1
+                        }
+                        return k
+                    }()
                 if lowercase {
-                    for j in 0..<k where start[j] >= 65 && start[j] <= 90 { start[j] |= 0x20 }   // RFC 9113 §8.2.1
+                    for j in 0..<k where start[j] >= 65 && start[j] <= 90 { start[j] |= 0x20 } // RFC 9113 §8.2.1
                 }
                 off += k
                 return k
@@ -675,19 +720,25 @@ private func withResponseNameValues<R>(_ response: HTTP2Response,
                 statusLength = put(t, lowercase: false)
             } else {
                 let v = response.status
-                base[off] = UInt8(48 + v / 100); base[off + 1] = UInt8(48 + v / 10 % 10); base[off + 2] = UInt8(48 + v % 10)
-                off += 3; statusLength = 3
+                base[off] = UInt8(48 + v / 100)
+                base[off + 1] = UInt8(48 + v / 10 % 10)
+                base[off + 2] = UInt8(48 + v % 10)
+                off += 3
+                statusLength = 3
             }
-            nvBase[0] = nghttp2_nv(name: UnsafeMutablePointer(mutating: statusName.utf8Start), value: statusStart,
-                                   namelen: statusName.utf8CodeUnitCount, valuelen: statusLength,
-                                   flags: UInt8(NGHTTP2_NV_FLAG_NONE.rawValue))
+            nvBase[0] = nghttp2_nv(
+                name: UnsafeMutablePointer(mutating: statusName.utf8Start), value: statusStart,
+                namelen: statusName.utf8CodeUnitCount, valuelen: statusLength,
+                flags: UInt8(NGHTTP2_NV_FLAG_NONE.rawValue))
             for (i, h) in headers.enumerated() {
                 let nameStart = base + off
                 let nlen = put(h.name, lowercase: true)
                 let valueStart = base + off
                 let vlen = put(h.value, lowercase: false)
-                let flags = h.sensitive ? UInt8(NGHTTP2_NV_FLAG_NO_INDEX.rawValue) : UInt8(NGHTTP2_NV_FLAG_NONE.rawValue)
-                nvBase[i + 1] = nghttp2_nv(name: nameStart, value: valueStart, namelen: nlen, valuelen: vlen, flags: flags)
+                let flags =
+                    h.sensitive ? UInt8(NGHTTP2_NV_FLAG_NO_INDEX.rawValue) : UInt8(NGHTTP2_NV_FLAG_NONE.rawValue)
+                nvBase[i + 1] = nghttp2_nv(
+                    name: nameStart, value: valueStart, namelen: nlen, valuelen: vlen, flags: flags)
             }
             return body(nvBase, headers.count + 1)
         }
@@ -708,16 +759,19 @@ public final class HTTP2Server: @unchecked Sendable {
     private var context: TLSContext?
 
     public init(configuration: HTTP2ServerConfiguration, handler: any HTTP2ServerHandler, logger: Logger) {
-        self.configuration = configuration; self.handler = handler; self.logger = logger
+        self.configuration = configuration
+        self.handler = handler
+        self.logger = logger
         targets = (0..<configuration.queues).map { DispatchQueue(label: "volley.http2.server.\($0)") }
     }
 
     /// Binds, listens and starts accepting. Returns the bound port.
     public func start() throws(HTTP2Error) -> Int {
-        let ctx = try TLSContext.server(certificateChainFile: configuration.certificateChainFile,
-                                        privateKeyFile: configuration.privateKeyFile,
-                                        clientCAFile: configuration.clientCAFile,
-                                        alpnProtocols: configuration.alpnProtocols)
+        let ctx = try TLSContext.server(
+            certificateChainFile: configuration.certificateChainFile,
+            privateKeyFile: configuration.privateKeyFile,
+            clientCAFile: configuration.clientCAFile,
+            alpnProtocols: configuration.alpnProtocols)
         context = ctx
         let addr = try SocketAddress.resolve(configuration.host, configuration.port)
         let fd = socket(addr.family, Int32(SOCK_STREAM.rawValue), 0)
@@ -742,9 +796,13 @@ public final class HTTP2Server: @unchecked Sendable {
         let family = Int32(local.ss_family)
         let port: Int = withUnsafePointer(to: &local) { p in
             if family == AF_INET6 {
-                return p.withMemoryRebound(to: sockaddr_in6.self, capacity: 1) { Int(UInt16(bigEndian: $0.pointee.sin6_port)) }
+                return p.withMemoryRebound(to: sockaddr_in6.self, capacity: 1) {
+                    Int(UInt16(bigEndian: $0.pointee.sin6_port))
+                }
             }
-            return p.withMemoryRebound(to: sockaddr_in.self, capacity: 1) { Int(UInt16(bigEndian: $0.pointee.sin_port)) }
+            return p.withMemoryRebound(to: sockaddr_in.self, capacity: 1) {
+                Int(UInt16(bigEndian: $0.pointee.sin_port))
+            }
         }
         listenFD = fd
         let src = DispatchSource.makeReadSource(fileDescriptor: fd, queue: listenQueue)
@@ -764,8 +822,9 @@ public final class HTTP2Server: @unchecked Sendable {
             SocketAddress.setNonBlocking(cfd)
             let id = nextID.add(1, ordering: .relaxed).oldValue
             let q = DispatchQueue(label: "volley.http2.server.conn", target: targets[Int(id % UInt64(targets.count))])
-            let conn = HTTP2ServerConnection(id: id, queue: q, handler: handler, configuration: configuration,
-                                             logger: logger, server: self)
+            let conn = HTTP2ServerConnection(
+                id: id, queue: q, handler: handler, configuration: configuration,
+                logger: logger, server: self)
             connections.withLock { $0[id] = conn }
             q.async { conn.start(fd: cfd, context: ctx) }
         }
@@ -781,7 +840,10 @@ public final class HTTP2Server: @unchecked Sendable {
     /// Stops accepting and closes every connection abruptly.
     public func stop() {
         listenQueue.sync {
-            if let src = listenSource { src.cancel(); listenSource = nil }
+            if let src = listenSource {
+                src.cancel()
+                listenSource = nil
+            }
         }
         for c in openConnections {
             c.queue.async { c.close(HTTP2Error(.shutdown, resendIsSafe: false, "server stopped")) }

@@ -17,10 +17,15 @@ public final class RedisClient: @unchecked Sendable {
         public var maxBackoff: Double
         /// Give up after this long without a successful reconnect (nil = keep trying until cancelled).
         public var giveUpAfter: Double?
-        public init(connectTimeout: Double = 2, commandTimeout: Double = 5, initialBackoff: Double = 0.05,
-                    maxBackoff: Double = 2, giveUpAfter: Double? = nil) {
-            self.connectTimeout = connectTimeout; self.commandTimeout = commandTimeout
-            self.initialBackoff = initialBackoff; self.maxBackoff = maxBackoff; self.giveUpAfter = giveUpAfter
+        public init(
+            connectTimeout: Double = 2, commandTimeout: Double = 5, initialBackoff: Double = 0.05,
+            maxBackoff: Double = 2, giveUpAfter: Double? = nil
+        ) {
+            self.connectTimeout = connectTimeout
+            self.commandTimeout = commandTimeout
+            self.initialBackoff = initialBackoff
+            self.maxBackoff = maxBackoff
+            self.giveUpAfter = giveUpAfter
         }
     }
 
@@ -34,11 +39,16 @@ public final class RedisClient: @unchecked Sendable {
     /// Number of reconnects after the first connection (for tests and metrics).
     public private(set) var reconnects = 0
 
-    public init(endpoint: RedisEndpoint, options: Options = Options(), name: String = "redis",
-                logger: Logger = Logger(label: "volley.redis"),
-                isCancelled: @escaping @Sendable () -> Bool = { false }) {
-        self.endpoint = endpoint; self.options = options; self.name = name
-        self.logger = logger; self.isCancelled = isCancelled
+    public init(
+        endpoint: RedisEndpoint, options: Options = Options(), name: String = "redis",
+        logger: Logger = Logger(label: "volley.redis"),
+        isCancelled: @escaping @Sendable () -> Bool = { false }
+    ) {
+        self.endpoint = endpoint
+        self.options = options
+        self.name = name
+        self.logger = logger
+        self.isCancelled = isCancelled
     }
 
     /// Connects now (with retries), so configuration errors surface at start.
@@ -75,8 +85,10 @@ public final class RedisClient: @unchecked Sendable {
 
     /// `RedisConnection.pipelineVisitRaw` with reconnects: after a lost connection the whole pipeline runs again,
     /// so `restart` is called before each attempt (the visitor's caller drops what it collected).
-    public func pipelineVisitRaw(_ commands: [[String]], window: Int = 256, restart: () -> Void,
-                                 _ visit: (RedisRawReply) throws -> Void) throws {
+    public func pipelineVisitRaw(
+        _ commands: [[String]], window: Int = 256, restart: () -> Void,
+        _ visit: (RedisRawReply) throws -> Void
+    ) throws {
         if commands.isEmpty { return }
         try withRetry { c in
             restart()
@@ -126,11 +138,16 @@ public final class RedisClient: @unchecked Sendable {
         let started = Date()
         var attempt = 0
         while true {
-            if isCancelled() { throw RedisError(.cancelled, "\(name): gave up connecting to \(endpoint): shutting down") }
+            if isCancelled() {
+                throw RedisError(.cancelled, "\(name): gave up connecting to \(endpoint): shutting down")
+            }
             do {
-                let c = try RedisConnection(endpoint: endpoint, connectTimeout: options.connectTimeout,
-                                            commandTimeout: options.commandTimeout)
-                if attempt > 0 { logger.info("redis reconnected", metadata: ["conn": "\(name)", "attempts": "\(attempt)"]) }
+                let c = try RedisConnection(
+                    endpoint: endpoint, connectTimeout: options.connectTimeout,
+                    commandTimeout: options.commandTimeout)
+                if attempt > 0 {
+                    logger.info("redis reconnected", metadata: ["conn": "\(name)", "attempts": "\(attempt)"])
+                }
                 connection = c
                 return c
             } catch let e as RedisError where e.kind == .connection {
@@ -139,10 +156,14 @@ public final class RedisClient: @unchecked Sendable {
                     throw RedisError(.connection, "\(e.message) (gave up after \(attempt) attempts in \(Int(limit)) s)")
                 }
                 if attempt == 1 || attempt % 20 == 0 {
-                    logger.warning("redis unavailable, retrying", metadata: ["conn": "\(name)", "error": "\(e.message)",
-                                                                            "attempt": "\(attempt)"])
+                    logger.warning(
+                        "redis unavailable, retrying",
+                        metadata: [
+                            "conn": "\(name)", "error": "\(e.message)",
+                            "attempt": "\(attempt)",
+                        ])
                 }
-                Thread.sleep(forTimeInterval: backoff)   // a dedicated thread owns this client: sleeping is fine here
+                Thread.sleep(forTimeInterval: backoff) // a dedicated thread owns this client: sleeping is fine here
                 backoff = min(options.maxBackoff, backoff * 2)
             }
         }
@@ -158,7 +179,8 @@ public final class RedisClient: @unchecked Sendable {
                 connection = nil
                 if hadConnection { reconnects += 1 }
                 hadConnection = true
-                logger.warning("redis connection lost, reconnecting", metadata: ["conn": "\(name)", "error": "\(e.message)"])
+                logger.warning(
+                    "redis connection lost, reconnecting", metadata: ["conn": "\(name)", "error": "\(e.message)"])
             }
         }
     }

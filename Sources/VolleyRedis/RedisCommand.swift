@@ -35,28 +35,34 @@ public struct RedisCommand: Sendable {
     /// Appends one argument made of `first`, the byte `separator` and `second` (e.g. `ios:<token>`), without
     /// building it as a String.
     public mutating func append(_ first: String, _ separator: UInt8, _ second: String) {
-        var a = first, b = second
+        var a = first
+        var b = second
         a.withUTF8 { pa in b.withUTF8 { pb in appendArgument(pa, separator, pb) } }
     }
 
     /// `$<length>\r\n`, `first`, then (when given) `separator` and `second`, then `\r\n`.
-    private mutating func appendArgument(_ first: UnsafeBufferPointer<UInt8>, _ separator: UInt8?,
-                                         _ second: UnsafeBufferPointer<UInt8>?) {
+    private mutating func appendArgument(
+        _ first: UnsafeBufferPointer<UInt8>, _ separator: UInt8?,
+        _ second: UnsafeBufferPointer<UInt8>?
+    ) {
         count += 1
         let length = first.count + (separator == nil ? 0 : 1) + (second?.count ?? 0)
         body.append(UInt8(ascii: "$"))
         RedisCommand.decimal(length) { body.append(contentsOf: $0) }
-        body.append(13); body.append(10)
+        body.append(13)
+        body.append(10)
         body.append(contentsOf: first)
         if let separator { body.append(separator) }
         if let second { body.append(contentsOf: second) }
-        body.append(13); body.append(10)
+        body.append(13)
+        body.append(10)
     }
 
     /// The ASCII digits of a non-negative `value`.
     public static func decimal(_ value: Int, _ use: (UnsafeBufferPointer<UInt8>) -> Void) {
         withUnsafeTemporaryAllocation(of: UInt8.self, capacity: 20) { digits in
-            var v = max(0, value), at = 20
+            var v = max(0, value)
+            var at = 20
             repeat {
                 at -= 1
                 digits[at] = UInt8(ascii: "0") + UInt8(v % 10)
@@ -72,7 +78,8 @@ public struct RedisCommand: Sendable {
         scratch.reserveCapacity(self.body.count + 24)
         scratch.append(UInt8(ascii: "*"))
         RedisCommand.decimal(count) { scratch.append(contentsOf: $0) }
-        scratch.append(13); scratch.append(10)
+        scratch.append(13)
+        scratch.append(10)
         scratch.append(contentsOf: self.body)
         return scratch.withUnsafeBufferPointer(body)
     }

@@ -42,7 +42,11 @@ public final class RedisConnection: @unchecked Sendable {
             let args = endpoint.user.map { ["AUTH", $0, password] } ?? ["AUTH", password]
             let r = try command(args)
             if let e = r.errorMessage {
-                throw RedisError(.authentication, "AUTH as \(endpoint.user ?? "default") on \(endpoint) failed: \(e); check the user and password in redis.url")
+                throw RedisError(
+                    .authentication,
+                    "AUTH as \(endpoint.user ?? "default") on \(endpoint) failed: \(e); check the user and "
+                        + "password in redis.url"
+                )
             }
         }
         if endpoint.database != 0 {
@@ -107,7 +111,9 @@ public final class RedisConnection: @unchecked Sendable {
     /// As `pipelineVisit`, handing each reply to `visit` as hiredis parsed it, in place: no `RedisReply` and no
     /// Strings unless the visitor makes them (for replies read by the thousand, like the registry's HVALS).
     /// The view is valid only during the call.
-    public func pipelineVisitRaw(_ commands: [[String]], window: Int = 256, _ visit: (RedisRawReply) throws -> Void) throws {
+    public func pipelineVisitRaw(_ commands: [[String]], window: Int = 256, _ visit: (RedisRawReply) throws -> Void)
+        throws
+    {
         try pipelineWindows(commands.count, window: window, append: { try append(RedisCommand(commands[$0])) }) {
             var raw: UnsafeMutableRawPointer?
             guard redisGetReply(ctx, &raw) == REDIS_OK, let raw else { throw brokenError("read reply") }
@@ -118,10 +124,12 @@ public final class RedisConnection: @unchecked Sendable {
 
     /// Writes `count` commands (`append(i)` appends the i-th) a window at a time, one window ahead of the replies,
     /// and calls `readOne` once per command.
-    private func pipelineWindows(_ count: Int, window: Int, append: (Int) throws -> Void, readOne: () throws -> Void) throws {
+    private func pipelineWindows(_ count: Int, window: Int, append: (Int) throws -> Void, readOne: () throws -> Void)
+        throws
+    {
         if count == 0 { return }
         let w = max(1, window)
-        var sentUpTo = 0     // commands appended and flushed
+        var sentUpTo = 0 // commands appended and flushed
         var readUpTo = 0
         func sendWindow() throws {
             let end = min(count, sentUpTo + w)
@@ -243,7 +251,9 @@ public struct RedisRawReply {
     }
 
     private var bytesOrEmpty: UnsafeRawBufferPointer {
-        guard let p = reply.pointee.str, reply.pointee.len > 0 else { return UnsafeRawBufferPointer(start: nil, count: 0) }
+        guard let p = reply.pointee.str, reply.pointee.len > 0 else {
+            return UnsafeRawBufferPointer(start: nil, count: 0)
+        }
         return UnsafeRawBufferPointer(start: p, count: Int(reply.pointee.len))
     }
 }

@@ -1,7 +1,8 @@
 import Foundation
 
 /// Where Redis lives and how to log in: parsed from `redis://[user:pass@]host:port/db`, `redis://:pass@host`,
-/// or `unix:///path/to/sock[?db=N]` (also `unix://[user:pass@]/path`). hiredis 0.14 has no TLS, so `rediss://` is refused.
+/// or `unix:///path/to/sock[?db=N]` (also `unix://[user:pass@]/path`). hiredis 0.14 has no TLS, so `rediss://` is
+/// refused.
 public struct RedisEndpoint: Sendable, Hashable, CustomStringConvertible {
     public enum Address: Sendable, Hashable {
         case tcp(host: String, port: Int)
@@ -14,7 +15,10 @@ public struct RedisEndpoint: Sendable, Hashable, CustomStringConvertible {
     public var database: Int
 
     public init(address: Address, user: String? = nil, password: String? = nil, database: Int = 0) {
-        self.address = address; self.user = user; self.password = password; self.database = database
+        self.address = address
+        self.user = user
+        self.password = password
+        self.database = database
     }
 
     public static func unix(_ path: String, database: Int = 0) -> RedisEndpoint {
@@ -24,7 +28,11 @@ public struct RedisEndpoint: Sendable, Hashable, CustomStringConvertible {
     /// Parses a Redis URL. Throws `RedisError` with a message naming what is wrong.
     public init(url: String) throws {
         func bad(_ why: String) -> RedisError {
-            RedisError(.invalidEndpoint, "redis url '\(RedisEndpoint.redactURL(url))': \(why); expected redis://[user:pass@]host:port/db or unix:///path/to/sock")
+            RedisError(
+                .invalidEndpoint,
+                "redis url '\(RedisEndpoint.redactURL(url))': \(why); expected redis://[user:pass@]host:port/db or "
+                    + "unix:///path/to/sock"
+            )
         }
         guard let schemeEnd = url.range(of: "://") else { throw bad("no scheme") }
         let scheme = url[..<schemeEnd.lowerBound].lowercased()
@@ -37,8 +45,10 @@ public struct RedisEndpoint: Sendable, Hashable, CustomStringConvertible {
             }
             rest = String(rest[..<q])
         }
-        var user: String?, password: String?
-        // userinfo: everything before the last '@' (passwords may contain '@' only percent-encoded; we accept the last '@').
+        var user: String?
+        var password: String?
+        // userinfo: everything before the last '@' (passwords may contain '@' only percent-encoded; we accept the last
+        // '@').
         if let at = rest.lastIndex(of: "@") {
             let info = String(rest[..<at])
             rest = String(rest[rest.index(after: at)...])
@@ -48,7 +58,7 @@ public struct RedisEndpoint: Sendable, Hashable, CustomStringConvertible {
                 let p = String(info[info.index(after: colon)...])
                 password = p.removingPercentEncoding ?? p
             } else if !info.isEmpty {
-                password = info.removingPercentEncoding ?? info   // redis://secret@host (legacy form)
+                password = info.removingPercentEncoding ?? info // redis://secret@host (legacy form)
             }
         }
         var db = 0
@@ -67,16 +77,21 @@ public struct RedisEndpoint: Sendable, Hashable, CustomStringConvertible {
                 hostPort = String(rest[..<slash])
                 let dbPart = rest[rest.index(after: slash)...]
                 if !dbPart.isEmpty {
-                    guard let n = Int(dbPart), n >= 0 else { throw bad("database '\(dbPart)' is not a non-negative integer") }
+                    guard let n = Int(dbPart), n >= 0 else {
+                        throw bad("database '\(dbPart)' is not a non-negative integer")
+                    }
                     db = n
                 }
             }
-            var host = hostPort, port = 6379
-            if hostPort.hasPrefix("[") , let close = hostPort.firstIndex(of: "]") {   // [::1]:6379
+            var host = hostPort
+            var port = 6379
+            if hostPort.hasPrefix("["), let close = hostPort.firstIndex(of: "]") { // [::1]:6379
                 host = String(hostPort[hostPort.index(after: hostPort.startIndex)..<close])
                 let after = hostPort[hostPort.index(after: close)...]
                 if after.hasPrefix(":") {
-                    guard let p = Int(after.dropFirst()), (1...65535).contains(p) else { throw bad("port must be 1–65535") }
+                    guard let p = Int(after.dropFirst()), (1...65535).contains(p) else {
+                        throw bad("port must be 1–65535")
+                    }
                     port = p
                 }
             } else if let colon = hostPort.lastIndex(of: ":") {
@@ -105,7 +120,9 @@ public struct RedisEndpoint: Sendable, Hashable, CustomStringConvertible {
     }
 
     static func redactURL(_ url: String) -> String {
-        guard let schemeEnd = url.range(of: "://"), let at = url.lastIndex(of: "@"), at > schemeEnd.upperBound else { return url }
+        guard let schemeEnd = url.range(of: "://"), let at = url.lastIndex(of: "@"), at > schemeEnd.upperBound else {
+            return url
+        }
         return String(url[..<schemeEnd.upperBound]) + "***" + String(url[at...])
     }
 }

@@ -21,9 +21,18 @@ public enum RedisReply: Sendable, Hashable, CustomStringConvertible {
         default: return nil
         }
     }
-    public var array: [RedisReply]? { if case .array(let a) = self { return a }; return nil }
-    public var isNull: Bool { if case .null = self { return true }; return false }
-    public var errorMessage: String? { if case .error(let e) = self { return e }; return nil }
+    public var array: [RedisReply]? {
+        if case .array(let a) = self { return a }
+        return nil
+    }
+    public var isNull: Bool {
+        if case .null = self { return true }
+        return false
+    }
+    public var errorMessage: String? {
+        if case .error(let e) = self { return e }
+        return nil
+    }
 
     /// Throws `RedisError(.server)` when this is an error reply; returns self otherwise.
     @discardableResult
@@ -80,7 +89,10 @@ public struct RedisError: Error, Sendable, Hashable, CustomStringConvertible {
     }
     public let kind: Kind
     public let message: String
-    public init(_ kind: Kind, _ message: String) { self.kind = kind; self.message = message }
+    public init(_ kind: Kind, _ message: String) {
+        self.kind = kind
+        self.message = message
+    }
     public var description: String { "redis \(kind): \(message)" }
     public var isConnectionError: Bool { kind == .connection }
 }

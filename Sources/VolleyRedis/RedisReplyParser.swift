@@ -5,7 +5,9 @@ internal import CHiredis
 public enum RedisReplyParser {
     /// Every complete reply in `bytes`. Throws when the bytes are not valid RESP; an incomplete tail is ignored.
     public static func parse(_ bytes: [UInt8]) throws -> [RedisReply] {
-        guard let reader = redisReaderCreate() else { throw RedisError(.unexpectedReply, "redisReaderCreate failed (out of memory)") }
+        guard let reader = redisReaderCreate() else {
+            throw RedisError(.unexpectedReply, "redisReaderCreate failed (out of memory)")
+        }
         defer { redisReaderFree(reader) }
         if bytes.isEmpty { return [] }
         let fed = bytes.withUnsafeBufferPointer { buf in

@@ -11,10 +11,17 @@ public struct DeviceRecord: Sendable, Hashable, Codable {
     public var registeredAt: Date
     public var lastSeenAt: Date
 
-    public init(platform: Platform, token: DeviceToken, environment: APNSEnvironment? = nil, locale: String? = nil,
-                user: UserID, registeredAt: Date, lastSeenAt: Date) {
-        self.platform = platform; self.token = token; self.environment = environment; self.locale = locale
-        self.user = user; self.registeredAt = registeredAt; self.lastSeenAt = lastSeenAt
+    public init(
+        platform: Platform, token: DeviceToken, environment: APNSEnvironment? = nil, locale: String? = nil,
+        user: UserID, registeredAt: Date, lastSeenAt: Date
+    ) {
+        self.platform = platform
+        self.token = token
+        self.environment = environment
+        self.locale = locale
+        self.user = user
+        self.registeredAt = registeredAt
+        self.lastSeenAt = lastSeenAt
     }
 
     public var device: Device {
@@ -22,14 +29,20 @@ public struct DeviceRecord: Sendable, Hashable, Codable {
     }
 
     static let encoder: JSONEncoder = {
-        let e = JSONEncoder(); e.dateEncodingStrategy = .secondsSince1970; e.outputFormatting = [.sortedKeys]; return e
+        let e = JSONEncoder()
+        e.dateEncodingStrategy = .secondsSince1970
+        e.outputFormatting = [.sortedKeys]
+        return e
     }()
     static let decoder: JSONDecoder = {
-        let d = JSONDecoder(); d.dateDecodingStrategy = .secondsSince1970; return d
+        let d = JSONDecoder()
+        d.dateDecodingStrategy = .secondsSince1970
+        return d
     }()
 }
 
-/// One line of `volley devices import` (JSONL) or one CSV row: `org, app, user, platform, token[, environment, locale]`.
+/// One line of `volley devices import` (JSONL) or one CSV row: `org, app, user, platform, token[, environment,
+/// locale]`.
 public struct DeviceImportRecord: Sendable, Hashable, Codable {
     public var org: OrgID
     public var app: AppName
@@ -38,9 +51,16 @@ public struct DeviceImportRecord: Sendable, Hashable, Codable {
     public var token: DeviceToken
     public var environment: APNSEnvironment?
     public var locale: String?
-    public init(org: OrgID, app: AppName, user: UserID, platform: Platform, token: DeviceToken,
-                environment: APNSEnvironment? = nil, locale: String? = nil) {
-        self.org = org; self.app = app; self.user = user; self.platform = platform; self.token = token
-        self.environment = environment; self.locale = locale
+    public init(
+        org: OrgID, app: AppName, user: UserID, platform: Platform, token: DeviceToken,
+        environment: APNSEnvironment? = nil, locale: String? = nil
+    ) {
+        self.org = org
+        self.app = app
+        self.user = user
+        self.platform = platform
+        self.token = token
+        self.environment = environment
+        self.locale = locale
     }
 }

@@ -24,8 +24,13 @@ public enum DeviceRecordReader {
     static func read(_ s: UnsafeBufferPointer<UInt8>) -> Device? {
         var p = Parser(s)
         guard p.consume(UInt8(ascii: "{")) else { return nil }
-        var platform: Platform?, token: String?, environment: APNSEnvironment?, locale: String?, user: String?
-        var haveRegistered = false, haveLastSeen = false
+        var platform: Platform?
+        var token: String?
+        var environment: APNSEnvironment?
+        var locale: String?
+        var user: String?
+        var haveRegistered = false
+        var haveLastSeen = false
         p.skipSpace()
         if p.consume(UInt8(ascii: "}")) { return nil }
         while true {
@@ -62,14 +67,18 @@ public enum DeviceRecordReader {
                 guard p.skipScalar() else { return nil }
             }
             p.skipSpace()
-            if p.consume(UInt8(ascii: ",")) { p.skipSpace(); continue }
+            if p.consume(UInt8(ascii: ",")) {
+                p.skipSpace()
+                continue
+            }
             if p.consume(UInt8(ascii: "}")) { break }
             return nil
         }
         p.skipSpace()
         guard p.atEnd, let platform, let token, let user, haveRegistered, haveLastSeen else { return nil }
-        return Device(platform: platform, token: DeviceToken(token), environment: environment, locale: locale,
-                      user: UserID(user))
+        return Device(
+            platform: platform, token: DeviceToken(token), environment: environment, locale: locale,
+            user: UserID(user))
     }
 
     /// The record keys this reader uses, matched from the key's bytes (no String per key).
@@ -116,7 +125,8 @@ public enum DeviceRecordReader {
 
         mutating func null() -> Bool {
             guard i + 4 <= b.count, b[i] == UInt8(ascii: "n"), b[i + 1] == UInt8(ascii: "u"),
-                  b[i + 2] == UInt8(ascii: "l"), b[i + 3] == UInt8(ascii: "l") else { return false }
+                b[i + 2] == UInt8(ascii: "l"), b[i + 3] == UInt8(ascii: "l")
+            else { return false }
             i += 4
             return true
         }
@@ -191,9 +201,16 @@ public enum DeviceRecordReader {
             var out: [UInt8] = []
             while i < b.count {
                 let c = b[i]
-                if c == UInt8(ascii: "\"") { i += 1; return String(decoding: out, as: UTF8.self) }
+                if c == UInt8(ascii: "\"") {
+                    i += 1
+                    return String(decoding: out, as: UTF8.self)
+                }
                 if c < 0x20 { return nil }
-                if c != UInt8(ascii: "\\") { out.append(c); i += 1; continue }
+                if c != UInt8(ascii: "\\") {
+                    out.append(c)
+                    i += 1
+                    continue
+                }
                 i += 1
                 guard i < b.count else { return nil }
                 let e = b[i]
@@ -208,7 +225,9 @@ public enum DeviceRecordReader {
                 case UInt8(ascii: "u"):
                     guard var scalar = hex4() else { return nil }
                     if scalar >= 0xD800 && scalar < 0xDC00 {
-                        guard i + 1 < b.count, b[i] == UInt8(ascii: "\\"), b[i + 1] == UInt8(ascii: "u") else { return nil }
+                        guard i + 1 < b.count, b[i] == UInt8(ascii: "\\"), b[i + 1] == UInt8(ascii: "u") else {
+                            return nil
+                        }
                         i += 2
                         guard let low = hex4(), low >= 0xDC00 && low < 0xE000 else { return nil }
                         scalar = 0x10000 + ((scalar - 0xD800) << 10) + (low - 0xDC00)

@@ -15,7 +15,8 @@ extension RedisPipelineSession {
         for r in records { groups["\(r.org)\u{1}\(r.app)", default: []].append(r) }
         var commands: [[String]] = []
         for (_, group) in groups {
-            let org = group[0].org, app = group[0].app
+            let org = group[0].org
+            let app = group[0].app
             let fields = group.map { StoreConfiguration.deviceField($0.platform, $0.token) }
             let owners = try client.command(["HMGET", store.tokenIndexKey(org, app)] + fields)
             try owners.throwIfError("HMGET token index")
@@ -28,9 +29,10 @@ extension RedisPipelineSession {
             }
             if !stale.isEmpty { try remove(org: org, app: app, devices: stale) }
             for r in group {
-                let rec = DeviceRecord(platform: r.platform, token: r.token,
-                                       environment: r.platform == .ios ? (r.environment ?? .production) : nil,
-                                       locale: r.locale, user: r.user, registeredAt: now, lastSeenAt: now)
+                let rec = DeviceRecord(
+                    platform: r.platform, token: r.token,
+                    environment: r.platform == .ios ? (r.environment ?? .production) : nil,
+                    locale: r.locale, user: r.user, registeredAt: now, lastSeenAt: now)
                 let json = String(decoding: try DeviceRecord.encoder.encode(rec), as: UTF8.self)
                 let field = StoreConfiguration.deviceField(r.platform, r.token)
                 commands.append(["HSET", store.deviceKey(org, app, r.user), field, json])
@@ -54,12 +56,16 @@ extension RedisPipelineSession {
     }
 
     /// Walks every user with devices in (org, app), `pageSize` users at a time (SSCAN), calling `visit` per page.
-    public func forEachUserPage(org: OrgID, app: AppName, pageSize: Int = 500,
-                                _ visit: ([UserID]) throws -> Void) throws {
+    public func forEachUserPage(
+        org: OrgID, app: AppName, pageSize: Int = 500,
+        _ visit: ([UserID]) throws -> Void
+    ) throws {
         var cursor = "0"
         repeat {
             let r = try client.checked(["SSCAN", store.usersKey(org, app), cursor, "COUNT", String(pageSize)])
-            guard let parts = r.array, parts.count == 2 else { throw RedisError(.unexpectedReply, "SSCAN returned \(r)") }
+            guard let parts = r.array, parts.count == 2 else {
+                throw RedisError(.unexpectedReply, "SSCAN returned \(r)")
+            }
             cursor = parts[0].string ?? "0"
             let users = (parts[1].array ?? []).compactMap(\.string).map(UserID.init)
             if !users.isEmpty { try visit(users) }

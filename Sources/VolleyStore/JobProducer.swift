@@ -8,10 +8,15 @@ public final class JobProducer: @unchecked Sendable {
     public let store: StoreConfiguration
 
     public init(client: RedisClient, store: StoreConfiguration = StoreConfiguration()) {
-        self.client = client; self.store = store
+        self.client = client
+        self.store = store
     }
 
-    static let jobEncoder: JSONEncoder = { let e = JSONEncoder(); e.outputFormatting = [.sortedKeys]; return e }()
+    static let jobEncoder: JSONEncoder = {
+        let e = JSONEncoder()
+        e.outputFormatting = [.sortedKeys]
+        return e
+    }()
 
     /// XADDs the job (field `job`); returns the entry id.
     @discardableResult
@@ -37,10 +42,15 @@ public final class JobProducer: @unchecked Sendable {
     }
 
     /// Reports published after `after`, blocking up to `blockMillis`; returns them and the new position.
-    public func reports(after: String, blockMillis: Int, count: Int = 100) throws -> (reports: [JobReport], last: String) {
-        let r = try client.command(["XREAD", "COUNT", String(count), "BLOCK", String(blockMillis),
-                                    "STREAMS", store.reportStream, after],
-                                   timeout: Double(blockMillis) / 1000 + client.options.commandTimeout)
+    public func reports(after: String, blockMillis: Int, count: Int = 100) throws -> (
+        reports: [JobReport], last: String
+    ) {
+        let r = try client.command(
+            [
+                "XREAD", "COUNT", String(count), "BLOCK", String(blockMillis),
+                "STREAMS", store.reportStream, after,
+            ],
+            timeout: Double(blockMillis) / 1000 + client.options.commandTimeout)
         try r.throwIfError("XREAD reports")
         var last = after
         var out: [JobReport] = []
@@ -50,7 +60,8 @@ public final class JobProducer: @unchecked Sendable {
                 guard let entry = e.array, entry.count == 2, let id = entry[0].string else { continue }
                 last = id
                 if let json = entry[1].fieldPairs.first(where: { $0.0 == "report" })?.1,
-                   let rep = try? ReportCoding.decoder.decode(JobReport.self, from: Data(json.utf8)) {
+                    let rep = try? ReportCoding.decoder.decode(JobReport.self, from: Data(json.utf8))
+                {
                     out.append(rep)
                 }
             }
@@ -63,7 +74,8 @@ public final class JobProducer: @unchecked Sendable {
         let r = try client.checked(["XRANGE", store.reportStream, "-", "+"])
         return (r.array ?? []).compactMap { e in
             guard let entry = e.array, entry.count == 2,
-                  let json = entry[1].fieldPairs.first(where: { $0.0 == "report" })?.1 else { return nil }
+                let json = entry[1].fieldPairs.first(where: { $0.0 == "report" })?.1
+            else { return nil }
             return try? ReportCoding.decoder.decode(JobReport.self, from: Data(json.utf8))
         }
     }

@@ -16,7 +16,8 @@ import VolleyCore
 ///                                              TTL = end of the UTC hour + grace
 /// volley:quota:{O}:job:<job>             HASH  <delivery>|<platform>|<hour index> → charges not yet settled
 ///                                              (a redelivery adopts other deliveries' fields); TTL as the hour's
-/// volley:inbox:{O}:n:<nid>               HASH  notification content (type, title, body, target, targetPageRef, created)
+/// volley:inbox:{O}:n:<nid>               HASH  notification content (type, title, body, target, targetPageRef,
+/// created)
 /// volley:inbox:{O}:u:<user>:all          ZSET  nid → created ms (retention: newest maxCount, none older than maxAge)
 /// volley:inbox:{O}:u:<user>:unread       ZSET  subset of all not read
 /// volley:inbox:{O}:u:<user>:unseen       ZSET  subset of all not seen
@@ -38,7 +39,9 @@ public struct RecipientKeys: Sendable {
     public func resolution(_ scope: String) -> String { "volley:resolve:\(tag):\(scope)" }
 
     public var quotaLimits: String { "volley:quota:\(tag):limits" }
-    public func quota(_ platform: Platform, _ hour: QuotaHour) -> String { "volley:quota:\(tag):\(platform.rawValue):\(hour.label)" }
+    public func quota(_ platform: Platform, _ hour: QuotaHour) -> String {
+        "volley:quota:\(tag):\(platform.rawValue):\(hour.label)"
+    }
     public func quotaCharges(_ job: JobID) -> String { "volley:quota:\(tag):job:\(job.rawValue)" }
 
     public func inboxContent(_ nid: String) -> String { "volley:inbox:\(tag):n:\(nid)" }

@@ -41,7 +41,9 @@ public final class RedisDirectory: DirectoryResolver, @unchecked Sendable {
         commands.reserveCapacity(records.count * 2)
         for r in records {
             let problems = r.problems()
-            if !problems.isEmpty { throw DirectoryError("record \(r.kind) \(r.id): " + problems.joined(separator: "; ")) }
+            if !problems.isEmpty {
+                throw DirectoryError("record \(r.kind) \(r.id): " + problems.joined(separator: "; "))
+            }
             let k = RecipientKeys(org: r.org)
             counts.records += 1
             counts.byKind[r.kind.rawValue, default: 0] += 1
@@ -85,7 +87,9 @@ public final class RedisDirectory: DirectoryResolver, @unchecked Sendable {
         if ids.isEmpty { return [] }
         let k = RecipientKeys(org: org)
         let reply = try redis.with { try $0.checked(["HMGET", k.kind] + ids.map(\.rawValue)) }
-        guard let a = reply.array, a.count == ids.count else { throw RedisError(.unexpectedReply, "HMGET kinds: \(reply)") }
+        guard let a = reply.array, a.count == ids.count else {
+            throw RedisError(.unexpectedReply, "HMGET kinds: \(reply)")
+        }
         return a.map { $0.string.flatMap(DirectoryKind.init(rawValue:)) }
     }
 
@@ -105,10 +109,14 @@ public final class RedisDirectory: DirectoryResolver, @unchecked Sendable {
         let k = RecipientKeys(org: org)
         let kind = try kinds(org: org, ids: [id]).first ?? nil
         let (directMembers, sampleMembers, inactive): (Int, [RecipientID], Bool) = try redis.with { c in
-            let r = try c.pipeline([["SCARD", k.members(id)], ["SRANDMEMBER", k.members(id), String(sample)],
-                                    ["SISMEMBER", k.inactive, id.rawValue]])
-            return (try r[0].int("SCARD"), (r[1].array ?? []).compactMap { $0.string.map(RecipientID.init) },
-                    try r[2].int("SISMEMBER") == 1)
+            let r = try c.pipeline([
+                ["SCARD", k.members(id)], ["SRANDMEMBER", k.members(id), String(sample)],
+                ["SISMEMBER", k.inactive, id.rawValue],
+            ])
+            return (
+                try r[0].int("SCARD"), (r[1].array ?? []).compactMap { $0.string.map(RecipientID.init) },
+                try r[2].int("SISMEMBER") == 1
+            )
         }
         let scope = "show:\(UUID().uuidString)"
         let (count, closure) = try prepare(org: org, recipients: [id], scope: scope)
@@ -117,9 +125,10 @@ public final class RedisDirectory: DirectoryResolver, @unchecked Sendable {
             let r = try c.pipeline([["SRANDMEMBER", tmp, String(sample)], ["DEL", tmp]])
             return (r[0].array ?? []).compactMap { $0.string.map(UserID.init) }
         }
-        return Entry(id: id, kind: kind, active: !inactive, directMembers: directMembers, sampleMembers: sampleMembers,
-                     resolvedUsers: count.users, sampleUsers: users.sorted { $0.rawValue < $1.rawValue },
-                     nestedContainers: max(0, closure - (kind?.isContainer == true ? 1 : 0)))
+        return Entry(
+            id: id, kind: kind, active: !inactive, directMembers: directMembers, sampleMembers: sampleMembers,
+            resolvedUsers: count.users, sampleUsers: users.sorted { $0.rawValue < $1.rawValue },
+            nestedContainers: max(0, closure - (kind?.isContainer == true ? 1 : 0)))
     }
 
     // MARK: resolution
@@ -131,8 +140,10 @@ public final class RedisDirectory: DirectoryResolver, @unchecked Sendable {
 
     /// Drains a resolution in chunks of `chunkSize` (convenience over `open`).
     @discardableResult
-    public func resolve(org: OrgID, recipients: [RecipientID], scope: String, chunkSize: Int,
-                        _ body: ([UserID]) throws -> Void) throws -> ResolutionSummary {
+    public func resolve(
+        org: OrgID, recipients: [RecipientID], scope: String, chunkSize: Int,
+        _ body: ([UserID]) throws -> Void
+    ) throws -> ResolutionSummary {
         let b = try open(org: org, recipients: recipients, scope: scope)
         while let users = try b.next(max: chunkSize) { try body(users) }
         return b.summary
@@ -145,7 +156,9 @@ public final class RedisDirectory: DirectoryResolver, @unchecked Sendable {
         var done = false
         var drained = 0
         init(directory: RedisDirectory, key: String, summary: ResolutionSummary) {
-            self.directory = directory; self.key = key; self.summary = summary
+            self.directory = directory
+            self.key = key
+            self.summary = summary
         }
         func next(max: Int) throws -> [UserID]? {
             if done { return nil }
@@ -156,7 +169,10 @@ public final class RedisDirectory: DirectoryResolver, @unchecked Sendable {
                 // The set is gone before every user came out: Redis lost it (restart without persistence,
                 // eviction). Fail the run so the job is redelivered and resolved again; never finish it short.
                 if drained < summary.users {
-                    throw DirectoryError("resolution \(key) vanished after \(drained) of \(summary.users) users (Redis restarted or evicted it); the job will be resolved again on redelivery")
+                    throw DirectoryError(
+                        "resolution \(key) vanished after \(drained) of \(summary.users) users (Redis restarted or "
+                            + "evicted it); the job will be resolved again on redelivery"
+                    )
                 }
                 return nil
             }
@@ -173,7 +189,8 @@ public final class RedisDirectory: DirectoryResolver, @unchecked Sendable {
         var kinds = try self.kinds(org: org, ids: ids)
         // An org that never imported a directory keeps the plain meaning: recipients are user ids.
         if kinds.contains(where: { $0 == nil }),
-           try redis.with({ try $0.checked(["EXISTS", k.kind]) }).integer == 0 {
+            try redis.with({ try $0.checked(["EXISTS", k.kind]) }).integer == 0
+        {
             kinds = kinds.map { $0 ?? .user }
         }
         var summary = ResolutionSummary()

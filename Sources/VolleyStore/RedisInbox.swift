@@ -12,9 +12,11 @@ public final class RedisInboxStore: InboxStore, @unchecked Sendable {
     /// Users per delivery script call.
     public var usersPerCall = 500
 
-    public init(client: RedisClient, retention: InboxRetention = InboxRetention(), clock: any WallClock = SystemClock()) {
+    public init(client: RedisClient, retention: InboxRetention = InboxRetention(), clock: any WallClock = SystemClock())
+    {
         redis = SerializedRedis(client)
-        self.retention = retention; self.clock = clock
+        self.retention = retention
+        self.clock = clock
     }
 
     private static func ms(_ d: Date) -> Int64 { Int64((d.timeIntervalSince1970 * 1000).rounded()) }
@@ -33,14 +35,17 @@ public final class RedisInboxStore: InboxStore, @unchecked Sendable {
         if let t = content.targetPageRef { fields += ["targetPageRef", t] }
         try redis.with { c in
             // Content first (idempotent HSET), then the per-user entries in script calls of `usersPerCall`.
-            let head = try c.pipeline([["HSET", k.inboxContent(content.id)] + fields, ["EXPIRE", k.inboxContent(content.id), ttl]])
+            let head = try c.pipeline([
+                ["HSET", k.inboxContent(content.id)] + fields, ["EXPIRE", k.inboxContent(content.id), ttl],
+            ])
             for r in head { try r.throwIfError("inbox content") }
             var i = 0
             while i < users.count {
                 let end = min(users.count, i + usersPerCall)
-                let r = try c.eval(RecipientScripts.inboxDeliver, keys: [],
-                                   args: [k.inboxUserPrefix, content.id, created, String(retention.maxCount), minScore, ttl]
-                                       + users[i..<end].map(\.rawValue))
+                let r = try c.eval(
+                    RecipientScripts.inboxDeliver, keys: [],
+                    args: [k.inboxUserPrefix, content.id, created, String(retention.maxCount), minScore, ttl]
+                        + users[i..<end].map(\.rawValue))
                 try r.throwIfError("inbox deliver")
                 i = end
             }
@@ -52,12 +57,16 @@ public final class RedisInboxStore: InboxStore, @unchecked Sendable {
         let max = before.map { "(" + String(Self.ms($0)) } ?? "+inf"
         let n = Swift.max(1, size)
         return try redis.with { c in
-            let ids = try c.checked(["ZREVRANGEBYSCORE", k.inbox(user, "all"), max, "-inf", "WITHSCORES", "LIMIT", "0", String(n)])
+            let ids = try c.checked([
+                "ZREVRANGEBYSCORE", k.inbox(user, "all"), max, "-inf", "WITHSCORES", "LIMIT", "0", String(n),
+            ])
             let flat = ids.array ?? []
             var entries: [(String, Int64)] = []
             var i = 0
             while i + 1 < flat.count {
-                if let id = flat[i].string, let s = flat[i + 1].string, let d = Double(s) { entries.append((id, Int64(d))) }
+                if let id = flat[i].string, let s = flat[i + 1].string, let d = Double(s) {
+                    entries.append((id, Int64(d)))
+                }
                 i += 2
             }
             if entries.isEmpty { return [] }
@@ -71,11 +80,13 @@ public final class RedisInboxStore: InboxStore, @unchecked Sendable {
             var out: [InboxNotification] = []
             for (j, (id, created)) in entries.enumerated() {
                 let f = Dictionary(r[3 * j].fieldPairs, uniquingKeysWith: { a, _ in a })
-                if f.isEmpty { continue }   // content expired: the entry goes with the next trim
-                out.append(InboxNotification(id: id, type: f["type"], title: f["title"] ?? "", body: f["body"] ?? "",
-                                             target: f["target"], targetPageRef: f["targetPageRef"],
-                                             createdAt: Self.date(created),
-                                             read: r[3 * j + 1].isNull, seen: r[3 * j + 2].isNull))
+                if f.isEmpty { continue } // content expired: the entry goes with the next trim
+                out.append(
+                    InboxNotification(
+                        id: id, type: f["type"], title: f["title"] ?? "", body: f["body"] ?? "",
+                        target: f["target"], targetPageRef: f["targetPageRef"],
+                        createdAt: Self.date(created),
+                        read: r[3 * j + 1].isNull, seen: r[3 * j + 2].isNull))
             }
             return out
         }
@@ -84,18 +95,21 @@ public final class RedisInboxStore: InboxStore, @unchecked Sendable {
     public func status(org: OrgID, user: UserID) throws -> InboxStatus {
         let k = RecipientKeys(org: org)
         let r = try redis.with { c in
-            try c.pipeline([["ZCARD", k.inbox(user, "unread")], ["ZCARD", k.inbox(user, "unseen")],
-                            ["ZRANGE", k.inbox(user, "unread"), "0", "0", "WITHSCORES"],
-                            ["ZRANGE", k.inbox(user, "unseen"), "0", "0", "WITHSCORES"],
-                            ["ZRANGE", k.inbox(user, "all"), "-1", "-1", "WITHSCORES"]])
+            try c.pipeline([
+                ["ZCARD", k.inbox(user, "unread")], ["ZCARD", k.inbox(user, "unseen")],
+                ["ZRANGE", k.inbox(user, "unread"), "0", "0", "WITHSCORES"],
+                ["ZRANGE", k.inbox(user, "unseen"), "0", "0", "WITHSCORES"],
+                ["ZRANGE", k.inbox(user, "all"), "-1", "-1", "WITHSCORES"],
+            ])
         }
         for x in r { try x.throwIfError("inbox status") }
         func oldest(_ reply: RedisReply) -> Date? {
             guard let a = reply.array, a.count == 2, let s = a[1].string, let d = Double(s) else { return nil }
             return Self.date(Int64(d))
         }
-        return InboxStatus(unreadCount: try r[0].int("ZCARD"), unseenCount: try r[1].int("ZCARD"),
-                           oldestUnread: oldest(r[2]), oldestUnseen: oldest(r[3]), lastActivity: oldest(r[4]))
+        return InboxStatus(
+            unreadCount: try r[0].int("ZCARD"), unseenCount: try r[1].int("ZCARD"),
+            oldestUnread: oldest(r[2]), oldestUnseen: oldest(r[3]), lastActivity: oldest(r[4]))
     }
 
     @discardableResult
@@ -108,8 +122,10 @@ public final class RedisInboxStore: InboxStore, @unchecked Sendable {
         case .before(let d): args += ["before", String(Self.ms(d))]
         }
         let r = try redis.with {
-            try $0.eval(RecipientScripts.inboxMark, keys: [k.inbox(user, "all"), k.inbox(user, "unread"), k.inbox(user, "unseen")],
-                        args: args)
+            try $0.eval(
+                RecipientScripts.inboxMark,
+                keys: [k.inbox(user, "all"), k.inbox(user, "unread"), k.inbox(user, "unseen")],
+                args: args)
         }
         return try r.int("inbox mark")
     }

@@ -48,10 +48,14 @@ public final class RedisNotificationTypeStore: NotificationTypeStore, @unchecked
     public func policy(org: OrgID, app: AppName, typeID: String?) throws -> DeliveryPolicy {
         guard let typeID else { return .pushAndInbox }
         let k = RecipientKeys(org: org)
-        let r = try redis.with { try $0.pipeline([["HGET", k.types, typeID], ["HGET", k.typeSettings(app), typeID]]) }
+        let r = try redis.with {
+            try $0.pipeline([["HGET", k.types, typeID], ["HGET", k.typeSettings(app), typeID]])
+        }
         for x in r { try x.throwIfError("notification type") }
         let type = r[0].string.flatMap { try? JSONDecoder().decode(NotificationType.self, from: Data($0.utf8)) }
-        let setting = r[1].string.flatMap { try? JSONDecoder().decode(NotificationAppSetting.self, from: Data($0.utf8)) }
+        let setting = r[1].string.flatMap {
+            try? JSONDecoder().decode(NotificationAppSetting.self, from: Data($0.utf8))
+        }
         return DeliveryPolicy.decide(typeID: typeID, type: type, setting: setting, app: app)
     }
 }

@@ -12,17 +12,26 @@ public struct RedisPipelineBackend: PipelineBackend {
     public let options: RedisClient.Options
     public let logger: Logger
 
-    public init(endpoint: RedisEndpoint, store: StoreConfiguration = StoreConfiguration(), consumer: String,
-                options: RedisClient.Options = .init(), logger: Logger = Logger(label: "volley.store")) {
-        self.endpoint = endpoint; self.store = store; self.consumer = consumer; self.options = options; self.logger = logger
+    public init(
+        endpoint: RedisEndpoint, store: StoreConfiguration = StoreConfiguration(), consumer: String,
+        options: RedisClient.Options = .init(), logger: Logger = Logger(label: "volley.store")
+    ) {
+        self.endpoint = endpoint
+        self.store = store
+        self.consumer = consumer
+        self.options = options
+        self.logger = logger
     }
 
     public func makeSession(name: String, isCancelled: @escaping @Sendable () -> Bool) throws -> any PipelineSession {
         makeRedisSession(name: name, isCancelled: isCancelled)
     }
 
-    public func makeRedisSession(name: String, isCancelled: @escaping @Sendable () -> Bool = { false }) -> RedisPipelineSession {
-        let client = RedisClient(endpoint: endpoint, options: options, name: name, logger: logger, isCancelled: isCancelled)
+    public func makeRedisSession(name: String, isCancelled: @escaping @Sendable () -> Bool = { false })
+        -> RedisPipelineSession
+    {
+        let client = RedisClient(
+            endpoint: endpoint, options: options, name: name, logger: logger, isCancelled: isCancelled)
         return RedisPipelineSession(client: client, store: store, consumer: consumer, logger: logger)
     }
 }
@@ -36,7 +45,10 @@ public final class RedisPipelineSession: PipelineSession, @unchecked Sendable {
     private var autoclaimCursor = "0-0"
 
     public init(client: RedisClient, store: StoreConfiguration, consumer: String, logger: Logger) {
-        self.client = client; self.store = store; self.consumer = consumer; self.logger = logger
+        self.client = client
+        self.store = store
+        self.consumer = consumer
+        self.logger = logger
     }
 
     // MARK: - JobStream
@@ -50,8 +62,10 @@ public final class RedisPipelineSession: PipelineSession, @unchecked Sendable {
     }
 
     public func readNew(count: Int, blockMillis: Int) throws -> [JobEntry] {
-        let args = ["XREADGROUP", "GROUP", store.group, consumer, "COUNT", String(max(1, count)),
-                    "BLOCK", String(max(0, blockMillis)), "STREAMS", store.jobStream, ">"]
+        let args = [
+            "XREADGROUP", "GROUP", store.group, consumer, "COUNT", String(max(1, count)),
+            "BLOCK", String(max(0, blockMillis)), "STREAMS", store.jobStream, ">",
+        ]
         // The socket timeout must outlast BLOCK, or hiredis reports a blocking read as timed out.
         var r = try client.command(args, timeout: Double(blockMillis) / 1000 + client.options.commandTimeout)
         if let e = r.errorMessage, e.hasPrefix("NOGROUP") {
@@ -61,7 +75,7 @@ public final class RedisPipelineSession: PipelineSession, @unchecked Sendable {
             r = try client.command(args, timeout: Double(blockMillis) / 1000 + client.options.commandTimeout)
         }
         try r.throwIfError("XREADGROUP \(store.jobStream)")
-        guard let streams = r.array else { return [] }   // nil reply: BLOCK timed out
+        guard let streams = r.array else { return [] } // nil reply: BLOCK timed out
         var out: [JobEntry] = []
         for s in streams {
             guard let pair = s.array, pair.count == 2, let entries = pair[1].array else { continue }
@@ -73,9 +87,14 @@ public final class RedisPipelineSession: PipelineSession, @unchecked Sendable {
     }
 
     public func claimIdle(minIdleMillis: Int, count: Int) throws -> [JobEntry] {
-        let r = try client.command(["XAUTOCLAIM", store.jobStream, store.group, consumer, String(minIdleMillis),
-                                    autoclaimCursor, "COUNT", String(max(1, count))])
-        if let e = r.errorMessage, e.hasPrefix("NOGROUP") { try ensureGroup(); return [] }
+        let r = try client.command([
+            "XAUTOCLAIM", store.jobStream, store.group, consumer, String(minIdleMillis),
+            autoclaimCursor, "COUNT", String(max(1, count)),
+        ])
+        if let e = r.errorMessage, e.hasPrefix("NOGROUP") {
+            try ensureGroup()
+            return []
+        }
         try r.throwIfError("XAUTOCLAIM \(store.jobStream)")
         // Redis 7: [next-cursor, [[id, [f, v, …]], …], [deleted ids]] (Redis 6.2 had no third element).
         guard let parts = r.array, parts.count >= 2 else {
@@ -92,9 +111,10 @@ public final class RedisPipelineSession: PipelineSession, @unchecked Sendable {
         }
         if claimed.isEmpty { return [] }
         // Delivery counts (XAUTOCLAIM incremented them) from XPENDING, pipelined.
-        let pending = try client.pipeline(claimed.map {
-            ["XPENDING", store.jobStream, store.group, $0.entryID.rawValue, $0.entryID.rawValue, "1"]
-        })
+        let pending = try client.pipeline(
+            claimed.map {
+                ["XPENDING", store.jobStream, store.group, $0.entryID.rawValue, $0.entryID.rawValue, "1"]
+            })
         for i in claimed.indices {
             if let row = pending[i].array?.first?.array, row.count >= 4, let n = row[3].integer {
                 claimed[i].deliveryCount = Int(n)
@@ -107,22 +127,25 @@ public final class RedisPipelineSession: PipelineSession, @unchecked Sendable {
 
     /// XCLAIM … JUSTID resets idle time without counting a delivery; the script only touches entries still owned
     /// by this consumer, so an entry another worker already reclaimed is not stolen back.
-    static let keepAliveScript = RedisScript("""
-    local n = 0
-    for i = 1, #ARGV do
-      local p = redis.call('XPENDING', KEYS[1], KEYS[2], ARGV[i], ARGV[i], 1)
-      if p[1] and p[1][2] == KEYS[3] then
-        redis.call('XCLAIM', KEYS[1], KEYS[2], KEYS[3], 0, ARGV[i], 'JUSTID')
-        n = n + 1
-      end
-    end
-    return n
-    """)
+    static let keepAliveScript = RedisScript(
+        """
+        local n = 0
+        for i = 1, #ARGV do
+          local p = redis.call('XPENDING', KEYS[1], KEYS[2], ARGV[i], ARGV[i], 1)
+          if p[1] and p[1][2] == KEYS[3] then
+            redis.call('XCLAIM', KEYS[1], KEYS[2], KEYS[3], 0, ARGV[i], 'JUSTID')
+            n = n + 1
+          end
+        end
+        return n
+        """)
 
     public func keepAlive(_ entries: [StreamEntryID]) throws {
         if entries.isEmpty { return }
-        try client.eval(Self.keepAliveScript, keys: [store.jobStream, store.group, consumer],
-                        args: entries.map(\.rawValue)).throwIfError("keep-alive")
+        try client.eval(
+            Self.keepAliveScript, keys: [store.jobStream, store.group, consumer],
+            args: entries.map(\.rawValue)
+        ).throwIfError("keep-alive")
     }
 
     public func ack(_ entry: StreamEntryID) throws {
@@ -132,8 +155,10 @@ public final class RedisPipelineSession: PipelineSession, @unchecked Sendable {
     public func deadLetter(_ entry: JobEntry, reason: JobRejection.Reason, detail: String) throws {
         var args = ["XADD", store.deadStream, "MAXLEN", "~", String(store.deadMaxLength), "*"]
         for (k, v) in entry.fields.sorted(by: { $0.key < $1.key }) { args += [k, v] }
-        args += ["reason", reason.rawValue, "detail", detail, "worker", consumer,
-                 "sourceEntry", entry.entryID.rawValue, "deliveries", String(entry.deliveryCount)]
+        args += [
+            "reason", reason.rawValue, "detail", detail, "worker", consumer,
+            "sourceEntry", entry.entryID.rawValue, "deliveries", String(entry.deliveryCount),
+        ]
         let replies = try client.pipeline([args, ["XACK", store.jobStream, store.group, entry.entryID.rawValue]])
         for r in replies { try r.throwIfError("dead-letter \(entry.entryID)") }
     }
@@ -153,19 +178,28 @@ public final class RedisPipelineSession: PipelineSession, @unchecked Sendable {
         // HVALS, not HGETALL: the field name is the token, which the record carries too, so the fields are not
         // read at all (half the reply elements hiredis allocates and frees, and the tokens' bytes twice on the wire).
         // Read in place: each record's JSON goes from hiredis's buffer straight into a Device (no value Strings).
-        try client.pipelineVisitRaw(users.map { ["HVALS", store.deviceKey(org, app, $0)] },
-                                    restart: { out.removeAll(keepingCapacity: true); out.reserveCapacity(users.count) }) { r in
+        try client.pipelineVisitRaw(
+            users.map { ["HVALS", store.deviceKey(org, app, $0)] },
+            restart: {
+                out.removeAll(keepingCapacity: true)
+                out.reserveCapacity(users.count)
+            }
+        ) { r in
             if let e = r.errorMessage { throw RedisError(.server, "HVALS devices: \(e)") }
             guard out.count < users.count else {
-                throw RedisError(.unexpectedReply,
-                                 "HVALS devices: more replies than the \(users.count) users asked for")
+                throw RedisError(
+                    .unexpectedReply,
+                    "HVALS devices: more replies than the \(users.count) users asked for")
             }
             let user = users[out.count]
             var list: [Device] = []
             list.reserveCapacity(r.count)
             for k in 0..<r.count {
                 guard let json = r[k]?.bytes else { continue }
-                if let d = DeviceRecordReader.device(fromJSONBytes: json) { list.append(d); continue }
+                if let d = DeviceRecordReader.device(fromJSONBytes: json) {
+                    list.append(d)
+                    continue
+                }
                 guard let rec = try? DeviceRecord.decoder.decode(DeviceRecord.self, from: Data(json)) else {
                     logger.warning("skipping unreadable device record", metadata: ["user": "\(user)"])
                     continue
@@ -184,31 +218,32 @@ public final class RedisPipelineSession: PipelineSession, @unchecked Sendable {
     /// ARGV holds pairs: the device field, then the second the token became invalid ('' when unknown). A token whose
     /// record was registered after that second stays (APNs: "the token has been invalid since the timestamp";
     /// an app that registered it again since has a valid token).
-    static let removeScript = RedisScript("""
-    local removed = 0
-    for i = 1, #ARGV, 2 do
-      local field = ARGV[i]
-      local since = tonumber(ARGV[i + 1])
-      local user = redis.call('HGET', KEYS[1], field)
-      if user then
-        local devKey = KEYS[3] .. user
-        local keep = false
-        if since then
-          local record = redis.call('HGET', devKey, field)
-          if record then
-            local ok, decoded = pcall(cjson.decode, record)
-            keep = ok and type(decoded.registeredAt) == 'number' and decoded.registeredAt > since
+    static let removeScript = RedisScript(
+        """
+        local removed = 0
+        for i = 1, #ARGV, 2 do
+          local field = ARGV[i]
+          local since = tonumber(ARGV[i + 1])
+          local user = redis.call('HGET', KEYS[1], field)
+          if user then
+            local devKey = KEYS[3] .. user
+            local keep = false
+            if since then
+              local record = redis.call('HGET', devKey, field)
+              if record then
+                local ok, decoded = pcall(cjson.decode, record)
+                keep = ok and type(decoded.registeredAt) == 'number' and decoded.registeredAt > since
+              end
+            end
+            if not keep then
+              removed = removed + redis.call('HDEL', devKey, field)
+              redis.call('HDEL', KEYS[1], field)
+              if redis.call('HLEN', devKey) == 0 then redis.call('SREM', KEYS[2], user) end
+            end
           end
         end
-        if not keep then
-          removed = removed + redis.call('HDEL', devKey, field)
-          redis.call('HDEL', KEYS[1], field)
-          if redis.call('HLEN', devKey) == 0 then redis.call('SREM', KEYS[2], user) end
-        end
-      end
-    end
-    return removed
-    """)
+        return removed
+        """)
 
     @discardableResult
     public func remove(org: OrgID, app: AppName, tokens: [DeadToken]) throws -> Int {
@@ -219,10 +254,13 @@ public final class RedisPipelineSession: PipelineSession, @unchecked Sendable {
             args.append(StoreConfiguration.deviceField(t.device.platform, t.device.token))
             args.append(t.invalidSince.map { String($0.timeIntervalSince1970) } ?? "")
         }
-        let r = try client.eval(Self.removeScript,
-                                keys: [store.tokenIndexKey(org, app), store.usersKey(org, app),
-                                       "\(store.prefix):dev:\(org):\(app):"],
-                                args: args)
+        let r = try client.eval(
+            Self.removeScript,
+            keys: [
+                store.tokenIndexKey(org, app), store.usersKey(org, app),
+                "\(store.prefix):dev:\(org):\(app):",
+            ],
+            args: args)
         try r.throwIfError("remove tokens")
         return Int(r.integer ?? 0)
     }
@@ -242,13 +280,18 @@ public final class RedisPipelineSession: PipelineSession, @unchecked Sendable {
         let acceptedKey = store.acceptedKey(org, job)
         if accepted?.key != acceptedKey { accepted = (acceptedKey, 0, []) }
         var seen = accepted?.elements ?? 0
-        var replies = try client.pipeline([hmget, RedisCommand(["LLEN", acceptedKey]),
-                                           RedisCommand(["LRANGE", acceptedKey, String(seen), "-1"])])
+        var replies = try client.pipeline([
+            hmget, RedisCommand(["LLEN", acceptedKey]),
+            RedisCommand(["LRANGE", acceptedKey, String(seen), "-1"]),
+        ])
         for r in replies { try r.throwIfError("read ledger") }
         guard replies.count == 3, let a = replies[0].array, a.count == devices.count,
-              let length = replies[1].integer else {
-            throw RedisError(.unexpectedReply, "HMGET ledger returned \(replies.first.map(a_count) ?? -1) values for "
-                             + "\(devices.count) devices, LLEN \(replies.count > 1 ? replies[1].description : "none")")
+            let length = replies[1].integer
+        else {
+            throw RedisError(
+                .unexpectedReply,
+                "HMGET ledger returned \(replies.first.map(elementCount) ?? -1) values for "
+                    + "\(devices.count) devices, LLEN \(replies.count > 1 ? replies[1].description : "none")")
         }
         if length < seen {
             // The list is shorter than what this session read of it (it expired and a new delivery started it again).
@@ -259,8 +302,9 @@ public final class RedisPipelineSession: PipelineSession, @unchecked Sendable {
         var fields = accepted?.fields ?? []
         for element in replies[2].array ?? [] {
             guard let s = element.string, let batch = StoreConfiguration.acceptedFields(s) else {
-                throw RedisError(.unexpectedReply,
-                                 "\(acceptedKey) holds an element that is not a batch of accepted devices")
+                throw RedisError(
+                    .unexpectedReply,
+                    "\(acceptedKey) holds an element that is not a batch of accepted devices")
             }
             fields.formUnion(batch)
             seen += 1
@@ -279,12 +323,13 @@ public final class RedisPipelineSession: PipelineSession, @unchecked Sendable {
     /// string per batch, not a hash entry per device); the rare other outcomes go to the ledger hash.
     public func record(org: OrgID, job: JobID, outcomes: [(Device, DeliveryOutcome)]) throws {
         if outcomes.isEmpty { return }
-        let key = store.ledgerKey(org, job), acceptedKey = store.acceptedKey(org, job)
+        let key = store.ledgerKey(org, job)
+        let acceptedKey = store.acceptedKey(org, job)
         let ttl = String(store.ledgerTTLSeconds)
         var batch: [UInt8] = []
         var hset = RedisCommand(["HSET", key])
         var others = 0
-        for i in outcomes.indices {   // by index: no copy of each (device, outcome) pair
+        for i in outcomes.indices { // by index: no copy of each (device, outcome) pair
             if case .accepted = outcomes[i].1 {
                 if batch.isEmpty { batch.reserveCapacity(outcomes.count * 80) }
                 StoreConfiguration.appendAcceptedEntry(outcomes[i].0.platform, outcomes[i].0.token, to: &batch)
@@ -308,8 +353,10 @@ public final class RedisPipelineSession: PipelineSession, @unchecked Sendable {
 
     public func ledgerState(org: OrgID, job: JobID) throws -> LedgerState {
         let key = store.ledgerKey(org, job)
-        let replies = try client.pipeline([RedisCommand(["HEXISTS", key, "_report"]),
-                                           RedisCommand(["EXISTS", key, store.acceptedKey(org, job)])])
+        let replies = try client.pipeline([
+            RedisCommand(["HEXISTS", key, "_report"]),
+            RedisCommand(["EXISTS", key, store.acceptedKey(org, job)]),
+        ])
         for r in replies { try r.throwIfError("ledger state") }
         guard replies.count == 2, let reported = replies[0].integer, let exists = replies[1].integer else {
             throw RedisError(.unexpectedReply, "HEXISTS/EXISTS ledger: \(replies)")
@@ -318,27 +365,31 @@ public final class RedisPipelineSession: PipelineSession, @unchecked Sendable {
     }
 
     /// HSETNX `_report` guards the XADD, so a redelivered job never publishes a second report.
-    static let publishScript = RedisScript("""
-    if redis.call('HSETNX', KEYS[1], '_report', ARGV[4]) == 1 then
-      redis.call('EXPIRE', KEYS[1], ARGV[5])
-      redis.call('XADD', KEYS[2], 'MAXLEN', '~', ARGV[3], '*', 'job', ARGV[1], 'org', ARGV[2], 'report', ARGV[4])
-      return 1
-    end
-    return 0
-    """)
+    static let publishScript = RedisScript(
+        """
+        if redis.call('HSETNX', KEYS[1], '_report', ARGV[4]) == 1 then
+          redis.call('EXPIRE', KEYS[1], ARGV[5])
+          redis.call('XADD', KEYS[2], 'MAXLEN', '~', ARGV[3], '*', 'job', ARGV[1], 'org', ARGV[2], 'report', ARGV[4])
+          return 1
+        end
+        return 0
+        """)
 
     @discardableResult
     public func publish(_ report: JobReport) throws -> Bool {
         let json = String(decoding: try ReportCoding.encoder.encode(report), as: UTF8.self)
-        let r = try client.eval(Self.publishScript, keys: [store.ledgerKey(report.org, report.job), store.reportStream],
-                                args: [report.job.rawValue, report.org.rawValue, String(store.reportsMaxLength), json,
-                                       String(store.ledgerTTLSeconds)])
+        let r = try client.eval(
+            Self.publishScript, keys: [store.ledgerKey(report.org, report.job), store.reportStream],
+            args: [
+                report.job.rawValue, report.org.rawValue, String(store.reportsMaxLength), json,
+                String(store.ledgerTTLSeconds),
+            ])
         try r.throwIfError("publish report")
         return r.integer == 1
     }
 }
 
-private func a_count(_ r: RedisReply) -> Int { r.array?.count ?? -1 }
+private func elementCount(_ r: RedisReply) -> Int { r.array?.count ?? -1 }
 
 /// JSON form of reports on the report stream (ISO 8601 times, sorted keys).
 public enum ReportCoding {
@@ -363,7 +414,8 @@ public enum ReportCoding {
             if let date = f.date(from: s) { return date }
             f.formatOptions = [.withInternetDateTime]
             if let date = f.date(from: s) { return date }
-            throw DecodingError.dataCorrupted(.init(codingPath: dec.codingPath, debugDescription: "not an ISO 8601 date: \(s)"))
+            throw DecodingError.dataCorrupted(
+                .init(codingPath: dec.codingPath, debugDescription: "not an ISO 8601 date: \(s)"))
         }
         return d
     }()

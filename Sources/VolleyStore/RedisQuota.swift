@@ -22,12 +22,17 @@ public final class RedisQuotaStore: HourlyQuota, @unchecked Sendable {
     private var outstanding: [String: OutstandingCharges] = [:]
     private let lock = NSLock()
 
-    public init(client: RedisClient, defaults: QuotaLimits = QuotaLimits(),
-                configured: [String: (ios: Int?, android: Int?)] = [:], clock: any WallClock = SystemClock(),
-                graceSeconds: Int = 3600, waitPolicy: QuotaWaitPolicy = QuotaWaitPolicy()) {
+    public init(
+        client: RedisClient, defaults: QuotaLimits = QuotaLimits(),
+        configured: [String: (ios: Int?, android: Int?)] = [:], clock: any WallClock = SystemClock(),
+        graceSeconds: Int = 3600, waitPolicy: QuotaWaitPolicy = QuotaWaitPolicy()
+    ) {
         self.waitPolicy = waitPolicy
         redis = SerializedRedis(client)
-        self.defaults = defaults; self.configured = configured; self.clock = clock; self.graceSeconds = graceSeconds
+        self.defaults = defaults
+        self.configured = configured
+        self.clock = clock
+        self.graceSeconds = graceSeconds
     }
 
     /// The configured limit before Redis overrides: file override for the org, else the default.
@@ -37,7 +42,8 @@ public final class RedisQuotaStore: HourlyQuota, @unchecked Sendable {
     }
 
     public func account(org: OrgID, job: JobID, delivery: String, adoptingEarlierCharges: Bool) throws
-        -> any QuotaAccount {
+        -> any QuotaAccount
+    {
         let account = RedisQuotaAccount(store: self, org: org, job: job, delivery: delivery)
         if adoptingEarlierCharges { try account.adoptEarlierCharges() }
         return account
@@ -46,32 +52,42 @@ public final class RedisQuotaStore: HourlyQuota, @unchecked Sendable {
     /// Charges outside any job (`volley test-push`): settled with `settle(org:platform:delivered:refunded:)`.
     public func charge(org: OrgID, platform: Platform, count: Int) throws -> QuotaGrant {
         let grant = try charge(org: org, platform: platform, count: count, job: nil)
-        lock.withLock { outstanding["\(org.rawValue)|\(platform.rawValue)", default: .init()].add(grant.granted, hour: grant.hour) }
+        lock.withLock {
+            outstanding["\(org.rawValue)|\(platform.rawValue)", default: .init()].add(grant.granted, hour: grant.hour)
+        }
         return grant
     }
 
     /// Settles charges made with `charge(org:platform:count:)`, against the hours charged, oldest first.
     public func settle(org: OrgID, platform: Platform, delivered: Int, refunded: Int) throws {
         let (parts, unmatched) = lock.withLock {
-            outstanding["\(org.rawValue)|\(platform.rawValue)", default: .init()].take(delivered: delivered, refunded: refunded)
+            outstanding["\(org.rawValue)|\(platform.rawValue)", default: .init()].take(
+                delivered: delivered, refunded: refunded)
         }
-        for p in parts { try settle(org: org, platform: platform, hour: p.hour, delivered: p.delivered, refunded: p.refunded, job: nil) }
+        for p in parts {
+            try settle(
+                org: org, platform: platform, hour: p.hour, delivered: p.delivered, refunded: p.refunded, job: nil)
+        }
         // More settled than this process charged (should not happen): settle against the current hour.
         if unmatched.delivered > 0 || unmatched.refunded > 0 {
-            try settle(org: org, platform: platform, hour: QuotaHour(containing: clock.now()),
-                       delivered: unmatched.delivered, refunded: unmatched.refunded, job: nil)
+            try settle(
+                org: org, platform: platform, hour: QuotaHour(containing: clock.now()),
+                delivered: unmatched.delivered, refunded: unmatched.refunded, job: nil)
         }
     }
 
     /// One charge script call. `job`: the job's charges hash and this delivery's field prefix.
-    func charge(org: OrgID, platform: Platform, count: Int, job: (key: String, delivery: String)?) throws -> QuotaGrant {
+    func charge(org: OrgID, platform: Platform, count: Int, job: (key: String, delivery: String)?) throws -> QuotaGrant
+    {
         let now = clock.now()
         let hour = QuotaHour(containing: now)
         let limit = configuredLimit(org: org, platform: platform)
         if count <= 0 { return QuotaGrant(granted: 0, denied: 0, pending: 0, hour: hour, limit: limit) }
         let k = RecipientKeys(org: org)
         var keys = [k.quota(platform, hour), k.quotaLimits]
-        var args = [platform.rawValue, String(limit), String(count), String(hour.ttlSeconds(at: now, grace: graceSeconds))]
+        var args = [
+            platform.rawValue, String(limit), String(count), String(hour.ttlSeconds(at: now, grace: graceSeconds)),
+        ]
         if let job {
             keys.append(job.key)
             args.append(Self.chargeField(delivery: job.delivery, platform: platform, hour: hour))
@@ -88,8 +104,10 @@ public final class RedisQuotaStore: HourlyQuota, @unchecked Sendable {
         try settle(org: org, platform: platform, hour: hour, delivered: delivered, refunded: refunded, job: nil)
     }
 
-    func settle(org: OrgID, platform: Platform, hour: QuotaHour, delivered: Int, refunded: Int,
-                job: (key: String, delivery: String)?) throws {
+    func settle(
+        org: OrgID, platform: Platform, hour: QuotaHour, delivered: Int, refunded: Int,
+        job: (key: String, delivery: String)?
+    ) throws {
         if delivered <= 0 && refunded <= 0 { return }
         var keys = [RecipientKeys(org: org).quota(platform, hour)]
         var args = [String(max(0, delivered)), String(max(0, refunded))]
@@ -104,7 +122,8 @@ public final class RedisQuotaStore: HourlyQuota, @unchecked Sendable {
     /// Moves the job's unsettled charges of other deliveries to `delivery`; returns them per platform.
     func adopt(org: OrgID, job: JobID, delivery: String) throws -> [Platform: OutstandingCharges] {
         let reply = try redis.with {
-            try $0.eval(RecipientScripts.quotaAdopt, keys: [RecipientKeys(org: org).quotaCharges(job)], args: [delivery])
+            try $0.eval(
+                RecipientScripts.quotaAdopt, keys: [RecipientKeys(org: org).quotaCharges(job)], args: [delivery])
         }
         try reply.throwIfError("quota adopt")
         let items = reply.array ?? []
@@ -112,7 +131,8 @@ public final class RedisQuotaStore: HourlyQuota, @unchecked Sendable {
         var i = 0
         while i + 2 < items.count {
             if let platform = items[i].string.flatMap(Platform.init(rawValue:)),
-               let hour = items[i + 1].string.flatMap({ Int64($0) }), let count = items[i + 2].integer {
+                let hour = items[i + 1].string.flatMap({ Int64($0) }), let count = items[i + 2].integer
+            {
                 out[platform, default: .init()].add(Int(count), hour: QuotaHour(index: hour))
             }
             i += 3
@@ -151,16 +171,21 @@ public final class RedisQuotaStore: HourlyQuota, @unchecked Sendable {
         return platforms.enumerated().map { i, p in
             let limit = overrides.count > i ? overrides[i].integer.map(Int.init) : nil
             let v = r[i + 1].array ?? []
-            return QuotaUsage(platform: p, hour: hour.label,
-                              limit: limit ?? configuredLimit(org: org, platform: p),
-                              used: v.first?.integer.map(Int.init) ?? 0,
-                              pending: v.count > 1 ? v[1].integer.map(Int.init) ?? 0 : 0)
+            return QuotaUsage(
+                platform: p, hour: hour.label,
+                limit: limit ?? configuredLimit(org: org, platform: p),
+                used: v.first?.integer.map(Int.init) ?? 0,
+                pending: v.count > 1 ? v[1].integer.map(Int.init) ?? 0 : 0)
         }
     }
 }
 
 /// One delivery's quota charges for one job. Its unsettled charges are also kept in Redis per delivery, so a
 /// redelivery can adopt what a killed worker charged and never settled, and each device is charged once.
+///
+/// One window is not covered: the ledger write and the settle are two writes, so a worker killed between them
+/// leaves one recorded batch's charges unsettled; the redelivery adopts them as if their devices were still to be
+/// sent, and `used` ends short by at most `worker.recordBatchSize` per killed worker (never over the devices sent).
 final class RedisQuotaAccount: QuotaAccount {
     let store: RedisQuotaStore
     let org: OrgID
@@ -172,7 +197,9 @@ final class RedisQuotaAccount: QuotaAccount {
     private var prepaid: [Platform: OutstandingCharges] = [:]
 
     init(store: RedisQuotaStore, org: OrgID, job: JobID, delivery: String) {
-        self.store = store; self.org = org; jobID = job
+        self.store = store
+        self.org = org
+        jobID = job
         self.job = (RecipientKeys(org: org).quotaCharges(job), delivery)
     }
 
@@ -187,8 +214,9 @@ final class RedisQuotaAccount: QuotaAccount {
             free += part.count
         }
         if free == count {
-            return QuotaGrant(granted: free, denied: 0, pending: 0, hour: QuotaHour(containing: store.clock.now()),
-                              limit: store.configuredLimit(org: org, platform: platform))
+            return QuotaGrant(
+                granted: free, denied: 0, pending: 0, hour: QuotaHour(containing: store.clock.now()),
+                limit: store.configuredLimit(org: org, platform: platform))
         }
         var grant = try store.charge(org: org, platform: platform, count: count - free, job: job)
         outstanding[platform, default: .init()].add(grant.granted, hour: grant.hour)
@@ -201,8 +229,9 @@ final class RedisQuotaAccount: QuotaAccount {
         // Only what this account charged is settled: a settle beyond it has no charge to give back.
         let parts = outstanding[platform, default: .init()].take(delivered: delivered, refunded: refunded).parts
         for p in parts {
-            try store.settle(org: org, platform: platform, hour: p.hour, delivered: p.delivered, refunded: p.refunded,
-                             job: job)
+            try store.settle(
+                org: org, platform: platform, hour: p.hour, delivered: p.delivered, refunded: p.refunded,
+                job: job)
         }
     }
 }

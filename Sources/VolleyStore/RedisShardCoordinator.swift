@@ -12,19 +12,24 @@ public final class RedisShardCoordinator: ShardCoordinator, @unchecked Sendable 
     public var ttlSeconds = 7 * 86_400
 
     public init(client: RedisClient, jobStream: String) {
-        redis = SerializedRedis(client); self.jobStream = jobStream
+        redis = SerializedRedis(client)
+        self.jobStream = jobStream
     }
 
-    private static let counters = ["users", "devices", "accepted", "rejected", "failed", "tokensRemoved", "noDevices",
-                                   "quotaExceeded", "inAppStored", "alreadyRecorded"]
+    private static let counters = [
+        "users", "devices", "accepted", "rejected", "failed", "tokensRemoved", "noDevices",
+        "quotaExceeded", "inAppStored", "alreadyRecorded",
+    ]
 
-    public func split(job: PushJob, jobID: JobID, users: any UserBatches, shardSize: Int, startedAt: Date) throws -> Int {
+    public func split(job: PushJob, jobID: JobID, users: any UserBatches, shardSize: Int, startedAt: Date) throws -> Int
+    {
         let k = RecipientKeys(org: job.org)
         let agg = k.shardAggregate(jobID)
         if let n = try redis.with({ try $0.checked(["HGET", agg, "planned"]) }).integer { return Int(n) }
         let size = max(1, shardSize)
         let count = max(1, (users.summary.users + size - 1) / size)
-        var index = 0, inShard = 0
+        var index = 0
+        var inShard = 0
         try redis.with { c in
             var cmds: [[String]] = (0..<count).map { ["DEL", k.shardList(jobID, $0)] }
             _ = try c.pipeline(cmds)
@@ -37,9 +42,15 @@ public final class RedisShardCoordinator: ShardCoordinator, @unchecked Sendable 
                     cmds.append(["RPUSH", k.shardList(jobID, idx)] + rest.prefix(take).map(\.rawValue))
                     rest = rest.dropFirst(take)
                     inShard += take
-                    if inShard >= size { index += 1; inShard = 0 }
+                    if inShard >= size {
+                        index += 1
+                        inShard = 0
+                    }
                 }
-                if cmds.count >= 64 { for r in try c.pipeline(cmds) { try r.throwIfError("RPUSH shard") }; cmds = [] }
+                if cmds.count >= 64 {
+                    for r in try c.pipeline(cmds) { try r.throwIfError("RPUSH shard") }
+                    cmds = []
+                }
             }
             cmds += (0..<count).map { ["EXPIRE", k.shardList(jobID, $0), String(ttlSeconds)] }
             cmds.append(["HSETNX", agg, "remainingShards", String(count)])
@@ -75,14 +86,19 @@ public final class RedisShardCoordinator: ShardCoordinator, @unchecked Sendable 
         let key: String
         let summary: ResolutionSummary
         var offset = 0
-        init(redis: SerializedRedis, key: String, summary: ResolutionSummary) { self.redis = redis; self.key = key; self.summary = summary }
+        init(redis: SerializedRedis, key: String, summary: ResolutionSummary) {
+            self.redis = redis
+            self.key = key
+            self.summary = summary
+        }
         func next(max: Int) throws -> [UserID]? {
             if offset >= summary.users { return nil }
             let end = min(summary.users, offset + Swift.max(1, max)) - 1
             let r = try redis.with { try $0.checked(["LRANGE", key, String(offset), String(end)]) }
             let users = (r.array ?? []).compactMap { $0.string.map(UserID.init) }
             if users.isEmpty {
-                throw DirectoryError("shard list \(key) vanished at \(offset) of \(summary.users) users (Redis lost it)")
+                throw DirectoryError(
+                    "shard list \(key) vanished at \(offset) of \(summary.users) users (Redis lost it)")
             }
             offset += users.count
             return users
@@ -93,8 +109,10 @@ public final class RedisShardCoordinator: ShardCoordinator, @unchecked Sendable 
         let k = RecipientKeys(org: report.org)
         let agg = k.shardAggregate(shard.parent)
         var args = [String(shard.index), String(ttlSeconds)]
-        let values = [report.users, report.devices, report.accepted, report.rejected, report.failed, report.tokensRemoved,
-                      report.noDevices, report.quotaExceeded, report.inAppStored ?? 0, report.alreadyRecorded]
+        let values = [
+            report.users, report.devices, report.accepted, report.rejected, report.failed, report.tokensRemoved,
+            report.noDevices, report.quotaExceeded, report.inAppStored ?? 0, report.alreadyRecorded,
+        ]
         for (name, v) in zip(Self.counters, values) { args += [name, String(v)] }
         for (reason, v) in report.rejectedByReason { args += ["rejectedByReason.\(reason)", String(v)] }
         for (reason, v) in report.failedByReason { args += ["failedByReason.\(reason)", String(v)] }
@@ -109,11 +127,17 @@ public final class RedisShardCoordinator: ShardCoordinator, @unchecked Sendable 
         let started = Date(timeIntervalSince1970: Double(f["startedMs"] ?? 0) / 1000)
         var parent = JobReport(job: shard.parent, entry: nil, org: report.org, app: report.app, startedAt: started)
         parent.recipients = f["recipients"] ?? 0
-        parent.users = f["users"] ?? 0; parent.devices = f["devices"] ?? 0; parent.accepted = f["accepted"] ?? 0
-        parent.rejected = f["rejected"] ?? 0; parent.failed = f["failed"] ?? 0
-        parent.tokensRemoved = f["tokensRemoved"] ?? 0; parent.noDevices = f["noDevices"] ?? 0
-        parent.quotaExceeded = f["quotaExceeded"] ?? 0; parent.inAppStored = f["inAppStored"] ?? 0
-        parent.alreadyRecorded = f["alreadyRecorded"] ?? 0; parent.unknownRecipients = f["unknownRecipients"] ?? 0
+        parent.users = f["users"] ?? 0
+        parent.devices = f["devices"] ?? 0
+        parent.accepted = f["accepted"] ?? 0
+        parent.rejected = f["rejected"] ?? 0
+        parent.failed = f["failed"] ?? 0
+        parent.tokensRemoved = f["tokensRemoved"] ?? 0
+        parent.noDevices = f["noDevices"] ?? 0
+        parent.quotaExceeded = f["quotaExceeded"] ?? 0
+        parent.inAppStored = f["inAppStored"] ?? 0
+        parent.alreadyRecorded = f["alreadyRecorded"] ?? 0
+        parent.unknownRecipients = f["unknownRecipients"] ?? 0
         for (name, v) in f {
             if name.hasPrefix("rejectedByReason.") { parent.rejectedByReason[String(name.dropFirst(17))] = v }
             if name.hasPrefix("failedByReason.") { parent.failedByReason[String(name.dropFirst(15))] = v }

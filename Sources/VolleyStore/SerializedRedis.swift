@@ -8,7 +8,8 @@ final class SerializedRedis: @unchecked Sendable {
     private let lock = NSLock()
     init(_ client: RedisClient) { self.client = client }
     func with<T>(_ body: (RedisClient) throws -> T) throws -> T {
-        lock.lock(); defer { lock.unlock() }
+        lock.lock()
+        defer { lock.unlock() }
         return try body(client)
     }
 }

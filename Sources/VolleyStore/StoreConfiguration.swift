@@ -6,7 +6,8 @@ import VolleyRedis
 /// Layout (all keys under `prefix`, default `volley`):
 /// - `volley:jobs` — job stream (field `job` = JSON); consumer group `volley`.
 /// - `volley:dead` — dead letters: the original fields + `reason`, `detail`, `worker`, `sourceEntry`, `deliveries`.
-/// - `volley:reports` — one entry per job: `job`, `org`, `report` (JSON of `JobReport`), trimmed to ~`reportsMaxLength`.
+/// - `volley:reports` — one entry per job: `job`, `org`, `report` (JSON of `JobReport`), trimmed to
+/// ~`reportsMaxLength`.
 /// - `volley:dev:{org}:{app}:{user}` — hash `platform:token` → device record JSON
 ///   (`platform`, `token`, `environment`, `locale`, `user`, `registeredAt`, `lastSeenAt`).
 /// - `volley:devtok:{org}:{app}` — hash `platform:token` → user (reverse index: unregister or remove by token).
@@ -25,9 +26,11 @@ public struct StoreConfiguration: Sendable, Hashable {
     public var deadMaxLength: Int
     public var ledgerTTLSeconds: Int
 
-    public init(prefix: String = "volley", jobStream: String? = nil, deadStream: String? = nil,
-                reportStream: String? = nil, group: String = "volley", reportsMaxLength: Int = 100_000,
-                deadMaxLength: Int = 100_000, ledgerTTLSeconds: Int = 7 * 86_400) {
+    public init(
+        prefix: String = "volley", jobStream: String? = nil, deadStream: String? = nil,
+        reportStream: String? = nil, group: String = "volley", reportsMaxLength: Int = 100_000,
+        deadMaxLength: Int = 100_000, ledgerTTLSeconds: Int = 7 * 86_400
+    ) {
         self.prefix = prefix
         self.jobStream = jobStream ?? "\(prefix):jobs"
         self.deadStream = deadStream ?? "\(prefix):dead"
@@ -59,7 +62,8 @@ public struct StoreConfiguration: Sendable, Hashable {
 
     /// Appends one accepted-list entry, `<length>:platform:token\n`, to a batch.
     static func appendAcceptedEntry(_ platform: Platform, _ token: DeviceToken, to batch: inout [UInt8]) {
-        var p = platform.rawValue, t = token.rawValue
+        var p = platform.rawValue
+        var t = token.rawValue
         p.withUTF8 { pb in
             t.withUTF8 { tb in
                 RedisCommand.decimal(pb.count + 1 + tb.count) { batch.append(contentsOf: $0) }
@@ -79,12 +83,16 @@ public struct StoreConfiguration: Sendable, Hashable {
         let ok = element.withUTF8 { b -> Bool in
             var at = 0
             while at < b.count {
-                var length = 0, digits = 0
+                var length = 0
+                var digits = 0
                 while at < b.count, b[at] >= 48, b[at] <= 57, digits < 9 {
-                    length = length * 10 + Int(b[at] - 48); at += 1; digits += 1
+                    length = length * 10 + Int(b[at] - 48)
+                    at += 1
+                    digits += 1
                 }
                 guard digits > 0, at < b.count, b[at] == UInt8(ascii: ":"), at + 1 + length + 1 <= b.count,
-                      b[at + 1 + length] == UInt8(ascii: "\n") else { return false }
+                    b[at + 1 + length] == UInt8(ascii: "\n")
+                else { return false }
                 let field = UnsafeBufferPointer(rebasing: b[(at + 1)..<(at + 1 + length)])
                 out.append(String(decoding: field, as: UTF8.self))
                 at += length + 2

@@ -20,25 +20,45 @@ struct BenchTransport: AsyncParsableCommand {
     @Option(help: "Connections.") var connections = 1
     @Option(help: "Requests in flight per connection.") var concurrency = 100
     @Option(name: .customLong("body-bytes"), help: "JSON body size.") var bodyBytes = 300
-    @Option(name: .customLong("mock-latency-ms"), help: "Latency the started server adds per response.") var mockLatencyMs = 0
-    @Option(name: .customLong("mock-max-streams"), help: "SETTINGS_MAX_CONCURRENT_STREAMS of the started server.") var mockMaxStreams = 1000
-    @Flag(name: .customLong("vs-h2load"), help: "Also run h2load with the same workload against the same server.") var vsH2load = false
-    @Flag(name: .customLong("vs-provider"), help: "Also send the same load through the APNs provider (prepare once, request per device) against the same server.") var vsProvider = false
+    @Option(name: .customLong("mock-latency-ms"), help: "Latency the started server adds per response.")
+    var mockLatencyMs = 0
+    @Option(name: .customLong("mock-max-streams"), help: "SETTINGS_MAX_CONCURRENT_STREAMS of the started server.")
+    var mockMaxStreams = 1000
+    @Flag(name: .customLong("vs-h2load"), help: "Also run h2load with the same workload against the same server.")
+    var vsH2load = false
+    @Flag(
+        name: .customLong("vs-provider"),
+        help:
+            ArgumentHelp(
+                "Also send the same load through the APNs provider (prepare once, request per device) against the same "
+                    + "server.")
+    ) var vsProvider = false
     @Flag(help: "Print one JSON object.") var json = false
     @Option(help: "https://host:port of a running server (default: start one).") var target: String?
     @Option(name: .customLong("ca-file"), help: "CA file for --target.") var caFile: String?
     @Option(help: "endpoints.json with APNs credentials for --target.") var endpoints: String?
     @Option(help: "Server to start: mock (volley-mock) or builtin (volley bench serve).") var server = "mock"
-    @Option(help: "Measured rounds; each runs every contender back to back. Figures are medians over rounds.") var rounds = 1
+    @Option(help: "Measured rounds; each runs every contender back to back. Figures are medians over rounds.")
+    var rounds = 1
     @Option(name: .customLong("cpu-wake-latency-us"), help: ArgumentHelp(cpuWakeLatencyHelp)) var cpuWakeLatencyUs: Int?
 
     func run() async throws {
-        let exe = URL(fileURLWithPath: CommandLine.arguments[0]).resolvingSymlinksInPath().deletingLastPathComponent().path
+        let exe = URL(fileURLWithPath: CommandLine.arguments[0]).resolvingSymlinksInPath().deletingLastPathComponent()
+            .path
         var o = TransportBenchOptions(executableDirectory: exe)
-        o.requests = requests; o.connections = connections; o.concurrency = concurrency; o.bodyBytes = bodyBytes
-        o.mockLatencyMs = mockLatencyMs; o.mockMaxStreams = mockMaxStreams; o.vsH2load = vsH2load
-        o.vsProvider = vsProvider; o.rounds = rounds
-        o.target = target; o.caFile = caFile; o.endpointsFile = endpoints; o.server = server
+        o.requests = requests
+        o.connections = connections
+        o.concurrency = concurrency
+        o.bodyBytes = bodyBytes
+        o.mockLatencyMs = mockLatencyMs
+        o.mockMaxStreams = mockMaxStreams
+        o.vsH2load = vsH2load
+        o.vsProvider = vsProvider
+        o.rounds = rounds
+        o.target = target
+        o.caFile = caFile
+        o.endpointsFile = endpoints
+        o.server = server
         let logger = Logger(label: "volley.bench")
         let wakeLatency = try holdCPUWakeLatency(cpuWakeLatencyUs)
         defer { wakeLatency?.release() }
@@ -63,12 +83,24 @@ struct BenchTransport: AsyncParsableCommand {
             }
             print("medians over \(r.rounds.count) rounds:")
         }
-        print("volley  : \(Int(r.rate)) req/s  p50 \(r.p50_ms) ms  p99 \(r.p99_ms) ms  cpu \(String(format: "%.2f", r.cpu_s)) s (\(String(format: "%.2f", r.cpu_us)) µs/req)  failures \(r.failures)  peak streams/conn \(r.peak_streams_per_connection)")
+        print(
+            "volley  : \(Int(r.rate)) req/s  p50 \(r.p50_ms) ms  p99 \(r.p99_ms) ms  cpu "
+                + "\(String(format: "%.2f", r.cpu_s)) s (\(String(format: "%.2f", r.cpu_us)) µs/req)  failures "
+                + "\(r.failures)  peak streams/conn \(r.peak_streams_per_connection)"
+        )
         print(TransportBench.latencyLine(r, mockLatencyMs: target == nil ? mockLatencyMs : nil))
         if let p = r.provider_rate, let ratio = r.provider_ratio, let pc = r.provider_cpu_us,
-           let same = r.same_requests_rate, let sc = r.same_requests_cpu_us {
-            print("same req: \(Int(same)) req/s  cpu \(String(format: "%.2f", sc)) µs/req  (the bare transport sending the provider's requests)")
-            print("provider: \(Int(p)) sends/s  cpu \(String(format: "%.2f", pc)) µs/send  ratio \(String(format: "%.3f", ratio)) (provider / same requests); \(String(format: "%.3f", p / r.rate)) vs the one-path transport")
+            let same = r.same_requests_rate, let sc = r.same_requests_cpu_us
+        {
+            print(
+                "same req: \(Int(same)) req/s  cpu \(String(format: "%.2f", sc)) µs/req  (the bare transport "
+                    + "sending the provider's requests)"
+            )
+            print(
+                "provider: \(Int(p)) sends/s  cpu \(String(format: "%.2f", pc)) µs/send  ratio "
+                    + "\(String(format: "%.3f", ratio)) (provider / same requests); "
+                    + "\(String(format: "%.3f", p / r.rate)) vs the one-path transport"
+            )
         }
         if let h = r.h2load_rate, let ratio = r.ratio, let hc = r.h2load_cpu_us {
             print("h2load  : \(Int(h)) req/s  cpu \(String(format: "%.2f", hc)) µs/req")
@@ -78,10 +110,12 @@ struct BenchTransport: AsyncParsableCommand {
     }
 }
 
-let cpuWakeLatencyHelp = "Hold a Linux PM QoS request (/dev/cpu_dma_latency, root) that idle CPUs wake within this many µs for "
+let cpuWakeLatencyHelp =
+    "Hold a Linux PM QoS request (/dev/cpu_dma_latency, root) that idle CPUs wake within this many µs for "
     + "the whole run, every contender included; 0 = idle CPUs poll. Default: the machine as it is. See docs/tuning.md."
 
-/// Holds the bench's `--cpu-wake-latency-us`; a request the host refuses stops the bench (its figures would be mislabelled).
+/// Holds the bench's `--cpu-wake-latency-us`; a request the host refuses stops the bench (its figures would be
+/// mislabelled).
 func holdCPUWakeLatency(_ microseconds: Int?) throws -> CPUWakeLatencyRequest? {
     do { return try CPUWakeLatencyRequest.hold(microseconds) } catch {
         throw ValidationError("--cpu-wake-latency-us: \(error.description)")
@@ -96,15 +130,17 @@ func cpuWakeLatencyLine(_ r: CPUWakeLatencyRequest?) -> String {
 
 /// `volley bench serve`: a minimal TLS HTTP/2 server for transport benchmarks; writes <state-dir>/endpoints.json.
 struct BenchServe: AsyncParsableCommand {
-    static let configuration = CommandConfiguration(commandName: "serve", abstract: "Minimal HTTP/2 server for benchmarks.")
+    static let configuration = CommandConfiguration(
+        commandName: "serve", abstract: "Minimal HTTP/2 server for benchmarks.")
     @Option var port = 0
     @Option(name: .customLong("state-dir")) var stateDir: String
     @Option(name: .customLong("latency-ms")) var latencyMs = 0
     @Option(name: .customLong("max-streams")) var maxStreams: UInt32 = 1000
 
     func run() async throws {
-        let server = try BenchServer.start(stateDir: stateDir, port: port, latencyMs: latencyMs, maxStreams: maxStreams,
-                                           logger: Logger(label: "volley.bench.serve"))
+        let server = try BenchServer.start(
+            stateDir: stateDir, port: port, latencyMs: latencyMs, maxStreams: maxStreams,
+            logger: Logger(label: "volley.bench.serve"))
         while true { try await Task.sleep(for: .seconds(3600)) }
         _ = server
     }

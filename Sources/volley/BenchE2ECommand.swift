@@ -11,57 +11,92 @@ struct BenchE2E: AsyncParsableCommand {
         commandName: "e2e",
         abstract: "End-to-end load: registry → jobs → worker processes → mock, XADD to XACK.",
         discussion: """
-        Starts redis-server and volley-mock (unless --redis / --mock-endpoints), loads --devices devices, runs \
-        --workers `volley worker` processes, measures devices/s, enqueue → accepted latencies, CPU per \
-        notification, peak RSS per worker and Redis commands/s. Build with -c release before measuring.
-        """)
+            Starts redis-server and volley-mock (unless --redis / --mock-endpoints), loads --devices devices, runs \
+            --workers `volley worker` processes, measures devices/s, enqueue → accepted latencies, CPU per \
+            notification, peak RSS per worker and Redis commands/s. Build with -c release before measuring.
+            """)
 
     @Option(help: "Devices in the registry (the campaign).") var devices = 100_000
     @Option(name: .customLong("ios-share"), help: "Share of iOS devices (0…1).") var iosShare = 0.6
-    @Option(name: .customLong("devices-per-user"), help: "Devices per user (campaign jobs name ≤ 500 users each).") var devicesPerUser = 200
-    @Option(help: "group: one campaign job naming a group of every user; users: jobs of ≤ 500 user ids.") var campaign = "group"
+    @Option(name: .customLong("devices-per-user"), help: "Devices per user (campaign jobs name ≤ 500 users each).")
+    var devicesPerUser = 200
+    @Option(help: "group: one campaign job naming a group of every user; users: jobs of ≤ 500 user ids.")
+    var campaign = "group"
     @Option(name: .customLong("shard-size"), help: "worker.shardSize.") var shardSize = 50_000
     @Option(help: "Worker processes.") var workers = 1
     @Option(help: "HTTP/2 connections per provider per worker (apps[].apns/fcm.connections).") var connections = 2
-    @Option(name: .customLong("max-streams"), help: "Client cap on streams per connection (apps[].*.maxStreams).") var maxStreams = 1000
+    @Option(name: .customLong("max-streams"), help: "Client cap on streams per connection (apps[].*.maxStreams).")
+    var maxStreams = 1000
     @Option(name: .customLong("in-flight"), help: "worker.inFlight.") var inFlight = 4000
     @Option(name: .customLong("batch-size"), help: "worker.batchSize (XREADGROUP COUNT).") var batchSize = 16
     @Option(name: .customLong("record-batch-size"), help: "worker.recordBatchSize.") var recordBatchSize = 512
-    @Option(name: .customLong("mock-latency-ms"), help: "Latency the mock adds to every answer.") var mockLatencyMs = 0.0
-    @Option(name: .customLong("mock-max-streams"), help: "SETTINGS_MAX_CONCURRENT_STREAMS the mock advertises.") var mockMaxStreams = 1000
+    @Option(name: .customLong("mock-latency-ms"), help: "Latency the mock adds to every answer.") var mockLatencyMs =
+        0.0
+    @Option(name: .customLong("mock-max-streams"), help: "SETTINGS_MAX_CONCURRENT_STREAMS the mock advertises.")
+    var mockMaxStreams = 1000
     @Option(help: "Idle targeted jobs sent one at a time (enqueue → first push).") var probes = 100
-    @Option(name: .customLong("targeted"), help: "Targeted one-user jobs interleaved with the campaign.") var targeted = 20
-    @Option(name: .customLong("poll-ms"), help: "Mock stats poll interval during the load (latency resolution).") var pollMs = 10
+    @Option(name: .customLong("targeted"), help: "Targeted one-user jobs interleaved with the campaign.") var targeted =
+        20
+    @Option(name: .customLong("poll-ms"), help: "Mock stats poll interval during the load (latency resolution).")
+    var pollMs = 10
     @Option(name: .customLong("body-bytes"), help: "Approximate APNs payload size.") var bodyBytes = 300
     @Option(help: "Give up after this many seconds.") var timeout = 900.0
-    @Option(help: "Use this Redis (redis://… or unix:///…) instead of starting one. It must be empty.") var redis: String?
-    @Option(name: .customLong("mock-endpoints"), help: "endpoints.json of a running volley-mock instead of starting one.") var mockEndpoints: String?
-    @Option(name: .customLong("work-dir"), help: "Folder for logs, config and Redis (default: a temp folder).") var workDir: String?
+    @Option(help: "Use this Redis (redis://… or unix:///…) instead of starting one. It must be empty.") var redis:
+        String?
+    @Option(
+        name: .customLong("mock-endpoints"), help: "endpoints.json of a running volley-mock instead of starting one.")
+    var mockEndpoints: String?
+    @Option(name: .customLong("work-dir"), help: "Folder for logs, config and Redis (default: a temp folder).")
+    var workDir: String?
     @Flag(help: "Keep the work folder (logs, config).") var keep = false
     @Flag(help: "Also measure the bare transport, h2load and aioapns on the same mock.") var compare = false
-    @Option(name: .customLong("compare-requests"), help: "Requests for the transport and h2load runs of --compare.") var compareRequests = 100_000
-    @Option(name: .customLong("peer-requests"), help: "Requests for the aioapns run of --compare.") var peerRequests = 20_000
-    @Option(name: .customLong("compare-concurrency"), help: "Streams in flight per connection in --compare.") var compareConcurrency = 100
-    @Option(name: .customLong("compare-connections"), help: "Connections in --compare (default: --connections).") var compareConnections: Int?
+    @Option(name: .customLong("compare-requests"), help: "Requests for the transport and h2load runs of --compare.")
+    var compareRequests = 100_000
+    @Option(name: .customLong("peer-requests"), help: "Requests for the aioapns run of --compare.") var peerRequests =
+        20_000
+    @Option(name: .customLong("compare-concurrency"), help: "Streams in flight per connection in --compare.")
+    var compareConcurrency = 100
+    @Option(name: .customLong("compare-connections"), help: "Connections in --compare (default: --connections).")
+    var compareConnections: Int?
     @Option(help: "Virtualenv for aioapns (default: .build/aioapns-venv).") var venv: String?
     @Flag(help: "Run the sweep (transport grid + 1/2/4 workers) and write CSV/JSON/SVG.") var sweep = false
-    @Option(name: .customLong("sweep-workers"), help: "Worker counts for --sweep, comma-separated.") var sweepWorkers = "1,2,4"
-    @Flag(name: .customLong("sweep-skip-transport"), help: "--sweep: only the worker scaling.") var sweepSkipTransport = false
-    @Flag(name: .customLong("sweep-skip-workers"), help: "--sweep: only the transport grid.") var sweepSkipWorkers = false
-    @Option(name: .customLong("charts"), help: "Output folder for --sweep (CSV, JSON, SVG) and the rate-over-time chart.") var charts = "docs/charts"
+    @Option(name: .customLong("sweep-workers"), help: "Worker counts for --sweep, comma-separated.") var sweepWorkers =
+        "1,2,4"
+    @Flag(name: .customLong("sweep-skip-transport"), help: "--sweep: only the worker scaling.") var sweepSkipTransport =
+        false
+    @Flag(name: .customLong("sweep-skip-workers"), help: "--sweep: only the transport grid.") var sweepSkipWorkers =
+        false
+    @Option(
+        name: .customLong("charts"), help: "Output folder for --sweep (CSV, JSON, SVG) and the rate-over-time chart.")
+    var charts = "docs/charts"
     @Flag(help: "Print one JSON object.") var json = false
     @Option(name: .customLong("cpu-wake-latency-us"), help: ArgumentHelp(cpuWakeLatencyHelp)) var cpuWakeLatencyUs: Int?
-    @Option(name: .customLong("worker-env"),
-            help: "KEY=VALUE in the worker processes' environment only (repeatable), e.g. LD_PRELOAD=….")
+    @Option(
+        name: .customLong("worker-env"),
+        help: "KEY=VALUE in the worker processes' environment only (repeatable), e.g. LD_PRELOAD=….")
     var workerEnv: [String] = []
 
     func e2eOptions() -> E2EBench.Options {
         var o = E2EBench.Options()
-        o.devices = devices; o.iosShare = iosShare; o.devicesPerUser = devicesPerUser; o.workers = workers
-        o.connections = connections; o.maxStreams = maxStreams; o.inFlight = inFlight; o.batchSize = batchSize
-        o.recordBatchSize = recordBatchSize; o.mockLatencyMs = mockLatencyMs; o.mockMaxStreams = mockMaxStreams
-        o.probes = probes; o.targetedUnderLoad = targeted; o.pollMs = pollMs; o.bodyBytes = bodyBytes
-        o.timeoutSeconds = timeout; o.redisURL = redis; o.mockEndpoints = mockEndpoints; o.workDirectory = workDir
+        o.devices = devices
+        o.iosShare = iosShare
+        o.devicesPerUser = devicesPerUser
+        o.workers = workers
+        o.connections = connections
+        o.maxStreams = maxStreams
+        o.inFlight = inFlight
+        o.batchSize = batchSize
+        o.recordBatchSize = recordBatchSize
+        o.mockLatencyMs = mockLatencyMs
+        o.mockMaxStreams = mockMaxStreams
+        o.probes = probes
+        o.targetedUnderLoad = targeted
+        o.pollMs = pollMs
+        o.bodyBytes = bodyBytes
+        o.timeoutSeconds = timeout
+        o.redisURL = redis
+        o.mockEndpoints = mockEndpoints
+        o.workDirectory = workDir
         o.keep = keep
         o.campaignGroup = campaign != "users"
         o.shardSize = shardSize
@@ -109,7 +144,8 @@ struct BenchE2E: AsyncParsableCommand {
             let opts = s
             let r = try await runBlocking { try SweepBench(options: opts, logger: logger).run(command: command) }
             if json {
-                let enc = JSONEncoder(); enc.outputFormatting = [.sortedKeys]
+                let enc = JSONEncoder()
+                enc.outputFormatting = [.sortedKeys]
                 print(String(decoding: try enc.encode(r), as: UTF8.self))
             } else {
                 print(Self.sweepTable(r))
@@ -121,8 +157,12 @@ struct BenchE2E: AsyncParsableCommand {
         let opts = e2eOptions()
         let compare = self.compare
         var c = E2ECompare.Options()
-        c.requests = compareRequests; c.peerRequests = peerRequests; c.connections = compareConnections ?? connections
-        c.concurrency = compareConcurrency; c.bodyBytes = bodyBytes; c.venv = venv
+        c.requests = compareRequests
+        c.peerRequests = peerRequests
+        c.connections = compareConnections ?? connections
+        c.concurrency = compareConcurrency
+        c.bodyBytes = bodyBytes
+        c.venv = venv
         let copts = c
         let chartsDir = charts
         let (r, cmp) = try await runBlocking { () throws -> (E2EBench.Result, E2ECompare.Result?) in
@@ -135,9 +175,11 @@ struct BenchE2E: AsyncParsableCommand {
             if compare { cmp = try E2ECompare(options: copts, logger: logger).run(stage: stage) }
             if FileManager.default.fileExists(atPath: chartsDir) {
                 let pts = r.rate_per_second.enumerated().map { (Double($0.offset + 1), $0.element) }
-                try? SVGLineChart(title: "Accepted per second during the run (\(r.devices) devices, \(r.workers) worker(s))",
-                                  xLabel: "second", yLabel: "devices/s", series: [.init(label: "accepted/s", points: pts)])
-                    .write(to: chartsDir + "/e2e-rate-over-time.svg")
+                try? SVGLineChart(
+                    title: "Accepted per second during the run (\(r.devices) devices, \(r.workers) worker(s))",
+                    xLabel: "second", yLabel: "devices/s", series: [.init(label: "accepted/s", points: pts)]
+                )
+                .write(to: chartsDir + "/e2e-rate-over-time.svg")
             }
             return (r, cmp)
         }
@@ -152,9 +194,11 @@ struct BenchE2E: AsyncParsableCommand {
     }
 
     static func json(_ r: E2EBench.Result, _ c: E2ECompare.Result?, cpuWakeLatencyUs: Int? = nil) -> String {
-        let enc = JSONEncoder(); enc.outputFormatting = [.sortedKeys]
+        let enc = JSONEncoder()
+        enc.outputFormatting = [.sortedKeys]
         var o = (try? JSONSerialization.jsonObject(with: enc.encode(r)) as? [String: Any]) ?? [:]
-        if let cpuWakeLatencyUs { o["cpu_wake_latency_us"] = cpuWakeLatencyUs }   // absent when not held, like every unset key
+        // Absent when not held, like every unset key.
+        if let cpuWakeLatencyUs { o["cpu_wake_latency_us"] = cpuWakeLatencyUs }
         if let c {
             let co = (try? JSONSerialization.jsonObject(with: enc.encode(c)) as? [String: Any]) ?? [:]
             for (k, v) in co { o[k] = v }
@@ -170,12 +214,21 @@ struct BenchE2E: AsyncParsableCommand {
     static func compareTable(_ r: E2EBench.Result, _ c: E2ECompare.Result) -> String {
         func f(_ v: Double?, _ d: Int = 1) -> String { v.map { String(format: "%.\(d)f", $0) } ?? "-" }
         func rate(_ v: Double?) -> String { v.map { String(format: "%10.0f/s", $0) } ?? "         -" }
-        var lines = ["", "same mock, same body, same connections/concurrency:",
-                     "  what               rate           CPU µs/notification   ratio",
-                     "  end to end     \(rate(r.e2e_rate))   \(f(r.e2e_cpu_us, 2).padding(toLength: 20, withPad: " ", startingAt: 0))  —",
-                     "  bare transport \(rate(c.transport_rate))   \(f(c.transport_cpu_us, 2).padding(toLength: 20, withPad: " ", startingAt: 0))  e2e/transport \(c.transport_rate.map { f(r.e2e_rate / $0, 2) } ?? "-")",
-                     "  h2load         \(rate(c.h2load_rate))   \(f(c.h2load_cpu_us, 2).padding(toLength: 20, withPad: " ", startingAt: 0))  transport/h2load \(zip2(c.transport_rate, c.h2load_rate).map { f($0 / $1, 2) } ?? "-")",
-                     "  aioapns        \(rate(c.aioapns_rate))   \(f(c.aioapns_cpu_us, 2).padding(toLength: 20, withPad: " ", startingAt: 0))  e2e CPU/aioapns CPU \(c.aioapns_cpu_us.map { "1/" + f($0 / r.e2e_cpu_us, 0) } ?? "-")"]
+        var lines = [
+            "", "same mock, same body, same connections/concurrency:",
+            "  what               rate           CPU µs/notification   ratio",
+            "  end to end     \(rate(r.e2e_rate))   "
+                + "\(f(r.e2e_cpu_us, 2).padding(toLength: 20, withPad: " ", startingAt: 0))  —",
+            "  bare transport \(rate(c.transport_rate))   "
+                + "\(f(c.transport_cpu_us, 2).padding(toLength: 20, withPad: " ", startingAt: 0))  e2e/transport "
+                + "\(c.transport_rate.map { f(r.e2e_rate / $0, 2) } ?? "-")",
+            "  h2load         \(rate(c.h2load_rate))   "
+                + "\(f(c.h2load_cpu_us, 2).padding(toLength: 20, withPad: " ", startingAt: 0))  transport/h2load "
+                + "\(zip2(c.transport_rate, c.h2load_rate).map { f($0 / $1, 2) } ?? "-")",
+            "  aioapns        \(rate(c.aioapns_rate))   "
+                + "\(f(c.aioapns_cpu_us, 2).padding(toLength: 20, withPad: " ", startingAt: 0))  e2e CPU/aioapns "
+                + "CPU \(c.aioapns_cpu_us.map { "1/" + f($0 / r.e2e_cpu_us, 0) } ?? "-")",
+        ]
         for n in c.notes { lines.append("  note: \(n)") }
         return lines.joined(separator: "\n")
     }
@@ -189,17 +242,22 @@ struct BenchE2E: AsyncParsableCommand {
         func f(_ v: Double?, _ d: Int = 0) -> String { v.map { String(format: "%.\(d)f", $0) } ?? "-" }
         var lines = ["conn  streams  latency_ms        rate       bound  efficiency   p50_ms   p99_ms  cpu_us"]
         for p in r.transport {
-            lines.append(String(format: "%4d  %7d  %10d  %10@  %10@  %10@  %7@  %7@  %6@", p.connections, p.streams, p.latency_ms,
-                                f(p.rate), f(p.bound), p.efficiency.map { String(format: "%.0f%%", $0 * 100) } ?? "-",
-                                f(p.p50_ms, 2), f(p.p99_ms, 2), f(p.cpu_us, 2)))
+            lines.append(
+                String(
+                    format: "%4d  %7d  %10d  %10@  %10@  %10@  %7@  %7@  %6@", p.connections, p.streams, p.latency_ms,
+                    f(p.rate), f(p.bound), p.efficiency.map { String(format: "%.0f%%", $0 * 100) } ?? "-",
+                    f(p.p50_ms, 2), f(p.p99_ms, 2), f(p.cpu_us, 2)))
         }
         if !r.workers.isEmpty {
             lines.append("")
-            lines.append("workers       rate  scaling  cpu_us  redis cmd/s  redis CPU  mock CPU  worker CPU (share of 2 cores)")
+            lines.append(
+                "workers       rate  scaling  cpu_us  redis cmd/s  redis CPU  mock CPU  worker CPU (share of 2 cores)")
             for w in r.workers {
-                lines.append(String(format: "%7d  %9@  %6.0f%%  %6.2f  %11@  %8.0f%%  %7.0f%%  %9.0f%%", w.workers, f(w.rate),
-                                    w.scaling_efficiency * 100, w.cpu_us, f(w.redis_commands_per_s),
-                                    w.redis_cpu_share * 100, w.mock_cpu_share * 100, w.worker_cpu_share * 100))
+                lines.append(
+                    String(
+                        format: "%7d  %9@  %6.0f%%  %6.2f  %11@  %8.0f%%  %7.0f%%  %9.0f%%", w.workers, f(w.rate),
+                        w.scaling_efficiency * 100, w.cpu_us, f(w.redis_commands_per_s),
+                        w.redis_cpu_share * 100, w.mock_cpu_share * 100, w.worker_cpu_share * 100))
             }
         }
         return lines.joined(separator: "\n")

@@ -12,7 +12,9 @@ struct Directory: ParsableCommand {
 struct DirectoryImportCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "import",
-        abstract: "Load directory records from JSONL: {\"org\",\"kind\":\"user|group|queue|accountTeam|opportunityTeam\",\"id\",\"active\",\"members\"}.",
+        abstract:
+            "Load directory records from JSONL: "
+            + "{\"org\",\"kind\":\"user|group|queue|accountTeam|opportunityTeam\",\"id\",\"active\",\"members\"}.",
         discussion: "Members are added to what a container already has, so a big group may span many lines.")
     @Option(help: "Volley configuration file (YAML).") var config: String
     @Option(help: "Records per pipelined batch.") var batch: Int = 2000
@@ -26,12 +28,18 @@ struct DirectoryImportCommand: ParsableCommand {
         let result = try DirectoryImport.run(path: file, into: services.directory, batchSize: max(1, batch)) { t in
             if Date().timeIntervalSince(lastPrint) >= 1 {
                 lastPrint = Date()
-                FileHandle.standardError.write(Data("\(t.records) records (\(t.users) users, \(t.containers) containers, \(t.memberships) memberships)\n".utf8))
+                FileHandle.standardError.write(
+                    Data(
+                        ("\(t.records) records (\(t.users) users, \(t.containers) containers, \(t.memberships) "
+                            + "memberships)\n").utf8))
             }
         }
         let t = result.counts
         let secs = Date().timeIntervalSince(started)
-        print("imported \(t.records) records in \(String(format: "%.1f", secs)) s: \(t.users) users (\(t.inactiveUsers) inactive), \(t.containers) containers, \(t.memberships) memberships")
+        print(
+            "imported \(t.records) records in \(String(format: "%.1f", secs)) s: \(t.users) users "
+                + "(\(t.inactiveUsers) inactive), \(t.containers) containers, \(t.memberships) memberships"
+        )
         for k in DirectoryKind.allCases { if let n = t.byKind[k.rawValue] { print("  \(k.rawValue): \(n)") } }
         if !result.skipped.isEmpty {
             print("skipped lines:")
@@ -42,7 +50,8 @@ struct DirectoryImportCommand: ParsableCommand {
 }
 
 struct DirectoryShow: ParsableCommand {
-    static let configuration = CommandConfiguration(commandName: "show", abstract: "Print what an id is and what it resolves to.")
+    static let configuration = CommandConfiguration(
+        commandName: "show", abstract: "Print what an id is and what it resolves to.")
     @Option(help: "Volley configuration file (YAML).") var config: String
     @Option(help: "Org id.") var org: String
     @Flag(help: "Print JSON.") var json = false
@@ -74,7 +83,8 @@ struct DirectoryShow: ParsableCommand {
         }
         let users = e.sampleUsers.map(\.rawValue).joined(separator: ", ")
         let more = e.resolvedUsers > e.sampleUsers.count ? ", …" : ""
-        print("  resolves to \(e.resolvedUsers) active user\(e.resolvedUsers == 1 ? "" : "s")"
-              + (users.isEmpty ? "" : ": \(users)\(more)"))
+        print(
+            "  resolves to \(e.resolvedUsers) active user\(e.resolvedUsers == 1 ? "" : "s")"
+                + (users.isEmpty ? "" : ": \(users)\(more)"))
     }
 }

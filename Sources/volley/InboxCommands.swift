@@ -25,7 +25,10 @@ private var iso: ISO8601DateFormatter {
 private func printJSON<T: Encodable>(_ value: T) throws {
     let e = JSONEncoder()
     e.outputFormatting = [.sortedKeys]
-    e.dateEncodingStrategy = .custom { d, enc in var c = enc.singleValueContainer(); try c.encode(iso.string(from: d)) }
+    e.dateEncodingStrategy = .custom { d, enc in
+        var c = enc.singleValueContainer()
+        try c.encode(iso.string(from: d))
+    }
     print(String(decoding: try e.encode(value), as: UTF8.self))
 }
 
@@ -44,18 +47,29 @@ struct InboxList: ParsableCommand {
             }
             b = d
         }
-        let list = try services.inbox.list(org: OrgID(options.org), user: UserID(options.user), size: min(50, max(1, size)), before: b)
-        if options.json { try printJSON(["notifications": list]); return }
-        if list.isEmpty { print("no notifications"); return }
+        let list = try services.inbox.list(
+            org: OrgID(options.org), user: UserID(options.user), size: min(50, max(1, size)), before: b)
+        if options.json {
+            try printJSON(["notifications": list])
+            return
+        }
+        if list.isEmpty {
+            print("no notifications")
+            return
+        }
         for n in list {
             let flags = n.read ? "read" : (n.seen ? "seen" : "new")
-            print("\(iso.string(from: n.createdAt))  \(flags.padding(toLength: 4, withPad: " ", startingAt: 0))  \(n.id)  [\(n.type ?? "-")] \(n.title)")
+            print(
+                "\(iso.string(from: n.createdAt))  \(flags.padding(toLength: 4, withPad: " ", startingAt: 0))  "
+                    + "\(n.id)  [\(n.type ?? "-")] \(n.title)"
+            )
         }
     }
 }
 
 struct InboxStatusCommand: ParsableCommand {
-    static let configuration = CommandConfiguration(commandName: "status", abstract: "Unread/unseen counts and oldest unread/unseen.")
+    static let configuration = CommandConfiguration(
+        commandName: "status", abstract: "Unread/unseen counts and oldest unread/unseen.")
     @OptionGroup var options: InboxOptions
 
     func run() throws {
@@ -64,14 +78,19 @@ struct InboxStatusCommand: ParsableCommand {
         // Salesforce prints the current time when there is no oldest unread/unseen.
         let now = Date()
         if options.json {
-            try printJSON(["unreadCount": AnyEncodable(s.unreadCount), "unseenCount": AnyEncodable(s.unseenCount),
-                           "oldestUnread": AnyEncodable(iso.string(from: s.oldestUnread ?? now)),
-                           "oldestUnseen": AnyEncodable(iso.string(from: s.oldestUnseen ?? now)),
-                           "lastActivity": AnyEncodable(iso.string(from: s.lastActivity ?? now))])
+            try printJSON([
+                "unreadCount": AnyEncodable(s.unreadCount), "unseenCount": AnyEncodable(s.unseenCount),
+                "oldestUnread": AnyEncodable(iso.string(from: s.oldestUnread ?? now)),
+                "oldestUnseen": AnyEncodable(iso.string(from: s.oldestUnseen ?? now)),
+                "lastActivity": AnyEncodable(iso.string(from: s.lastActivity ?? now)),
+            ])
             return
         }
         print("unread \(s.unreadCount)  unseen \(s.unseenCount)")
-        print("oldest unread \(s.oldestUnread.map(iso.string(from:)) ?? "-")  oldest unseen \(s.oldestUnseen.map(iso.string(from:)) ?? "-")")
+        print(
+            "oldest unread \(s.oldestUnread.map(iso.string(from:)) ?? "-")  oldest unseen "
+                + "\(s.oldestUnseen.map(iso.string(from:)) ?? "-")"
+        )
     }
 }
 
@@ -94,7 +113,8 @@ struct InboxMarkCommand: ParsableCommand {
     func run() throws {
         let selection: InboxMark.Selection
         switch (ids, before, all) {
-        case (let i?, nil, false): selection = .ids(i.split(separator: ",").map { String($0).trimmingCharacters(in: .whitespaces) })
+        case (let i?, nil, false):
+            selection = .ids(i.split(separator: ",").map { String($0).trimmingCharacters(in: .whitespaces) })
         case (nil, let b?, false):
             guard let d = iso.date(from: b) ?? ISO8601DateFormatter().date(from: b) else {
                 throw ValidationError("--before must be ISO 8601, e.g. 2026-06-25T18:24:31Z")
@@ -104,7 +124,9 @@ struct InboxMarkCommand: ParsableCommand {
         default: throw ValidationError("give exactly one of --ids, --before, --all")
         }
         let mark: InboxMark
-        do { mark = try InboxMark(selection, read: read, seen: seen) } catch let e as InboxError { throw ValidationError(e.message) }
+        do { mark = try InboxMark(selection, read: read, seen: seen) } catch let e as InboxError {
+            throw ValidationError(e.message)
+        }
         let services = try RecipientServices(configuration: try VolleyConfiguration.load(path: options.config))
         let n = try services.inbox.mark(org: OrgID(options.org), user: UserID(options.user), mark)
         print("marked \(n) notification\(n == 1 ? "" : "s")")

@@ -10,7 +10,8 @@ struct Quota: ParsableCommand {
 }
 
 struct QuotaSet: ParsableCommand {
-    static let configuration = CommandConfiguration(commandName: "set", abstract: "Override an org's hourly limits in Redis (wins over the config file).")
+    static let configuration = CommandConfiguration(
+        commandName: "set", abstract: "Override an org's hourly limits in Redis (wins over the config file).")
     @Option(help: "Volley configuration file (YAML).") var config: String
     @Option(help: "Org id.") var org: String
     @Option(help: "iOS pushes per hour.") var ios: Int?
@@ -32,7 +33,8 @@ struct QuotaSet: ParsableCommand {
 }
 
 struct QuotaShow: ParsableCommand {
-    static let configuration = CommandConfiguration(commandName: "show", abstract: "Limits, used and remaining this UTC hour.")
+    static let configuration = CommandConfiguration(
+        commandName: "show", abstract: "Limits, used and remaining this UTC hour.")
     @Option(help: "Volley configuration file (YAML).") var config: String
     @Option(help: "Org id.") var org: String
     @Flag(help: "Print JSON.") var json = false
@@ -43,14 +45,21 @@ struct QuotaShow: ParsableCommand {
         if json {
             var obj: [String: Any] = ["org": org, "hour": usage.first?.hour ?? ""]
             for u in usage {
-                obj[u.platform.rawValue] = ["limit": u.limit, "used": u.used, "pending": u.pending, "remaining": u.remaining]
+                obj[u.platform.rawValue] = [
+                    "limit": u.limit, "used": u.used, "pending": u.pending, "remaining": u.remaining,
+                ]
             }
-            print(String(decoding: try JSONSerialization.data(withJSONObject: obj, options: [.sortedKeys]), as: UTF8.self))
+            print(
+                String(decoding: try JSONSerialization.data(withJSONObject: obj, options: [.sortedKeys]), as: UTF8.self)
+            )
             return
         }
         print("org \(org), hour \(usage.first?.hour ?? "") UTC")
         for u in usage {
-            print("  \(u.platform.rawValue.padding(toLength: 8, withPad: " ", startingAt: 0)) limit \(u.limit)  used \(u.used)  remaining \(u.remaining)\(u.pending > 0 ? "  (in flight \(u.pending))" : "")")
+            print(
+                "  \(u.platform.rawValue.padding(toLength: 8, withPad: " ", startingAt: 0)) limit \(u.limit)  used "
+                    + "\(u.used)  remaining \(u.remaining)\(u.pending > 0 ? "  (in flight \(u.pending))" : "")"
+            )
         }
     }
 }

@@ -48,7 +48,9 @@ struct TestPush: AsyncParsableCommand {
         var logger = Logger(label: "volley.test-push")
         logger.logLevel = .warning
         let result = await VolleyService.TestPush.run(
-            .init(app: app, platform: platform, token: token, notification: n, dryRun: dryRun, locale: locale, environment: env),
+            .init(
+                app: app, platform: platform, token: token, notification: n, dryRun: dryRun, locale: locale,
+                environment: env),
             apps: apps, logger: logger, makeTransport: ProviderTransport.pools(logger: logger))
         if json {
             let encoder = JSONEncoder()
@@ -75,7 +77,8 @@ struct TestPush: AsyncParsableCommand {
         }
         if silent {
             if title != nil || body != nil || sound != nil || badge != nil {
-                throw ValidationError("--silent sends content-available only: drop --title, --body, --sound and --badge")
+                throw ValidationError(
+                    "--silent sends content-available only: drop --title, --body, --sound and --badge")
             }
             return VolleyCore.Notification(data: customData, contentAvailable: true)
         }

@@ -10,7 +10,8 @@ struct Types: ParsableCommand {
 }
 
 struct TypesSet: ParsableCommand {
-    static let configuration = CommandConfiguration(commandName: "set", abstract: "Create or replace a notification type.")
+    static let configuration = CommandConfiguration(
+        commandName: "set", abstract: "Create or replace a notification type.")
     @Option(help: "Volley configuration file (YAML).") var config: String
     @Option(help: "Org id.") var org: String
     @Option(help: "Type id (jobs name it in notification.type).") var id: String
@@ -20,13 +21,15 @@ struct TypesSet: ParsableCommand {
 
     func run() throws {
         let s = try RecipientServices(configuration: try VolleyConfiguration.load(path: config))
-        try s.types.setType(org: OrgID(org), NotificationType(id: id, name: name ?? id, mobile: mobile, desktop: desktop))
+        try s.types.setType(
+            org: OrgID(org), NotificationType(id: id, name: name ?? id, mobile: mobile, desktop: desktop))
         print("type \(id): mobile \(mobile), desktop \(desktop)")
     }
 }
 
 struct TypesList: ParsableCommand {
-    static let configuration = CommandConfiguration(commandName: "list", abstract: "Types of an org, with an app's settings.")
+    static let configuration = CommandConfiguration(
+        commandName: "list", abstract: "Types of an org, with an app's settings.")
     @Option(help: "Volley configuration file (YAML).") var config: String
     @Option(help: "Org id.") var org: String
     @Option(help: "Show this app's settings too.") var app: String?
@@ -35,7 +38,10 @@ struct TypesList: ParsableCommand {
         let s = try RecipientServices(configuration: try VolleyConfiguration.load(path: config))
         let types = try s.types.types(org: OrgID(org))
         let settings = try app.map { try s.types.settings(org: OrgID(org), app: AppName($0)) } ?? [:]
-        if types.isEmpty { print("no notification types in org \(org)"); return }
+        if types.isEmpty {
+            print("no notification types in org \(org)")
+            return
+        }
         for t in types {
             var line = "\(t.id)  \"\(t.name)\"  mobile \(t.mobile)  desktop \(t.desktop)"
             if let app {
@@ -48,7 +54,8 @@ struct TypesList: ParsableCommand {
 }
 
 struct TypesAppSetting: ParsableCommand {
-    static let configuration = CommandConfiguration(commandName: "app-setting", abstract: "Set or reset a (type, app) setting.")
+    static let configuration = CommandConfiguration(
+        commandName: "app-setting", abstract: "Set or reset a (type, app) setting.")
     @Option(help: "Volley configuration file (YAML).") var config: String
     @Option(help: "Org id.") var org: String
     @Option(help: "App name.") var app: String
@@ -61,7 +68,8 @@ struct TypesAppSetting: ParsableCommand {
         let s = try RecipientServices(configuration: try VolleyConfiguration.load(path: config))
         if reset { try s.types.resetSetting(org: OrgID(org), app: AppName(app), typeID: type) }
         if enabled != nil || pushEnabled != nil {
-            try s.types.setSetting(org: OrgID(org), app: AppName(app), typeID: type, enabled: enabled, pushEnabled: pushEnabled)
+            try s.types.setSetting(
+                org: OrgID(org), app: AppName(app), typeID: type, enabled: enabled, pushEnabled: pushEnabled)
         } else if !reset {
             throw ValidationError("give --enabled, --push-enabled or --reset")
         }

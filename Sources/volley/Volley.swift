@@ -8,6 +8,9 @@ struct Volley: AsyncParsableCommand {
         commandName: "volley",
         abstract: "Push-notification fan-out engine: Redis Streams in, APNs/FCM over HTTP/2 out.",
         version: VolleyVersion.current,
-        subcommands: [Demo.self, Worker.self, Send.self, Devices.self, Directory.self, Quota.self, Inbox.self, Types.self, TestPush.self, Bench.self]
+        subcommands: [
+            Demo.self, Worker.self, Send.self, Devices.self, Directory.self, Quota.self, Inbox.self, Types.self,
+            TestPush.self, Bench.self,
+        ]
     )
 }

@@ -31,17 +31,19 @@ struct Worker: AsyncParsableCommand {
         SignalMask.unblockTerminationSignals()
         let logger = Logger(label: "volley.worker")
         // Held for the worker's lifetime (the kernel drops it when the process exits, however it exits).
-        let wakeLatency = CPUWakeLatencyRequest.holdConfigured(c.worker.cpuWakeLatencyUs, key: "worker.cpuWakeLatencyUs",
-                                                               logger: logger)
+        let wakeLatency = CPUWakeLatencyRequest.holdConfigured(
+            c.worker.cpuWakeLatencyUs, key: "worker.cpuWakeLatencyUs",
+            logger: logger)
         defer { wakeLatency?.release() }
         for warning in c.warnings { logger.warning("\(warning)") }
         let apps = PipelineApps.directory(configuration: c, logger: logger)
         defer { apps.shutdown() }
         // Directory resolution (groups, queues, teams), in-app inbox, notification types, hourly quotas.
         let recipients = try RecipientServices(configuration: c, name: settings.worker.consumer)
-        try await WorkerRunner.run(settings: settings, apps: apps, logger: logger,
-                                   resolver: recipients.resolver(usersPerRead: settings.worker.chunkSize),
-                                   quota: recipients.quota)
+        try await WorkerRunner.run(
+            settings: settings, apps: apps, logger: logger,
+            resolver: recipients.resolver(usersPerRead: settings.worker.chunkSize),
+            quota: recipients.quota)
     }
 }
 
@@ -52,7 +54,12 @@ struct Send: AsyncParsableCommand {
     @Option(help: "Organisation id.") var org: String
     @Option(help: "App name (apps[].name).") var app: String
     @Option(help: "Recipient user ids, comma-separated (at most 500).") var users: String?
-    @Option(help: "Recipient ids of any kind (users, groups, queues, account/opportunity teams), comma-separated; with --users at most 500 in all.") var recipients: String?
+    @Option(
+        help:
+            ArgumentHelp(
+                "Recipient ids of any kind (users, groups, queues, account/opportunity teams), comma-separated; with "
+                    + "--users at most 500 in all.")
+    ) var recipients: String?
     @Option(help: "An explicit device, platform:TOKEN (repeatable).") var token: [String] = []
     @Option(help: "Alert title.") var title: String?
     @Option(help: "Alert body.") var body: String?
@@ -71,8 +78,13 @@ struct Send: AsyncParsableCommand {
         var o = JobSubmission.Options(org: org, app: app)
         o.users = ((users ?? "") + "," + (recipients ?? "")).split(separator: ",")
             .map { $0.trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty }
-        o.tokens = token; o.title = title; o.body = body; o.silent = silent; o.data = data
-        o.notificationJSON = notification; o.id = id
+        o.tokens = token
+        o.title = title
+        o.body = body
+        o.silent = silent
+        o.data = data
+        o.notificationJSON = notification
+        o.id = id
         o.platforms = (platforms ?? "").split(separator: ",").map(String.init)
         let job: PushJob
         do { job = try JobSubmission.buildJob(o) } catch { throw ValidationError("\(error)") }
@@ -83,7 +95,8 @@ struct Send: AsyncParsableCommand {
             throw ValidationError("--org \(job.org) may not send through app \(job.app) (apps[\(job.app)].orgs)")
         }
         let logger = Logger(label: "volley.send")
-        let wait = self.wait, timeout = self.timeout
+        let wait = self.wait
+        let timeout = self.timeout
         let result = try await runBlocking {
             try JobSubmission.submit(job, settings: settings, waitSeconds: wait ? timeout : nil, logger: logger)
         }
@@ -92,7 +105,8 @@ struct Send: AsyncParsableCommand {
             return
         }
         guard let report = result.report else {
-            FileHandle.standardError.write(Data("no report for job \(result.job) within \(Int(timeout)) s; is a worker running?\n".utf8))
+            FileHandle.standardError.write(
+                Data("no report for job \(result.job) within \(Int(timeout)) s; is a worker running?\n".utf8))
             throw ExitCode(2)
         }
         print(json ? ReportFormatting.json(report) : ReportFormatting.text(report))
@@ -118,17 +132,24 @@ struct Devices: AsyncParsableCommand {
         func run() async throws {
             let c = try loadConfiguration(config)
             let settings = try PipelineSettings(c)
-            guard let p = Platform(rawValue: platform.lowercased()) else { throw ValidationError("--platform must be ios or android") }
+            guard let p = Platform(rawValue: platform.lowercased()) else {
+                throw ValidationError("--platform must be ios or android")
+            }
             var parsedEnv: APNSEnvironment?
             if let environment {
-                guard let e = APNSEnvironment(rawValue: environment) else { throw ValidationError("--environment must be production or sandbox") }
+                guard let e = APNSEnvironment(rawValue: environment) else {
+                    throw ValidationError("--environment must be production or sandbox")
+                }
                 parsedEnv = e
             }
             let env = parsedEnv
-            let (org, app, user, token, locale) = (OrgID(self.org), AppName(self.app), UserID(self.user), DeviceToken(self.token), self.locale)
+            let (org, app, user, token, locale) = (
+                OrgID(self.org), AppName(self.app), UserID(self.user), DeviceToken(self.token), self.locale
+            )
             try await runBlocking {
-                try DeviceCommands.register(settings: settings, org: org, app: app, user: user, platform: p,
-                                            token: token, environment: env, locale: locale)
+                try DeviceCommands.register(
+                    settings: settings, org: org, app: app, user: user, platform: p,
+                    token: token, environment: env, locale: locale)
             }
             print("registered \(p) device \(token.redacted) for user \(user)")
         }
@@ -145,7 +166,9 @@ struct Devices: AsyncParsableCommand {
         func run() async throws {
             let c = try loadConfiguration(config)
             let settings = try PipelineSettings(c)
-            guard let p = Platform(rawValue: platform.lowercased()) else { throw ValidationError("--platform must be ios or android") }
+            guard let p = Platform(rawValue: platform.lowercased()) else {
+                throw ValidationError("--platform must be ios or android")
+            }
             let (org, app, token) = (OrgID(self.org), AppName(self.app), DeviceToken(self.token))
             let removed = try await runBlocking {
                 try DeviceCommands.session(settings).unregister(org: org, app: app, platform: p, token: token)
@@ -167,7 +190,9 @@ struct Devices: AsyncParsableCommand {
         func run() async throws {
             let c = try loadConfiguration(config)
             let settings = try PipelineSettings(c)
-            let (org, app, user, json, limit) = (OrgID(self.org), AppName(self.app), self.user.map(UserID.init), self.json, self.limit)
+            let (org, app, user, json, limit) = (
+                OrgID(self.org), AppName(self.app), self.user.map(UserID.init), self.json, self.limit
+            )
             try await runBlocking {
                 try DeviceCommands.list(settings: settings, org: org, app: app, user: user, json: json, limit: limit)
             }
@@ -177,7 +202,10 @@ struct Devices: AsyncParsableCommand {
     struct Import: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
             abstract: "Import devices from JSONL or CSV.",
-            discussion: #"JSONL: one {"org","app","user","platform","token"[,"environment","locale"]} per line. CSV: a header naming those columns."#)
+            discussion:
+                #"JSONL: one {"org","app","user","platform","token"[,"environment","locale"]} per line. CSV: a "#
+                + #"header naming those columns."#
+        )
         @Option(help: "YAML configuration file.") var config: String
         @Argument(help: "FILE.jsonl or FILE.csv") var file: String
         @Option(help: "jsonl or csv (default: from the file name).") var format: String?
@@ -187,7 +215,9 @@ struct Devices: AsyncParsableCommand {
             let settings = try PipelineSettings(c)
             var parsed: DeviceImport.Format?
             if let format {
-                guard let f = DeviceImport.Format(rawValue: format) else { throw ValidationError("--format must be jsonl or csv") }
+                guard let f = DeviceImport.Format(rawValue: format) else {
+                    throw ValidationError("--format must be jsonl or csv")
+                }
                 parsed = f
             }
             let fmt = parsed
@@ -196,14 +226,17 @@ struct Devices: AsyncParsableCommand {
             let result = try await runBlocking {
                 try DeviceImport.run(path: file, session: DeviceCommands.session(settings), format: fmt) { r in
                     if r.imported % 10_000 == 0 || r.imported < 10_000 {
-                        FileHandle.standardError.write(Data("\rimported \(r.imported) devices (\(r.invalid) invalid lines)".utf8))
+                        FileHandle.standardError.write(
+                            Data("\rimported \(r.imported) devices (\(r.invalid) invalid lines)".utf8))
                     }
                 }
             }
             FileHandle.standardError.write(Data("\n".utf8))
             for p in result.problems { FileHandle.standardError.write(Data("  \(p)\n".utf8)) }
-            print(String(format: "imported %d devices from %d lines, %d invalid, in %.1f s",
-                         result.imported, result.lines, result.invalid, Date().timeIntervalSince(started)))
+            print(
+                String(
+                    format: "imported %d devices from %d lines, %d invalid, in %.1f s",
+                    result.imported, result.lines, result.invalid, Date().timeIntervalSince(started)))
             if result.invalid > 0 { throw ExitCode(1) }
         }
     }
@@ -219,9 +252,14 @@ func runBlocking<T: Sendable>(_ body: @escaping @Sendable () throws -> T) async 
 struct Demo: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "Run Volley end to end on local defaults (own Redis, bundled mock).",
-        discussion: "Starts redis-server (unix socket in a temp dir) unless --redis is given, starts volley-mock, registers demo devices, enqueues a campaign and a silent hint, runs a worker, prints the reports, cleans up.")
+        discussion:
+            "Starts redis-server (unix socket in a temp dir) unless --redis is given, starts volley-mock, "
+            + "registers demo devices, enqueues a campaign and a silent hint, runs a worker, prints the reports, "
+            + "cleans up."
+    )
 
-    @Option(help: "Use this Redis instead of starting one (redis://[user:pass@]host:port/db or unix:///path).") var redis: String?
+    @Option(help: "Use this Redis instead of starting one (redis://[user:pass@]host:port/db or unix:///path).")
+    var redis: String?
     @Option(help: "Demo users (jobs carry at most 500 each).") var users: Int = 1_000
     @Option(help: "Devices per demo user (500 users × 200 = one 100,000-device job).") var devicesPerUser: Int = 3
     @Option(help: "Worker in-flight sends.") var inFlight: Int = 1000
@@ -234,14 +272,18 @@ struct Demo: AsyncParsableCommand {
         o.keep = keep
         o.devicesPerUser = max(1, devicesPerUser)
         o.inFlight = max(2, inFlight)
-        let exeDir = URL(fileURLWithPath: CommandLine.arguments[0]).resolvingSymlinksInPath().deletingLastPathComponent().path
-        let dir = FileManager.default.isExecutableFile(atPath: exeDir + "/volley-mock") ? exeDir
+        let exeDir = URL(fileURLWithPath: CommandLine.arguments[0]).resolvingSymlinksInPath()
+            .deletingLastPathComponent().path
+        let dir =
+            FileManager.default.isExecutableFile(atPath: exeDir + "/volley-mock")
+            ? exeDir
             : (Bundle.main.executableURL?.resolvingSymlinksInPath().deletingLastPathComponent().path ?? exeDir)
         let options = o
         do {
             try await runBlocking {
                 try VolleyService.Demo.run(options, executableDirectory: dir) { line in
-                    FileHandle.standardOutput.write(Data((line.hasPrefix("\r") || line == "\n" ? line : line + "\n").utf8))
+                    FileHandle.standardOutput.write(
+                        Data((line.hasPrefix("\r") || line == "\n" ? line : line + "\n").utf8))
                 }
             }
         } catch let e as VolleyService.Demo.Failure {

@@ -20,10 +20,11 @@ func headerValue(_ r: HTTP2Request, _ name: String) -> String? { r.headers.first
     }
 
     @Test func alertHeadersAndPayload() throws {
-        let n = VolleyCore.Notification(title: "Hi", subtitle: "Sub", body: "Body", sound: "ping.aiff", badge: 3,
-                                        data: ["recordId": .string("001")], mutableContent: true, category: "CASE",
-                                        threadId: "t1", collapseId: "c1", interruptionLevel: "time-sensitive",
-                                        relevanceScore: 0.5, targetContentId: "tc", ttl: 3600, url: "https://x/y")
+        let n = VolleyCore.Notification(
+            title: "Hi", subtitle: "Sub", body: "Body", sound: "ping.aiff", badge: 3,
+            data: ["recordId": .string("001")], mutableContent: true, category: "CASE",
+            threadId: "t1", collapseId: "c1", interruptionLevel: "time-sensitive",
+            relevanceScore: 0.5, targetContentId: "tc", ttl: 3600, url: "https://x/y")
         let p = try prepare(n)
         let r = p.request(for: device, authority: "api.push.apple.com", authorization: "bearer x")
         #expect(r.method == "POST")
@@ -73,9 +74,11 @@ func headerValue(_ r: HTTP2Request, _ name: String) -> String? { r.headers.first
         #expect(throws: NotificationError.self) { try prepare(.init(body: "x", pushType: "background")) }
     }
 
-    @Test(arguments: [("voip", ".voip"), ("complication", ".complication"), ("fileprovider", ".pushkit.fileprovider"),
-                      ("liveactivity", ".push-type.liveactivity"), ("location", ".location-query"),
-                      ("pushtotalk", ".voip-ptt"), ("widgets", ".push-type.widgets"), ("alert", "")])
+    @Test(arguments: [
+        ("voip", ".voip"), ("complication", ".complication"), ("fileprovider", ".pushkit.fileprovider"),
+        ("liveactivity", ".push-type.liveactivity"), ("location", ".location-query"),
+        ("pushtotalk", ".voip-ptt"), ("widgets", ".push-type.widgets"), ("alert", ""),
+    ])
     func topicSuffix(_ pushType: String, _ suffix: String) throws {
         let p = try prepare(.init(body: "x", pushType: pushType))
         let r = p.request(for: device, authority: "a", authorization: nil)
@@ -99,27 +102,35 @@ func headerValue(_ r: HTTP2Request, _ name: String) -> String? { r.headers.first
         }
         // VoIP allows 5120.
         _ = try prepare(.init(body: String(repeating: "x", count: 4500), pushType: "voip"))
-        #expect(throws: NotificationError.self) { try prepare(.init(body: String(repeating: "x", count: 5200), pushType: "voip")) }
+        #expect(throws: NotificationError.self) {
+            try prepare(.init(body: String(repeating: "x", count: 5200), pushType: "voip"))
+        }
     }
 
     @Test func collapseIDLimit() {
-        #expect(throws: NotificationError.self) { try prepare(.init(body: "x", collapseId: String(repeating: "c", count: 65))) }
+        #expect(throws: NotificationError.self) {
+            try prepare(.init(body: "x", collapseId: String(repeating: "c", count: 65)))
+        }
     }
 
     @Test func localizedChoice() throws {
-        let n = VolleyCore.Notification(title: "Hello", body: "Default",
-                                        localized: ["es": .init(title: "Hola", body: "Uno"),
-                                                    "pt-BR": .init(body: "Brasil")])
+        let n = VolleyCore.Notification(
+            title: "Hello", body: "Default",
+            localized: [
+                "es": .init(title: "Hola", body: "Uno"),
+                "pt-BR": .init(body: "Brasil"),
+            ])
         let p = try prepare(n)
         func alert(_ locale: String?) -> [String: Any]? {
             let d = Device(platform: .ios, token: device.token, locale: locale)
-            return (jsonObject(p.request(for: d, authority: "a", authorization: nil).body)["aps"] as? [String: Any])?["alert"] as? [String: Any]
+            return (jsonObject(p.request(for: d, authority: "a", authorization: nil).body)["aps"] as? [String: Any])?[
+                "alert"] as? [String: Any]
         }
         #expect(alert("es")?["title"] as? String == "Hola")
-        #expect(alert("es-MX")?["body"] as? String == "Uno")          // language prefix
-        #expect(alert("pt_BR")?["body"] as? String == "Brasil")       // exact, normalised
-        #expect(alert("pt_BR")?["title"] as? String == "Hello")       // field falls back to default
-        #expect(alert("pt-PT")?["body"] as? String == "Brasil")       // same language
+        #expect(alert("es-MX")?["body"] as? String == "Uno") // language prefix
+        #expect(alert("pt_BR")?["body"] as? String == "Brasil") // exact, normalised
+        #expect(alert("pt_BR")?["title"] as? String == "Hello") // field falls back to default
+        #expect(alert("pt-PT")?["body"] as? String == "Brasil") // same language
         #expect(alert("fr")?["body"] as? String == "Default")
         #expect(alert(nil)?["body"] as? String == "Default")
     }
@@ -135,15 +146,24 @@ func headerValue(_ r: HTTP2Request, _ name: String) -> String? { r.headers.first
     }
 
     @Test func apexHelperShapes() throws {
-        let short = try APNSPayload.apple(alert: "Case 42 changed", sound: "", badgeCount: nil,
-                                          userData: ["caseId": .string("500x")])
+        let short = try APNSPayload.apple(
+            alert: "Case 42 changed", sound: "", badgeCount: nil,
+            userData: ["caseId": .string("500x")])
         #expect(short == .object(["aps": .object(["alert": .string("Case 42 changed")]), "caseId": .string("500x")]))
-        let long = try APNSPayload.apple(alertBody: "Body", actionLocKey: "VIEW", locKey: "CASE_FMT", locArgs: ["42"],
-                                         launchImage: "img.png", sound: "default", badgeCount: 1, userData: nil)
-        #expect(long == .object(["aps": .object([
-            "alert": .object(["body": .string("Body"), "action-loc-key": .string("VIEW"), "loc-key": .string("CASE_FMT"),
-                              "loc-args": .array([.string("42")]), "launch-image": .string("img.png")]),
-            "sound": .string("default"), "badge": .number(1)])]))
+        let long = try APNSPayload.apple(
+            alertBody: "Body", actionLocKey: "VIEW", locKey: "CASE_FMT", locArgs: ["42"],
+            launchImage: "img.png", sound: "default", badgeCount: 1, userData: nil)
+        #expect(
+            long
+                == .object([
+                    "aps": .object([
+                        "alert": .object([
+                            "body": .string("Body"), "action-loc-key": .string("VIEW"), "loc-key": .string("CASE_FMT"),
+                            "loc-args": .array([.string("42")]), "launch-image": .string("img.png"),
+                        ]),
+                        "sound": .string("default"), "badge": .number(1),
+                    ])
+                ]))
         #expect(throws: NotificationError.self) {
             try APNSPayload.apple(alert: nil, sound: "", badgeCount: nil, userData: ["a": .string("b")])
         }
@@ -168,14 +188,15 @@ func headerValue(_ r: HTTP2Request, _ name: String) -> String? { r.headers.first
         #expect(UUID(uuidString: a) != nil)
         #expect(a == a.lowercased())
         let chars = Array(a)
-        #expect(chars[14] == "8")                       // version 8
-        #expect("89ab".contains(chars[19]))             // RFC 9562 variant
+        #expect(chars[14] == "8") // version 8
+        #expect("89ab".contains(chars[19])) // RFC 9562 variant
     }
 
     @Test func tokenCadenceWithManualClock() throws {
         let clock = ManualClock()
         let key = P256.Signing.PrivateKey()
-        let tokens = try APNSTokenProvider(p8PEM: key.pemRepresentation, keyID: "ABC123DEFG", teamID: "DEF123GHIJ", clock: clock)
+        let tokens = try APNSTokenProvider(
+            p8PEM: key.pemRepresentation, keyID: "ABC123DEFG", teamID: "DEF123GHIJ", clock: clock)
         let first = try tokens.authorization()
         #expect(tokens.mintCount == 1)
         // ExpiredProviderToken storm inside 20 minutes: never a new token.
@@ -185,9 +206,9 @@ func headerValue(_ r: HTTP2Request, _ name: String) -> String? { r.headers.first
         }
         #expect(try tokens.authorization() == first)
         clock.advance(by: 19 * 60 - 1000)
-        #expect(tokens.refreshAfterRejection(of: first) == false)   // 19 min
+        #expect(tokens.refreshAfterRejection(of: first) == false) // 19 min
         clock.advance(by: 61)
-        #expect(tokens.refreshAfterRejection(of: first) == true)    // > 20 min: refreshed
+        #expect(tokens.refreshAfterRejection(of: first) == true) // > 20 min: refreshed
         #expect(tokens.mintCount == 2)
         let second = try tokens.authorization()
         #expect(second != first)
@@ -204,8 +225,9 @@ func headerValue(_ r: HTTP2Request, _ name: String) -> String? { r.headers.first
 
     @Test func jwtShapeAndSignature() throws {
         let key = P256.Signing.PrivateKey()
-        let tokens = try APNSTokenProvider(p8PEM: key.pemRepresentation, keyID: "ABC123DEFG", teamID: "DEF123GHIJ",
-                                           clock: ManualClock(Date(timeIntervalSince1970: 1_800_000_000)))
+        let tokens = try APNSTokenProvider(
+            p8PEM: key.pemRepresentation, keyID: "ABC123DEFG", teamID: "DEF123GHIJ",
+            clock: ManualClock(Date(timeIntervalSince1970: 1_800_000_000)))
         let auth = try tokens.authorization()
         #expect(auth.hasPrefix("bearer "))
         let parts = auth.dropFirst(7).split(separator: ".").map(String.init)

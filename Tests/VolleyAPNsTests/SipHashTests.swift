@@ -1,5 +1,6 @@
 import Foundation
 import Testing
+
 @testable import VolleyAPNs
 
 @Suite struct SipHashTests {
@@ -8,7 +9,9 @@ import Testing
         let key = (0..<16).map { UInt8($0) }.withUnsafeBytes { SipHashKey($0) }
         func hex(_ n: Int) -> String {
             var out = [UInt8](repeating: 0, count: 16)
-            (0..<n).map { UInt8($0) }.withUnsafeBytes { m in out.withUnsafeMutableBytes { SipHash128.hash(m, key: key, into: $0) } }
+            (0..<n).map { UInt8($0) }.withUnsafeBytes { m in
+                out.withUnsafeMutableBytes { SipHash128.hash(m, key: key, into: $0) }
+            }
             return out.map { String(format: "%02x", $0) }.joined()
         }
         #expect(hex(0) == "a3817f04ba25a8e66df67214c7550293")

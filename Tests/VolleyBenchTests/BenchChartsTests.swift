@@ -1,15 +1,18 @@
 import Foundation
 import Logging
 import Testing
+
 @testable import VolleyBench
 
 /// The benchmark's SVG renderer and summaries (pure logic; the benchmarks themselves are not run by `swift test`).
 struct BenchChartsTests {
     @Test func rendersOnePolylinePerSeriesWithLegend() {
-        let chart = SVGLineChart(title: "t < 1", xLabel: "connections", yLabel: "requests/s", series: [
-            .init(label: "20 ms", points: [(1, 45_000), (2, 90_000), (4, 120_000)]),
-            .init(label: "bound", points: [(1, 50_000), (2, 100_000), (4, 200_000)], dashed: true),
-        ], logX: true, logY: true)
+        let chart = SVGLineChart(
+            title: "t < 1", xLabel: "connections", yLabel: "requests/s",
+            series: [
+                .init(label: "20 ms", points: [(1, 45_000), (2, 90_000), (4, 120_000)]),
+                .init(label: "bound", points: [(1, 50_000), (2, 100_000), (4, 200_000)], dashed: true),
+            ], logX: true, logY: true)
         let svg = chart.render()
         #expect(svg.hasPrefix("<svg"))
         #expect(svg.components(separatedBy: "<polyline").count - 1 == 2)
@@ -19,9 +22,11 @@ struct BenchChartsTests {
     }
 
     @Test func skipsNonPositiveValuesOnLogAxes() {
-        let svg = SVGLineChart(title: "x", xLabel: "x", yLabel: "y",
-                               series: [.init(label: "s", points: [(0, 1), (1, 0), (2, 10), (4, 100)])],
-                               logX: true, logY: true).render()
+        let svg = SVGLineChart(
+            title: "x", xLabel: "x", yLabel: "y",
+            series: [.init(label: "s", points: [(0, 1), (1, 0), (2, 10), (4, 100)])],
+            logX: true, logY: true
+        ).render()
         // (0, 1) and (1, 0) cannot be drawn on log axes: two points remain.
         #expect(svg.components(separatedBy: "<circle").count - 1 == 2)
     }
@@ -57,7 +62,8 @@ struct TransportBenchRoundsTests {
 
     /// Little's law on the summary line: in-flight / mean latency, and the excess over the mock's latency.
     @Test func latencyLineStatesTheClosedLoopBound() throws {
-        let data = Data(#"""
+        let data = Data(
+            #"""
             {"rate": 45000, "p50_ms": 21.1, "p99_ms": 29.8, "mean_ms": 21.7, "p90_ms": 23.5, "p999_ms": 34.2,
              "max_ms": 38.5, "cpu_s": 1.6, "cpu_us": 10.6, "requests": 150000, "failures": 0, "connections": 1,
              "concurrency": 1000, "peak_streams_per_connection": 1000, "server": "mock", "rounds": []}
@@ -78,10 +84,15 @@ struct TransportBenchRoundsTests {
             Bundle.main.bundleURL.deletingLastPathComponent().path,
             FileManager.default.currentDirectoryPath + "/.build/debug",
         ]
-        let dir = try #require(candidates.first { FileManager.default.isExecutableFile(atPath: $0 + "/volley-mock") },
-                               "volley-mock not built next to the tests")
+        let dir = try #require(
+            candidates.first { FileManager.default.isExecutableFile(atPath: $0 + "/volley-mock") },
+            "volley-mock not built next to the tests")
         var o = TransportBenchOptions(executableDirectory: dir)
-        o.requests = 300; o.concurrency = 20; o.rounds = 2; o.vsProvider = true; o.warmupRequests = 50
+        o.requests = 300
+        o.concurrency = 20
+        o.rounds = 2
+        o.vsProvider = true
+        o.warmupRequests = 50
         o.mockLatencyMs = 5
         let r = try await TransportBench.run(o, logger: Logger(label: "bench-test"))
         #expect(r.rounds.count == 2)
@@ -106,10 +117,15 @@ struct TransportBenchRoundsTests {
 
 struct E2EBenchOptionsTests {
     @Test func workerEnvironmentEntriesAreKeyEqualsValue() {
-        let env = E2EBench.Options.environment(["LD_PRELOAD=/usr/lib/libjemalloc.so.2",
-                                                "GLIBC_TUNABLES=glibc.malloc.tcache_count=0", "EMPTY=", "A=1", "A=2"])
-        #expect(env == ["LD_PRELOAD": "/usr/lib/libjemalloc.so.2", "GLIBC_TUNABLES": "glibc.malloc.tcache_count=0",
-                        "EMPTY": "", "A": "2"])
+        let env = E2EBench.Options.environment([
+            "LD_PRELOAD=/usr/lib/libjemalloc.so.2",
+            "GLIBC_TUNABLES=glibc.malloc.tcache_count=0", "EMPTY=", "A=1", "A=2",
+        ])
+        #expect(
+            env == [
+                "LD_PRELOAD": "/usr/lib/libjemalloc.so.2", "GLIBC_TUNABLES": "glibc.malloc.tcache_count=0",
+                "EMPTY": "", "A": "2",
+            ])
         #expect(E2EBench.Options.environment([]) == [:])
         #expect(E2EBench.Options.environment(["NOEQUALS"]) == nil)
         #expect(E2EBench.Options.environment(["=value"]) == nil)

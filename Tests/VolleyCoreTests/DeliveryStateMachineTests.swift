@@ -17,13 +17,15 @@ struct SeededRandom: RandomNumberGenerator, Sendable {
 }
 
 func apns(_ status: Int, _ reason: String? = nil, retryAfter: String? = nil) -> AttemptResult {
-    AttemptResult(answer: ProviderAnswer(provider: .apns, status: status, reason: reason.map { OutcomeReason($0) }),
-                  retryAfter: retryAfter)
+    AttemptResult(
+        answer: ProviderAnswer(provider: .apns, status: status, reason: reason.map { OutcomeReason($0) }),
+        retryAfter: retryAfter)
 }
 
 func fcm(_ status: Int, _ reason: String? = nil, retryAfter: String? = nil) -> AttemptResult {
-    AttemptResult(answer: ProviderAnswer(provider: .fcm, status: status, reason: reason.map { OutcomeReason($0) }),
-                  retryAfter: retryAfter)
+    AttemptResult(
+        answer: ProviderAnswer(provider: .fcm, status: status, reason: reason.map { OutcomeReason($0) }),
+        retryAfter: retryAfter)
 }
 
 func transport(safe: Bool, _ kind: String = "stream-reset") -> AttemptResult {
@@ -39,10 +41,13 @@ struct Drive {
     var outcome: DeliveryOutcome?
     var attempts = 0
 
-    init(_ answers: [AttemptResult], refreshes refreshResults: [Bool] = [true],
-         policy: RetryPolicy = RetryPolicy(maxAttempts: 4, baseDelaySeconds: 1, maxDelaySeconds: 30,
-                                           maxRetryAfterSeconds: 120),
-         clock: ManualClock = ManualClock(), seed: UInt64 = 42) {
+    init(
+        _ answers: [AttemptResult], refreshes refreshResults: [Bool] = [true],
+        policy: RetryPolicy = RetryPolicy(
+            maxAttempts: 4, baseDelaySeconds: 1, maxDelaySeconds: 30,
+            maxRetryAfterSeconds: 120),
+        clock: ManualClock = ManualClock(), seed: UInt64 = 42
+    ) {
         var machine = DeliveryStateMachine(policy: policy, clock: clock, random: SeededRandom(seed: seed))
         var answered = 0
         func next() -> AttemptResult {
@@ -83,9 +88,11 @@ struct Drive {
     }
 
     @Test func unregisteredRemovesTheToken() {
-        #expect(Drive([apns(410, "Unregistered")]).outcome
+        #expect(
+            Drive([apns(410, "Unregistered")]).outcome
                 == .rejected(status: 410, reason: "Unregistered", action: .removeToken))
-        #expect(Drive([fcm(404, "UNREGISTERED")]).outcome
+        #expect(
+            Drive([fcm(404, "UNREGISTERED")]).outcome
                 == .rejected(status: 404, reason: "UNREGISTERED", action: .removeToken))
     }
 
@@ -129,10 +136,12 @@ struct Drive {
     }
 
     /// Retry-After as delta-seconds and as an HTTP-date in each of its three forms, read against the clock.
-    @Test(arguments: ["20", " 20 ", "Fri, 15 Jan 2027 08:00:20 GMT", "Friday, 15-Jan-27 08:00:20 GMT",
-                      "Fri Jan 15 08:00:20 2027"])
+    @Test(arguments: [
+        "20", " 20 ", "Fri, 15 Jan 2027 08:00:20 GMT", "Friday, 15-Jan-27 08:00:20 GMT",
+        "Fri Jan 15 08:00:20 2027",
+    ])
     func retryAfterIsHonoured(_ header: String) {
-        let clock = ManualClock(Date(timeIntervalSince1970: 1_800_000_000))   // Fri, 15 Jan 2027 08:00:00 GMT
+        let clock = ManualClock(Date(timeIntervalSince1970: 1_800_000_000)) // Fri, 15 Jan 2027 08:00:00 GMT
         let d = Drive([fcm(503, "UNAVAILABLE", retryAfter: header), fcm(200)], clock: clock)
         #expect(d.outcome == .accepted)
         #expect(d.waits == [20])
@@ -175,8 +184,9 @@ struct Drive {
 
     /// No newer credential yet (APNs allows one provider token per 20 minutes): back off like a transient answer.
     @Test func refreshNotReadyBacksOffThenRefreshesLater() {
-        let d = Drive([apns(403, "ExpiredProviderToken"), apns(403, "ExpiredProviderToken"), apns(200)],
-                      refreshes: [false, true])
+        let d = Drive(
+            [apns(403, "ExpiredProviderToken"), apns(403, "ExpiredProviderToken"), apns(200)],
+            refreshes: [false, true])
         #expect(d.outcome == .accepted)
         #expect(d.refreshes == 2)
         #expect(d.waits.count == 1)
@@ -216,24 +226,29 @@ struct Drive {
         #expect(alwaysSafe.attempts == 4)
         // A transport that cannot be set up for this app is its configuration.
         let misconfigured = Drive([transport(safe: true, "certificate-verification")])
-        #expect(misconfigured.outcome
+        #expect(
+            misconfigured.outcome
                 == .rejected(status: 0, reason: "transport:certificate-verification", action: .fixApp))
     }
 
     @Test func httpDateForms() {
         let now = Date(timeIntervalSince1970: 1_800_000_000)
-        let rfc = Date(timeIntervalSince1970: 784_111_777)   // RFC 9110 §5.6.7's example
+        let rfc = Date(timeIntervalSince1970: 784_111_777) // RFC 9110 §5.6.7's example
         #expect(RetryAfter.httpDate("Sun, 06 Nov 1994 08:49:37 GMT", now: now) == rfc)
         #expect(RetryAfter.httpDate("Sunday, 06-Nov-94 08:49:37 GMT", now: now) == rfc)
         #expect(RetryAfter.httpDate("Sun Nov  6 08:49:37 1994", now: now) == rfc)
         // A two-digit year more than 50 years ahead is the latest past year with those digits.
-        #expect(RetryAfter.httpDate("Saturday, 06-Nov-77 08:49:37 GMT", now: now)
+        #expect(
+            RetryAfter.httpDate("Saturday, 06-Nov-77 08:49:37 GMT", now: now)
                 == RetryAfter.httpDate("Sat, 06 Nov 2077 08:49:37 GMT", now: now))
-        #expect(RetryAfter.httpDate("Sunday, 06-Nov-78 08:49:37 GMT", now: now)
+        #expect(
+            RetryAfter.httpDate("Sunday, 06-Nov-78 08:49:37 GMT", now: now)
                 == RetryAfter.httpDate("Sun, 06 Nov 1978 08:49:37 GMT", now: now))
-        for bad in ["", "Sun, 06 Nov 1994 08:49:37 UTC", "Sun, 06 Foo 1994 08:49:37 GMT",
-                    "Sun, 06 Nov 1994 25:00:00 GMT", "Sun, 06 Nov 1994 08:49 GMT", "06 Nov 1994 08:49:37",
-                    "Sun, 06 Nov 994 08:49:37 GMT"] {
+        for bad in [
+            "", "Sun, 06 Nov 1994 08:49:37 UTC", "Sun, 06 Foo 1994 08:49:37 GMT",
+            "Sun, 06 Nov 1994 25:00:00 GMT", "Sun, 06 Nov 1994 08:49 GMT", "06 Nov 1994 08:49:37",
+            "Sun, 06 Nov 994 08:49:37 GMT",
+        ] {
             #expect(RetryAfter.httpDate(bad, now: now) == nil, "\(bad)")
         }
         #expect(RetryAfter.seconds("7", now: now) == 7)
@@ -244,8 +259,9 @@ struct Drive {
 /// The provider side of a delivery: a scripted sender whose timers and attempts run when the test says.
 @Suite("DeliveryStateMachine run") struct DeliveryRunTests {
     final class ScriptedSender: DeliverySender, DeliveryReceiver, @unchecked Sendable {
-        let retryPolicy = RetryPolicy(maxAttempts: 3, baseDelaySeconds: 1, maxDelaySeconds: 30,
-                                      maxRetryAfterSeconds: 120)
+        let retryPolicy = RetryPolicy(
+            maxAttempts: 3, baseDelaySeconds: 1, maxDelaySeconds: 30,
+            maxRetryAfterSeconds: 120)
         let clock: any WallClock = ManualClock()
         struct Log {
             var answers: [AttemptResult]
@@ -258,8 +274,10 @@ struct Drive {
         let log: Mutex<Log>
         init(_ answers: [AttemptResult]) { log = Mutex(Log(answers: answers)) }
 
-        func attempt(_ prepared: any PreparedNotification, to device: Device,
-                     completion: @escaping @Sendable (AttemptResult, String?) -> Void) {
+        func attempt(
+            _ prepared: any PreparedNotification, to device: Device,
+            completion: @escaping @Sendable (AttemptResult, String?) -> Void
+        ) {
             let (answer, n) = log.withLock { l in
                 l.attempts += 1
                 return (l.answers[min(l.attempts - 1, l.answers.count - 1)], l.attempts)
@@ -284,11 +302,16 @@ struct Drive {
         }
     }
 
-    struct Prepared: PreparedNotification { var platform: Platform { .ios }; var payloadBytes: Int { 1 } }
+    struct Prepared: PreparedNotification {
+        var platform: Platform { .ios }
+        var payloadBytes: Int { 1 }
+    }
 
     func start(_ sender: ScriptedSender, first: AttemptResult) {
-        PendingDelivery(sender: sender, prepared: Prepared(), device: Device(platform: .ios, token: DeviceToken("t")),
-                        credential: "credential-0", receiver: sender).firstAttemptCompleted(first)
+        PendingDelivery(
+            sender: sender, prepared: Prepared(), device: Device(platform: .ios, token: DeviceToken("t")),
+            credential: "credential-0", receiver: sender
+        ).firstAttemptCompleted(first)
     }
 
     @Test func retriesRunOnTheSendersTimersAndCompleteOnce() {

@@ -1,5 +1,6 @@
-import Testing
 import Foundation
+import Testing
+
 @testable import VolleyCore
 
 @Test func deviceTokenPrintsRedacted() {
@@ -9,7 +10,9 @@ import Foundation
 }
 
 @Test func notificationDecodesCamelCaseKeys() throws {
-    let json = #"{"title":"Hi","contentAvailable":true,"localized":{"es":{"title":"Hola"}},"data":{"k":"v","n":2},"apns":{"aps":{"alert":"x"}}}"#
+    let json =
+        #"{"title":"Hi","contentAvailable":true,"localized":{"es":{"title":"Hola"}},"data":{"k":"v","n":2},"apns":{"#
+        + #""aps":{"alert":"x"}}}"#
     let n = try JSONDecoder().decode(Notification.self, from: Data(json.utf8))
     #expect(n.title == "Hi")
     #expect(n.contentAvailable == true)

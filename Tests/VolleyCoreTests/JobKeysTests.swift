@@ -5,16 +5,23 @@ import VolleyCore
 @Suite struct JobKeysTests {
     /// Every key the job types encode is a known key: adding a field to a job type without listing it here fails.
     @Test func everyEncodedKeyIsKnown() throws {
-        var n = Notification(title: "t", subtitle: "s", body: "b", sound: "ding", badge: 1, data: ["k": .string("v")],
-                             contentAvailable: true, mutableContent: true, category: "c", threadId: "th",
-                             collapseId: "co", ttl: 60, priority: .high, imageUrl: "https://i", url: "https://u",
-                             channelId: "ch", apns: .object([:]), fcm: .object([:]))
+        var n = Notification(
+            title: "t", subtitle: "s", body: "b", sound: "ding", badge: 1, data: ["k": .string("v")],
+            contentAvailable: true, mutableContent: true, category: "c", threadId: "th",
+            collapseId: "co", ttl: 60, priority: .high, imageUrl: "https://i", url: "https://u",
+            channelId: "ch", apns: .object([:]), fcm: .object([:]))
         n.localized = ["es": .init(title: "t", subtitle: "s", body: "b")]
-        n.badgeIncrement = 1; n.interruptionLevel = "active"; n.relevanceScore = 0.5; n.targetContentId = "x"
-        n.pushType = "alert"; n.type = "ty"; n.targetId = "001"
-        var job = PushJob(id: "j", org: "o", app: "a", recipients: ["u"],
-                          devices: [JobDevice(platform: .ios, token: DeviceToken("t"), environment: .sandbox)], notification: n,
-                          apns: .object([:]), fcm: .object([:]), platforms: [.ios])
+        n.badgeIncrement = 1
+        n.interruptionLevel = "active"
+        n.relevanceScore = 0.5
+        n.targetContentId = "x"
+        n.pushType = "alert"
+        n.type = "ty"
+        n.targetId = "001"
+        var job = PushJob(
+            id: "j", org: "o", app: "a", recipients: ["u"],
+            devices: [JobDevice(platform: .ios, token: DeviceToken("t"), environment: .sandbox)], notification: n,
+            apns: .object([:]), fcm: .object([:]), platforms: [.ios])
         job.shard = ShardRef(parent: "p", index: 0, count: 2)
         let object = try #require(try JSONSerialization.jsonObject(with: JSONEncoder().encode(job)) as? [String: Any])
         #expect(Set(object.keys) == JobKeys.job)
@@ -24,22 +31,27 @@ import VolleyCore
 
     @Test func unknownKeysAreNamedWithTheirPathAndNearestKey() throws {
         let json = #"""
-        {"org": "o", "app": "a", "targetPageRef": "x", "Recipients": ["u"],
-         "devices": [{"platform": "ios", "token": "t"}, {"platform": "ios", "tokn": "t"}],
-         "notification": {"titel": "x", "data": {"anything": 1}, "localized": {"es": {"bdy": "b"}}},
-         "apns": {"aps": {"whatever": 1}}, "shard": {"parent": "p", "index": 0, "count": 1, "of": 2}}
-        """#
+            {"org": "o", "app": "a", "targetPageRef": "x", "Recipients": ["u"],
+             "devices": [{"platform": "ios", "token": "t"}, {"platform": "ios", "tokn": "t"}],
+             "notification": {"titel": "x", "data": {"anything": 1}, "localized": {"es": {"bdy": "b"}}},
+             "apns": {"aps": {"whatever": 1}}, "shard": {"parent": "p", "index": 0, "count": 1, "of": 2}}
+            """#
         let unknown = try #require(JobKeys.unknownKeys(inJSON: Data(json.utf8)))
-        #expect(unknown.map(\.description) == [
-            "'Recipients' (did you mean 'recipients'?)", "'targetPageRef'",
-            "'notification.titel' (did you mean 'title'?)", "'notification.localized.es.bdy' (did you mean 'body'?)",
-            "'devices[1].tokn' (did you mean 'token'?)", "'shard.of'",
-        ])
+        #expect(
+            unknown.map(\.description) == [
+                "'Recipients' (did you mean 'recipients'?)", "'targetPageRef'",
+                "'notification.titel' (did you mean 'title'?)",
+                "'notification.localized.es.bdy' (did you mean 'body'?)",
+                "'devices[1].tokn' (did you mean 'token'?)", "'shard.of'",
+            ])
         #expect(JobKeys.unknownKeys(inJSON: Data("[1]".utf8)) == nil)
     }
 
-    @Test(arguments: [("titel", "title"), ("enviroment", "environment"), ("Platforms", "platforms"),
-                      ("recipient", "recipients"), ("sendAt", nil), ("zzz", nil)] as [(String, String?)])
+    @Test(
+        arguments: [
+            ("titel", "title"), ("enviroment", "environment"), ("Platforms", "platforms"),
+            ("recipient", "recipients"), ("sendAt", nil), ("zzz", nil),
+        ] as [(String, String?)])
     func suggestion(_ key: String, _ expected: String?) {
         let known: Set<String> = ["title", "environment", "platforms", "recipients", "app", "org"]
         #expect(KeySuggestion.closest(to: key, in: known) == expected)
@@ -71,7 +83,8 @@ import VolleyCore
     }
 
     @Test func rawFCMNotification() throws {
-        let raw = try JSONDecoder().decode(JSONValue.self, from: Data(#"{"message": {"notification": {"title": "F"}}}"#.utf8))
+        let raw = try JSONDecoder().decode(
+            JSONValue.self, from: Data(#"{"message": {"notification": {"title": "F"}}}"#.utf8))
         #expect(Notification(fcm: raw).inAppText?.title == "F")
     }
 

@@ -42,14 +42,16 @@ import VolleyCore
     @Test(arguments: fcmRows.indices)
     func fcmRow(_ i: Int) {
         let (status, reason, namesToken, expected) = Self.fcmRows[i]
-        let answer = ProviderAnswer(provider: .fcm, status: status, reason: reason.map { OutcomeReason($0) },
-                                    namesToken: namesToken)
+        let answer = ProviderAnswer(
+            provider: .fcm, status: status, reason: reason.map { OutcomeReason($0) },
+            namesToken: namesToken)
         #expect(OutcomeTable.decide(answer) == expected, "FCM \(status) \(reason ?? "-")")
     }
 
     @Test func transportFailures() {
         #expect(OutcomeTable.decide(ProviderAnswer(provider: .apns, status: 0, transportResendIsSafe: true)) == .retry)
-        #expect(OutcomeTable.decide(ProviderAnswer(provider: .fcm, status: 0, transportResendIsSafe: false)) == .unknown)
+        #expect(
+            OutcomeTable.decide(ProviderAnswer(provider: .fcm, status: 0, transportResendIsSafe: false)) == .unknown)
         let r = AttemptResult(answer: ProviderAnswer(provider: .fcm, status: 0), message: "timeout")
         #expect(r.terminalOutcome() == .failed(reason: "timeout", resendWasSafe: false))
     }
@@ -63,8 +65,10 @@ import VolleyCore
             .deletingLastPathComponent().appendingPathComponent("docs/outcome-table.md")
         #expect(try String(contentsOf: docs, encoding: .utf8) == md, "docs/outcome-table.md is stale")
         let readme = docs.deletingLastPathComponent().deletingLastPathComponent().appendingPathComponent("README.md")
-        #expect(try String(contentsOf: readme, encoding: .utf8).contains(md.trimmingCharacters(in: .whitespacesAndNewlines)),
-                "README.md's outcome table is stale")
+        #expect(
+            try String(contentsOf: readme, encoding: .utf8).contains(
+                md.trimmingCharacters(in: .whitespacesAndNewlines)),
+            "README.md's outcome table is stale")
         // header + separator + accepted + one row per other decision
         #expect(md.split(separator: "\n").count == 2 + OutcomeDecision.allCases.count)
     }
@@ -76,7 +80,7 @@ import VolleyCore
         #expect(p.delay(afterAttempt: 3, retryAfterSeconds: nil, random: 0) == nil)
         #expect(p.delay(afterAttempt: 1, retryAfterSeconds: 10, random: 0) == 10)
         #expect(p.delay(afterAttempt: 1, retryAfterSeconds: 61, random: 0) == nil)
-        let now = Date(timeIntervalSince1970: 1_445_412_470)   // Wed, 21 Oct 2015 07:27:50 GMT
+        let now = Date(timeIntervalSince1970: 1_445_412_470) // Wed, 21 Oct 2015 07:27:50 GMT
         #expect(RetryAfter.seconds(" 7 ", now: now) == 7)
         #expect(RetryAfter.seconds("Wed, 21 Oct 2015 07:28:00 GMT", now: now) == 10)
         #expect(RetryAfter.seconds("tomorrow", now: now) == nil)

@@ -1,5 +1,6 @@
-import Testing
 import Foundation
+import Testing
+
 @testable import VolleyCore
 
 @Test func closureWalksNestedGroupsWithCycleOnce() throws {
@@ -12,7 +13,7 @@ import Foundation
     }
     #expect(Set(order) == ["g1", "g2", "g3", "q1", "t1"])
     #expect(order.count == 5)
-    #expect(calls == 3)   // levels: {g1,t1} → {g2,q1} → {g3}
+    #expect(calls == 3) // levels: {g1,t1} → {g2,q1} → {g3}
 }
 
 @Test func closureStopsARunawayGraph() {
@@ -24,7 +25,8 @@ import Foundation
 }
 
 @Test func directoryRecordDecodesAndValidates() throws {
-    let r = try JSONDecoder().decode(DirectoryRecord.self, from: Data(#"{"org":"o","kind":"accountTeam","id":"001A","members":["u1","u2"]}"#.utf8))
+    let r = try JSONDecoder().decode(
+        DirectoryRecord.self, from: Data(#"{"org":"o","kind":"accountTeam","id":"001A","members":["u1","u2"]}"#.utf8))
     #expect(r.kind == .accountTeam && r.members == ["u1", "u2"] && r.problems().isEmpty)
     let bad = DirectoryRecord(org: "o", kind: .user, id: "u1", members: ["u2"])
     #expect(!bad.problems().isEmpty)
@@ -37,7 +39,8 @@ import Foundation
     // 2026-11-22T04:59:59Z and 05:00:00Z
     let before = Date(timeIntervalSince1970: 1_795_323_599)
     let after = Date(timeIntervalSince1970: 1_795_323_600)
-    let h1 = QuotaHour(containing: before), h2 = QuotaHour(containing: after)
+    let h1 = QuotaHour(containing: before)
+    let h2 = QuotaHour(containing: after)
     #expect(h1.label == "2026112204")
     #expect(h2.label == "2026112205")
     #expect(h2.index == h1.index + 1)
@@ -64,8 +67,9 @@ import Foundation
 }
 
 @Test func inboxClipsTitleAndBody() {
-    let c = InboxContent(id: "n", type: nil, title: String(repeating: "é", count: 300), body: String(repeating: "x", count: 800),
-                         target: nil, createdAt: Date())
+    let c = InboxContent(
+        id: "n", type: nil, title: String(repeating: "é", count: 300), body: String(repeating: "x", count: 800),
+        target: nil, createdAt: Date())
     #expect(c.title.count == 250 && c.body.count == 750)
 }
 

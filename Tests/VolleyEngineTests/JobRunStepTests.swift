@@ -10,9 +10,10 @@ import VolleyTestDoubles
     let backend = InMemoryBackend()
 
     func worker(_ senders: [Platform: any PushSender], drainSeconds: Double = 1) -> PipelineWorker {
-        let c = WorkerConfiguration(consumer: "w1", concurrentJobs: 1, inFlight: 100, blockMillis: 20,
-                                    reclaimIdleMillis: 60_000, reclaimIntervalMillis: 60_000, maxDeliveries: 5,
-                                    drainDeadlineSeconds: drainSeconds, recordBatch: 10, chunkSize: 100)
+        let c = WorkerConfiguration(
+            consumer: "w1", concurrentJobs: 1, inFlight: 100, blockMillis: 20,
+            reclaimIdleMillis: 60_000, reclaimIntervalMillis: 60_000, maxDeliveries: 5,
+            drainDeadlineSeconds: drainSeconds, recordBatch: 10, chunkSize: 100)
         return PipelineWorker(configuration: c, backend: backend, apps: StaticAppDirectory(["app1": senders]))
     }
 
@@ -21,8 +22,9 @@ import VolleyTestDoubles
     }
 
     func job(_ id: JobID, recipients: [RecipientID] = ["user0"]) -> PushJob {
-        PushJob(id: id, org: "org1", app: "app1", recipients: recipients,
-                notification: VolleyCore.Notification(title: "t", body: "b"))
+        PushJob(
+            id: id, org: "org1", app: "app1", recipients: recipients,
+            notification: VolleyCore.Notification(title: "t", body: "b"))
     }
 
     @Test func firstDeliverySendsEveryDevicePublishesThenAcknowledges() throws {
@@ -44,9 +46,11 @@ import VolleyTestDoubles
     @Test func redeliverySendsOnlyWhatIsNotRecorded() throws {
         let all = devices(3)
         backend.register(org: "org1", app: "app1", user: "user0", all)
-        backend.seedLedger(org: "org1", job: "j2", [
-            (all[0], .accepted), (all[1], .rejected(status: 410, reason: "Unregistered", action: .removeToken)),
-        ])
+        backend.seedLedger(
+            org: "org1", job: "j2",
+            [
+                (all[0], .accepted), (all[1], .rejected(status: 410, reason: "Unregistered", action: .removeToken)),
+            ])
         let ios = FakePushSender(platform: .ios)
         let w = worker([.ios: ios])
         try w.start()
@@ -81,8 +85,10 @@ import VolleyTestDoubles
         let w = worker([.ios: ios])
         try w.start()
         defer { w.drain(deadline: 1) }
-        let bad = backend.enqueue(fields: ["job": #"{"org": "org1", "app": "app1", "recipients": ["user0"], "#
-                                           + #""notification": {"title": "t"}, "sendAt": "tomorrow"}"#])
+        let bad = backend.enqueue(fields: [
+            "job": #"{"org": "org1", "app": "app1", "recipients": ["user0"], "#
+                + #""notification": {"title": "t"}, "sendAt": "tomorrow"}"#
+        ])
         let good = try backend.enqueue(job("j4"))
         #expect(eventually { backend.ackedEntries.count == 2 })
         let dead = try #require(backend.deadLettered.first)

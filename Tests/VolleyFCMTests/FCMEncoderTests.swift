@@ -14,12 +14,15 @@ private func jsonObject(_ bytes: [UInt8]) -> [String: Any] {
     let device = Device(platform: .android, token: DeviceToken("fcm-token:APA91b_xyz"))
 
     @Test func messageShape() throws {
-        let n = VolleyCore.Notification(title: "T", body: "B", sound: "ding", badge: 2,
-                                        data: ["id": .string("001"), "n": .number(3), "flag": .bool(true),
-                                               "obj": .object(["a": .number(1)])],
-                                        category: "OPEN_CASE", threadId: "thread", collapseId: "ck", ttl: 60,
-                                        priority: .normal, imageUrl: "https://img/x.png", url: "https://u", channelId: "alerts",
-                                        apns: .object(["aps": .object(["alert": .string("ios")])]))
+        let n = VolleyCore.Notification(
+            title: "T", body: "B", sound: "ding", badge: 2,
+            data: [
+                "id": .string("001"), "n": .number(3), "flag": .bool(true),
+                "obj": .object(["a": .number(1)]),
+            ],
+            category: "OPEN_CASE", threadId: "thread", collapseId: "ck", ttl: 60,
+            priority: .normal, imageUrl: "https://img/x.png", url: "https://u", channelId: "alerts",
+            apns: .object(["aps": .object(["alert": .string("ios")])]))
         let p = try FCMPreparedNotification(n, projectID: "proj-1")
         let r = p.request(for: device, authority: "fcm.googleapis.com", authorization: "Bearer tok")
         #expect(r.path == "/v1/projects/proj-1/messages:send")
@@ -55,9 +58,14 @@ private func jsonObject(_ bytes: [UInt8]) -> [String: Any] {
     }
 
     @Test func validateOnlyAndRawMerge() throws {
-        let n = VolleyCore.Notification(title: "T", fcm: .object(["message": .object([
-            "android": .object(["notification": .object(["icon": .string("ic"), "color": .string("#ff0000")])]),
-            "token": .string("ignored")])]))
+        let n = VolleyCore.Notification(
+            title: "T",
+            fcm: .object([
+                "message": .object([
+                    "android": .object(["notification": .object(["icon": .string("ic"), "color": .string("#ff0000")])]),
+                    "token": .string("ignored"),
+                ])
+            ]))
         let p = try FCMPreparedNotification(n, projectID: "p", validateOnly: true)
         let root = jsonObject(p.body(token: device.token, locale: nil))
         #expect(root["validate_only"] as? Bool == true)
@@ -78,8 +86,9 @@ private func jsonObject(_ bytes: [UInt8]) -> [String: Any] {
 
     @Test func dataLimitSaysByHowManyBytes() {
         do {
-            _ = try FCMPreparedNotification(.init(title: "t", data: ["k": .string(String(repeating: "v", count: 4100))]),
-                                            projectID: "p")
+            _ = try FCMPreparedNotification(
+                .init(title: "t", data: ["k": .string(String(repeating: "v", count: 4100))]),
+                projectID: "p")
             Issue.record("expected PayloadTooLarge")
         } catch let e as NotificationError {
             #expect(e.reason == "PayloadTooLarge")
@@ -88,7 +97,8 @@ private func jsonObject(_ bytes: [UInt8]) -> [String: Any] {
     }
 
     @Test func localizedChoice() throws {
-        let p = try FCMPreparedNotification(.init(title: "Hello", localized: ["de": .init(title: "Hallo")]), projectID: "p")
+        let p = try FCMPreparedNotification(
+            .init(title: "Hello", localized: ["de": .init(title: "Hallo")]), projectID: "p")
         func title(_ l: String?) -> String? {
             ((jsonObject(p.body(token: device.token, locale: l))["message"] as? [String: Any])?["notification"]
                 as? [String: Any])?["title"] as? String
@@ -120,18 +130,39 @@ private func jsonObject(_ bytes: [UInt8]) -> [String: Any] {
         #expect(decode(200, "").decision == .accepted)
         #expect(decode(200, "").messageID == nil)
         #expect(decode(200, #"["name"]"#).messageID == nil)
-        let unreg = decode(404, #"{"error":{"code":404,"message":"Requested entity was not found.","status":"NOT_FOUND","details":[{"@type":"type.googleapis.com/google.firebase.fcm.v1.FcmError","errorCode":"UNREGISTERED"}]}}"#)
+        let unreg = decode(
+            404,
+            #"{"error":{"code":404,"message":"Requested entity was not "#
+                + #"found.","status":"NOT_FOUND","details":[{"@type":"type.googleapis.com/google.firebase.fcm.v1.Fc"#
+                + #"mError","errorCode":"UNREGISTERED"}]}}"#
+        )
         #expect(unreg.decision == .removeToken)
         #expect(unreg.answer.reason == "UNREGISTERED")
-        let badToken = decode(400, #"{"error":{"code":400,"message":"Invalid value","status":"INVALID_ARGUMENT","details":[{"@type":"type.googleapis.com/google.rpc.BadRequest","fieldViolations":[{"field":"message.token","description":"Invalid registration token"}]}]}}"#)
+        let badToken = decode(
+            400,
+            #"{"error":{"code":400,"message":"Invalid "#
+                + #"value","status":"INVALID_ARGUMENT","details":[{"@type":"type.googleapis.com/google.rpc.BadReque"#
+                + #"st","fieldViolations":[{"field":"message.token","description":"Invalid registration token"}]}]}}"#
+        )
         #expect(badToken.decision == .removeToken)
-        let badMessage = decode(400, #"{"error":{"code":400,"message":"Invalid JSON payload","status":"INVALID_ARGUMENT","details":[{"@type":"type.googleapis.com/google.rpc.BadRequest","fieldViolations":[{"field":"message.android.ttl"}]}]}}"#)
+        let badMessage = decode(
+            400,
+            #"{"error":{"code":400,"message":"Invalid JSON "#
+                + #"payload","status":"INVALID_ARGUMENT","details":[{"@type":"type.googleapis.com/google.rpc.BadReq"#
+                + #"uest","fieldViolations":[{"field":"message.android.ttl"}]}]}}"#
+        )
         #expect(badMessage.decision == .invalidNotification)
-        let quota = decode(429, #"{"error":{"code":429,"status":"RESOURCE_EXHAUSTED","details":[{"errorCode":"QUOTA_EXCEEDED"}]}}"#, retryAfter: "12")
+        let quota = decode(
+            429, #"{"error":{"code":429,"status":"RESOURCE_EXHAUSTED","details":[{"errorCode":"QUOTA_EXCEEDED"}]}}"#,
+            retryAfter: "12")
         #expect(quota.decision == .retry)
         #expect(quota.retryAfter == "12")
         #expect(decode(401, #"{"error":{"code":401,"status":"UNAUTHENTICATED"}}"#).decision == .refreshCredential)
-        #expect(decode(401, #"{"error":{"code":401,"status":"UNAUTHENTICATED","details":[{"errorCode":"THIRD_PARTY_AUTH_ERROR"}]}}"#).decision == .fixApp)
+        #expect(
+            decode(
+                401,
+                #"{"error":{"code":401,"status":"UNAUTHENTICATED","details":[{"errorCode":"THIRD_PARTY_AUTH_ERROR"}]}}"#
+            ).decision == .fixApp)
         #expect(decode(502, "<html>").decision == .unknown)
     }
 
@@ -154,10 +185,12 @@ final class UnreachableSubmitter: HTTP2RequestSubmitter, @unchecked Sendable {
 @Suite struct FCMAssertionTests {
     @Test func rs256AssertionClaimsAndSignature() throws {
         let key = try _RSA.Signing.PrivateKey(keySize: .bits2048)
-        let account = FCMServiceAccount(clientEmail: "sender@proj.iam.gserviceaccount.com", privateKeyPEM: key.pemRepresentation,
-                                        tokenURI: "https://oauth2.googleapis.com/token", projectID: "proj")
-        let provider = try FCMAccessTokenProvider(app: "A", account: account, transport: UnreachableSubmitter(),
-                                                  logger: .init(label: "t"))
+        let account = FCMServiceAccount(
+            clientEmail: "sender@proj.iam.gserviceaccount.com", privateKeyPEM: key.pemRepresentation,
+            tokenURI: "https://oauth2.googleapis.com/token", projectID: "proj")
+        let provider = try FCMAccessTokenProvider(
+            app: "A", account: account, transport: UnreachableSubmitter(),
+            logger: .init(label: "t"))
         let jwt = try provider.assertion(now: Date(timeIntervalSince1970: 1_800_000_000))
         let parts = jwt.split(separator: ".").map(String.init)
         #expect(parts.count == 3)
@@ -175,7 +208,9 @@ final class UnreachableSubmitter: HTTP2RequestSubmitter, @unchecked Sendable {
         #expect(claims?["iat"] as? Int == 1_800_000_000)
         #expect(claims?["exp"] as? Int == 1_800_003_600)
         let signature = _RSA.Signing.RSASignature(rawRepresentation: b64(parts[2]))
-        #expect(key.publicKey.isValidSignature(signature, for: Data((parts[0] + "." + parts[1]).utf8),
-                                               padding: .insecurePKCS1v1_5))
+        #expect(
+            key.publicKey.isValidSignature(
+                signature, for: Data((parts[0] + "." + parts[1]).utf8),
+                padding: .insecurePKCS1v1_5))
     }
 }

@@ -1,6 +1,7 @@
 import Foundation
 import Testing
 import VolleyHTTP2
+
 @testable import VolleyHTTP2Server
 
 /// The server's batched delayed answers (the mock's injected latency) and the packed request fields.
@@ -11,7 +12,7 @@ import VolleyHTTP2
         var rng = SystemRandomNumberGenerator()
         var expected: [(UInt64, Int32)] = []
         for sid in Int32(1)...500 {
-            let d = UInt64.random(in: 0...50, using: &rng) * 1_000   // many equal deadlines
+            let d = UInt64.random(in: 0...50, using: &rng) * 1_000 // many equal deadlines
             q.push(deadline: d, streamID: sid)
             expected.append((d, sid))
         }
@@ -40,8 +41,9 @@ import VolleyHTTP2
 
 @Suite struct ServerRequestFieldsTests {
     @Test func requestFieldsRoundTrip() {
-        var r = HTTP2ServerRequest(method: "POST", path: "/3/device/abc", authority: "example", scheme: "https",
-                                   headers: [HTTP2Header("Apns-Topic", "t"), HTTP2Header("x", "1"), HTTP2Header("x", "2")])
+        var r = HTTP2ServerRequest(
+            method: "POST", path: "/3/device/abc", authority: "example", scheme: "https",
+            headers: [HTTP2Header("Apns-Topic", "t"), HTTP2Header("x", "1"), HTTP2Header("x", "2")])
         #expect(r.method == "POST")
         #expect(r.path == "/3/device/abc")
         #expect(r.authority == "example")

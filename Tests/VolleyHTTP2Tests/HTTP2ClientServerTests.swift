@@ -2,16 +2,20 @@ import Dispatch
 import Foundation
 import Synchronization
 import Testing
+
 @testable import VolleyHTTP2
 @testable import VolleyHTTP2Server
 
-private func clientConfig(_ pki: TestPKI, port: Int, connections: Int = 1, cap: Int = 1000, timeout: Double = 10,
-                          ping: Double = 60, cert: TLSClientCertificate? = nil, host: String = "127.0.0.1",
-                          caFile: String? = nil) -> HTTP2ClientConfiguration {
-    HTTP2ClientConfiguration(host: host, port: port, caFile: caFile ?? pki.caFile, clientCertificate: cert,
-                             connections: connections, maxConcurrentStreamsCap: cap, connectTimeoutSeconds: 5,
-                             requestTimeoutSeconds: timeout, idlePingSeconds: ping, pingTimeoutSeconds: 2,
-                             maxResends: 3, reconnectBaseSeconds: 0.01, reconnectMaxSeconds: 0.2)
+private func clientConfig(
+    _ pki: TestPKI, port: Int, connections: Int = 1, cap: Int = 1000, timeout: Double = 10,
+    ping: Double = 60, cert: TLSClientCertificate? = nil, host: String = "127.0.0.1",
+    caFile: String? = nil
+) -> HTTP2ClientConfiguration {
+    HTTP2ClientConfiguration(
+        host: host, port: port, caFile: caFile ?? pki.caFile, clientCertificate: cert,
+        connections: connections, maxConcurrentStreamsCap: cap, connectTimeoutSeconds: 5,
+        requestTimeoutSeconds: timeout, idlePingSeconds: ping, pingTimeoutSeconds: 2,
+        maxResends: 3, reconnectBaseSeconds: 0.01, reconnectMaxSeconds: 0.2)
 }
 
 @Suite("HTTP/2 client and server over real TLS")
@@ -75,8 +79,10 @@ struct HTTP2ClientServerTests {
         let pki = try TestPKI.get()
         let h = RecordingHandler { req, _, respond, _ in
             let status = req.path.hasSuffix("/2") ? 410 : 200
-            respond(HTTP2Response(status: status, headers: [HTTP2Header("apns-id", "id-\(req.path)")],
-                                  body: Array(#"{"reason":"x"}"#.utf8)), after: 0)
+            respond(
+                HTTP2Response(
+                    status: status, headers: [HTTP2Header("apns-id", "id-\(req.path)")],
+                    body: Array(#"{"reason":"x"}"#.utf8)), after: 0)
             return false
         }
         let s = try startServer(pki, handler: h)
@@ -85,7 +91,7 @@ struct HTTP2ClientServerTests {
         let done = Completions()
         for i in 0..<4 {
             var r = request(i, port: s.port)
-            r.statusOnlyOnSuccess = i != 0   // 0: a whole 200; 1, 3: status only; 2: a 410, whole
+            r.statusOnlyOnSuccess = i != 0 // 0: a whole 200; 1, 3: status only; 2: a 410, whole
             pool.submit(r) { done.record(i, $0) }
         }
         await done.wait(for: 4)
@@ -127,7 +133,11 @@ struct HTTP2ClientServerTests {
 
     @Test func honoursALimitLoweredMidBurst() async throws {
         let pki = try TestPKI.get()
-        struct Phase { var loweredAt: UInt64?; var latePeak = 0; var lateRequests = 0 }
+        struct Phase {
+            var loweredAt: UInt64?
+            var latePeak = 0
+            var lateRequests = 0
+        }
         let phase = Mutex(Phase())
         let h = RecordingHandler(delayMs: 5) { _, conn, _, n in
             let now = DispatchTime.now().uptimeNanoseconds
@@ -138,7 +148,10 @@ struct HTTP2ClientServerTests {
             let cur = conn.statistics.currentStreams
             phase.withLock { p in
                 // 300 ms after the SETTINGS frame, the client has applied it and the old streams are gone.
-                if let t = p.loweredAt, now > t + 300_000_000 { p.latePeak = max(p.latePeak, cur); p.lateRequests += 1 }
+                if let t = p.loweredAt, now > t + 300_000_000 {
+                    p.latePeak = max(p.latePeak, cur)
+                    p.lateRequests += 1
+                }
             }
             return true
         }
@@ -158,8 +171,10 @@ struct HTTP2ClientServerTests {
     }
 
     /// Every request completes exactly once; the server never handles one twice.
-    private func burst(disrupt: @escaping @Sendable (HTTP2ServerConnection, HTTP2ServerRequest) -> Void, at: Int) async throws
-        -> (Completions, RecordingHandler, HTTP2PoolStatistics) {
+    private func burst(disrupt: @escaping @Sendable (HTTP2ServerConnection, HTTP2ServerRequest) -> Void, at: Int)
+        async throws
+        -> (Completions, RecordingHandler, HTTP2PoolStatistics)
+    {
         let pki = try TestPKI.get()
         let h = RecordingHandler(delayMs: 0) { req, conn, _, n in
             if n == at { disrupt(conn, req) }
@@ -167,7 +182,8 @@ struct HTTP2ClientServerTests {
         }
         let s = try startServer(pki, handler: h, maxStreams: 200)
         defer { s.server.stop() }
-        let pool = HTTP2ConnectionPool(configuration: clientConfig(pki, port: s.port, connections: 2), logger: testLogger)
+        let pool = HTTP2ConnectionPool(
+            configuration: clientConfig(pki, port: s.port, connections: 2), logger: testLogger)
         let done = Completions()
         let total = 10_000
         for i in 0..<total { pool.submit(request(i, port: s.port)) { done.record(i, $0) } }
@@ -186,7 +202,8 @@ struct HTTP2ClientServerTests {
     }
 
     @Test func goAwayInTheMiddleOfABurstLosesNothing() async throws {
-        let (done, _, stats) = try await burst(disrupt: { conn, req in conn.sendGoAway(lastStreamID: req.streamID) }, at: 3000)
+        let (done, _, stats) = try await burst(
+            disrupt: { conn, req in conn.sendGoAway(lastStreamID: req.streamID) }, at: 3000)
         let failures = done.snapshot.results.values.compactMap { r -> HTTP2Error? in
             if case .failure(let e) = r[0] { return e } else { return nil }
         }
@@ -200,7 +217,9 @@ struct HTTP2ClientServerTests {
         let failures = done.snapshot.results.values.compactMap { r -> HTTP2Error? in
             if case .failure(let e) = r[0] { return e } else { return nil }
         }
-        #expect(failures.allSatisfy { $0.kind == .connectionReset && !$0.resendIsSafe }, "\(failures.count) failures: \(failures.prefix(3))")
+        #expect(
+            failures.allSatisfy { $0.kind == .connectionReset && !$0.resendIsSafe },
+            "\(failures.count) failures: \(failures.prefix(3))")
         #expect(stats.connectionsOpened >= 3)
     }
 
@@ -208,9 +227,13 @@ struct HTTP2ClientServerTests {
         let pki = try TestPKI.get()
         let s = try startServer(pki, handler: RecordingHandler())
         defer { s.server.stop() }
-        let pool = HTTP2ConnectionPool(configuration: clientConfig(pki, port: s.port, caFile: pki.otherCAFile), logger: testLogger)
+        let pool = HTTP2ConnectionPool(
+            configuration: clientConfig(pki, port: s.port, caFile: pki.otherCAFile), logger: testLogger)
         let r = await send(pool, request(1, port: s.port))
-        guard case .failure(let e) = r else { Issue.record("expected failure"); return }
+        guard case .failure(let e) = r else {
+            Issue.record("expected failure")
+            return
+        }
         #expect(e.kind == .certificateVerification)
         #expect(e.message.contains("unable to get local issuer certificate"))
         await shutdown(pool)
@@ -222,14 +245,21 @@ struct HTTP2ClientServerTests {
         defer { s.server.stop() }
         let pool = HTTP2ConnectionPool(configuration: clientConfig(pki, port: s.port), logger: testLogger)
         let r = await send(pool, request(1, port: s.port))
-        guard case .failure(let e) = r else { Issue.record("expected failure"); return }
+        guard case .failure(let e) = r else {
+            Issue.record("expected failure")
+            return
+        }
         #expect(e.kind == .certificateVerification)
         #expect(e.message.contains("IP address mismatch"))
         await shutdown(pool)
 
-        let pool2 = HTTP2ConnectionPool(configuration: clientConfig(pki, port: s.port, host: "localhost"), logger: testLogger)
+        let pool2 = HTTP2ConnectionPool(
+            configuration: clientConfig(pki, port: s.port, host: "localhost"), logger: testLogger)
         let r2 = await send(pool2, request(1, port: s.port))
-        guard case .failure(let e2) = r2 else { Issue.record("expected failure"); return }
+        guard case .failure(let e2) = r2 else {
+            Issue.record("expected failure")
+            return
+        }
         #expect(e2.kind == .certificateVerification)
         #expect(e2.message.contains("hostname mismatch"))
         await shutdown(pool2)
@@ -241,7 +271,10 @@ struct HTTP2ClientServerTests {
         defer { s.server.stop() }
         let pool = HTTP2ConnectionPool(configuration: clientConfig(pki, port: s.port), logger: testLogger)
         let r = await send(pool, request(1, port: s.port))
-        guard case .failure(let e) = r else { Issue.record("expected failure"); return }
+        guard case .failure(let e) = r else {
+            Issue.record("expected failure")
+            return
+        }
         #expect(e.kind == .alpnNotH2)
         #expect(e.message.contains("did not select h2"))
         await shutdown(pool)
@@ -249,7 +282,7 @@ struct HTTP2ClientServerTests {
 
     @Test func requestTimeoutFires() async throws {
         let pki = try TestPKI.get()
-        let h = RecordingHandler { req, _, _, _ in req.path != "/3/device/1" }   // never answers id 1
+        let h = RecordingHandler { req, _, _, _ in req.path != "/3/device/1" } // never answers id 1
         let s = try startServer(pki, handler: h)
         defer { s.server.stop() }
         let pool = HTTP2ConnectionPool(configuration: clientConfig(pki, port: s.port, timeout: 0.4), logger: testLogger)
@@ -261,7 +294,10 @@ struct HTTP2ClientServerTests {
         }
         #expect(connected)
         let r = await send(pool, request(1, port: s.port))
-        guard case .failure(let e) = r else { Issue.record("expected timeout"); return }
+        guard case .failure(let e) = r else {
+            Issue.record("expected timeout")
+            return
+        }
         #expect(e.kind == .timeout)
         #expect(!e.resendIsSafe)
         // The connection is still usable.
@@ -305,15 +341,18 @@ struct TLSClientCertificateTests {
 
     @Test func pemClientCertificateIsAccepted() async throws {
         let pki = try TestPKI.get()
-        let (r, subjects) = try await mtls(.pem(certificateFile: pki.clientCert, privateKeyFile: pki.clientKey, passphrase: nil))
+        let (r, subjects) = try await mtls(
+            .pem(certificateFile: pki.clientCert, privateKeyFile: pki.clientKey, passphrase: nil))
         #expect((try? r.get().status) == 200)
         #expect(subjects.contains { $0.contains("volley-test-client") })
     }
 
     @Test func encryptedPEMKeyWithPassphraseIsAccepted() async throws {
         let pki = try TestPKI.get()
-        let (r, _) = try await mtls(.pem(certificateFile: pki.clientCert, privateKeyFile: pki.clientKeyEncrypted,
-                                         passphrase: TestPKI.keyPassphrase))
+        let (r, _) = try await mtls(
+            .pem(
+                certificateFile: pki.clientCert, privateKeyFile: pki.clientKeyEncrypted,
+                passphrase: TestPKI.keyPassphrase))
         #expect((try? r.get().status) == 200)
     }
 
@@ -326,17 +365,32 @@ struct TLSClientCertificateTests {
 
     @Test func missingClientCertificateIsRejectedByTheServer() async throws {
         let (r, _) = try await mtls(nil)
-        guard case .failure = r else { Issue.record("expected failure without a client certificate"); return }
+        guard case .failure = r else {
+            Issue.record("expected failure without a client certificate")
+            return
+        }
     }
 
     @Test func badCertificatesGiveClearMessages() throws {
         let pki = try TestPKI.get()
         let cases: [(TLSClientCertificate, String)] = [
-            (.pem(certificateFile: pki.expiredCert, privateKeyFile: pki.expiredKey, passphrase: nil), "Certificate expired"),
-            (.pem(certificateFile: pki.futureCert, privateKeyFile: pki.futureKey, passphrase: nil), "Certificate not valid yet"),
+            (
+                .pem(certificateFile: pki.expiredCert, privateKeyFile: pki.expiredKey, passphrase: nil),
+                "Certificate expired"
+            ),
+            (
+                .pem(certificateFile: pki.futureCert, privateKeyFile: pki.futureKey, passphrase: nil),
+                "Certificate not valid yet"
+            ),
             (.pkcs12(file: pki.clientP12, password: "wrong"), "Invalid certificate or password"),
-            (.pem(certificateFile: pki.clientCert, privateKeyFile: pki.clientKeyEncrypted, passphrase: "wrong"), "Invalid certificate or password"),
-            (.pem(certificateFile: pki.dir + "/missing.pem", privateKeyFile: pki.clientKey, passphrase: nil), "Invalid certificate or password"),
+            (
+                .pem(certificateFile: pki.clientCert, privateKeyFile: pki.clientKeyEncrypted, passphrase: "wrong"),
+                "Invalid certificate or password"
+            ),
+            (
+                .pem(certificateFile: pki.dir + "/missing.pem", privateKeyFile: pki.clientKey, passphrase: nil),
+                "Invalid certificate or password"
+            ),
         ]
         for (cert, message) in cases {
             #expect(throws: HTTP2Error(.configuration, resendIsSafe: false, message)) {
@@ -350,8 +404,12 @@ struct TLSClientCertificateTests {
 
     @Test func expiredCertificateFailsRequestsWithTheMessage() async throws {
         let pki = try TestPKI.get()
-        let (r, _) = try await mtls(.pem(certificateFile: pki.expiredCert, privateKeyFile: pki.expiredKey, passphrase: nil))
-        guard case .failure(let e) = r else { Issue.record("expected failure"); return }
+        let (r, _) = try await mtls(
+            .pem(certificateFile: pki.expiredCert, privateKeyFile: pki.expiredKey, passphrase: nil))
+        guard case .failure(let e) = r else {
+            Issue.record("expected failure")
+            return
+        }
         #expect(e.message == "Certificate expired")
     }
 }

@@ -4,12 +4,13 @@ import VolleyHTTP2
 
 /// The C libraries' errors become `HTTP2Error`s in one place each; the phase decides whether a resend is safe.
 @Suite struct HTTP2ErrorMappingTests {
-    @Test(arguments: [
-        (HTTP2ConnectionPhase.connecting, HTTP2Error.Kind.connectFailed, true),
-        (.established, .connectionReset, false),
-        (.listening, .configuration, false),
-        (.handshake, .tlsHandshake, false),
-    ] as [(HTTP2ConnectionPhase, HTTP2Error.Kind, Bool)])
+    @Test(
+        arguments: [
+            (HTTP2ConnectionPhase.connecting, HTTP2Error.Kind.connectFailed, true),
+            (.established, .connectionReset, false),
+            (.listening, .configuration, false),
+            (.handshake, .tlsHandshake, false),
+        ] as [(HTTP2ConnectionPhase, HTTP2Error.Kind, Bool)])
     func posix(_ phase: HTTP2ConnectionPhase, _ kind: HTTP2Error.Kind, _ safe: Bool) {
         let e = HTTP2Error.posix(ECONNREFUSED, "connect failed", in: phase)
         #expect(e.kind == kind && e.resendIsSafe == safe)

@@ -1,6 +1,7 @@
 import Foundation
 import Synchronization
 import Testing
+
 @testable import VolleyHTTP2
 
 @Suite("Pre-encoded header fields")
@@ -13,8 +14,11 @@ struct HTTP2HeaderBlockTests {
         let bytes: [UInt8] = Array("x".utf8)
         bytes.withUnsafeBufferPointer { b.append("apns-id", bytes: $0, sensitive: true) }
         #expect(b.count == 4)
-        #expect(b.headers == [HTTP2Header(":method", "POST"), HTTP2Header(":path", "/3/device/abc", sensitive: true),
-                              HTTP2Header("apns-topic", "com.example"), HTTP2Header("apns-id", "x", sensitive: true)])
+        #expect(
+            b.headers == [
+                HTTP2Header(":method", "POST"), HTTP2Header(":path", "/3/device/abc", sensitive: true),
+                HTTP2Header("apns-topic", "com.example"), HTTP2Header("apns-id", "x", sensitive: true),
+            ])
         #expect(b.value(for: "APNS-TOPIC") == "com.example")
         #expect(b.value(for: "missing") == nil)
         var c = HTTP2HeaderBlock([HTTP2Header("a", "1")])
@@ -28,14 +32,19 @@ struct HTTP2HeaderBlockTests {
     /// nghttp2 no longer lower-cases them on the way out.
     @Test func namesFromBytesAreStoredLowerCase() {
         var b = HTTP2HeaderBlock()
-        let name: [UInt8] = Array("X-Trace-ID".utf8), value: [UInt8] = Array("AbC".utf8)
+        let name: [UInt8] = Array("X-Trace-ID".utf8)
+        let value: [UInt8] = Array("AbC".utf8)
         name.withUnsafeBufferPointer { n in value.withUnsafeBufferPointer { b.append(nameBytes: n, valueBytes: $0) } }
         #expect(b.headers == [HTTP2Header("x-trace-id", "AbC")])
     }
 
     @Test func requestFromListedHeadersKeepsItsAccessors() {
-        let r = HTTP2Request(method: "POST", authority: "h:1", path: "/p", headers: [HTTP2Header("X-Id", "7"),
-                             HTTP2Header("authorization", "bearer t", sensitive: true)], body: [1])
+        let r = HTTP2Request(
+            method: "POST", authority: "h:1", path: "/p",
+            headers: [
+                HTTP2Header("X-Id", "7"),
+                HTTP2Header("authorization", "bearer t", sensitive: true),
+            ], body: [1])
         #expect(r.method == "POST")
         #expect(r.authority == "h:1")
         #expect(r.path == "/p")
@@ -67,16 +76,20 @@ struct HTTP2HeaderBlockTests {
         let seen = Mutex<[String: String]>([:])
         let h = RecordingHandler { req, _, _, _ in
             seen.withLock { s in
-                s["method"] = req.method; s["path"] = req.path
-                s["topic"] = req.header("apns-topic"); s["x-id"] = req.header("x-id")
+                s["method"] = req.method
+                s["path"] = req.path
+                s["topic"] = req.header("apns-topic")
+                s["x-id"] = req.header("x-id")
                 s["x-trace"] = req.header("x-trace")
             }
             return true
         }
         let s = try startServer(pki, handler: h)
         defer { s.server.stop() }
-        let pool = HTTP2ConnectionPool(configuration: HTTP2ClientConfiguration(
-            host: "127.0.0.1", port: s.port, caFile: pki.caFile, connectTimeoutSeconds: 5, requestTimeoutSeconds: 10),
+        let pool = HTTP2ConnectionPool(
+            configuration: HTTP2ClientConfiguration(
+                host: "127.0.0.1", port: s.port, caFile: pki.caFile, connectTimeoutSeconds: 5, requestTimeoutSeconds: 10
+            ),
             logger: testLogger)
         var shared = HTTP2HeaderBlock()
         shared.append("apns-topic", "com.example.app")
@@ -87,14 +100,18 @@ struct HTTP2HeaderBlockTests {
         own.append("x-id", "42", sensitive: true)
         // Raw upper-case name bytes: nghttp2 gets the name uncopied, so the block must have lower-cased it
         // (a server resets a stream with an upper-case field name, RFC 9113 §8.2.1).
-        let name: [UInt8] = Array("X-Trace".utf8), value: [UInt8] = Array("7".utf8)
+        let name: [UInt8] = Array("X-Trace".utf8)
+        let value: [UInt8] = Array("7".utf8)
         name.withUnsafeBufferPointer { n in value.withUnsafeBufferPointer { own.append(nameBytes: n, valueBytes: $0) } }
         let r = await send(pool, HTTP2Request(sharedFields: shared, fields: own, body: Array("{}".utf8)))
         let response = try r.get()
         #expect(response.status == 200)
         #expect(response.header("apns-id") == "42")
-        #expect(seen.withLock { $0 } == ["method": "POST", "path": "/3/device/feed", "topic": "com.example.app",
-                                         "x-id": "42", "x-trace": "7"])
+        #expect(
+            seen.withLock { $0 } == [
+                "method": "POST", "path": "/3/device/feed", "topic": "com.example.app",
+                "x-id": "42", "x-trace": "7",
+            ])
         await shutdown(pool)
     }
 }

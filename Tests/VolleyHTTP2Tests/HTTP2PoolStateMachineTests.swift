@@ -1,4 +1,5 @@
 import Testing
+
 @testable import VolleyHTTP2
 
 /// The pool's decisions, driven event by event with a manual clock: no sockets, no queues, no waiting.
@@ -39,12 +40,15 @@ struct HTTP2PoolStateMachineTests {
 
     let clock = ManualClock()
 
-    func machine(connections: Int = 1, timeout: Double = 10, maxResends: Int = 3, base: Double = 0.1,
-                 max: Double = 1.0, random: UInt64 = 0, maxQueued: Int = 100) -> Machine {
-        let configuration = HTTP2ClientConfiguration(host: "api.example", connections: connections,
-                                                     requestTimeoutSeconds: timeout, maxResends: maxResends,
-                                                     reconnectBaseSeconds: base, reconnectMaxSeconds: max,
-                                                     maxQueuedRequests: maxQueued)
+    func machine(
+        connections: Int = 1, timeout: Double = 10, maxResends: Int = 3, base: Double = 0.1,
+        max: Double = 1.0, random: UInt64 = 0, maxQueued: Int = 100
+    ) -> Machine {
+        let configuration = HTTP2ClientConfiguration(
+            host: "api.example", connections: connections,
+            requestTimeoutSeconds: timeout, maxResends: maxResends,
+            reconnectBaseSeconds: base, reconnectMaxSeconds: max,
+            maxQueuedRequests: maxQueued)
         return Machine(configuration: configuration, clock: clock, random: FixedRandom(value: random))
     }
 
@@ -56,13 +60,16 @@ struct HTTP2PoolStateMachineTests {
     }
 
     /// A stream of `p` closed with `result`, reported by connection `id`.
-    func close(_ m: inout Machine, _ p: TestRequest..., on id: ID,
-               _ result: Result<HTTP2Response, HTTP2Error> = .success(HTTP2Response(status: 200))) -> Machine.Action {
+    func close(
+        _ m: inout Machine, _ p: TestRequest..., on id: ID,
+        _ result: Result<HTTP2Response, HTTP2Error> = .success(HTTP2Response(status: 200))
+    ) -> Machine.Action {
         run(m.requestsCompleted(p.map { $0.finished(result) }, on: id, peakStreams: 1))
     }
 
-    static let refusedAboveLastStream = HTTP2Error(.goAway, resendIsSafe: true,
-                                                   "stream 5 above GOAWAY last-stream-id 3")
+    static let refusedAboveLastStream = HTTP2Error(
+        .goAway, resendIsSafe: true,
+        "stream 5 above GOAWAY last-stream-id 3")
 
     func numbers(_ requests: [HTTP2PendingRequest]) -> [Int] { requests.map { ($0 as! TestRequest).number } }
 
@@ -83,17 +90,21 @@ struct HTTP2PoolStateMachineTests {
 
     @Test func establishedConnectionTakesTheQueueAndNewRequestsGoToTheLeastLoaded() throws {
         var m = machine(connections: 2)
-        let r0 = TestRequest(0), r1 = TestRequest(1)
+        let r0 = TestRequest(0)
+        let r1 = TestRequest(1)
         let opened = m.requestSubmitted(r0).open
         _ = m.requestSubmitted(r1)
-        let c0 = opened[0], c1 = opened[1]
+        let c0 = opened[0]
+        let c1 = opened[1]
         // The first connection ready takes everything waiting, directly (no drain needed).
         let a0 = m.connectionEstablished(c0, maxStreams: 10)
         #expect(numbers(a0.start) == [0, 1])
         #expect(a0.drain.isEmpty)
         #expect(m.connectionEstablished(c1, maxStreams: 10).start.isEmpty)
         // c0 holds 2, c1 none: the next two go to c1, then they are level and the first scanned wins.
-        let r2 = TestRequest(2), r3 = TestRequest(3), r4 = TestRequest(4)
+        let r2 = TestRequest(2)
+        let r3 = TestRequest(3)
+        let r4 = TestRequest(4)
         #expect(m.requestSubmitted(r2).drain == [c1])
         #expect(m.requestSubmitted(r3).drain.isEmpty, "c1 has been told to collect already")
         #expect(r2.custody == .connection(c1) && r3.custody == .connection(c1))
@@ -110,8 +121,10 @@ struct HTTP2PoolStateMachineTests {
     @Test func requestsQueueWhenEveryStreamIsTakenAndGoOutAsStreamsClose() {
         var m = machine()
         let c = m.requestSubmitted(TestRequest(-1)).open[0]
-        _ = m.connectionEstablished(c, maxStreams: 2)   // takes request -1
-        let r0 = TestRequest(0), r1 = TestRequest(1), r2 = TestRequest(2)
+        _ = m.connectionEstablished(c, maxStreams: 2) // takes request -1
+        let r0 = TestRequest(0)
+        let r1 = TestRequest(1)
+        let r2 = TestRequest(2)
         _ = m.requestSubmitted(r0)
         #expect(numbers(m.workRequested(c)) == [0])
         let a = m.requestSubmitted(r1)
@@ -162,10 +175,13 @@ struct HTTP2PoolStateMachineTests {
         let first = TestRequest(0)
         let c0 = m.requestSubmitted(first).open[0]
         _ = m.connectionEstablished(c0, maxStreams: 10)
-        let processed = TestRequest(1), above = TestRequest(2), unstarted = TestRequest(3), inInbox = TestRequest(4)
+        let processed = TestRequest(1)
+        let above = TestRequest(2)
+        let unstarted = TestRequest(3)
+        let inInbox = TestRequest(4)
         for r in [processed, above, unstarted] { _ = m.requestSubmitted(r) }
         _ = m.workRequested(c0)
-        _ = m.requestSubmitted(inInbox)   // assigned to c0, not collected yet
+        _ = m.requestSubmitted(inInbox) // assigned to c0, not collected yet
         // GOAWAY: c0 gives back the request it had not started; its inbox is taken back too.
         let g = m.goAwayReceived(c0, unstarted: [unstarted])
         #expect(g.open.count == 1, "a replacement is opened")
@@ -186,8 +202,9 @@ struct HTTP2PoolStateMachineTests {
         #expect(numbers(m.connectionEstablished(c1, maxStreams: 10).start) == [2, 3, 4, 5])
         #expect(first.succeeded && processed.succeeded)
         // c0 closes once its streams are done; nothing more to do.
-        let closed = m.connectionClosed(c0, error: HTTP2Error(.goAway, resendIsSafe: true, "closed after GOAWAY"),
-                                        finished: [], unstarted: [], peakStreams: 3)
+        let closed = m.connectionClosed(
+            c0, error: HTTP2Error(.goAway, resendIsSafe: true, "closed after GOAWAY"),
+            finished: [], unstarted: [], peakStreams: 3)
         #expect(closed.open.isEmpty && closed.complete.isEmpty)
         #expect(m.failures == 0)
     }
@@ -218,7 +235,7 @@ struct HTTP2PoolStateMachineTests {
     // MARK: failed connects
 
     @Test func failedConnectsBackOffExponentiallyUpToTheCapWithJitter() {
-        var m = machine(base: 0.1, max: 1.0, random: 0)   // jitter factor 0.5
+        var m = machine(base: 0.1, max: 1.0, random: 0) // jitter factor 0.5
         let connectFailed = HTTP2Error(.connectFailed, resendIsSafe: true, "connection refused")
         var c = m.requestSubmitted(TestRequest(0)).open[0]
         var waits: [Double] = []
@@ -276,8 +293,10 @@ struct HTTP2PoolStateMachineTests {
         // The stream in flight fails (it may have reached the server); r, held without a stream, waits again;
         // a new connection is opened without back-off.
         let reset = HTTP2Error(.connectionReset, resendIsSafe: false, "reset")
-        let a = run(m.connectionClosed(c0, error: reset, finished: [sent.finished(.failure(reset))], unstarted: [r],
-                                       peakStreams: 1))
+        let a = run(
+            m.connectionClosed(
+                c0, error: reset, finished: [sent.finished(.failure(reset))], unstarted: [r],
+                peakStreams: 1))
         #expect(sent.error == reset)
         #expect(a.open.count == 1)
         #expect(m.failures == 0)
@@ -315,10 +334,12 @@ struct HTTP2PoolStateMachineTests {
 
     @Test func shutdownFailsQueuedRequestsRetiresConnectionsAndCompletesWhenTheyClosed() {
         var m = machine(connections: 2)
-        let r0 = TestRequest(0), r1 = TestRequest(1), r2 = TestRequest(2)
+        let r0 = TestRequest(0)
+        let r1 = TestRequest(1)
+        let r2 = TestRequest(2)
         let opened = m.requestSubmitted(r0).open
-        _ = m.connectionEstablished(opened[0], maxStreams: 1)   // takes r0
-        _ = m.requestSubmitted(r1)                                // waits: no free stream
+        _ = m.connectionEstablished(opened[0], maxStreams: 1) // takes r0
+        _ = m.requestSubmitted(r1) // waits: no free stream
         let done = ShutdownFlag()
         let s = run(m.shutdownRequested { done.set() })
         #expect(r1.error?.kind == .shutdown)
@@ -331,8 +352,9 @@ struct HTTP2PoolStateMachineTests {
         _ = close(&m, r0, on: opened[0])
         #expect(r0.succeeded)
         let closeError = HTTP2Error(.shutdown, resendIsSafe: true, "pool shut down")
-        #expect(m.connectionClosed(opened[0], error: closeError, finished: [], unstarted: [], peakStreams: 1)
-            .shutdownCompleted.isEmpty)
+        #expect(
+            m.connectionClosed(opened[0], error: closeError, finished: [], unstarted: [], peakStreams: 1)
+                .shutdownCompleted.isEmpty)
         let last = m.connectionClosed(opened[1], error: closeError, finished: [], unstarted: [], peakStreams: 0)
         for f in last.shutdownCompleted { f() }
         #expect(done.isSet)
@@ -369,8 +391,9 @@ struct HTTP2PoolStateMachineTests {
         // A mixed batch: the expected completion goes through, the foreign one is set aside.
         let good = TestRequest(2)
         _ = m.requestSubmitted(good)
-        let mixed = m.requestsCompleted([good.finished(.success(HTTP2Response(status: 200))), r], on: good.connection,
-                                        peakStreams: 1)
+        let mixed = m.requestsCompleted(
+            [good.finished(.success(HTTP2Response(status: 200))), r], on: good.connection,
+            peakStreams: 1)
         #expect(numbers(mixed.complete) == [2])
         #expect(numbers(mixed.ignored) == [0])
     }

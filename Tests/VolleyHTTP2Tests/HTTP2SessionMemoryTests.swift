@@ -1,5 +1,6 @@
 import CNGHTTP2
 import Testing
+
 @testable import VolleyHTTP2
 
 /// The per-session allocator nghttp2 runs on (the client/server tests drive it under real traffic; these check
@@ -7,7 +8,8 @@ import Testing
 @Suite("nghttp2 session memory")
 struct HTTP2SessionMemoryTests {
     @Test func everySizeGetsTheSmallestClassThatHoldsIt() {
-        #expect((0..<HTTP2SessionMemory.classCount).map(HTTP2SessionMemory.classSize)
+        #expect(
+            (0..<HTTP2SessionMemory.classCount).map(HTTP2SessionMemory.classSize)
                 == [32, 64, 96, 128, 192, 256, 384, 512, 768, 1024, 1536, 2048, 3072, 4096])
         for n in 1...HTTP2SessionMemory.largest {
             let c = HTTP2SessionMemory.sizeClass(n)
@@ -20,8 +22,10 @@ struct HTTP2SessionMemoryTests {
         let memory = HTTP2SessionMemory()
         let mem = memory.mem
         let ud = mem.mem_user_data
-        let malloc = try #require(mem.malloc), free = try #require(mem.free)
-        let calloc = try #require(mem.calloc), realloc = try #require(mem.realloc)
+        let malloc = try #require(mem.malloc)
+        let free = try #require(mem.free)
+        let calloc = try #require(mem.calloc)
+        let realloc = try #require(mem.realloc)
 
         // A freed block is handed out again for a request of its class, and is 16-aligned.
         let a = try #require(malloc(100, ud))
@@ -62,7 +66,8 @@ struct HTTP2SessionMemoryTests {
         let memory = HTTP2SessionMemory()
         let mem = memory.mem
         let ud = mem.mem_user_data
-        let malloc = try #require(mem.malloc), free = try #require(mem.free)
+        let malloc = try #require(mem.malloc)
+        let free = try #require(mem.free)
         let blocks = (0..<3000).compactMap { _ in malloc(4096, ud) }
         #expect(blocks.count == 3000)
         for p in blocks { free(p, ud) }

@@ -9,12 +9,16 @@ import VolleyTestSupport
     @Test func devicesImportReadsJSONLAndCSVAndReportsBadLines() throws {
         let h = try EngineHarness()
         defer { h.redis.stop() }
-        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("volley-import-\(UUID().uuidString.prefix(6))")
+        let dir = FileManager.default.temporaryDirectory.appendingPathComponent(
+            "volley-import-\(UUID().uuidString.prefix(6))")
         try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(at: dir) }
         var jsonl = ""
         for i in 0..<2_500 {
-            jsonl += #"{"org":"o","app":"a","user":"u\#(i % 1000)","platform":"\#(i % 2 == 0 ? "ios" : "android")","token":"t\#(i)","locale":"en"}"# + "\n"
+            jsonl +=
+                #"{"org":"o","app":"a","user":"u\#(i % 1000)","platform":"\#(i % 2 == 0 ? "ios" : "android")","toke"#
+                + #"n":"t\#(i)","locale":"en"}"#
+                + "\n"
         }
         jsonl += #"{"org":"o","app":"a","user":"x","platform":"windows","token":"t"}"# + "\n" + "not json\n"
         let jsonlPath = dir.appendingPathComponent("d.jsonl").path
@@ -29,7 +33,9 @@ import VolleyTestSupport
         #expect(counts.users == 1000)
         #expect(counts.devices == 2_500)
 
-        let csv = "org,app,user,platform,token,environment\no,a,u1,ios,csvtok1,sandbox\no,a,u2,android,csvtok2,\no,a,u3,ios,,\n"
+        let csv =
+            "org,app,user,platform,token,environment\no,a,u1,ios,csvtok1,sandbox\no,a,u2,android,csvtok2,\no,a,u3,i"
+            + "os,,\n"
         let csvPath = dir.appendingPathComponent("d.csv").path
         try csv.write(toFile: csvPath, atomically: true, encoding: .utf8)
         let c = try DeviceImport.run(path: csvPath, session: h.admin)
@@ -38,7 +44,9 @@ import VolleyTestSupport
         let u1 = try h.admin.records(org: "o", app: "a", user: "u1")
         #expect(u1.contains { $0.token.rawValue == "csvtok1" && $0.environment == .sandbox })
         // Re-registering a token to another user moves it.
-        try h.admin.register([DeviceImportRecord(org: "o", app: "a", user: "u9", platform: .ios, token: DeviceToken("csvtok1"))])
+        try h.admin.register([
+            DeviceImportRecord(org: "o", app: "a", user: "u9", platform: .ios, token: DeviceToken("csvtok1"))
+        ])
         #expect(try !h.admin.records(org: "o", app: "a", user: "u1").contains { $0.token.rawValue == "csvtok1" })
         #expect(try h.admin.unregister(org: "o", app: "a", platform: .ios, token: DeviceToken("csvtok1")))
         #expect(try !h.admin.unregister(org: "o", app: "a", platform: .ios, token: DeviceToken("csvtok1")))
@@ -46,7 +54,10 @@ import VolleyTestSupport
 
     @Test func sendFlagsBuildJobs() throws {
         var o = JobSubmission.Options(org: "o", app: "a")
-        o.users = ["u1", "u2"]; o.title = "Hi"; o.data = ["k=v"]; o.platforms = ["ios"]
+        o.users = ["u1", "u2"]
+        o.title = "Hi"
+        o.data = ["k=v"]
+        o.platforms = ["ios"]
         let job = try JobSubmission.buildJob(o)
         #expect(job.recipients == ["u1", "u2"])
         #expect(job.notification.title == "Hi")
@@ -54,16 +65,20 @@ import VolleyTestSupport
         #expect(job.platforms == [.ios])
 
         var silent = JobSubmission.Options(org: "o", app: "a")
-        silent.tokens = ["android:tok"]; silent.silent = true
+        silent.tokens = ["android:tok"]
+        silent.silent = true
         let s = try JobSubmission.buildJob(silent)
         #expect(s.devices == [JobDevice(platform: .android, token: DeviceToken("tok"))])
         #expect(s.notification.contentAvailable == true)
 
         var bad = JobSubmission.Options(org: "o", app: "a")
-        bad.tokens = ["blackberry:tok"]; bad.title = "x"
+        bad.tokens = ["blackberry:tok"]
+        bad.title = "x"
         #expect(throws: JobSubmission.InputError.self) { try JobSubmission.buildJob(bad) }
         var loudSilent = JobSubmission.Options(org: "o", app: "a")
-        loudSilent.users = ["u"]; loudSilent.silent = true; loudSilent.title = "x"
+        loudSilent.users = ["u"]
+        loudSilent.silent = true
+        loudSilent.title = "x"
         #expect(throws: JobSubmission.InputError.self) { try JobSubmission.buildJob(loudSilent) }
         var nothing = JobSubmission.Options(org: "o", app: "a")
         nothing.users = ["u"]
@@ -71,9 +86,11 @@ import VolleyTestSupport
     }
 
     @Test func recordedOutcomesRoundTrip() {
-        let cases: [DeliveryOutcome] = [.quotaExceeded,
-                                        .rejected(status: 410, reason: "Unregistered", action: .removeToken),
-                                        .failed(reason: "Timeout|odd", resendWasSafe: true)]
+        let cases: [DeliveryOutcome] = [
+            .quotaExceeded,
+            .rejected(status: 410, reason: "Unregistered", action: .removeToken),
+            .failed(reason: "Timeout|odd", resendWasSafe: true),
+        ]
         for c in cases {
             #expect(RecordedOutcome(c).encoded.flatMap(RecordedOutcome.init(encoded:))?.outcome == c)
         }

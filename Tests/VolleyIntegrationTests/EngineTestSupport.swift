@@ -15,29 +15,39 @@ struct EngineHarness {
     init(persistent: Bool = false) throws {
         redis = try RedisServerFixture(persistent: persistent)
         producer = JobProducer(client: redis.client(name: "producer"), store: store)
-        admin = RedisPipelineBackend(endpoint: redis.endpoint, store: store, consumer: "admin",
-                                     options: .init(giveUpAfter: 10)).makeRedisSession(name: "admin")
+        admin = RedisPipelineBackend(
+            endpoint: redis.endpoint, store: store, consumer: "admin",
+            options: .init(giveUpAfter: 10)
+        ).makeRedisSession(name: "admin")
     }
 
-    func worker(_ apps: [AppName: [Platform: any PushSender]], orgs: [AppName: AppOrgs] = [:], consumer: String = "w1",
-                configure: (inout WorkerConfiguration) -> Void = { _ in }) -> PipelineWorker {
-        var c = WorkerConfiguration(consumer: consumer, concurrentJobs: 2, inFlight: 200, blockMillis: 100,
-                                    reclaimIdleMillis: 60_000, reclaimIntervalMillis: 200, maxDeliveries: 5,
-                                    drainDeadlineSeconds: 5, recordBatch: 100, chunkSize: 250)
+    func worker(
+        _ apps: [AppName: [Platform: any PushSender]], orgs: [AppName: AppOrgs] = [:], consumer: String = "w1",
+        configure: (inout WorkerConfiguration) -> Void = { _ in }
+    ) -> PipelineWorker {
+        var c = WorkerConfiguration(
+            consumer: consumer, concurrentJobs: 2, inFlight: 200, blockMillis: 100,
+            reclaimIdleMillis: 60_000, reclaimIntervalMillis: 200, maxDeliveries: 5,
+            drainDeadlineSeconds: 5, recordBatch: 100, chunkSize: 250)
         configure(&c)
-        let backend = RedisPipelineBackend(endpoint: redis.endpoint, store: store, consumer: c.consumer,
-                                           options: .init(giveUpAfter: 30))
+        let backend = RedisPipelineBackend(
+            endpoint: redis.endpoint, store: store, consumer: c.consumer,
+            options: .init(giveUpAfter: 30))
         return PipelineWorker(configuration: c, backend: backend, apps: StaticAppDirectory(apps, orgs: orgs))
     }
 
-    func register(org: OrgID = "org1", app: AppName = "app1", users: Int, devicesPerUser: Int,
-                  platform: (Int) -> Platform = { $0 % 2 == 0 ? .ios : .android },
-                  token: (Int, Int) -> String = { u, d in "tok-u\(u)-d\(d)-" + String(repeating: "a", count: 16) }) throws {
+    func register(
+        org: OrgID = "org1", app: AppName = "app1", users: Int, devicesPerUser: Int,
+        platform: (Int) -> Platform = { $0 % 2 == 0 ? .ios : .android },
+        token: (Int, Int) -> String = { u, d in "tok-u\(u)-d\(d)-" + String(repeating: "a", count: 16) }
+    ) throws {
         var recs: [DeviceImportRecord] = []
         for u in 0..<users {
             for d in 0..<devicesPerUser {
-                recs.append(DeviceImportRecord(org: org, app: app, user: UserID("user\(u)"),
-                                               platform: platform(u * devicesPerUser + d), token: DeviceToken(token(u, d))))
+                recs.append(
+                    DeviceImportRecord(
+                        org: org, app: app, user: UserID("user\(u)"),
+                        platform: platform(u * devicesPerUser + d), token: DeviceToken(token(u, d))))
             }
         }
         try admin.register(recs)
@@ -71,6 +81,8 @@ struct EngineHarness {
 
 func explicitDevices(_ n: Int, prefix: String = "dev") -> [JobDevice] {
     (0..<n).map { i in
-        JobDevice(platform: i % 2 == 0 ? .ios : .android, token: DeviceToken("\(prefix)-\(i)-" + String(repeating: "b", count: 20)))
+        JobDevice(
+            platform: i % 2 == 0 ? .ios : .android,
+            token: DeviceToken("\(prefix)-\(i)-" + String(repeating: "b", count: 20)))
     }
 }

@@ -23,10 +23,11 @@ struct MockWorld {
         mock = try MockServerFixture(configuration: mockConfig)
         dir = FileManager.default.temporaryDirectory.appendingPathComponent("volley-e2e-\(UUID().uuidString.prefix(8))")
         try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
-        var l = LocalConfiguration(mockHost: mock.host, mockPort: mock.port, caFile: mock.caFile,
-                                   apnsKeyFile: mock.apnsKeyFile, apnsKeyID: mock.apnsKeyID, apnsTeamID: mock.apnsTeamID,
-                                   apnsTopic: mock.apnsTopic, serviceAccountFile: mock.serviceAccountFile,
-                                   redisURL: redis.url)
+        var l = LocalConfiguration(
+            mockHost: mock.host, mockPort: mock.port, caFile: mock.caFile,
+            apnsKeyFile: mock.apnsKeyFile, apnsKeyID: mock.apnsKeyID, apnsTeamID: mock.apnsTeamID,
+            apnsTopic: mock.apnsTopic, serviceAccountFile: mock.serviceAccountFile,
+            redisURL: redis.url)
         l.appName = "app1"
         local = l
     }
@@ -40,7 +41,10 @@ struct MockWorld {
     func writeConfig(worker: [String: String] = [:], quotas: (ios: Int, android: Int)? = nil) throws -> String {
         var l = local
         l.worker = worker
-        if let quotas { l.quotaIOS = quotas.ios; l.quotaAndroid = quotas.android }
+        if let quotas {
+            l.quotaIOS = quotas.ios
+            l.quotaAndroid = quotas.android
+        }
         let path = dir.appendingPathComponent("volley-\(UUID().uuidString.prefix(6)).yaml").path
         try l.write(to: path)
         return path
@@ -55,20 +59,28 @@ struct MockWorld {
 
 @Suite(.serialized) struct MockEndToEndTests {
     @Test func jobFlowsToTheMockForIOSAndAndroid() throws {
-        let w = try MockWorld(mockConfig: #"{"apns": {"unregisteredPrefixes": ["dead"]}, "fcm": {"unregisteredPrefixes": ["dead"]}}"#)
+        let w = try MockWorld(
+            mockConfig: #"{"apns": {"unregisteredPrefixes": ["dead"]}, "fcm": {"unregisteredPrefixes": ["dead"]}}"#)
         defer { w.stop() }
         // 200 users × 3 devices; every 10th device token starts with "dead" (unregistered at the mock).
-        try w.h.register(users: 200, devicesPerUser: 3, platform: { $0 % 3 == 0 ? .android : .ios },
-                         token: { u, d in ((u * 3 + d) % 10 == 0 ? "dead" : "beef") + String(format: "%08x%02x", u, d) + String(repeating: "0", count: 54) })
+        try w.h.register(
+            users: 200, devicesPerUser: 3, platform: { $0 % 3 == 0 ? .android : .ios },
+            token: { u, d in
+                ((u * 3 + d) % 10 == 0 ? "dead" : "beef") + String(format: "%08x%02x", u, d)
+                    + String(repeating: "0", count: 54)
+            })
         let apps = try w.apps()
         defer { apps.shutdown() }
-        let worker = PipelineWorker(configuration: WorkerConfiguration(consumer: "e2e", inFlight: 300, blockMillis: 100),
-                                    backend: RedisPipelineBackend(endpoint: w.redis.endpoint, consumer: "e2e"), apps: apps)
+        let worker = PipelineWorker(
+            configuration: WorkerConfiguration(consumer: "e2e", inFlight: 300, blockMillis: 100),
+            backend: RedisPipelineBackend(endpoint: w.redis.endpoint, consumer: "e2e"), apps: apps)
         try worker.start()
         defer { worker.drain(deadline: 2) }
         let users = (0..<200).map { RecipientID("user\($0)") } + ["ghost"]
-        try w.h.producer.enqueue(PushJob(id: "e2e-1", org: "org1", app: "app1", recipients: users,
-                                         notification: VolleyCore.Notification(title: "Hello", body: "World")))
+        try w.h.producer.enqueue(
+            PushJob(
+                id: "e2e-1", org: "org1", app: "app1", recipients: users,
+                notification: VolleyCore.Notification(title: "Hello", body: "World")))
         #expect(eventually(timeout: 30) { (try? w.h.report(for: "e2e-1")) != nil })
         let r = try #require(try w.h.report(for: "e2e-1"))
         let s = w.mock.stats()
@@ -88,10 +100,14 @@ struct MockWorld {
         let (_, devicesLeft) = try w.h.admin.counts(org: "org1", app: "app1")
         #expect(devicesLeft == 540)
         // A silent hint to explicit devices on both platforms.
-        try w.h.producer.enqueue(PushJob(id: "hint", org: "org1", app: "app1",
-                                         devices: [JobDevice(platform: .ios, token: DeviceToken("beef" + String(repeating: "1", count: 60))),
-                                                   JobDevice(platform: .android, token: DeviceToken("live-android-1"))],
-                                         notification: VolleyCore.Notification(data: ["recordId": .string("001xx")], contentAvailable: true)))
+        try w.h.producer.enqueue(
+            PushJob(
+                id: "hint", org: "org1", app: "app1",
+                devices: [
+                    JobDevice(platform: .ios, token: DeviceToken("beef" + String(repeating: "1", count: 60))),
+                    JobDevice(platform: .android, token: DeviceToken("live-android-1")),
+                ],
+                notification: VolleyCore.Notification(data: ["recordId": .string("001xx")], contentAvailable: true)))
         #expect(eventually(timeout: 30) { (try? w.h.report(for: "hint")) != nil })
         #expect(try w.h.report(for: "hint")?.accepted == 2)
     }

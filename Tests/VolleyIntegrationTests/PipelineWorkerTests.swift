@@ -23,14 +23,15 @@ import VolleyTestSupport
         try worker.start()
         defer { worker.drain(deadline: 1) }
 
-        let job = PushJob(id: "job-1", org: "org1", app: "app1",
-                          recipients: ["user0", "user1", "user2", "user3", "nobody", "user0"],
-                          notification: VolleyCore.Notification(title: "Hi", body: "There"))
+        let job = PushJob(
+            id: "job-1", org: "org1", app: "app1",
+            recipients: ["user0", "user1", "user2", "user3", "nobody", "user0"],
+            notification: VolleyCore.Notification(title: "Hi", body: "There"))
         try h.producer.enqueue(job)
         #expect(eventually { (try? h.report(for: "job-1")) != nil })
         let report = try #require(try h.report(for: "job-1"))
         #expect(report.recipients == 6)
-        #expect(report.users == 5)          // de-duplicated
+        #expect(report.users == 5) // de-duplicated
         #expect(report.noDevices == 1)
         #expect(report.devices == 12)
         #expect(report.accepted == 11)
@@ -52,20 +53,27 @@ import VolleyTestSupport
         defer { h.redis.stop() }
         let registeredAt = Date(timeIntervalSince1970: 1_790_000_000)
         let tokens = ["renewed", "stale", "undated"].map { $0 + String(repeating: "c", count: 20) }
-        try h.admin.register(tokens.map {
-            DeviceImportRecord(org: "org1", app: "app1", user: "user0", platform: .ios, token: DeviceToken($0))
-        }, now: registeredAt)
-        let invalidSince: [String: Date?] = [tokens[0]: registeredAt.addingTimeInterval(-60),
-                                             tokens[1]: registeredAt.addingTimeInterval(60), tokens[2]: nil]
+        try h.admin.register(
+            tokens.map {
+                DeviceImportRecord(org: "org1", app: "app1", user: "user0", platform: .ios, token: DeviceToken($0))
+            }, now: registeredAt)
+        let invalidSince: [String: Date?] = [
+            tokens[0]: registeredAt.addingTimeInterval(-60),
+            tokens[1]: registeredAt.addingTimeInterval(60), tokens[2]: nil,
+        ]
         let ios = FakePushSender(platform: .ios) { d in
-            .rejected(status: 410, reason: OutcomeReason("Unregistered", tokenInvalidSince: invalidSince[d.token.rawValue] ?? nil),
-                      action: .removeToken)
+            .rejected(
+                status: 410,
+                reason: OutcomeReason("Unregistered", tokenInvalidSince: invalidSince[d.token.rawValue] ?? nil),
+                action: .removeToken)
         }
         let worker = h.worker(["app1": [.ios: ios]])
         try worker.start()
         defer { worker.drain(deadline: 1) }
-        try h.producer.enqueue(PushJob(id: "job-410", org: "org1", app: "app1", recipients: ["user0"],
-                                       notification: VolleyCore.Notification(title: "Hi")))
+        try h.producer.enqueue(
+            PushJob(
+                id: "job-410", org: "org1", app: "app1", recipients: ["user0"],
+                notification: VolleyCore.Notification(title: "Hi")))
         #expect(eventually { (try? h.report(for: "job-410")) != nil })
         #expect(try h.report(for: "job-410")?.rejected == 3)
         let remaining = try h.admin.records(org: "org1", app: "app1", user: "user0").map(\.token.rawValue)
@@ -78,15 +86,18 @@ import VolleyTestSupport
         let ios = FakePushSender(platform: .ios)
         let android = FakePushSender(platform: .android)
         // app2 is only for org2: org1's job through it is refused like an unknown app.
-        let worker = h.worker(["app1": [.ios: ios, .android: android], "app2": [.ios: ios]],
-                              orgs: ["app2": AppOrgs(["org2"])])
+        let worker = h.worker(
+            ["app1": [.ios: ios, .android: android], "app2": [.ios: ios]],
+            orgs: ["app2": AppOrgs(["org2"])])
         try worker.start()
         defer { worker.drain(deadline: 1) }
 
         func good(_ i: Int) throws {
-            try h.producer.enqueue(PushJob(id: JobID("good-\(i)"), org: "org1", app: "app1",
-                                           devices: explicitDevices(10, prefix: "g\(i)"),
-                                           notification: VolleyCore.Notification(title: "t", body: "b")))
+            try h.producer.enqueue(
+                PushJob(
+                    id: JobID("good-\(i)"), org: "org1", app: "app1",
+                    devices: explicitDevices(10, prefix: "g\(i)"),
+                    notification: VolleyCore.Notification(title: "t", body: "b")))
         }
         let tooMany = (0...PushJob.maxRecipients).map { RecipientID("u\($0)") }
         let enc = JSONEncoder()
@@ -95,33 +106,62 @@ import VolleyTestSupport
         try h.producer.enqueueRaw(fields: ["job": "{not json"])
         try good(1)
         try h.producer.enqueueRaw(fields: ["other": "x"])
-        try h.producer.enqueueRaw(fields: ["job": json(PushJob(org: "org1", app: "nope", devices: explicitDevices(1),
-                                                               notification: VolleyCore.Notification(title: "x")))])
+        try h.producer.enqueueRaw(fields: [
+            "job": json(
+                PushJob(
+                    org: "org1", app: "nope", devices: explicitDevices(1),
+                    notification: VolleyCore.Notification(title: "x")))
+        ])
         try good(2)
-        try h.producer.enqueueRaw(fields: ["job": json(PushJob(org: "org1", app: "app1", recipients: tooMany,
-                                                               notification: VolleyCore.Notification(title: "x")))])
-        try h.producer.enqueueRaw(fields: ["job": json(PushJob(org: "org1", app: "app1", devices: explicitDevices(2),
-                                                               notification: VolleyCore.Notification(title: "loud", contentAvailable: true)))])
-        try h.producer.enqueueRaw(fields: ["job": json(PushJob(org: "org1", app: "app1", notification: VolleyCore.Notification(title: "x")))])
-        try h.producer.enqueueRaw(fields: ["job": #"{"org":"org1","app":"app1","devices":[{"platform":"blackberry","token":"x"}],"notification":{}}"#])
-        try h.producer.enqueueRaw(fields: ["job": json(PushJob(org: "org1", app: "app2", devices: explicitDevices(1),
-                                                               notification: VolleyCore.Notification(title: "x")))])
+        try h.producer.enqueueRaw(fields: [
+            "job": json(
+                PushJob(
+                    org: "org1", app: "app1", recipients: tooMany,
+                    notification: VolleyCore.Notification(title: "x")))
+        ])
+        try h.producer.enqueueRaw(fields: [
+            "job": json(
+                PushJob(
+                    org: "org1", app: "app1", devices: explicitDevices(2),
+                    notification: VolleyCore.Notification(title: "loud", contentAvailable: true)))
+        ])
+        try h.producer.enqueueRaw(fields: [
+            "job": json(PushJob(org: "org1", app: "app1", notification: VolleyCore.Notification(title: "x")))
+        ])
+        try h.producer.enqueueRaw(fields: [
+            "job": #"{"org":"org1","app":"app1","devices":[{"platform":"blackberry","token":"x"}],"notification":{}}"#
+        ])
+        try h.producer.enqueueRaw(fields: [
+            "job": json(
+                PushJob(
+                    org: "org1", app: "app2", devices: explicitDevices(1),
+                    notification: VolleyCore.Notification(title: "x")))
+        ])
         // Keys Volley does not know are named, with the key they probably meant.
-        try h.producer.enqueueRaw(fields: ["job": #"{"org":"org1","app":"app1","sendAt":"2026-12-01T00:00:00Z","#
-            + #""devices":[{"platform":"ios","token":"t","enviroment":"sandbox"}],"notification":{"titel":"x"}}"#])
+        try h.producer.enqueueRaw(fields: [
+            "job": #"{"org":"org1","app":"app1","sendAt":"2026-12-01T00:00:00Z","#
+                + #""devices":[{"platform":"ios","token":"t","enviroment":"sandbox"}],"notification":{"titel":"x"}}"#
+        ])
         try good(3)
 
-        #expect(eventually { ((try? h.producer.allReports().count) ?? 0) == 4 && ((try? h.producer.deadLetters().count) ?? 0) == 9 })
+        #expect(
+            eventually {
+                ((try? h.producer.allReports().count) ?? 0) == 4 && ((try? h.producer.deadLetters().count) ?? 0) == 9
+            })
         let dead = try h.producer.deadLetters()
         let reasons = dead.compactMap { $0["reason"] }.sorted()
-        #expect(reasons == ["invalid-job", "invalid-json", "invalid-json", "invalid-json", "invalid-notification",
-                            "no-targets", "too-many-recipients", "unknown-app", "unknown-app"])
+        #expect(
+            reasons == [
+                "invalid-job", "invalid-json", "invalid-json", "invalid-json", "invalid-notification",
+                "no-targets", "too-many-recipients", "unknown-app", "unknown-app",
+            ])
         let unknownKeys = try #require(dead.first { $0["reason"] == "invalid-job" }?["detail"])
-        #expect(unknownKeys == "unknown keys 'sendAt', 'notification.titel' (did you mean 'title'?), "
-                    + "'devices[0].enviroment' (did you mean 'environment'?)")
+        #expect(
+            unknownKeys == "unknown keys 'sendAt', 'notification.titel' (did you mean 'title'?), "
+                + "'devices[0].enviroment' (did you mean 'environment'?)")
         #expect(dead.contains { $0["reason"] == "unknown-app" && $0["detail"]?.contains("org 'org1' may not") == true })
         #expect(dead.allSatisfy { $0["worker"] == "w1" && $0["sourceEntry"] != nil && $0["detail"] != nil })
-        #expect(dead.contains { $0["job"] == "{not json" })     // original fields kept
+        #expect(dead.contains { $0["job"] == "{not json" }) // original fields kept
         #expect(dead.contains { $0["other"] == "x" })
         let reports = try h.producer.allReports()
         #expect(Set(reports.map(\.job.rawValue)) == ["good-0", "good-1", "good-2", "good-3"])
@@ -138,7 +178,8 @@ import VolleyTestSupport
         var earlier: [(Device, DeliveryOutcome)] = []
         for (i, d) in devices.prefix(60).enumerated() {
             let dev = Device(platform: d.platform, token: d.token)
-            earlier.append((dev, i < 10 ? .rejected(status: 400, reason: "BadDeviceToken", action: .removeToken) : .accepted))
+            earlier.append(
+                (dev, i < 10 ? .rejected(status: 400, reason: "BadDeviceToken", action: .removeToken) : .accepted))
         }
         try h.admin.record(org: "org1", job: "job-r", outcomes: earlier)
         let ios = FakePushSender(platform: .ios)
@@ -146,8 +187,10 @@ import VolleyTestSupport
         let worker = h.worker(["app1": [.ios: ios, .android: android]])
         try worker.start()
         defer { worker.drain(deadline: 1) }
-        try h.producer.enqueue(PushJob(id: "job-r", org: "org1", app: "app1", devices: devices,
-                                       notification: VolleyCore.Notification(body: "b")))
+        try h.producer.enqueue(
+            PushJob(
+                id: "job-r", org: "org1", app: "app1", devices: devices,
+                notification: VolleyCore.Notification(body: "b")))
         #expect(eventually { (try? h.report(for: "job-r")) != nil })
         let report = try #require(try h.report(for: "job-r"))
         #expect(ios.total + android.total == 40)
@@ -158,8 +201,10 @@ import VolleyTestSupport
         #expect(report.rejected == 10)
         #expect(try h.ledger(job: "job-r").count == 100)
         // A second delivery of the same job id publishes no second report.
-        try h.producer.enqueue(PushJob(id: "job-r", org: "org1", app: "app1", devices: devices,
-                                       notification: VolleyCore.Notification(body: "b")))
+        try h.producer.enqueue(
+            PushJob(
+                id: "job-r", org: "org1", app: "app1", devices: devices,
+                notification: VolleyCore.Notification(body: "b")))
         #expect(eventually { worker.stats.jobsCompleted == 2 })
         #expect(try h.producer.allReports().count == 1)
         #expect(ios.total + android.total == 40)
@@ -173,9 +218,11 @@ import VolleyTestSupport
         func device(_ d: JobDevice) -> Device { Device(platform: d.platform, token: d.token) }
         // 30 recorded by an earlier delivery: 10 rejected (hash), 20 accepted (list).
         let hashKey = "volley:outcomes:org1:job-mixed"
-        try h.admin.record(org: "org1", job: "job-mixed", outcomes: devices[0..<30].enumerated().map { i, d in
-            (device(d), i < 10 ? .rejected(status: 410, reason: "Unregistered", action: .removeToken) : .accepted)
-        })
+        try h.admin.record(
+            org: "org1", job: "job-mixed",
+            outcomes: devices[0..<30].enumerated().map { i, d in
+                (device(d), i < 10 ? .rejected(status: 410, reason: "Unregistered", action: .removeToken) : .accepted)
+            })
         #expect(try h.admin.client.checked(["HLEN", hashKey]).integer == 10)
         #expect(try h.admin.client.checked(["LLEN", hashKey + ":accepted"]).integer == 1)
         #expect((try h.admin.client.checked(["TTL", hashKey + ":accepted"]).integer ?? -1) > 0)
@@ -184,14 +231,16 @@ import VolleyTestSupport
         let worker = h.worker(["app1": [.ios: ios, .android: android]])
         try worker.start()
         defer { worker.drain(deadline: 1) }
-        try h.producer.enqueue(PushJob(id: "job-mixed", org: "org1", app: "app1", devices: devices,
-                                       notification: VolleyCore.Notification(body: "b")))
+        try h.producer.enqueue(
+            PushJob(
+                id: "job-mixed", org: "org1", app: "app1", devices: devices,
+                notification: VolleyCore.Notification(body: "b")))
         #expect(eventually { (try? h.report(for: "job-mixed")) != nil })
         let report = try #require(try h.report(for: "job-mixed"))
         #expect(Set(ios.perToken.keys).union(android.perToken.keys) == Set(devices.suffix(30).map(\.token.rawValue)))
         #expect(report.alreadyRecorded == 30 && report.accepted == 50 && report.rejected == 10)
         // This delivery's 30 accepted devices went to the list, not the hash.
-        #expect(try h.admin.client.checked(["HLEN", hashKey]).integer == 11)   // + _report
+        #expect(try h.admin.client.checked(["HLEN", hashKey]).integer == 11) // + _report
         #expect(try h.ledger(job: "job-mixed").count == 60)
     }
 
@@ -202,7 +251,8 @@ import VolleyTestSupport
         func hmgetCalls() throws -> Int {
             let info = try h.admin.client.checked(["INFO", "commandstats"]).string ?? ""
             guard let line = info.split(whereSeparator: \.isNewline).first(where: { $0.hasPrefix("cmdstat_hmget:") }),
-                  let calls = line.split(separator: ",").first?.split(separator: "=").last else { return 0 }
+                let calls = line.split(separator: ",").first?.split(separator: "=").last
+            else { return 0 }
             return Int(calls) ?? -1
         }
         let ios = FakePushSender(platform: .ios)
@@ -211,8 +261,10 @@ import VolleyTestSupport
         try worker.start()
         defer { worker.drain(deadline: 1) }
         // A new job: no ledger, so its 600 devices (3 chunks) are sent without an HMGET.
-        try h.producer.enqueue(PushJob(id: "job-new", org: "org1", app: "app1", devices: explicitDevices(600),
-                                       notification: VolleyCore.Notification(body: "b")))
+        try h.producer.enqueue(
+            PushJob(
+                id: "job-new", org: "org1", app: "app1", devices: explicitDevices(600),
+                notification: VolleyCore.Notification(body: "b")))
         #expect(eventually { (try? h.report(for: "job-new")) != nil })
         let fresh = try #require(try h.report(for: "job-new"))
         #expect(fresh.accepted == 600 && fresh.alreadyRecorded == 0)
@@ -221,12 +273,15 @@ import VolleyTestSupport
         #expect(try h.ledger(job: "job-new").count == 600)
         // A job whose ledger exists is looked up chunk by chunk, and what it recorded is not sent again.
         let devices = explicitDevices(600, prefix: "old")
-        try h.admin.record(org: "org1", job: "job-old",
-                           outcomes: devices.prefix(100).map {
-                               (Device(platform: $0.platform, token: $0.token), .accepted)
-                           })
-        try h.producer.enqueue(PushJob(id: "job-old", org: "org1", app: "app1", devices: devices,
-                                       notification: VolleyCore.Notification(body: "b")))
+        try h.admin.record(
+            org: "org1", job: "job-old",
+            outcomes: devices.prefix(100).map {
+                (Device(platform: $0.platform, token: $0.token), .accepted)
+            })
+        try h.producer.enqueue(
+            PushJob(
+                id: "job-old", org: "org1", app: "app1", devices: devices,
+                notification: VolleyCore.Notification(body: "b")))
         #expect(eventually { (try? h.report(for: "job-old")) != nil })
         let old = try #require(try h.report(for: "job-old"))
         #expect(old.alreadyRecorded == 100 && old.accepted == 600)
@@ -237,21 +292,27 @@ import VolleyTestSupport
     @Test func idleEntriesAreReclaimedAndOverDeliveredOnesDeadLettered() throws {
         let h = try EngineHarness()
         defer { h.redis.stop() }
-        let ghost = RedisPipelineBackend(endpoint: h.redis.endpoint, store: h.store, consumer: "ghost").makeRedisSession(name: "ghost")
+        let ghost = RedisPipelineBackend(endpoint: h.redis.endpoint, store: h.store, consumer: "ghost")
+            .makeRedisSession(name: "ghost")
         try ghost.ensureGroup()
-        try h.producer.enqueue(PushJob(id: "orphan", org: "org1", app: "app1", devices: explicitDevices(5),
-                                       notification: VolleyCore.Notification(title: "t")))
+        try h.producer.enqueue(
+            PushJob(
+                id: "orphan", org: "org1", app: "app1", devices: explicitDevices(5),
+                notification: VolleyCore.Notification(title: "t")))
         let taken = try ghost.readNew(count: 10, blockMillis: 10)
         #expect(taken.count == 1)
         // A second orphan, already delivered 9 times.
-        let id2 = try h.producer.enqueue(PushJob(id: "poison", org: "org1", app: "app1", devices: explicitDevices(5),
-                                                 notification: VolleyCore.Notification(title: "t")))
+        let id2 = try h.producer.enqueue(
+            PushJob(
+                id: "poison", org: "org1", app: "app1", devices: explicitDevices(5),
+                notification: VolleyCore.Notification(title: "t")))
         _ = try ghost.readNew(count: 10, blockMillis: 10)
         try ghost.client.checked(["XCLAIM", "volley:jobs", "volley", "ghost", "0", id2.rawValue, "RETRYCOUNT", "9"])
 
         let sender = FakePushSender(platform: .ios)
         let worker = h.worker(["app1": [.ios: sender, .android: FakePushSender(platform: .android)]]) {
-            $0.reclaimIdleMillis = 300; $0.keepAliveIntervalMillis = 100
+            $0.reclaimIdleMillis = 300
+            $0.keepAliveIntervalMillis = 100
         }
         try worker.start()
         defer { worker.drain(deadline: 1) }
@@ -259,7 +320,8 @@ import VolleyTestSupport
         let report = try #require(try h.report(for: "orphan"))
         #expect(report.deliveries == 2)
         #expect(report.accepted == 5)
-        #expect(eventually { ((try? h.producer.deadLetters()) ?? []).contains { $0["reason"] == "too-many-deliveries" } })
+        #expect(
+            eventually { ((try? h.producer.deadLetters()) ?? []).contains { $0["reason"] == "too-many-deliveries" } })
         #expect(eventually { (try? h.producer.pendingCount()) == 0 })
         #expect(worker.stats.reclaimed == 2)
     }
@@ -271,16 +333,22 @@ import VolleyTestSupport
         let slowA = FakePushSender(platform: .android, latency: 0.02)
         // inFlight 20 at 20 ms each: 1,000 devices take ≈ 1 s, far longer than reclaimIdle (250 ms).
         let w1 = h.worker(["app1": [.ios: slow, .android: slowA]], consumer: "w1") {
-            $0.inFlight = 20; $0.concurrentJobs = 1; $0.reclaimIdleMillis = 250; $0.keepAliveIntervalMillis = 50
+            $0.inFlight = 20
+            $0.concurrentJobs = 1
+            $0.reclaimIdleMillis = 250
+            $0.keepAliveIntervalMillis = 50
         }
         try w1.start()
         defer { w1.drain(deadline: 1) }
-        try h.producer.enqueue(PushJob(id: "long", org: "org1", app: "app1", devices: explicitDevices(1000),
-                                       notification: VolleyCore.Notification(title: "t")))
+        try h.producer.enqueue(
+            PushJob(
+                id: "long", org: "org1", app: "app1", devices: explicitDevices(1000),
+                notification: VolleyCore.Notification(title: "t")))
         #expect(eventually { slow.total > 0 })
         let other = FakePushSender(platform: .ios)
         let w2 = h.worker(["app1": [.ios: other, .android: FakePushSender(platform: .android)]], consumer: "w2") {
-            $0.reclaimIdleMillis = 250; $0.reclaimIntervalMillis = 50
+            $0.reclaimIdleMillis = 250
+            $0.reclaimIntervalMillis = 50
         }
         try w2.start()
         defer { w2.drain(deadline: 1) }

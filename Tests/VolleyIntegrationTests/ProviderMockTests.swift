@@ -19,7 +19,9 @@ func hexToken(_ prefix: String = "", _ n: Int = 1) -> String {
     return prefix + String(body.dropFirst(prefix.count))
 }
 
-func send(_ sender: any PushSender, _ n: VolleyCore.Notification, to device: Device, job: String = "job-1") async throws -> DeliveryOutcome {
+func send(_ sender: any PushSender, _ n: VolleyCore.Notification, to device: Device, job: String = "job-1") async throws
+    -> DeliveryOutcome
+{
     let prepared = try sender.prepare(n, jobID: JobID(job))
     return await withCheckedContinuation { c in
         sender.send(prepared, to: device, jobID: JobID(job)) { c.resume(returning: $0) }
@@ -27,16 +29,20 @@ func send(_ sender: any PushSender, _ n: VolleyCore.Notification, to device: Dev
 }
 
 func apnsApp(_ mock: MockServerFixture, name: String = "Test_App", keyFile: String? = nil) -> APNSAppConfiguration {
-    APNSAppConfiguration(name: name, credentials: .token(keyFile: keyFile ?? mock.apnsKeyFile, keyID: mock.apnsKeyID,
-                                                         teamID: mock.apnsTeamID),
-                         topic: mock.apnsTopic, environment: .production, host: mock.host, port: mock.port,
-                         caFile: mock.caFile, connections: 1, requestTimeoutSeconds: 10)
+    APNSAppConfiguration(
+        name: name,
+        credentials: .token(
+            keyFile: keyFile ?? mock.apnsKeyFile, keyID: mock.apnsKeyID,
+            teamID: mock.apnsTeamID),
+        topic: mock.apnsTopic, environment: .production, host: mock.host, port: mock.port,
+        caFile: mock.caFile, connections: 1, requestTimeoutSeconds: 10)
 }
 
 func fcmApp(_ mock: MockServerFixture, name: String = "Test_App") -> FCMAppConfiguration {
-    FCMAppConfiguration(name: name, serviceAccountFile: mock.serviceAccountFile,
-                        endpoint: "https://\(mock.host):\(mock.port)", caFile: mock.caFile, connections: 1,
-                        requestTimeoutSeconds: 10)
+    FCMAppConfiguration(
+        name: name, serviceAccountFile: mock.serviceAccountFile,
+        endpoint: "https://\(mock.host):\(mock.port)", caFile: mock.caFile, connections: 1,
+        requestTimeoutSeconds: 10)
 }
 
 let pools = HTTP2ConnectionPool.submitterFactory(logger: testLogger)
@@ -45,18 +51,20 @@ let pools = HTTP2ConnectionPool.submitterFactory(logger: testLogger)
     @Test func everyRowOfTheTable() async throws {
         let mock = try MockServerFixture()
         defer { mock.stop() }
-        try mock.configure(#"""
-        {"apns": {"unregisteredPrefixes": ["dead"], "invalidPrefixes": ["bad0"],
-                  "tokenReasons": {
-                    "\#(hexToken("", 503))": {"status": 503, "reason": "ServiceUnavailable"},
-                    "\#(hexToken("", 429))": {"status": 429, "reason": "TooManyRequests"},
-                    "\#(hexToken("", 500))": {"status": 500, "reason": "InternalServerError"},
-                    "\#(hexToken("", 400))": {"status": 400, "reason": "BadExpirationDate"},
-                    "\#(hexToken("", 401))": {"status": 400, "reason": "BrandNewReason"},
-                    "\#(hexToken("", 403))": {"status": 403, "reason": "TopicDisallowed"}}}}
-        """#)
-        let provider = try APNSProvider(app: apnsApp(mock), tokens: APNSTokenRegistry(), retryPolicy: fastRetry,
-                                        logger: testLogger, makeTransport: pools)
+        try mock.configure(
+            #"""
+            {"apns": {"unregisteredPrefixes": ["dead"], "invalidPrefixes": ["bad0"],
+                      "tokenReasons": {
+                        "\#(hexToken("", 503))": {"status": 503, "reason": "ServiceUnavailable"},
+                        "\#(hexToken("", 429))": {"status": 429, "reason": "TooManyRequests"},
+                        "\#(hexToken("", 500))": {"status": 500, "reason": "InternalServerError"},
+                        "\#(hexToken("", 400))": {"status": 400, "reason": "BadExpirationDate"},
+                        "\#(hexToken("", 401))": {"status": 400, "reason": "BrandNewReason"},
+                        "\#(hexToken("", 403))": {"status": 403, "reason": "TopicDisallowed"}}}}
+            """#)
+        let provider = try APNSProvider(
+            app: apnsApp(mock), tokens: APNSTokenRegistry(), retryPolicy: fastRetry,
+            logger: testLogger, makeTransport: pools)
         defer { provider.shutdown() }
         let n = VolleyCore.Notification(title: "Hello", body: "World")
         func to(_ t: String) -> Device { Device(platform: .ios, token: DeviceToken(t)) }
@@ -75,18 +83,27 @@ let pools = HTTP2ConnectionPool.submitterFactory(logger: testLogger)
         let gone = try await send(provider, n, to: to(hexToken("dead", 2)))
         #expect(gone == .rejected(status: 410, reason: "Unregistered", action: .removeToken))
         if case .rejected(_, let reason, _) = gone { #expect(reason.tokenInvalidSince != nil) }
-        #expect(try await send(provider, n, to: to(hexToken("bad0", 3))) == .rejected(status: 400, reason: "BadDeviceToken", action: .removeToken))
+        #expect(
+            try await send(provider, n, to: to(hexToken("bad0", 3)))
+                == .rejected(status: 400, reason: "BadDeviceToken", action: .removeToken))
         // Retryable: bounded attempts, then failed (safe to resend).
         for code in [503, 429, 500] {
             let before = mock.stats().totalRequests
             let out = try await send(provider, n, to: to(hexToken("", code)))
-            guard case .failed(let reason, true) = out else { Issue.record("\(code): \(out)"); continue }
+            guard case .failed(let reason, true) = out else {
+                Issue.record("\(code): \(out)")
+                continue
+            }
             #expect(["ServiceUnavailable", "TooManyRequests", "InternalServerError"].contains(reason.rawValue))
             #expect(mock.stats().totalRequests - before == fastRetry.maxAttempts)
         }
         // Invalid notification and unknown: not retried.
-        #expect(try await send(provider, n, to: to(hexToken("", 400))) == .rejected(status: 400, reason: "BadExpirationDate", action: .invalidNotification))
-        #expect(try await send(provider, n, to: to(hexToken("", 401))) == .rejected(status: 400, reason: "BrandNewReason", action: .unknown))
+        #expect(
+            try await send(provider, n, to: to(hexToken("", 400)))
+                == .rejected(status: 400, reason: "BadExpirationDate", action: .invalidNotification))
+        #expect(
+            try await send(provider, n, to: to(hexToken("", 401)))
+                == .rejected(status: 400, reason: "BrandNewReason", action: .unknown))
         // fix-app: the app stops; later sends fail fast with the same outcome.
         let fix = try await send(provider, n, to: to(hexToken("", 403)))
         #expect(fix == .rejected(status: 403, reason: "TopicDisallowed", action: .fixApp))
@@ -101,11 +118,16 @@ let pools = HTTP2ConnectionPool.submitterFactory(logger: testLogger)
         defer { mock.stop() }
         // The first request on each connection gets no answer: the TCP connection is reset after it was written.
         try mock.configure(#"{"resetAfterStreams": 1}"#)
-        let provider = try APNSProvider(app: apnsApp(mock), tokens: APNSTokenRegistry(), retryPolicy: fastRetry,
-                                        logger: testLogger, makeTransport: pools)
+        let provider = try APNSProvider(
+            app: apnsApp(mock), tokens: APNSTokenRegistry(), retryPolicy: fastRetry,
+            logger: testLogger, makeTransport: pools)
         defer { provider.shutdown() }
-        let out = try await send(provider, .init(body: "x"), to: Device(platform: .ios, token: DeviceToken(hexToken("", 77))))
-        guard case .failed(_, let safe) = out else { Issue.record("\(out)"); return }
+        let out = try await send(
+            provider, .init(body: "x"), to: Device(platform: .ios, token: DeviceToken(hexToken("", 77))))
+        guard case .failed(_, let safe) = out else {
+            Issue.record("\(out)")
+            return
+        }
         #expect(safe == false, "a request the server may have processed is never resent (no duplicates)")
         #expect(mock.stats().acceptedAPNs == 0)
     }
@@ -114,12 +136,17 @@ let pools = HTTP2ConnectionPool.submitterFactory(logger: testLogger)
         let mock = try MockServerFixture()
         defer { mock.stop() }
         var app = apnsApp(mock, name: "Wrong_CA")
-        app.caFile = mock.clientCertificateFile   // not the CA that signed the mock's server certificate
-        let provider = try APNSProvider(app: app, tokens: APNSTokenRegistry(), retryPolicy: fastRetry,
-                                        logger: testLogger, makeTransport: pools)
+        app.caFile = mock.clientCertificateFile // not the CA that signed the mock's server certificate
+        let provider = try APNSProvider(
+            app: app, tokens: APNSTokenRegistry(), retryPolicy: fastRetry,
+            logger: testLogger, makeTransport: pools)
         defer { provider.shutdown() }
-        let out = try await send(provider, .init(body: "x"), to: Device(platform: .ios, token: DeviceToken(hexToken("", 78))))
-        guard case .rejected(0, let reason, .fixApp) = out else { Issue.record("\(out)"); return }
+        let out = try await send(
+            provider, .init(body: "x"), to: Device(platform: .ios, token: DeviceToken(hexToken("", 78))))
+        guard case .rejected(0, let reason, .fixApp) = out else {
+            Issue.record("\(out)")
+            return
+        }
         #expect(reason.rawValue.hasPrefix("transport:"))
         #expect(mock.stats().acceptedAPNs == 0)
     }
@@ -136,14 +163,21 @@ let pools = HTTP2ConnectionPool.submitterFactory(logger: testLogger)
         let registry = APNSTokenRegistry()
         var badConfig = apnsApp(mock, name: "Bad_App", keyFile: wrongKey)
         badConfig.credentials = .token(keyFile: wrongKey, keyID: mock.apnsKeyID, teamID: "OTHERTEAM1")
-        let bad = try APNSProvider(app: badConfig, tokens: registry, retryPolicy: fastRetry, logger: testLogger, makeTransport: pools)
-        let good = try APNSProvider(app: apnsApp(mock, name: "Good_App"), tokens: registry, retryPolicy: fastRetry,
-                                    logger: testLogger, makeTransport: pools)
-        defer { bad.shutdown(); good.shutdown() }
+        let bad = try APNSProvider(
+            app: badConfig, tokens: registry, retryPolicy: fastRetry, logger: testLogger, makeTransport: pools)
+        let good = try APNSProvider(
+            app: apnsApp(mock, name: "Good_App"), tokens: registry, retryPolicy: fastRetry,
+            logger: testLogger, makeTransport: pools)
+        defer {
+            bad.shutdown()
+            good.shutdown()
+        }
         let n = VolleyCore.Notification(body: "x")
         let d = Device(platform: .ios, token: DeviceToken(hexToken("", 9)))
-        #expect(try await send(bad, n, to: d) == .rejected(status: 403, reason: "InvalidProviderToken", action: .fixApp))
-        #expect(try await send(bad, n, to: d) == .rejected(status: 403, reason: "InvalidProviderToken", action: .fixApp))
+        #expect(
+            try await send(bad, n, to: d) == .rejected(status: 403, reason: "InvalidProviderToken", action: .fixApp))
+        #expect(
+            try await send(bad, n, to: d) == .rejected(status: 403, reason: "InvalidProviderToken", action: .fixApp))
         #expect(try await send(good, n, to: d).isAccepted)
         #expect(bad.stopReason?.contains("Bad_App") == true)
         #expect(good.stopReason == nil)
@@ -156,18 +190,19 @@ let pools = HTTP2ConnectionPool.submitterFactory(logger: testLogger)
         let realNow = Date()
         let clock = ManualClock(realNow.addingTimeInterval(-7200))
         let registry = APNSTokenRegistry(clock: clock)
-        let provider = try APNSProvider(app: apnsApp(mock), tokens: registry, clock: clock, retryPolicy: fastRetry,
-                                        logger: testLogger, makeTransport: pools)
+        let provider = try APNSProvider(
+            app: apnsApp(mock), tokens: registry, clock: clock, retryPolicy: fastRetry,
+            logger: testLogger, makeTransport: pools)
         defer { provider.shutdown() }
         let tokens = try #require(provider.tokenProvider)
         let n = VolleyCore.Notification(body: "storm")
         for i in 0..<20 {
             let out = try await send(provider, n, to: Device(platform: .ios, token: DeviceToken(hexToken("", 100 + i))))
             #expect(out == .failed(reason: "ExpiredProviderToken", resendWasSafe: true))
-            clock.advance(by: 30)   // 10 minutes in all
+            clock.advance(by: 30) // 10 minutes in all
         }
         #expect(tokens.mintCount == 1, "no refresh inside 20 minutes, whatever APNs says")
-        clock.advance(by: 11 * 60)  // 21 minutes after the first token: one refresh allowed
+        clock.advance(by: 11 * 60) // 21 minutes after the first token: one refresh allowed
         _ = try await send(provider, n, to: Device(platform: .ios, token: DeviceToken(hexToken("", 200))))
         #expect(tokens.mintCount == 2)
         // Back to the real time: the next refresh is unprompted once the token is 50 minutes old, then accepted.
@@ -180,11 +215,14 @@ let pools = HTTP2ConnectionPool.submitterFactory(logger: testLogger)
     @Test func silentPushAndTopicSuffixAccepted() async throws {
         let mock = try MockServerFixture()
         defer { mock.stop() }
-        let provider = try APNSProvider(app: apnsApp(mock), tokens: APNSTokenRegistry(), retryPolicy: fastRetry,
-                                        logger: testLogger, makeTransport: pools)
+        let provider = try APNSProvider(
+            app: apnsApp(mock), tokens: APNSTokenRegistry(), retryPolicy: fastRetry,
+            logger: testLogger, makeTransport: pools)
         defer { provider.shutdown() }
         let d = Device(platform: .ios, token: DeviceToken(hexToken("", 7)))
-        #expect(try await send(provider, .init(data: ["recordId": .string("001")], contentAvailable: true), to: d).isAccepted)
+        #expect(
+            try await send(provider, .init(data: ["recordId": .string("001")], contentAvailable: true), to: d)
+                .isAccepted)
         for t in ["voip", "liveactivity", "widgets", "complication", "location", "pushtotalk", "fileprovider"] {
             #expect(try await send(provider, .init(body: "x", pushType: t), to: d).isAccepted, "push type \(t)")
         }
@@ -204,11 +242,13 @@ let pools = HTTP2ConnectionPool.submitterFactory(logger: testLogger)
         }
         var app = apnsApp(mock, name: "Cert_App")
         app.credentials = credentials
-        let provider = try APNSProvider(app: app, tokens: APNSTokenRegistry(), retryPolicy: fastRetry,
-                                        logger: testLogger, makeTransport: pools)
+        let provider = try APNSProvider(
+            app: app, tokens: APNSTokenRegistry(), retryPolicy: fastRetry,
+            logger: testLogger, makeTransport: pools)
         defer { provider.shutdown() }
         #expect(provider.tokenProvider == nil)
-        let out = try await send(provider, .init(body: "cert"), to: Device(platform: .ios, token: DeviceToken(hexToken("", 8))))
+        let out = try await send(
+            provider, .init(body: "cert"), to: Device(platform: .ios, token: DeviceToken(hexToken("", 8))))
         #expect(out.isAccepted)
     }
 
@@ -220,7 +260,8 @@ let pools = HTTP2ConnectionPool.submitterFactory(logger: testLogger)
         func startupError(_ app: APNSAppConfiguration, now: Date) -> String {
             let factory = HTTP2ConnectionPool.submitterFactory(logger: testLogger, now: { now })
             do {
-                let p = try APNSProvider(app: app, tokens: APNSTokenRegistry(), logger: testLogger, makeTransport: factory)
+                let p = try APNSProvider(
+                    app: app, tokens: APNSTokenRegistry(), logger: testLogger, makeTransport: factory)
                 p.shutdown()
                 return "started"
             } catch { return "\(error)" }
@@ -241,14 +282,16 @@ let pools = HTTP2ConnectionPool.submitterFactory(logger: testLogger)
     @Test func everyRowOfTheTable() async throws {
         let mock = try MockServerFixture()
         defer { mock.stop() }
-        try mock.configure(#"""
-        {"fcm": {"unregisteredPrefixes": ["gone"], "invalidPrefixes": ["bad"],
-                 "tokenReasons": {"t-internal": {"reason": "INTERNAL"}, "t-unavail": {"reason": "UNAVAILABLE"},
-                                  "t-quota": {"reason": "QUOTA_EXCEEDED", "retryAfter": 0},
-                                  "t-new": {"reason": "SOMETHING_NEW", "status": 400},
-                                  "t-sender": {"reason": "SENDER_ID_MISMATCH"}}}}
-        """#)
-        let provider = try FCMProvider(app: fcmApp(mock), retryPolicy: fastRetry, logger: testLogger, makeTransport: pools)
+        try mock.configure(
+            #"""
+            {"fcm": {"unregisteredPrefixes": ["gone"], "invalidPrefixes": ["bad"],
+                     "tokenReasons": {"t-internal": {"reason": "INTERNAL"}, "t-unavail": {"reason": "UNAVAILABLE"},
+                                      "t-quota": {"reason": "QUOTA_EXCEEDED", "retryAfter": 0},
+                                      "t-new": {"reason": "SOMETHING_NEW", "status": 400},
+                                      "t-sender": {"reason": "SENDER_ID_MISMATCH"}}}}
+            """#)
+        let provider = try FCMProvider(
+            app: fcmApp(mock), retryPolicy: fastRetry, logger: testLogger, makeTransport: pools)
         defer { provider.shutdown() }
         let n = VolleyCore.Notification(title: "Hello", body: "World", data: ["k": .string("v")])
         func to(_ t: String) -> Device { Device(platform: .android, token: DeviceToken(t)) }
@@ -260,26 +303,38 @@ let pools = HTTP2ConnectionPool.submitterFactory(logger: testLogger)
             provider.attemptOnce(prepared, to: to("tok-ok-1")) { result, _ in c.resume(returning: result) }
         }
         #expect(once.messageID?.hasPrefix("projects/\(mock.fcmProjectID)/messages/") == true)
-        #expect(try await send(provider, n, to: to("gone-1")) == .rejected(status: 404, reason: "UNREGISTERED", action: .removeToken))
+        #expect(
+            try await send(provider, n, to: to("gone-1"))
+                == .rejected(status: 404, reason: "UNREGISTERED", action: .removeToken))
         let bad = try await send(provider, n, to: to("bad-1"))
-        guard case .rejected(400, _, .removeToken) = bad else { Issue.record("\(bad)"); return }
+        guard case .rejected(400, _, .removeToken) = bad else {
+            Issue.record("\(bad)")
+            return
+        }
         for t in ["t-internal", "t-unavail", "t-quota"] {
             let before = mock.stats().totalRequests
             let out = try await send(provider, n, to: to(t))
-            guard case .failed(_, true) = out else { Issue.record("\(t): \(out)"); continue }
+            guard case .failed(_, true) = out else {
+                Issue.record("\(t): \(out)")
+                continue
+            }
             #expect(mock.stats().totalRequests - before == fastRetry.maxAttempts, "\(t)")
         }
         // The message itself is invalid (a raw android.ttl FCM refuses): job error, not retried.
-        let invalid = try await send(provider, .init(title: "x", fcm: .object(["android": .object(["ttl": .string("soon")])])),
-                                     to: to("tok-ok-2"))
+        let invalid = try await send(
+            provider, .init(title: "x", fcm: .object(["android": .object(["ttl": .string("soon")])])),
+            to: to("tok-ok-2"))
         #expect(invalid == .rejected(status: 400, reason: "INVALID_ARGUMENT", action: .invalidNotification))
-        #expect(try await send(provider, n, to: to("t-new")) == .rejected(status: 400, reason: "SOMETHING_NEW", action: .unknown))
+        #expect(
+            try await send(provider, n, to: to("t-new"))
+                == .rejected(status: 400, reason: "SOMETHING_NEW", action: .unknown))
         let fix = try await send(provider, n, to: to("t-sender"))
         #expect(fix == .rejected(status: 403, reason: "SENDER_ID_MISMATCH", action: .fixApp))
         #expect(try await send(provider, n, to: to("tok-ok-3")) == fix)
         #expect(provider.stopReason?.contains("Test_App") == true)
         // Another app on the same project keeps going.
-        let other = try FCMProvider(app: fcmApp(mock, name: "Other_App"), retryPolicy: fastRetry, logger: testLogger, makeTransport: pools)
+        let other = try FCMProvider(
+            app: fcmApp(mock, name: "Other_App"), retryPolicy: fastRetry, logger: testLogger, makeTransport: pools)
         defer { other.shutdown() }
         #expect(try await send(other, n, to: to("tok-ok-4")).isAccepted)
     }
@@ -287,14 +342,17 @@ let pools = HTTP2ConnectionPool.submitterFactory(logger: testLogger)
     @Test func oauthSingleFlight() async throws {
         let mock = try MockServerFixture()
         defer { mock.stop() }
-        let provider = try FCMProvider(app: fcmApp(mock), retryPolicy: fastRetry, logger: testLogger, makeTransport: pools)
+        let provider = try FCMProvider(
+            app: fcmApp(mock), retryPolicy: fastRetry, logger: testLogger, makeTransport: pools)
         defer { provider.shutdown() }
         let prepared = try provider.prepare(.init(title: "t"), jobID: "job-sf")
         let outcomes = await withTaskGroup(of: DeliveryOutcome.self) { group in
             for i in 0..<50 {
                 group.addTask {
                     await withCheckedContinuation { c in
-                        provider.send(prepared, to: Device(platform: .android, token: DeviceToken("tok-\(i)")), jobID: "job-sf") {
+                        provider.send(
+                            prepared, to: Device(platform: .android, token: DeviceToken("tok-\(i)")), jobID: "job-sf"
+                        ) {
                             c.resume(returning: $0)
                         }
                     }
@@ -324,8 +382,10 @@ let pools = HTTP2ConnectionPool.submitterFactory(logger: testLogger)
             for i in 0..<20 {
                 group.addTask {
                     await withCheckedContinuation { c in
-                        provider.send(prepared, to: Device(platform: .android, token: DeviceToken("tok-\(i)")),
-                                      jobID: "job-cap") { c.resume(returning: $0) }
+                        provider.send(
+                            prepared, to: Device(platform: .android, token: DeviceToken("tok-\(i)")),
+                            jobID: "job-cap"
+                        ) { c.resume(returning: $0) }
                     }
                 }
             }
@@ -343,8 +403,9 @@ let pools = HTTP2ConnectionPool.submitterFactory(logger: testLogger)
         // Tokens live 2 s at the mock; our clock stands still, so our cache still trusts the first one.
         try mock.configure(#"{"fcm": {"accessTokenLifetimeSeconds": 2}}"#)
         let clock = ManualClock(Date())
-        let provider = try FCMProvider(app: fcmApp(mock), clock: clock, retryPolicy: fastRetry, logger: testLogger,
-                                       makeTransport: pools)
+        let provider = try FCMProvider(
+            app: fcmApp(mock), clock: clock, retryPolicy: fastRetry, logger: testLogger,
+            makeTransport: pools)
         defer { provider.shutdown() }
         let d = Device(platform: .android, token: DeviceToken("tok-401"))
         #expect(try await send(provider, .init(title: "a"), to: d).isAccepted)
@@ -372,12 +433,15 @@ let pools = HTTP2ConnectionPool.submitterFactory(logger: testLogger)
         clock.advance(by: 3600 - 301)
         #expect(try await send(provider, .init(title: "b"), to: d).isAccepted)
         #expect(mock.stats().tokenRequests == 1)
-        clock.advance(by: 2)   // inside the last 5 minutes: refresh
+        clock.advance(by: 2) // inside the last 5 minutes: refresh
         // Our clock is now ~1 h ahead of the mock's, so the mock refuses the assertion (iat in the future):
         // what matters is that a token request was made, and that a refused service account means fix-app.
         let refused = try await send(provider, .init(title: "c"), to: d)
         #expect(mock.stats().tokenRequests == 2)
-        guard case .rejected(400, let reason, .fixApp) = refused else { Issue.record("\(refused)"); return }
+        guard case .rejected(400, let reason, .fixApp) = refused else {
+            Issue.record("\(refused)")
+            return
+        }
         #expect(reason == "oauth:invalid_grant")
     }
 
@@ -388,7 +452,9 @@ let pools = HTTP2ConnectionPool.submitterFactory(logger: testLogger)
         defer { provider.shutdown() }
         let prepared = try provider.prepare(.init(title: "dry"), validateOnly: true)
         let result = await withCheckedContinuation { c in
-            provider.attemptOnce(prepared, to: Device(platform: .android, token: DeviceToken("tok-dry"))) { r, _ in c.resume(returning: r) }
+            provider.attemptOnce(prepared, to: Device(platform: .android, token: DeviceToken("tok-dry"))) { r, _ in
+                c.resume(returning: r)
+            }
         }
         #expect(result.decision == .accepted)
         #expect(mock.stats().fcmValidateOnly == 1)

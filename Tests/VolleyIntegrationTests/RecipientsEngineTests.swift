@@ -7,7 +7,8 @@ import VolleyStore
 import VolleyTestDoubles
 import VolleyTestSupport
 
-/// Recipients, inbox, types and quotas through the real engine and a real redis-server (fake senders stand in for APNs/FCM here; the
+/// Recipients, inbox, types and quotas through the real engine and a real redis-server (fake senders stand in for
+/// APNs/FCM here; the
 /// quota test against the real mock is `tools/quota-exactness.sh`).
 @Suite(.serialized) struct RecipientsEngineTests {
     struct Stores {
@@ -18,24 +19,32 @@ import VolleyTestSupport
         var shards: RedisShardCoordinator? = nil
         var shardSize = 50_000
         var resolver: DirectoryRecipientResolver {
-            DirectoryRecipientResolver(directory: directory, inbox: inbox, types: types, shards: shards, shardSize: shardSize,
-                                       usersPerRead: 100)
+            DirectoryRecipientResolver(
+                directory: directory, inbox: inbox, types: types, shards: shards, shardSize: shardSize,
+                usersPerRead: 100)
         }
     }
 
     func stores(_ h: EngineHarness, name: String, iosLimit: Int = 20_000) -> Stores {
-        Stores(directory: RedisDirectory(client: h.redis.client(name: "\(name)-dir")),
-               inbox: RedisInboxStore(client: h.redis.client(name: "\(name)-inbox")),
-               types: RedisNotificationTypeStore(client: h.redis.client(name: "\(name)-types")),
-               quota: RedisQuotaStore(client: h.redis.client(name: "\(name)-quota"), defaults: QuotaLimits(ios: iosLimit, android: 10_000)))
+        Stores(
+            directory: RedisDirectory(client: h.redis.client(name: "\(name)-dir")),
+            inbox: RedisInboxStore(client: h.redis.client(name: "\(name)-inbox")),
+            types: RedisNotificationTypeStore(client: h.redis.client(name: "\(name)-types")),
+            quota: RedisQuotaStore(
+                client: h.redis.client(name: "\(name)-quota"), defaults: QuotaLimits(ios: iosLimit, android: 10_000)))
     }
 
-    func worker(_ h: EngineHarness, _ s: Stores, apps: [AppName: [Platform: any PushSender]], consumer: String) -> PipelineWorker {
-        let c = WorkerConfiguration(consumer: consumer, concurrentJobs: 2, inFlight: 200, blockMillis: 100,
-                                    reclaimIdleMillis: 60_000, reclaimIntervalMillis: 200, maxDeliveries: 5,
-                                    drainDeadlineSeconds: 5, recordBatch: 100, chunkSize: 250)
-        let backend = RedisPipelineBackend(endpoint: h.redis.endpoint, store: h.store, consumer: consumer, options: .init(giveUpAfter: 30))
-        return PipelineWorker(configuration: c, backend: backend, apps: StaticAppDirectory(apps), resolver: s.resolver, quota: s.quota)
+    func worker(_ h: EngineHarness, _ s: Stores, apps: [AppName: [Platform: any PushSender]], consumer: String)
+        -> PipelineWorker
+    {
+        let c = WorkerConfiguration(
+            consumer: consumer, concurrentJobs: 2, inFlight: 200, blockMillis: 100,
+            reclaimIdleMillis: 60_000, reclaimIntervalMillis: 200, maxDeliveries: 5,
+            drainDeadlineSeconds: 5, recordBatch: 100, chunkSize: 250)
+        let backend = RedisPipelineBackend(
+            endpoint: h.redis.endpoint, store: h.store, consumer: consumer, options: .init(giveUpAfter: 30))
+        return PipelineWorker(
+            configuration: c, backend: backend, apps: StaticAppDirectory(apps), resolver: s.resolver, quota: s.quota)
     }
 
     @Test func mixedRecipientsReachTheExactDeviceSetOnce() throws {
@@ -44,28 +53,35 @@ import VolleyTestSupport
         // user0…user9, 2 devices each; user3 and user8 inactive; user9 has no device.
         try h.register(users: 9, devicesPerUser: 2)
         let s = stores(h, name: "t")
-        var recs = (0..<10).map { DirectoryRecord(org: "org1", kind: .user, id: RecipientID("user\($0)"), active: ($0 == 3 || $0 == 8) ? false : nil) }
+        var recs = (0..<10).map {
+            DirectoryRecord(
+                org: "org1", kind: .user, id: RecipientID("user\($0)"), active: ($0 == 3 || $0 == 8) ? false : nil)
+        }
         recs += [
             DirectoryRecord(org: "org1", kind: .group, id: "gA", members: ["user0", "gB"]),
             DirectoryRecord(org: "org1", kind: .group, id: "gB", members: ["user1", "user3", "gC"]),
-            DirectoryRecord(org: "org1", kind: .group, id: "gC", members: ["user2", "gA"]),          // cycle
-            DirectoryRecord(org: "org1", kind: .queue, id: "q1", members: ["user4", "gC"]),          // queue with a group
+            DirectoryRecord(org: "org1", kind: .group, id: "gC", members: ["user2", "gA"]), // cycle
+            DirectoryRecord(org: "org1", kind: .queue, id: "q1", members: ["user4", "gC"]), // queue with a group
             DirectoryRecord(org: "org1", kind: .accountTeam, id: "001ACC", members: ["user5", "user0"]),
             DirectoryRecord(org: "org1", kind: .opportunityTeam, id: "006OPP", members: ["user6", "user8", "user9"]),
         ]
         try s.directory.importRecords(recs)
-        let ios = FakePushSender(platform: .ios), android = FakePushSender(platform: .android)
+        let ios = FakePushSender(platform: .ios)
+        let android = FakePushSender(platform: .android)
         let w = worker(h, s, apps: ["app1": [.ios: ios, .android: android]], consumer: "w1")
         try w.start()
         defer { w.drain(deadline: 1) }
-        try h.producer.enqueue(PushJob(id: "mix", org: "org1", app: "app1",
-                                       recipients: ["q1", "gA", "001ACC", "006OPP", "user1", "user3", "ghost", "gB"],
-                                       notification: VolleyCore.Notification(title: "Deal", body: "Closed", type: nil, targetId: "006OPP")))
+        try h.producer.enqueue(
+            PushJob(
+                id: "mix", org: "org1", app: "app1",
+                recipients: ["q1", "gA", "001ACC", "006OPP", "user1", "user3", "ghost", "gB"],
+                notification: VolleyCore.Notification(title: "Deal", body: "Closed", type: nil, targetId: "006OPP")))
         #expect(eventually { (try? h.report(for: "mix")) != nil })
         let r = try #require(try h.report(for: "mix"))
         // Active users reached: 0,1,2,4,5,6,9 (3 and 8 inactive); 9 has no device.
         let expectedUsers = [0, 1, 2, 4, 5, 6]
-        let expected = Set(expectedUsers.flatMap { u in (0..<2).map { "tok-u\(u)-d\($0)-" + String(repeating: "a", count: 16) } })
+        let expected = Set(
+            expectedUsers.flatMap { u in (0..<2).map { "tok-u\(u)-d\($0)-" + String(repeating: "a", count: 16) } })
         let sent = ios.perToken.merging(android.perToken, uniquingKeysWith: +)
         #expect(Set(sent.keys) == expected)
         #expect(sent.values.allSatisfy { $0 == 1 })
@@ -83,19 +99,26 @@ import VolleyTestSupport
         defer { h.redis.stop() }
         try h.register(users: 4, devicesPerUser: 1)
         let s = stores(h, name: "t")
-        try s.directory.importRecords([DirectoryRecord(org: "org1", kind: .group, id: "g", members: ["user0", "user1", "user2", "user3"])])
+        try s.directory.importRecords([
+            DirectoryRecord(org: "org1", kind: .group, id: "g", members: ["user0", "user1", "user2", "user3"])
+        ])
         try s.types.setType(org: "org1", NotificationType(id: "alert", name: "Alert"))
         try s.types.setType(org: "org1", NotificationType(id: "quiet", name: "Quiet"))
         try s.types.setSetting(org: "org1", app: "app1", typeID: "alert", enabled: false, pushEnabled: nil)
         try s.types.setSetting(org: "org1", app: "app1", typeID: "quiet", enabled: nil, pushEnabled: false)
-        let ios = FakePushSender(platform: .ios), android = FakePushSender(platform: .android)
+        let ios = FakePushSender(platform: .ios)
+        let android = FakePushSender(platform: .android)
         let w = worker(h, s, apps: ["app1": [.ios: ios, .android: android]], consumer: "w1")
         try w.start()
         defer { w.drain(deadline: 1) }
-        try h.producer.enqueue(PushJob(id: "off", org: "org1", app: "app1", recipients: ["g"],
-                                       notification: VolleyCore.Notification(title: "x", body: "y", type: "alert")))
-        try h.producer.enqueue(PushJob(id: "inapp", org: "org1", app: "app1", recipients: ["g"],
-                                       notification: VolleyCore.Notification(title: "x", body: "y", type: "quiet")))
+        try h.producer.enqueue(
+            PushJob(
+                id: "off", org: "org1", app: "app1", recipients: ["g"],
+                notification: VolleyCore.Notification(title: "x", body: "y", type: "alert")))
+        try h.producer.enqueue(
+            PushJob(
+                id: "inapp", org: "org1", app: "app1", recipients: ["g"],
+                notification: VolleyCore.Notification(title: "x", body: "y", type: "quiet")))
         #expect(eventually { (try? h.report(for: "off")) != nil && (try? h.report(for: "inapp")) != nil })
         let off = try #require(try h.report(for: "off"))
         #expect(off.status == "not_enabled" && off.devices == 0 && off.inAppStored == 0)
@@ -111,19 +134,33 @@ import VolleyTestSupport
         defer { h.redis.stop() }
         try h.register(users: 2, devicesPerUser: 1)
         let s = stores(h, name: "t")
-        try s.directory.importRecords([DirectoryRecord(org: "org1", kind: .group, id: "g", members: ["user0", "user1"])])
-        let ios = FakePushSender(platform: .ios), android = FakePushSender(platform: .android)
+        try s.directory.importRecords([
+            DirectoryRecord(org: "org1", kind: .group, id: "g", members: ["user0", "user1"])
+        ])
+        let ios = FakePushSender(platform: .ios)
+        let android = FakePushSender(platform: .android)
         let w = worker(h, s, apps: ["app1": [.ios: ios, .android: android]], consumer: "w1")
         try w.start()
         defer { w.drain(deadline: 1) }
-        let alert: JSONValue = .object(["aps": .object(["alert": .object([
-            "title": .string("Case escalated"), "body": .string("Acme Corp, priority high")])])])
-        let hint: JSONValue = .object(["aps": .object(["content-available": .number(1)]),
-                                       "recordId": .string("001xx")])
-        try h.producer.enqueue(PushJob(id: "raw-alert", org: "org1", app: "app1", recipients: ["g"],
-                                       notification: VolleyCore.Notification(), apns: alert))
-        try h.producer.enqueue(PushJob(id: "raw-hint", org: "org1", app: "app1", recipients: ["g"],
-                                       notification: VolleyCore.Notification(), apns: hint))
+        let alert: JSONValue = .object([
+            "aps": .object([
+                "alert": .object([
+                    "title": .string("Case escalated"), "body": .string("Acme Corp, priority high"),
+                ])
+            ])
+        ])
+        let hint: JSONValue = .object([
+            "aps": .object(["content-available": .number(1)]),
+            "recordId": .string("001xx"),
+        ])
+        try h.producer.enqueue(
+            PushJob(
+                id: "raw-alert", org: "org1", app: "app1", recipients: ["g"],
+                notification: VolleyCore.Notification(), apns: alert))
+        try h.producer.enqueue(
+            PushJob(
+                id: "raw-hint", org: "org1", app: "app1", recipients: ["g"],
+                notification: VolleyCore.Notification(), apns: hint))
         #expect(eventually { (try? h.report(for: "raw-alert")) != nil && (try? h.report(for: "raw-hint")) != nil })
         #expect(try h.report(for: "raw-alert")?.inAppStored == 2)
         #expect(try h.report(for: "raw-hint")?.inAppStored == 0)
@@ -140,8 +177,11 @@ import VolleyTestSupport
         try h.register(users: 5000, devicesPerUser: 1, platform: { _ in .ios })
         let setup = stores(h, name: "setup")
         for g in 0..<6 {
-            try setup.directory.importRecords([DirectoryRecord(org: "org1", kind: .group, id: RecipientID("g\(g)"),
-                                                               members: (g * 1000..<(g + 1) * 1000).map { RecipientID("user\($0)") })])
+            try setup.directory.importRecords([
+                DirectoryRecord(
+                    org: "org1", kind: .group, id: RecipientID("g\(g)"),
+                    members: (g * 1000..<(g + 1) * 1000).map { RecipientID("user\($0)") })
+            ])
         }
         let dead: @Sendable (Device) -> DeliveryOutcome = { d in
             let u = Int(d.token.rawValue.dropFirst(5).prefix { $0 != "-" }) ?? 0
@@ -158,8 +198,10 @@ import VolleyTestSupport
         }
         defer { for w in workers { w.drain(deadline: 1) } }
         for g in 0..<6 {
-            try h.producer.enqueue(PushJob(id: JobID("q\(g)"), org: "org1", app: "app1", recipients: [RecipientID("g\(g)")],
-                                           notification: VolleyCore.Notification(title: "t", body: "b")))
+            try h.producer.enqueue(
+                PushJob(
+                    id: JobID("q\(g)"), org: "org1", app: "app1", recipients: [RecipientID("g\(g)")],
+                    notification: VolleyCore.Notification(title: "t", body: "b")))
         }
         #expect(eventually(timeout: 60) { (0..<6).allSatisfy { (try? h.report(for: JobID("q\($0)"))) != nil } })
         let reports = try (0..<6).compactMap { try h.report(for: JobID("q\($0)")) }
@@ -182,12 +224,16 @@ import VolleyTestSupport
         defer { h.redis.stop() }
         try h.register(users: 2500, devicesPerUser: 1)
         let setup = stores(h, name: "setup")
-        try setup.directory.importRecords([DirectoryRecord(org: "org1", kind: .group, id: "all",
-                                                           members: (0..<2600).map { RecipientID("user\($0)") })])
+        try setup.directory.importRecords([
+            DirectoryRecord(
+                org: "org1", kind: .group, id: "all",
+                members: (0..<2600).map { RecipientID("user\($0)") })
+        ])
         var workers: [PipelineWorker] = []
         var senders: [FakePushSender] = []
         for i in 0..<3 {
-            let ios = FakePushSender(platform: .ios, latency: 0.001), android = FakePushSender(platform: .android, latency: 0.001)
+            let ios = FakePushSender(platform: .ios, latency: 0.001)
+            let android = FakePushSender(platform: .android, latency: 0.001)
             senders += [ios, android]
             var s = stores(h, name: "w\(i)")
             s.shards = RedisShardCoordinator(client: h.redis.client(name: "w\(i)-shards"), jobStream: h.store.jobStream)
@@ -197,8 +243,10 @@ import VolleyTestSupport
             workers.append(w)
         }
         defer { for w in workers { w.drain(deadline: 1) } }
-        try h.producer.enqueue(PushJob(id: "camp", org: "org1", app: "app1", recipients: ["all", "ghost"],
-                                       notification: VolleyCore.Notification(title: "Big", body: "Sale")))
+        try h.producer.enqueue(
+            PushJob(
+                id: "camp", org: "org1", app: "app1", recipients: ["all", "ghost"],
+                notification: VolleyCore.Notification(title: "Big", body: "Sale")))
         #expect(eventually(timeout: 60) { (try? h.report(for: "camp")) != nil })
         let r = try #require(try h.report(for: "camp"))
         #expect(r.shards == 3)

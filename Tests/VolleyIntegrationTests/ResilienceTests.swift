@@ -13,12 +13,17 @@ import VolleyTestSupport
         defer { h.redis.stop() }
         let ios = FakePushSender(platform: .ios, latency: 0.002)
         let android = FakePushSender(platform: .android, latency: 0.002)
-        let worker = h.worker(["app1": [.ios: ios, .android: android]]) { $0.inFlight = 200; $0.concurrentJobs = 1 }
+        let worker = h.worker(["app1": [.ios: ios, .android: android]]) {
+            $0.inFlight = 200
+            $0.concurrentJobs = 1
+        }
         try worker.start()
         defer { worker.drain(deadline: 1) }
         let devices = explicitDevices(20_000)
-        try h.producer.enqueue(PushJob(id: "big", org: "org1", app: "app1", devices: devices,
-                                       notification: VolleyCore.Notification(title: "t")))
+        try h.producer.enqueue(
+            PushJob(
+                id: "big", org: "org1", app: "app1", devices: devices,
+                notification: VolleyCore.Notification(title: "t")))
         #expect(eventually { ios.total + android.total > 4_000 })
         try h.redis.restart()
         #expect(eventually(timeout: 60) { (try? h.report(for: "big")) != nil })
@@ -42,27 +47,34 @@ import VolleyTestSupport
         let slowI = FakePushSender(platform: .ios, latency: 0.02)
         let slowA = FakePushSender(platform: .android, latency: 0.02)
         let w1 = h.worker(["app1": [.ios: slowI, .android: slowA]], consumer: "w1") {
-            $0.inFlight = 50; $0.concurrentJobs = 1; $0.recordBatch = 20
+            $0.inFlight = 50
+            $0.concurrentJobs = 1
+            $0.recordBatch = 20
         }
         try w1.start()
-        try h.producer.enqueue(PushJob(id: "quick", org: "org1", app: "app1", devices: explicitDevices(4, prefix: "q"),
-                                       notification: VolleyCore.Notification(title: "t")))
+        try h.producer.enqueue(
+            PushJob(
+                id: "quick", org: "org1", app: "app1", devices: explicitDevices(4, prefix: "q"),
+                notification: VolleyCore.Notification(title: "t")))
         #expect(eventually { (try? h.report(for: "quick")) != nil })
-        try h.producer.enqueue(PushJob(id: "drained", org: "org1", app: "app1", devices: explicitDevices(2_000),
-                                       notification: VolleyCore.Notification(title: "t")))
+        try h.producer.enqueue(
+            PushJob(
+                id: "drained", org: "org1", app: "app1", devices: explicitDevices(2_000),
+                notification: VolleyCore.Notification(title: "t")))
         #expect(eventually { slowI.total + slowA.total > 100 })
         #expect(w1.drain(deadline: 0.2))
-        let firstSends = slowI.total + slowA.total - 4     // minus the quick job's 4 devices
+        let firstSends = slowI.total + slowA.total - 4 // minus the quick job's 4 devices
         #expect(firstSends < 2_000)
-        #expect(try h.report(for: "drained") == nil)        // not acked, no report
+        #expect(try h.report(for: "drained") == nil) // not acked, no report
         #expect(try h.producer.pendingCount() == 1)
         let recordedByFirst = try h.ledger(job: "drained").count
-        #expect(recordedByFirst == firstSends)               // everything that finished was recorded
+        #expect(recordedByFirst == firstSends) // everything that finished was recorded
 
         let fastI = FakePushSender(platform: .ios)
         let fastA = FakePushSender(platform: .android)
         let w2 = h.worker(["app1": [.ios: fastI, .android: fastA]], consumer: "w2") {
-            $0.reclaimIdleMillis = 200; $0.reclaimIntervalMillis = 50
+            $0.reclaimIdleMillis = 200
+            $0.reclaimIntervalMillis = 50
         }
         try w2.start()
         defer { w2.drain(deadline: 1) }
@@ -70,7 +82,7 @@ import VolleyTestSupport
         let report = try #require(try h.report(for: "drained"))
         #expect(report.accepted == 2_000)
         #expect(report.alreadyRecorded == recordedByFirst)
-        #expect(fastI.total + fastA.total == 2_000 - recordedByFirst)  // no duplicates after a graceful drain
+        #expect(fastI.total + fastA.total == 2_000 - recordedByFirst) // no duplicates after a graceful drain
         #expect(try h.ledger(job: "drained").count == 2_000)
     }
 }

@@ -9,16 +9,22 @@ import VolleyTestSupport
         [ProviderApp(name: "Test_App", apns: apnsApp(mock), fcm: fcmApp(mock))]
     }
 
-    func run(_ mock: MockServerFixture, _ platform: Platform, _ token: String, _ n: VolleyCore.Notification,
-             dryRun: Bool = false, app: String = "Test_App") async -> TestPushResult {
-        await TestPush.run(.init(app: app, platform: platform, token: token, notification: n, dryRun: dryRun),
-                           apps: apps(mock), logger: testLogger, makeTransport: pools)
+    func run(
+        _ mock: MockServerFixture, _ platform: Platform, _ token: String, _ n: VolleyCore.Notification,
+        dryRun: Bool = false, app: String = "Test_App"
+    ) async -> TestPushResult {
+        await TestPush.run(
+            .init(app: app, platform: platform, token: token, notification: n, dryRun: dryRun),
+            apps: apps(mock), logger: testLogger, makeTransport: pools)
     }
 
     @Test func outcomesAndJSONKeys() async throws {
         let mock = try MockServerFixture()
         defer { mock.stop() }
-        try mock.configure(#"{"apns": {"unregisteredPrefixes": ["dead"]}, "fcm": {"reasonPrefixes": {"quota": {"reason": "QUOTA_EXCEEDED"}, "sender": {"reason": "SENDER_ID_MISMATCH"}}}}"#)
+        try mock.configure(
+            #"{"apns": {"unregisteredPrefixes": ["dead"]}, "fcm": {"reasonPrefixes": {"quota": {"reason": "#
+                + #""QUOTA_EXCEEDED"}, "sender": {"reason": "SENDER_ID_MISMATCH"}}}}"#
+        )
         let n = VolleyCore.Notification(title: "Hi", body: "there")
 
         let ios = await run(mock, .ios, hexToken("", 1), n)
@@ -28,7 +34,7 @@ import VolleyTestSupport
         let json = try JSONSerialization.jsonObject(with: JSONEncoder().encode(ios)) as? [String: Any]
         #expect(json?["status"] as? Int == 200)
         #expect(json?["outcome"] as? String == "accepted")
-        #expect(json?.keys.contains("reason") == true)   // contract key, null when accepted
+        #expect(json?.keys.contains("reason") == true) // contract key, null when accepted
 
         let dead = await run(mock, .ios, hexToken("dead", 2), n)
         #expect(dead.outcome == "remove-token")
@@ -69,27 +75,27 @@ import VolleyTestSupport
         defer { mock.stop() }
         let dir = URL(fileURLWithPath: mock.stateDirectory)
         let yaml = """
-        apps:
-          - name: Test_App
-            apns:
-              keyFile: \(URL(fileURLWithPath: mock.apnsKeyFile).lastPathComponent)
-              keyId: \(mock.apnsKeyID)
-              teamId: \(mock.apnsTeamID)
-              topic: \(mock.apnsTopic)
-              environment: sandbox
-              host: \(mock.host)
-              port: \(mock.port)
-              caFile: \(mock.caFile)
-            fcm:
-              serviceAccountFile: \(mock.serviceAccountFile)
-              endpoint: https://\(mock.host):\(mock.port)
-              caFile: \(mock.caFile)
-          - name: Cert_App
-            apns:
-              certFile: \(mock.clientCertificateFile)
-              certKeyFile: \(mock.clientKeyFile)
-              topic: com.example.cert
-        """
+            apps:
+              - name: Test_App
+                apns:
+                  keyFile: \(URL(fileURLWithPath: mock.apnsKeyFile).lastPathComponent)
+                  keyId: \(mock.apnsKeyID)
+                  teamId: \(mock.apnsTeamID)
+                  topic: \(mock.apnsTopic)
+                  environment: sandbox
+                  host: \(mock.host)
+                  port: \(mock.port)
+                  caFile: \(mock.caFile)
+                fcm:
+                  serviceAccountFile: \(mock.serviceAccountFile)
+                  endpoint: https://\(mock.host):\(mock.port)
+                  caFile: \(mock.caFile)
+              - name: Cert_App
+                apns:
+                  certFile: \(mock.clientCertificateFile)
+                  certKeyFile: \(mock.clientKeyFile)
+                  topic: com.example.cert
+            """
         let apps = ProviderApps.from(try VolleyConfiguration.parse(yaml: yaml, baseDirectory: dir))
         #expect(apps.count == 2)
         let a = try #require(apps[0].apns)
@@ -98,15 +104,20 @@ import VolleyTestSupport
         #expect(a.clientConfiguration(for: .sandbox).host == mock.host)
         #expect(a.clientConfiguration(for: .sandbox).port == mock.port)
         let c = try #require(apps[1].apns)
-        #expect(c.clientCertificate == .pem(certificateFile: mock.clientCertificateFile, privateKeyFile: mock.clientKeyFile, passphrase: nil))
+        #expect(
+            c.clientCertificate
+                == .pem(
+                    certificateFile: mock.clientCertificateFile, privateKeyFile: mock.clientKeyFile, passphrase: nil))
         #expect(c.clientConfiguration(for: .production).host == "api.push.apple.com")
         #expect(c.clientConfiguration(for: .sandbox).host == "api.sandbox.push.apple.com")
         let n = VolleyCore.Notification(title: "from yaml")
-        let ios = await TestPush.run(.init(app: "Test_App", platform: .ios, token: hexToken("", 11), notification: n),
-                                     apps: apps, logger: testLogger, makeTransport: pools)
+        let ios = await TestPush.run(
+            .init(app: "Test_App", platform: .ios, token: hexToken("", 11), notification: n),
+            apps: apps, logger: testLogger, makeTransport: pools)
         #expect(ios.outcome == "accepted")
-        let android = await TestPush.run(.init(app: "Test_App", platform: .android, token: "tok-yaml", notification: n),
-                                         apps: apps, logger: testLogger, makeTransport: pools)
+        let android = await TestPush.run(
+            .init(app: "Test_App", platform: .android, token: "tok-yaml", notification: n),
+            apps: apps, logger: testLogger, makeTransport: pools)
         #expect(android.outcome == "accepted")
     }
 }

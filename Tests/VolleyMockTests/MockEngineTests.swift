@@ -1,13 +1,15 @@
 import Foundation
 import Testing
 import VolleyHTTP2
+
 @testable import VolleyMock
 
 /// Pure request-handling tests of the mock (no sockets): validation table, JWT caching, FCM, fault injection, stats.
 
 /// One state directory for the whole file: creating RSA/EC keys and certificates is the slow part.
 let mockTestCredentials: Result<MockCredentials, any Error> = Result {
-    try MockCredentials.loadOrCreate(stateDirectory: NSTemporaryDirectory() + "volley-mock-unit-" + UUID().uuidString.prefix(8))
+    try MockCredentials.loadOrCreate(
+        stateDirectory: NSTemporaryDirectory() + "volley-mock-unit-" + UUID().uuidString.prefix(8))
 }
 
 func makeEngine(_ json: String? = nil) throws -> MockEngine {
@@ -19,14 +21,19 @@ func makeEngine(_ json: String? = nil) throws -> MockEngine {
     return engine
 }
 
-func openConnection(_ engine: MockEngine, id: UInt64 = 1, clientCertificate: Bool = false) -> (MockConnectionState, UInt32?) {
+func openConnection(_ engine: MockEngine, id: UInt64 = 1, clientCertificate: Bool = false) -> (
+    MockConnectionState, UInt32?
+) {
     engine.connectionOpened(id: id, clientCertificate: clientCertificate, serverMaxStreams: 1000)
 }
 
-let validBody = Array(#"{"aps":{"alert":{"title":"Hello","body":"World"},"badge":1,"sound":"default"},"k":[1,2.5e3,true,null]}"#.utf8)
+let validBody = Array(
+    #"{"aps":{"alert":{"title":"Hello","body":"World"},"badge":1,"sound":"default"},"k":[1,2.5e3,true,null]}"#.utf8)
 
-func apnsRequest(token: String = "a1b2c3d4e5f6", jwt: String?, headers extra: [HTTP2Header] = [],
-                 method: String = "POST", body: [UInt8] = validBody, topic: String? = nil, streamID: Int32 = 1) throws -> MockRequest {
+func apnsRequest(
+    token: String = "a1b2c3d4e5f6", jwt: String?, headers extra: [HTTP2Header] = [],
+    method: String = "POST", body: [UInt8] = validBody, topic: String? = nil, streamID: Int32 = 1
+) throws -> MockRequest {
     let creds = try mockTestCredentials.get()
     var headers: [HTTP2Header] = []
     if let jwt { headers.append(HTTP2Header("authorization", "bearer " + jwt)) }
@@ -64,11 +71,15 @@ func reason(_ r: HTTP2Response) -> String? {
         #expect(ca1.hasPrefix("-----BEGIN CERTIFICATE-----"))
         #expect(a.clientP12File != nil, "openssl pkcs12 -export should have produced client.p12")
         // The server certificate verifies against the CA with the SAN the clients use (openssl CLI as a witness).
-        let out = try runTool("/usr/bin/openssl", ["verify", "-CAfile", a.caFile, "-verify_ip", "127.0.0.1", a.serverCertificateFile])
+        let out = try runTool(
+            "/usr/bin/openssl", ["verify", "-CAfile", a.caFile, "-verify_ip", "127.0.0.1", a.serverCertificateFile])
         #expect(out.contains(": OK"))
-        let out2 = try runTool("/usr/bin/openssl", ["verify", "-CAfile", a.caFile, "-verify_hostname", "localhost", a.serverCertificateFile])
+        let out2 = try runTool(
+            "/usr/bin/openssl",
+            ["verify", "-CAfile", a.caFile, "-verify_hostname", "localhost", a.serverCertificateFile])
         #expect(out2.contains(": OK"))
-        let out3 = try runTool("/usr/bin/openssl", ["verify", "-CAfile", a.clientCAFile, "-purpose", "sslclient", a.clientCertificateFile])
+        let out3 = try runTool(
+            "/usr/bin/openssl", ["verify", "-CAfile", a.clientCAFile, "-purpose", "sslclient", a.clientCertificateFile])
         #expect(out3.contains(": OK"))
     }
 
@@ -104,7 +115,8 @@ func runTool(_ path: String, _ args: [String]) throws -> String {
         (#"{"a":"\u00e9\n","b":[true,false,null],"c":-0.5e-3}"#, .object), ("{\"é\":\"日本\"}", .object),
         (#"{"a":1,}"#, nil), (#"{"a" 1}"#, nil), (#"{'a':1}"#, nil), (#"{"a":01}"#, nil), (#"{"a":1} x"#, nil),
         (#"{"a":"\x"}"#, nil), (#"{"a":tru}"#, nil), (#"["#, nil), ("", nil), ("{\"a\":\"\u{01}\"}", nil),
-        (#"{"a":.5}"#, nil), (#"{"a":1.}"#, nil), (String(repeating: "[", count: 100) + String(repeating: "]", count: 100), nil),
+        (#"{"a":.5}"#, nil), (#"{"a":1.}"#, nil),
+        (String(repeating: "[", count: 100) + String(repeating: "]", count: 100), nil),
     ])
     func validate(_ text: String, _ expected: MockJSONKind?) {
         #expect(MockJSONValidator.validate(Array(text.utf8)) == expected, "\(text)")
@@ -148,30 +160,53 @@ struct APNsCase: Sendable, CustomTestStringConvertible {
         APNsCase(name: "expired jwt", status: 403, reason: "ExpiredProviderToken", jwt: .expired),
         APNsCase(name: "no topic", status: 400, reason: "MissingTopic", headers: [HTTP2Header("apns-topic", "")]),
         APNsCase(name: "other topic", status: 400, reason: "DeviceTokenNotForTopic", topic: "com.other.app"),
-        APNsCase(name: "voip topic", status: 200, reason: "", headers: [HTTP2Header("apns-push-type", "voip")], topic: "com.example.volley.voip"),
-        APNsCase(name: "liveactivity topic", status: 200, reason: "", topic: "com.example.volley.push-type.liveactivity"),
+        APNsCase(
+            name: "voip topic", status: 200, reason: "", headers: [HTTP2Header("apns-push-type", "voip")],
+            topic: "com.example.volley.voip"),
+        APNsCase(
+            name: "liveactivity topic", status: 200, reason: "", topic: "com.example.volley.push-type.liveactivity"),
         APNsCase(name: "bad suffix", status: 400, reason: "DeviceTokenNotForTopic", topic: "com.example.volley.other"),
-        APNsCase(name: "unknown push type", status: 400, reason: "InvalidPushType", headers: [HTTP2Header("apns-push-type", "banner")]),
+        APNsCase(
+            name: "unknown push type", status: 400, reason: "InvalidPushType",
+            headers: [HTTP2Header("apns-push-type", "banner")]),
         APNsCase(name: "priority 7", status: 400, reason: "BadPriority", headers: [HTTP2Header("apns-priority", "7")]),
         APNsCase(name: "priority 5", status: 200, reason: "", headers: [HTTP2Header("apns-priority", "5")]),
-        APNsCase(name: "background + 10", status: 400, reason: "BadPriority",
-                 headers: [HTTP2Header("apns-push-type", "background"), HTTP2Header("apns-priority", "10")]),
-        APNsCase(name: "background + 5", status: 200, reason: "",
-                 headers: [HTTP2Header("apns-push-type", "background"), HTTP2Header("apns-priority", "5")]),
-        APNsCase(name: "expiration text", status: 400, reason: "BadExpirationDate", headers: [HTTP2Header("apns-expiration", "soon")]),
+        APNsCase(
+            name: "background + 10", status: 400, reason: "BadPriority",
+            headers: [HTTP2Header("apns-push-type", "background"), HTTP2Header("apns-priority", "10")]),
+        APNsCase(
+            name: "background + 5", status: 200, reason: "",
+            headers: [HTTP2Header("apns-push-type", "background"), HTTP2Header("apns-priority", "5")]),
+        APNsCase(
+            name: "expiration text", status: 400, reason: "BadExpirationDate",
+            headers: [HTTP2Header("apns-expiration", "soon")]),
         APNsCase(name: "expiration 0", status: 200, reason: "", headers: [HTTP2Header("apns-expiration", "0")]),
-        APNsCase(name: "collapse 65", status: 400, reason: "BadCollapseId", headers: [HTTP2Header("apns-collapse-id", String(repeating: "c", count: 65))]),
-        APNsCase(name: "collapse 64", status: 200, reason: "", headers: [HTTP2Header("apns-collapse-id", String(repeating: "c", count: 64))]),
-        APNsCase(name: "bad apns-id", status: 400, reason: "BadMessageId", headers: [HTTP2Header("apns-id", "not-a-uuid")]),
+        APNsCase(
+            name: "collapse 65", status: 400, reason: "BadCollapseId",
+            headers: [HTTP2Header("apns-collapse-id", String(repeating: "c", count: 65))]),
+        APNsCase(
+            name: "collapse 64", status: 200, reason: "",
+            headers: [HTTP2Header("apns-collapse-id", String(repeating: "c", count: 64))]),
+        APNsCase(
+            name: "bad apns-id", status: 400, reason: "BadMessageId", headers: [HTTP2Header("apns-id", "not-a-uuid")]),
         APNsCase(name: "empty payload", status: 400, reason: "PayloadEmpty", body: []),
         APNsCase(name: "not json", status: 400, reason: "BadPayload", body: Array("{aps".utf8)),
         APNsCase(name: "json array", status: 400, reason: "BadPayload", body: Array("[1]".utf8)),
-        APNsCase(name: "4097 bytes", status: 413, reason: "PayloadTooLarge", body: Array(("{\"a\":\"" + String(repeating: "x", count: 4089) + "\"}").utf8)),
-        APNsCase(name: "4096 bytes", status: 200, reason: "", body: Array(("{\"a\":\"" + String(repeating: "x", count: 4088) + "\"}").utf8)),
-        APNsCase(name: "voip 5120 bytes", status: 200, reason: "", headers: [HTTP2Header("apns-push-type", "voip")],
-                 body: Array(("{\"a\":\"" + String(repeating: "x", count: 5112) + "\"}").utf8), topic: "com.example.volley.voip"),
-        APNsCase(name: "voip 5121 bytes", status: 413, reason: "PayloadTooLarge", headers: [HTTP2Header("apns-push-type", "voip")],
-                 body: Array(("{\"a\":\"" + String(repeating: "x", count: 5113) + "\"}").utf8), topic: "com.example.volley.voip"),
+        APNsCase(
+            name: "4097 bytes", status: 413, reason: "PayloadTooLarge",
+            body: Array(("{\"a\":\"" + String(repeating: "x", count: 4089) + "\"}").utf8)),
+        APNsCase(
+            name: "4096 bytes", status: 200, reason: "",
+            body: Array(("{\"a\":\"" + String(repeating: "x", count: 4088) + "\"}").utf8)),
+        APNsCase(
+            name: "voip 5120 bytes", status: 200, reason: "", headers: [HTTP2Header("apns-push-type", "voip")],
+            body: Array(("{\"a\":\"" + String(repeating: "x", count: 5112) + "\"}").utf8),
+            topic: "com.example.volley.voip"),
+        APNsCase(
+            name: "voip 5121 bytes", status: 413, reason: "PayloadTooLarge",
+            headers: [HTTP2Header("apns-push-type", "voip")],
+            body: Array(("{\"a\":\"" + String(repeating: "x", count: 5113) + "\"}").utf8),
+            topic: "com.example.volley.voip"),
     ]
 
     @Test(arguments: cases)
@@ -187,12 +222,15 @@ struct APNsCase: Sendable, CustomTestStringConvertible {
         case .badSignature:
             let t = try MockTokenMinter.apnsProviderToken(credentials: creds, issuedAt: now)
             jwt = String(t.dropLast(4)) + (t.hasSuffix("AAAA") ? "BBBB" : "AAAA")
-        case .wrongKid: jwt = try MockTokenMinter.apnsProviderToken(credentials: creds, issuedAt: now, keyID: "ZZZZZZZZZZ")
-        case .wrongIss: jwt = try MockTokenMinter.apnsProviderToken(credentials: creds, issuedAt: now, teamID: "ZZZZZZZZZZ")
+        case .wrongKid:
+            jwt = try MockTokenMinter.apnsProviderToken(credentials: creds, issuedAt: now, keyID: "ZZZZZZZZZZ")
+        case .wrongIss:
+            jwt = try MockTokenMinter.apnsProviderToken(credentials: creds, issuedAt: now, teamID: "ZZZZZZZZZZ")
         case .expired: jwt = try MockTokenMinter.apnsProviderToken(credentials: creds, issuedAt: now - 3700)
         case .garbage: jwt = "not.a.jwt"
         }
-        var req = try apnsRequest(token: c.token, jwt: jwt, headers: c.headers, method: c.method, body: c.body, topic: c.topic)
+        var req = try apnsRequest(
+            token: c.token, jwt: jwt, headers: c.headers, method: c.method, body: c.body, topic: c.topic)
         if let p = c.path { req.path = p }
         let d = engine.process(req, state: state)
         let r = try #require(d.response)
@@ -212,7 +250,8 @@ struct APNsCase: Sendable, CustomTestStringConvertible {
         let (state, _) = openConnection(engine)
         let jwt = try MockTokenMinter.apnsProviderToken(credentials: try mockTestCredentials.get())
         let id = "123e4567-e89b-12d3-a456-426614174000"
-        let r = try #require(engine.process(try apnsRequest(jwt: jwt, headers: [HTTP2Header("apns-id", id)]), state: state).response)
+        let r = try #require(
+            engine.process(try apnsRequest(jwt: jwt, headers: [HTTP2Header("apns-id", id)]), state: state).response)
         #expect(r.header("apns-id") == id)
         // The same apns-id accepted twice is a duplicate delivery.
         _ = engine.process(try apnsRequest(jwt: jwt, headers: [HTTP2Header("apns-id", id)]), state: state)
@@ -231,7 +270,8 @@ struct APNsCase: Sendable, CustomTestStringConvertible {
         _ = engine.process(try apnsRequest(jwt: jwt), state: b)
         #expect(engine.stats().jwtVerifications == 2)
         // A second distinct token on connection a is verified once more, then both are remembered.
-        let jwt2 = try MockTokenMinter.apnsProviderToken(credentials: creds, issuedAt: Int64(Date().timeIntervalSince1970) - 5)
+        let jwt2 = try MockTokenMinter.apnsProviderToken(
+            credentials: creds, issuedAt: Int64(Date().timeIntervalSince1970) - 5)
         for t in [jwt2, jwt, jwt2, jwt] { _ = engine.process(try apnsRequest(jwt: t), state: a) }
         #expect(engine.stats().jwtVerifications == 3)
         #expect(engine.stats().acceptedAPNs == 55)
@@ -264,13 +304,14 @@ struct APNsCase: Sendable, CustomTestStringConvertible {
     func jwt() throws -> String { try MockTokenMinter.apnsProviderToken(credentials: try mockTestCredentials.get()) }
 
     @Test func unregisteredInvalidAndReasons() throws {
-        let engine = try makeEngine("""
-        {"apns": {"unregisteredPrefixes": ["dead"], "unregisteredTokens": ["0a0a"], "invalidTokens": ["0b0b"],
-                  "invalidPrefixes": ["bad0"],
-                  "tokenReasons": {"0c0c": {"status": 429, "reason": "TooManyRequests"},
-                                   "0d0d": {"status": 403, "reason": "ExpiredProviderToken"},
-                                   "0e0e": {"status": 400, "reason": "TopicDisallowed"}}}}
-        """)
+        let engine = try makeEngine(
+            """
+            {"apns": {"unregisteredPrefixes": ["dead"], "unregisteredTokens": ["0a0a"], "invalidTokens": ["0b0b"],
+                      "invalidPrefixes": ["bad0"],
+                      "tokenReasons": {"0c0c": {"status": 429, "reason": "TooManyRequests"},
+                                       "0d0d": {"status": 403, "reason": "ExpiredProviderToken"},
+                                       "0e0e": {"status": 400, "reason": "TopicDisallowed"}}}}
+            """)
         let (state, _) = openConnection(engine)
         let t = try jwt()
         let expectations: [(String, Int, String)] = [
@@ -375,7 +416,9 @@ struct APNsCase: Sendable, CustomTestStringConvertible {
         #expect(c.latencyMs == 0 && c.fcm.unregisteredPrefixes.isEmpty && c.goAwayAfterStreams == 4)
         #expect(throws: MockConfigurationError.self) { try c.merge(json: #"{"latency": 5}"#) }
         #expect(throws: MockConfigurationError.self) { try c.merge(json: #"{"errorRate": 2}"#) }
-        #expect(throws: MockConfigurationError.self) { try c.merge(json: #"{"apns": {"tokenReasons": {"a": {"status": 400}}}}"#) }
+        #expect(throws: MockConfigurationError.self) {
+            try c.merge(json: #"{"apns": {"tokenReasons": {"a": {"status": 400}}}}"#)
+        }
         // Round trip through the JSON the stats endpoint serves.
         var d = MockConfiguration()
         try c.merge(json: #"{"fcm": {"tokenReasons": {"t1": {"reason": "QUOTA_EXCEEDED", "retryAfter": 30}}}}"#)
@@ -390,7 +433,8 @@ struct APNsCase: Sendable, CustomTestStringConvertible {
         _ = engine.process(try apnsRequest(jwt: try jwt()), state: state)
         _ = engine.process(try apnsRequest(jwt: nil), state: state)
         // Admin routes are not counted.
-        let statsAnswer = try #require(engine.process(MockRequest(method: "GET", path: "/_mock/stats"), state: state).response)
+        let statsAnswer = try #require(
+            engine.process(MockRequest(method: "GET", path: "/_mock/stats"), state: state).response)
         let doc = try #require(MockJSONValue.parse(statsAnswer.body))
         #expect(doc["total_requests"]?.intValue == 2)
         #expect(doc["accepted"]?["apns"]?.intValue == 1)
@@ -408,30 +452,43 @@ struct APNsCase: Sendable, CustomTestStringConvertible {
 @Suite struct MockFCMTests {
     func token(_ engine: MockEngine, _ state: MockConnectionState, lifetime: Int64 = 3600) throws -> String {
         let creds = try mockTestCredentials.get()
-        let assertion = try MockTokenMinter.fcmAssertion(credentials: creds, audience: "https://127.0.0.1:8443/token", lifetime: lifetime)
+        let assertion = try MockTokenMinter.fcmAssertion(
+            credentials: creds, audience: "https://127.0.0.1:8443/token", lifetime: lifetime)
         let body = "grant_type=urn%3Aietf%3Aparams%3Aoauth%3Agrant-type%3Ajwt-bearer&assertion=" + assertion
-        let r = try #require(engine.process(MockRequest(path: "/token", headers: [HTTP2Header("content-type", "application/x-www-form-urlencoded")],
-                                                        body: Array(body.utf8)), state: state).response)
+        let r = try #require(
+            engine.process(
+                MockRequest(
+                    path: "/token", headers: [HTTP2Header("content-type", "application/x-www-form-urlencoded")],
+                    body: Array(body.utf8)), state: state
+            ).response)
         #expect(r.status == 200)
         let doc = try #require(MockJSONValue.parse(r.body))
         #expect(doc["token_type"]?.stringValue == "Bearer")
         return try #require(doc["access_token"]?.stringValue)
     }
 
-    func send(_ engine: MockEngine, _ state: MockConnectionState, access: String?, body: String,
-              project: String? = nil) throws -> HTTP2Response {
+    func send(
+        _ engine: MockEngine, _ state: MockConnectionState, access: String?, body: String,
+        project: String? = nil
+    ) throws -> HTTP2Response {
         let creds = try mockTestCredentials.get()
         var headers = [HTTP2Header("content-type", "application/json")]
         if let access { headers.append(HTTP2Header("authorization", "Bearer " + access)) }
-        return try #require(engine.process(MockRequest(path: "/v1/projects/\(project ?? creds.fcmProjectID)/messages:send",
-                                                       headers: headers, body: Array(body.utf8)), state: state).response)
+        return try #require(
+            engine.process(
+                MockRequest(
+                    path: "/v1/projects/\(project ?? creds.fcmProjectID)/messages:send",
+                    headers: headers, body: Array(body.utf8)), state: state
+            ).response)
     }
 
     @Test func tokenExchangeAndSend() throws {
         let engine = try makeEngine(#"{"fcm": {"accessTokenLifetimeSeconds": 120}}"#)
         let (state, _) = openConnection(engine)
         let access = try token(engine, state)
-        let r = try send(engine, state, access: access, body: #"{"message":{"token":"tok-1","data":{"k":"v"},"android":{"priority":"HIGH","ttl":"3.5s"}}}"#)
+        let r = try send(
+            engine, state, access: access,
+            body: #"{"message":{"token":"tok-1","data":{"k":"v"},"android":{"priority":"HIGH","ttl":"3.5s"}}}"#)
         #expect(r.status == 200)
         let name = MockJSONValue.parse(r.body)?["name"]?.stringValue ?? ""
         #expect(name.hasPrefix("projects/\(try mockTestCredentials.get().fcmProjectID)/messages/"))
@@ -452,10 +509,12 @@ struct APNsCase: Sendable, CustomTestStringConvertible {
         #expect(MockJSONValue.parse(r.body)?["expires_in"]?.intValue == 120)
         let access = try #require(MockJSONValue.parse(r.body)?["access_token"]?.stringValue)
         // Past its lifetime the access token is refused.
-        let later = MockRequest(path: "/v1/projects/\(creds.fcmProjectID)/messages:send",
-                                headers: [HTTP2Header("authorization", "Bearer " + access)],
-                                body: Array(#"{"message":{"token":"t"}}"#.utf8))
-        let expired = try #require(engine.process(later, state: state, now: Date().timeIntervalSince1970 + 200).response)
+        let later = MockRequest(
+            path: "/v1/projects/\(creds.fcmProjectID)/messages:send",
+            headers: [HTTP2Header("authorization", "Bearer " + access)],
+            body: Array(#"{"message":{"token":"t"}}"#.utf8))
+        let expired = try #require(
+            engine.process(later, state: state, now: Date().timeIntervalSince1970 + 200).response)
         #expect(expired.status == 401)
         #expect(MockJSONValue.parse(expired.body)?["error"]?["status"]?.stringValue == "UNAUTHENTICATED")
     }
@@ -465,11 +524,14 @@ struct APNsCase: Sendable, CustomTestStringConvertible {
         let engine = try makeEngine()
         let (state, _) = openConnection(engine)
         let wrongAud = try MockTokenMinter.fcmAssertion(credentials: creds, audience: "https://example.com/token")
-        let wrongScope = try MockTokenMinter.fcmAssertion(credentials: creds, audience: "https://127.0.0.1:8443/token", scope: "email")
-        let tooLong = try MockTokenMinter.fcmAssertion(credentials: creds, audience: "https://127.0.0.1:8443/token", lifetime: 7200)
+        let wrongScope = try MockTokenMinter.fcmAssertion(
+            credentials: creds, audience: "https://127.0.0.1:8443/token", scope: "email")
+        let tooLong = try MockTokenMinter.fcmAssertion(
+            credentials: creds, audience: "https://127.0.0.1:8443/token", lifetime: 7200)
         for a in [wrongAud, wrongScope, tooLong, "a.b.c"] {
             let body = "grant_type=urn:ietf:params:oauth:grant-type:jwt-bearer&assertion=" + a
-            let r = try #require(engine.process(MockRequest(path: "/token", body: Array(body.utf8)), state: state).response)
+            let r = try #require(
+                engine.process(MockRequest(path: "/token", body: Array(body.utf8)), state: state).response)
             #expect(r.status == 400)
             #expect(MockJSONValue.parse(r.body)?["error"]?.stringValue == "invalid_grant")
         }
@@ -481,15 +543,24 @@ struct APNsCase: Sendable, CustomTestStringConvertible {
         let engine = try makeEngine(#"{"fcm": {"unregisteredPrefixes": ["dead"]}}"#)
         let (state, _) = openConnection(engine)
         let access = try token(engine, state)
-        let r = try send(engine, state, access: access, body: #"{"message":{"token":"dead-1","notification":{"title":"x"}}}"#)
+        let r = try send(
+            engine, state, access: access, body: #"{"message":{"token":"dead-1","notification":{"title":"x"}}}"#)
         #expect(r.status == 404)
-        #expect(String(decoding: r.body, as: UTF8.self) ==
-            #"{"error":{"code":404,"message":"Requested entity was not found.","status":"NOT_FOUND","details":[{"@type":"type.googleapis.com/google.firebase.fcm.v1.FcmError","errorCode":"UNREGISTERED"}]}}"#)
+        #expect(
+            String(decoding: r.body, as: UTF8.self)
+                == #"{"error":{"code":404,"message":"Requested entity was not "#
+                + #"found.","status":"NOT_FOUND","details":[{"@type":"type.googleapis.com/google.firebase.fcm.v1.Fc"#
+                + #"mError","errorCode":"UNREGISTERED"}]}}"#
+        )
         #expect(engine.stats().count(.fcm, 404, "UNREGISTERED") == 1)
     }
 
     @Test func invalidArgumentRows() throws {
-        let engine = try makeEngine(#"{"fcm": {"invalidTokens": ["bad-token"], "tokenReasons": {"q": {"reason": "QUOTA_EXCEEDED", "retryAfter": 30}, "s": {"reason": "SENDER_ID_MISMATCH"}, "a": {"reason": "THIRD_PARTY_AUTH_ERROR"}}}}"#)
+        let engine = try makeEngine(
+            #"{"fcm": {"invalidTokens": ["bad-token"], "tokenReasons": {"q": {"reason": "QUOTA_EXCEEDED", "#
+                + #""retryAfter": 30}, "s": {"reason": "SENDER_ID_MISMATCH"}, "a": {"reason": "#
+                + #""THIRD_PARTY_AUTH_ERROR"}}}}"#
+        )
         let (state, _) = openConnection(engine)
         let access = try token(engine, state)
         let bad = try send(engine, state, access: access, body: #"{"message":{"token":"bad-token"}}"#)
@@ -497,15 +568,21 @@ struct APNsCase: Sendable, CustomTestStringConvertible {
         let doc = try #require(MockJSONValue.parse(bad.body))
         #expect(doc["error"]?["status"]?.stringValue == "INVALID_ARGUMENT")
         let details = doc["error"]?["details"]?.arrayValue ?? []
-        #expect(details.contains { $0["@type"]?.stringValue == "type.googleapis.com/google.rpc.BadRequest"
-            && $0["fieldViolations"]?.arrayValue?.first?["field"]?.stringValue == "message.token" })
+        #expect(
+            details.contains {
+                $0["@type"]?.stringValue == "type.googleapis.com/google.rpc.BadRequest"
+                    && $0["fieldViolations"]?.arrayValue?.first?["field"]?.stringValue == "message.token"
+            })
         let rows: [(String, Int, String)] = [
             (#"{"message":{}}"#, 400, "INVALID_ARGUMENT"),
             (#"{"message":{"token":"t","data":{"n":1}}}"#, 400, "INVALID_ARGUMENT"),
             (#"{"message":{"token":"t","android":{"priority":"URGENT"}}}"#, 400, "INVALID_ARGUMENT"),
             (#"{"message":{"token":"t","android":{"ttl":"10"}}}"#, 400, "INVALID_ARGUMENT"),
             (#"{"message":{"token":"t","android":{"ttl":"1.s"}}}"#, 400, "INVALID_ARGUMENT"),
-            (#"{"message":{"token":"t","data":{"k":""# + String(repeating: "x", count: 4100) + #""}}}"#, 400, "INVALID_ARGUMENT"),
+            (
+                #"{"message":{"token":"t","data":{"k":""# + String(repeating: "x", count: 4100) + #""}}}"#, 400,
+                "INVALID_ARGUMENT"
+            ),
             (#"{"message":{"token":"q"}}"#, 429, "RESOURCE_EXHAUSTED"),
             (#"{"message":{"token":"s"}}"#, 403, "PERMISSION_DENIED"),
             (#"{"message":{"token":"a"}}"#, 401, "UNAUTHENTICATED"),
@@ -515,19 +592,28 @@ struct APNsCase: Sendable, CustomTestStringConvertible {
         for (body, status, googleStatus) in rows {
             let r = try send(engine, state, access: access, body: body)
             #expect(r.status == status, "\(body.prefix(60))")
-            if status != 200 { #expect(MockJSONValue.parse(r.body)?["error"]?["status"]?.stringValue == googleStatus, "\(body.prefix(60))") }
+            if status != 200 {
+                #expect(
+                    MockJSONValue.parse(r.body)?["error"]?["status"]?.stringValue == googleStatus, "\(body.prefix(60))")
+            }
             if body.contains("\"q\"") { #expect(r.header("retry-after") == "30") }
         }
         #expect(try send(engine, state, access: "nope", body: #"{"message":{"token":"t"}}"#).status == 401)
         #expect(try send(engine, state, access: nil, body: #"{"message":{"token":"t"}}"#).status == 401)
-        #expect(try send(engine, state, access: access, body: #"{"message":{"token":"t"}}"#, project: "other").status == 403)
+        #expect(
+            try send(engine, state, access: access, body: #"{"message":{"token":"t"}}"#, project: "other").status == 403
+        )
         #expect(engine.stats().fcmValidateOnly == 1)
     }
 
     /// `last_accepted_ns`: CLOCK_MONOTONIC of the latest accepted send (what `bench e2e` times idle probes with);
     /// rejected and validate-only sends leave it alone; reset clears it.
     @Test func lastAcceptedIsStampedWithTheMonotonicClock() throws {
-        func now() -> UInt64 { var ts = timespec(); clock_gettime(CLOCK_MONOTONIC, &ts); return UInt64(ts.tv_sec) * 1_000_000_000 + UInt64(ts.tv_nsec) }
+        func now() -> UInt64 {
+            var ts = timespec()
+            clock_gettime(CLOCK_MONOTONIC, &ts)
+            return UInt64(ts.tv_sec) * 1_000_000_000 + UInt64(ts.tv_nsec)
+        }
         let engine = try makeEngine(#"{"fcm": {"unregisteredPrefixes": ["dead"]}}"#)
         let (state, _) = openConnection(engine)
         let access = try token(engine, state)
@@ -538,7 +624,9 @@ struct APNsCase: Sendable, CustomTestStringConvertible {
         let stamp = engine.stats().lastAcceptedNanos
         #expect(stamp >= before && stamp <= after)
         #expect(try send(engine, state, access: access, body: #"{"message":{"token":"dead-1"}}"#).status == 404)
-        #expect(try send(engine, state, access: access, body: #"{"message":{"token":"t"},"validate_only":true}"#).status == 200)
+        #expect(
+            try send(engine, state, access: access, body: #"{"message":{"token":"t"},"validate_only":true}"#).status
+                == 200)
         #expect(engine.stats().lastAcceptedNanos == stamp)
         #expect(engine.stats().json.contains("\"last_accepted_ns\":\(stamp)}"))
         engine.resetStats()

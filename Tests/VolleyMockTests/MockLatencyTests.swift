@@ -2,14 +2,16 @@ import Foundation
 import Testing
 import VolleyHTTP2
 import VolleyHTTP2Server
-@testable import VolleyMock
 import VolleyTestSupport
+
+@testable import VolleyMock
 
 /// The mock's injected latency over the wire, and the byte-level APNs checks that must decide exactly what the
 /// String checks they replaced decided.
 
 @Suite struct MockByteRulesTests {
-    func decide(path: String? = nil, fields extra: [(String, [UInt8])] = [], jwt: Bool = true) throws -> (Int, String?) {
+    func decide(path: String? = nil, fields extra: [(String, [UInt8])] = [], jwt: Bool = true) throws -> (Int, String?)
+    {
         let engine = try makeEngine()
         let (state, _) = openConnection(engine)
         let token = jwt ? try MockTokenMinter.apnsProviderToken(credentials: try mockTestCredentials.get()) : nil
@@ -67,7 +69,9 @@ import VolleyTestSupport
 @Suite(.serialized) struct MockLatencyWireTests {
     /// h2load's "time for request:  min  max  mean ..." in milliseconds.
     func requestTimes(_ output: String) -> (min: Double, max: Double)? {
-        guard let line = output.split(separator: "\n").first(where: { $0.hasPrefix("time for request:") }) else { return nil }
+        guard let line = output.split(separator: "\n").first(where: { $0.hasPrefix("time for request:") }) else {
+            return nil
+        }
         let cols = line.dropFirst("time for request:".count).split(separator: " ")
         func ms(_ s: Substring) -> Double? {
             if s.hasSuffix("us") { return Double(s.dropLast(2)).map { $0 / 1000 } }
@@ -137,17 +141,23 @@ import VolleyTestSupport
             #expect(check(plain) == .object, "plain \(n)")
             #expect(check(plain, closed: false) == nil, "unterminated \(n)")
             for p in 0...n {
-                var ctl = plain; ctl.insert(0x01, at: p)
+                var ctl = plain
+                ctl.insert(0x01, at: p)
                 #expect(check(ctl) == nil, "control at \(p) of \(n)")
-                var esc = plain; esc.insert(contentsOf: Array(#"\""#.utf8), at: p)
+                var esc = plain
+                esc.insert(contentsOf: Array(#"\""#.utf8), at: p)
                 #expect(check(esc) == .object, "escaped quote at \(p) of \(n)")
-                var bad = plain; bad.insert(contentsOf: Array(#"\x"#.utf8), at: p)
+                var bad = plain
+                bad.insert(contentsOf: Array(#"\x"#.utf8), at: p)
                 #expect(check(bad) == nil, "bad escape at \(p) of \(n)")
-                var quote = plain; quote.insert(UInt8(ascii: "\""), at: p)
+                var quote = plain
+                quote.insert(UInt8(ascii: "\""), at: p)
                 #expect(check(quote) == nil, "bare quote at \(p) of \(n)")
-                var utf8 = plain; utf8.insert(contentsOf: Array("é".utf8), at: p)
+                var utf8 = plain
+                utf8.insert(contentsOf: Array("é".utf8), at: p)
                 #expect(check(utf8) == .object, "é at \(p) of \(n)")
-                var invalid = plain; invalid.insert(0xFF, at: p)
+                var invalid = plain
+                invalid.insert(0xFF, at: p)
                 #expect(check(invalid) == nil, "0xFF at \(p) of \(n)")
             }
         }

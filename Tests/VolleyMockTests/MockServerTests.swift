@@ -8,7 +8,10 @@ import VolleyTestSupport
 /// Over-the-wire tests of the mock: real TLS + HTTP/2 from curl and h2load (nghttp2-client) against the in-process
 /// server started by `MockServerFixture`.
 
-struct ToolResult { var status: Int32; var output: String }
+struct ToolResult {
+    var status: Int32
+    var output: String
+}
 
 func run(_ path: String, _ args: [String]) throws -> ToolResult {
     let p = Process()
@@ -24,8 +27,10 @@ func run(_ path: String, _ args: [String]) throws -> ToolResult {
 }
 
 /// `curl --http2` with the mock's CA; returns (status, body).
-func curl(_ mock: MockServerFixture, _ path: String, method: String = "POST", headers: [String] = [], body: String? = nil,
-          clientCert: Bool = false) throws -> (Int, String) {
+func curl(
+    _ mock: MockServerFixture, _ path: String, method: String = "POST", headers: [String] = [], body: String? = nil,
+    clientCert: Bool = false
+) throws -> (Int, String) {
     var args = ["-s", "--http2", "--cacert", mock.caFile, "-X", method, "-o", "-", "-w", "\n%{http_code}"]
     for h in headers { args += ["-H", h] }
     if let body { args += ["--data-binary", body] }
@@ -71,7 +76,8 @@ let wireBody = #"{"aps":{"alert":{"title":"Hi","body":"there"}}}"#
         let jwt = try MockTokenMinter.apnsProviderToken(credentials: mock.server.credentials)
         let (ok, _) = try curl(mock, "/3/device/abcdef0123", headers: apnsHeaders(mock, jwt: jwt), body: wireBody)
         #expect(ok == 200)
-        let (missing, body) = try curl(mock, "/3/device/abcdef0123", headers: apnsHeaders(mock, jwt: nil), body: wireBody)
+        let (missing, body) = try curl(
+            mock, "/3/device/abcdef0123", headers: apnsHeaders(mock, jwt: nil), body: wireBody)
         #expect(missing == 403)
         #expect(body == #"{"reason":"MissingProviderToken"}"#)
         let (statsCode, statsBody) = try curl(mock, "/_mock/stats", method: "GET")
@@ -113,7 +119,8 @@ let wireBody = #"{"aps":{"alert":{"title":"Hi","body":"there"}}}"#
     @Test func clientCertificateAuth() throws {
         let mock = try MockServerFixture(requireClientCertificate: true)
         defer { mock.stop() }
-        let (ok, _) = try curl(mock, "/3/device/abcdef", headers: apnsHeaders(mock, jwt: nil), body: wireBody, clientCert: true)
+        let (ok, _) = try curl(
+            mock, "/3/device/abcdef", headers: apnsHeaders(mock, jwt: nil), body: wireBody, clientCert: true)
         #expect(ok == 200)
         // Without a certificate the TLS handshake fails (curl reports no HTTP status).
         let (refused, _) = try curl(mock, "/3/device/abcdef", headers: apnsHeaders(mock, jwt: nil), body: wireBody)
@@ -124,17 +131,22 @@ let wireBody = #"{"aps":{"alert":{"title":"Hi","body":"there"}}}"#
         let mock = try MockServerFixture(configuration: #"{"fcm": {"unregisteredTokens": ["gone"]}}"#)
         defer { mock.stop() }
         let assertion = try MockTokenMinter.fcmAssertion(credentials: mock.server.credentials, audience: mock.tokenURI)
-        let (code, body) = try curl(mock, "/token", headers: ["content-type: application/x-www-form-urlencoded"],
-                                    body: "grant_type=urn%3Aietf%3Aparams%3Aoauth%3Agrant-type%3Ajwt-bearer&assertion=\(assertion)")
+        let (code, body) = try curl(
+            mock, "/token", headers: ["content-type: application/x-www-form-urlencoded"],
+            body: "grant_type=urn%3Aietf%3Aparams%3Aoauth%3Agrant-type%3Ajwt-bearer&assertion=\(assertion)")
         #expect(code == 200)
         let access = try #require(MockJSONValue.parse(body)?["access_token"]?.stringValue)
         let path = "/v1/projects/\(mock.fcmProjectID)/messages:send"
-        let (sent, _) = try curl(mock, path, headers: ["authorization: Bearer \(access)", "content-type: application/json"],
-                                 body: #"{"message":{"token":"abc","data":{"a":"b"}}}"#)
+        let (sent, _) = try curl(
+            mock, path, headers: ["authorization: Bearer \(access)", "content-type: application/json"],
+            body: #"{"message":{"token":"abc","data":{"a":"b"}}}"#)
         #expect(sent == 200)
-        let (gone, goneBody) = try curl(mock, path, headers: ["authorization: Bearer \(access)"], body: #"{"message":{"token":"gone"}}"#)
+        let (gone, goneBody) = try curl(
+            mock, path, headers: ["authorization: Bearer \(access)"], body: #"{"message":{"token":"gone"}}"#)
         #expect(gone == 404)
-        #expect(MockJSONValue.parse(goneBody)?["error"]?["details"]?.arrayValue?.first?["errorCode"]?.stringValue == "UNREGISTERED")
+        #expect(
+            MockJSONValue.parse(goneBody)?["error"]?["details"]?.arrayValue?.first?["errorCode"]?.stringValue
+                == "UNREGISTERED")
         #expect(mock.stats().tokenRequests == 1)
         #expect(mock.stats().acceptedFCM == 1)
     }
@@ -201,12 +213,15 @@ let wireBody = #"{"aps":{"alert":{"title":"Hi","body":"there"}}}"#
     /// the server's SETTINGS (it gets REFUSED_STREAM for the extras), so this drives Volley's own client, which
     /// waits for SETTINGS and follows the limit as the mock raises it.
     @Test func oneStreamUntilAuthenticated() async throws {
-        let mock = try MockServerFixture(configuration: #"{"apns": {"oneStreamUntilAuthenticated": true}, "maxConcurrentStreams": 8}"#)
+        let mock = try MockServerFixture(
+            configuration: #"{"apns": {"oneStreamUntilAuthenticated": true}, "maxConcurrentStreams": 8}"#)
         defer { mock.stop() }
         let jwt = try MockTokenMinter.apnsProviderToken(credentials: mock.server.credentials)
-        let pool = HTTP2ConnectionPool(configuration: HTTP2ClientConfiguration(host: "127.0.0.1", port: mock.port,
-                                                                               caFile: mock.caFile, connections: 1),
-                                       logger: Logger(label: "test"))
+        let pool = HTTP2ConnectionPool(
+            configuration: HTTP2ClientConfiguration(
+                host: "127.0.0.1", port: mock.port,
+                caFile: mock.caFile, connections: 1),
+            logger: Logger(label: "test"))
         var headers = [HTTP2Header("authorization", "bearer \(jwt)", sensitive: true)]
         for h in apnsHeaders(mock, jwt: nil) {
             let parts = h.split(separator: ":", maxSplits: 1).map { $0.trimmingCharacters(in: .whitespaces) }
@@ -214,8 +229,9 @@ let wireBody = #"{"aps":{"alert":{"title":"Hi","body":"there"}}}"#
         }
         let statuses = await withTaskGroup(of: Int.self) { group in
             for i in 0..<200 {
-                let request = HTTP2Request(authority: "127.0.0.1", path: "/3/device/\(String(format: "%064x", i))",
-                                           headers: headers, body: Array(wireBody.utf8))
+                let request = HTTP2Request(
+                    authority: "127.0.0.1", path: "/3/device/\(String(format: "%064x", i))",
+                    headers: headers, body: Array(wireBody.utf8))
                 group.addTask {
                     await withCheckedContinuation { c in
                         pool.submit(request) { r in c.resume(returning: (try? r.get().status) ?? -1) }

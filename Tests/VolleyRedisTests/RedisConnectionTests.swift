@@ -27,7 +27,9 @@ import VolleyTestSupport
         #expect(e.database == 3)
     }
 
-    @Test(arguments: ["localhost:6379", "redis://host:99999", "redis://host/abc", "rediss://host", "unix://relative", "http://x"])
+    @Test(arguments: [
+        "localhost:6379", "redis://host:99999", "redis://host/abc", "rediss://host", "unix://relative", "http://x",
+    ])
     func rejectsMalformed(_ url: String) {
         #expect(throws: RedisError.self) { try RedisEndpoint(url: url) }
     }
@@ -35,12 +37,16 @@ import VolleyTestSupport
 
 @Suite struct RedisCommandTests {
     @Test func wireFormIsARESPArrayOfBulkStrings() {
-        #expect(String(decoding: RedisCommand(["SET", "k", "v"]).wireBytes, as: UTF8.self) == "*3\r\n$3\r\nSET\r\n$1\r\nk\r\n$1\r\nv\r\n")
-        #expect(String(decoding: RedisCommand(["GET", ""]).wireBytes, as: UTF8.self) == "*2\r\n$3\r\nGET\r\n$0\r\n\r\n")
+        #expect(
+            String(decoding: RedisCommand(["SET", "k", "v"]).wireBytes, as: UTF8.self)
+                == "*3\r\n$3\r\nSET\r\n$1\r\nk\r\n$1\r\nv\r\n")
+        #expect(
+            String(decoding: RedisCommand(["GET", ""]).wireBytes, as: UTF8.self) == "*2\r\n$3\r\nGET\r\n$0\r\n\r\n")
         // Lengths count bytes, not characters; twelve arguments have a two-digit count.
         #expect(RedisCommand(["é"]).wireBytes == Array("*1\r\n$2\r\né\r\n".utf8))
         #expect(RedisCommand(Array(repeating: "x", count: 12)).wireBytes.starts(with: Array("*12\r\n$1\r\nx".utf8)))
-        var joined = RedisCommand(["HSET"]); joined.append("android", UInt8(ascii: ":"), "t0k")
+        var joined = RedisCommand(["HSET"])
+        joined.append("android", UInt8(ascii: ":"), "t0k")
         #expect(joined.wireBytes == RedisCommand(["HSET", "android:t0k"]).wireBytes)
         #expect(RedisCommand().wireBytes == Array("*0\r\n".utf8))
     }
@@ -49,8 +55,11 @@ import VolleyTestSupport
 @Suite struct RedisReplyParserTests {
     @Test func parsesCompleteRepliesAndIgnoresAnIncompleteTail() throws {
         let bytes = Array("+OK\r\n:42\r\n$-1\r\n*2\r\n$1\r\na\r\n$0\r\n\r\n-ERR no\r\n$5\r\nhel".utf8)
-        #expect(try RedisReplyParser.parse(bytes) == [.status("OK"), .integer(42), .null,
-                                                      .array([.string("a"), .string("")]), .error("ERR no")])
+        #expect(
+            try RedisReplyParser.parse(bytes) == [
+                .status("OK"), .integer(42), .null,
+                .array([.string("a"), .string("")]), .error("ERR no"),
+            ])
         #expect(try RedisReplyParser.parse([]) == [])
     }
 
@@ -85,13 +94,18 @@ import VolleyTestSupport
         let c = try RedisConnection(endpoint: redis.endpoint)
         let values = ["", "a\r\nb", "$3\r\n*1", "é漢🎉", String(repeating: "x", count: 100_000), "\u{0}nul"]
         var set = RedisCommand(["MSET"])
-        for (i, v) in values.enumerated() { set.append("k\(i)"); set.append(v) }
+        for (i, v) in values.enumerated() {
+            set.append("k\(i)")
+            set.append(v)
+        }
         #expect(set.count == 1 + 2 * values.count)
         #expect(try c.command(set) == .status("OK"))
         let got = try c.command(["MGET"] + values.indices.map { "k\($0)" })
         #expect(got == .array(values.map { .string($0) }))
         // An argument joined from two parts is the same argument as the joined String.
-        var joined = RedisCommand(["SET"]); joined.append("ios", UInt8(ascii: ":"), "tok"); joined.append("v")
+        var joined = RedisCommand(["SET"])
+        joined.append("ios", UInt8(ascii: ":"), "tok")
+        joined.append("v")
         #expect(try c.pipeline([joined]) == [.status("OK")])
         #expect(try c.command(["GET", "ios:tok"]) == .string("v"))
     }
@@ -106,8 +120,14 @@ import VolleyTestSupport
         let decoded = try c.pipeline(cmds)
         var seen: [String] = []
         try c.pipelineVisitRaw(cmds, window: 2) { r in
-            if let e = r.errorMessage { seen.append("error:" + e.prefix(9)); return }
-            if let b = r.bytes { seen.append("string:" + String(decoding: b, as: UTF8.self)); return }
+            if let e = r.errorMessage {
+                seen.append("error:" + e.prefix(9))
+                return
+            }
+            if let b = r.bytes {
+                seen.append("string:" + String(decoding: b, as: UTF8.self))
+                return
+            }
             let items = (0..<r.count).map { i in r[i]?.bytes.map { String(decoding: $0, as: UTF8.self) } ?? "nil" }
             seen.append("array:" + items.joined(separator: ","))
         }
@@ -136,14 +156,19 @@ import VolleyTestSupport
         let client = redis.client()
         try client.checked(["PING"])
         redis.stop()
-        let restarter = Thread { usleep(300_000); try? redis.start() }
+        let restarter = Thread {
+            usleep(300_000)
+            try? redis.start()
+        }
         restarter.start()
         #expect(try client.command(["PING"]) == .status("PONG"))
     }
 
     @Test func authenticatesWithACLUser() throws {
-        let redis = try RedisServerFixture(extraArguments: ["--user", "default", "off",
-                                                            "--user", "volley", "on", ">hunter2", "~*", "&*", "+@all"])
+        let redis = try RedisServerFixture(extraArguments: [
+            "--user", "default", "off",
+            "--user", "volley", "on", ">hunter2", "~*", "&*", "+@all",
+        ])
         defer { redis.stop() }
         let good = try RedisEndpoint(url: "unix://volley:hunter2@\(redis.socketPath)")
         let c = try RedisConnection(endpoint: good)

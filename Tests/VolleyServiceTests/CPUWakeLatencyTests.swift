@@ -1,13 +1,18 @@
-import Testing
 import Foundation
 import Logging
+import Testing
+
 @testable import VolleyService
 
 // worker.cpuWakeLatencyUs and `--cpu-wake-latency-us`: the config key and the PM QoS request against the real device.
 
 @Test func cpuWakeLatencyIsUnsetByDefaultAndReadFromTheFileAndTheEnvironment() throws {
-    #expect(try VolleyConfiguration.parse(yaml: "worker: {inFlight: 10}", baseDirectory: nil).worker.cpuWakeLatencyUs == nil)
-    #expect(try VolleyConfiguration.parse(yaml: "worker: {cpuWakeLatencyUs: 0}", baseDirectory: nil).worker.cpuWakeLatencyUs == 0)
+    #expect(
+        try VolleyConfiguration.parse(yaml: "worker: {inFlight: 10}", baseDirectory: nil).worker.cpuWakeLatencyUs == nil
+    )
+    #expect(
+        try VolleyConfiguration.parse(yaml: "worker: {cpuWakeLatencyUs: 0}", baseDirectory: nil).worker.cpuWakeLatencyUs
+            == 0)
     let env = ["VOLLEY_WORKER_CPU_WAKE_LATENCY_US": "25"]
     #expect(try VolleyConfiguration.parse(yaml: "", baseDirectory: nil, environment: env).worker.cpuWakeLatencyUs == 25)
 }
@@ -57,7 +62,7 @@ func aHeldRequestIsEnforcedByTheKernelUntilReleased() throws {
     let held = try #require(CPUWakeLatencyRequest.currentTarget())
     #expect(held <= 7)
     request.release()
-    request.release()   // idempotent
+    request.release() // idempotent
     #expect(!request.isHeld)
     // Our 7 µs is gone. (Not "back to before": another process may take a request of its own meanwhile.)
     let after = try #require(CPUWakeLatencyRequest.currentTarget())

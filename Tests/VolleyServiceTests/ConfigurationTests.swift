@@ -1,7 +1,8 @@
-import Testing
 import Foundation
-@testable import VolleyService
+import Testing
 import VolleyCore
+
+@testable import VolleyService
 
 private func tempDir() throws -> URL {
     let dir = FileManager.default.temporaryDirectory.appendingPathComponent("volley-config-\(UUID().uuidString)")
@@ -15,28 +16,32 @@ private func tempDir() throws -> URL {
     try "k".write(to: dir.appendingPathComponent("AuthKey_ABC123DEFG.p8"), atomically: true, encoding: .utf8)
     try "{}".write(to: dir.appendingPathComponent("service-account.json"), atomically: true, encoding: .utf8)
     let yaml = """
-    apps:
-      - name: Test_App
-        apns:
-          keyFile: AuthKey_ABC123DEFG.p8
-          keyId: ABC123DEFG
-          teamId: DEF123GHIJ
-          topic: com.example.app
-          environment: sandbox
-          host: 127.0.0.1
-          port: 8443
-        fcm:
-          serviceAccountFile: service-account.json
-          endpoint: https://127.0.0.1:8443
-    redis:
-      url: unix:///tmp/r.sock
-    worker:
-      inFlight: 100
-    """
+        apps:
+          - name: Test_App
+            apns:
+              keyFile: AuthKey_ABC123DEFG.p8
+              keyId: ABC123DEFG
+              teamId: DEF123GHIJ
+              topic: com.example.app
+              environment: sandbox
+              host: 127.0.0.1
+              port: 8443
+            fcm:
+              serviceAccountFile: service-account.json
+              endpoint: https://127.0.0.1:8443
+        redis:
+          url: unix:///tmp/r.sock
+        worker:
+          inFlight: 100
+        """
     let c = try VolleyConfiguration.parse(yaml: yaml, baseDirectory: dir)
     let app = try #require(c.app(named: "Test_App"))
     let apns = try #require(app.apns)
-    #expect(apns.auth == .token(keyFile: dir.appendingPathComponent("AuthKey_ABC123DEFG.p8").path, keyId: "ABC123DEFG", teamId: "DEF123GHIJ"))
+    #expect(
+        apns.auth
+            == .token(
+                keyFile: dir.appendingPathComponent("AuthKey_ABC123DEFG.p8").path, keyId: "ABC123DEFG",
+                teamId: "DEF123GHIJ"))
     #expect(apns.environment == .sandbox)
     #expect(apns.effectiveHost == "127.0.0.1")
     #expect(apns.effectivePort == 8443)
@@ -50,31 +55,32 @@ private func tempDir() throws -> URL {
     let dir = try tempDir()
     defer { try? FileManager.default.removeItem(at: dir) }
     try "k".write(to: dir.appendingPathComponent("k.p8"), atomically: true, encoding: .utf8)
-    let c = try VolleyConfiguration.parse(yaml: """
-    apps:
-      - name: A
-        apns: {keyFile: k.p8, keyId: K, teamId: T, topic: com.x}
-    """, baseDirectory: dir)
+    let c = try VolleyConfiguration.parse(
+        yaml: """
+            apps:
+              - name: A
+                apns: {keyFile: k.p8, keyId: K, teamId: T, topic: com.x}
+            """, baseDirectory: dir)
     #expect(c.apps.first?.apns?.effectiveHost == "api.push.apple.com")
     #expect(c.apps.first?.apns?.effectivePort == 443)
 }
 
 @Test func everyProblemIsListedWithItsKey() throws {
     let yaml = """
-    apps:
-      - name: Bad
-        apns:
-          keyFile: /nonexistent/key.p8
-          topic: com.x
-          environment: staging
-    redis:
-      url: http://nope
-    worker:
-      inflight: 3
-      batchSize: 0
-    log:
-      level: loud
-    """
+        apps:
+          - name: Bad
+            apns:
+              keyFile: /nonexistent/key.p8
+              topic: com.x
+              environment: staging
+        redis:
+          url: http://nope
+        worker:
+          inflight: 3
+          batchSize: 0
+        log:
+          level: loud
+        """
     do {
         _ = try VolleyConfiguration.parse(yaml: yaml, baseDirectory: nil)
         Issue.record("expected a ConfigurationError")
@@ -102,20 +108,25 @@ private func tempDir() throws -> URL {
         "VOLLEY_APPS_TEST_APP_APNS_KEY_ID": "OVERRIDDEN",
         "VOLLEY_APPS_TEST_APP_APNS_PORT": "2197",
     ]
-    let c = try VolleyConfiguration.parse(yaml: """
-    apps:
-      - name: Test_App
-        apns: {keyFile: k.p8, keyId: K, teamId: T, topic: com.x}
-    """, baseDirectory: dir, environment: env)
+    let c = try VolleyConfiguration.parse(
+        yaml: """
+            apps:
+              - name: Test_App
+                apns: {keyFile: k.p8, keyId: K, teamId: T, topic: com.x}
+            """, baseDirectory: dir, environment: env)
     #expect(c.redis.url == "redis://user:pw@10.0.0.1:6380/2")
     #expect(c.worker.inFlight == 77)
-    #expect(c.apps.first?.apns?.auth == .token(keyFile: dir.appendingPathComponent("k.p8").path, keyId: "OVERRIDDEN", teamId: "T"))
+    #expect(
+        c.apps.first?.apns?.auth
+            == .token(keyFile: dir.appendingPathComponent("k.p8").path, keyId: "OVERRIDDEN", teamId: "T"))
     #expect(c.apps.first?.apns?.effectivePort == 2197)
 }
 
 @Test func envNamesAreUpperSnakeCase() {
     #expect(EnvironmentOverrides.envName(["worker", "inFlight"]) == "VOLLEY_WORKER_IN_FLIGHT")
-    #expect(EnvironmentOverrides.envName(["apps", "Test_App", "fcm", "serviceAccountFile"]) == "VOLLEY_APPS_TEST_APP_FCM_SERVICE_ACCOUNT_FILE")
+    #expect(
+        EnvironmentOverrides.envName(["apps", "Test_App", "fcm", "serviceAccountFile"])
+            == "VOLLEY_APPS_TEST_APP_FCM_SERVICE_ACCOUNT_FILE")
 }
 
 @Test func appOrgsDefaultToEveryOrgAndWarnWhenSeveralAppsExist() throws {
@@ -123,24 +134,26 @@ private func tempDir() throws -> URL {
     defer { try? FileManager.default.removeItem(at: dir) }
     try "k".write(to: dir.appendingPathComponent("k.p8"), atomically: true, encoding: .utf8)
     try "{}".write(to: dir.appendingPathComponent("sa.json"), atomically: true, encoding: .utf8)
-    let one = try VolleyConfiguration.parse(yaml: """
-    apps:
-      - name: A
-        apns: {keyFile: k.p8, keyId: K, teamId: T, topic: com.x}
-    """, baseDirectory: dir)
+    let one = try VolleyConfiguration.parse(
+        yaml: """
+            apps:
+              - name: A
+                apns: {keyFile: k.p8, keyId: K, teamId: T, topic: com.x}
+            """, baseDirectory: dir)
     #expect(one.apps.first?.orgs == .any)
     #expect(one.warnings.isEmpty)
-    let several = try VolleyConfiguration.parse(yaml: """
-    apps:
-      - name: A
-        orgs: ["00Dorg1", "00Dorg2"]
-        apns: {keyFile: k.p8, keyId: K, teamId: T, topic: com.x}
-      - name: B
-        fcm: {serviceAccountFile: sa.json, maxStreams: 7}
-      - name: C
-        orgs: ["*"]
-        fcm: {serviceAccountFile: sa.json}
-    """, baseDirectory: dir)
+    let several = try VolleyConfiguration.parse(
+        yaml: """
+            apps:
+              - name: A
+                orgs: ["00Dorg1", "00Dorg2"]
+                apns: {keyFile: k.p8, keyId: K, teamId: T, topic: com.x}
+              - name: B
+                fcm: {serviceAccountFile: sa.json, maxStreams: 7}
+              - name: C
+                orgs: ["*"]
+                fcm: {serviceAccountFile: sa.json}
+            """, baseDirectory: dir)
     let a = try #require(several.app(named: "A"))
     #expect(a.orgs.allows("00Dorg1") && a.orgs.allows("00Dorg2") && !a.orgs.allows("00Dother"))
     #expect(several.app(named: "C")?.orgs.allows("00Dother") == true)
@@ -155,19 +168,20 @@ private func tempDir() throws -> URL {
     defer { try? FileManager.default.removeItem(at: dir) }
     try "k".write(to: dir.appendingPathComponent("k.p8"), atomically: true, encoding: .utf8)
     do {
-        _ = try VolleyConfiguration.parse(yaml: """
-        metrics:
-          port: 9090
-        apps:
-          - name: A
-            orgs: []
-            apns: {keyFile: k.p8, keyId: K, teamId: T, topic: com.x}
-          - name: B
-            orgs: "00Dorg1"
-            apns: {keyFile: k.p8, keyId: K, teamId: T, topic: com.x}
-        worker:
-          inFlght: 10
-        """, baseDirectory: dir)
+        _ = try VolleyConfiguration.parse(
+            yaml: """
+                metrics:
+                  port: 9090
+                apps:
+                  - name: A
+                    orgs: []
+                    apns: {keyFile: k.p8, keyId: K, teamId: T, topic: com.x}
+                  - name: B
+                    orgs: "00Dorg1"
+                    apns: {keyFile: k.p8, keyId: K, teamId: T, topic: com.x}
+                worker:
+                  inFlght: 10
+                """, baseDirectory: dir)
         Issue.record("expected a configuration error")
     } catch let e as ConfigurationError {
         #expect(e.problems.contains { $0.hasPrefix("metrics: this version serves no metrics endpoint") })

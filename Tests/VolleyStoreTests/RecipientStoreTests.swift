@@ -1,9 +1,10 @@
-import Testing
 import Foundation
+import Testing
 import VolleyCore
 import VolleyRedis
-@testable import VolleyStore
 import VolleyTestSupport
+
+@testable import VolleyStore
 
 private func jsonl(_ s: String) throws -> [DirectoryRecord] {
     try s.split(separator: "\n").map { try JSONDecoder().decode(DirectoryRecord.self, from: Data($0.utf8)) }
@@ -12,22 +13,22 @@ private func jsonl(_ s: String) throws -> [DirectoryRecord] {
 /// The directory of the issue's first test: nested groups with a cycle, a queue containing a group,
 /// account and opportunity teams, inactive users, duplicates across recipients.
 private let sampleDirectory = """
-{"org":"o1","kind":"user","id":"u1"}
-{"org":"o1","kind":"user","id":"u2"}
-{"org":"o1","kind":"user","id":"u3","active":false}
-{"org":"o1","kind":"user","id":"u4"}
-{"org":"o1","kind":"user","id":"u5"}
-{"org":"o1","kind":"user","id":"u6"}
-{"org":"o1","kind":"user","id":"u7"}
-{"org":"o1","kind":"user","id":"u8","active":false}
-{"org":"o1","kind":"group","id":"gA","members":["u1","gB"]}
-{"org":"o1","kind":"group","id":"gB","members":["u2","u3","gC"]}
-{"org":"o1","kind":"group","id":"gC","members":["u4","gA"]}
-{"org":"o1","kind":"queue","id":"q1","members":["u5","gC"]}
-{"org":"o1","kind":"accountTeam","id":"001ACC","members":["u6","u1"]}
-{"org":"o1","kind":"opportunityTeam","id":"006OPP","members":["u7","u8","u2"]}
-{"org":"o2","kind":"group","id":"gA","members":["x1"]}
-"""
+    {"org":"o1","kind":"user","id":"u1"}
+    {"org":"o1","kind":"user","id":"u2"}
+    {"org":"o1","kind":"user","id":"u3","active":false}
+    {"org":"o1","kind":"user","id":"u4"}
+    {"org":"o1","kind":"user","id":"u5"}
+    {"org":"o1","kind":"user","id":"u6"}
+    {"org":"o1","kind":"user","id":"u7"}
+    {"org":"o1","kind":"user","id":"u8","active":false}
+    {"org":"o1","kind":"group","id":"gA","members":["u1","gB"]}
+    {"org":"o1","kind":"group","id":"gB","members":["u2","u3","gC"]}
+    {"org":"o1","kind":"group","id":"gC","members":["u4","gA"]}
+    {"org":"o1","kind":"queue","id":"q1","members":["u5","gC"]}
+    {"org":"o1","kind":"accountTeam","id":"001ACC","members":["u6","u1"]}
+    {"org":"o1","kind":"opportunityTeam","id":"006OPP","members":["u7","u8","u2"]}
+    {"org":"o2","kind":"group","id":"gA","members":["x1"]}
+    """
 
 @Test func resolvesMixedRecipientsToEachActiveUserOnce() throws {
     let fx = try RedisServerFixture()
@@ -37,17 +38,20 @@ private let sampleDirectory = """
     #expect(counts.records == 15 && counts.users == 8 && counts.inactiveUsers == 2 && counts.containers == 7)
 
     var got: [UserID] = []
-    let summary = try dir.resolve(org: "o1", recipients: ["q1", "gA", "001ACC", "006OPP", "u1", "u3", "nobody", "gA"],
-                                  scope: "job-1", chunkSize: 2) { chunk in
+    let summary = try dir.resolve(
+        org: "o1", recipients: ["q1", "gA", "001ACC", "006OPP", "u1", "u3", "nobody", "gA"],
+        scope: "job-1", chunkSize: 2
+    ) { chunk in
         #expect(chunk.count <= 2)
         got += chunk
     }
-    #expect(got.count == Set(got).count)   // once each
+    #expect(got.count == Set(got).count) // once each
     #expect(Set(got) == ["u1", "u2", "u4", "u5", "u6", "u7"])
     #expect(summary.users == 6)
     #expect(summary.unknown == ["nobody"])
     #expect(summary.inactive == ["u3"])
-    #expect(Set(try dir.kinds(org: "o1", ids: ["q1", "001ACC", "006OPP", "u3", "zz"]).map { $0?.rawValue ?? "-" })
+    #expect(
+        Set(try dir.kinds(org: "o1", ids: ["q1", "001ACC", "006OPP", "u3", "zz"]).map { $0?.rawValue ?? "-" })
             == ["queue", "accountTeam", "opportunityTeam", "user", "-"])
     // The temporary set is drained, and the other org's gA is separate.
     #expect(try fx.client().command(["EXISTS", RecipientKeys(org: "o1").resolution("job-1")]).integer == 0)
@@ -66,9 +70,11 @@ private let sampleDirectory = """
     // 20,000 users across two overlapping groups nested in a third.
     let a = (0..<12_000).map { RecipientID("u\($0)") }
     let b = (8_000..<20_000).map { RecipientID("u\($0)") }
-    try dir.importRecords([DirectoryRecord(org: "o", kind: .group, id: "a", members: a),
-                           DirectoryRecord(org: "o", kind: .group, id: "b", members: b),
-                           DirectoryRecord(org: "o", kind: .group, id: "all", members: ["a", "b"])])
+    try dir.importRecords([
+        DirectoryRecord(org: "o", kind: .group, id: "a", members: a),
+        DirectoryRecord(org: "o", kind: .group, id: "b", members: b),
+        DirectoryRecord(org: "o", kind: .group, id: "all", members: ["a", "b"]),
+    ])
     var seen = Set<UserID>()
     var chunks = 0
     let s = try dir.resolve(org: "o", recipients: ["all"], scope: "big", chunkSize: 1000) { c in
@@ -83,8 +89,9 @@ private let sampleDirectory = """
     defer { fx.stop() }
     // 04:59:58 UTC
     let clock = ManualClock(Date(timeIntervalSince1970: 1_795_323_598))
-    let q = RedisQuotaStore(client: fx.client(), defaults: QuotaLimits(ios: 10, android: 5),
-                            configured: ["big": (ios: 100, android: nil)], clock: clock, graceSeconds: 1)
+    let q = RedisQuotaStore(
+        client: fx.client(), defaults: QuotaLimits(ios: 10, android: 5),
+        configured: ["big": (ios: 100, android: nil)], clock: clock, graceSeconds: 1)
     let g1 = try q.charge(org: "o", platform: .ios, count: 7)
     #expect(g1.granted == 7 && g1.pending == 7 && g1.limit == 10)
     let g2 = try q.charge(org: "o", platform: .ios, count: 7)
@@ -95,14 +102,16 @@ private let sampleDirectory = """
     #expect(g3.granted == 2 && g3.denied == 2 && g3.pending == 2)
     try q.settle(org: "o", platform: .ios, delivered: 2, refunded: 0)
     let g4 = try q.charge(org: "o", platform: .ios, count: 1)
-    #expect(g4.granted == 0 && !g4.shouldRetryDenied)   // used up, nothing in flight: over quota
+    #expect(g4.granted == 0 && !g4.shouldRetryDenied) // used up, nothing in flight: over quota
     #expect(try q.charge(org: "o", platform: .android, count: 9).granted == 5)
     #expect(try q.charge(org: "big", platform: .ios, count: 50).granted == 50)
     try q.setLimits(org: "big", ios: 60, android: nil)
     #expect(try q.charge(org: "big", platform: .ios, count: 50).granted == 10)
 
     let usage = try q.usage(org: "o")
-    #expect(usage.first { $0.platform == .ios } == QuotaUsage(platform: .ios, hour: "2026112204", limit: 10, used: 10, pending: 0))
+    #expect(
+        usage.first { $0.platform == .ios }
+            == QuotaUsage(platform: .ios, hour: "2026112204", limit: 10, used: 10, pending: 0))
 
     // The key lives to the end of the hour plus grace (2 s + 1 s), then expires on its own.
     let key = RecipientKeys(org: "o").quota(.ios, QuotaHour(containing: clock.now()))
@@ -135,7 +144,8 @@ private let sampleDirectory = """
             var device = 0
             while device < 1000 {
                 guard let g = try? q.charge(org: "o", platform: .ios, count: 7) else { return }
-                var delivered = 0, refunded = 0
+                var delivered = 0
+                var refunded = 0
                 for _ in 0..<g.granted {
                     if (device + t) % 10 == 0 { refunded += 1 } else { delivered += 1 }
                     device += 1
@@ -143,7 +153,10 @@ private let sampleDirectory = """
                 n += delivered
                 try? q.settle(org: "o", platform: .ios, delivered: delivered, refunded: refunded)
                 if g.granted == 0 {
-                    if g.shouldRetryDenied { usleep(1000); continue }
+                    if g.shouldRetryDenied {
+                        usleep(1000)
+                        continue
+                    }
                     denied += 1
                     break
                 }
@@ -169,39 +182,55 @@ final class LockedCounter: @unchecked Sendable {
     let fx = try RedisServerFixture()
     defer { fx.stop() }
     let clock = ManualClock(Date(timeIntervalSince1970: 1_795_323_000))
-    let inbox = RedisInboxStore(client: fx.client(), retention: InboxRetention(maxCount: 3, maxAgeSeconds: 3600), clock: clock)
+    let inbox = RedisInboxStore(
+        client: fx.client(), retention: InboxRetention(maxCount: 3, maxAgeSeconds: 3600), clock: clock)
     inbox.usersPerCall = 2
     let users: [UserID] = ["a", "b", "c", "d", "e"]
     for i in 1...4 {
         clock.advance(by: 10)
-        try inbox.deliver(org: "o", content: InboxContent(id: "n\(i)", type: "T", title: "Title \(i)", body: "Body",
-                                                          target: "001X", createdAt: clock.now()), to: users)
+        try inbox.deliver(
+            org: "o",
+            content: InboxContent(
+                id: "n\(i)", type: "T", title: "Title \(i)", body: "Body",
+                target: "001X", createdAt: clock.now()), to: users)
     }
     // Redelivery of n4 changes nothing.
-    try inbox.deliver(org: "o", content: InboxContent(id: "n4", type: "T", title: "Title 4", body: "Body", target: "001X",
-                                                      createdAt: clock.now()), to: ["a"])
+    try inbox.deliver(
+        org: "o",
+        content: InboxContent(
+            id: "n4", type: "T", title: "Title 4", body: "Body", target: "001X",
+            createdAt: clock.now()), to: ["a"])
     let list = try inbox.list(org: "o", user: "a", size: 10, before: nil)
-    #expect(list.map(\.id) == ["n4", "n3", "n2"])   // retention: newest 3
+    #expect(list.map(\.id) == ["n4", "n3", "n2"]) // retention: newest 3
     #expect(list.allSatisfy { !$0.read && !$0.seen && $0.type == "T" && $0.target == "001X" })
     var st = try inbox.status(org: "o", user: "e")
     #expect(st.unreadCount == 3 && st.unseenCount == 3)
     #expect(st.oldestUnread == Date(timeIntervalSince1970: 1_795_323_020))
 
     #expect(try inbox.mark(org: "o", user: "e", InboxMark(.ids(["n2", "zz"]), read: true, seen: nil)) == 1)
-    #expect(try inbox.mark(org: "o", user: "e", InboxMark(.before(Date(timeIntervalSince1970: 1_795_323_035)), read: nil, seen: true)) == 2)
+    #expect(
+        try inbox.mark(
+            org: "o", user: "e", InboxMark(.before(Date(timeIntervalSince1970: 1_795_323_035)), read: nil, seen: true))
+            == 2)
     st = try inbox.status(org: "o", user: "e")
     #expect(st.unreadCount == 2 && st.unseenCount == 1)
     #expect(st.oldestUnread == Date(timeIntervalSince1970: 1_795_323_030))
     let e = try inbox.list(org: "o", user: "e", size: 10, before: nil)
     #expect(e.map { "\($0.id):\($0.read ? "r" : "-")\($0.seen ? "s" : "-")" } == ["n4:--", "n3:-s", "n2:rs"])
-    #expect(try inbox.list(org: "o", user: "e", size: 1, before: Date(timeIntervalSince1970: 1_795_323_040)).map(\.id) == ["n3"])
+    #expect(
+        try inbox.list(org: "o", user: "e", size: 1, before: Date(timeIntervalSince1970: 1_795_323_040)).map(\.id) == [
+            "n3"
+        ])
     // Unread again: stays seen.
     try inbox.mark(org: "o", user: "e", InboxMark(.ids(["n2"]), read: false, seen: nil))
     #expect(try inbox.status(org: "o", user: "e").unreadCount == 3)
 
     // Age retention: an hour later a new notification pushes out everything older than an hour.
     clock.advance(by: 3601)
-    try inbox.deliver(org: "o", content: InboxContent(id: "n5", type: nil, title: "t", body: "b", target: nil, createdAt: clock.now()), to: ["e"])
+    try inbox.deliver(
+        org: "o",
+        content: InboxContent(id: "n5", type: nil, title: "t", body: "b", target: nil, createdAt: clock.now()),
+        to: ["e"])
     #expect(try inbox.list(org: "o", user: "e", size: 10, before: nil).map(\.id) == ["n5"])
     #expect(try inbox.status(org: "o", user: "e").unreadCount == 1)
 }

@@ -4,7 +4,10 @@ import VolleyCore
 /// An in-test `PushSender`: a real class with configurable outcomes and latency that completes on its own queue,
 /// and counts what it was asked to send (per token), so tests can check "exactly once" and duplicates.
 public final class FakePushSender: PushSender, @unchecked Sendable {
-    public struct Prepared: PreparedNotification { public let platform: Platform; public let payloadBytes: Int }
+    public struct Prepared: PreparedNotification {
+        public let platform: Platform
+        public let payloadBytes: Int
+    }
 
     public let platform: Platform
     private let queue: DispatchQueue
@@ -18,9 +21,13 @@ public final class FakePushSender: PushSender, @unchecked Sendable {
     /// When set, sends never complete (a hung provider).
     public var hang = false
 
-    public init(platform: Platform, latency: Double = 0,
-         outcome: @escaping @Sendable (Device) -> DeliveryOutcome = { _ in .accepted }) {
-        self.platform = platform; self.latency = latency; self.outcome = outcome
+    public init(
+        platform: Platform, latency: Double = 0,
+        outcome: @escaping @Sendable (Device) -> DeliveryOutcome = { _ in .accepted }
+    ) {
+        self.platform = platform
+        self.latency = latency
+        self.outcome = outcome
         queue = DispatchQueue(label: "fake-\(platform)", attributes: .concurrent)
     }
 
@@ -34,8 +41,13 @@ public final class FakePushSender: PushSender, @unchecked Sendable {
         return Prepared(platform: platform, payloadBytes: notification.body?.utf8.count ?? 0)
     }
 
-    public func send(_ prepared: any PreparedNotification, to device: Device, jobID: JobID, receiver: any DeliveryReceiver) {
-        lock.withLock { sent[device.token.rawValue, default: 0] += 1; _total += 1 }
+    public func send(
+        _ prepared: any PreparedNotification, to device: Device, jobID: JobID, receiver: any DeliveryReceiver
+    ) {
+        lock.withLock {
+            sent[device.token.rawValue, default: 0] += 1
+            _total += 1
+        }
         if hang { return }
         let o = outcome(device)
         if latency > 0 {
@@ -47,5 +59,10 @@ public final class FakePushSender: PushSender, @unchecked Sendable {
 
     public var total: Int { lock.withLock { _total } }
     public var perToken: [String: Int] { lock.withLock { sent } }
-    public func reset() { lock.withLock { sent = [:]; _total = 0 } }
+    public func reset() {
+        lock.withLock {
+            sent = [:]
+            _total = 0
+        }
+    }
 }

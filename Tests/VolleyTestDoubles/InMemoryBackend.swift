@@ -6,7 +6,10 @@ import VolleyCore
 /// semantics the engine relies on (an entry stays pending until acknowledged; a report is published once), so the
 /// engine's steps run in unit tests without Redis. Blocking reads wait on a condition, as XREADGROUP BLOCK does.
 public final class InMemoryBackend: PipelineBackend, @unchecked Sendable {
-    struct Pending { var entry: JobEntry; var lastDelivery: Date }
+    struct Pending {
+        var entry: JobEntry
+        var lastDelivery: Date
+    }
 
     private let cond = NSCondition()
     private var nextID = 0
@@ -28,7 +31,8 @@ public final class InMemoryBackend: PipelineBackend, @unchecked Sendable {
     }
 
     private func locked<T>(_ body: () throws -> T) rethrows -> T {
-        cond.lock(); defer { cond.unlock() }
+        cond.lock()
+        defer { cond.unlock() }
         return try body()
     }
 
@@ -67,7 +71,9 @@ public final class InMemoryBackend: PipelineBackend, @unchecked Sendable {
         locked { reported.insert("\(report.org)|\(report.job)") }
     }
 
-    public func outcomes(org: OrgID, job: JobID) -> [String: DeliveryOutcome] { locked { ledger["\(org)|\(job)"] ?? [:] } }
+    public func outcomes(org: OrgID, job: JobID) -> [String: DeliveryOutcome] {
+        locked { ledger["\(org)|\(job)"] ?? [:] }
+    }
     public var pendingCount: Int { locked { pending.count } }
     public var allReports: [JobReport] { locked { reports } }
     public var ackedEntries: [StreamEntryID] { locked { acked } }
@@ -82,14 +88,16 @@ public final class InMemoryBackend: PipelineBackend, @unchecked Sendable {
         let backend: InMemoryBackend
         let isCancelled: @Sendable () -> Bool
         init(backend: InMemoryBackend, isCancelled: @escaping @Sendable () -> Bool) {
-            self.backend = backend; self.isCancelled = isCancelled
+            self.backend = backend
+            self.isCancelled = isCancelled
         }
 
         func ensureGroup() throws {}
 
         func readNew(count: Int, blockMillis: Int) throws -> [JobEntry] {
             let b = backend
-            b.cond.lock(); defer { b.cond.unlock() }
+            b.cond.lock()
+            defer { b.cond.unlock() }
             let until = Date().addingTimeInterval(Double(blockMillis) / 1000)
             while b.fresh.isEmpty, !isCancelled(), b.cond.wait(until: until) {}
             let taken = Array(b.fresh.prefix(count))

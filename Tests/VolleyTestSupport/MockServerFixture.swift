@@ -20,8 +20,10 @@ public final class MockServerFixture: @unchecked Sendable {
     /// - Parameters:
     ///   - configuration: JSON configuration applied before the server starts (schema: `MockConfiguration`).
     ///   - stateDirectory: reuse a directory (kept afterwards); nil creates a temporary one (removed by `stop()`).
-    public init(configuration: String? = nil, requireClientCertificate: Bool = false, stateDirectory: String? = nil,
-                duplicateTracking: Bool = true, logger: Logger = Logger(label: "volley.mock.test")) throws {
+    public init(
+        configuration: String? = nil, requireClientCertificate: Bool = false, stateDirectory: String? = nil,
+        duplicateTracking: Bool = true, logger: Logger = Logger(label: "volley.mock.test")
+    ) throws {
         var config = MockConfiguration()
         if let json = configuration { try config.merge(json: json) }
         let dir: String
@@ -32,9 +34,10 @@ public final class MockServerFixture: @unchecked Sendable {
             dir = NSTemporaryDirectory() + "volley-mock-" + UUID().uuidString.prefix(8).lowercased()
             ownsStateDirectory = true
         }
-        let options = MockServerOptions(stateDirectory: dir, configuration: config,
-                                        requireClientCertificate: requireClientCertificate,
-                                        duplicateTracking: duplicateTracking)
+        let options = MockServerOptions(
+            stateDirectory: dir, configuration: config,
+            requireClientCertificate: requireClientCertificate,
+            duplicateTracking: duplicateTracking)
         server = try MockServer(options: options, logger: logger)
         try server.start()
         endpoints = server.endpoints

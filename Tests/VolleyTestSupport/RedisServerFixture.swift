@@ -22,7 +22,8 @@ public final class RedisServerFixture: @unchecked Sendable {
 
     public init(extraArguments: [String] = [], persistent: Bool = false) throws {
         self.persistent = persistent
-        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("volley-redis-\(UUID().uuidString.prefix(8))")
+        let dir = FileManager.default.temporaryDirectory.appendingPathComponent(
+            "volley-redis-\(UUID().uuidString.prefix(8))")
         try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
         directory = dir
         socketPath = dir.appendingPathComponent("r.sock").path
@@ -30,7 +31,10 @@ public final class RedisServerFixture: @unchecked Sendable {
         try start()
     }
 
-    deinit { stop(); try? FileManager.default.removeItem(at: directory) }
+    deinit {
+        stop()
+        try? FileManager.default.removeItem(at: directory)
+    }
 
     public static func redisServerPath() -> String {
         for p in ["/usr/bin/redis-server", "/usr/local/bin/redis-server", "/opt/homebrew/bin/redis-server"]
@@ -39,13 +43,18 @@ public final class RedisServerFixture: @unchecked Sendable {
     }
 
     public func start() throws {
-        lock.lock(); defer { lock.unlock() }
+        lock.lock()
+        defer { lock.unlock() }
         guard process == nil else { return }
         try? FileManager.default.removeItem(atPath: socketPath)
         let p = Process()
         p.executableURL = URL(fileURLWithPath: RedisServerFixture.redisServerPath())
-        p.arguments = ["--port", "0", "--unixsocket", socketPath, "--unixsocketperm", "700", "--save", "",
-                       "--appendonly", persistent ? "yes" : "no", "--appendfsync", "always", "--dir", directory.path, "--logfile", directory.appendingPathComponent("redis.log").path]
+        p.arguments =
+            [
+                "--port", "0", "--unixsocket", socketPath, "--unixsocketperm", "700", "--save", "",
+                "--appendonly", persistent ? "yes" : "no", "--appendfsync", "always", "--dir", directory.path,
+                "--logfile", directory.appendingPathComponent("redis.log").path,
+            ]
             + extraArguments
         p.standardOutput = FileHandle.nullDevice
         p.standardError = FileHandle.nullDevice
@@ -58,7 +67,8 @@ public final class RedisServerFixture: @unchecked Sendable {
             if FileManager.default.fileExists(atPath: socketPath) {
                 do {
                     // With ACLs the default user may be refused: any reply means the server is up.
-                    _ = try RedisConnection(endpoint: .unix(socketPath), connectTimeout: 0.5, commandTimeout: 1).command(["PING"])
+                    _ = try RedisConnection(endpoint: .unix(socketPath), connectTimeout: 0.5, commandTimeout: 1)
+                        .command(["PING"])
                     return
                 } catch {
                     lastError = "\(error)"
@@ -66,12 +76,14 @@ public final class RedisServerFixture: @unchecked Sendable {
             }
             usleep(20_000)
         }
-        throw RedisError(.connection, "redis-server did not start on \(socketPath) (\(lastError)); see \(directory.path)/redis.log")
+        throw RedisError(
+            .connection, "redis-server did not start on \(socketPath) (\(lastError)); see \(directory.path)/redis.log")
     }
 
     /// SIGKILL the server (a crash, from the clients' point of view).
     public func stop() {
-        lock.lock(); defer { lock.unlock() }
+        lock.lock()
+        defer { lock.unlock() }
         guard let p = process else { return }
         kill(p.processIdentifier, SIGKILL)
         p.waitUntilExit()

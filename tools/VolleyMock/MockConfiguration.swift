@@ -30,10 +30,12 @@
 ///                                           // ServiceUnavailable, FCM QUOTA_EXCEEDED/INTERNAL/UNAVAILABLE
 ///   "retryAfterSeconds": 1,                 // Retry-After on injected FCM 429/503 (and APNs 429/503)
 ///   "latencyMs": 0, "latencyJitterMs": 0,   // answer after latency + uniform(0…jitter) ms (timer, no blocking)
-///   "goAwayAfterStreams": 0,                // 0 = off; after the Nth request on a connection: GOAWAY(last=that stream, NO_ERROR)
+///   "goAwayAfterStreams": 0,                // 0 = off; after the Nth request on a connection: GOAWAY(last=that
+/// stream, NO_ERROR)
 ///   "goAwayReason": "Shutdown",             // JSON debug data {"reason":…} on that GOAWAY; null = no debug data
 ///   "resetAfterStreams": 0,                 // 0 = off; the Mth request on a connection gets no answer: TCP reset
-///   "maxConcurrentStreams": 1000,           // advertised SETTINGS_MAX_CONCURRENT_STREAMS (applied to open connections too)
+///   "maxConcurrentStreams": 1000,           // advertised SETTINGS_MAX_CONCURRENT_STREAMS (applied to open connections
+/// too)
 ///   "duplicateTracking": true               // count duplicate apns-id / x-volley-delivery-id among accepted sends
 /// }
 /// ```
@@ -43,7 +45,9 @@ public struct MockConfiguration: Sendable, Equatable {
         public var reason: String
         public var retryAfter: Int?
         public init(status: Int, reason: String, retryAfter: Int? = nil) {
-            self.status = status; self.reason = reason; self.retryAfter = retryAfter
+            self.status = status
+            self.reason = reason
+            self.retryAfter = retryAfter
         }
     }
 
@@ -69,7 +73,10 @@ public struct MockConfiguration: Sendable, Equatable {
                 && invalidPrefixes.isEmpty && tokenReasons.isEmpty && reasonPrefixes.isEmpty
         }
 
-        enum Match { case unregistered, invalid, reason(Reason) }
+        enum Match {
+            case unregistered, invalid
+            case reason(Reason)
+        }
 
         func match(_ token: Substring) -> Match? {
             if isEmpty { return nil }
@@ -110,29 +117,39 @@ public struct MockConfiguration: Sendable, Equatable {
         for (key, value) in members {
             switch key {
             case "replace": break
-            case "apns": try Self.mergeRules(&apns, value, provider: "apns", extra: { k, v in
-                switch k {
-                case "jwtMaxAgeSeconds": self.jwtMaxAgeSeconds = try Self.int(v, k)
-                case "oneStreamUntilAuthenticated": self.oneStreamUntilAuthenticated = try Self.bool(v, k)
-                default: return false
-                }
-                return true
-            }, defaultStatus: { _ in 400 })
-            case "fcm": try Self.mergeRules(&fcm, value, provider: "fcm", extra: { k, v in
-                switch k {
-                case "accessTokenLifetimeSeconds": self.accessTokenLifetimeSeconds = try Self.int(v, k)
-                default: return false
-                }
-                return true
-            }, defaultStatus: { FCMErrorCode.httpStatus(for: $0) })
+            case "apns":
+                try Self.mergeRules(
+                    &apns, value, provider: "apns",
+                    extra: { k, v in
+                        switch k {
+                        case "jwtMaxAgeSeconds": self.jwtMaxAgeSeconds = try Self.int(v, k)
+                        case "oneStreamUntilAuthenticated": self.oneStreamUntilAuthenticated = try Self.bool(v, k)
+                        default: return false
+                        }
+                        return true
+                    }, defaultStatus: { _ in 400 })
+            case "fcm":
+                try Self.mergeRules(
+                    &fcm, value, provider: "fcm",
+                    extra: { k, v in
+                        switch k {
+                        case "accessTokenLifetimeSeconds": self.accessTokenLifetimeSeconds = try Self.int(v, k)
+                        default: return false
+                        }
+                        return true
+                    }, defaultStatus: { FCMErrorCode.httpStatus(for: $0) })
             case "jwtMaxAgeSeconds": jwtMaxAgeSeconds = try Self.int(value, key)
             case "oneStreamUntilAuthenticated": oneStreamUntilAuthenticated = try Self.bool(value, key)
             case "accessTokenLifetimeSeconds": accessTokenLifetimeSeconds = try Self.int(value, key)
             case "errorRate":
-                guard let d = value.doubleValue, d >= 0, d <= 1 else { throw MockConfigurationError("errorRate must be a number in 0…1") }
+                guard let d = value.doubleValue, d >= 0, d <= 1 else {
+                    throw MockConfigurationError("errorRate must be a number in 0…1")
+                }
                 errorRate = d
             case "errorStatuses":
-                guard let a = value.arrayValue else { throw MockConfigurationError("errorStatuses must be an array of 429/500/503") }
+                guard let a = value.arrayValue else {
+                    throw MockConfigurationError("errorStatuses must be an array of 429/500/503")
+                }
                 errorStatuses = try a.map {
                     guard let s = $0.intValue, [429, 500, 503].contains(s) else {
                         throw MockConfigurationError("errorStatuses entries must be 429, 500 or 503")
@@ -144,14 +161,20 @@ public struct MockConfiguration: Sendable, Equatable {
             case "latencyJitterMs": latencyJitterMs = try Self.double(value, key)
             case "goAwayAfterStreams": goAwayAfterStreams = try Self.int(value, key)
             case "goAwayReason":
-                if case .null = value { goAwayReason = nil } else {
-                    guard let s = value.stringValue else { throw MockConfigurationError("goAwayReason must be a string or null") }
+                if case .null = value {
+                    goAwayReason = nil
+                } else {
+                    guard let s = value.stringValue else {
+                        throw MockConfigurationError("goAwayReason must be a string or null")
+                    }
                     goAwayReason = s
                 }
             case "resetAfterStreams": resetAfterStreams = try Self.int(value, key)
             case "maxConcurrentStreams":
                 let n = try Self.int(value, key)
-                guard n >= 1, n <= Int(UInt32.max) else { throw MockConfigurationError("maxConcurrentStreams must be ≥ 1") }
+                guard n >= 1, n <= Int(UInt32.max) else {
+                    throw MockConfigurationError("maxConcurrentStreams must be ≥ 1")
+                }
                 maxConcurrentStreams = UInt32(n)
             case "duplicateTracking": duplicateTracking = try Self.bool(value, key)
             default:
@@ -165,7 +188,9 @@ public struct MockConfiguration: Sendable, Equatable {
         return i
     }
     static func double(_ v: MockJSONValue, _ key: String) throws -> Double {
-        guard let d = v.doubleValue, d >= 0, d.isFinite else { throw MockConfigurationError("\(key) must be a non-negative number") }
+        guard let d = v.doubleValue, d >= 0, d.isFinite else {
+            throw MockConfigurationError("\(key) must be a non-negative number")
+        }
         return d
     }
     static func bool(_ v: MockJSONValue, _ key: String) throws -> Bool {
@@ -181,15 +206,20 @@ public struct MockConfiguration: Sendable, Equatable {
     }
     static func reason(_ v: MockJSONValue, _ key: String, defaultStatus: (String) -> Int) throws -> Reason {
         guard let r = v["reason"]?.stringValue else {
-            throw MockConfigurationError("\(key) entries need {\"reason\": String, \"status\"?: Int, \"retryAfter\"?: Int}")
+            throw MockConfigurationError(
+                "\(key) entries need {\"reason\": String, \"status\"?: Int, \"retryAfter\"?: Int}")
         }
         let status = v["status"]?.intValue ?? defaultStatus(r)
-        guard status >= 200, status <= 599 else { throw MockConfigurationError("\(key): status must be an HTTP status") }
+        guard status >= 200, status <= 599 else {
+            throw MockConfigurationError("\(key): status must be an HTTP status")
+        }
         return Reason(status: status, reason: r, retryAfter: v["retryAfter"]?.intValue)
     }
 
-    static func mergeRules(_ rules: inout TokenRules, _ value: MockJSONValue, provider: String,
-                           extra: (String, MockJSONValue) throws -> Bool, defaultStatus: (String) -> Int) throws {
+    static func mergeRules(
+        _ rules: inout TokenRules, _ value: MockJSONValue, provider: String,
+        extra: (String, MockJSONValue) throws -> Bool, defaultStatus: (String) -> Int
+    ) throws {
         guard let members = value.objectValue else { throw MockConfigurationError("\(provider) must be an object") }
         for (k, v) in members {
             let name = provider + "." + k
@@ -216,7 +246,9 @@ public struct MockConfiguration: Sendable, Equatable {
     public var json: String {
         func rules(_ r: TokenRules) -> [(String, MockJSONValue)] {
             func reasonJSON(_ x: Reason) -> MockJSONValue {
-                var m: [(String, MockJSONValue)] = [("status", .number(String(x.status))), ("reason", .string(x.reason))]
+                var m: [(String, MockJSONValue)] = [
+                    ("status", .number(String(x.status))), ("reason", .string(x.reason)),
+                ]
                 if let ra = x.retryAfter { m.append(("retryAfter", .number(String(ra)))) }
                 return .object(m)
             }
@@ -225,16 +257,26 @@ public struct MockConfiguration: Sendable, Equatable {
                 ("unregisteredPrefixes", .array(r.unregisteredPrefixes.map { .string($0) })),
                 ("invalidTokens", .array(r.invalidTokens.sorted().map { .string($0) })),
                 ("invalidPrefixes", .array(r.invalidPrefixes.map { .string($0) })),
-                ("tokenReasons", .object(r.tokenReasons.sorted { $0.key < $1.key }.map { ($0.key, reasonJSON($0.value)) })),
+                (
+                    "tokenReasons",
+                    .object(r.tokenReasons.sorted { $0.key < $1.key }.map { ($0.key, reasonJSON($0.value)) })
+                ),
                 ("reasonPrefixes", .object(r.reasonPrefixes.map { ($0.0, reasonJSON($0.1)) })),
             ]
         }
         let doc: MockJSONValue = .object([
-            ("apns", .object(rules(apns) + [
-                ("jwtMaxAgeSeconds", .number(String(jwtMaxAgeSeconds))),
-                ("oneStreamUntilAuthenticated", .bool(oneStreamUntilAuthenticated)),
-            ])),
-            ("fcm", .object(rules(fcm) + [("accessTokenLifetimeSeconds", .number(String(accessTokenLifetimeSeconds)))])),
+            (
+                "apns",
+                .object(
+                    rules(apns) + [
+                        ("jwtMaxAgeSeconds", .number(String(jwtMaxAgeSeconds))),
+                        ("oneStreamUntilAuthenticated", .bool(oneStreamUntilAuthenticated)),
+                    ])
+            ),
+            (
+                "fcm",
+                .object(rules(fcm) + [("accessTokenLifetimeSeconds", .number(String(accessTokenLifetimeSeconds)))])
+            ),
             ("errorRate", .number(String(errorRate))),
             ("errorStatuses", .array(errorStatuses.map { .number(String($0)) })),
             ("retryAfterSeconds", .number(String(retryAfterSeconds))),

@@ -62,8 +62,9 @@ public struct MockCredentials: Sendable {
         try fm.createDirectory(atPath: dir, withIntermediateDirectories: true)
         let credentialsFile = dir + "/credentials.json"
         if let data = fm.contents(atPath: credentialsFile),
-           let stored = try? JSONDecoder().decode(Stored.self, from: data),
-           let existing = try? load(directory: dir, stored: stored) {
+            let stored = try? JSONDecoder().decode(Stored.self, from: data),
+            let existing = try? load(directory: dir, stored: stored)
+        {
             return existing
         }
         return try create(directory: dir)
@@ -120,7 +121,8 @@ public struct MockCredentials: Sendable {
     private static func create(directory dir: String) throws -> MockCredentials {
         let stored = Stored(
             apnsKeyID: randomID(10), apnsTeamID: randomID(10), apnsTopic: "com.example.volley",
-            fcmProjectID: "volley-mock-project", fcmClientEmail: "volley-mock@volley-mock-project.iam.gserviceaccount.com",
+            fcmProjectID: "volley-mock-project",
+            fcmClientEmail: "volley-mock@volley-mock-project.iam.gserviceaccount.com",
             fcmPrivateKeyID: hex(40), clientP12Password: "volley-" + hex(12))
         let p = paths(dir, keyID: stored.apnsKeyID)
         let now = Date()
@@ -129,7 +131,10 @@ public struct MockCredentials: Sendable {
 
         // Server CA + server certificate.
         let caKey = P256.Signing.PrivateKey()
-        let caName = try DistinguishedName { CommonName("Volley Mock CA"); OrganizationName("Volley") }
+        let caName = try DistinguishedName {
+            CommonName("Volley Mock CA")
+            OrganizationName("Volley")
+        }
         let caCert = try makeCA(name: caName, key: caKey, notBefore: notBefore, notAfter: notAfter)
         let serverKey = P256.Signing.PrivateKey()
         let serverCert = try Certificate(
@@ -141,20 +146,26 @@ public struct MockCredentials: Sendable {
                 Critical(BasicConstraints.notCertificateAuthority)
                 Critical(KeyUsage(digitalSignature: true, keyEncipherment: true))
                 try ExtendedKeyUsage([.serverAuth])
-                SubjectAlternativeNames([.dnsName("localhost"), .ipAddress(ASN1OctetString(contentBytes: [127, 0, 0, 1]))])
+                SubjectAlternativeNames([
+                    .dnsName("localhost"), .ipAddress(ASN1OctetString(contentBytes: [127, 0, 0, 1])),
+                ])
             },
             issuerPrivateKey: .init(caKey))
 
         // Client CA + client certificate (APNs certificate auth).
         let clientCAKey = P256.Signing.PrivateKey()
-        let clientCAName = try DistinguishedName { CommonName("Volley Mock Client CA"); OrganizationName("Volley") }
+        let clientCAName = try DistinguishedName {
+            CommonName("Volley Mock Client CA")
+            OrganizationName("Volley")
+        }
         let clientCACert = try makeCA(name: clientCAName, key: clientCAKey, notBefore: notBefore, notAfter: notAfter)
         let clientKey = P256.Signing.PrivateKey()
         let clientCert = try Certificate(
             version: .v3, serialNumber: Certificate.SerialNumber(), publicKey: .init(clientKey.publicKey),
             notValidBefore: notBefore, notValidAfter: notAfter, issuer: clientCAName,
             subject: try DistinguishedName {
-                CommonName("Apple Push Services: \(stored.apnsTopic)"); OrganizationalUnitName(stored.apnsTeamID)
+                CommonName("Apple Push Services: \(stored.apnsTopic)")
+                OrganizationalUnitName(stored.apnsTeamID)
             },
             signatureAlgorithm: .ecdsaWithSHA256,
             extensions: try Certificate.Extensions {
@@ -177,8 +188,9 @@ public struct MockCredentials: Sendable {
         try write(clientKey.pemRepresentation + "\n", to: p["clientKey"]!, mode: 0o600)
         try write(apnsKey.pemRepresentation + "\n", to: p["apns"]!, mode: 0o600)
         try write(fcmKey.pkcs8PEMRepresentation + "\n", to: p["fcm"]!, mode: 0o600)
-        let p12OK = makeP12(cert: p["client"]!, key: p["clientKey"]!, chain: p["clientCA"]!, out: p["p12"]!,
-                            password: stored.clientP12Password)
+        let p12OK = makeP12(
+            cert: p["client"]!, key: p["clientKey"]!, chain: p["clientCA"]!, out: p["p12"]!,
+            password: stored.clientP12Password)
         let enc = JSONEncoder()
         enc.outputFormatting = [.prettyPrinted, .sortedKeys]
         try write(String(decoding: try enc.encode(stored), as: UTF8.self) + "\n", to: dir + "/credentials.json")
@@ -194,8 +206,10 @@ public struct MockCredentials: Sendable {
             apnsPublicKey: apnsKey.publicKey, fcmPublicKey: fcmKey.publicKey)
     }
 
-    private static func makeCA(name: DistinguishedName, key: P256.Signing.PrivateKey, notBefore: Date,
-                               notAfter: Date) throws -> Certificate {
+    private static func makeCA(
+        name: DistinguishedName, key: P256.Signing.PrivateKey, notBefore: Date,
+        notAfter: Date
+    ) throws -> Certificate {
         let pub = Certificate.PublicKey(key.publicKey)
         return try Certificate(
             version: .v3, serialNumber: Certificate.SerialNumber(), publicKey: pub,
@@ -217,8 +231,10 @@ public struct MockCredentials: Sendable {
         }
         let process = Process()
         process.executableURL = URL(fileURLWithPath: openssl)
-        process.arguments = ["pkcs12", "-export", "-in", cert, "-inkey", key, "-certfile", chain, "-out", out,
-                             "-name", "volley-mock-client", "-passout", "pass:" + password]
+        process.arguments = [
+            "pkcs12", "-export", "-in", cert, "-inkey", key, "-certfile", chain, "-out", out,
+            "-name", "volley-mock-client", "-passout", "pass:" + password,
+        ]
         process.standardOutput = FileHandle.nullDevice
         process.standardError = FileHandle.nullDevice
         do { try process.run() } catch { return false }
@@ -267,13 +283,17 @@ public struct MockCredentials: Sendable {
         json += field("host", host)
         json += "  \"port\": \(port),\n"
         json += field("ca_file", caFile)
-        json += "  \"apns\": {\"p8_file\": \(MockJSONWriter.quote(apnsKeyFile)), \"key_id\": \(MockJSONWriter.quote(apnsKeyID)), "
+        json +=
+            "  \"apns\": {\"p8_file\": \(MockJSONWriter.quote(apnsKeyFile)), \"key_id\": "
+            + "\(MockJSONWriter.quote(apnsKeyID)), "
             + "\"team_id\": \(MockJSONWriter.quote(apnsTeamID)), \"topic\": \(MockJSONWriter.quote(apnsTopic)), "
             + "\"require_client_certificate\": \(requireClientCertificate)},\n"
-        json += "  \"fcm\": {\"service_account_file\": \(MockJSONWriter.quote(serviceAccountFile)), "
+        json +=
+            "  \"fcm\": {\"service_account_file\": \(MockJSONWriter.quote(serviceAccountFile)), "
             + "\"project_id\": \(MockJSONWriter.quote(fcmProjectID)), "
             + "\"token_uri\": \(MockJSONWriter.quote(tokenURI(host: host, port: port)))},\n"
-        json += "  \"client_certificate\": {\"cert_file\": \(MockJSONWriter.quote(clientCertificateFile)), "
+        json +=
+            "  \"client_certificate\": {\"cert_file\": \(MockJSONWriter.quote(clientCertificateFile)), "
             + "\"key_file\": \(MockJSONWriter.quote(clientKeyFile)), "
             + "\"p12_file\": \(clientP12File.map(MockJSONWriter.quote) ?? "null"), "
             + "\"p12_password\": \(MockJSONWriter.quote(clientP12Password)), "

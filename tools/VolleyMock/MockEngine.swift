@@ -55,19 +55,22 @@ public final class MockConnectionState: @unchecked Sendable {
         self.appliedMaxStreams = advertisedMaxStreams
         var generator = SystemRandomNumberGenerator()
         var seed = generator.next()
-        if seed == 0 { seed = 0x9e3779b97f4a7c15 }
+        if seed == 0 { seed = 0x9e37_79b9_7f4a_7c15 }
         self.rng = seed ^ id
     }
 
     @inline(__always) func nextRandom() -> UInt64 {
         // xorshift64*: cheap, per connection, good enough for fault rates and ids.
-        rng ^= rng >> 12; rng ^= rng << 25; rng ^= rng >> 27
-        return rng &* 0x2545F4914F6CDD1D
+        rng ^= rng >> 12
+        rng ^= rng << 25
+        rng ^= rng >> 27
+        return rng &* 0x2545_F491_4F6C_DD1D
     }
     func nextUnit() -> Double { Double(nextRandom() >> 11) / Double(1 << 53) }
 
     func uuid() -> String {
-        let a = nextRandom(), b = nextRandom()
+        let a = nextRandom()
+        let b = nextRandom()
         return String(unsafeUninitializedCapacity: 36) { out in
             let digits: StaticString = "0123456789abcdef"
             let d = digits.utf8Start
@@ -76,8 +79,13 @@ public final class MockConnectionState: @unchecked Sendable {
                 var byte = UInt8(truncatingIfNeeded: (i < 8 ? a : b) >> (UInt64(i & 7) * 8))
                 if i == 6 { byte = byte & 0x0F | 0x40 }
                 if i == 8 { byte = byte & 0x3F | 0x80 }
-                if i == 4 || i == 6 || i == 8 || i == 10 { out[j] = UInt8(ascii: "-"); j += 1 }
-                out[j] = d[Int(byte >> 4)]; out[j + 1] = d[Int(byte & 15)]; j += 2
+                if i == 4 || i == 6 || i == 8 || i == 10 {
+                    out[j] = UInt8(ascii: "-")
+                    j += 1
+                }
+                out[j] = d[Int(byte >> 4)]
+                out[j + 1] = d[Int(byte & 15)]
+                j += 2
             }
             return j
         }
@@ -114,7 +122,9 @@ public final class MockEngine: Sendable {
         var maxStreamsSeen = 0
     }
 
-    public init(credentials: MockCredentials, host: String, configuration: MockConfiguration, duplicateTracking: Bool = true) {
+    public init(
+        credentials: MockCredentials, host: String, configuration: MockConfiguration, duplicateTracking: Bool = true
+    ) {
         self.credentials = credentials
         self.host = host
         self.port = Mutex(0)
@@ -161,8 +171,11 @@ public final class MockEngine: Sendable {
     // MARK: connections
 
     /// Registers a new connection; returns its state and the max-streams value to advertise now (nil: keep).
-    public func connectionOpened(id: UInt64, clientCertificate: Bool, serverMaxStreams: UInt32) -> (MockConnectionState, UInt32?) {
-        let state = MockConnectionState(id: id, clientCertificate: clientCertificate, advertisedMaxStreams: serverMaxStreams)
+    public func connectionOpened(id: UInt64, clientCertificate: Bool, serverMaxStreams: UInt32) -> (
+        MockConnectionState, UInt32?
+    ) {
+        let state = MockConnectionState(
+            id: id, clientCertificate: clientCertificate, advertisedMaxStreams: serverMaxStreams)
         refreshConfig(state)
         var set: UInt32? = nil
         if state.config.oneStreamUntilAuthenticated {
@@ -202,7 +215,9 @@ public final class MockEngine: Sendable {
     }
 
     public func stats() -> MockStatsSnapshot {
-        let (open, closed, opened, maxSeen) = registry.withLock { r in (Array(r.open.values), r.closedTotals, r.opened, r.maxStreamsSeen) }
+        let (open, closed, opened, maxSeen) = registry.withLock { r in
+            (Array(r.open.values), r.closedTotals, r.opened, r.maxStreamsSeen)
+        }
         var total = closed
         var perConnection: [UInt64: Int] = [:]
         var maxStreams = maxSeen
@@ -219,7 +234,9 @@ public final class MockEngine: Sendable {
         }
         if total.tokenRequests > 0 {
             let failed = total.errors.filter { $0.key.provider == .oauth }.values.reduce(0, +)
-            if total.tokenRequests > failed { outcomes[MockOutcomeKey(.oauth, 200, ""), default: 0] += total.tokenRequests - failed }
+            if total.tokenRequests > failed {
+                outcomes[MockOutcomeKey(.oauth, 200, ""), default: 0] += total.tokenRequests - failed
+            }
         }
         return MockStatsSnapshot(
             totalRequests: total.requests, outcomes: outcomes, acceptedAPNs: total.apnsAccepted,
@@ -246,12 +263,16 @@ public final class MockEngine: Sendable {
     // MARK: the decision
 
     /// Decides the answer to one request. Call on the connection's queue (it mutates `state`).
-    public func process(_ req: MockRequest, state: MockConnectionState, now: Double = Date().timeIntervalSince1970) -> MockDecision {
+    public func process(_ req: MockRequest, state: MockConnectionState, now: Double = Date().timeIntervalSince1970)
+        -> MockDecision
+    {
         // The fields stay bytes for the whole decision (one pass picks out the ones the mock reads).
         req.fields.withUnsafeFields { fields in process(req, MockRawFields(fields), state: state, now: now) }
     }
 
-    private func process(_ req: MockRequest, _ raw: MockRawFields, state: MockConnectionState, now: Double) -> MockDecision {
+    private func process(_ req: MockRequest, _ raw: MockRawFields, state: MockConnectionState, now: Double)
+        -> MockDecision
+    {
         let path = raw.path
         if MockBytes.hasPrefix(path, "/_mock/") { return admin(req) }
         refreshConfig(state)
@@ -265,10 +286,15 @@ public final class MockEngine: Sendable {
         state.streams += 1
         let n = state.streams
         let provider: MockProvider
-        if MockBytes.hasPrefix(path, "/3/device") { provider = .apns }
-        else if MockBytes.hasPrefix(path, "/v1/projects/") { provider = .fcm }
-        else if MockBytes.equal(path, "/token") || MockBytes.hasPrefix(path, "/token?") { provider = .oauth }
-        else { provider = .apns }
+        if MockBytes.hasPrefix(path, "/3/device") {
+            provider = .apns
+        } else if MockBytes.hasPrefix(path, "/v1/projects/") {
+            provider = .fcm
+        } else if MockBytes.equal(path, "/token") || MockBytes.hasPrefix(path, "/token?") {
+            provider = .oauth
+        } else {
+            provider = .apns
+        }
 
         if config.resetAfterStreams > 0, n == config.resetAfterStreams {
             state.counters.withLock { c in
@@ -282,9 +308,12 @@ public final class MockEngine: Sendable {
 
         var authenticated = false
         switch provider {
-        case .apns: decision.response = apns(req, raw, state: state, config: config, now: now, authenticated: &authenticated)
-        case .fcm: decision.response = fcm(req, raw, state: state, config: config, now: now, authenticated: &authenticated)
-        case .oauth: decision.response = oauth(req, state: state, config: config, now: now, authenticated: &authenticated)
+        case .apns:
+            decision.response = apns(req, raw, state: state, config: config, now: now, authenticated: &authenticated)
+        case .fcm:
+            decision.response = fcm(req, raw, state: state, config: config, now: now, authenticated: &authenticated)
+        case .oauth:
+            decision.response = oauth(req, state: state, config: config, now: now, authenticated: &authenticated)
         }
         if authenticated, state.limitedToOneStream {
             state.limitedToOneStream = false
@@ -310,7 +339,8 @@ public final class MockEngine: Sendable {
     static func isPushType(_ s: String) -> Bool {
         switch s {
         case "alert", "background", "location", "voip", "complication", "fileprovider", "mdm", "liveactivity",
-             "pushtotalk", "widgets", "controls": return true
+            "pushtotalk", "widgets", "controls":
+            return true
         default: return false
         }
     }
@@ -321,11 +351,15 @@ public final class MockEngine: Sendable {
     static func isPushType(_ s: UnsafeBufferPointer<UInt8>) -> Bool {
         pushTypeBytes.contains { MockBytes.equal(s, $0) }
     }
-    static let topicSuffixes = [".voip", ".complication", ".pushkit.fileprovider", ".push-type.liveactivity",
-                                ".location-query", ".voip-ptt", ".push-type.widgets"]
+    static let topicSuffixes = [
+        ".voip", ".complication", ".pushkit.fileprovider", ".push-type.liveactivity",
+        ".location-query", ".voip-ptt", ".push-type.widgets",
+    ]
 
-    func apnsError(_ state: MockConnectionState, _ status: Int, _ reason: String, apnsID: String?, now: Double,
-                   retryAfter: Int? = nil) -> HTTP2Response {
+    func apnsError(
+        _ state: MockConnectionState, _ status: Int, _ reason: String, apnsID: String?, now: Double,
+        retryAfter: Int? = nil
+    ) -> HTTP2Response {
         state.counters.withLock { c in
             c.requests += 1
             c.errors[MockOutcomeKey(.apns, status, reason), default: 0] += 1
@@ -341,10 +375,14 @@ public final class MockEngine: Sendable {
     /// The APNs rules on the request's bytes. Every byte comparison is against an ASCII constant with no
     /// character that has a canonical equivalent elsewhere, so it decides exactly what the String comparison it
     /// replaces decided; the topic (free text) falls back to Strings when its bytes differ.
-    func apns(_ req: MockRequest, _ raw: MockRawFields, state: MockConnectionState, config: MockConfiguration, now: Double,
-              authenticated: inout Bool) -> HTTP2Response {
+    func apns(
+        _ req: MockRequest, _ raw: MockRawFields, state: MockConnectionState, config: MockConfiguration, now: Double,
+        authenticated: inout Bool
+    ) -> HTTP2Response {
         let apnsIDBytes = raw.apnsID
-        if let id = apnsIDBytes, !Self.isUUID(id) { return apnsError(state, 400, "BadMessageId", apnsID: nil, now: now) }
+        if let id = apnsIDBytes, !Self.isUUID(id) {
+            return apnsError(state, 400, "BadMessageId", apnsID: nil, now: now)
+        }
         // Decoded only when present (echoed in the answer).
         let apnsID = apnsIDBytes.map { String(decoding: $0, as: UTF8.self) }
         guard let method = raw.method, MockBytes.equal(method, "POST") else {
@@ -355,9 +393,13 @@ public final class MockEngine: Sendable {
         guard MockBytes.hasPrefix(path, "/3/device/") || MockBytes.equal(path, "/3/device") else {
             return apnsError(state, 404, "BadPath", apnsID: apnsID, now: now)
         }
-        let token = path.count > prefixLength ? UnsafeBufferPointer(rebasing: path[prefixLength...]) : UnsafeBufferPointer(start: nil, count: 0)
+        let token =
+            path.count > prefixLength
+            ? UnsafeBufferPointer(rebasing: path[prefixLength...]) : UnsafeBufferPointer(start: nil, count: 0)
         if token.isEmpty { return apnsError(state, 400, "MissingDeviceToken", apnsID: apnsID, now: now) }
-        for c in token where hexValue(c) == nil { return apnsError(state, 400, "BadDeviceToken", apnsID: apnsID, now: now) }
+        for c in token where hexValue(c) == nil {
+            return apnsError(state, 400, "BadDeviceToken", apnsID: apnsID, now: now)
+        }
 
         // Provider authentication: certificate connections need no JWT; token connections need a valid ES256 JWT.
         if !state.clientCertificate {
@@ -377,14 +419,16 @@ public final class MockEngine: Sendable {
                     if scheme.lowercased() != "bearer " {
                         verdict = .invalid
                     } else {
-                        verdict = MockJWT.verifyAPNs(authString.dropFirst(7), key: credentials.apnsPublicKey,
-                                                     keyID: credentials.apnsKeyID, teamID: credentials.apnsTeamID)
+                        verdict = MockJWT.verifyAPNs(
+                            authString.dropFirst(7), key: credentials.apnsPublicKey,
+                            keyID: credentials.apnsKeyID, teamID: credentials.apnsTeamID)
                     }
                     state.counters.withLock { $0.jwtVerifications += 1 }
                     if state.jwtVerdicts.count > 1024 { state.jwtVerdicts.removeAll() }
                     state.jwtVerdicts[authString] = verdict
                 }
-                state.lastAuthorization = Array(auth); state.lastVerdict = verdict
+                state.lastAuthorization = Array(auth)
+                state.lastVerdict = verdict
             }
             guard case .valid(let iat) = verdict else {
                 return apnsError(state, 403, "InvalidProviderToken", apnsID: apnsID, now: now)
@@ -404,8 +448,9 @@ public final class MockEngine: Sendable {
                 ok = Self.topicSuffixes.contains(where: { rest == $0 })
             }
             if !ok {
-                return apnsError(state, 400, state.clientCertificate ? "TopicDisallowed" : "DeviceTokenNotForTopic",
-                                 apnsID: apnsID, now: now)
+                return apnsError(
+                    state, 400, state.clientCertificate ? "TopicDisallowed" : "DeviceTokenNotForTopic",
+                    apnsID: apnsID, now: now)
             }
         }
         let pushType = raw.pushType
@@ -442,7 +487,8 @@ public final class MockEngine: Sendable {
             switch m {
             case .unregistered: return apnsError(state, 410, "Unregistered", apnsID: apnsID, now: now)
             case .invalid: return apnsError(state, 400, "BadDeviceToken", apnsID: apnsID, now: now)
-            case .reason(let r): return apnsError(state, r.status, r.reason, apnsID: apnsID, now: now, retryAfter: r.retryAfter)
+            case .reason(let r):
+                return apnsError(state, r.status, r.reason, apnsID: apnsID, now: now, retryAfter: r.retryAfter)
             }
         }
         if config.errorRate > 0, !config.errorStatuses.isEmpty, state.nextUnit() < config.errorRate {
@@ -451,7 +497,9 @@ public final class MockEngine: Sendable {
             return apnsError(state, s, reason, apnsID: apnsID, now: now)
         }
         var duplicate = false
-        if config.duplicateTracking, duplicateTrackingAllowed, let id = apnsID, let key = MockDuplicateTracker.key(uuid: id[...]) {
+        if config.duplicateTracking, duplicateTrackingAllowed, let id = apnsID,
+            let key = MockDuplicateTracker.key(uuid: id[...])
+        {
             duplicate = duplicates.insert(key)
         }
         state.counters.withLock { c in
@@ -474,22 +522,28 @@ public final class MockEngine: Sendable {
         for (i, c) in s.enumerated() {
             if i == 8 || i == 13 || i == 18 || i == 23 {
                 if c != UInt8(ascii: "-") { return false }
-            } else if hexValue(c) == nil { return false }
+            } else if hexValue(c) == nil {
+                return false
+            }
         }
         return true
     }
 
     // MARK: FCM OAuth token endpoint
 
-    func oauthError(_ state: MockConnectionState, _ status: Int, _ error: String, _ description: String) -> HTTP2Response {
+    func oauthError(_ state: MockConnectionState, _ status: Int, _ error: String, _ description: String)
+        -> HTTP2Response
+    {
         state.counters.withLock { c in
             c.requests += 1
             c.tokenRequests += 1
             c.errors[MockOutcomeKey(.oauth, status, error), default: 0] += 1
         }
-        let body = "{\"error\":\(MockJSONWriter.quote(error)),\"error_description\":\(MockJSONWriter.quote(description))}"
-        return HTTP2Response(status: status, headers: [HTTP2Header("content-type", "application/json; charset=utf-8")],
-                             body: Array(body.utf8))
+        let body =
+            "{\"error\":\(MockJSONWriter.quote(error)),\"error_description\":\(MockJSONWriter.quote(description))}"
+        return HTTP2Response(
+            status: status, headers: [HTTP2Header("content-type", "application/json; charset=utf-8")],
+            body: Array(body.utf8))
     }
 
     static func formValue(_ body: [UInt8], _ name: String) -> String? {
@@ -506,18 +560,31 @@ public final class MockEngine: Sendable {
         var i = bytes.startIndex
         while i < bytes.endIndex {
             let c = bytes[i]
-            if c == UInt8(ascii: "+") { out.append(0x20); i += 1; continue }
-            if c == UInt8(ascii: "%"), i + 2 < bytes.endIndex + 0, let h = hexValue(bytes[i + 1]), let l = hexValue(bytes[i + 2]) {
-                out.append(h << 4 | l); i += 3; continue
+            if c == UInt8(ascii: "+") {
+                out.append(0x20)
+                i += 1
+                continue
             }
-            out.append(c); i += 1
+            if c == UInt8(ascii: "%"), i + 2 < bytes.endIndex + 0, let h = hexValue(bytes[i + 1]),
+                let l = hexValue(bytes[i + 2])
+            {
+                out.append(h << 4 | l)
+                i += 3
+                continue
+            }
+            out.append(c)
+            i += 1
         }
         return String(decoding: out, as: UTF8.self)
     }
 
-    func oauth(_ req: MockRequest, state: MockConnectionState, config: MockConfiguration, now: Double,
-               authenticated: inout Bool) -> HTTP2Response {
-        guard req.method == "POST" else { return oauthError(state, 405, "invalid_request", "Method not allowed; use POST.") }
+    func oauth(
+        _ req: MockRequest, state: MockConnectionState, config: MockConfiguration, now: Double,
+        authenticated: inout Bool
+    ) -> HTTP2Response {
+        guard req.method == "POST" else {
+            return oauthError(state, 405, "invalid_request", "Method not allowed; use POST.")
+        }
         guard let grant = Self.formValue(req.body, "grant_type") else {
             return oauthError(state, 400, "invalid_request", "Missing required parameter: grant_type")
         }
@@ -528,11 +595,15 @@ public final class MockEngine: Sendable {
             return oauthError(state, 400, "invalid_request", "Missing required parameter: assertion")
         }
         let p = port.withLock { $0 }
-        let audiences = [credentials.tokenURI(host: host, port: p), credentials.tokenURI(host: "localhost", port: p),
-                         credentials.tokenURI(host: "127.0.0.1", port: p)]
-        if let problem = MockJWT.verifyFCMAssertion(assertion[...], key: credentials.fcmPublicKey,
-                                                    clientEmail: credentials.fcmClientEmail, audiences: audiences,
-                                                    now: Int64(now)) {
+        let audiences = [
+            credentials.tokenURI(host: host, port: p), credentials.tokenURI(host: "localhost", port: p),
+            credentials.tokenURI(host: "127.0.0.1", port: p),
+        ]
+        if let problem = MockJWT.verifyFCMAssertion(
+            assertion[...], key: credentials.fcmPublicKey,
+            clientEmail: credentials.fcmClientEmail, audiences: audiences,
+            now: Int64(now))
+        {
             return oauthError(state, 400, "invalid_grant", problem)
         }
         authenticated = true
@@ -542,16 +613,22 @@ public final class MockEngine: Sendable {
         let expiry = Int64(now) + Int64(lifetime)
         issuedAccessTokens.withLock { $0[token] = expiry }
         state.accessTokens[token] = expiry
-        state.counters.withLock { c in c.requests += 1; c.tokenRequests += 1 }
+        state.counters.withLock { c in
+            c.requests += 1
+            c.tokenRequests += 1
+        }
         let body = "{\"access_token\":\"\(token)\",\"expires_in\":\(lifetime),\"token_type\":\"Bearer\"}"
-        return HTTP2Response(status: 200, headers: [HTTP2Header("content-type", "application/json; charset=utf-8")],
-                             body: Array(body.utf8))
+        return HTTP2Response(
+            status: 200, headers: [HTTP2Header("content-type", "application/json; charset=utf-8")],
+            body: Array(body.utf8))
     }
 
     // MARK: FCM send
 
-    func fcm(_ req: MockRequest, _ raw: MockRawFields, state: MockConnectionState, config: MockConfiguration,
-             now: Double, authenticated: inout Bool) -> HTTP2Response {
+    func fcm(
+        _ req: MockRequest, _ raw: MockRawFields, state: MockConnectionState, config: MockConfiguration,
+        now: Double, authenticated: inout Bool
+    ) -> HTTP2Response {
         // /v1/projects/<project>/messages:send
         let rest = req.path.dropFirst("/v1/projects/".utf8.count)
         guard let slash = rest.firstIndex(of: "/"), rest[slash...] == "/messages:send" else {
@@ -561,10 +638,15 @@ public final class MockEngine: Sendable {
         guard req.method == "POST" else {
             return fcmError(state, 405, status: "METHOD_NOT_ALLOWED", message: "Method not allowed.", errorCode: nil)
         }
-        guard let auth = req.header("authorization"), auth.utf8.count > 7, auth.prefix(7).lowercased() == "bearer " else {
-            return fcmError(state, 401, status: "UNAUTHENTICATED",
-                            message: "Request is missing required authentication credential. Expected OAuth 2 access token, login cookie or other valid authentication credential. See https://developers.google.com/identity/sign-in/web/devconsole-project.",
-                            errorCode: nil)
+        guard let auth = req.header("authorization"), auth.utf8.count > 7, auth.prefix(7).lowercased() == "bearer "
+        else {
+            return fcmError(
+                state, 401, status: "UNAUTHENTICATED",
+                message:
+                    "Request is missing required authentication credential. Expected OAuth 2 access token, login "
+                    + "cookie or other valid authentication credential. See "
+                    + "https://developers.google.com/identity/sign-in/web/devconsole-project.",
+                errorCode: nil)
         }
         let token = String(auth.dropFirst(7))
         var expiry = state.accessTokens[token]
@@ -573,66 +655,91 @@ public final class MockEngine: Sendable {
             if let e = expiry { state.accessTokens[token] = e }
         }
         guard let exp = expiry, Double(exp) > now else {
-            return fcmError(state, 401, status: "UNAUTHENTICATED",
-                            message: "Request had invalid authentication credentials. Expected OAuth 2 access token, login cookie or other valid authentication credential. See https://developers.google.com/identity/sign-in/web/devconsole-project.",
-                            errorCode: nil)
+            return fcmError(
+                state, 401, status: "UNAUTHENTICATED",
+                message:
+                    "Request had invalid authentication credentials. Expected OAuth 2 access token, login cookie "
+                    + "or other valid authentication credential. See "
+                    + "https://developers.google.com/identity/sign-in/web/devconsole-project.",
+                errorCode: nil)
         }
         guard project == credentials.fcmProjectID else {
-            return fcmError(state, 403, status: "PERMISSION_DENIED",
-                            message: "Permission 'cloudmessaging.messages.create' denied on resource '//cloudresourcemanager.googleapis.com/projects/\(project)' (or it may not exist).",
-                            errorCode: nil)
+            return fcmError(
+                state, 403, status: "PERMISSION_DENIED",
+                message:
+                    "Permission 'cloudmessaging.messages.create' denied on resource "
+                    + "'//cloudresourcemanager.googleapis.com/projects/\(project)' (or it may not exist).",
+                errorCode: nil)
         }
         authenticated = true
         guard let doc = MockJSONValue.parse(req.body), case .object = doc else {
-            return fcmError(state, 400, status: "INVALID_ARGUMENT",
-                            message: "Invalid JSON payload received. Unexpected token.", errorCode: nil)
+            return fcmError(
+                state, 400, status: "INVALID_ARGUMENT",
+                message: "Invalid JSON payload received. Unexpected token.", errorCode: nil)
         }
         guard let message = doc["message"], case .object = message else {
-            return fcmError(state, 400, status: "INVALID_ARGUMENT", message: "Request contains an invalid argument.",
-                            errorCode: "INVALID_ARGUMENT", field: ("message", "message is required"))
+            return fcmError(
+                state, 400, status: "INVALID_ARGUMENT", message: "Request contains an invalid argument.",
+                errorCode: "INVALID_ARGUMENT", field: ("message", "message is required"))
         }
         let target = message["token"]?.stringValue
         let hasTopic = message["topic"]?.stringValue != nil || message["condition"]?.stringValue != nil
         if target == nil && !hasTopic {
-            return fcmError(state, 400, status: "INVALID_ARGUMENT", message: "Recipient of the message is not set.",
-                            errorCode: "INVALID_ARGUMENT", field: ("message.token", "Recipient of the message is not set."))
+            return fcmError(
+                state, 400, status: "INVALID_ARGUMENT", message: "Recipient of the message is not set.",
+                errorCode: "INVALID_ARGUMENT", field: ("message.token", "Recipient of the message is not set."))
         }
         if let t = target, t.isEmpty || t.utf8.contains(where: { $0 <= 0x20 || $0 >= 0x7F }) {
             return invalidToken(state)
         }
         if let data = message["data"] {
             guard let members = data.objectValue else {
-                return fcmError(state, 400, status: "INVALID_ARGUMENT",
-                                message: "Invalid value at 'message.data' (type.googleapis.com/google.firebase.fcm.v1.Message.DataEntry), must be an object",
-                                errorCode: "INVALID_ARGUMENT", field: ("message.data", "Invalid value"))
+                return fcmError(
+                    state, 400, status: "INVALID_ARGUMENT",
+                    message:
+                        "Invalid value at 'message.data' "
+                        + "(type.googleapis.com/google.firebase.fcm.v1.Message.DataEntry), must be an object",
+                    errorCode: "INVALID_ARGUMENT", field: ("message.data", "Invalid value"))
             }
             var size = 0
             for (i, (k, v)) in members.enumerated() {
                 guard let s = v.stringValue else {
-                    return fcmError(state, 400, status: "INVALID_ARGUMENT",
-                                    message: "Invalid value at 'message.data[\(i)].value' (TYPE_STRING), \(v.serialized)",
-                                    errorCode: nil, field: ("message.data[\(i)].value", "Invalid value at 'message.data[\(i)].value' (TYPE_STRING), \(v.serialized)"))
+                    return fcmError(
+                        state, 400, status: "INVALID_ARGUMENT",
+                        message: "Invalid value at 'message.data[\(i)].value' (TYPE_STRING), \(v.serialized)",
+                        errorCode: nil,
+                        field: (
+                            "message.data[\(i)].value",
+                            "Invalid value at 'message.data[\(i)].value' (TYPE_STRING), \(v.serialized)"
+                        ))
                 }
                 size += k.utf8.count + s.utf8.count
             }
             if size > 4096 {
-                return fcmError(state, 400, status: "INVALID_ARGUMENT", message: "Message is too big",
-                                errorCode: "INVALID_ARGUMENT", field: ("message.data", "Message is too big"))
+                return fcmError(
+                    state, 400, status: "INVALID_ARGUMENT", message: "Message is too big",
+                    errorCode: "INVALID_ARGUMENT", field: ("message.data", "Message is too big"))
             }
         }
         if let android = message["android"] {
             if let p = android["priority"] {
                 guard let s = p.stringValue, s == "HIGH" || s == "NORMAL" else {
-                    return fcmError(state, 400, status: "INVALID_ARGUMENT",
-                                    message: "Invalid value at 'message.android.priority' (type.googleapis.com/google.firebase.fcm.v1.AndroidMessagePriority), \(p.serialized)",
-                                    errorCode: nil, field: ("message.android.priority", "Invalid value"))
+                    return fcmError(
+                        state, 400, status: "INVALID_ARGUMENT",
+                        message:
+                            "Invalid value at 'message.android.priority' "
+                            + "(type.googleapis.com/google.firebase.fcm.v1.AndroidMessagePriority), \(p.serialized)",
+                        errorCode: nil, field: ("message.android.priority", "Invalid value"))
                 }
             }
             if let ttl = android["ttl"] {
                 guard let s = ttl.stringValue, Self.isDuration(s) else {
-                    return fcmError(state, 400, status: "INVALID_ARGUMENT",
-                                    message: "Invalid value at 'message.android.ttl' (type.googleapis.com/google.protobuf.Duration), \(ttl.serialized)",
-                                    errorCode: nil, field: ("message.android.ttl", "Invalid value"))
+                    return fcmError(
+                        state, 400, status: "INVALID_ARGUMENT",
+                        message:
+                            "Invalid value at 'message.android.ttl' "
+                            + "(type.googleapis.com/google.protobuf.Duration), \(ttl.serialized)",
+                        errorCode: nil, field: ("message.android.ttl", "Invalid value"))
                 }
             }
         }
@@ -642,27 +749,35 @@ public final class MockEngine: Sendable {
 
     /// What a send decides after its message passed the checks: token rules, injected errors, then the accepted
     /// answer.
-    func fcmAccept(_ req: MockRequest, state: MockConnectionState, config: MockConfiguration, now: Double,
-                   validateOnly: Bool, target: String?) -> HTTP2Response {
+    func fcmAccept(
+        _ req: MockRequest, state: MockConnectionState, config: MockConfiguration, now: Double,
+        validateOnly: Bool, target: String?
+    ) -> HTTP2Response {
         if !config.fcm.isEmpty, let t = target, let m = config.fcm.match(t[...]) {
             switch m {
             case .unregistered:
-                return fcmError(state, 404, status: "NOT_FOUND", message: "Requested entity was not found.", errorCode: "UNREGISTERED")
+                return fcmError(
+                    state, 404, status: "NOT_FOUND", message: "Requested entity was not found.",
+                    errorCode: "UNREGISTERED")
             case .invalid: return invalidToken(state)
             case .reason(let r):
                 if r.reason == "INVALID_ARGUMENT" { return invalidToken(state) }
-                return fcmError(state, r.status, status: FCMErrorCode.googleStatus(forHTTP: r.status),
-                                message: FCMErrorCode.message(for: r.reason), errorCode: r.reason, retryAfter: r.retryAfter)
+                return fcmError(
+                    state, r.status, status: FCMErrorCode.googleStatus(forHTTP: r.status),
+                    message: FCMErrorCode.message(for: r.reason), errorCode: r.reason, retryAfter: r.retryAfter)
             }
         }
         if config.errorRate > 0, !config.errorStatuses.isEmpty, state.nextUnit() < config.errorRate {
             let s = config.errorStatuses[Int(state.nextRandom() % UInt64(config.errorStatuses.count))]
             let code = s == 429 ? "QUOTA_EXCEEDED" : s == 500 ? "INTERNAL" : "UNAVAILABLE"
-            return fcmError(state, s, status: FCMErrorCode.googleStatus(forHTTP: s), message: FCMErrorCode.message(for: code),
-                            errorCode: code, retryAfter: s == 500 ? nil : config.retryAfterSeconds)
+            return fcmError(
+                state, s, status: FCMErrorCode.googleStatus(forHTTP: s), message: FCMErrorCode.message(for: code),
+                errorCode: code, retryAfter: s == 500 ? nil : config.retryAfterSeconds)
         }
         var duplicate = false
-        if !validateOnly, config.duplicateTracking, duplicateTrackingAllowed, let id = req.header("x-volley-delivery-id") {
+        if !validateOnly, config.duplicateTracking, duplicateTrackingAllowed,
+            let id = req.header("x-volley-delivery-id")
+        {
             duplicate = duplicates.insert(MockDuplicateTracker.key(string: id[...]))
         }
         state.counters.withLock { c in
@@ -685,8 +800,9 @@ public final class MockEngine: Sendable {
             MockBytes.appendHex(messageCounter.add(1, ordering: .relaxed).newValue, to: &body)
         }
         body.append(contentsOf: #""}"#.utf8)
-        return HTTP2Response(status: 200, headers: [HTTP2Header("content-type", "application/json; charset=UTF-8")],
-                             body: body)
+        return HTTP2Response(
+            status: 200, headers: [HTTP2Header("content-type", "application/json; charset=UTF-8")],
+            body: body)
     }
 
     static func isDuration(_ s: String) -> Bool {
@@ -698,7 +814,11 @@ public final class MockEngine: Sendable {
         // ^\d+(\.\d+)?s$
         guard u.count >= 2, u.last == UInt8(ascii: "s") else { return false }
         var i = 0
-        let digits = { (from: Int) -> Int in var j = from; while j < u.count - 1, u[j] >= 0x30, u[j] <= 0x39 { j += 1 }; return j }
+        let digits = { (from: Int) -> Int in
+            var j = from
+            while j < u.count - 1, u[j] >= 0x30, u[j] <= 0x39 { j += 1 }
+            return j
+        }
         let a = digits(i)
         guard a > i else { return false }
         i = a
@@ -709,26 +829,38 @@ public final class MockEngine: Sendable {
     }
 
     func invalidToken(_ state: MockConnectionState) -> HTTP2Response {
-        fcmError(state, 400, status: "INVALID_ARGUMENT", message: "The registration token is not a valid FCM registration token",
-                 errorCode: "INVALID_ARGUMENT",
-                 field: ("message.token", "The registration token is not a valid FCM registration token"))
+        fcmError(
+            state, 400, status: "INVALID_ARGUMENT",
+            message: "The registration token is not a valid FCM registration token",
+            errorCode: "INVALID_ARGUMENT",
+            field: ("message.token", "The registration token is not a valid FCM registration token"))
     }
 
     /// Google's error shape: {"error":{"code","message","status","details":[FcmError, BadRequest?]}}.
-    func fcmError(_ state: MockConnectionState, _ code: Int, status: String, message: String, errorCode: String?,
-                  field: (String, String)? = nil, retryAfter: Int? = nil) -> HTTP2Response {
+    func fcmError(
+        _ state: MockConnectionState, _ code: Int, status: String, message: String, errorCode: String?,
+        field: (String, String)? = nil, retryAfter: Int? = nil
+    ) -> HTTP2Response {
         state.counters.withLock { c in
             c.requests += 1
             c.errors[MockOutcomeKey(.fcm, code, errorCode ?? status), default: 0] += 1
         }
         var details: [String] = []
         if let e = errorCode {
-            details.append("{\"@type\":\"type.googleapis.com/google.firebase.fcm.v1.FcmError\",\"errorCode\":\(MockJSONWriter.quote(e))}")
+            details.append(
+                "{\"@type\":\"type.googleapis.com/google.firebase.fcm.v1.FcmError\",\"errorCode\":"
+                    + "\(MockJSONWriter.quote(e))}"
+            )
         }
         if let (f, d) = field {
-            details.append("{\"@type\":\"type.googleapis.com/google.rpc.BadRequest\",\"fieldViolations\":[{\"field\":\(MockJSONWriter.quote(f)),\"description\":\(MockJSONWriter.quote(d))}]}")
+            details.append(
+                "{\"@type\":\"type.googleapis.com/google.rpc.BadRequest\",\"fieldViolations\":[{\"field\":"
+                    + "\(MockJSONWriter.quote(f)),\"description\":\(MockJSONWriter.quote(d))}]}"
+            )
         }
-        var body = "{\"error\":{\"code\":\(code),\"message\":\(MockJSONWriter.quote(message)),\"status\":\(MockJSONWriter.quote(status))"
+        var body =
+            "{\"error\":{\"code\":\(code),\"message\":\(MockJSONWriter.quote(message)),\"status\":"
+            + "\(MockJSONWriter.quote(status))"
         if !details.isEmpty { body += ",\"details\":[" + details.joined(separator: ",") + "]" }
         body += "}}"
         var headers = [HTTP2Header("content-type", "application/json; charset=UTF-8")]
@@ -758,7 +890,8 @@ public final class MockEngine: Sendable {
                 d.response = HTTP2Response(status: 400, headers: json, body: Array(body.utf8))
             }
         default:
-            d.response = HTTP2Response(status: 404, headers: json, body: Array("{\"error\":\"unknown /_mock route\"}".utf8))
+            d.response = HTTP2Response(
+                status: 404, headers: json, body: Array("{\"error\":\"unknown /_mock route\"}".utf8))
         }
         return d
     }
@@ -794,7 +927,8 @@ enum FCMErrorCode {
         switch code {
         case "UNREGISTERED": return "Requested entity was not found."
         case "SENDER_ID_MISMATCH": return "SenderId mismatch"
-        case "QUOTA_EXCEEDED": return "Quota exceeded for quota metric 'Messages sent' and limit 'Messages sent per minute'."
+        case "QUOTA_EXCEEDED":
+            return "Quota exceeded for quota metric 'Messages sent' and limit 'Messages sent per minute'."
         case "UNAVAILABLE": return "The service is currently unavailable."
         case "INTERNAL": return "Internal error encountered."
         case "THIRD_PARTY_AUTH_ERROR", "APNS_AUTH_ERROR": return "Auth error from APNS or Web Push Service"
@@ -826,7 +960,9 @@ struct MockRawFields {
             case 7 where MockBytes.equal(n, ":method"): method = f.value
             case 7 where MockBytes.equal(n, "apns-id"): apnsID = f.value
             case 10 where MockBytes.equal(n, "apns-topic"): topic = f.value
-            case 13 where MockBytes.equal(n, "authorization"): authorization = f.value; authorizationCount += 1
+            case 13 where MockBytes.equal(n, "authorization"):
+                authorization = f.value
+                authorizationCount += 1
             case 13 where MockBytes.equal(n, "apns-priority"): priority = f.value
             case 14 where MockBytes.equal(n, "apns-push-type"): pushType = f.value
             case 15 where MockBytes.equal(n, "apns-expiration"): expiration = f.value
@@ -856,12 +992,17 @@ enum MockBytes {
             let n = a.count
             var i = 0
             while i + 8 <= n {
-                if UnsafeRawPointer(pa + i).loadUnaligned(as: UInt64.self) != UnsafeRawPointer(pb + i).loadUnaligned(as: UInt64.self) {
+                if UnsafeRawPointer(pa + i).loadUnaligned(as: UInt64.self)
+                    != UnsafeRawPointer(pb + i).loadUnaligned(as: UInt64.self)
+                {
                     return false
                 }
                 i += 8
             }
-            while i < n { if pa[i] != pb[i] { return false }; i += 1 }
+            while i < n {
+                if pa[i] != pb[i] { return false }
+                i += 1
+            }
             return true
         }
     }
@@ -890,7 +1031,8 @@ enum MockBytes {
         let digits: StaticString = "0123456789abcdef"
         var buffer: (UInt64, UInt64, UInt64, UInt64, UInt64, UInt64, UInt64, UInt64) = (0, 0, 0, 0, 0, 0, 0, 0)
         withUnsafeMutableBytes(of: &buffer) { tmp in
-            var n = v, k = tmp.count
+            var n = v
+            var k = tmp.count
             repeat {
                 k -= 1
                 tmp[k] = digits.utf8Start[Int(n % radix)]

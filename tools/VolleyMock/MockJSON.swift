@@ -33,29 +33,52 @@ struct MockJSONValidator {
         guard i < b.count, depth < 64 else { return nil }
         switch b[i] {
         case UInt8(ascii: "{"):
-            i += 1; skipWS()
-            if i < b.count, b[i] == UInt8(ascii: "}") { i += 1; return .object }
+            i += 1
+            skipWS()
+            if i < b.count, b[i] == UInt8(ascii: "}") {
+                i += 1
+                return .object
+            }
             while true {
                 guard i < b.count, b[i] == UInt8(ascii: "\""), string() else { return nil }
                 skipWS()
                 guard i < b.count, b[i] == UInt8(ascii: ":") else { return nil }
-                i += 1; skipWS()
+                i += 1
+                skipWS()
                 guard value(depth: depth + 1) != nil else { return nil }
                 skipWS()
                 guard i < b.count else { return nil }
-                if b[i] == UInt8(ascii: ",") { i += 1; skipWS(); continue }
-                if b[i] == UInt8(ascii: "}") { i += 1; return .object }
+                if b[i] == UInt8(ascii: ",") {
+                    i += 1
+                    skipWS()
+                    continue
+                }
+                if b[i] == UInt8(ascii: "}") {
+                    i += 1
+                    return .object
+                }
                 return nil
             }
         case UInt8(ascii: "["):
-            i += 1; skipWS()
-            if i < b.count, b[i] == UInt8(ascii: "]") { i += 1; return .array }
+            i += 1
+            skipWS()
+            if i < b.count, b[i] == UInt8(ascii: "]") {
+                i += 1
+                return .array
+            }
             while true {
                 guard value(depth: depth + 1) != nil else { return nil }
                 skipWS()
                 guard i < b.count else { return nil }
-                if b[i] == UInt8(ascii: ",") { i += 1; skipWS(); continue }
-                if b[i] == UInt8(ascii: "]") { i += 1; return .array }
+                if b[i] == UInt8(ascii: ",") {
+                    i += 1
+                    skipWS()
+                    continue
+                }
+                if b[i] == UInt8(ascii: "]") {
+                    i += 1
+                    return .array
+                }
                 return nil
             }
         case UInt8(ascii: "\""):
@@ -85,15 +108,17 @@ struct MockJSONValidator {
             // Fast path, eight bytes at a time: skip words with no control byte, no byte >= 0x80, no '"', no '\\'
             // (the classic "has zero byte" test on x, x ^ '"'*8 and x ^ '\\'*8).
             if let base = b.baseAddress {
-                let ones: UInt64 = 0x0101_0101_0101_0101, highs: UInt64 = 0x8080_8080_8080_8080
+                let ones: UInt64 = 0x0101_0101_0101_0101
+                let highs: UInt64 = 0x8080_8080_8080_8080
                 while i + 8 <= b.count {
                     let x = UnsafeRawPointer(base + i).loadUnaligned(as: UInt64.self)
-                    let q = x ^ (ones &* 0x22), bs = x ^ (ones &* 0x5C)
+                    let q = x ^ (ones &* 0x22)
+                    let bs = x ^ (ones &* 0x5C)
                     let special = (x &- ones &* 0x20) | x | (q &- ones) & ~q | (bs &- ones) & ~bs
                     if special & highs != 0 { break }
                     i += 8
                 }
-                guard i < b.count else { return false }   // no closing quote
+                guard i < b.count else { return false } // no closing quote
             }
             var c = b[i]
             while c >= 0x20, c < 0x80, c != UInt8(ascii: "\""), c != UInt8(ascii: "\\") {
@@ -101,14 +126,17 @@ struct MockJSONValidator {
                 guard i < b.count else { return false }
                 c = b[i]
             }
-            if c == UInt8(ascii: "\"") { i += 1; return true }
+            if c == UInt8(ascii: "\"") {
+                i += 1
+                return true
+            }
             if c < 0x20 { return false }
             if c == UInt8(ascii: "\\") {
                 i += 1
                 guard i < b.count else { return false }
                 switch b[i] {
                 case UInt8(ascii: "\""), UInt8(ascii: "\\"), UInt8(ascii: "/"), UInt8(ascii: "b"), UInt8(ascii: "f"),
-                     UInt8(ascii: "n"), UInt8(ascii: "r"), UInt8(ascii: "t"):
+                    UInt8(ascii: "n"), UInt8(ascii: "r"), UInt8(ascii: "t"):
                     i += 1
                 case UInt8(ascii: "u"):
                     guard i + 4 < b.count else { return false }
@@ -118,11 +146,21 @@ struct MockJSONValidator {
                 }
                 continue
             }
-            if c < 0x80 { i += 1; continue }
+            if c < 0x80 {
+                i += 1
+                continue
+            }
             // Multi-byte UTF-8: lead byte decides the length; continuation bytes are 10xxxxxx.
             let len: Int
-            if c & 0xE0 == 0xC0, c >= 0xC2 { len = 2 } else if c & 0xF0 == 0xE0 { len = 3 }
-            else if c & 0xF8 == 0xF0, c <= 0xF4 { len = 4 } else { return false }
+            if c & 0xE0 == 0xC0, c >= 0xC2 {
+                len = 2
+            } else if c & 0xF0 == 0xE0 {
+                len = 3
+            } else if c & 0xF8 == 0xF0, c <= 0xF4 {
+                len = 4
+            } else {
+                return false
+            }
             guard i + len <= b.count else { return false }
             for k in 1..<len where b[i + k] & 0xC0 != 0x80 { return false }
             i += len
@@ -165,12 +203,12 @@ public indirect enum MockJSONValue: Sendable, Equatable {
 
     public static func == (a: MockJSONValue, b: MockJSONValue) -> Bool {
         switch (a, b) {
-        case let (.object(x), .object(y)):
+        case (.object(let x), .object(let y)):
             return x.count == y.count && zip(x, y).allSatisfy { $0.0 == $1.0 && $0.1 == $1.1 }
-        case let (.array(x), .array(y)): return x == y
-        case let (.string(x), .string(y)): return x == y
-        case let (.number(x), .number(y)): return x == y
-        case let (.bool(x), .bool(y)): return x == y
+        case (.array(let x), .array(let y)): return x == y
+        case (.string(let x), .string(let y)): return x == y
+        case (.number(let x), .number(let y)): return x == y
+        case (.bool(let x), .bool(let y)): return x == y
         case (.null, .null): return true
         default: return false
         }
@@ -180,7 +218,10 @@ public indirect enum MockJSONValue: Sendable, Equatable {
         if case .object(let members) = self { return members.last(where: { $0.0 == key })?.1 }
         return nil
     }
-    public var stringValue: String? { if case .string(let s) = self { return s }; return nil }
+    public var stringValue: String? {
+        if case .string(let s) = self { return s }
+        return nil
+    }
     public var doubleValue: Double? {
         switch self {
         case .number(let s): return Double(s)
@@ -192,9 +233,18 @@ public indirect enum MockJSONValue: Sendable, Equatable {
         if case .number(let s) = self { return Int(s) ?? Double(s).flatMap { $0.isFinite ? Int($0) : nil } }
         return nil
     }
-    public var boolValue: Bool? { if case .bool(let b) = self { return b }; return nil }
-    public var arrayValue: [MockJSONValue]? { if case .array(let a) = self { return a }; return nil }
-    public var objectValue: [(String, MockJSONValue)]? { if case .object(let o) = self { return o }; return nil }
+    public var boolValue: Bool? {
+        if case .bool(let b) = self { return b }
+        return nil
+    }
+    public var arrayValue: [MockJSONValue]? {
+        if case .array(let a) = self { return a }
+        return nil
+    }
+    public var objectValue: [(String, MockJSONValue)]? {
+        if case .object(let o) = self { return o }
+        return nil
+    }
 
     /// Parses one JSON document; nil when the syntax is invalid.
     public static func parse(_ bytes: [UInt8]) -> MockJSONValue? {
@@ -210,7 +260,8 @@ public indirect enum MockJSONValue: Sendable, Equatable {
     /// Compact JSON text.
     public var serialized: String {
         switch self {
-        case .object(let m): return "{" + m.map { MockJSONWriter.quote($0.0) + ":" + $0.1.serialized }.joined(separator: ",") + "}"
+        case .object(let m):
+            return "{" + m.map { MockJSONWriter.quote($0.0) + ":" + $0.1.serialized }.joined(separator: ",") + "}"
         case .array(let a): return "[" + a.map(\.serialized).joined(separator: ",") + "]"
         case .string(let s): return MockJSONWriter.quote(s)
         case .number(let n): return n
@@ -233,40 +284,66 @@ private struct MockJSONParser {
         guard i < b.count else { return nil }
         switch b[i] {
         case UInt8(ascii: "{"):
-            i += 1; skipWS()
+            i += 1
+            skipWS()
             var members: [(String, MockJSONValue)] = []
-            if b[i] == UInt8(ascii: "}") { i += 1; return .object(members) }
+            if b[i] == UInt8(ascii: "}") {
+                i += 1
+                return .object(members)
+            }
             while true {
                 guard let key = string() else { return nil }
-                skipWS(); i += 1; skipWS()  // ':'
+                skipWS()
+                i += 1
+                skipWS() // ':'
                 guard let v = value() else { return nil }
                 members.append((key, v))
                 skipWS()
-                if b[i] == UInt8(ascii: ",") { i += 1; skipWS(); continue }
+                if b[i] == UInt8(ascii: ",") {
+                    i += 1
+                    skipWS()
+                    continue
+                }
                 i += 1
                 return .object(members)
             }
         case UInt8(ascii: "["):
-            i += 1; skipWS()
+            i += 1
+            skipWS()
             var items: [MockJSONValue] = []
-            if b[i] == UInt8(ascii: "]") { i += 1; return .array(items) }
+            if b[i] == UInt8(ascii: "]") {
+                i += 1
+                return .array(items)
+            }
             while true {
                 guard let v = value() else { return nil }
                 items.append(v)
                 skipWS()
-                if b[i] == UInt8(ascii: ",") { i += 1; skipWS(); continue }
+                if b[i] == UInt8(ascii: ",") {
+                    i += 1
+                    skipWS()
+                    continue
+                }
                 i += 1
                 return .array(items)
             }
         case UInt8(ascii: "\""):
             return string().map { .string($0) }
-        case UInt8(ascii: "t"): i += 4; return .bool(true)
-        case UInt8(ascii: "f"): i += 5; return .bool(false)
-        case UInt8(ascii: "n"): i += 4; return .null
+        case UInt8(ascii: "t"):
+            i += 4
+            return .bool(true)
+        case UInt8(ascii: "f"):
+            i += 5
+            return .bool(false)
+        case UInt8(ascii: "n"):
+            i += 4
+            return .null
         default:
             let start = i
-            while i < b.count, b[i] == UInt8(ascii: "-") || b[i] == UInt8(ascii: "+") || b[i] == UInt8(ascii: ".")
-                || b[i] == UInt8(ascii: "e") || b[i] == UInt8(ascii: "E") || (b[i] >= 0x30 && b[i] <= 0x39) { i += 1 }
+            while i < b.count,
+                b[i] == UInt8(ascii: "-") || b[i] == UInt8(ascii: "+") || b[i] == UInt8(ascii: ".")
+                    || b[i] == UInt8(ascii: "e") || b[i] == UInt8(ascii: "E") || (b[i] >= 0x30 && b[i] <= 0x39)
+            { i += 1 }
             return .number(String(decoding: UnsafeBufferPointer(rebasing: b[start..<i]), as: UTF8.self))
         }
     }
@@ -277,7 +354,12 @@ private struct MockJSONParser {
         let start = i
         var simple = true
         while b[i] != UInt8(ascii: "\"") {
-            if b[i] == UInt8(ascii: "\\") { simple = false; i += 2 } else { i += 1 }
+            if b[i] == UInt8(ascii: "\\") {
+                simple = false
+                i += 2
+            } else {
+                i += 1
+            }
         }
         let raw = UnsafeBufferPointer(rebasing: b[start..<i])
         i += 1
@@ -288,7 +370,11 @@ private struct MockJSONParser {
         var pendingHigh: UInt32? = nil
         while k < raw.count {
             let c = raw[k]
-            if c != UInt8(ascii: "\\") { out.append(c); k += 1; continue }
+            if c != UInt8(ascii: "\\") {
+                out.append(c)
+                k += 1
+                continue
+            }
             let e = raw[k + 1]
             k += 2
             switch e {
@@ -300,11 +386,15 @@ private struct MockJSONParser {
             case UInt8(ascii: "u"):
                 var code: UInt32 = 0
                 for h in raw[k..<(k + 4)] {
-                    let d: UInt32 = h <= 0x39 ? UInt32(h - 0x30) : (h | 0x20) >= 0x61 ? UInt32((h | 0x20) - 0x61 + 10) : 0
+                    let d: UInt32 =
+                        h <= 0x39 ? UInt32(h - 0x30) : (h | 0x20) >= 0x61 ? UInt32((h | 0x20) - 0x61 + 10) : 0
                     code = code << 4 | d
                 }
                 k += 4
-                if code >= 0xD800 && code < 0xDC00 { pendingHigh = code; continue }
+                if code >= 0xD800 && code < 0xDC00 {
+                    pendingHigh = code
+                    continue
+                }
                 if code >= 0xDC00 && code < 0xE000, let high = pendingHigh {
                     code = 0x10000 + ((high - 0xD800) << 10) + (code - 0xDC00)
                 }

@@ -19,11 +19,17 @@ public struct MockServerOptions: Sendable {
     /// Shared serial queues connection queues target (nil: active cores).
     public var queues: Int?
 
-    public init(stateDirectory: String, host: String = "127.0.0.1", port: Int = 0,
-                configuration: MockConfiguration = MockConfiguration(), requireClientCertificate: Bool = false,
-                duplicateTracking: Bool = true, queues: Int? = nil) {
-        self.stateDirectory = stateDirectory; self.host = host; self.port = port; self.configuration = configuration
-        self.requireClientCertificate = requireClientCertificate; self.duplicateTracking = duplicateTracking
+    public init(
+        stateDirectory: String, host: String = "127.0.0.1", port: Int = 0,
+        configuration: MockConfiguration = MockConfiguration(), requireClientCertificate: Bool = false,
+        duplicateTracking: Bool = true, queues: Int? = nil
+    ) {
+        self.stateDirectory = stateDirectory
+        self.host = host
+        self.port = port
+        self.configuration = configuration
+        self.requireClientCertificate = requireClientCertificate
+        self.duplicateTracking = duplicateTracking
         self.queues = queues
     }
 }
@@ -67,9 +73,11 @@ public final class MockServer: HTTP2ServerHandler, @unchecked Sendable {
         self.options = options
         self.logger = logger
         let credentials = try MockCredentials.loadOrCreate(stateDirectory: options.stateDirectory)
-        self.engine = MockEngine(credentials: credentials, host: options.host, configuration: options.configuration,
-                                 duplicateTracking: options.duplicateTracking)
-        self.serverMaxStreams = options.configuration.oneStreamUntilAuthenticated ? 1 : options.configuration.maxConcurrentStreams
+        self.engine = MockEngine(
+            credentials: credentials, host: options.host, configuration: options.configuration,
+            duplicateTracking: options.duplicateTracking)
+        self.serverMaxStreams =
+            options.configuration.oneStreamUntilAuthenticated ? 1 : options.configuration.maxConcurrentStreams
     }
 
     /// Listens, writes `service-account.json` and `endpoints.json`, and returns the bound port.
@@ -91,7 +99,8 @@ public final class MockServer: HTTP2ServerHandler, @unchecked Sendable {
         self.boundPort = port
         engine.port.withLock { $0 = port }
         try credentials.writeServiceAccount(host: options.host, port: port)
-        try credentials.writeEndpoints(host: options.host, port: port, requireClientCertificate: options.requireClientCertificate)
+        try credentials.writeEndpoints(
+            host: options.host, port: port, requireClientCertificate: options.requireClientCertificate)
         logger.info("volley-mock listening", metadata: ["host": "\(options.host)", "port": "\(port)"])
         return port
     }
@@ -128,9 +137,10 @@ public final class MockServer: HTTP2ServerHandler, @unchecked Sendable {
     // MARK: HTTP2ServerHandler
 
     public func connectionOpened(_ connection: HTTP2ServerConnection) {
-        let (state, set) = engine.connectionOpened(id: connection.id,
-                                                   clientCertificate: connection.clientCertificateSubject != nil,
-                                                   serverMaxStreams: serverMaxStreams)
+        let (state, set) = engine.connectionOpened(
+            id: connection.id,
+            clientCertificate: connection.clientCertificateSubject != nil,
+            serverMaxStreams: serverMaxStreams)
         connection.userState = state
         if let n = set { connection.setMaxConcurrentStreams(n) }
     }
@@ -145,7 +155,9 @@ public final class MockServer: HTTP2ServerHandler, @unchecked Sendable {
         if state.streams & 63 == 1 || state.streams < 64 {
             let s = connection.statistics
             state.counters.withLock { c in
-                if s.peakConcurrentStreams > c.peakConcurrentStreams { c.peakConcurrentStreams = s.peakConcurrentStreams }
+                if s.peakConcurrentStreams > c.peakConcurrentStreams {
+                    c.peakConcurrentStreams = s.peakConcurrentStreams
+                }
                 c.refusedStreams = s.refusedStreams
             }
         }

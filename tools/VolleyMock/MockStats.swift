@@ -14,7 +14,9 @@ public struct MockOutcomeKey: Sendable, Hashable, CustomStringConvertible {
     public var status: Int
     public var reason: String
     public init(_ provider: MockProvider, _ status: Int, _ reason: String) {
-        self.provider = provider; self.status = status; self.reason = reason
+        self.provider = provider
+        self.status = status
+        self.reason = reason
     }
     public var description: String { "\(provider.rawValue) \(status) \(reason)" }
 }
@@ -36,9 +38,13 @@ public struct MockCounters: Sendable, Equatable {
     public init() {}
 
     mutating func add(_ o: MockCounters) {
-        requests += o.requests; apnsAccepted += o.apnsAccepted; fcmAccepted += o.fcmAccepted
+        requests += o.requests
+        apnsAccepted += o.apnsAccepted
+        fcmAccepted += o.fcmAccepted
         fcmValidateOnly += o.fcmValidateOnly
-        tokenRequests += o.tokenRequests; jwtVerifications += o.jwtVerifications; duplicates += o.duplicates
+        tokenRequests += o.tokenRequests
+        jwtVerifications += o.jwtVerifications
+        duplicates += o.duplicates
         for (k, v) in o.errors { errors[k, default: 0] += v }
         refusedStreams += o.refusedStreams
         peakConcurrentStreams = max(peakConcurrentStreams, o.peakConcurrentStreams)
@@ -81,12 +87,21 @@ public struct MockStatsSnapshot: Sendable {
         var s = "{\"total_requests\":\(totalRequests),"
         s += "\"accepted\":{\"apns\":\(acceptedAPNs),\"fcm\":\(acceptedFCM)},"
         s += "\"fcm_validate_only\":\(fcmValidateOnly),"
-        let rows = outcomes.sorted { ($0.key.provider.rawValue, $0.key.status, $0.key.reason) < ($1.key.provider.rawValue, $1.key.status, $1.key.reason) }
-        s += "\"outcomes\":[" + rows.map {
-            "{\"provider\":\"\($0.key.provider.rawValue)\",\"status\":\($0.key.status),\"reason\":\(MockJSONWriter.quote($0.key.reason)),\"count\":\($0.value)}"
-        }.joined(separator: ",") + "],"
+        let rows = outcomes.sorted {
+            ($0.key.provider.rawValue, $0.key.status, $0.key.reason) < (
+                $1.key.provider.rawValue, $1.key.status, $1.key.reason
+            )
+        }
+        s +=
+            "\"outcomes\":["
+            + rows.map {
+                "{\"provider\":\"\($0.key.provider.rawValue)\",\"status\":\($0.key.status),\"reason\":"
+                    + "\(MockJSONWriter.quote($0.key.reason)),\"count\":\($0.value)}"
+            }.joined(separator: ",") + "],"
         s += "\"connections_opened\":\(connectionsOpened),\"connections_open\":\(connectionsOpen),"
-        s += "\"peak_concurrent_streams_per_connection\":{" + peakConcurrentStreamsPerConnection.sorted { $0.key < $1.key }
+        s +=
+            "\"peak_concurrent_streams_per_connection\":{"
+            + peakConcurrentStreamsPerConnection.sorted { $0.key < $1.key }
             .map { "\"\($0.key)\":\($0.value)" }.joined(separator: ",") + "},"
         s += "\"max_concurrent_streams_seen\":\(maxConcurrentStreamsSeen),"
         s += "\"refused_streams\":\(refusedStreams),"
@@ -101,7 +116,10 @@ public struct MockStatsSnapshot: Sendable {
 /// Bounded set of delivery ids seen among accepted sends, striped so that connections on different queues rarely
 /// meet on one lock. When a stripe is full it is cleared (the bound matters more than completeness).
 final class MockDuplicateTracker: Sendable {
-    struct Key: Hashable, Sendable { var hi: UInt64; var lo: UInt64 }
+    struct Key: Hashable, Sendable {
+        var hi: UInt64
+        var lo: UInt64
+    }
     final class Stripe: Sendable { let set = Mutex(Set<Key>()) }
     private let stripes: [Stripe]
     private let perStripeLimit: Int
@@ -125,7 +143,9 @@ final class MockDuplicateTracker: Sendable {
 
     /// 128-bit key from a canonical UUID string (apns-id), nil when not a UUID.
     static func key(uuid: Substring) -> Key? {
-        var hi: UInt64 = 0, lo: UInt64 = 0, n = 0
+        var hi: UInt64 = 0
+        var lo: UInt64 = 0
+        var n = 0
         for c in uuid.utf8 {
             if c == UInt8(ascii: "-") { continue }
             guard let d = hexValue(c) else { return nil }
@@ -137,10 +157,11 @@ final class MockDuplicateTracker: Sendable {
 
     /// Two independent FNV-1a style hashes of an arbitrary delivery id.
     static func key(string: Substring) -> Key {
-        var a: UInt64 = 0xcbf29ce484222325, b: UInt64 = 0x84222325cbf29ce4
+        var a: UInt64 = 0xcbf2_9ce4_8422_2325
+        var b: UInt64 = 0x8422_2325_cbf2_9ce4
         for c in string.utf8 {
-            a = (a ^ UInt64(c)) &* 0x100000001b3
-            b = (b ^ UInt64(c)) &* 0x100000001b3 &+ 0x9e3779b97f4a7c15
+            a = (a ^ UInt64(c)) &* 0x100_0000_01b3
+            b = (b ^ UInt64(c)) &* 0x100_0000_01b3 &+ 0x9e37_79b9_7f4a_7c15
         }
         return Key(hi: a, lo: b)
     }

@@ -10,24 +10,28 @@ struct VolleyMockCommand: ParsableCommand {
         commandName: "volley-mock",
         abstract: "Mock APNs + FCM HTTP/2 server for tests and benchmarks.",
         discussion: """
-        Creates (or reuses) a CA, server/client certificates, an APNs .p8 key and an FCM service account in \
-        --state-dir, listens, then writes STATE_DIR/endpoints.json and prints one line \
-        "volley-mock listening on HOST:PORT". Runtime control: GET /_mock/stats, POST /_mock/config, \
-        POST /_mock/reset-stats, GET /_mock/config.
-        """)
+            Creates (or reuses) a CA, server/client certificates, an APNs .p8 key and an FCM service account in \
+            --state-dir, listens, then writes STATE_DIR/endpoints.json and prints one line \
+            "volley-mock listening on HOST:PORT". Runtime control: GET /_mock/stats, POST /_mock/config, \
+            POST /_mock/reset-stats, GET /_mock/config.
+            """)
 
     @Option(help: "Port to listen on (0 = ephemeral).") var port: Int = 0
     @Option(help: "Address to bind.") var host: String = "127.0.0.1"
-    @Option(name: .customLong("state-dir"), help: "Directory for keys, certificates and endpoints.json.") var stateDir: String
+    @Option(name: .customLong("state-dir"), help: "Directory for keys, certificates and endpoints.json.") var stateDir:
+        String
     @Option(help: "Fault-injection JSON file (schema: MockConfiguration).") var config: String?
     @Flag(name: .customLong("require-client-cert"), help: "Require TLS client certificates (APNs certificate auth).")
     var requireClientCert = false
     @Flag(name: .customLong("no-duplicate-tracking"), help: "Do not track duplicate deliveries (benchmarks).")
     var noDuplicateTracking = false
     @Option(help: "Shared serial queues for connections (default: active cores).") var queues: Int?
-    @Flag(name: .customLong("print-apns-jwt"), help: "Print a fresh APNs provider token for the state dir's key and exit (for h2load).")
+    @Flag(
+        name: .customLong("print-apns-jwt"),
+        help: "Print a fresh APNs provider token for the state dir's key and exit (for h2load).")
     var printAPNsJWT = false
-    @Option(name: .customLong("log-level"), help: "trace|debug|info|notice|warning|error|critical") var logLevel: String = "warning"
+    @Option(name: .customLong("log-level"), help: "trace|debug|info|notice|warning|error|critical") var logLevel:
+        String = "warning"
 
     func run() throws {
         let level = Logger.Level(rawValue: logLevel) ?? .warning
@@ -50,9 +54,10 @@ struct VolleyMockCommand: ParsableCommand {
                 throw ValidationError("--config \(path): \(error)")
             }
         }
-        let options = MockServerOptions(stateDirectory: stateDir, host: host, port: port, configuration: configuration,
-                                        requireClientCertificate: requireClientCert,
-                                        duplicateTracking: !noDuplicateTracking, queues: queues)
+        let options = MockServerOptions(
+            stateDirectory: stateDir, host: host, port: port, configuration: configuration,
+            requireClientCertificate: requireClientCert,
+            duplicateTracking: !noDuplicateTracking, queues: queues)
         let server = try MockServer(options: options, logger: Logger(label: "volley.mock"))
         let bound = try server.start()
         let shownHost = host.contains(":") ? "[\(host)]" : host

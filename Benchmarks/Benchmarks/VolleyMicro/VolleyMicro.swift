@@ -6,11 +6,11 @@ import Crypto
 import Foundation
 import VolleyAPNs
 import VolleyCore
+import VolleyEngine
 import VolleyFCM
 import VolleyHTTP2
 import VolleyRedis
 import VolleyStore
-import VolleyEngine
 
 let benchmarks: @Sendable () -> Void = {
     Benchmark.defaultConfiguration = .init(
@@ -22,13 +22,16 @@ let benchmarks: @Sendable () -> Void = {
         thresholds: [.mallocCountTotal: .init(relative: [.p50: 1.0, .p90: 2.0], absolute: [.p50: 2, .p90: 4])]
     )
 
-    let notification = Notification(title: "Volley", body: String(repeating: "Your weekly summary is ready. ", count: 7),
-                                    data: ["recordId": .string("a0B5e000001AbCdEAF")])
+    let notification = Notification(
+        title: "Volley", body: String(repeating: "Your weekly summary is ready. ", count: 7),
+        data: ["recordId": .string("a0B5e000001AbCdEAF")])
     let jobID = JobID("campaign-2026-11-22-0001")
-    let iosDevice = Device(platform: .ios, token: DeviceToken(String(repeating: "ab", count: 32)), environment: .production,
-                           locale: "en_US", user: UserID("005000000000001"))
-    let fcmDevice = Device(platform: .android, token: DeviceToken("bench1:APA91b" + String(repeating: "x", count: 140)),
-                           locale: "en_US", user: UserID("005000000000002"))
+    let iosDevice = Device(
+        platform: .ios, token: DeviceToken(String(repeating: "ab", count: 32)), environment: .production,
+        locale: "en_US", user: UserID("005000000000001"))
+    let fcmDevice = Device(
+        platform: .android, token: DeviceToken("bench1:APA91b" + String(repeating: "x", count: 140)),
+        locale: "en_US", user: UserID("005000000000002"))
     let bearer = "bearer " + String(repeating: "e", count: 180)
 
     // The harness's own allocations per sample (read the other counts relative to this floor).
@@ -42,7 +45,8 @@ let benchmarks: @Sendable () -> Void = {
 
     Benchmark("APNs payload encode (per job)") { benchmark in
         for _ in benchmark.scaledIterations {
-            blackHole(try APNSPreparedNotification(notification, jobID: jobID, bundleID: "com.example.app", now: Date()))
+            blackHole(
+                try APNSPreparedNotification(notification, jobID: jobID, bundleID: "com.example.app", now: Date()))
         }
     }
 
@@ -55,7 +59,8 @@ let benchmarks: @Sendable () -> Void = {
     // MARK: per device: request = header list + body (+ apns-id)
 
     Benchmark("APNs request build (headers + apns-id, per device)") { benchmark in
-        let prepared = try APNSPreparedNotification(notification, jobID: jobID, bundleID: "com.example.app", now: Date())
+        let prepared = try APNSPreparedNotification(
+            notification, jobID: jobID, bundleID: "com.example.app", now: Date())
         // As the provider does: :method, :authority and authorization encoded once per endpoint and token.
         let prefix = APNSPreparedNotification.requestPrefix(authority: "api.push.apple.com", authorization: bearer)
         benchmark.startMeasurement()
@@ -89,8 +94,9 @@ let benchmarks: @Sendable () -> Void = {
 
     let p8 = P256.Signing.PrivateKey().pemRepresentation
     Benchmark("APNs JWT mint (ES256, once per 50 min per team+key)") { benchmark in
-        let provider = try APNSTokenProvider(p8PEM: p8, keyID: "ABC123DEFG", teamID: "DEF123GHIJ",
-                                             refreshAfterSeconds: 0, minimumIntervalSeconds: 0)
+        let provider = try APNSTokenProvider(
+            p8PEM: p8, keyID: "ABC123DEFG", teamID: "DEF123GHIJ",
+            refreshAfterSeconds: 0, minimumIntervalSeconds: 0)
         benchmark.startMeasurement()
         for _ in benchmark.scaledIterations {
             blackHole(try provider.authorization())
@@ -119,12 +125,15 @@ let benchmarks: @Sendable () -> Void = {
 
     // MARK: resolution chunk (real redis-server)
 
-    Benchmark("resolve one chunk: 100 users × 2 devices from the registry (real Redis)",
-              configuration: .init(maxDuration: .seconds(3), maxIterations: 2_000)) { benchmark in
+    Benchmark(
+        "resolve one chunk: 100 users × 2 devices from the registry (real Redis)",
+        configuration: .init(maxDuration: .seconds(3), maxIterations: 2_000)
+    ) { benchmark in
         guard let redis = BenchRedisServer.shared else { return }
         let session = try redis.session()
-        let job = PushJob(id: jobID, org: OrgID("bench"), app: AppName("app"),
-                          recipients: (0..<100).map { RecipientID("u\($0)") }, notification: notification)
+        let job = PushJob(
+            id: jobID, org: OrgID("bench"), app: AppName("app"),
+            recipients: (0..<100).map { RecipientID("u\($0)") }, notification: notification)
         let resolver = UserRecipientResolver(usersPerRead: 100)
         benchmark.startMeasurement()
         for _ in benchmark.scaledIterations {
@@ -133,18 +142,21 @@ let benchmarks: @Sendable () -> Void = {
         }
     }
 
-    Benchmark("Redis round trip: EVALSHA grant-like script (real Redis)",
-              configuration: .init(maxDuration: .seconds(3), maxIterations: 10_000)) { benchmark in
+    Benchmark(
+        "Redis round trip: EVALSHA grant-like script (real Redis)",
+        configuration: .init(maxDuration: .seconds(3), maxIterations: 10_000)
+    ) { benchmark in
         guard let redis = BenchRedisServer.shared else { return }
         let client = redis.client()
         // The shape of an hourly quota grant: INCRBY within a limit, with an expiry (recipients issue).
-        let script = RedisScript("""
-        local used = tonumber(redis.call('GET', KEYS[1]) or '0')
-        local want = tonumber(ARGV[1]); local limit = tonumber(ARGV[2])
-        local grant = math.max(0, math.min(want, limit - used))
-        if grant > 0 then redis.call('INCRBY', KEYS[1], grant); redis.call('EXPIRE', KEYS[1], 7200) end
-        return grant
-        """)
+        let script = RedisScript(
+            """
+            local used = tonumber(redis.call('GET', KEYS[1]) or '0')
+            local want = tonumber(ARGV[1]); local limit = tonumber(ARGV[2])
+            local grant = math.max(0, math.min(want, limit - used))
+            if grant > 0 then redis.call('INCRBY', KEYS[1], grant); redis.call('EXPIRE', KEYS[1], 7200) end
+            return grant
+            """)
         benchmark.startMeasurement()
         for _ in benchmark.scaledIterations {
             blackHole(try client.eval(script, keys: ["volley:bench:quota"], args: ["1", "1000000000"]))
@@ -155,7 +167,10 @@ let benchmarks: @Sendable () -> Void = {
 /// A RESP XREADGROUP reply: [[stream, [[id, [job, json]] × entries]]] with a typical targeted-job JSON per entry.
 func xreadgroupReply(entries: Int) -> [UInt8] {
     func bulk(_ s: String) -> String { "$\(s.utf8.count)\r\n\(s)\r\n" }
-    let job = #"{"app":"app","id":"job-0f6c3b1e-7d2a-4c55-9b8e-2a1d3c4b5e6f","notification":{"body":"Opportunity Acme - 200 Widgets moved to Closed Won","title":"Deal closed"},"org":"00D000000000001","recipients":["005000000000001","005000000000002"]}"#
+    let job =
+        #"{"app":"app","id":"job-0f6c3b1e-7d2a-4c55-9b8e-2a1d3c4b5e6f","notification":{"body":"Opportunity Acme - "#
+        + #"200 Widgets moved to Closed Won","title":"Deal "#
+        + #"closed"},"org":"00D000000000001","recipients":["005000000000001","005000000000002"]}"#
     var s = "*1\r\n*2\r\n" + bulk("volley:jobs") + "*\(entries)\r\n"
     for i in 0..<entries {
         s += "*2\r\n" + bulk("1763771000000-\(i)") + "*2\r\n" + bulk("job") + bulk(job)
@@ -188,10 +203,14 @@ final class BenchRedisServer: @unchecked Sendable {
         let s = try session()
         var records: [DeviceImportRecord] = []
         for u in 0..<100 {
-            records.append(DeviceImportRecord(org: OrgID("bench"), app: AppName("app"), user: UserID("u\(u)"), platform: .ios,
-                                              token: DeviceToken(String(format: "%064x", u)), locale: "en_US"))
-            records.append(DeviceImportRecord(org: OrgID("bench"), app: AppName("app"), user: UserID("u\(u)"), platform: .android,
-                                              token: DeviceToken("bench\(u):APA91b" + String(repeating: "x", count: 140))))
+            records.append(
+                DeviceImportRecord(
+                    org: OrgID("bench"), app: AppName("app"), user: UserID("u\(u)"), platform: .ios,
+                    token: DeviceToken(String(format: "%064x", u)), locale: "en_US"))
+            records.append(
+                DeviceImportRecord(
+                    org: OrgID("bench"), app: AppName("app"), user: UserID("u\(u)"), platform: .android,
+                    token: DeviceToken("bench\(u):APA91b" + String(repeating: "x", count: 140))))
         }
         try s.register(records)
     }

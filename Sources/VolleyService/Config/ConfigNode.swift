@@ -49,7 +49,10 @@ struct ConfigReader {
         case let s as String: parsed = Int(s.trimmingCharacters(in: .whitespaces))
         default: parsed = nil
         }
-        guard let n = parsed else { problem(join(path, key), "must be an integer"); return nil }
+        guard let n = parsed else {
+            problem(join(path, key), "must be an integer")
+            return nil
+        }
         guard range.contains(n) else {
             problem(join(path, key), "must be between \(range.lowerBound) and \(range.upperBound), got \(n)")
             return nil
@@ -66,8 +69,14 @@ struct ConfigReader {
         case let s as String: parsed = Double(s.trimmingCharacters(in: .whitespaces))
         default: parsed = nil
         }
-        guard let n = parsed, n.isFinite else { problem(join(path, key), "must be a number"); return nil }
-        guard n >= min else { problem(join(path, key), "must be at least \(min), got \(n)"); return nil }
+        guard let n = parsed, n.isFinite else {
+            problem(join(path, key), "must be a number")
+            return nil
+        }
+        guard n >= min else {
+            problem(join(path, key), "must be at least \(min), got \(n)")
+            return nil
+        }
         return n
     }
 
@@ -123,15 +132,21 @@ enum EnvironmentOverrides {
     }
 
     /// Applies overrides for the given schema (section → keys) onto the tree, and returns the names it used.
-    static func apply(to tree: inout [String: Any], schema: [String: [String]], appSchema: [String: [String]],
-                      environment: [String: String]) -> [String] {
+    static func apply(
+        to tree: inout [String: Any], schema: [String: [String]], appSchema: [String: [String]],
+        environment: [String: String]
+    ) -> [String] {
         var used: [String] = []
         for (section, keys) in schema {
             var node = tree[section] as? [String: Any] ?? [:]
             var changed = false
             for key in keys {
                 let name = envName([section, key])
-                if let value = environment[name] { node[key] = value; changed = true; used.append(name) }
+                if let value = environment[name] {
+                    node[key] = value
+                    changed = true
+                    used.append(name)
+                }
             }
             if changed { tree[section] = node }
         }
@@ -143,7 +158,11 @@ enum EnvironmentOverrides {
                     var changed = false
                     for key in keys {
                         let name = envName(["apps", appName, sub, key])
-                        if let value = environment[name] { node[key] = value; changed = true; used.append(name) }
+                        if let value = environment[name] {
+                            node[key] = value
+                            changed = true
+                            used.append(name)
+                        }
                     }
                     if changed { app[sub] = node }
                 }

@@ -1,6 +1,6 @@
 import Foundation
-import Yams
 import VolleyCore
+import Yams
 
 /// Volley's configuration: one YAML file (`--config FILE`), every key overridable by a `VOLLEY_*` environment
 /// variable, validated at start with one error that lists every problem and names its key.
@@ -16,9 +16,15 @@ public struct VolleyConfiguration: Sendable {
     /// Where the file was read from (nil when built in code).
     public var sourcePath: String?
 
-    public init(apps: [AppSettings] = [], redis: RedisSettings = .init(), worker: WorkerSettings = .init(),
-                quotas: QuotaSettings = .init(), log: LogSettings = .init()) {
-        self.apps = apps; self.redis = redis; self.worker = worker; self.quotas = quotas; self.log = log
+    public init(
+        apps: [AppSettings] = [], redis: RedisSettings = .init(), worker: WorkerSettings = .init(),
+        quotas: QuotaSettings = .init(), log: LogSettings = .init()
+    ) {
+        self.apps = apps
+        self.redis = redis
+        self.worker = worker
+        self.quotas = quotas
+        self.log = log
     }
 
     public func app(named name: AppName) -> AppSettings? { apps.first { $0.name == name } }
@@ -126,7 +132,10 @@ public struct QuotaSettings: Sendable, Hashable {
     public var android: Int = 10_000
     /// Per-org overrides from the file (Redis overrides set with `volley quota set` win).
     public var orgs: [String: OrgQuota] = [:]
-    public struct OrgQuota: Sendable, Hashable { public var ios: Int?; public var android: Int? }
+    public struct OrgQuota: Sendable, Hashable {
+        public var ios: Int?
+        public var android: Int?
+    }
     public init() {}
 }
 
@@ -157,41 +166,55 @@ public struct ConfigurationError: Error, CustomStringConvertible, Sendable {
 extension VolleyConfiguration {
     static let schema: [String: [String]] = [
         "redis": ["url", "connectTimeoutSeconds", "commandTimeoutSeconds"],
-        "worker": ["stream", "group", "consumer", "deadLetterStream", "reportStream", "batchSize", "blockMs",
-                   "inFlight", "reclaimIdleMs", "maxDeliveries", "drainSeconds", "recordBatchSize", "shardSize",
-                   "concurrentJobs", "reclaimIntervalMs", "keepAliveIntervalMs", "chunkSize", "cpuWakeLatencyUs"],
+        "worker": [
+            "stream", "group", "consumer", "deadLetterStream", "reportStream", "batchSize", "blockMs",
+            "inFlight", "reclaimIdleMs", "maxDeliveries", "drainSeconds", "recordBatchSize", "shardSize",
+            "concurrentJobs", "reclaimIntervalMs", "keepAliveIntervalMs", "chunkSize", "cpuWakeLatencyUs",
+        ],
         "quotas": ["ios", "android"],
         "inbox": ["maxCount", "maxAgeSeconds"],
         "log": ["level", "format"],
     ]
     static let appSchema: [String: [String]] = [
-        "apns": ["keyFile", "keyId", "teamId", "certFile", "certPassword", "certKeyFile", "topic", "environment",
-                 "host", "port", "caFile", "connections", "maxStreams"],
+        "apns": [
+            "keyFile", "keyId", "teamId", "certFile", "certPassword", "certKeyFile", "topic", "environment",
+            "host", "port", "caFile", "connections", "maxStreams",
+        ],
         "fcm": ["serviceAccountFile", "endpoint", "caFile", "connections", "maxStreams"],
     ]
 
     /// Reads, overrides from the environment, and validates. Throws `ConfigurationError` listing every problem.
-    public static func load(path: String, environment: [String: String] = ProcessInfo.processInfo.environment) throws -> VolleyConfiguration {
+    public static func load(path: String, environment: [String: String] = ProcessInfo.processInfo.environment) throws
+        -> VolleyConfiguration
+    {
         let url = URL(fileURLWithPath: path)
         let text: String
         do { text = try String(contentsOf: url, encoding: .utf8) } catch {
-            throw ConfigurationError(problems: ["--config: cannot read \(path): \(error.localizedDescription)"], source: path)
+            throw ConfigurationError(
+                problems: ["--config: cannot read \(path): \(error.localizedDescription)"], source: path)
         }
-        var config = try parse(yaml: text, baseDirectory: url.deletingLastPathComponent(), environment: environment,
-                               source: path)
+        var config = try parse(
+            yaml: text, baseDirectory: url.deletingLastPathComponent(), environment: environment,
+            source: path)
         config.sourcePath = path
         return config
     }
 
     /// Parses YAML text (relative file paths resolve against `baseDirectory`).
-    public static func parse(yaml text: String, baseDirectory: URL?, environment: [String: String] = [:],
-                             source: String = "<yaml>") throws -> VolleyConfiguration {
+    public static func parse(
+        yaml text: String, baseDirectory: URL?, environment: [String: String] = [:],
+        source: String = "<yaml>"
+    ) throws -> VolleyConfiguration {
         let loaded: Any?
         do { loaded = try Yams.load(yaml: text) } catch {
             throw ConfigurationError(problems: ["YAML syntax: \(error)"], source: source)
         }
         var tree: [String: Any]
-        if loaded == nil || loaded is NSNull { tree = [:] } else if let t = loaded as? [String: Any] { tree = t } else {
+        if loaded == nil || loaded is NSNull {
+            tree = [:]
+        } else if let t = loaded as? [String: Any] {
+            tree = t
+        } else {
             throw ConfigurationError(problems: ["top level: must be a mapping"], source: source)
         }
         _ = EnvironmentOverrides.apply(to: &tree, schema: schema, appSchema: appSchema, environment: environment)
@@ -216,8 +239,12 @@ extension VolleyConfiguration {
             if let v = r.string(s, "url", at: "redis") {
                 if let problem = RedisURLCheck.problem(v) { r.problem("redis.url", problem) } else { c.redis.url = v }
             }
-            if let v = r.double(s, "connectTimeoutSeconds", at: "redis", min: 0.01) { c.redis.connectTimeoutSeconds = v }
-            if let v = r.double(s, "commandTimeoutSeconds", at: "redis", min: 0.01) { c.redis.commandTimeoutSeconds = v }
+            if let v = r.double(s, "connectTimeoutSeconds", at: "redis", min: 0.01) {
+                c.redis.connectTimeoutSeconds = v
+            }
+            if let v = r.double(s, "commandTimeoutSeconds", at: "redis", min: 0.01) {
+                c.redis.commandTimeoutSeconds = v
+            }
         }
         if let s = r.section(tree, "worker", at: "") {
             let p = "worker"
@@ -237,7 +264,9 @@ extension VolleyConfiguration {
             if let v = r.int(s, "shardSize", at: p, range: 1...100_000_000) { c.worker.shardSize = v }
             if let v = r.int(s, "concurrentJobs", at: p, range: 1...64) { c.worker.concurrentJobs = v }
             if let v = r.int(s, "reclaimIntervalMs", at: p, range: 50...3_600_000) { c.worker.reclaimIntervalMs = v }
-            if let v = r.int(s, "keepAliveIntervalMs", at: p, range: 50...3_600_000) { c.worker.keepAliveIntervalMs = v }
+            if let v = r.int(s, "keepAliveIntervalMs", at: p, range: 50...3_600_000) {
+                c.worker.keepAliveIntervalMs = v
+            }
             if let v = r.int(s, "chunkSize", at: p, range: 1...100_000) { c.worker.chunkSize = v }
             if let v = r.int(s, "cpuWakeLatencyUs", at: p, range: 0...1_000_000) { c.worker.cpuWakeLatencyUs = v }
         }
@@ -248,10 +277,14 @@ extension VolleyConfiguration {
             if let orgs = r.section(s, "orgs", at: "quotas") {
                 for (org, value) in orgs {
                     let p = "quotas.orgs.\(org)"
-                    guard let o = value as? [String: Any] else { r.problem(p, "must be a mapping"); continue }
+                    guard let o = value as? [String: Any] else {
+                        r.problem(p, "must be a mapping")
+                        continue
+                    }
                     r.rejectUnknownKeys(o, known: ["ios", "android"], at: p)
-                    c.quotas.orgs[org] = .init(ios: r.int(o, "ios", at: p, range: 0...Int(Int32.max)),
-                                               android: r.int(o, "android", at: p, range: 0...Int(Int32.max)))
+                    c.quotas.orgs[org] = .init(
+                        ios: r.int(o, "ios", at: p, range: 0...Int(Int32.max)),
+                        android: r.int(o, "android", at: p, range: 0...Int(Int32.max)))
                 }
             }
         }
@@ -264,12 +297,18 @@ extension VolleyConfiguration {
             r.rejectUnknownKeys(s, known: keys("log"), at: "log")
             if let v = r.string(s, "level", at: "log") {
                 let levels = ["trace", "debug", "info", "notice", "warning", "error", "critical"]
-                if levels.contains(v) { c.log.level = v } else {
+                if levels.contains(v) {
+                    c.log.level = v
+                } else {
                     r.problem("log.level", "must be one of \(levels.joined(separator: ", ")), got '\(v)'")
                 }
             }
             if let v = r.string(s, "format", at: "log") {
-                if let f = LogSettings.Format(rawValue: v) { c.log.format = f } else { r.problem("log.format", "must be text or json, got '\(v)'") }
+                if let f = LogSettings.Format(rawValue: v) {
+                    c.log.format = f
+                } else {
+                    r.problem("log.format", "must be text or json, got '\(v)'")
+                }
             }
         }
         if let raw = tree["apps"], !(raw is NSNull) {
@@ -280,9 +319,15 @@ extension VolleyConfiguration {
             var seen = Set<String>()
             for (i, item) in list.enumerated() {
                 let p = "apps[\(i)]"
-                guard let app = item as? [String: Any] else { r.problem(p, "must be a mapping"); continue }
+                guard let app = item as? [String: Any] else {
+                    r.problem(p, "must be a mapping")
+                    continue
+                }
                 r.rejectUnknownKeys(app, known: ["name", "apns", "fcm", "orgs"], at: p)
-                guard let name = r.string(app, "name", at: p), !name.isEmpty else { r.problem("\(p).name", "required"); continue }
+                guard let name = r.string(app, "name", at: p), !name.isEmpty else {
+                    r.problem("\(p).name", "required")
+                    continue
+                }
                 if !seen.insert(name).inserted { r.problem("\(p).name", "duplicate app name '\(name)'") }
                 let ap = "apps[\(name)]"
                 var settings = AppSettings(name: AppName(name), apns: nil, fcm: nil)
@@ -331,7 +376,9 @@ extension VolleyConfiguration {
         if topic == nil { r.problem("\(p).topic", "required (the app's bundle id)") }
         var environment = APNSEnvironment.production
         if let e = r.string(a, "environment", at: p) {
-            if let env = APNSEnvironment(rawValue: e) { environment = env } else {
+            if let env = APNSEnvironment(rawValue: e) {
+                environment = env
+            } else {
                 r.problem("\(p).environment", "must be production or sandbox, got '\(e)'")
             }
         }
@@ -341,17 +388,22 @@ extension VolleyConfiguration {
         let connections = r.int(a, "connections", at: p, range: 1...256) ?? 2
         let maxStreams = r.int(a, "maxStreams", at: p, range: 1...100_000) ?? 1000
         guard let auth, let topic else { return nil }
-        return APNSSettings(auth: auth, topic: topic, environment: environment, host: host, port: port,
-                            caFile: caFile, connections: connections, maxStreams: maxStreams)
+        return APNSSettings(
+            auth: auth, topic: topic, environment: environment, host: host, port: port,
+            caFile: caFile, connections: connections, maxStreams: maxStreams)
     }
 
     private static func readFCM(_ f: [String: Any], at p: String, _ r: inout ConfigReader) -> FCMSettings? {
         r.rejectUnknownKeys(f, known: Set(appSchema["fcm"] ?? []), at: p)
         let file = r.file(f, "serviceAccountFile", at: p)
-        if f["serviceAccountFile"] == nil { r.problem("\(p).serviceAccountFile", "required (the service-account JSON)") }
+        if f["serviceAccountFile"] == nil {
+            r.problem("\(p).serviceAccountFile", "required (the service-account JSON)")
+        }
         var endpoint = "https://fcm.googleapis.com"
         if let e = r.string(f, "endpoint", at: p) {
-            if let u = URL(string: e), u.scheme == "https", u.host != nil { endpoint = e } else {
+            if let u = URL(string: e), u.scheme == "https", u.host != nil {
+                endpoint = e
+            } else {
                 r.problem("\(p).endpoint", "must be an https URL such as https://fcm.googleapis.com, got '\(e)'")
             }
         }
@@ -359,8 +411,9 @@ extension VolleyConfiguration {
         let connections = r.int(f, "connections", at: p, range: 1...256) ?? 4
         let maxStreams = r.int(f, "maxStreams", at: p, range: 1...100_000) ?? 100
         guard let file else { return nil }
-        return FCMSettings(serviceAccountFile: file, endpoint: endpoint, caFile: caFile, connections: connections,
-                           maxStreams: maxStreams)
+        return FCMSettings(
+            serviceAccountFile: file, endpoint: endpoint, caFile: caFile, connections: connections,
+            maxStreams: maxStreams)
     }
 }
 
@@ -368,7 +421,8 @@ extension VolleyConfiguration {
 enum RedisURLCheck {
     static func problem(_ url: String) -> String? {
         if url.hasPrefix("unix://") {
-            return url.dropFirst("unix://".count).hasPrefix("/") ? nil : "unix URL needs an absolute socket path: unix:///path/to/redis.sock"
+            return url.dropFirst("unix://".count).hasPrefix("/")
+                ? nil : "unix URL needs an absolute socket path: unix:///path/to/redis.sock"
         }
         guard let u = URL(string: url), u.scheme == "redis", let host = u.host, !host.isEmpty else {
             return "must look like redis://[user:pass@]host:port/db or unix:///path/to/sock, got '\(url)'"

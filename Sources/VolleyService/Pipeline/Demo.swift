@@ -31,13 +31,19 @@ public enum Demo {
     final class Children: @unchecked Sendable {
         var processes: [Process] = []
         func cleanUp() {
-            for p in processes where p.isRunning { kill(p.processIdentifier, SIGKILL); p.waitUntilExit() }
+            for p in processes where p.isRunning {
+                kill(p.processIdentifier, SIGKILL)
+                p.waitUntilExit()
+            }
         }
     }
 
-    public static func run(_ o: Options, executableDirectory: String, output: @escaping @Sendable (String) -> Void) throws {
+    public static func run(_ o: Options, executableDirectory: String, output: @escaping @Sendable (String) -> Void)
+        throws
+    {
         let started = Date()
-        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("volley-demo-\(UUID().uuidString.prefix(8).lowercased())")
+        let dir = FileManager.default.temporaryDirectory.appendingPathComponent(
+            "volley-demo-\(UUID().uuidString.prefix(8).lowercased())")
         try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
         let children = Children()
         defer {
@@ -56,8 +62,10 @@ public enum Demo {
             let sock = dir.appendingPathComponent("r.sock").path
             let p = Process()
             p.executableURL = URL(fileURLWithPath: try which("redis-server", hint: "apt-get install redis-server"))
-            p.arguments = ["--port", "0", "--unixsocket", sock, "--unixsocketperm", "700", "--save", "", "--appendonly", "no",
-                           "--dir", dir.path, "--logfile", dir.appendingPathComponent("redis.log").path]
+            p.arguments = [
+                "--port", "0", "--unixsocket", sock, "--unixsocketperm", "700", "--save", "", "--appendonly", "no",
+                "--dir", dir.path, "--logfile", dir.appendingPathComponent("redis.log").path,
+            ]
             try p.run()
             children.processes.append(p)
             redisURL = "unix://\(sock)"
@@ -70,7 +78,8 @@ public enum Demo {
         // 2. The mock.
         let mockBin = o.mockBinary ?? (executableDirectory + "/volley-mock")
         guard FileManager.default.isExecutableFile(atPath: mockBin) else {
-            throw Failure("volley-mock not found at \(mockBin); build it with `swift build` (it is built next to volley)")
+            throw Failure(
+                "volley-mock not found at \(mockBin); build it with `swift build` (it is built next to volley)")
         }
         let stateDir = dir.appendingPathComponent("mock").path
         let mockConfig = dir.appendingPathComponent("mock.json").path
@@ -98,10 +107,12 @@ public enum Demo {
         let endpoint = try RedisEndpoint(url: redisURL)
         let consumer = "demo-\(ProcessInfo.processInfo.processIdentifier)"
         let store = StoreConfiguration()
-        let backend = RedisPipelineBackend(endpoint: endpoint, store: store, consumer: consumer,
-                                           options: .init(giveUpAfter: 10), logger: logger)
+        let backend = RedisPipelineBackend(
+            endpoint: endpoint, store: store, consumer: consumer,
+            options: .init(giveUpAfter: 10), logger: logger)
         let admin = backend.makeRedisSession(name: "demo-admin")
-        let org = OrgID("demo-org"), app = AppName("demo")
+        let org = OrgID("demo-org")
+        let app = AppName("demo")
         var records: [DeviceImportRecord] = []
         var unregistered = 0
         for u in 0..<o.users {
@@ -110,42 +121,61 @@ public enum Demo {
                 let dead = o.unregisteredPercent > 0 && n % (100 / max(1, o.unregisteredPercent)) == 7
                 if dead { unregistered += 1 }
                 let platform: Platform = n % 3 == 2 ? .android : .ios
-                let token = (dead ? "dead" : "a11d") + String(format: "%08x%04x", u, d) + String(repeating: "c", count: 52)
-                records.append(DeviceImportRecord(org: org, app: app, user: UserID("u\(u)"), platform: platform,
-                                                  token: DeviceToken(platform == .ios ? token : "fcm-" + token),
-                                                  environment: platform == .ios ? .production : nil, locale: "en"))
+                let token =
+                    (dead ? "dead" : "a11d") + String(format: "%08x%04x", u, d) + String(repeating: "c", count: 52)
+                records.append(
+                    DeviceImportRecord(
+                        org: org, app: app, user: UserID("u\(u)"), platform: platform,
+                        token: DeviceToken(platform == .ios ? token : "fcm-" + token),
+                        environment: platform == .ios ? .production : nil, locale: "en"))
             }
         }
         for chunk in stride(from: 0, to: records.count, by: 2_000) {
             try admin.register(Array(records[chunk..<min(records.count, chunk + 2_000)]))
         }
-        output("devices: registered \(records.count) devices for \(o.users) users (\(records.filter { $0.platform == .ios }.count) iOS, \(records.filter { $0.platform == .android }.count) Android; \(unregistered) unregistered at the mock)")
+        output(
+            "devices: registered \(records.count) devices for \(o.users) users "
+                + "(\(records.filter { $0.platform == .ios }.count) iOS, "
+                + "\(records.filter { $0.platform == .android }.count) Android; \(unregistered) unregistered at "
+                + "the mock)"
+        )
 
         // 4. Jobs: a campaign in jobs of ≤ 500 recipients, plus one silent hint.
-        let producer = JobProducer(client: RedisClient(endpoint: endpoint, options: .init(giveUpAfter: 10), name: "demo-producer", logger: logger), store: store)
+        let producer = JobProducer(
+            client: RedisClient(
+                endpoint: endpoint, options: .init(giveUpAfter: 10), name: "demo-producer", logger: logger),
+            store: store)
         var jobIDs: [JobID] = []
         let users = (0..<o.users).map { RecipientID("u\($0)") }
         for (i, start) in stride(from: 0, to: users.count, by: PushJob.maxRecipients).enumerated() {
             let id = JobID("campaign-part-\(i + 1)")
-            try producer.enqueue(PushJob(id: id, org: org, app: app,
-                                         recipients: Array(users[start..<min(users.count, start + PushJob.maxRecipients)]),
-                                         notification: VolleyCore.Notification(title: "Spring sale", body: "20% off today",
-                                                                               localized: ["es": .init(title: "Rebajas", body: "20% hoy")])))
+            try producer.enqueue(
+                PushJob(
+                    id: id, org: org, app: app,
+                    recipients: Array(users[start..<min(users.count, start + PushJob.maxRecipients)]),
+                    notification: VolleyCore.Notification(
+                        title: "Spring sale", body: "20% off today",
+                        localized: ["es": .init(title: "Rebajas", body: "20% hoy")])))
             jobIDs.append(id)
         }
         let hint = JobID("record-changed-hint")
-        try producer.enqueue(PushJob(id: hint, org: org, app: app, recipients: Array(users.prefix(10)),
-                                     notification: VolleyCore.Notification(data: ["recordId": .string("001xx000003DGb2")],
-                                                                           contentAvailable: true)))
+        try producer.enqueue(
+            PushJob(
+                id: hint, org: org, app: app, recipients: Array(users.prefix(10)),
+                notification: VolleyCore.Notification(
+                    data: ["recordId": .string("001xx000003DGb2")],
+                    contentAvailable: true)))
         jobIDs.append(hint)
         output("jobs:   enqueued \(jobIDs.count) jobs on \(store.jobStream)")
 
         // 5. Worker.
         let apps = try PipelineApps.directory(configFile: configPath, logger: logger)
         defer { apps.shutdown() }
-        let worker = PipelineWorker(configuration: WorkerConfiguration(consumer: consumer, concurrentJobs: 2, inFlight: o.inFlight,
-                                                                       blockMillis: 200),
-                                    backend: backend, apps: apps, logger: logger)
+        let worker = PipelineWorker(
+            configuration: WorkerConfiguration(
+                consumer: consumer, concurrentJobs: 2, inFlight: o.inFlight,
+                blockMillis: 200),
+            backend: backend, apps: apps, logger: logger)
         try worker.start()
         defer { worker.drain(deadline: 5) }
         let deadline = Date().addingTimeInterval(120)
@@ -153,7 +183,8 @@ public enum Demo {
         while Date() < deadline {
             reports = try producer.allReports().filter { jobIDs.contains($0.job) }
             let st = worker.stats
-            output("\rprogress: \(st.outcomesRecorded) outcomes recorded, \(reports.count)/\(jobIDs.count) jobs done   ")
+            output(
+                "\rprogress: \(st.outcomesRecorded) outcomes recorded, \(reports.count)/\(jobIDs.count) jobs done   ")
             if reports.count == jobIDs.count { break }
             Thread.sleep(forTimeInterval: 0.25)
         }
@@ -165,19 +196,27 @@ public enum Demo {
         output(ReportFormatting.table(reports))
         let (_, left) = try admin.counts(org: org, app: app)
         let total = reports.reduce(0) { $0 + $1.accepted }
-        output(String(format: "\n%d accepted, %d tokens removed (registry now %d devices); %.1f s in all",
-                      total, reports.reduce(0) { $0 + $1.tokensRemoved }, left, Date().timeIntervalSince(started)))
+        output(
+            String(
+                format: "\n%d accepted, %d tokens removed (registry now %d devices); %.1f s in all",
+                total, reports.reduce(0) { $0 + $1.tokensRemoved }, left, Date().timeIntervalSince(started)))
         if let biggest = reports.max(by: { $0.devices < $1.devices }), let f = biggest.finishedAt {
             let secs = max(0.001, f.timeIntervalSince(biggest.startedAt))
             var usage = rusage()
             getrusage(__rusage_who_t(RUSAGE_SELF.rawValue), &usage)
-            output(String(format: "largest job: %d devices in %.2f s = %.0f devices/s on one worker; peak RSS of this process (worker + registry loading) %.1f MiB",
-                          biggest.devices, secs, Double(biggest.devices) / secs, Double(usage.ru_maxrss) / 1024))
+            output(
+                String(
+                    format:
+                        "largest job: %d devices in %.2f s = %.0f devices/s on one worker; peak RSS of this "
+                        + "process (worker + registry loading) %.1f MiB",
+                    biggest.devices, secs, Double(biggest.devices) / secs, Double(usage.ru_maxrss) / 1024))
         }
     }
 
     static func which(_ name: String, hint: String) throws -> String {
-        for d in (ProcessInfo.processInfo.environment["PATH"] ?? "/usr/bin:/usr/local/bin").split(separator: ":") + ["/usr/sbin", "/usr/bin"] {
+        for d in (ProcessInfo.processInfo.environment["PATH"] ?? "/usr/bin:/usr/local/bin").split(separator: ":") + [
+            "/usr/sbin", "/usr/bin",
+        ] {
             let p = "\(d)/\(name)"
             if FileManager.default.isExecutableFile(atPath: p) { return p }
         }

@@ -12,14 +12,21 @@ public enum DeviceCommands {
             .makeRedisSession(name: "devices")
     }
 
-    public static func register(settings: PipelineSettings, org: OrgID, app: AppName, user: UserID, platform: Platform,
-                                token: DeviceToken, environment: APNSEnvironment?, locale: String?) throws {
-        try session(settings).register([DeviceImportRecord(org: org, app: app, user: user, platform: platform,
-                                                           token: token, environment: environment, locale: locale)])
+    public static func register(
+        settings: PipelineSettings, org: OrgID, app: AppName, user: UserID, platform: Platform,
+        token: DeviceToken, environment: APNSEnvironment?, locale: String?
+    ) throws {
+        try session(settings).register([
+            DeviceImportRecord(
+                org: org, app: app, user: user, platform: platform,
+                token: token, environment: environment, locale: locale)
+        ])
     }
 
-    public static func list(settings: PipelineSettings, org: OrgID, app: AppName, user: UserID?, json: Bool,
-                            limit: Int, output: (String) -> Void = { print($0) }) throws {
+    public static func list(
+        settings: PipelineSettings, org: OrgID, app: AppName, user: UserID?, json: Bool,
+        limit: Int, output: (String) -> Void = { print($0) }
+    ) throws {
         let s = session(settings)
         let encoder = JSONEncoder()
         encoder.dateEncodingStrategy = .iso8601
@@ -31,7 +38,10 @@ public enum DeviceCommands {
                 if json {
                     output((try? String(decoding: encoder.encode(r), as: UTF8.self)) ?? "{}")
                 } else {
-                    output("\(r.user)\t\(r.platform)\t\(r.token.redacted)\t\(r.environment?.rawValue ?? "-")\t\(r.locale ?? "-")\tlastSeen \(ISO8601DateFormatter().string(from: r.lastSeenAt))")
+                    output(
+                        "\(r.user)\t\(r.platform)\t\(r.token.redacted)\t\(r.environment?.rawValue ?? "-")\t"
+                            + "\(r.locale ?? "-")\tlastSeen \(ISO8601DateFormatter().string(from: r.lastSeenAt))"
+                    )
                 }
             }
         }
@@ -49,7 +59,9 @@ public enum DeviceCommands {
             } catch is Done {}
             if !json {
                 let (users, devices) = try s.counts(org: org, app: app)
-                output("— \(devices) devices, \(users) users in \(org)/\(app)" + (shown < devices ? " (showing \(shown))" : ""))
+                output(
+                    "— \(devices) devices, \(users) users in \(org)/\(app)"
+                        + (shown < devices ? " (showing \(shown))" : ""))
             }
         }
     }

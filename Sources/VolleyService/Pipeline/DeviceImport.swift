@@ -17,8 +17,10 @@ public enum DeviceImport {
     public enum Format: String, Sendable { case jsonl, csv }
 
     /// Imports `path`. `progress` is called after each batch with the running result.
-    public static func run(path: String, session: RedisPipelineSession, batchSize: Int = 1000, format: Format? = nil,
-                           progress: (Result) -> Void = { _ in }) throws -> Result {
+    public static func run(
+        path: String, session: RedisPipelineSession, batchSize: Int = 1000, format: Format? = nil,
+        progress: (Result) -> Void = { _ in }
+    ) throws -> Result {
         guard let handle = FileHandle(forReadingAtPath: path) else {
             throw JobSubmission.InputError("cannot open \(path)")
         }
@@ -53,16 +55,23 @@ public enum DeviceImport {
                     let rec = try decoder.decode(DeviceImportRecord.self, from: Data(line.utf8))
                     if let why = invalidReason(rec) { problem(lineNo, why) } else { batch.append(rec) }
                 } catch {
-                    problem(lineNo, "not a device record (need org, app, user, platform ios|android, token): \(shortError(error))")
+                    problem(
+                        lineNo,
+                        "not a device record (need org, app, user, platform ios|android, token): \(shortError(error))")
                 }
             case .csv:
                 let cells = line.split(separator: ",", omittingEmptySubsequences: false)
-                    .map { $0.trimmingCharacters(in: .whitespaces).trimmingCharacters(in: CharacterSet(charactersIn: "\"")) }
+                    .map {
+                        $0.trimmingCharacters(in: .whitespaces).trimmingCharacters(in: CharacterSet(charactersIn: "\""))
+                    }
                 guard let cols = csvColumns else {
                     let header = cells.map { $0.lowercased() }
                     let missing = ["org", "app", "user", "platform", "token"].filter { !header.contains($0) }
                     if !missing.isEmpty {
-                        throw JobSubmission.InputError("\(path): CSV header lacks \(missing.joined(separator: ", ")) (need org,app,user,platform,token[,environment,locale])")
+                        throw JobSubmission.InputError(
+                            "\(path): CSV header lacks \(missing.joined(separator: ", ")) (need "
+                                + "org,app,user,platform,token[,environment,locale])"
+                        )
                     }
                     csvColumns = header
                     return
@@ -70,15 +79,26 @@ public enum DeviceImport {
                 var d: [String: String] = [:]
                 for (i, c) in cols.enumerated() where i < cells.count && !cells[i].isEmpty { d[c] = cells[i] }
                 guard let org = d["org"], let app = d["app"], let user = d["user"], let token = d["token"],
-                      let pName = d["platform"] else { problem(lineNo, "missing org, app, user, platform or token"); return }
-                guard let platform = Platform(rawValue: pName.lowercased()) else { problem(lineNo, "platform '\(pName)' is not ios or android"); return }
+                    let pName = d["platform"]
+                else {
+                    problem(lineNo, "missing org, app, user, platform or token")
+                    return
+                }
+                guard let platform = Platform(rawValue: pName.lowercased()) else {
+                    problem(lineNo, "platform '\(pName)' is not ios or android")
+                    return
+                }
                 var env: APNSEnvironment?
                 if let e = d["environment"] {
-                    guard let v = APNSEnvironment(rawValue: e.lowercased()) else { problem(lineNo, "environment '\(e)' is not sandbox or production"); return }
+                    guard let v = APNSEnvironment(rawValue: e.lowercased()) else {
+                        problem(lineNo, "environment '\(e)' is not sandbox or production")
+                        return
+                    }
                     env = v
                 }
-                let rec = DeviceImportRecord(org: OrgID(org), app: AppName(app), user: UserID(user), platform: platform,
-                                             token: DeviceToken(token), environment: env, locale: d["locale"])
+                let rec = DeviceImportRecord(
+                    org: OrgID(org), app: AppName(app), user: UserID(user), platform: platform,
+                    token: DeviceToken(token), environment: env, locale: d["locale"])
                 if let why = invalidReason(rec) { problem(lineNo, why) } else { batch.append(rec) }
             }
             if batch.count >= batchSize { try flush() }
@@ -88,15 +108,22 @@ public enum DeviceImport {
     }
 
     static func invalidReason(_ r: DeviceImportRecord) -> String? {
-        if r.org.rawValue.isEmpty || r.app.rawValue.isEmpty || r.user.rawValue.isEmpty { return "org, app and user must not be empty" }
-        if r.token.rawValue.isEmpty || r.token.rawValue.count > 4096 { return "token empty or longer than 4096 characters" }
+        if r.org.rawValue.isEmpty || r.app.rawValue.isEmpty || r.user.rawValue.isEmpty {
+            return "org, app and user must not be empty"
+        }
+        if r.token.rawValue.isEmpty || r.token.rawValue.count > 4096 {
+            return "token empty or longer than 4096 characters"
+        }
         if r.token.rawValue.contains(where: { $0.isWhitespace }) { return "token contains whitespace" }
         return nil
     }
 
     static func shortError(_ e: Error) -> String {
         if case DecodingError.keyNotFound(let k, _) = e { return "missing '\(k.stringValue)'" }
-        if case DecodingError.dataCorrupted(let c) = e { return c.codingPath.isEmpty ? "invalid JSON" : "bad value at \(c.codingPath.map(\.stringValue).joined(separator: "."))" }
+        if case DecodingError.dataCorrupted(let c) = e {
+            return c.codingPath.isEmpty
+                ? "invalid JSON" : "bad value at \(c.codingPath.map(\.stringValue).joined(separator: "."))"
+        }
         return "\(e)"
     }
 

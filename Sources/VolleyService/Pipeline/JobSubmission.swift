@@ -21,7 +21,10 @@ public enum JobSubmission {
         public var notificationJSON: String?
         public var platforms: [String] = []
         public var id: String?
-        public init(org: String, app: String) { self.org = org; self.app = app }
+        public init(org: String, app: String) {
+            self.org = org
+            self.app = app
+        }
     }
 
     public struct InputError: Error, CustomStringConvertible, Sendable {
@@ -60,7 +63,8 @@ public enum JobSubmission {
                 throw InputError("--notification carries the whole notification: drop --title, --body and --silent")
             }
             do { notification = try JSONDecoder().decode(VolleyCore.Notification.self, from: Data(json.utf8)) } catch {
-                throw InputError("--notification must be a JSON object with camelCase keys (title, body, data, …): \(error)")
+                throw InputError(
+                    "--notification must be a JSON object with camelCase keys (title, body, data, …): \(error)")
             }
             if let data { notification.data = (notification.data ?? [:]).merging(data) { _, new in new } }
         } else if o.silent {
@@ -77,19 +81,24 @@ public enum JobSubmission {
         var platforms: [Platform]?
         if !o.platforms.isEmpty {
             platforms = try o.platforms.map {
-                guard let p = Platform(rawValue: $0.lowercased()) else { throw InputError("--platforms: '\($0)' is not ios or android") }
+                guard let p = Platform(rawValue: $0.lowercased()) else {
+                    throw InputError("--platforms: '\($0)' is not ios or android")
+                }
                 return p
             }
         }
-        return PushJob(id: o.id.map(JobID.init), org: OrgID(o.org), app: AppName(o.app),
-                       recipients: o.users.isEmpty ? nil : o.users.map(RecipientID.init),
-                       devices: devices.isEmpty ? nil : devices, notification: notification, platforms: platforms)
+        return PushJob(
+            id: o.id.map(JobID.init), org: OrgID(o.org), app: AppName(o.app),
+            recipients: o.users.isEmpty ? nil : o.users.map(RecipientID.init),
+            devices: devices.isEmpty ? nil : devices, notification: notification, platforms: platforms)
     }
 
     /// XADDs the job (with an id: a generated one when none was given, so `--wait` can find the report).
     /// With `waitSeconds`, follows the report stream and returns the job's report (nil on timeout).
-    public static func submit(_ job: PushJob, settings: PipelineSettings, waitSeconds: Double?,
-                              logger: Logger) throws -> (entry: StreamEntryID, job: JobID, report: JobReport?) {
+    public static func submit(
+        _ job: PushJob, settings: PipelineSettings, waitSeconds: Double?,
+        logger: Logger
+    ) throws -> (entry: StreamEntryID, job: JobID, report: JobReport?) {
         var job = job
         let id = job.id ?? JobID("job-\(UUID().uuidString.lowercased())")
         job.id = id
@@ -116,16 +125,24 @@ public enum ReportFormatting {
     }
 
     public static func text(_ r: JobReport) -> String {
-        var lines = ["job \(r.job)  org \(r.org)  app \(r.app)  entry \(r.entry?.rawValue ?? "-")  deliveries \(r.deliveries)",
-                     "  recipients \(r.recipients)  users \(r.users)  noDevices \(r.noDevices)  devices \(r.devices)",
-                     "  accepted \(r.accepted)  rejected \(r.rejected)  failed \(r.failed)  tokensRemoved \(r.tokensRemoved)"
-                        + (r.quotaExceeded > 0 ? "  quotaExceeded \(r.quotaExceeded)" : "")
-                        + (r.alreadyRecorded > 0 ? "  alreadyRecorded \(r.alreadyRecorded)" : "")]
+        var lines = [
+            "job \(r.job)  org \(r.org)  app \(r.app)  entry \(r.entry?.rawValue ?? "-")  deliveries \(r.deliveries)",
+            "  recipients \(r.recipients)  users \(r.users)  noDevices \(r.noDevices)  devices \(r.devices)",
+            "  accepted \(r.accepted)  rejected \(r.rejected)  failed \(r.failed)  tokensRemoved \(r.tokensRemoved)"
+                + (r.quotaExceeded > 0 ? "  quotaExceeded \(r.quotaExceeded)" : "")
+                + (r.alreadyRecorded > 0 ? "  alreadyRecorded \(r.alreadyRecorded)" : ""),
+        ]
         if !r.rejectedByReason.isEmpty {
-            lines.append("  rejected by reason: " + r.rejectedByReason.sorted { $0.key < $1.key }.map { "\($0.key)=\($0.value)" }.joined(separator: " "))
+            lines.append(
+                "  rejected by reason: "
+                    + r.rejectedByReason.sorted { $0.key < $1.key }.map { "\($0.key)=\($0.value)" }.joined(
+                        separator: " "))
         }
         if !r.failedByReason.isEmpty {
-            lines.append("  failed by reason: " + r.failedByReason.sorted { $0.key < $1.key }.map { "\($0.key)=\($0.value)" }.joined(separator: " "))
+            lines.append(
+                "  failed by reason: "
+                    + r.failedByReason.sorted { $0.key < $1.key }.map { "\($0.key)=\($0.value)" }.joined(separator: " ")
+            )
         }
         if let f = r.finishedAt {
             lines.append(String(format: "  took %.2f s", f.timeIntervalSince(r.startedAt)))
@@ -139,14 +156,19 @@ public enum ReportFormatting {
         var rows = [header]
         for r in reports {
             let secs = r.finishedAt.map { String(format: "%.2f", $0.timeIntervalSince(r.startedAt)) } ?? "-"
-            rows.append([r.job.rawValue, "\(r.devices)", "\(r.accepted)", "\(r.rejected)", "\(r.failed)",
-                         "\(r.tokensRemoved)", "\(r.noDevices)", secs])
+            rows.append([
+                r.job.rawValue, "\(r.devices)", "\(r.accepted)", "\(r.rejected)", "\(r.failed)",
+                "\(r.tokensRemoved)", "\(r.noDevices)", secs,
+            ])
         }
         let widths = header.indices.map { i in rows.map { $0[i].count }.max() ?? 0 }
         return rows.map { row in
-            row.enumerated().map { i, c in i == 0 ? c.padding(toLength: widths[i], withPad: " ", startingAt: 0)
-                                               : String(repeating: " ", count: widths[i] - c.count) + c }
-                .joined(separator: "  ")
+            row.enumerated().map { i, c in
+                i == 0
+                    ? c.padding(toLength: widths[i], withPad: " ", startingAt: 0)
+                    : String(repeating: " ", count: widths[i] - c.count) + c
+            }
+            .joined(separator: "  ")
         }.joined(separator: "\n")
     }
 }

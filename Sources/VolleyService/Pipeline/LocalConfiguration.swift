@@ -21,55 +21,67 @@ public struct LocalConfiguration: Sendable {
     public var quotaIOS = 100_000_000
     public var quotaAndroid = 100_000_000
 
-    public init(mockHost: String, mockPort: Int, caFile: String, apnsKeyFile: String, apnsKeyID: String, apnsTeamID: String,
-                apnsTopic: String, serviceAccountFile: String, redisURL: String) {
-        self.mockHost = mockHost; self.mockPort = mockPort; self.caFile = caFile; self.apnsKeyFile = apnsKeyFile
-        self.apnsKeyID = apnsKeyID; self.apnsTeamID = apnsTeamID; self.apnsTopic = apnsTopic
-        self.serviceAccountFile = serviceAccountFile; self.redisURL = redisURL
+    public init(
+        mockHost: String, mockPort: Int, caFile: String, apnsKeyFile: String, apnsKeyID: String, apnsTeamID: String,
+        apnsTopic: String, serviceAccountFile: String, redisURL: String
+    ) {
+        self.mockHost = mockHost
+        self.mockPort = mockPort
+        self.caFile = caFile
+        self.apnsKeyFile = apnsKeyFile
+        self.apnsKeyID = apnsKeyID
+        self.apnsTeamID = apnsTeamID
+        self.apnsTopic = apnsTopic
+        self.serviceAccountFile = serviceAccountFile
+        self.redisURL = redisURL
     }
 
     /// Reads a `volley-mock --state-dir DIR` endpoints file (DIR/endpoints.json).
     public init(endpointsFile: String, redisURL: String) throws {
         let data = try Data(contentsOf: URL(fileURLWithPath: endpointsFile))
         guard let o = try JSONSerialization.jsonObject(with: data) as? [String: Any],
-              let host = o["host"] as? String, let port = o["port"] as? Int, let ca = o["ca_file"] as? String,
-              let apns = o["apns"] as? [String: Any], let fcm = o["fcm"] as? [String: Any],
-              let p8 = apns["p8_file"] as? String, let keyID = apns["key_id"] as? String,
-              let team = apns["team_id"] as? String, let topic = apns["topic"] as? String,
-              let sa = fcm["service_account_file"] as? String else {
+            let host = o["host"] as? String, let port = o["port"] as? Int, let ca = o["ca_file"] as? String,
+            let apns = o["apns"] as? [String: Any], let fcm = o["fcm"] as? [String: Any],
+            let p8 = apns["p8_file"] as? String, let keyID = apns["key_id"] as? String,
+            let team = apns["team_id"] as? String, let topic = apns["topic"] as? String,
+            let sa = fcm["service_account_file"] as? String
+        else {
             throw JobSubmission.InputError("\(endpointsFile) is not a volley-mock endpoints file")
         }
-        self.init(mockHost: host, mockPort: port, caFile: ca, apnsKeyFile: p8, apnsKeyID: keyID, apnsTeamID: team,
-                  apnsTopic: topic, serviceAccountFile: sa, redisURL: redisURL)
+        self.init(
+            mockHost: host, mockPort: port, caFile: ca, apnsKeyFile: p8, apnsKeyID: keyID, apnsTeamID: team,
+            apnsTopic: topic, serviceAccountFile: sa, redisURL: redisURL)
     }
 
     public var yaml: String {
-        func q(_ s: String) -> String { "\"" + s.replacingOccurrences(of: "\\", with: "\\\\").replacingOccurrences(of: "\"", with: "\\\"") + "\"" }
+        func q(_ s: String) -> String {
+            "\"" + s.replacingOccurrences(of: "\\", with: "\\\\").replacingOccurrences(of: "\"", with: "\\\"") + "\""
+        }
         var y = """
-        apps:
-          - name: \(appName)
-            apns:
-              keyFile: \(q(apnsKeyFile))
-              keyId: \(q(apnsKeyID))
-              teamId: \(q(apnsTeamID))
-              topic: \(q(apnsTopic))
-              environment: production
-              host: \(q(mockHost))
-              port: \(mockPort)
-              caFile: \(q(caFile))
-            fcm:
-              serviceAccountFile: \(q(serviceAccountFile))
-              endpoint: \(q("https://\(mockHost):\(mockPort)"))
-              caFile: \(q(caFile))
-        redis:
-          url: \(q(redisURL))
-        log:
-          level: \(logLevel)
-        quotas:
-          ios: \(quotaIOS)
-          android: \(quotaAndroid)
+            apps:
+              - name: \(appName)
+                apns:
+                  keyFile: \(q(apnsKeyFile))
+                  keyId: \(q(apnsKeyID))
+                  teamId: \(q(apnsTeamID))
+                  topic: \(q(apnsTopic))
+                  environment: production
+                  host: \(q(mockHost))
+                  port: \(mockPort)
+                  caFile: \(q(caFile))
+                fcm:
+                  serviceAccountFile: \(q(serviceAccountFile))
+                  endpoint: \(q("https://\(mockHost):\(mockPort)"))
+                  caFile: \(q(caFile))
+            redis:
+              url: \(q(redisURL))
+            log:
+              level: \(logLevel)
+            quotas:
+              ios: \(quotaIOS)
+              android: \(quotaAndroid)
 
-        """
+            """
         if !worker.isEmpty {
             y += "worker:\n" + worker.sorted { $0.key < $1.key }.map { "  \($0.key): \($0.value)\n" }.joined()
         }

@@ -30,14 +30,20 @@ public final class PipelineApps: AppDirectory, @unchecked Sendable {
     }
 
     /// Reads the configuration file (validated) and makes the senders.
-    public static func directory(configFile: String, clock: any WallClock = SystemClock(), logger: Logger) throws -> PipelineApps {
+    public static func directory(configFile: String, clock: any WallClock = SystemClock(), logger: Logger) throws
+        -> PipelineApps
+    {
         try directory(configuration: VolleyConfiguration.load(path: configFile), clock: clock, logger: logger)
     }
 
-    public static func directory(configuration: VolleyConfiguration, clock: any WallClock = SystemClock(),
-                                 logger: Logger) -> PipelineApps {
-        PipelineApps(senders: ProviderApps.senders(for: ProviderApps.from(configuration), clock: clock, logger: logger,
-                                                   makeTransport: ProviderTransport.pools(logger: logger)),
-                     orgs: Dictionary(uniqueKeysWithValues: configuration.apps.map { ($0.name, $0.orgs) }))
+    public static func directory(
+        configuration: VolleyConfiguration, clock: any WallClock = SystemClock(),
+        logger: Logger
+    ) -> PipelineApps {
+        PipelineApps(
+            senders: ProviderApps.senders(
+                for: ProviderApps.from(configuration), clock: clock, logger: logger,
+                makeTransport: ProviderTransport.pools(logger: logger)),
+            orgs: Dictionary(uniqueKeysWithValues: configuration.apps.map { ($0.name, $0.orgs) }))
     }
 }

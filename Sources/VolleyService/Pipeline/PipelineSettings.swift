@@ -1,4 +1,5 @@
 import Foundation
+import Logging
 import VolleyCore
 import VolleyEngine
 import VolleyRedis
@@ -11,9 +12,14 @@ public struct PipelineSettings: Sendable {
     public var store: StoreConfiguration
     public var worker: WorkerConfiguration
 
-    public init(endpoint: RedisEndpoint, redisOptions: RedisClient.Options = .init(),
-                store: StoreConfiguration = StoreConfiguration(), worker: WorkerConfiguration = WorkerConfiguration()) {
-        self.endpoint = endpoint; self.redisOptions = redisOptions; self.store = store; self.worker = worker
+    public init(
+        endpoint: RedisEndpoint, redisOptions: RedisClient.Options = .init(),
+        store: StoreConfiguration = StoreConfiguration(), worker: WorkerConfiguration = WorkerConfiguration()
+    ) {
+        self.endpoint = endpoint
+        self.redisOptions = redisOptions
+        self.store = store
+        self.worker = worker
     }
 
     /// Maps the YAML `redis:` and `worker:` sections. Throws `ConfigurationError` naming the key.
@@ -21,26 +27,33 @@ public struct PipelineSettings: Sendable {
         do {
             endpoint = try RedisEndpoint(url: config.redis.url)
         } catch let e as RedisError {
-            throw ConfigurationError(problems: ["redis.url: \(e.message)"], source: config.sourcePath ?? "configuration")
+            throw ConfigurationError(
+                problems: ["redis.url: \(e.message)"], source: config.sourcePath ?? "configuration")
         }
-        redisOptions = RedisClient.Options(connectTimeout: config.redis.connectTimeoutSeconds,
-                                           commandTimeout: config.redis.commandTimeoutSeconds)
+        redisOptions = RedisClient.Options(
+            connectTimeout: config.redis.connectTimeoutSeconds,
+            commandTimeout: config.redis.commandTimeoutSeconds)
         let w = config.worker
-        store = StoreConfiguration(jobStream: w.stream, deadStream: w.deadLetterStream, reportStream: w.reportStream,
-                                   group: w.group)
-        worker = WorkerConfiguration(consumer: consumerOverride ?? w.consumer ?? WorkerConfiguration.defaultConsumerName(),
-                                     concurrentJobs: w.concurrentJobs, inFlight: w.inFlight, readBatch: w.batchSize,
-                                     blockMillis: w.blockMs, reclaimIdleMillis: w.reclaimIdleMs,
-                                     reclaimIntervalMillis: w.reclaimIntervalMs,
-                                     keepAliveIntervalMillis: w.keepAliveIntervalMs,
-                                     maxDeliveries: w.maxDeliveries, drainDeadlineSeconds: w.drainSeconds,
-                                     recordBatch: w.recordBatchSize, chunkSize: w.chunkSize)
+        store = StoreConfiguration(
+            jobStream: w.stream, deadStream: w.deadLetterStream, reportStream: w.reportStream,
+            group: w.group)
+        worker = WorkerConfiguration(
+            consumer: consumerOverride ?? w.consumer ?? WorkerConfiguration.defaultConsumerName(),
+            concurrentJobs: w.concurrentJobs, inFlight: w.inFlight, readBatch: w.batchSize,
+            blockMillis: w.blockMs, reclaimIdleMillis: w.reclaimIdleMs,
+            reclaimIntervalMillis: w.reclaimIntervalMs,
+            keepAliveIntervalMillis: w.keepAliveIntervalMs,
+            maxDeliveries: w.maxDeliveries, drainDeadlineSeconds: w.drainSeconds,
+            recordBatch: w.recordBatchSize, chunkSize: w.chunkSize)
         let problems = worker.problems()
-        if !problems.isEmpty { throw ConfigurationError(problems: problems, source: config.sourcePath ?? "configuration") }
+        if !problems.isEmpty {
+            throw ConfigurationError(problems: problems, source: config.sourcePath ?? "configuration")
+        }
     }
 
     public func backend(logger: Logger) -> RedisPipelineBackend {
-        RedisPipelineBackend(endpoint: endpoint, store: store, consumer: worker.consumer, options: redisOptions, logger: logger)
+        RedisPipelineBackend(
+            endpoint: endpoint, store: store, consumer: worker.consumer, options: redisOptions, logger: logger)
     }
 
     /// A client for one-off commands (CLI), giving up after `giveUpAfter` seconds if Redis is unreachable.
@@ -50,5 +63,3 @@ public struct PipelineSettings: Sendable {
         return RedisClient(endpoint: endpoint, options: o, name: name, logger: logger)
     }
 }
-
-import Logging

@@ -11,7 +11,10 @@ public struct WorkerService: Service {
     public let worker: PipelineWorker
     let logger: Logger
 
-    public init(worker: PipelineWorker, logger: Logger) { self.worker = worker; self.logger = logger }
+    public init(worker: PipelineWorker, logger: Logger) {
+        self.worker = worker
+        self.logger = logger
+    }
 
     public func run() async throws {
         let w = worker
@@ -40,15 +43,19 @@ func onThread<T: Sendable>(_ body: @escaping @Sendable () -> T) async -> T {
 
 public enum WorkerRunner {
     /// `volley worker`: one worker until SIGTERM/SIGINT, then drain and return (exit 0).
-    public static func run(settings: PipelineSettings, apps: any AppDirectory, logger: Logger,
-                           resolver: any RecipientResolver = UserRecipientResolver(),
-                           quota: (any HourlyQuota)? = nil) async throws {
-        let worker = PipelineWorker(configuration: settings.worker, backend: settings.backend(logger: logger),
-                                    apps: apps, resolver: resolver, quota: quota, logger: logger)
-        let group = ServiceGroup(configuration: .init(
-            services: [.init(service: WorkerService(worker: worker, logger: logger))],
-            gracefulShutdownSignals: [.sigterm, .sigint],
-            logger: logger))
+    public static func run(
+        settings: PipelineSettings, apps: any AppDirectory, logger: Logger,
+        resolver: any RecipientResolver = UserRecipientResolver(),
+        quota: (any HourlyQuota)? = nil
+    ) async throws {
+        let worker = PipelineWorker(
+            configuration: settings.worker, backend: settings.backend(logger: logger),
+            apps: apps, resolver: resolver, quota: quota, logger: logger)
+        let group = ServiceGroup(
+            configuration: .init(
+                services: [.init(service: WorkerService(worker: worker, logger: logger))],
+                gracefulShutdownSignals: [.sigterm, .sigint],
+                logger: logger))
         try await group.run()
     }
 }

@@ -11,7 +11,9 @@ public struct ProviderApp: Sendable, Hashable {
     public var apns: APNSAppConfiguration?
     public var fcm: FCMAppConfiguration?
     public init(name: String, apns: APNSAppConfiguration? = nil, fcm: FCMAppConfiguration? = nil) {
-        self.name = name; self.apns = apns; self.fcm = fcm
+        self.name = name
+        self.apns = apns
+        self.fcm = fcm
     }
 }
 
@@ -21,19 +23,23 @@ public enum ProviderApps {
         configuration.apps.map { app in
             var out = ProviderApp(name: app.name.rawValue)
             if let a = app.apns {
-                let credentials: APNSAppConfiguration.Credentials = switch a.auth {
-                case .token(let keyFile, let keyId, let teamId): .token(keyFile: keyFile, keyID: keyId, teamID: teamId)
-                case .certificate(let certFile, let password, let keyFile):
-                    .certificate(certFile: certFile, password: password, keyFile: keyFile)
-                }
-                out.apns = APNSAppConfiguration(name: app.name.rawValue, credentials: credentials, topic: a.topic,
-                                                environment: a.environment, host: a.host, port: a.port, caFile: a.caFile,
-                                                connections: a.connections, maxConcurrentStreams: a.maxStreams)
+                let credentials: APNSAppConfiguration.Credentials =
+                    switch a.auth {
+                    case .token(let keyFile, let keyId, let teamId):
+                        .token(keyFile: keyFile, keyID: keyId, teamID: teamId)
+                    case .certificate(let certFile, let password, let keyFile):
+                        .certificate(certFile: certFile, password: password, keyFile: keyFile)
+                    }
+                out.apns = APNSAppConfiguration(
+                    name: app.name.rawValue, credentials: credentials, topic: a.topic,
+                    environment: a.environment, host: a.host, port: a.port, caFile: a.caFile,
+                    connections: a.connections, maxConcurrentStreams: a.maxStreams)
             }
             if let f = app.fcm {
-                out.fcm = FCMAppConfiguration(name: app.name.rawValue, serviceAccountFile: f.serviceAccountFile,
-                                              endpoint: f.endpoint, caFile: f.caFile, connections: f.connections,
-                                              maxConcurrentStreams: f.maxStreams)
+                out.fcm = FCMAppConfiguration(
+                    name: app.name.rawValue, serviceAccountFile: f.serviceAccountFile,
+                    endpoint: f.endpoint, caFile: f.caFile, connections: f.connections,
+                    maxConcurrentStreams: f.maxStreams)
             }
             return out
         }
@@ -42,16 +48,19 @@ public enum ProviderApps {
     /// Builds every app's senders. An app whose credentials cannot be used (expired certificate, unreadable key)
     /// is logged with its name and gets a sender that answers every send with that `fix-app` error, so its
     /// jobs finish with a clear reason while the other apps keep going.
-    public static func senders(for apps: [ProviderApp], clock: any WallClock = SystemClock(), logger: Logger,
-                               makeTransport: @escaping HTTP2SubmitterFactory) -> [AppName: [Platform: any PushSender]] {
+    public static func senders(
+        for apps: [ProviderApp], clock: any WallClock = SystemClock(), logger: Logger,
+        makeTransport: @escaping HTTP2SubmitterFactory
+    ) -> [AppName: [Platform: any PushSender]] {
         let tokens = APNSTokenRegistry(clock: clock)
         var out: [AppName: [Platform: any PushSender]] = [:]
         for app in apps {
             var senders: [Platform: any PushSender] = [:]
             if let a = app.apns {
                 do {
-                    senders[.ios] = try APNSProvider(app: a, tokens: tokens, clock: clock, logger: logger,
-                                                     makeTransport: makeTransport)
+                    senders[.ios] = try APNSProvider(
+                        app: a, tokens: tokens, clock: clock, logger: logger,
+                        makeTransport: makeTransport)
                 } catch {
                     logger.error("app \(app.name) stopped for iOS: \(error)")
                     senders[.ios] = UnavailableSender(platform: .ios, reason: "\(error)")
@@ -59,7 +68,8 @@ public enum ProviderApps {
             }
             if let f = app.fcm {
                 do {
-                    senders[.android] = try FCMProvider(app: f, clock: clock, logger: logger, makeTransport: makeTransport)
+                    senders[.android] = try FCMProvider(
+                        app: f, clock: clock, logger: logger, makeTransport: makeTransport)
                 } catch {
                     logger.error("app \(app.name) stopped for Android: \(error)")
                     senders[.android] = UnavailableSender(platform: .android, reason: "\(error)")
@@ -79,12 +89,17 @@ public final class UnavailableSender: PushSender, @unchecked Sendable {
     }
     public let platform: Platform
     public let reason: String
-    public init(platform: Platform, reason: String) { self.platform = platform; self.reason = reason }
+    public init(platform: Platform, reason: String) {
+        self.platform = platform
+        self.reason = reason
+    }
     public func prepare(_ notification: VolleyCore.Notification, jobID: JobID) throws -> any PreparedNotification {
         Prepared(platform: platform)
     }
-    public func send(_ prepared: any PreparedNotification, to device: Device, jobID: JobID,
-                     receiver: any DeliveryReceiver) {
+    public func send(
+        _ prepared: any PreparedNotification, to device: Device, jobID: JobID,
+        receiver: any DeliveryReceiver
+    ) {
         receiver.delivered(device, .rejected(status: 0, reason: OutcomeReason(reason), action: .fixApp))
     }
 }

@@ -8,7 +8,8 @@ import VolleyHTTP2
 /// What `volley test-push` prints: the provider's answer and what Volley does about it.
 /// JSON keys `status`, `reason`, `outcome` are a contract.
 public struct TestPushResult: Sendable, Codable, Hashable {
-    /// HTTP status the provider answered; nil when nothing was sent (bad config, invalid notification, dry run on APNs).
+    /// HTTP status the provider answered; nil when nothing was sent (bad config, invalid notification, dry run on
+    /// APNs).
     public var status: Int?
     public var reason: String?
     /// `accepted`, `remove-token`, `retry`, `fix-app`, `invalid-notification` or `unknown`.
@@ -56,46 +57,65 @@ public enum TestPush {
         public var dryRun: Bool
         public var locale: String?
         public var environment: APNSEnvironment?
-        public init(app: String, platform: Platform, token: String, notification: VolleyCore.Notification, dryRun: Bool = false,
-                    locale: String? = nil, environment: APNSEnvironment? = nil) {
-            self.app = app; self.platform = platform; self.token = token; self.notification = notification
-            self.dryRun = dryRun; self.locale = locale; self.environment = environment
+        public init(
+            app: String, platform: Platform, token: String, notification: VolleyCore.Notification, dryRun: Bool = false,
+            locale: String? = nil, environment: APNSEnvironment? = nil
+        ) {
+            self.app = app
+            self.platform = platform
+            self.token = token
+            self.notification = notification
+            self.dryRun = dryRun
+            self.locale = locale
+            self.environment = environment
         }
     }
 
-    public static func run(_ request: Request, apps: [ProviderApp], clock: any WallClock = SystemClock(),
-                           logger: Logger, makeTransport: @escaping HTTP2SubmitterFactory) async -> TestPushResult {
+    public static func run(
+        _ request: Request, apps: [ProviderApp], clock: any WallClock = SystemClock(),
+        logger: Logger, makeTransport: @escaping HTTP2SubmitterFactory
+    ) async -> TestPushResult {
         guard let app = apps.first(where: { $0.name == request.app }) else {
             let known = apps.map(\.name).joined(separator: ", ")
-            return TestPushResult(status: nil, reason: "UnknownApp", outcome: OutcomeDecision.fixApp.rawValue,
-                                  message: "no app named \(request.app) in the config (apps: \(known.isEmpty ? "none" : known))")
+            return TestPushResult(
+                status: nil, reason: "UnknownApp", outcome: OutcomeDecision.fixApp.rawValue,
+                message: "no app named \(request.app) in the config (apps: \(known.isEmpty ? "none" : known))")
         }
         let jobID = JobID("test-push-" + UUID().uuidString.lowercased())
-        let device = Device(platform: request.platform, token: DeviceToken(request.token),
-                            environment: request.environment, locale: request.locale)
+        let device = Device(
+            platform: request.platform, token: DeviceToken(request.token),
+            environment: request.environment, locale: request.locale)
         switch request.platform {
         case .ios:
             guard let config = app.apns else { return missing(app: app.name, platform: "apns") }
             let provider: APNSProvider
             do {
-                provider = try APNSProvider(app: config, tokens: APNSTokenRegistry(clock: clock), clock: clock,
-                                            logger: logger, makeTransport: makeTransport)
+                provider = try APNSProvider(
+                    app: config, tokens: APNSTokenRegistry(clock: clock), clock: clock,
+                    logger: logger, makeTransport: makeTransport)
             } catch { return configurationFailure(error) }
             defer { provider.shutdown() }
             let prepared: APNSPreparedNotification
             do {
-                prepared = try APNSPreparedNotification(request.notification, jobID: jobID, bundleID: config.topic, now: clock.now())
+                prepared = try APNSPreparedNotification(
+                    request.notification, jobID: jobID, bundleID: config.topic, now: clock.now())
             } catch { return invalid(error) }
             if request.dryRun {
                 // APNs has no validate-only mode: the request is built, signed and size-checked, not sent.
                 _ = try? provider.tokenProvider?.authorization()
-                return TestPushResult(status: nil, reason: "DryRun", outcome: OutcomeDecision.accepted.rawValue,
-                                      apnsId: APNSPreparedNotification.apnsID(jobID: jobID, token: device.token),
-                                      message: "dry run: \(prepared.payloadBytes)-byte payload, push type \(prepared.pushType.rawValue), topic \(prepared.topic), priority \(prepared.priority); validated locally, not sent (APNs has no validate-only mode)")
+                return TestPushResult(
+                    status: nil, reason: "DryRun", outcome: OutcomeDecision.accepted.rawValue,
+                    apnsId: APNSPreparedNotification.apnsID(jobID: jobID, token: device.token),
+                    message:
+                        "dry run: \(prepared.payloadBytes)-byte payload, push type \(prepared.pushType.rawValue), "
+                        + "topic \(prepared.topic), priority \(prepared.priority); validated locally, not sent "
+                        + "(APNs has no validate-only mode)"
+                )
             }
             let result = await attemptWithRefresh(
                 attempt: { done in provider.attemptOnce(prepared, to: device, completion: done) },
-                refresh: { auth in auth.map { provider.tokenProvider?.refreshAfterRejection(of: $0) ?? false } ?? false })
+                refresh: { auth in auth.map { provider.tokenProvider?.refreshAfterRejection(of: $0) ?? false } ?? false
+                })
             var out = summary(result)
             out.apnsId = result.messageID ?? APNSPreparedNotification.apnsID(jobID: jobID, token: device.token)
             return out
@@ -107,7 +127,9 @@ public enum TestPush {
             } catch { return configurationFailure(error) }
             defer { provider.shutdown() }
             let prepared: FCMPreparedNotification
-            do { prepared = try provider.prepare(request.notification, validateOnly: request.dryRun) } catch { return invalid(error) }
+            do { prepared = try provider.prepare(request.notification, validateOnly: request.dryRun) } catch {
+                return invalid(error)
+            }
             let result = await attemptWithRefresh(
                 attempt: { done in provider.attemptOnce(prepared, to: device, completion: done) },
                 refresh: { auth in
@@ -144,22 +166,26 @@ public enum TestPush {
         if decision != .accepted {
             message = [r.message, OutcomeTable.explanation(decision)].compactMap { $0 }.joined(separator: " — ")
         }
-        return TestPushResult(status: status, reason: r.answer.reason?.rawValue ?? (status == nil ? "NoResponse" : nil),
-                              outcome: decision.rawValue, message: message)
+        return TestPushResult(
+            status: status, reason: r.answer.reason?.rawValue ?? (status == nil ? "NoResponse" : nil),
+            outcome: decision.rawValue, message: message)
     }
 
     private static func missing(app: String, platform: String) -> TestPushResult {
-        TestPushResult(status: nil, reason: "NotConfigured", outcome: OutcomeDecision.fixApp.rawValue,
-                       message: "app \(app) has no \(platform) section in the config")
+        TestPushResult(
+            status: nil, reason: "NotConfigured", outcome: OutcomeDecision.fixApp.rawValue,
+            message: "app \(app) has no \(platform) section in the config")
     }
 
     private static func configurationFailure(_ error: any Error) -> TestPushResult {
-        TestPushResult(status: nil, reason: "Configuration", outcome: OutcomeDecision.fixApp.rawValue, message: "\(error)")
+        TestPushResult(
+            status: nil, reason: "Configuration", outcome: OutcomeDecision.fixApp.rawValue, message: "\(error)")
     }
 
     private static func invalid(_ error: any Error) -> TestPushResult {
         let reason = (error as? NotificationError)?.reason.rawValue ?? "InvalidNotification"
         let message = (error as? NotificationError)?.message ?? "\(error)"
-        return TestPushResult(status: nil, reason: reason, outcome: OutcomeDecision.invalidNotification.rawValue, message: message)
+        return TestPushResult(
+            status: nil, reason: reason, outcome: OutcomeDecision.invalidNotification.rawValue, message: message)
     }
 }

@@ -1,8 +1,8 @@
 import Foundation
 import VolleyCore
+import VolleyEngine
 import VolleyRedis
 import VolleyStore
-import VolleyEngine
 
 /// Wires the recipients layer (directory, quotas, inbox, notification types) from the configuration.
 /// Each store gets its own Redis connection; stores serialize their calls, so one instance may be shared.
@@ -14,21 +14,26 @@ public struct RecipientServices: Sendable {
     public let shards: RedisShardCoordinator
     public let shardSize: Int
 
-    public init(configuration c: VolleyConfiguration, clock: any WallClock = SystemClock(), name: String = "cli") throws {
+    public init(configuration c: VolleyConfiguration, clock: any WallClock = SystemClock(), name: String = "cli") throws
+    {
         let endpoint = try RedisEndpoint(url: c.redis.url)
         func client(_ role: String) throws -> RedisClient {
-            let r = RedisClient(endpoint: endpoint,
-                                options: .init(connectTimeout: c.redis.connectTimeoutSeconds,
-                                               commandTimeout: c.redis.commandTimeoutSeconds),
-                                name: "\(name)-\(role)")
+            let r = RedisClient(
+                endpoint: endpoint,
+                options: .init(
+                    connectTimeout: c.redis.connectTimeoutSeconds,
+                    commandTimeout: c.redis.commandTimeoutSeconds),
+                name: "\(name)-\(role)")
             return r
         }
         directory = RedisDirectory(client: try client("directory"))
-        quota = RedisQuotaStore(client: try client("quota"), defaults: QuotaLimits(ios: c.quotas.ios, android: c.quotas.android),
-                                configured: c.quotas.orgs.mapValues { ($0.ios, $0.android) }, clock: clock)
-        inbox = RedisInboxStore(client: try client("inbox"),
-                                retention: InboxRetention(maxCount: c.inbox.maxCount, maxAgeSeconds: c.inbox.maxAgeSeconds),
-                                clock: clock)
+        quota = RedisQuotaStore(
+            client: try client("quota"), defaults: QuotaLimits(ios: c.quotas.ios, android: c.quotas.android),
+            configured: c.quotas.orgs.mapValues { ($0.ios, $0.android) }, clock: clock)
+        inbox = RedisInboxStore(
+            client: try client("inbox"),
+            retention: InboxRetention(maxCount: c.inbox.maxCount, maxAgeSeconds: c.inbox.maxAgeSeconds),
+            clock: clock)
         types = RedisNotificationTypeStore(client: try client("types"))
         shards = RedisShardCoordinator(client: try client("shards"), jobStream: c.worker.stream)
         shardSize = c.worker.shardSize
@@ -39,8 +44,9 @@ public struct RecipientServices: Sendable {
 
     /// The engine's recipient step over this directory, inbox and types.
     public func resolver(usersPerRead: Int = 500) -> DirectoryRecipientResolver {
-        DirectoryRecipientResolver(directory: directory, inbox: inbox, types: types, shards: shards, shardSize: shardSize,
-                                   clock: clock, usersPerRead: usersPerRead)
+        DirectoryRecipientResolver(
+            directory: directory, inbox: inbox, types: types, shards: shards, shardSize: shardSize,
+            clock: clock, usersPerRead: usersPerRead)
     }
 }
 
@@ -89,8 +95,10 @@ public enum DirectoryImport {
     }
 
     /// Invalid lines are skipped and listed (at most 20 kept), not fatal: one typo must not stop a million-line import.
-    public static func run(path: String, into directory: RedisDirectory, batchSize: Int = 2000,
-                           progress: (RedisDirectory.ImportCounts) -> Void) throws -> Result {
+    public static func run(
+        path: String, into directory: RedisDirectory, batchSize: Int = 2000,
+        progress: (RedisDirectory.ImportCounts) -> Void
+    ) throws -> Result {
         let reader = try LineReader(path: path)
         var total = RedisDirectory.ImportCounts()
         var skipped: [String] = []
@@ -100,8 +108,11 @@ public enum DirectoryImport {
         func flush() throws {
             if batch.isEmpty { return }
             let c = try directory.importRecords(batch)
-            total.records += c.records; total.users += c.users; total.inactiveUsers += c.inactiveUsers
-            total.containers += c.containers; total.memberships += c.memberships
+            total.records += c.records
+            total.users += c.users
+            total.inactiveUsers += c.inactiveUsers
+            total.containers += c.containers
+            total.memberships += c.memberships
             for (k, v) in c.byKind { total.byKind[k, default: 0] += v }
             batch.removeAll(keepingCapacity: true)
             progress(total)

@@ -33,8 +33,9 @@ public final class CPUWakeLatencyRequest: @unchecked Sendable {
         let fd = open(path, O_WRONLY | O_CLOEXEC)
         guard fd >= 0 else {
             let why = String(cString: strerror(errno))
-            throw CPUWakeLatencyError("cannot open \(path) to hold a CPU wake-up latency of \(microseconds) µs: \(why) "
-                + "(on most systems only root may write it; in a container, pass the device in and run as root)")
+            throw CPUWakeLatencyError(
+                "cannot open \(path) to hold a CPU wake-up latency of \(microseconds) µs: \(why) "
+                    + "(on most systems only root may write it; in a container, pass the device in and run as root)")
         }
         var value = Int32(microseconds)
         let written = withUnsafeBytes(of: &value) { write(fd, $0.baseAddress, $0.count) }
@@ -52,10 +53,17 @@ public final class CPUWakeLatencyRequest: @unchecked Sendable {
     public func release() {
         lock.lock()
         defer { lock.unlock() }
-        if fd >= 0 { close(fd); fd = -1 }
+        if fd >= 0 {
+            close(fd)
+            fd = -1
+        }
     }
 
-    public var isHeld: Bool { lock.lock(); defer { lock.unlock() }; return fd >= 0 }
+    public var isHeld: Bool {
+        lock.lock()
+        defer { lock.unlock() }
+        return fd >= 0
+    }
 
     deinit { if fd >= 0 { close(fd) } }
 
@@ -78,17 +86,25 @@ public final class CPUWakeLatencyRequest: @unchecked Sendable {
 
     /// For a long-running process configured with `key`: holds the request and logs it, or logs a warning naming
     /// the key when the host refuses (a performance setting on a host without the device is not a reason to stop).
-    public static func holdConfigured(_ microseconds: Int?, key: String, logger: Logger,
-                                      path: String = devicePath) -> CPUWakeLatencyRequest? {
+    public static func holdConfigured(
+        _ microseconds: Int?, key: String, logger: Logger,
+        path: String = devicePath
+    ) -> CPUWakeLatencyRequest? {
         guard let microseconds else { return nil }
         do {
             let r = try CPUWakeLatencyRequest(microseconds: microseconds, path: path)
-            logger.info("holding a CPU wake-up latency request", metadata: [
-                "key": "\(key)", "microseconds": "\(microseconds)", "device": "\(r.path)"])
+            logger.info(
+                "holding a CPU wake-up latency request",
+                metadata: [
+                    "key": "\(key)", "microseconds": "\(microseconds)", "device": "\(r.path)",
+                ])
             return r
         } catch {
-            logger.warning("\(key) is set but cannot be held; running with the system's idle states", metadata: [
-                "key": "\(key)", "reason": "\(error.description)"])
+            logger.warning(
+                "\(key) is set but cannot be held; running with the system's idle states",
+                metadata: [
+                    "key": "\(key)", "reason": "\(error.description)",
+                ])
             return nil
         }
     }
