@@ -307,6 +307,24 @@ struct HTTP2ClientServerTests {
         await shutdown(pool)
     }
 
+    /// A request no connection could take fails at its deadline through the pool's own timer, safe to resend: the
+    /// only connection hangs in its TLS handshake (the listener never accepts), well inside its connect timeout.
+    @Test func queuedRequestTimesOutWhileNoConnectionIsReady() async throws {
+        let pki = try TestPKI.get()
+        let listener = try SilentListener()
+        let pool = HTTP2ConnectionPool(configuration: clientConfig(pki, port: listener.port, timeout: 0.3),
+                                       logger: testLogger)
+        let started = ContinuousClock.now
+        let r = await send(pool, request(1, port: listener.port))
+        let waited = ContinuousClock.now - started
+        guard case .failure(let e) = r else { Issue.record("expected timeout"); return }
+        #expect(e.kind == .timeout)
+        #expect(e.resendIsSafe)
+        #expect(waited >= .milliseconds(300) && waited < .seconds(4), "\(waited)")
+        #expect(pool.statistics.queued == 0)
+        await shutdown(pool)
+    }
+
     @Test func idlePingKeepsTheConnectionAlive() async throws {
         let pki = try TestPKI.get()
         let h = RecordingHandler()
@@ -412,4 +430,30 @@ struct TLSClientCertificateTests {
         }
         #expect(e.message == "Certificate expired")
     }
+}
+
+/// A TCP listener that never accepts: connects complete in the kernel's backlog, and nothing ever answers.
+private final class SilentListener {
+    let fd: Int32
+    let port: Int
+
+    struct Failed: Error { let call: String }
+
+    init() throws {
+        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        guard fd >= 0 else { throw Failed(call: "socket") }
+        var addr = sockaddr_in()
+        addr.sin_family = sa_family_t(AF_INET)
+        addr.sin_addr.s_addr = inet_addr("127.0.0.1")
+        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+        let bound = withUnsafeMutablePointer(to: &addr) { p in
+            p.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, length) == 0 && listen(fd, 16) == 0
+                && getsockname(fd, $0, &length) == 0 }
+        }
+        guard bound else { Glibc.close(fd); throw Failed(call: "bind/listen") }
+        self.fd = fd
+        port = Int(UInt16(bigEndian: addr.sin_port))
+    }
+
+    deinit { Glibc.close(fd) }
 }
