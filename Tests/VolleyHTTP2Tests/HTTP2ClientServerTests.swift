@@ -312,12 +312,16 @@ struct HTTP2ClientServerTests {
     @Test func queuedRequestTimesOutWhileNoConnectionIsReady() async throws {
         let pki = try TestPKI.get()
         let listener = try SilentListener()
-        let pool = HTTP2ConnectionPool(configuration: clientConfig(pki, port: listener.port, timeout: 0.3),
-                                       logger: testLogger)
+        let pool = HTTP2ConnectionPool(
+            configuration: clientConfig(pki, port: listener.port, timeout: 0.3),
+            logger: testLogger)
         let started = ContinuousClock.now
         let r = await send(pool, request(1, port: listener.port))
         let waited = ContinuousClock.now - started
-        guard case .failure(let e) = r else { Issue.record("expected timeout"); return }
+        guard case .failure(let e) = r else {
+            Issue.record("expected timeout")
+            return
+        }
         #expect(e.kind == .timeout)
         #expect(e.resendIsSafe)
         #expect(waited >= .milliseconds(300) && waited < .seconds(4), "\(waited)")
@@ -447,10 +451,15 @@ private final class SilentListener {
         addr.sin_addr.s_addr = inet_addr("127.0.0.1")
         var length = socklen_t(MemoryLayout<sockaddr_in>.size)
         let bound = withUnsafeMutablePointer(to: &addr) { p in
-            p.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, length) == 0 && listen(fd, 16) == 0
-                && getsockname(fd, $0, &length) == 0 }
+            p.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                bind(fd, $0, length) == 0 && listen(fd, 16) == 0
+                    && getsockname(fd, $0, &length) == 0
+            }
         }
-        guard bound else { Glibc.close(fd); throw Failed(call: "bind/listen") }
+        guard bound else {
+            Glibc.close(fd)
+            throw Failed(call: "bind/listen")
+        }
         self.fd = fd
         port = Int(UInt16(bigEndian: addr.sin_port))
     }
