@@ -90,14 +90,22 @@ public struct RecordedOutcome: Sendable, Hashable {
 public protocol OutcomeLedger: AnyObject {
     /// For each device, the outcome an earlier delivery recorded, or nil.
     func recordedOutcomes(org: OrgID, job: JobID, devices: [Device]) throws -> [RecordedOutcome?]
-    /// Records outcomes (pipelined; one batch per call).
-    func record(org: OrgID, job: JobID, outcomes: [(Device, DeliveryOutcome)]) throws
+    /// Records outcomes (pipelined; one batch per call). `releasing`: the quota charges these outcomes settle,
+    /// released from the job's unsettled charges in the same transaction as the outcomes.
+    func record(org: OrgID, job: JobID, outcomes: [(Device, DeliveryOutcome)], releasing: QuotaSettlement?) throws
     /// What earlier deliveries left for the job: nothing, some outcomes, or the published report (a redelivery
     /// after the report but before the ack).
     func ledgerState(org: OrgID, job: JobID) throws -> LedgerState
     /// Publishes the report once per job; false when it had been published already.
     @discardableResult
     func publish(_ report: JobReport) throws -> Bool
+}
+
+extension OutcomeLedger {
+    /// Records outcomes that settle no quota charge.
+    public func record(org: OrgID, job: JobID, outcomes: [(Device, DeliveryOutcome)]) throws {
+        try record(org: org, job: job, outcomes: outcomes, releasing: nil)
+    }
 }
 
 /// A job's ledger as a delivery finds it when it starts.

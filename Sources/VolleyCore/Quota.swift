@@ -112,8 +112,37 @@ public protocol HourlyQuota: Sendable {
 public protocol QuotaAccount: AnyObject {
     /// Charges `count` pushes to `platform`; the grant says how many may go now.
     func charge(platform: Platform, count: Int) throws -> QuotaGrant
-    /// Settles granted pushes that reached a terminal outcome.
-    func settle(platform: Platform, delivered: Int, refunded: Int) throws
+    /// Takes pushes that reached a terminal outcome off this delivery's charges (no I/O). The ledger write of
+    /// their outcomes releases them from the job's unsettled charges in the same transaction, so a redelivery
+    /// never adopts the charge of a recorded device; `settle` then updates the hour's counters.
+    func settlement(platform: Platform, delivered: Int, refunded: Int) -> QuotaSettlement
+    /// Settles the hour's counters for a settlement whose outcomes are recorded.
+    func settle(_ settlement: QuotaSettlement) throws
+}
+
+/// What one batch's terminal pushes settle of a delivery's charges, per hour charged.
+public struct QuotaSettlement: Sendable, Hashable {
+    public struct Part: Sendable, Hashable {
+        public var platform: Platform
+        public var hour: QuotaHour
+        public var delivered: Int
+        public var refunded: Int
+        public init(platform: Platform, hour: QuotaHour, delivered: Int, refunded: Int) {
+            self.platform = platform
+            self.hour = hour
+            self.delivered = delivered
+            self.refunded = refunded
+        }
+    }
+    /// The delivery whose charges these are (as its quota account names it).
+    public var delivery: String
+    public var parts: [Part]
+    public init(delivery: String, parts: [Part] = []) {
+        self.delivery = delivery
+        self.parts = parts
+    }
+    public var isEmpty: Bool { parts.isEmpty }
+    public mutating func append(_ other: QuotaSettlement) { parts += other.parts }
 }
 
 /// Charges not yet settled, per hour, oldest first: where each settle must land.

@@ -343,7 +343,6 @@ final class JobRun {
     /// Records a batch of outcomes (one pipelined write), removes dead tokens, refunds quota, counts the report.
     private func record(_ batch: [(Device, DeliveryOutcome)], _ plan: Plan, _ report: inout JobReport) throws {
         let job = plan.job
-        try session.record(org: job.org, job: plan.jobID, outcomes: batch)
         // One pass, per-platform arrays: accepted outcomes (nearly all) are counted per batch, not one by one.
         var dead: [DeadToken] = []
         var delivered = [Int](repeating: 0, count: Platform.allCases.count)
@@ -363,13 +362,18 @@ final class JobRun {
             report.count(batch[i].1, platform: platform)
         }
         for p in Platform.allCases { report.countAccepted(delivered[p.index], platform: p) }
-        if !dead.isEmpty { try session.remove(org: job.org, app: job.app, tokens: dead) }
+        // Every charged push is settled: accepted ones stay charged, the rest are refunded. The ledger write
+        // releases the charges with the outcomes, in one transaction; the hour's counters follow.
+        var settlement: QuotaSettlement?
         if let quota {
-            // Settle every charged push: accepted ones stay charged, the rest are refunded.
             for p in Platform.allCases where delivered[p.index] > 0 || refunds[p.index] > 0 {
-                try quota.settle(platform: p, delivered: delivered[p.index], refunded: refunds[p.index])
+                let s = quota.settlement(platform: p, delivered: delivered[p.index], refunded: refunds[p.index])
+                if settlement == nil { settlement = s } else { settlement?.append(s) }
             }
         }
+        try session.record(org: job.org, job: plan.jobID, outcomes: batch, releasing: settlement)
+        if !dead.isEmpty { try session.remove(org: job.org, app: job.app, tokens: dead) }
+        if let quota, let settlement { try quota.settle(settlement) }
         worker.addStats { $0.outcomesRecorded += batch.count }
     }
 

@@ -30,23 +30,12 @@ enum RecipientScripts {
         """)
 
     /// Quota settle: the granted pushes have terminal outcomes. Delivered stay in `used`; refunded leave it.
-    /// Both leave `pending`. With the job's charges hash (KEYS[2], field ARGV[3]) it settles at most what that field
-    /// still holds: charges a redelivery adopted are settled by the redelivery, not by a delivery presumed dead that
-    /// answers late. A settle for an hour whose key already expired does nothing to it (never re-creates it without
-    /// a TTL). KEYS[1] hour hash; ARGV[1] delivered, ARGV[2] refunded. Returns pending after.
+    /// Both leave `pending`. A settle for an hour whose key already expired does nothing (never re-creates it
+    /// without a TTL). KEYS[1] hour hash; ARGV[1] delivered, ARGV[2] refunded. Returns pending after.
     static let quotaSettle = RedisScript(
         """
         local d = tonumber(ARGV[1])
         local r = tonumber(ARGV[2])
-        if KEYS[2] then
-          local have = tonumber(redis.call('HGET', KEYS[2], ARGV[3]) or '0')
-          if r > have then r = have end
-          if d > have - r then d = have - r end
-          if have - r - d <= 0 then redis.call('HDEL', KEYS[2], ARGV[3])
-          else redis.call('HINCRBY', KEYS[2], ARGV[3], -(d + r)) end
-        end
-        -- Nothing left to settle (Lua's -(0) is "-0", which HINCRBY refuses).
-        if d + r == 0 then return tonumber(redis.call('HGET', KEYS[1], 'pending') or '0') end
         if redis.call('EXISTS', KEYS[1]) == 0 then return 0 end
         local p = redis.call('HINCRBY', KEYS[1], 'pending', -(d + r))
         if p < 0 then redis.call('HSET', KEYS[1], 'pending', 0); p = 0 end

@@ -321,7 +321,9 @@ public final class RedisPipelineSession: PipelineSession, @unchecked Sendable {
 
     /// Accepted devices go to the job's accepted list, one element per batch (RPUSH of one argument: Redis stores a
     /// string per batch, not a hash entry per device); the rare other outcomes go to the ledger hash.
-    public func record(org: OrgID, job: JobID, outcomes: [(Device, DeliveryOutcome)]) throws {
+    public func record(
+        org: OrgID, job: JobID, outcomes: [(Device, DeliveryOutcome)], releasing settlement: QuotaSettlement?
+    ) throws {
         if outcomes.isEmpty { return }
         let key = store.ledgerKey(org, job)
         let acceptedKey = store.acceptedKey(org, job)
@@ -347,8 +349,21 @@ public final class RedisPipelineSession: PipelineSession, @unchecked Sendable {
             commands += [rpush, RedisCommand(["EXPIRE", acceptedKey, ttl])]
         }
         if others > 0 { commands += [hset, RedisCommand(["EXPIRE", key, ttl])] }
+        if let settlement, !settlement.isEmpty {
+            // The outcomes and the release of their quota charges land together or not at all (MULTI/EXEC): a
+            // redelivery adopts only the charges of devices it will send again.
+            let charges = RecipientKeys(org: org).quotaCharges(job)
+            commands.insert(RedisCommand(["MULTI"]), at: 0)
+            for p in settlement.parts where p.delivered + p.refunded > 0 {
+                let field = RedisQuotaStore.chargeField(
+                    delivery: settlement.delivery, platform: p.platform, hour: p.hour)
+                commands.append(RedisCommand(["HINCRBY", charges, field, String(-(p.delivered + p.refunded))]))
+            }
+            commands.append(RedisCommand(["EXEC"]))
+        }
         let replies = try client.pipeline(commands)
         for r in replies { try r.throwIfError("record outcomes") }
+        if let exec = replies.last?.array { for r in exec { try r.throwIfError("record outcomes") } }
     }
 
     public func ledgerState(org: OrgID, job: JobID) throws -> LedgerState {

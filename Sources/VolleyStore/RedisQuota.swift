@@ -66,13 +66,13 @@ public final class RedisQuotaStore: HourlyQuota, @unchecked Sendable {
         }
         for p in parts {
             try settle(
-                org: org, platform: platform, hour: p.hour, delivered: p.delivered, refunded: p.refunded, job: nil)
+                org: org, platform: platform, hour: p.hour, delivered: p.delivered, refunded: p.refunded)
         }
         // More settled than this process charged (should not happen): settle against the current hour.
         if unmatched.delivered > 0 || unmatched.refunded > 0 {
             try settle(
                 org: org, platform: platform, hour: QuotaHour(containing: clock.now()),
-                delivered: unmatched.delivered, refunded: unmatched.refunded, job: nil)
+                delivered: unmatched.delivered, refunded: unmatched.refunded)
         }
     }
 
@@ -100,22 +100,14 @@ public final class RedisQuotaStore: HourlyQuota, @unchecked Sendable {
         return QuotaGrant(granted: Int(g), denied: count - Int(g), pending: Int(p), hour: hour, limit: Int(l))
     }
 
+    /// Settles the hour's counters: delivered pushes stay in `used`, refunded ones leave it, both leave `pending`.
     public func settle(org: OrgID, platform: Platform, hour: QuotaHour, delivered: Int, refunded: Int) throws {
-        try settle(org: org, platform: platform, hour: hour, delivered: delivered, refunded: refunded, job: nil)
-    }
-
-    func settle(
-        org: OrgID, platform: Platform, hour: QuotaHour, delivered: Int, refunded: Int,
-        job: (key: String, delivery: String)?
-    ) throws {
         if delivered <= 0 && refunded <= 0 { return }
-        var keys = [RecipientKeys(org: org).quota(platform, hour)]
-        var args = [String(max(0, delivered)), String(max(0, refunded))]
-        if let job {
-            keys.append(job.key)
-            args.append(Self.chargeField(delivery: job.delivery, platform: platform, hour: hour))
+        let reply = try redis.with {
+            try $0.eval(
+                RecipientScripts.quotaSettle, keys: [RecipientKeys(org: org).quota(platform, hour)],
+                args: [String(max(0, delivered)), String(max(0, refunded))])
         }
-        let reply = try redis.with { try $0.eval(RecipientScripts.quotaSettle, keys: keys, args: args) }
         try reply.throwIfError("quota settle")
     }
 
@@ -180,12 +172,11 @@ public final class RedisQuotaStore: HourlyQuota, @unchecked Sendable {
     }
 }
 
-/// One delivery's quota charges for one job. Its unsettled charges are also kept in Redis per delivery, so a
-/// redelivery can adopt what a killed worker charged and never settled, and each device is charged once.
-///
-/// One window is not covered: the ledger write and the settle are two writes, so a worker killed between them
-/// leaves one recorded batch's charges unsettled; the redelivery adopts them as if their devices were still to be
-/// sent, and `used` ends short by at most `worker.recordBatchSize` per killed worker (never over the devices sent).
+/// One delivery's quota charges for one job. Its charges whose devices are not recorded yet are also kept in Redis
+/// per delivery (`volley:quota:{org}:job:<job>`): the ledger write of a batch releases its charges in the same
+/// transaction as its outcomes, so a redelivery adopts exactly the charges of devices it will send again, and each
+/// device is charged once. A worker killed between that ledger write and the hour's settle leaves at most one
+/// batch counted in the hour's `pending` (never in `used` twice) until the hour's key expires.
 final class RedisQuotaAccount: QuotaAccount {
     let store: RedisQuotaStore
     let org: OrgID
@@ -225,13 +216,19 @@ final class RedisQuotaAccount: QuotaAccount {
         return grant
     }
 
-    func settle(platform: Platform, delivered: Int, refunded: Int) throws {
+    func settlement(platform: Platform, delivered: Int, refunded: Int) -> QuotaSettlement {
         // Only what this account charged is settled: a settle beyond it has no charge to give back.
         let parts = outstanding[platform, default: .init()].take(delivered: delivered, refunded: refunded).parts
-        for p in parts {
-            try store.settle(
-                org: org, platform: platform, hour: p.hour, delivered: p.delivered, refunded: p.refunded,
-                job: job)
+        return QuotaSettlement(
+            delivery: job.delivery,
+            parts: parts.map {
+                QuotaSettlement.Part(platform: platform, hour: $0.hour, delivered: $0.delivered, refunded: $0.refunded)
+            })
+    }
+
+    func settle(_ settlement: QuotaSettlement) throws {
+        for p in settlement.parts {
+            try store.settle(org: org, platform: p.platform, hour: p.hour, delivered: p.delivered, refunded: p.refunded)
         }
     }
 }

@@ -256,32 +256,48 @@ final class LockedCounter: @unchecked Sendable {
     #expect(try types.types(org: "o").map(\.id) == ["deal", "desk"])
 }
 
-/// A redelivery adopts what a killed delivery charged and never settled: each device of the job is charged once.
-@Test func redeliveryAdoptsUnsettledChargesSoEachDeviceIsChargedOnce() throws {
+/// A redelivery adopts the charges of the devices a killed delivery charged and never recorded: each device of the
+/// job is charged once. The ledger write releases a batch's charges with its outcomes, in one transaction.
+@Test func redeliveryAdoptsOnlyTheChargesOfUnrecordedDevices() throws {
     let fx = try RedisServerFixture()
     defer { fx.stop() }
     let clock = ManualClock(Date(timeIntervalSince1970: 1_795_320_000))
     let q = RedisQuotaStore(client: fx.client(), defaults: QuotaLimits(ios: 10, android: 10), clock: clock)
-    func used() throws -> QuotaUsage? { try q.usage(org: "o").first { $0.platform == .ios } }
+    let ledger = RedisPipelineBackend(
+        endpoint: fx.endpoint, store: StoreConfiguration(), consumer: "t", options: .init(giveUpAfter: 5)
+    ).makeRedisSession(name: "ledger")
+    let devices = (0..<10).map { Device(platform: .ios, token: DeviceToken("token-\($0)")) }
+    func outcomes(_ r: Range<Int>) -> [(Device, DeliveryOutcome)] { devices[r].map { ($0, .accepted) } }
+    func usage() throws -> QuotaUsage? { try q.usage(org: "o").first { $0.platform == .ios } }
+    func unreleased() throws -> Int {
+        let values = try fx.client().command(["HVALS", RecipientKeys(org: "o").quotaCharges("job")]).array ?? []
+        return values.compactMap { $0.string.flatMap { Int($0) } }.reduce(0, +)
+    }
 
-    // Delivery 1 charges all 10 devices, records 4 (delivered), then its worker dies with 6 in flight.
+    // Delivery 1 charges all 10 devices and records 4 (released with them, hour settled); it records 2 more and
+    // is killed before it settles their hour.
     let first = try q.account(org: "o", job: "job", delivery: "A#1", adoptingEarlierCharges: false)
     #expect(try first.charge(platform: .ios, count: 10).granted == 10)
-    try first.settle(platform: .ios, delivered: 4, refunded: 0)
-    #expect(try used()?.used == 10 && used()?.pending == 6)
+    let s1 = first.settlement(platform: .ios, delivered: 4, refunded: 0)
+    try ledger.record(org: "o", job: "job", outcomes: outcomes(0..<4), releasing: s1)
+    try first.settle(s1)
+    let s2 = first.settlement(platform: .ios, delivered: 2, refunded: 0)
+    try ledger.record(org: "o", job: "job", outcomes: outcomes(4..<6), releasing: s2)
+    #expect(try usage()?.used == 10 && usage()?.pending == 6)
+    #expect(try unreleased() == 4)
 
-    // Delivery 2 resends the 6 unrecorded devices: they were charged already, so nothing more is charged and the
-    // limit of 10 still admits them all.
+    // Delivery 2 sends the 4 unrecorded devices again: it adopts exactly their 4 charges, so nothing more is
+    // charged and the limit of 10 still admits them all.
     let second = try q.account(org: "o", job: "job", delivery: "B#2", adoptingEarlierCharges: true)
-    let grant = try second.charge(platform: .ios, count: 6)
-    #expect(grant.granted == 6 && grant.denied == 0)
-    try second.settle(platform: .ios, delivered: 5, refunded: 1)
-    #expect(try used()?.used == 9 && used()?.pending == 0)
-    // Delivery 1 was only presumed dead: its late settle finds its charges adopted and changes nothing.
-    try first.settle(platform: .ios, delivered: 6, refunded: 0)
-    #expect(try used()?.used == 9 && used()?.pending == 0)
-    // Everything settled: the job's charge record is gone.
-    #expect(try fx.client().command(["EXISTS", RecipientKeys(org: "o").quotaCharges("job")]).integer == 0)
+    let grant = try second.charge(platform: .ios, count: 4)
+    #expect(grant.granted == 4 && grant.denied == 0)
+    let s3 = second.settlement(platform: .ios, delivered: 3, refunded: 1)
+    try ledger.record(org: "o", job: "job", outcomes: outcomes(6..<10), releasing: s3)
+    try second.settle(s3)
+    // Each device charged once: 10, less the one refund. The killed delivery's last hour settle never ran, so its
+    // 2 stay pending until the hour's key expires.
+    #expect(try usage()?.used == 9 && usage()?.pending == 2)
+    #expect(try unreleased() == 0)
 
     // Without adoption the resent devices are charged a second time (what a redelivery did before).
     let third = try q.account(org: "o", job: "other", delivery: "A#1", adoptingEarlierCharges: false)

@@ -165,7 +165,9 @@ public final class InMemoryBackend: PipelineBackend, @unchecked Sendable {
             }
         }
 
-        func record(org: OrgID, job: JobID, outcomes: [(Device, DeliveryOutcome)]) throws {
+        func record(
+            org: OrgID, job: JobID, outcomes: [(Device, DeliveryOutcome)], releasing: QuotaSettlement?
+        ) throws {
             backend.locked {
                 for (d, o) in outcomes { backend.ledger["\(org)|\(job)", default: [:]][InMemoryBackend.field(d)] = o }
             }
