@@ -14,7 +14,7 @@ import VolleyCore
 /// volley:quota:{O}:limits                HASH  ios / android: per-org overrides (`volley quota set`)
 /// volley:quota:{O}:<platform>:<yyyyMMddHH> HASH used (charged, in-flight included), pending (charged, unsettled);
 ///                                              TTL = end of the UTC hour + grace
-/// volley:quota:{O}:job:<job>             HASH  <delivery>|<platform>|<hour index> → charges not yet settled
+/// volley:quota:{O}:job:<job>             HASH  <delivery>|<platform>|<hour index> → charges not yet recorded
 ///                                              (a redelivery adopts other deliveries' fields); TTL as the hour's
 /// volley:inbox:{O}:n:<nid>               HASH  notification content (type, title, body, target, targetPageRef,
 /// created)
