@@ -17,7 +17,7 @@ import VolleyCore
 /// volley:quota:{O}:job:<job>             HASH  <delivery>|<platform>|<hour index> → charges not yet recorded
 ///                                              (a redelivery adopts other deliveries' fields); TTL as the hour's
 /// volley:inbox:{O}:n:<nid>               HASH  notification content (type, title, body, target, targetPageRef,
-/// created)
+///                                              created)
 /// volley:inbox:{O}:u:<user>:all          ZSET  nid → created ms (retention: newest maxCount, none older than maxAge)
 /// volley:inbox:{O}:u:<user>:unread       ZSET  subset of all not read
 /// volley:inbox:{O}:u:<user>:unseen       ZSET  subset of all not seen
