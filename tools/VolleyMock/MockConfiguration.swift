@@ -30,12 +30,12 @@
 ///                                           // ServiceUnavailable, FCM QUOTA_EXCEEDED/INTERNAL/UNAVAILABLE
 ///   "retryAfterSeconds": 1,                 // Retry-After on injected FCM 429/503 (and APNs 429/503)
 ///   "latencyMs": 0, "latencyJitterMs": 0,   // answer after latency + uniform(0…jitter) ms (timer, no blocking)
-///   "goAwayAfterStreams": 0,                // 0 = off; after the Nth request on a connection: GOAWAY(last=that
-/// stream, NO_ERROR)
+///   "goAwayAfterStreams": 0,                // 0 = off; after the Nth request on a connection:
+///                                           // GOAWAY(last=that stream, NO_ERROR)
 ///   "goAwayReason": "Shutdown",             // JSON debug data {"reason":…} on that GOAWAY; null = no debug data
 ///   "resetAfterStreams": 0,                 // 0 = off; the Mth request on a connection gets no answer: TCP reset
-///   "maxConcurrentStreams": 1000,           // advertised SETTINGS_MAX_CONCURRENT_STREAMS (applied to open connections
-/// too)
+///   "maxConcurrentStreams": 1000,           // advertised SETTINGS_MAX_CONCURRENT_STREAMS (applied to open
+///                                           // connections too)
 ///   "duplicateTracking": true               // count duplicate apns-id / x-volley-delivery-id among accepted sends
 /// }
 /// ```
