@@ -146,7 +146,7 @@ public struct QuotaSettlement: Sendable, Hashable {
 }
 
 /// Charges not yet settled, per hour, oldest first: where each settle must land.
-public struct OutstandingCharges: Sendable, Hashable {
+public struct OutstandingCharges: Sendable {
     public private(set) var hours: [(hour: QuotaHour, count: Int)] = []
     public init() {}
 
@@ -193,17 +193,6 @@ public struct OutstandingCharges: Sendable, Hashable {
             if hours[0].count == 0 { hours.removeFirst() }
         }
         return out
-    }
-
-    public static func == (a: Self, b: Self) -> Bool {
-        a.hours.count == b.hours.count
-            && zip(a.hours, b.hours).allSatisfy { $0.hour == $1.hour && $0.count == $1.count }
-    }
-    public func hash(into h: inout Hasher) {
-        for e in hours {
-            h.combine(e.hour)
-            h.combine(e.count)
-        }
     }
 }
 

@@ -349,7 +349,8 @@ public final class RedisPipelineSession: PipelineSession, @unchecked Sendable {
             commands += [rpush, RedisCommand(["EXPIRE", acceptedKey, ttl])]
         }
         if others > 0 { commands += [hset, RedisCommand(["EXPIRE", key, ttl])] }
-        if let settlement, !settlement.isEmpty {
+        let transaction = settlement.map { !$0.isEmpty } ?? false
+        if let settlement, transaction {
             // The outcomes and the release of their quota charges land together or not at all (MULTI/EXEC): a
             // redelivery adopts only the charges of devices it will send again.
             let charges = RecipientKeys(org: org).quotaCharges(job)
@@ -363,7 +364,8 @@ public final class RedisPipelineSession: PipelineSession, @unchecked Sendable {
         }
         let replies = try client.pipeline(commands)
         for r in replies { try r.throwIfError("record outcomes") }
-        if let exec = replies.last?.array { for r in exec { try r.throwIfError("record outcomes") } }
+        // EXEC answers with each queued command's reply: an error there fails the record too.
+        if transaction, let exec = replies.last?.array { for r in exec { try r.throwIfError("record outcomes") } }
     }
 
     public func ledgerState(org: OrgID, job: JobID) throws -> LedgerState {
