@@ -147,7 +147,8 @@ let package = Package(
         .testTarget(
             name: "VolleyHTTP2Tests",
             dependencies: [
-                "VolleyHTTP2", "VolleyHTTP2Server", "CNGHTTP2", .product(name: "Logging", package: "swift-log"),
+                "VolleyHTTP2", "VolleyHTTP2Server", "CNGHTTP2", "VolleyTestDoubles",
+                .product(name: "Logging", package: "swift-log"),
             ]),
         .testTarget(name: "VolleyHTTP2ServerTests", dependencies: ["VolleyHTTP2", "VolleyHTTP2Server"]),
         .testTarget(name: "VolleyRedisTests", dependencies: ["VolleyRedis", "VolleyTestSupport"]),

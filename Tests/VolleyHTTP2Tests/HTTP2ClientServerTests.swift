@@ -2,6 +2,7 @@ import Dispatch
 import Foundation
 import Synchronization
 import Testing
+import VolleyTestDoubles
 
 @testable import VolleyHTTP2
 @testable import VolleyHTTP2Server
@@ -337,10 +338,13 @@ struct HTTP2ClientServerTests {
         let pool = HTTP2ConnectionPool(configuration: clientConfig(pki, port: s.port, ping: 0.1), logger: testLogger)
         let first = await send(pool, request(1, port: s.port))
         #expect((try? first.get().status) == 200)
-        try await Task.sleep(for: .milliseconds(900))
-        #expect(pool.statistics.pingsSent >= 2)
+        // Idle pings every 0.1 s: wait until two went out and came back, never by a fixed sleep.
+        #expect(eventually(timeout: 10) { pool.statistics.pingsSent >= 2 })
+        #expect(
+            eventually(timeout: 10) {
+                s.server.openConnections.first.map { $0.statistics.pingsReceived >= 2 } == true
+            })
         #expect(h.seen.withLock { $0.closed } == 0)
-        #expect(s.server.openConnections.first.map { $0.statistics.pingsReceived >= 2 } == true)
         let second = await send(pool, request(2, port: s.port))
         #expect((try? second.get().status) == 200)
         #expect(pool.statistics.connectionsOpened == 1)

@@ -38,6 +38,8 @@ public final class MockConnectionState: @unchecked Sendable {
     var lastVerdict: MockJWT.APNsVerdict = .invalid
     /// FCM access tokens seen valid on this connection → expiry (unix seconds).
     var accessTokens: [String: Int64] = [:]
+    /// The engine's revocation count when `accessTokens` was last valid; a newer count empties it.
+    var accessTokenRevocations = 0
     var streams = 0
     var clientCertificate: Bool
     /// True while "one stream until authenticated" holds the connection at 1.
@@ -105,6 +107,8 @@ public final class MockEngine: Sendable {
     /// of a token only.
     let issuedAccessTokens = Mutex<[String: Int64]>([:])
     let accessTokenCounter = Atomic<UInt64>(0)
+    /// Bumped by `revokeAccessTokens()`; connections drop their cached verdicts when it moves.
+    let accessTokenRevocations = Atomic<Int>(0)
     let messageCounter = Atomic<UInt64>(0)
     /// CLOCK_MONOTONIC time of the latest accepted send (see `MockStatsSnapshot.lastAcceptedNanos`).
     let lastAcceptedNanos = Atomic<UInt64>(0)
@@ -258,6 +262,13 @@ public final class MockEngine: Sendable {
         for s in open { s.counters.withLock { $0 = MockCounters() } }
         duplicates.reset()
         lastAcceptedNanos.store(0, ordering: .relaxed)
+    }
+
+    /// Revokes every FCM access token issued so far, as Google does when a token is withdrawn early: the next send
+    /// with one gets 401 UNAUTHENTICATED. Lets tests exercise the refresh path without waiting for an expiry.
+    public func revokeAccessTokens() {
+        issuedAccessTokens.withLock { $0.removeAll() }
+        accessTokenRevocations.add(1, ordering: .relaxed)
     }
 
     // MARK: the decision
@@ -649,6 +660,11 @@ public final class MockEngine: Sendable {
                 errorCode: nil)
         }
         let token = String(auth.dropFirst(7))
+        let revocations = accessTokenRevocations.load(ordering: .relaxed)
+        if state.accessTokenRevocations != revocations {
+            state.accessTokens.removeAll()
+            state.accessTokenRevocations = revocations
+        }
         var expiry = state.accessTokens[token]
         if expiry == nil {
             expiry = issuedAccessTokens.withLock { $0[token] }

@@ -129,6 +129,8 @@ public final class MockServer: HTTP2ServerHandler, @unchecked Sendable {
 
     public func stats() -> MockStatsSnapshot { engine.stats() }
     public func resetStats() { engine.resetStats() }
+    /// See `MockEngine.revokeAccessTokens()`.
+    public func revokeAccessTokens() { engine.revokeAccessTokens() }
     public var configuration: MockConfiguration { engine.configuration }
     /// Merges a configuration document (same JSON as `--config` / `POST /_mock/config`).
     public func configure(json: String) throws { try engine.applyConfiguration(json: json) }
