@@ -39,12 +39,10 @@ ALLOWED = {
 C_MODULES = {"CNGHTTP2", "COpenSSL", "CHiredis"}
 WRAPPERS = {
     "Sources/VolleyHTTP2/TLS.swift",
-    "Sources/VolleyHTTP2/HTTP2Channel.swift",
-    "Sources/VolleyHTTP2/HTTP2ClientConnection.swift",
+    "Sources/VolleyHTTP2/HTTP2Session.swift",
     "Sources/VolleyHTTP2/HTTP2SessionMemory.swift",
     "Sources/VolleyHTTP2/HTTP2Error+C.swift",
     "Sources/VolleyHTTP2/HTTP2Server.swift",
-    "Sources/VolleyHTTP2Server/HTTP2Server.swift",
     "Sources/VolleyHTTP2Server/ArrivalTimeBIO.swift",
     "Sources/VolleyRedis/RedisConnection.swift",
     "Sources/VolleyRedis/RedisReplyParser.swift",

@@ -1,10 +1,8 @@
-// `package`: `outgoingBodyRead` (an nghttp2 callback) is shared with VolleyHTTP2Server's responses.
-package import CNGHTTP2
-internal import COpenSSL
-// The socket + TLS + nghttp2 machinery shared by client and server connections.
+// The socket + TLS driver shared by client and server connections: it moves bytes between the TLS stream and an
+// `HTTP2Session` (which knows HTTP/2 and nothing of sockets).
 //
-// Ownership: one serial `queue` owns everything here: the fd, both DispatchSources, the `SSL*`, the
-// `nghttp2_session*` and the buffers. Every method that touches them runs on `queue`.
+// Ownership: one serial `queue` owns everything here: the fd, both DispatchSources, the TLS connection, the
+// session and the buffers. Every method that touches them runs on `queue`.
 // Lifetime: the sources retain `self` until their cancel handlers have run; the fd is closed only after
 // both cancel handlers ran (libdispatch may still be watching the fd until then); session, SSL and buffers are
 // freed in deinit.
@@ -22,9 +20,9 @@ open class HTTP2Channel: @unchecked Sendable {
     package final let queue: DispatchQueue
     var fd: Int32 = -1
     package final var tls: TLSConnection?
-    package final var session: OpaquePointer?
-    /// The session's allocator; a stored property, so it is freed after `deinit` has deleted the session.
-    private let sessionMemory = HTTP2SessionMemory()
+    /// The HTTP/2 session, created by the subclass once TLS agreed on h2 (`handshakeCompleted`), with the subclass
+    /// as its delegate.
+    package final var session: HTTP2Session?
     package final var state: ChannelState = .connecting
 
     private var readSource: DispatchSourceRead?
@@ -59,7 +57,6 @@ open class HTTP2Channel: @unchecked Sendable {
     }
 
     deinit {
-        if let session { nghttp2_session_del(session) }
         outBuffer.deallocate()
         inBuffer.deallocate()
     }
@@ -74,15 +71,6 @@ open class HTTP2Channel: @unchecked Sendable {
     open func wantsEarlyFlush() -> Bool { false }
     /// Received bytes are fed to nghttp2 in slices of this size, so a large read can be answered in parts.
     static let receiveSlice = 1024
-    open func onBeginHeaders(_ streamID: Int32) -> Int32 { 0 }
-    open func onHeader(
-        _ streamID: Int32, _ name: UnsafeBufferPointer<UInt8>,
-        _ value: UnsafeBufferPointer<UInt8>
-    ) -> Int32 { 0 }
-    open func onDataChunk(_ streamID: Int32, _ data: UnsafeBufferPointer<UInt8>) -> Int32 { 0 }
-    open func onFrameRecv(_ frame: HTTP2FrameReference) -> Int32 { 0 }
-    open func onFrameSend(_ frame: HTTP2FrameReference) -> Int32 { 0 }
-    open func onStreamClose(_ streamID: Int32, _ errorCode: UInt32) -> Int32 { 0 }
 
     // MARK: sources
 
@@ -194,9 +182,10 @@ open class HTTP2Channel: @unchecked Sendable {
                 var at = 0
                 while at < n {
                     let len = min(n - at, Self.receiveSlice)
-                    let rv = nghttp2_session_mem_recv(session, bytes + at, len)
-                    if rv < 0 {
-                        failure = HTTP2Error.nghttp2(Int32(rv), "HTTP/2 protocol error", in: .established)
+                    do {
+                        try session.receive(UnsafeRawBufferPointer(start: bytes + at, count: len))
+                    } catch {
+                        failure = error
                         break loop
                     }
                     at += len
@@ -248,14 +237,18 @@ open class HTTP2Channel: @unchecked Sendable {
                 outStart = 0
                 outEnd = 0
                 while outEnd < Self.outTarget {
-                    var data: UnsafePointer<UInt8>?
                     currentChunkStart = producedBytes
-                    let n = nghttp2_session_mem_send(session, &data)
-                    if n < 0 {
-                        close(HTTP2Error.nghttp2(Int32(n), "HTTP/2 send error", in: .established))
+                    let chunk: UnsafeRawBufferPointer
+                    do {
+                        guard let next = try session.nextOutput() else { break }
+                        chunk = next
+                    } catch {
+                        close(error)
                         return
                     }
-                    guard n > 0, let data else { break }
+                    // Valid until the next session call: copied into the coalescing buffer now.
+                    guard let data = chunk.baseAddress else { break }
+                    let n = chunk.count
                     if outEnd + n > outCapacity {
                         let newCap = outEnd + n + Self.outTarget
                         let nb = UnsafeMutablePointer<UInt8>.allocate(capacity: newCap)
@@ -264,7 +257,7 @@ open class HTTP2Channel: @unchecked Sendable {
                         outBuffer = nb
                         outCapacity = newCap
                     }
-                    (outBuffer + outEnd).update(from: data, count: n)
+                    UnsafeMutableRawPointer(outBuffer + outEnd).copyMemory(from: data, byteCount: n)
                     outEnd += n
                     producedBytes += UInt64(n)
                 }
@@ -288,7 +281,7 @@ open class HTTP2Channel: @unchecked Sendable {
             }
         }
         disarmWrite()
-        if !midRead && nghttp2_session_want_read(session) == 0 && nghttp2_session_want_write(session) == 0 {
+        if !midRead && !session.wantsRead && !session.wantsWrite {
             close(HTTP2Error(.goAway, resendIsSafe: true, "connection closed after GOAWAY"))
         }
     }
@@ -321,118 +314,12 @@ open class HTTP2Channel: @unchecked Sendable {
         readSource?.cancel()
         channelClosed(error)
     }
-
-    // MARK: nghttp2 session
-
-    /// Creates the nghttp2 session with callbacks that forward to the hooks above.
-    package final func makeSession(server: Bool) throws(HTTP2Error) {
-        var cbs: OpaquePointer?
-        let created = nghttp2_session_callbacks_new(&cbs)
-        guard created == 0, let cbs else {
-            throw HTTP2Error.nghttp2(created, "nghttp2_session_callbacks_new failed", in: .setup)
-        }
-        defer { nghttp2_session_callbacks_del(cbs) }
-        nghttp2_session_callbacks_set_on_begin_headers_callback(cbs) { _, frame, ud in
-            guard let frame, let ud else { return 0 }
-            return HTTP2Channel.with(ud) { $0.onBeginHeaders(frame.pointee.hd.stream_id) }
-        }
-        nghttp2_session_callbacks_set_on_header_callback(cbs) { _, frame, name, namelen, value, valuelen, _, ud in
-            guard let frame, let ud, let name, let value else { return 0 }
-            return HTTP2Channel.with(ud) {
-                $0.onHeader(
-                    frame.pointee.hd.stream_id, UnsafeBufferPointer(start: name, count: namelen),
-                    UnsafeBufferPointer(start: value, count: valuelen))
-            }
-        }
-        nghttp2_session_callbacks_set_on_data_chunk_recv_callback(cbs) { _, _, sid, data, len, ud in
-            guard let ud, let data else { return 0 }
-            return HTTP2Channel.with(ud) { $0.onDataChunk(sid, UnsafeBufferPointer(start: data, count: len)) }
-        }
-        nghttp2_session_callbacks_set_on_frame_recv_callback(cbs) { _, frame, ud in
-            guard let frame, let ud else { return 0 }
-            return HTTP2Channel.with(ud) { $0.onFrameRecv(HTTP2FrameReference(frame)) }
-        }
-        nghttp2_session_callbacks_set_on_frame_send_callback(cbs) { _, frame, ud in
-            guard let frame, let ud else { return 0 }
-            return HTTP2Channel.with(ud) { $0.onFrameSend(HTTP2FrameReference(frame)) }
-        }
-        nghttp2_session_callbacks_set_on_stream_close_callback(cbs) { _, sid, code, ud in
-            guard let ud else { return 0 }
-            return HTTP2Channel.with(ud) { $0.onStreamClose(sid, code) }
-        }
-        var opt: OpaquePointer?
-        nghttp2_option_new(&opt)
-        defer { nghttp2_option_del(opt) }
-        var s: OpaquePointer?
-        let ud = Unmanaged.passUnretained(self).toOpaque()
-        var mem = sessionMemory.mem
-        let rv =
-            server
-            ? nghttp2_session_server_new3(&s, cbs, ud, opt, &mem)
-            : nghttp2_session_client_new3(&s, cbs, ud, opt, &mem)
-        guard rv == 0, let s else {
-            throw HTTP2Error.nghttp2(rv, "nghttp2 session creation failed", in: .setup)
-        }
-        session = s
-    }
-
-    /// Calls `body` with the channel behind a callback's user data, without retaining it: nghttp2 calls back only
-    /// from inside a session call made on the channel's queue, by a method of the channel itself, so it is alive.
-    /// (A retain and a release per callback were a seventh of the worker's retains: several callbacks per request.)
-    @inline(__always) static func with<R>(_ ud: UnsafeMutableRawPointer, _ body: (HTTP2Channel) -> R) -> R {
-        Unmanaged<HTTP2Channel>.fromOpaque(ud)._withUnsafeGuaranteedRef(body)
-    }
-
-    /// Sends our SETTINGS and widens the connection-level receive window (RFC 9113 §6.9.2: only
-    /// WINDOW_UPDATE changes it), so many concurrent uploads are not throttled by the 64 KiB default.
-    package final func submitSettings(_ entries: [(Int32, UInt32)], connectionWindow: Int32) {
-        guard let session else { return }
-        var iv = entries.map { nghttp2_settings_entry(settings_id: $0.0, value: $0.1) }
-        nghttp2_submit_settings(session, UInt8(NGHTTP2_FLAG_NONE.rawValue), &iv, iv.count)
-        nghttp2_session_set_local_window_size(session, UInt8(NGHTTP2_FLAG_NONE.rawValue), 0, connectionWindow)
-    }
-}
-
-/// An `nghttp2_frame` as a frame hook receives it: valid only during the call. Opaque outside the package, so no C
-/// type appears in the open hooks' signatures; the nghttp2 wrappers read it through `frame`.
-public struct HTTP2FrameReference {
-    package let pointer: UnsafeRawPointer
-    package init(_ pointer: UnsafeRawPointer) { self.pointer = pointer }
-}
-
-extension HTTP2FrameReference {
-    /// The frame, typed (nghttp2 made it: the memory is bound to `nghttp2_frame`).
-    @inline(__always) var frame: UnsafePointer<nghttp2_frame> { pointer.assumingMemoryBound(to: nghttp2_frame.self) }
 }
 
 /// Header names must be lower case in HTTP/2 (RFC 9113 §8.2.1); lower-cases only when needed.
 @inline(__always) func lowercasedHeaderName(_ name: String) -> String {
     for b in name.utf8 where b >= 65 && b <= 90 { return name.lowercased() }
     return name
-}
-
-/// A body that nghttp2 reads through a data provider; referenced by `nghttp2_data_source.ptr`,
-/// retained by the owning stream table until the stream closes. Not final: the client's stream state
-/// extends it so one object per stream serves both.
-package class OutgoingBody {
-    let bytes: [UInt8]
-    var offset = 0
-    package init(_ bytes: [UInt8]) { self.bytes = bytes }
-}
-
-/// nghttp2 data read callback that copies from an `OutgoingBody`.
-package let outgoingBodyRead: nghttp2_data_source_read_callback = { _, _, buf, length, flags, source, _ in
-    guard let buf, let flags, let ptr = source?.pointee.ptr else { return Int(NGHTTP2_ERR_CALLBACK_FAILURE.rawValue) }
-    let body = Unmanaged<OutgoingBody>.fromOpaque(ptr).takeUnretainedValue()
-    let n = min(length, body.bytes.count - body.offset)
-    if n > 0 {
-        body.bytes.withUnsafeBufferPointer { src in
-            buf.update(from: src.baseAddress! + body.offset, count: n)
-        }
-        body.offset += n
-    }
-    if body.offset >= body.bytes.count { flags.pointee |= UInt32(NGHTTP2_DATA_FLAG_EOF.rawValue) }
-    return n
 }
 
 // MARK: sockets

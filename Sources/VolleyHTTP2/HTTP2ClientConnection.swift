@@ -1,5 +1,3 @@
-internal import CNGHTTP2
-internal import COpenSSL
 // One client connection: TCP + TLS + one nghttp2 client session, owned by `queue`.
 // The pool hands it requests (it collects them from the pool on `drainInbox`); it reports finished requests back in
 // batches (one pool-lock acquisition per read loop) and gets new work in return.
@@ -75,7 +73,7 @@ typealias FinishedRequest = HTTP2PendingRequest
 
 // `package`, as `ClientStream`, though only this module uses them: Swift 6.3 warns of an "infinite recursion" in a
 // subclass less visible than its superclass's (package) initialiser.
-package final class HTTP2ClientConnection: HTTP2Channel, @unchecked Sendable {
+package final class HTTP2ClientConnection: HTTP2Channel, HTTP2SessionDelegate, @unchecked Sendable {
     /// How the pool's state machine names this connection.
     let id: HTTP2PoolConnectionID
 
@@ -186,21 +184,16 @@ package final class HTTP2ClientConnection: HTTP2Channel, @unchecked Sendable {
                     + "speak HTTP/2 over TLS"
             )
         }
-        try makeSession(server: false)
-        submitSettings(
-            [
-                (Int32(NGHTTP2_SETTINGS_ENABLE_PUSH.rawValue), 0),
-                (Int32(NGHTTP2_SETTINGS_INITIAL_WINDOW_SIZE.rawValue), 1 << 20),
-            ],
-            connectionWindow: 1 << 24)
+        let s = try HTTP2Session(role: .client, delegate: self)
+        session = s
+        s.submitSettings([.enablePush(false), .initialWindowSize(1 << 20)], connectionWindow: 1 << 24)
         // Not ready yet: streams are opened only after the peer's first SETTINGS (its stream limit is unknown
         // before; APNs starts at 1 until the first authenticated request).
     }
 
     private func currentLimit() -> Int {
         guard let session else { return 0 }
-        let peer = Int(nghttp2_session_get_remote_settings(session, NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS))
-        return min(peer, configuration.maxConcurrentStreamsCap)
+        return min(session.remoteMaxConcurrentStreams, configuration.maxConcurrentStreamsCap)
     }
 
     private var canOpenStreams: Bool { ready && state == .open && goAwayLastStreamID == nil && !localGoAway }
@@ -232,85 +225,24 @@ package final class HTTP2ClientConnection: HTTP2Channel, @unchecked Sendable {
             return
         }
         let stream = ClientStream(p)
+        // The stream table retains `stream` until the stream closes, so the body and the request's fields outlive
+        // nghttp2's reads of them.
         let sid: Int32
-        if stream.bytes.isEmpty {
-            sid = Self.withNameValues(p.request) { nva, n in nghttp2_submit_request(session, nil, nva, n, nil, nil) }
-        } else {
-            // The stream table retains `stream` until the stream closes, so the unretained pointer outlives nghttp2's
-            // reads.
-            var provider = nghttp2_data_provider(
-                source: nghttp2_data_source(ptr: Unmanaged.passUnretained(stream).toOpaque()),
-                read_callback: outgoingBodyRead)
-            sid = Self.withNameValues(p.request) { nva, n in
-                nghttp2_submit_request(session, nil, nva, n, &provider, nil)
-            }
-        }
-        if sid < 0 {
-            if sid == NGHTTP2_ERR_STREAM_ID_NOT_AVAILABLE.rawValue {
-                // Stream ids exhausted (2^31, RFC 9113 §5.1.1): rotate like after GOAWAY.
-                localGoAway = true
-                pool.goAwayReceived(self, returning: [p] + pending)
-                pending.removeAll()
-            } else {
-                finished.append(
-                    p.finished(
-                        .failure(
-                            HTTP2Error.nghttp2(
-                                sid, "nghttp2_submit_request failed",
-                                in: .submitting))))
-            }
+        switch session.submitRequest(p.request, body: stream.bytes.isEmpty ? nil : stream) {
+        case .submitted(let id):
+            sid = id
+        case .streamIDsExhausted:
+            // Stream ids exhausted (2^31, RFC 9113 §5.1.1): rotate like after GOAWAY.
+            localGoAway = true
+            pool.goAwayReceived(self, returning: [p] + pending)
+            pending.removeAll()
+            return
+        case .failed(let error):
+            finished.append(p.finished(.failure(error)))
             return
         }
         streams[sid] = stream
         if streams.count > peakActive { peakActive = streams.count }
-    }
-
-    /// Points an `nghttp2_nv` array into the request's encoded fields for the duration of `body` (the array itself
-    /// is copied by nghttp2 in the submit call; the bytes it points at are not, see below): `:scheme: https`, then
-    /// every pseudo-header field, then the rest,
-    /// so pseudo-headers come first whichever block holds them (RFC 9113 §8.3). Sensitive fields (`:path`,
-    /// `authorization`, per-request ids) go out NO_INDEX: never entered into either HPACK table.
-    ///
-    /// Names and values are passed NO_COPY: nghttp2 keeps the pointers until it has sent (or given up on) the
-    /// HEADERS frame, instead of copying every field and lower-casing the names (already lower case:
-    /// `HTTP2HeaderBlock`). They point into the request's blocks, which the pending request holds immutably; its
-    /// `ClientStream` stays in the stream table until nghttp2 closes the stream, which comes after HEADERS was sent
-    /// or dropped (a refused or cancelled request is closed too). The body's data source relies on the same.
-    /// After the connection closes nothing is sent again, and deleting the session frees only nghttp2's own array.
-    static func withNameValues<R>(_ r: HTTP2Request, _ body: (UnsafeMutablePointer<nghttp2_nv>, Int) -> R) -> R {
-        let total = 1 + r.sharedFields.count + r.fields.count
-        return r.sharedFields.withUnsafeFields { shared in
-            r.fields.withUnsafeFields { own in
-                withUnsafeTemporaryAllocation(of: nghttp2_nv.self, capacity: total) { nva in
-                    let scheme: StaticString = ":scheme"
-                    let https: StaticString = "https"
-                    let uncopied = UInt8(NGHTTP2_NV_FLAG_NO_COPY_NAME.rawValue | NGHTTP2_NV_FLAG_NO_COPY_VALUE.rawValue)
-                    let neverIndexed = uncopied | UInt8(NGHTTP2_NV_FLAG_NO_INDEX.rawValue)
-                    nva[0] = nghttp2_nv(
-                        name: UnsafeMutablePointer(mutating: scheme.utf8Start),
-                        value: UnsafeMutablePointer(mutating: https.utf8Start),
-                        namelen: scheme.utf8CodeUnitCount, valuelen: https.utf8CodeUnitCount,
-                        flags: uncopied)
-                    var i = 1
-                    func add(_ fields: HTTP2HeaderBlock.UnsafeFields, pseudo: Bool) {
-                        for f in fields where (f.name.first == UInt8(ascii: ":")) == pseudo && i < total {
-                            guard let name = f.name.baseAddress, let value = f.value.baseAddress else { continue }
-                            nva[i] = nghttp2_nv(
-                                name: UnsafeMutablePointer(mutating: name),
-                                value: UnsafeMutablePointer(mutating: value),
-                                namelen: f.name.count, valuelen: f.value.count,
-                                flags: f.sensitive ? neverIndexed : uncopied)
-                            i += 1
-                        }
-                    }
-                    add(shared, pseudo: true)
-                    add(own, pseudo: true)
-                    add(shared, pseudo: false)
-                    add(own, pseudo: false)
-                    return body(nva.baseAddress!, i)
-                }
-            }
-        }
     }
 
     private func fillFromPending() {
@@ -371,11 +303,10 @@ package final class HTTP2ClientConnection: HTTP2Channel, @unchecked Sendable {
         return st
     }
 
-    package override func onHeader(
-        _ streamID: Int32, _ name: UnsafeBufferPointer<UInt8>,
-        _ value: UnsafeBufferPointer<UInt8>
-    ) -> Int32 {
-        guard let st = stream(streamID) else { return 0 }
+    package func headersBegan(streamID: Int32) {}
+
+    package func headerReceived(streamID: Int32, name: UnsafeBufferPointer<UInt8>, value: UnsafeBufferPointer<UInt8>) {
+        guard let st = stream(streamID) else { return }
         if name.count > 0 && name[0] == UInt8(ascii: ":") {
             // ":status"
             if name.count == 7 && name[1] == 0x73 && name[2] == 0x74 && name[3] == 0x61 && name[4] == 0x74
@@ -386,16 +317,15 @@ package final class HTTP2ClientConnection: HTTP2Channel, @unchecked Sendable {
                 st.status = v
                 st.statusOnly = v >= 200 && v < 300 && st.pending.request.statusOnlyOnSuccess
             }
-            return 0
+            return
         }
-        if st.statusOnly { return 0 }
+        if st.statusOnly { return }
         if st.fields.isEmpty { st.fields.reserveCapacity(128) }
         st.fields.append(nameBytes: name, valueBytes: value)
-        return 0
     }
 
-    package override func onDataChunk(_ streamID: Int32, _ data: UnsafeBufferPointer<UInt8>) -> Int32 {
-        guard let st = stream(streamID), !st.done, !st.statusOnly else { return 0 }
+    package func dataReceived(streamID: Int32, _ data: UnsafeBufferPointer<UInt8>) {
+        guard let st = stream(streamID), !st.done, !st.statusOnly else { return }
         if st.responseBody.count + data.count > Self.maxResponseBody {
             st.done = true
             finished.append(
@@ -404,20 +334,15 @@ package final class HTTP2ClientConnection: HTTP2Channel, @unchecked Sendable {
                         HTTP2Error(
                             .protocolError, resendIsSafe: false,
                             "response body larger than \(Self.maxResponseBody) bytes"))))
-            if let session {
-                nghttp2_submit_rst_stream(session, UInt8(NGHTTP2_FLAG_NONE.rawValue), streamID, NGHTTP2_CANCEL.rawValue)
-            }
-            return 0
+            session?.submitReset(streamID: streamID, errorCode: HTTP2ErrorCode.cancel)
+            return
         }
         st.responseBody.append(contentsOf: data)
-        return 0
     }
 
-    package override func onFrameRecv(_ reference: HTTP2FrameReference) -> Int32 {
-        let frame = reference.frame
-        let hd = frame.pointee.hd
-        switch UInt32(hd.type) {
-        case NGHTTP2_SETTINGS.rawValue where hd.flags & UInt8(NGHTTP2_FLAG_ACK.rawValue) == 0:
+    package func frameReceived(_ frame: HTTP2FrameSummary) {
+        switch frame.kind {
+        case .settings where !frame.isAck:
             limit = currentLimit()
             if !ready {
                 ready = true
@@ -426,36 +351,31 @@ package final class HTTP2ClientConnection: HTTP2Channel, @unchecked Sendable {
                 start(pool.limitChanged(self, limit: limit))
             }
             fillFromPending()
-        case NGHTTP2_PING.rawValue where hd.flags & UInt8(NGHTTP2_FLAG_ACK.rawValue) != 0:
+        case .ping where frame.isAck:
             pingSentAt = nil
-        case NGHTTP2_GOAWAY.rawValue:
+        case .goAway:
             // RFC 9113 §6.8: streams above last-stream-id were not processed; nghttp2 closes them with
             // REFUSED_STREAM, and we report those as `.goAway` (safe to resend).
-            let last = frame.pointee.goaway.last_stream_id
+            let last = frame.lastStreamID
             goAwayLastStreamID = last
             logger.debug(
-                "GOAWAY received",
-                metadata: ["lastStreamID": "\(last)", "errorCode": "\(frame.pointee.goaway.error_code)"])
+                "GOAWAY received", metadata: ["lastStreamID": "\(last)", "errorCode": "\(frame.errorCode)"])
             pool.goAwayReceived(self, returning: pending)
             pending.removeAll()
         default:
             break
         }
-        return 0
     }
 
-    package override func onFrameSend(_ reference: HTTP2FrameReference) -> Int32 {
-        let frame = reference.frame
-        let hd = frame.pointee.hd
-        if UInt32(hd.type) == NGHTTP2_HEADERS.rawValue, let st = streams[hd.stream_id], st.headersAt == nil {
+    package func frameSent(_ frame: HTTP2FrameSummary) {
+        if frame.kind == .headers, let st = streams[frame.streamID], st.headersAt == nil {
             st.headersAt = currentChunkStart
         }
-        return 0
     }
 
-    package override func onStreamClose(_ streamID: Int32, _ errorCode: UInt32) -> Int32 {
+    package func streamClosed(_ streamID: Int32, errorCode: UInt32) {
         if lastStream?.id == streamID { lastStream = nil }
-        guard let st = streams.removeValue(forKey: streamID) else { return 0 }
+        guard let st = streams.removeValue(forKey: streamID) else { return }
         if !st.done {
             st.done = true
             let result: Result<HTTP2Response, HTTP2Error>
@@ -470,7 +390,6 @@ package final class HTTP2ClientConnection: HTTP2Channel, @unchecked Sendable {
             }
             finished.append(st.pending.finished(result))
         }
-        return 0
     }
 
     // MARK: timers, ping, close
@@ -498,7 +417,7 @@ package final class HTTP2ClientConnection: HTTP2Channel, @unchecked Sendable {
                         HTTP2Error(
                             .timeout, resendIsSafe: safe,
                             "no response within \(configuration.requestTimeoutSeconds) s"))))
-            nghttp2_submit_rst_stream(session, UInt8(NGHTTP2_FLAG_NONE.rawValue), sid, NGHTTP2_CANCEL.rawValue)
+            session.submitReset(streamID: sid, errorCode: HTTP2ErrorCode.cancel)
         }
         if !pending.isEmpty {
             var keep: [HTTP2PendingRequest] = []
@@ -526,7 +445,7 @@ package final class HTTP2ClientConnection: HTTP2Channel, @unchecked Sendable {
                     return
                 }
             } else if now - lastReadNanos > UInt64(configuration.idlePingSeconds * 1e9) {
-                nghttp2_submit_ping(session, UInt8(NGHTTP2_FLAG_NONE.rawValue), nil)
+                session.submitPing()
                 pingSentAt = now
                 pool.pingSent()
             }
@@ -551,7 +470,7 @@ package final class HTTP2ClientConnection: HTTP2Channel, @unchecked Sendable {
             close(HTTP2Error(.shutdown, resendIsSafe: true, "pool shut down"))
             return
         }
-        nghttp2_submit_goaway(session, UInt8(NGHTTP2_FLAG_NONE.rawValue), 0, NGHTTP2_NO_ERROR.rawValue, nil, 0)
+        session.submitGoAway(lastStreamID: 0)
         flushAndReport()
     }
 

@@ -1,6 +1,5 @@
-internal import CNGHTTP2
 // HTTP/2 + TLS server on nghttp2's server side. Used by the mock APNs/FCM server, `volley bench serve` and tests.
-// A wrapper of nghttp2's server API: it calls nghttp2 itself, on the connection machinery of VolleyHTTP2.
+// Runs on the connection machinery of VolleyHTTP2: its socket + TLS driver and its nghttp2 session wrapper.
 import Dispatch
 import Foundation
 import Logging
@@ -148,11 +147,6 @@ public struct HTTP2Responder: Sendable {
     }
 }
 
-extension HTTP2FrameReference {
-    /// The frame, typed (nghttp2 made it: the memory is bound to `nghttp2_frame`).
-    @inline(__always) var frame: UnsafePointer<nghttp2_frame> { pointer.assumingMemoryBound(to: nghttp2_frame.self) }
-}
-
 /// Delayed answers of one connection, ordered by deadline (ties: arrival order). Deadlines that arrive in order
 /// (a fixed latency: always) go to a FIFO, O(1) both ways; out-of-order ones (jitter) to a binary min-heap.
 /// `popDue` takes the earlier head of the two. Plain values only: the responses wait in their streams.
@@ -271,7 +265,7 @@ public struct HTTP2ServerConnectionStatistics: Sendable {
 private let connectionQueueKey = DispatchSpecificKey<UInt64>()
 
 /// One accepted connection. All state lives on `queue`; the public methods may be called from anywhere.
-public final class HTTP2ServerConnection: HTTP2Channel, @unchecked Sendable {
+public final class HTTP2ServerConnection: HTTP2Channel, HTTP2SessionDelegate, @unchecked Sendable {
     public let id: UInt64
     private let handler: any HTTP2ServerHandler
     private let configuration: HTTP2ServerConfiguration
@@ -366,12 +360,10 @@ public final class HTTP2ServerConnection: HTTP2Channel, @unchecked Sendable {
             throw HTTP2Error(.alpnNotH2, resendIsSafe: false, "client and server did not agree on h2")
         }
         if let s = tls?.peerCertificateSubject { subject.withLock { $0 = s } }
-        try makeSession(server: true)
-        submitSettings(
-            [
-                (Int32(NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS.rawValue), configuration.maxConcurrentStreams),
-                (Int32(NGHTTP2_SETTINGS_INITIAL_WINDOW_SIZE.rawValue), 1 << 20),
-            ],
+        let s = try HTTP2Session(role: .server, delegate: self)
+        session = s
+        s.submitSettings(
+            [.maxConcurrentStreams(configuration.maxConcurrentStreams), .initialWindowSize(1 << 20)],
             connectionWindow: 1 << 26)
         opened = true
         handler.connectionOpened(self)
@@ -390,29 +382,25 @@ public final class HTTP2ServerConnection: HTTP2Channel, @unchecked Sendable {
         server?.connectionClosed(self)
     }
 
-    public override func onBeginHeaders(_ streamID: Int32) -> Int32 {
+    package func headersBegan(streamID: Int32) {
         scratchCount = 0
         scratchFields = 0
         scratchStreamID = streamID
-        if streams[streamID] != nil { return 0 } // trailers: same stream, second header block
+        if streams[streamID] != nil { return } // trailers: same stream, second header block
         streams[streamID] = ServerStream()
         stats.withLock { s in
             s.currentStreams += 1
             if s.currentStreams > s.peakConcurrentStreams { s.peakConcurrentStreams = s.currentStreams }
             if streamID > s.lastStreamID { s.lastStreamID = streamID }
         }
-        return 0
     }
 
-    public override func onHeader(
-        _ streamID: Int32, _ name: UnsafeBufferPointer<UInt8>,
-        _ value: UnsafeBufferPointer<UInt8>
-    ) -> Int32 {
+    package func headerReceived(streamID: Int32, name: UnsafeBufferPointer<UInt8>, value: UnsafeBufferPointer<UInt8>) {
         // Bytes only, into the connection's scratch (header blocks never interleave, RFC 9113 §4.3); the stream
         // gets one exact-size copy when the block ends. Strings are made by the handler for what it reads.
         guard streamID == scratchStreamID else {
             streams[streamID]?.fields.append(nameBytes: name, valueBytes: value)
-            return 0
+            return
         }
         let need = scratchCount + HTTP2HeaderBlock.fieldOverhead + name.count + value.count
         if need > scratchCapacity {
@@ -426,66 +414,53 @@ public final class HTTP2ServerConnection: HTTP2Channel, @unchecked Sendable {
         HTTP2HeaderBlock.encode(name: name, value: value, at: scratch + scratchCount)
         scratchCount = need
         scratchFields += 1
-        return 0
     }
 
-    public override func onDataChunk(_ streamID: Int32, _ data: UnsafeBufferPointer<UInt8>) -> Int32 {
-        guard let st = streams[streamID] else { return 0 }
+    package func dataReceived(streamID: Int32, _ data: UnsafeBufferPointer<UInt8>) {
+        guard let st = streams[streamID] else { return }
         if st.body.count + data.count > configuration.maxRequestBodyBytes {
             if !st.tooLarge, let session {
                 st.tooLarge = true
-                nghttp2_submit_rst_stream(
-                    session, UInt8(NGHTTP2_FLAG_NONE.rawValue), streamID,
-                    NGHTTP2_INTERNAL_ERROR.rawValue)
+                session.submitReset(streamID: streamID, errorCode: HTTP2ErrorCode.internalError)
             }
-            return 0
+            return
         }
         st.body.append(contentsOf: data)
-        return 0
     }
 
-    public override func onFrameRecv(_ reference: HTTP2FrameReference) -> Int32 {
-        let frame = reference.frame
-        let hd = frame.pointee.hd
-        switch UInt32(hd.type) {
-        case NGHTTP2_HEADERS.rawValue, NGHTTP2_DATA.rawValue:
+    package func frameReceived(_ frame: HTTP2FrameSummary) {
+        switch frame.kind {
+        case .headers, .data:
             // HEADERS reaches here once its whole block (with CONTINUATIONs) was received.
-            if UInt32(hd.type) == NGHTTP2_HEADERS.rawValue, hd.stream_id == scratchStreamID {
-                streams[hd.stream_id]?.fields.append(
+            if frame.kind == .headers, frame.streamID == scratchStreamID {
+                streams[frame.streamID]?.fields.append(
                     encoded: UnsafeRawBufferPointer(start: scratch, count: scratchCount),
                     fields: scratchFields)
                 scratchCount = 0
                 scratchFields = 0
                 scratchStreamID = 0
             }
-            if hd.flags & UInt8(NGHTTP2_FLAG_END_STREAM.rawValue) != 0, let st = streams[hd.stream_id], !st.tooLarge {
-                dispatch(st, streamID: hd.stream_id)
+            if frame.endsStream, let st = streams[frame.streamID], !st.tooLarge {
+                dispatch(st, streamID: frame.streamID)
             }
-        case NGHTTP2_PING.rawValue:
-            if hd.flags & UInt8(NGHTTP2_FLAG_ACK.rawValue) == 0 { stats.withLock { $0.pingsReceived += 1 } }
+        case .ping:
+            if !frame.isAck { stats.withLock { $0.pingsReceived += 1 } }
         default: break
         }
-        return 0
     }
 
-    public override func onFrameSend(_ reference: HTTP2FrameReference) -> Int32 {
-        let frame = reference.frame
-        let hd = frame.pointee.hd
-        if UInt32(hd.type) == NGHTTP2_RST_STREAM.rawValue
-            && frame.pointee.rst_stream.error_code == NGHTTP2_REFUSED_STREAM.rawValue
-        {
+    package func frameSent(_ frame: HTTP2FrameSummary) {
+        if frame.kind == .rstStream && frame.errorCode == HTTP2ErrorCode.refusedStream {
             stats.withLock { $0.refusedStreams += 1 }
-        } else if UInt32(hd.type) == NGHTTP2_GOAWAY.rawValue {
+        } else if frame.kind == .goAway {
             stats.withLock { $0.goAwaysSent += 1 }
         }
-        return 0
     }
 
-    public override func onStreamClose(_ streamID: Int32, _ errorCode: UInt32) -> Int32 {
+    package func streamClosed(_ streamID: Int32, errorCode: UInt32) {
         if streams.removeValue(forKey: streamID) != nil {
             stats.withLock { $0.currentStreams -= 1 }
         }
-        return 0
     }
 
     private func dispatch(_ st: ServerStream, streamID: Int32) {
@@ -609,23 +584,14 @@ public final class HTTP2ServerConnection: HTTP2Channel, @unchecked Sendable {
         guard state == .open, let session, let st = streams[streamID], !st.responded else { return }
         st.responded = true
         unflushedResponses += 1
-        let rv: Int32
-        if response.body.isEmpty {
-            rv = withResponseNameValues(response) { nva, n in nghttp2_submit_response(session, streamID, nva, n, nil) }
-        } else {
-            let body = OutgoingBody(response.body)
+        var body: OutgoingBody?
+        if !response.body.isEmpty {
+            // Kept by the stream until it closes: nghttp2 reads the body as the flow-control window allows.
+            body = OutgoingBody(response.body)
             st.response = body
-            var provider = nghttp2_data_provider(
-                source: nghttp2_data_source(ptr: Unmanaged.passUnretained(body).toOpaque()),
-                read_callback: outgoingBodyRead)
-            rv = withResponseNameValues(response) { nva, n in
-                nghttp2_submit_response(session, streamID, nva, n, &provider)
-            }
         }
-        if rv != 0 {
-            logger.debug(
-                "submit_response failed",
-                metadata: ["stream": "\(streamID)", "error": "\(String(cString: nghttp2_strerror(rv)))"])
+        if let failure = session.submitResponse(streamID: streamID, response, body: body) {
+            logger.debug("submit_response failed", metadata: ["stream": "\(streamID)", "error": "\(failure)"])
         }
         if flushNow { flush() }
     }
@@ -641,13 +607,9 @@ public final class HTTP2ServerConnection: HTTP2Channel, @unchecked Sendable {
     public func sendGoAway(lastStreamID: Int32? = nil, errorCode: UInt32 = 0, debugData: [UInt8] = []) {
         onQueue { [self] in
             guard state == .open, let session else { return }
-            let last = lastStreamID ?? nghttp2_session_get_last_proc_stream_id(session)
+            let last = lastStreamID ?? session.lastProcessedStreamID
             goAwayLastStreamID = min(goAwayLastStreamID ?? Int32.max, last)
-            debugData.withUnsafeBufferPointer { d in
-                _ = nghttp2_submit_goaway(
-                    session, UInt8(NGHTTP2_FLAG_NONE.rawValue), last, errorCode,
-                    d.baseAddress, d.count)
-            }
+            session.submitGoAway(lastStreamID: last, errorCode: errorCode, debugData: debugData)
             flush()
         }
     }
@@ -663,86 +625,13 @@ public final class HTTP2ServerConnection: HTTP2Channel, @unchecked Sendable {
     public func setMaxConcurrentStreams(_ n: UInt32) {
         onQueue { [self] in
             guard state == .open, let session else { return }
-            var iv = [
-                nghttp2_settings_entry(settings_id: Int32(NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS.rawValue), value: n)
-            ]
-            nghttp2_submit_settings(session, UInt8(NGHTTP2_FLAG_NONE.rawValue), &iv, 1)
+            session.submitSettings([.maxConcurrentStreams(n)])
             flush()
         }
     }
 
     /// Graceful close: GOAWAY now, close when drained.
     public func close() { sendGoAway() }
-}
-
-/// Builds the `nghttp2_nv` array of a response (":status" first) in temporary memory for the duration of `body`
-/// (nghttp2 copies names and values). No intermediate arrays or Strings: one response costs no allocation here.
-private func withResponseNameValues<R>(
-    _ response: HTTP2Response,
-    _ body: (UnsafeMutablePointer<nghttp2_nv>, Int) -> R
-) -> R {
-    let headers = response.headers
-    var total = 3
-    for h in headers { total += h.name.utf8.count + h.value.utf8.count }
-    let statusText: String? = (100...999).contains(response.status) ? nil : String(response.status)
-    if let t = statusText { total += t.utf8.count }
-    return withUnsafeTemporaryAllocation(of: UInt8.self, capacity: total) { bytes in
-        withUnsafeTemporaryAllocation(of: nghttp2_nv.self, capacity: headers.count + 1) { nva in
-            guard let base = bytes.baseAddress, let nvBase = nva.baseAddress else {
-                preconditionFailure("a temporary allocation of nonzero capacity has a base address")
-            }
-            var off = 0
-            @inline(__always) func put(_ s: String, lowercase: Bool) -> Int {
-                let start = base + off
-                let k =
-                    s.utf8.withContiguousStorageIfAvailable { src -> Int in
-                        if let a = src.baseAddress { start.update(from: a, count: src.count) }
-                        return src.count
-                    }
-                    ?? {
-                        var k = 0
-                        for b in s.utf8 {
-                            start[k] = b
-                            k += 1
-                        }
-                        return k
-                    }()
-                if lowercase {
-                    for j in 0..<k where start[j] >= 65 && start[j] <= 90 { start[j] |= 0x20 } // RFC 9113 §8.2.1
-                }
-                off += k
-                return k
-            }
-            let statusName: StaticString = ":status"
-            let statusStart = base + off
-            let statusLength: Int
-            if let t = statusText {
-                statusLength = put(t, lowercase: false)
-            } else {
-                let v = response.status
-                base[off] = UInt8(48 + v / 100)
-                base[off + 1] = UInt8(48 + v / 10 % 10)
-                base[off + 2] = UInt8(48 + v % 10)
-                off += 3
-                statusLength = 3
-            }
-            nvBase[0] = nghttp2_nv(
-                name: UnsafeMutablePointer(mutating: statusName.utf8Start), value: statusStart,
-                namelen: statusName.utf8CodeUnitCount, valuelen: statusLength,
-                flags: UInt8(NGHTTP2_NV_FLAG_NONE.rawValue))
-            for (i, h) in headers.enumerated() {
-                let nameStart = base + off
-                let nlen = put(h.name, lowercase: true)
-                let valueStart = base + off
-                let vlen = put(h.value, lowercase: false)
-                let flags =
-                    h.sensitive ? UInt8(NGHTTP2_NV_FLAG_NO_INDEX.rawValue) : UInt8(NGHTTP2_NV_FLAG_NONE.rawValue)
-                nvBase[i + 1] = nghttp2_nv(
-                    name: nameStart, value: valueStart, namelen: nlen, valuelen: vlen, flags: flags)
-            }
-            return body(nvBase, headers.count + 1)
-        }
-    }
 }
 
 /// A TLS + HTTP/2 listener. Connections are spread over `configuration.queues` shared serial queues.
