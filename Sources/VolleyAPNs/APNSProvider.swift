@@ -52,15 +52,19 @@ public final class APNSProvider: PushSender, DeliverySender, @unchecked Sendable
     }
     /// Set by the first `fix-app` answer: every later send of this app fails fast with the same outcome.
     package let stopSwitch = AppStopSwitch()
+    /// The fleet's pause for this app: read once per send (one atomic load), set by a 503.
+    private let pauseGate: FleetPauseGate?
 
     /// Builds the app's pool for its environment now (connections open on first use): a client certificate that
     /// is expired, not yet valid or unreadable stops the app here, with an error naming it.
     public init(
         app: APNSAppConfiguration, tokens: APNSTokenRegistry, clock: any WallClock = SystemClock(),
-        retryPolicy: RetryPolicy = RetryPolicy(), logger: Logger,
+        retryPolicy: RetryPolicy = RetryPolicy(), logger: Logger, pauses: FleetPauses? = nil,
         makeTransport: @escaping HTTP2SubmitterFactory
     ) throws {
         self.app = app
+        // `pauses`: an APNs 503 (ServiceUnavailable, Shutdown) pauses every worker's sends for this app.
+        pauseGate = pauses?.gate(for: FleetPauseKey(provider: .apns, target: app.topic))
         self.clock = clock
         self.retryPolicy = retryPolicy
         self.makeTransport = makeTransport
@@ -95,9 +99,22 @@ public final class APNSProvider: PushSender, DeliverySender, @unchecked Sendable
         _ prepared: any PreparedNotification, to device: Device, jobID: JobID,
         receiver: any DeliveryReceiver
     ) {
+        send(prepared, to: device, jobID: jobID, receiver: receiver, heldSince: nil)
+    }
+
+    private func send(
+        _ prepared: any PreparedNotification, to device: Device, jobID: JobID,
+        receiver: any DeliveryReceiver, heldSince: Date?
+    ) {
         if let stopped = stopSwitch.outcome { return receiver.delivered(device, stopped) }
         guard let apns = prepared as? APNSPreparedNotification else {
             return receiver.delivered(device, .wrongPlatform)
+        }
+        if let gate = pauseGate, let wait = gate.hold(policy: retryPolicy, clock: clock, heldSince: heldSince) {
+            let since = heldSince ?? clock.now()
+            return schedule(after: wait) { [self] in
+                send(prepared, to: device, jobID: jobID, receiver: receiver, heldSince: since)
+            }
         }
         let attempt: Attempt
         do {
@@ -139,7 +156,28 @@ public final class APNSProvider: PushSender, DeliverySender, @unchecked Sendable
         guard let apns = prepared as? APNSPreparedNotification else {
             return completion(AttemptSetupError(message: "not an APNs notification").result, nil)
         }
+        attemptHeld(apns, to: device, heldSince: nil, completion: completion)
+    }
+
+    /// A retry waits for the fleet's pause like a first send.
+    private func attemptHeld(
+        _ apns: APNSPreparedNotification, to device: Device, heldSince: Date?,
+        completion: @escaping @Sendable (AttemptResult, String?) -> Void
+    ) {
+        if let gate = pauseGate, let wait = gate.hold(policy: retryPolicy, clock: clock, heldSince: heldSince) {
+            let since = heldSince ?? clock.now()
+            return schedule(after: wait) { [self] in
+                attemptHeld(apns, to: device, heldSince: since, completion: completion)
+            }
+        }
         attemptOnce(apns, to: device, completion: completion)
+    }
+
+    /// A 503 pauses the app across the fleet (Retry-After, else exponential back-off with jitter).
+    package func answered(_ result: AttemptResult) {
+        if result.answer.status == 503, let gate = pauseGate {
+            gate.throttled(retryAfter: result.retryAfter, clock: clock)
+        }
     }
 
     package func schedule(after seconds: Double, _ work: @escaping @Sendable () -> Void) {

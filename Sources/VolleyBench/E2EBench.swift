@@ -229,6 +229,7 @@ public struct E2EBench {
                   caFile: \(q(e.caFile))
                   connections: \(o.connections)
                   maxStreams: \(o.maxStreams)
+                  maxPerMinute: 1000000000
             redis:
               url: \(q(redisURL))
             worker:

@@ -18,6 +18,12 @@ package protocol DeliverySender: AnyObject, Sendable {
     func schedule(after seconds: Double, _ work: @escaping @Sendable () -> Void)
     /// A `fix-app` outcome: stop the app (`AppStopSwitch.stop`) and log why, once.
     func stopApp(_ outcome: DeliveryOutcome)
+    /// Every answer that was not a 200, before the machine decides (a 429/503 pauses the fleet's sends).
+    func answered(_ result: AttemptResult)
+}
+
+extension DeliverySender {
+    package func answered(_ result: AttemptResult) {}
 }
 
 extension DeliveryOutcome {
@@ -54,6 +60,7 @@ package struct PendingDelivery: Sendable {
     /// The first attempt's answer, decided by a new machine: a terminal answer is delivered at once; otherwise a
     /// `DeliveryRun` carries on (the only object a retry or a refresh adds).
     package func firstAttemptCompleted(_ result: AttemptResult) {
+        sender.answered(result)
         var machine = DeliveryStateMachine(policy: sender.retryPolicy, clock: sender.clock)
         let action = machine.attemptCompleted(result)
         if case .finish(let outcome) = action { return finish(outcome) }
@@ -86,6 +93,7 @@ final class DeliveryRun: @unchecked Sendable {
         case .send:
             delivery.sender.attempt(delivery.prepared, to: delivery.device) { [self] result, credential in
                 self.credential = credential
+                if result.answer.status != 200 { delivery.sender.answered(result) }
                 perform(machine.attemptCompleted(result))
             }
         case .refreshCredential:

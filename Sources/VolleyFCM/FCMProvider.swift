@@ -23,12 +23,15 @@ public struct FCMAppConfiguration: Sendable, Hashable {
     /// Streams each connection opens at most (`fcm.maxStreams`); the server's SETTINGS may lower it further.
     public var maxConcurrentStreams: Int
     public var requestTimeoutSeconds: Double
+    /// The project's send budget for the whole fleet (`fcm.maxPerMinute`; FCM's default quota is 600,000 a minute).
+    public var maxPerMinute: Int
 
     public init(
         name: String, serviceAccountFile: String, endpoint: String? = nil, caFile: String? = nil,
         connections: Int = 4, maxConcurrentStreams: Int = maxStreamsPerConnection,
-        requestTimeoutSeconds: Double = 30
+        requestTimeoutSeconds: Double = 30, maxPerMinute: Int = 600_000
     ) {
+        self.maxPerMinute = maxPerMinute
         self.name = name
         self.serviceAccountFile = serviceAccountFile
         self.endpoint = endpoint ?? Self.defaultEndpoint
@@ -63,10 +66,14 @@ public final class FCMProvider: PushSender, DeliverySender, @unchecked Sendable 
     private let authorizationFields = Mutex<(authorization: String, fields: HTTP2HeaderBlock)?>(nil)
     /// Set by the first `fix-app` answer: every later send of this app fails fast with the same outcome.
     package let stopSwitch = AppStopSwitch()
+    /// The fleet's pause for this project: read once per send (one atomic load), set by a 429 or 503.
+    private let pauseGate: FleetPauseGate?
+    /// The fleet's send budget for this project: one atomic decrement per send, a block from Redis now and then.
+    private let budgetGate: FleetBudgetGate?
 
     public init(
         app: FCMAppConfiguration, clock: any WallClock = SystemClock(), retryPolicy: RetryPolicy = RetryPolicy(),
-        logger: Logger, makeTransport: @escaping FCMSubmitterFactory
+        logger: Logger, pauses: FleetPauses? = nil, makeTransport: @escaping FCMSubmitterFactory
     ) throws {
         self.app = app
         self.retryPolicy = retryPolicy
@@ -76,6 +83,11 @@ public final class FCMProvider: PushSender, DeliverySender, @unchecked Sendable 
         logger[metadataKey: "provider"] = "fcm"
         self.logger = logger
         account = try FCMServiceAccount.load(file: app.serviceAccountFile, app: app.name)
+        // `pauses`: this project's 429/503 pauses are shared with the fleet; a throttle pauses every worker's sends
+        // to the project, and this worker holds its sends while any worker's pause lasts.
+        let projectKey = FleetPauseKey(provider: .fcm, target: account.projectID)
+        pauseGate = pauses?.gate(for: projectKey)
+        budgetGate = pauses?.budget(for: projectKey, perMinute: app.maxPerMinute)
         let endpoint = try FCMEndpoint(url: app.endpoint, app: app.name, what: "fcm.endpoint")
         let tokenEndpoint = try FCMEndpoint(url: account.tokenURI, app: app.name, what: "token_uri")
         authority = endpoint.authority
@@ -99,6 +111,14 @@ public final class FCMProvider: PushSender, DeliverySender, @unchecked Sendable 
 
     public var stopReason: String? { stopSwitch.message }
 
+    /// A 429 or a 503 pauses the project (Retry-After, else exponential back-off with jitter).
+    package func answered(_ result: AttemptResult) {
+        let status = result.answer.status
+        if status == 429 || status == 503, let gate = pauseGate {
+            gate.throttled(retryAfter: result.retryAfter, clock: clock)
+        }
+    }
+
     public func prepare(_ notification: VolleyCore.Notification, jobID: JobID) throws -> any PreparedNotification {
         try FCMPreparedNotification(notification, projectID: account.projectID)
     }
@@ -115,8 +135,26 @@ public final class FCMProvider: PushSender, DeliverySender, @unchecked Sendable 
         _ prepared: any PreparedNotification, to device: Device, jobID: JobID,
         receiver: any DeliveryReceiver
     ) {
+        send(prepared, to: device, jobID: jobID, receiver: receiver, heldSince: nil)
+    }
+
+    private func send(
+        _ prepared: any PreparedNotification, to device: Device, jobID: JobID,
+        receiver: any DeliveryReceiver, heldSince: Date?
+    ) {
         if let stopped = stopSwitch.outcome { return receiver.delivered(device, stopped) }
         guard let fcm = prepared as? FCMPreparedNotification else { return receiver.delivered(device, .wrongPlatform) }
+        if let gate = pauseGate, let wait = gate.hold(policy: retryPolicy, clock: clock, heldSince: heldSince) {
+            let since = heldSince ?? clock.now()
+            return schedule(after: wait) { [self] in
+                send(prepared, to: device, jobID: jobID, receiver: receiver, heldSince: since)
+            }
+        }
+        if let budget = budgetGate, let wait = budget.take(clock: clock) {
+            return schedule(after: wait) { [self] in
+                send(prepared, to: device, jobID: jobID, receiver: receiver, heldSince: heldSince)
+            }
+        }
         guard let auth = tokens.cachedAuthorization() else {
             return attemptOnce(fcm, to: device) { [self] first, credential in
                 PendingDelivery(
@@ -169,6 +207,25 @@ public final class FCMProvider: PushSender, DeliverySender, @unchecked Sendable 
                 .transportFailure(
                     .fcm, reason: "WrongPlatform", resendIsSafe: false,
                     message: "not an FCM notification"), nil)
+        }
+        attemptHeld(fcm, to: device, heldSince: nil, completion: completion)
+    }
+
+    /// A retry waits for the fleet's pause like a first send.
+    private func attemptHeld(
+        _ fcm: FCMPreparedNotification, to device: Device, heldSince: Date?,
+        completion: @escaping @Sendable (AttemptResult, String?) -> Void
+    ) {
+        if let gate = pauseGate, let wait = gate.hold(policy: retryPolicy, clock: clock, heldSince: heldSince) {
+            let since = heldSince ?? clock.now()
+            return schedule(after: wait) { [self] in
+                attemptHeld(fcm, to: device, heldSince: since, completion: completion)
+            }
+        }
+        if let budget = budgetGate, let wait = budget.take(clock: clock) {
+            return schedule(after: wait) { [self] in
+                attemptHeld(fcm, to: device, heldSince: heldSince, completion: completion)
+            }
         }
         attemptOnce(fcm, to: device, completion: completion)
     }

@@ -36,7 +36,11 @@ struct Worker: AsyncParsableCommand {
             logger: logger)
         defer { wakeLatency?.release() }
         for warning in c.warnings { logger.warning("\(warning)") }
-        let apps = PipelineApps.directory(configuration: c, logger: logger)
+        // One APNs provider token per (team, key) and the providers' pauses, shared with the fleet through Redis.
+        let fleet = FleetSync(settings: settings, logger: logger)
+        fleet.start()
+        defer { fleet.stop() }
+        let apps = PipelineApps.directory(configuration: c, logger: logger, fleet: fleet)
         defer { apps.shutdown() }
         // Directory resolution (groups, queues, teams), in-app inbox, notification types, hourly quotas.
         let recipients = try RecipientServices(configuration: c, name: settings.worker.consumer)

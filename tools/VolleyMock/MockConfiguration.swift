@@ -14,6 +14,8 @@
 ///     "tokenReasons": {"<hex>": {"status": 429, "reason": "TooManyRequests"}, …},   // exact answer per token
 ///     "reasonPrefixes": {"<prefix>": {"status": 503, "reason": "ServiceUnavailable"}, …},
 ///     "jwtMaxAgeSeconds": 3600,             // iat older than this → 403 ExpiredProviderToken
+///     "tokenUpdateLimitSeconds": 0,         // > 0: a provider token first seen less than this after the previous
+///                                           // one (any connection) → 429 TooManyProviderTokenUpdates (Apple: 1200)
 ///     "oneStreamUntilAuthenticated": false  // start connections at max streams 1; raise after the first 200
 ///   },
 ///   "fcm": {
@@ -93,6 +95,7 @@ public struct MockConfiguration: Sendable, Equatable {
     public var apns = TokenRules()
     public var fcm = TokenRules()
     public var jwtMaxAgeSeconds: Int = 3600
+    public var tokenUpdateLimitSeconds: Int = 0
     public var oneStreamUntilAuthenticated = false
     public var accessTokenLifetimeSeconds: Int = 3600
     public var errorRate: Double = 0
@@ -123,6 +126,7 @@ public struct MockConfiguration: Sendable, Equatable {
                     extra: { k, v in
                         switch k {
                         case "jwtMaxAgeSeconds": self.jwtMaxAgeSeconds = try Self.int(v, k)
+                        case "tokenUpdateLimitSeconds": self.tokenUpdateLimitSeconds = try Self.int(v, k)
                         case "oneStreamUntilAuthenticated": self.oneStreamUntilAuthenticated = try Self.bool(v, k)
                         default: return false
                         }
@@ -270,6 +274,7 @@ public struct MockConfiguration: Sendable, Equatable {
                 .object(
                     rules(apns) + [
                         ("jwtMaxAgeSeconds", .number(String(jwtMaxAgeSeconds))),
+                        ("tokenUpdateLimitSeconds", .number(String(tokenUpdateLimitSeconds))),
                         ("oneStreamUntilAuthenticated", .bool(oneStreamUntilAuthenticated)),
                     ])
             ),

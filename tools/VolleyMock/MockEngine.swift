@@ -36,6 +36,8 @@ public final class MockConnectionState: @unchecked Sendable {
     /// The raw bytes of the last `authorization` value and its verdict: the per-request check is one comparison.
     var lastAuthorization: [UInt8] = []
     var lastVerdict: MockJWT.APNsVerdict = .invalid
+    /// The last `authorization` value came too soon after the team's previous token (`tokenUpdateLimitSeconds`).
+    var lastTooManyUpdates = false
     /// FCM access tokens seen valid on this connection → expiry (unix seconds).
     var accessTokens: [String: Int64] = [:]
     /// The engine's revocation count when `accessTokens` was last valid; a newer count empties it.
@@ -113,6 +115,33 @@ public final class MockEngine: Sendable {
     /// CLOCK_MONOTONIC time of the latest accepted send (see `MockStatsSnapshot.lastAcceptedNanos`).
     let lastAcceptedNanos = Atomic<UInt64>(0)
     let registry = Mutex(Registry())
+    /// FCM sends still to answer 429 QUOTA_EXCEEDED (`throttleFCM(sends:retryAfter:)`), and its Retry-After.
+    let fcmThrottles = Atomic<Int>(0)
+    let fcmThrottleRetryAfter = Atomic<Int>(0)
+    /// CLOCK_MONOTONIC time of the first such 429 (0: none yet), and FCM sends arrived per 100 ms after it.
+    let fcmThrottledAtNanos = Atomic<UInt64>(0)
+    let fcmArrivals = Mutex([Int](repeating: 0, count: MockEngine.arrivalBuckets))
+    static let arrivalBuckets = 200
+    /// Valid APNs provider tokens seen (any connection): first sight, and which came too soon after the previous one.
+    let providerTokens = Mutex(ProviderTokens())
+    struct ProviderTokens {
+        var firstSeen: [String: Double] = [:]
+        var tooSoon: Set<String> = []
+        var latest: Double?
+
+        /// Records a valid token seen at `now`; true when it is a new token less than `limit` seconds after the
+        /// previous accepted one (Apple: "Update the authentication token no more than once every 20 minutes").
+        mutating func note(_ token: String, now: Double, limit: Int) -> Bool {
+            if firstSeen[token] != nil { return tooSoon.contains(token) }
+            firstSeen[token] = now
+            if limit > 0, let latest, now - latest < Double(limit) {
+                tooSoon.insert(token)
+                return true
+            }
+            latest = now
+            return false
+        }
+    }
     let duplicateTrackingAllowed: Bool
     /// `credentials.apnsTopic` as bytes, for the per-request comparison.
     let apnsTopicBytes: [UInt8]
@@ -249,7 +278,54 @@ public final class MockEngine: Sendable {
             maxConcurrentStreamsSeen: maxStreams, refusedStreams: total.refusedStreams,
             jwtVerifications: total.jwtVerifications, tokenRequests: total.tokenRequests,
             duplicateDeliveries: total.duplicates,
-            lastAcceptedNanos: lastAcceptedNanos.load(ordering: .relaxed))
+            lastAcceptedNanos: lastAcceptedNanos.load(ordering: .relaxed),
+            apnsProviderTokens: providerTokens.withLock { $0.firstSeen.count })
+    }
+
+    /// The next `sends` FCM sends (well-formed, authenticated) are answered 429 QUOTA_EXCEEDED with
+    /// `Retry-After: retryAfter`; from the first of them, FCM sends arriving are counted per 100 ms
+    /// (`fcmArrivalsAfterThrottle`).
+    public func throttleFCM(sends: Int, retryAfter: Int) {
+        fcmThrottleRetryAfter.store(retryAfter, ordering: .relaxed)
+        fcmThrottledAtNanos.store(0, ordering: .relaxed)
+        fcmArrivals.withLock { $0 = [Int](repeating: 0, count: Self.arrivalBuckets) }
+        fcmThrottles.store(sends, ordering: .releasing)
+    }
+
+    /// FCM sends that arrived in each 100 ms after the first throttled one (20 s), and when it was answered
+    /// (CLOCK_MONOTONIC ns; 0: not yet).
+    public var fcmArrivalsAfterThrottle: (throttledAtNanos: UInt64, per100ms: [Int]) {
+        (fcmThrottledAtNanos.load(ordering: .acquiring), fcmArrivals.withLock { $0 })
+    }
+
+    private func noteFCMArrival() {
+        let t0 = fcmThrottledAtNanos.load(ordering: .relaxed)
+        if t0 == 0 { return }
+        let elapsed = MockEngine.monotonicNanos() &- t0
+        let bucket = Int(elapsed / 100_000_000)
+        if bucket >= 0 && bucket < Self.arrivalBuckets { fcmArrivals.withLock { $0[bucket] += 1 } }
+    }
+
+    /// Takes one of the throttles `throttleFCM` asked for.
+    private func takeFCMThrottle() -> Int? {
+        var left = fcmThrottles.load(ordering: .acquiring)
+        while left > 0 {
+            let (exchanged, original) = fcmThrottles.compareExchange(
+                expected: left, desired: left - 1, ordering: .acquiringAndReleasing)
+            if exchanged {
+                _ = fcmThrottledAtNanos.compareExchange(
+                    expected: 0, desired: MockEngine.monotonicNanos(), ordering: .acquiringAndReleasing)
+                return fcmThrottleRetryAfter.load(ordering: .relaxed)
+            }
+            left = original
+        }
+        return nil
+    }
+
+    static func monotonicNanos() -> UInt64 {
+        var ts = timespec()
+        clock_gettime(CLOCK_MONOTONIC, &ts)
+        return UInt64(ts.tv_sec) * 1_000_000_000 + UInt64(ts.tv_nsec)
     }
 
     public func resetStats() {
@@ -262,6 +338,7 @@ public final class MockEngine: Sendable {
         for s in open { s.counters.withLock { $0 = MockCounters() } }
         duplicates.reset()
         lastAcceptedNanos.store(0, ordering: .relaxed)
+        providerTokens.withLock { $0 = ProviderTokens() }
     }
 
     /// Revokes every FCM access token issued so far, as Google does when a token is withdrawn early: the next send
@@ -440,12 +517,22 @@ public final class MockEngine: Sendable {
                 }
                 state.lastAuthorization = Array(auth)
                 state.lastVerdict = verdict
+                // Once per connection and token: the team-wide record of distinct tokens.
+                if case .valid = verdict {
+                    let limit = config.tokenUpdateLimitSeconds
+                    state.lastTooManyUpdates = providerTokens.withLock {
+                        $0.note(String(decoding: auth, as: UTF8.self), now: now, limit: limit)
+                    }
+                }
             }
             guard case .valid(let iat) = verdict else {
                 return apnsError(state, 403, "InvalidProviderToken", apnsID: apnsID, now: now)
             }
             if Int64(now) - iat > Int64(config.jwtMaxAgeSeconds) {
                 return apnsError(state, 403, "ExpiredProviderToken", apnsID: apnsID, now: now)
+            }
+            if state.lastTooManyUpdates {
+                return apnsError(state, 429, "TooManyProviderTokenUpdates", apnsID: apnsID, now: now)
             }
         }
 
@@ -769,6 +856,14 @@ public final class MockEngine: Sendable {
         _ req: MockRequest, state: MockConnectionState, config: MockConfiguration, now: Double,
         validateOnly: Bool, target: String?
     ) -> HTTP2Response {
+        if !validateOnly {
+            noteFCMArrival()
+            if fcmThrottles.load(ordering: .relaxed) > 0, let ra = takeFCMThrottle() {
+                return fcmError(
+                    state, 429, status: FCMErrorCode.googleStatus(forHTTP: 429),
+                    message: FCMErrorCode.message(for: "QUOTA_EXCEEDED"), errorCode: "QUOTA_EXCEEDED", retryAfter: ra)
+            }
+        }
         if !config.fcm.isEmpty, let t = target, let m = config.fcm.match(t[...]) {
             switch m {
             case .unregistered:

@@ -72,6 +72,8 @@ public struct MockStatsSnapshot: Sendable {
     /// CLOCK_MONOTONIC nanoseconds at which the latest accepted send (APNs or FCM) was accepted; 0: none yet.
     /// Comparable with any process's CLOCK_MONOTONIC on this host (`bench e2e` times its idle probes with it).
     public var lastAcceptedNanos: UInt64 = 0
+    /// Distinct valid APNs provider tokens seen, over every connection (one fleet should show one per team and key).
+    public var apnsProviderTokens: Int = 0
 
     public func count(_ provider: MockProvider, _ status: Int, _ reason: String = "") -> Int {
         outcomes[MockOutcomeKey(provider, status, reason)] ?? 0
@@ -82,7 +84,7 @@ public struct MockStatsSnapshot: Sendable {
     ///   "outcomes":[{"provider":"apns|fcm|oauth","status":410,"reason":"Unregistered","count":N},…],
     ///   "connections_opened":N, "connections_open":N, "peak_concurrent_streams_per_connection":{"<id>":N,…},
     ///   "max_concurrent_streams_seen":N, "refused_streams":N, "jwt_verifications":N, "token_requests":N,
-    ///   "duplicate_deliveries":N, "last_accepted_ns":N}`
+    ///   "duplicate_deliveries":N, "last_accepted_ns":N, "apns_provider_tokens":N}`
     public var json: String {
         var s = "{\"total_requests\":\(totalRequests),"
         s += "\"accepted\":{\"apns\":\(acceptedAPNs),\"fcm\":\(acceptedFCM)},"
@@ -108,7 +110,8 @@ public struct MockStatsSnapshot: Sendable {
         s += "\"jwt_verifications\":\(jwtVerifications),"
         s += "\"token_requests\":\(tokenRequests),"
         s += "\"duplicate_deliveries\":\(duplicateDeliveries),"
-        s += "\"last_accepted_ns\":\(lastAcceptedNanos)}"
+        s += "\"last_accepted_ns\":\(lastAcceptedNanos),"
+        s += "\"apns_provider_tokens\":\(apnsProviderTokens)}"
         return s
     }
 }

@@ -80,6 +80,8 @@ public struct FCMSettings: Sendable, Hashable {
     public var caFile: String?
     public var connections: Int
     public var maxStreams: Int
+    /// Sends per minute the whole fleet keeps to for this project (FCM's default quota: 600,000).
+    public var maxPerMinute: Int = 600_000
 }
 
 public struct RedisSettings: Sendable, Hashable {
@@ -180,7 +182,7 @@ extension VolleyConfiguration {
             "keyFile", "keyId", "teamId", "certFile", "certPassword", "certKeyFile", "topic", "environment",
             "host", "port", "caFile", "connections", "maxStreams",
         ],
-        "fcm": ["serviceAccountFile", "endpoint", "caFile", "connections", "maxStreams"],
+        "fcm": ["serviceAccountFile", "endpoint", "caFile", "connections", "maxStreams", "maxPerMinute"],
     ]
 
     /// Reads, overrides from the environment, and validates. Throws `ConfigurationError` listing every problem.
@@ -410,10 +412,11 @@ extension VolleyConfiguration {
         let caFile = r.file(f, "caFile", at: p)
         let connections = r.int(f, "connections", at: p, range: 1...256) ?? 4
         let maxStreams = r.int(f, "maxStreams", at: p, range: 1...100_000) ?? 100
+        let maxPerMinute = r.int(f, "maxPerMinute", at: p, range: 60...1_000_000_000) ?? 600_000
         guard let file else { return nil }
         return FCMSettings(
             serviceAccountFile: file, endpoint: endpoint, caFile: caFile, connections: connections,
-            maxStreams: maxStreams)
+            maxStreams: maxStreams, maxPerMinute: maxPerMinute)
     }
 }
 

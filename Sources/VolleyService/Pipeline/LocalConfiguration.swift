@@ -20,6 +20,8 @@ public struct LocalConfiguration: Sendable {
     /// interfere; lower them to watch quotas at work.
     public var quotaIOS = 100_000_000
     public var quotaAndroid = 100_000_000
+    /// `apps[].fcm.maxPerMinute`: the mock has no FCM quota, so local setups default far above any campaign too.
+    public var fcmMaxPerMinute = 1_000_000_000
 
     public init(
         mockHost: String, mockPort: Int, caFile: String, apnsKeyFile: String, apnsKeyID: String, apnsTeamID: String,
@@ -73,6 +75,7 @@ public struct LocalConfiguration: Sendable {
                   serviceAccountFile: \(q(serviceAccountFile))
                   endpoint: \(q("https://\(mockHost):\(mockPort)"))
                   caFile: \(q(caFile))
+                  maxPerMinute: \(fcmMaxPerMinute)
             redis:
               url: \(q(redisURL))
             log:

@@ -36,13 +36,14 @@ public final class PipelineApps: AppDirectory, @unchecked Sendable {
         try directory(configuration: VolleyConfiguration.load(path: configFile), clock: clock, logger: logger)
     }
 
+    /// `fleet`: share APNs provider tokens and provider pauses with the other workers.
     public static func directory(
         configuration: VolleyConfiguration, clock: any WallClock = SystemClock(),
-        logger: Logger
+        logger: Logger, fleet: FleetSync? = nil
     ) -> PipelineApps {
         PipelineApps(
             senders: ProviderApps.senders(
-                for: ProviderApps.from(configuration), clock: clock, logger: logger,
+                for: ProviderApps.from(configuration), clock: clock, logger: logger, fleet: fleet,
                 makeTransport: ProviderTransport.pools(logger: logger)),
             orgs: Dictionary(uniqueKeysWithValues: configuration.apps.map { ($0.name, $0.orgs) }))
     }

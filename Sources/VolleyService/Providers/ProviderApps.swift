@@ -39,7 +39,7 @@ public enum ProviderApps {
                 out.fcm = FCMAppConfiguration(
                     name: app.name.rawValue, serviceAccountFile: f.serviceAccountFile,
                     endpoint: f.endpoint, caFile: f.caFile, connections: f.connections,
-                    maxConcurrentStreams: f.maxStreams)
+                    maxConcurrentStreams: f.maxStreams, maxPerMinute: f.maxPerMinute)
             }
             return out
         }
@@ -48,8 +48,9 @@ public enum ProviderApps {
     /// Builds every app's senders. An app whose credentials cannot be used (expired certificate, unreadable key)
     /// is logged with its name and gets a sender that answers every send with that `fix-app` error, so its
     /// jobs finish with a clear reason while the other apps keep going.
+    /// `fleet`: share APNs provider tokens and provider pauses with the other workers (`volley worker`).
     public static func senders(
-        for apps: [ProviderApp], clock: any WallClock = SystemClock(), logger: Logger,
+        for apps: [ProviderApp], clock: any WallClock = SystemClock(), logger: Logger, fleet: FleetSync? = nil,
         makeTransport: @escaping HTTP2SubmitterFactory
     ) -> [AppName: [Platform: any PushSender]] {
         let tokens = APNSTokenRegistry(clock: clock)
@@ -58,9 +59,13 @@ public enum ProviderApps {
             var senders: [Platform: any PushSender] = [:]
             if let a = app.apns {
                 do {
-                    senders[.ios] = try APNSProvider(
-                        app: a, tokens: tokens, clock: clock, logger: logger,
+                    let provider = try APNSProvider(
+                        app: a, tokens: tokens, clock: clock, logger: logger, pauses: fleet?.pauses,
                         makeTransport: makeTransport)
+                    if let fleet, let tokenProvider = provider.tokenProvider {
+                        tokenProvider.shareAcrossFleet(store: fleet.store, owner: fleet.owner, logger: logger)
+                    }
+                    senders[.ios] = provider
                 } catch {
                     logger.error("app \(app.name) stopped for iOS: \(error)")
                     senders[.ios] = UnavailableSender(platform: .ios, reason: "\(error)")
@@ -69,7 +74,7 @@ public enum ProviderApps {
             if let f = app.fcm {
                 do {
                     senders[.android] = try FCMProvider(
-                        app: f, clock: clock, logger: logger, makeTransport: makeTransport)
+                        app: f, clock: clock, logger: logger, pauses: fleet?.pauses, makeTransport: makeTransport)
                 } catch {
                     logger.error("app \(app.name) stopped for Android: \(error)")
                     senders[.android] = UnavailableSender(platform: .android, reason: "\(error)")

@@ -1,0 +1,86 @@
+import Foundation
+import Testing
+import VolleyCore
+import VolleyMock
+import VolleyRedis
+import VolleyStore
+import VolleyTestDoubles
+import VolleyTestSupport
+
+/// Four `volley worker` processes share one campaign (split into shard jobs) through one app: what they share
+/// through Redis is seen at the mock — one APNs provider token, and one pause after an FCM 429.
+@Suite(.serialized) struct FleetProcessTests {
+    static let users = 500
+
+    func enqueueCampaign(_ w: MockWorld) throws {
+        try w.h.producer.enqueue(
+            PushJob(
+                id: "campaign", org: "org1", app: "app1",
+                recipients: (0..<Self.users).map { RecipientID("user\($0)") },
+                notification: VolleyCore.Notification(title: "Sale", body: "Today only")))
+    }
+
+    func startWorkers(_ w: MockWorld, inFlight: Int) throws -> [WorkerProcess] {
+        let config = try w.writeConfig(worker: [
+            "inFlight": "\(inFlight)", "recordBatchSize": "100", "shardSize": "25", "blockMs": "100",
+            "reclaimIdleMs": "30000", "drainSeconds": "2",
+        ])
+        return try (0..<4).map { try WorkerProcess(config: config, consumer: "w\($0)", logDirectory: w.dir) }
+    }
+
+    func logs(_ workers: [WorkerProcess]) -> String {
+        workers.map { String($0.log.suffix(1500)) }.joined(separator: "\n")
+    }
+
+    @Test func fourWorkersSendWithOneAPNsProviderToken() throws {
+        // The mock enforces Apple's limit across connections: a second token within 20 minutes gets 429.
+        let w = try MockWorld(mockConfig: #"{"apns": {"tokenUpdateLimitSeconds": 1200}, "latencyMs": 2}"#)
+        defer { w.stop() }
+        let devicesPerUser = 8
+        try w.h.register(
+            app: "app1", users: Self.users, devicesPerUser: devicesPerUser, platform: { _ in .ios },
+            token: { u, d in String(format: "%08x%08x", u, d) + String(repeating: "b", count: 48) })
+        let workers = try startWorkers(w, inFlight: 100)
+        defer { for p in workers where p.isRunning { p.kill9() } }
+        try enqueueCampaign(w)
+        #expect(
+            eventually(timeout: 90) { (try? w.h.report(for: "campaign")) != nil }, "no report: \(logs(workers))")
+        let r = try #require(try w.h.report(for: "campaign"))
+        let s = w.mock.stats()
+        #expect(r.accepted == Self.users * devicesPerUser)
+        #expect(s.apnsProviderTokens == 1, "distinct provider tokens at the mock")
+        #expect(s.count(.apns, 429, "TooManyProviderTokenUpdates") == 0)
+        // The fleet's token is the one in Redis.
+        let key = FleetKeys.apnsToken(FleetCredential(teamID: w.mock.apnsTeamID, keyID: w.mock.apnsKeyID))
+        #expect(try w.h.admin.client.checked(["EXISTS", key]).integer == 1)
+    }
+
+    @Test func anFCMThrottlePausesTheWholeFleet() throws {
+        // 20 ms per answer and 40 sends in flight per worker: about 2,000 sends/s each, so the campaign is still
+        // going when the mock throttles and again when the pause ends.
+        let w = try MockWorld(mockConfig: #"{"latencyMs": 20}"#)
+        defer { w.stop() }
+        let devicesPerUser = 48
+        try w.h.register(
+            app: "app1", users: Self.users, devicesPerUser: devicesPerUser, platform: { _ in .android },
+            token: { u, d in "fcm-\(u)-\(d)-" + String(repeating: "c", count: 40) })
+        let workers = try startWorkers(w, inFlight: 40)
+        defer { for p in workers where p.isRunning { p.kill9() } }
+        try enqueueCampaign(w)
+        #expect(eventually(timeout: 60) { w.mock.stats().acceptedFCM >= 4_000 }, "not sending: \(logs(workers))")
+        w.mock.server.engine.throttleFCM(sends: 1, retryAfter: 3)
+        #expect(eventually(timeout: 10) { w.mock.server.engine.fcmArrivalsAfterThrottle.throttledAtNanos != 0 })
+        #expect(
+            eventually(timeout: 90) { (try? w.h.report(for: "campaign")) != nil }, "no report: \(logs(workers))")
+        let r = try #require(try w.h.report(for: "campaign"))
+        #expect(r.accepted == Self.users * devicesPerUser)
+        #expect(w.mock.stats().count(.fcm, 429, "QUOTA_EXCEEDED") == 1)
+        let arrivals = w.mock.server.engine.fcmArrivalsAfterThrottle.per100ms
+        print("FCM sends per 100 ms after the 429: \(arrivals.prefix(45))")
+        // The throttled worker stops at once; the others within their local copy's age (≤ 0.25 s) plus the publish:
+        // from 0.5 s on, nothing arrives until the Retry-After has passed.
+        #expect(arrivals[5..<30].reduce(0, +) == 0, "sends during the pause: \(arrivals.prefix(35))")
+        // And sending resumed afterwards.
+        #expect(arrivals[30...].reduce(0, +) > 0)
+    }
+}
