@@ -87,6 +87,9 @@ public struct RedisSettings: Sendable, Hashable {
     public var url: String = "redis://127.0.0.1:6379/0"
     public var connectTimeoutSeconds: Double = 5
     public var commandTimeoutSeconds: Double = 10
+    /// `redis.cluster`: seed primaries (`host:port`) of a Redis Cluster; empty for a single Redis. User and password
+    /// come from `redis.url` (its host is then not used).
+    public var cluster: [String] = []
     public init() {}
 }
 
@@ -165,7 +168,7 @@ public struct ConfigurationError: Error, CustomStringConvertible, Sendable {
 
 extension VolleyConfiguration {
     static let schema: [String: [String]] = [
-        "redis": ["url", "connectTimeoutSeconds", "commandTimeoutSeconds"],
+        "redis": ["url", "connectTimeoutSeconds", "commandTimeoutSeconds", "cluster"],
         "worker": [
             "stream", "group", "consumer", "deadLetterStream", "reportStream", "batchSize", "blockMs",
             "inFlight", "reclaimIdleMs", "maxDeliveries", "drainSeconds", "recordBatchSize", "shardSize",
@@ -245,6 +248,7 @@ extension VolleyConfiguration {
             if let v = r.double(s, "commandTimeoutSeconds", at: "redis", min: 0.01) {
                 c.redis.commandTimeoutSeconds = v
             }
+            if let v = s["cluster"], !(v is NSNull) { c.redis.cluster = RedisSettings.readSeeds(v, &r) }
         }
         if let s = r.section(tree, "worker", at: "") {
             let p = "worker"

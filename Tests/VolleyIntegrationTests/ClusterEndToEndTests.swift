@@ -1,0 +1,94 @@
+import Foundation
+import Logging
+import Testing
+import VolleyCore
+import VolleyEngine
+import VolleyRedis
+import VolleyService
+import VolleyStore
+import VolleyTestDoubles
+import VolleyTestSupport
+
+/// A campaign through a real worker and the real mock, with every Redis command routed on a real Redis Cluster
+/// (3 primaries, 3 replicas).
+@Suite(.serialized) struct ClusterEndToEndTests {
+    @Test func campaignsOfTwoOrgsRunOnACluster() throws {
+        let cluster = try RedisClusterFixture()
+        defer { cluster.stop() }
+        let mock = try MockServerFixture(
+            configuration: #"{"apns": {"unregisteredPrefixes": ["dead"]}, "fcm": {"unregisteredPrefixes": ["dead"]}}"#)
+        defer { mock.stop() }
+        let dir = FileManager.default.temporaryDirectory.appendingPathComponent(
+            "volley-cl-\(UUID().uuidString.prefix(8))")
+        try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: dir) }
+        var local = LocalConfiguration(
+            mockHost: mock.host, mockPort: mock.port, caFile: mock.caFile,
+            apnsKeyFile: mock.apnsKeyFile, apnsKeyID: mock.apnsKeyID, apnsTeamID: mock.apnsTeamID,
+            apnsTopic: mock.apnsTopic, serviceAccountFile: mock.serviceAccountFile,
+            redisURL: "redis://127.0.0.1:\(cluster.ports[0])")
+        local.appName = "app1"
+        let configPath = dir.appendingPathComponent("volley.yaml").path
+        try local.write(to: configPath)
+        var logger = Logger(label: "cluster-e2e")
+        logger.logLevel = .warning
+        let apps = try PipelineApps.directory(configFile: configPath, logger: logger)
+        defer { apps.shutdown() }
+
+        let store = StoreConfiguration()
+        let options = RedisClient.Options(giveUpAfter: 30)
+        let producer = JobProducer(client: cluster.client(name: "producer"), store: store)
+        let admin = RedisPipelineBackend(endpoint: cluster.endpoint, store: store, consumer: "admin", options: options)
+            .makeRedisSession(name: "admin")
+        // Two orgs (two slots, most likely two primaries), 150 users × 2 devices each; every 10th token is
+        // unregistered at the mock.
+        let orgs: [OrgID] = ["org-a", "org-b"]
+        var records: [DeviceImportRecord] = []
+        for (o, org) in orgs.enumerated() {
+            for u in 0..<150 {
+                for d in 0..<2 {
+                    let n = u * 2 + d
+                    let token =
+                        (n % 10 == 0 ? "dead" : "beef") + String(format: "%08x%02x%02x", u, d, o)
+                        + String(repeating: "0", count: 52)
+                    records.append(
+                        DeviceImportRecord(
+                            org: org, app: "app1", user: UserID("user\(u)"), platform: n % 3 == 0 ? .android : .ios,
+                            token: DeviceToken(token)))
+                }
+            }
+        }
+        try admin.register(records)
+
+        let worker = PipelineWorker(
+            configuration: WorkerConfiguration(consumer: "cl", inFlight: 300, blockMillis: 100, recordBatch: 50),
+            backend: RedisPipelineBackend(endpoint: cluster.endpoint, store: store, consumer: "cl", options: options),
+            apps: apps)
+        try worker.start()
+        defer { worker.drain(deadline: 2) }
+        for org in orgs {
+            try producer.enqueue(
+                PushJob(
+                    id: JobID("c-\(org)"), org: org, app: "app1",
+                    recipients: (0..<150).map { RecipientID("user\($0)") },
+                    notification: VolleyCore.Notification(title: "Hello", body: "Cluster")))
+        }
+        func reports() -> [JobReport] { (try? producer.allReports()) ?? [] }
+        #expect(eventually(timeout: 60) { reports().count >= 2 })
+        let all = reports()
+        #expect(all.count == 2) // one report per job
+        for org in orgs {
+            let r = try #require(all.first { $0.job == JobID("c-\(org)") })
+            #expect(r.devices == 300)
+            #expect(r.accepted == 270)
+            #expect(r.rejected == 30)
+            #expect(r.tokensRemoved == 30)
+            let ledger = try admin.client.checked(["HLEN", store.ledgerKey(org, r.job)]).integer
+            #expect(ledger == 32) // 30 rejected + _report + _published
+        }
+        let s = mock.stats()
+        #expect(s.acceptedAPNs + s.acceptedFCM == 540)
+        #expect(s.duplicateDeliveries == 0)
+        #expect(try admin.counts(org: "org-a", app: "app1").devices == 270)
+    }
+}
