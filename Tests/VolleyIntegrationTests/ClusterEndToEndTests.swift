@@ -92,3 +92,45 @@ import VolleyTestSupport
         #expect(try admin.counts(org: "org-a", app: "app1").devices == 270)
     }
 }
+
+/// A primary dies in the middle of a campaign; its replica is promoted and the worker carries on against it.
+@Suite(.serialized) struct ClusterFailoverTests {
+    @Test func aPrimaryKilledMidCampaignLosesNoDevice() throws {
+        let cluster = try RedisClusterFixture()
+        defer { cluster.stop() }
+        let store = StoreConfiguration()
+        let producer = JobProducer(client: cluster.client(name: "producer"), store: store)
+        let ios = FakePushSender(platform: .ios, latency: 0.002)
+        let android = FakePushSender(platform: .android, latency: 0.002)
+        let config = WorkerConfiguration(
+            consumer: "fo", concurrentJobs: 1, inFlight: 200, blockMillis: 100, reclaimIdleMillis: 60_000,
+            reclaimIntervalMillis: 200, recordBatch: 100, chunkSize: 250)
+        let worker = PipelineWorker(
+            configuration: config,
+            backend: RedisPipelineBackend(endpoint: cluster.endpoint, store: store, consumer: "fo"),
+            apps: StaticAppDirectory(["app1": [.ios: ios, .android: android]]))
+        try worker.start()
+        defer { worker.drain(deadline: 1) }
+        let devices = explicitDevices(6_000)
+        try producer.enqueue(
+            PushJob(
+                id: "failover", org: "org1", app: "app1", devices: devices,
+                notification: VolleyCore.Notification(title: "t")))
+        #expect(eventually { ios.total + android.total > 1_000 })
+        // The primary holding the org's registry and ledger crashes.
+        let victim = try cluster.primaryPort(of: RedisClusterSlot(key: "org1"))
+        cluster.kill(port: victim)
+        #expect(eventually(timeout: 90) { (try? producer.allReports().first { $0.job == "failover" }) != nil })
+        let report = try #require(try producer.allReports().first { $0.job == "failover" })
+        #expect(report.devices == 6_000)
+        #expect(report.accepted == 6_000)
+        #expect(try cluster.primaryPort(of: RedisClusterSlot(key: "org1")) != victim) // the replica took over
+        // Every device was sent; a resend stays within the worker's in-flight window.
+        var sent = ios.perToken
+        sent.merge(android.perToken) { $0 + $1 }
+        #expect(sent.count == 6_000)
+        let resent = sent.values.reduce(0) { $0 + $1 - 1 }
+        #expect(resent <= config.inFlight + config.recordBatch)
+        #expect(eventually(timeout: 30) { (try? producer.pendingCount()) == 0 })
+    }
+}

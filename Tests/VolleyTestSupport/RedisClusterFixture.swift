@@ -78,6 +78,9 @@ public final class RedisClusterFixture: @unchecked Sendable {
             "--port", String(port), "--bind", "127.0.0.1", "--cluster-enabled", "yes",
             "--cluster-config-file", dir.appendingPathComponent("nodes.conf").path,
             "--cluster-node-timeout", String(nodeTimeoutMillis), "--save", "", "--appendonly", "no",
+            // Replicas sync at once (the default waits 5 s for more replicas), and one may take over however long
+            // its link was down: a test kills a primary soon after the cluster formed.
+            "--repl-diskless-sync-delay", "0", "--cluster-replica-validity-factor", "0",
             "--dir", dir.path, "--logfile", dir.appendingPathComponent("redis.log").path,
         ]
         p.standardOutput = FileHandle.nullDevice
@@ -123,7 +126,8 @@ public final class RedisClusterFixture: @unchecked Sendable {
             .command(args)
     }
 
-    /// Waits until every running node says `cluster_state:ok` and all of them agree on every slot's primary.
+    /// Waits until every running node says `cluster_state:ok`, every replica's link to its primary is up, and all
+    /// of them agree on every slot's primary.
     public func waitUntilHealthy(timeout: Double) throws {
         let deadline = Date().addingTimeInterval(timeout)
         var last = "no answer"
@@ -139,6 +143,12 @@ public final class RedisClusterFixture: @unchecked Sendable {
         for port in runningPorts {
             guard let info = try? command(port, ["CLUSTER", "INFO"]).string else { return "node \(port) silent" }
             if !info.contains("cluster_state:ok") { return "node \(port) not ok" }
+            guard let replication = try? command(port, ["INFO", "replication"]).string else {
+                return "node \(port) silent"
+            }
+            if replication.contains("role:slave"), !replication.contains("master_link_status:up") {
+                return "replica \(port) not in sync"
+            }
             guard let slots = try? command(port, ["CLUSTER", "SLOTS"]).array else { return "no slots on \(port)" }
             maps.insert(
                 slots.compactMap { e -> String? in
