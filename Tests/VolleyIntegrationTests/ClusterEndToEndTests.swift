@@ -93,7 +93,8 @@ import VolleyTestSupport
     }
 }
 
-/// A primary dies in the middle of a campaign; its replica is promoted and the worker carries on against it.
+/// The cluster changes under a running campaign: a primary dies and its replica is promoted, or the org's slot moves
+/// to another primary; the worker carries on.
 @Suite(.serialized) struct ClusterFailoverTests {
     @Test func aPrimaryKilledMidCampaignLosesNoDevice() throws {
         let cluster = try RedisClusterFixture()
@@ -131,6 +132,47 @@ import VolleyTestSupport
         #expect(sent.count == 6_000)
         let resent = sent.values.reduce(0) { $0 + $1 - 1 }
         #expect(resent <= config.inFlight + config.recordBatch)
+        #expect(eventually(timeout: 30) { (try? producer.pendingCount()) == 0 })
+    }
+
+    @Test func aSlotReshardedMidCampaignLosesNoDevice() throws {
+        let cluster = try RedisClusterFixture()
+        defer { cluster.stop() }
+        let store = StoreConfiguration()
+        let producer = JobProducer(client: cluster.client(name: "producer"), store: store)
+        let ios = FakePushSender(platform: .ios, latency: 0.002)
+        let android = FakePushSender(platform: .android, latency: 0.002)
+        let config = WorkerConfiguration(
+            consumer: "rs", concurrentJobs: 1, inFlight: 200, blockMillis: 100, reclaimIdleMillis: 60_000,
+            reclaimIntervalMillis: 200, recordBatch: 100, chunkSize: 250)
+        let worker = PipelineWorker(
+            configuration: config,
+            backend: RedisPipelineBackend(endpoint: cluster.endpoint, store: store, consumer: "rs"),
+            apps: StaticAppDirectory(["app1": [.ios: ios, .android: android]]))
+        try worker.start()
+        defer { worker.drain(deadline: 1) }
+        try producer.enqueue(
+            PushJob(
+                id: "reshard", org: "org1", app: "app1", devices: explicitDevices(6_000),
+                notification: VolleyCore.Notification(title: "t")))
+        #expect(eventually { ios.total + android.total > 1_000 })
+        // The org's slot moves to another primary while the job writes its ledger there (ASK during the move,
+        // MOVED after it).
+        let slot = RedisClusterSlot(key: "org1")
+        let source = try cluster.primaryPort(of: slot)
+        let target = try #require(try cluster.primaryPorts().first { $0 != source })
+        _ = try cluster.beginMigration(slot, to: target)
+        #expect(eventually { ios.total + android.total > 2_500 })
+        try cluster.finishMigration(slot, from: source, to: target)
+        #expect(eventually(timeout: 60) { (try? producer.allReports().first { $0.job == "reshard" }) != nil })
+        let report = try #require(try producer.allReports().first { $0.job == "reshard" })
+        #expect(report.devices == 6_000)
+        #expect(report.accepted == 6_000)
+        #expect(try cluster.primaryPort(of: slot) == target)
+        var sent = ios.perToken
+        sent.merge(android.perToken) { $0 + $1 }
+        #expect(sent.count == 6_000)
+        #expect(sent.values.allSatisfy { $0 == 1 }) // no crash: nothing is sent twice
         #expect(eventually(timeout: 30) { (try? producer.pendingCount()) == 0 })
     }
 }
