@@ -153,6 +153,21 @@ public final class RedisClient: @unchecked Sendable {
         }
     }
 
+    /// `WAIT`: blocks until `replicas` replicas acknowledged this client's writes, or `timeoutMillis` passed, and
+    /// returns how many did. On a cluster it asks the primary of `key`'s slot, where the writes to wait for went.
+    /// A lost connection is not retried: its writes may be lost too, and the caller decides.
+    public func waitReplicas(_ replicas: Int, timeoutMillis: Int, afterWritingTo key: String) throws -> Int {
+        let r: RedisReply
+        if let cluster {
+            r = try cluster.wait(replicas: replicas, timeoutMillis: timeoutMillis, key: key)
+        } else {
+            r = try ensureConnection().command(["WAIT", String(replicas), String(timeoutMillis)])
+        }
+        try r.throwIfError("WAIT")
+        guard let n = r.integer else { throw RedisError(.unexpectedReply, "WAIT returned \(r)") }
+        return Int(n)
+    }
+
     /// EVALSHA, loading the script on NOSCRIPT (after a restart or SCRIPT FLUSH).
     public func eval(_ script: RedisScript, keys: [String], args: [String]) throws -> RedisReply {
         if let cluster { return try cluster.eval(script, keys: keys, args: args) }

@@ -254,6 +254,14 @@ final class RedisClusterClient {
         }
     }
 
+    /// `WAIT replicas timeout` on the connection to the primary of `key`'s slot: the one that carried this client's
+    /// writes to that slot.
+    func wait(replicas: Int, timeoutMillis: Int, key: String) throws -> RedisReply {
+        try ensureMap()
+        let node = router.node(for: RedisClusterSlot(key: key)) ?? router.nodes.first ?? seeds[0]
+        return try onNode(node) { try $0.command(["WAIT", String(replicas), String(timeoutMillis)]) }
+    }
+
     /// EVALSHA on the slot of the first key; on NOSCRIPT the script is loaded on every primary and run again.
     func eval(_ script: RedisScript, keys: [String], args: [String]) throws -> RedisReply {
         var attempt = 0

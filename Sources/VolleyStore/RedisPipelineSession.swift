@@ -151,6 +151,20 @@ public final class RedisPipelineSession: PipelineSession, @unchecked Sendable {
 
     public func ack(_ entry: StreamEntryID) throws {
         try client.checked(["XACK", store.jobStream, store.group, entry.rawValue])
+        try waitForReplicas(after: store.jobStream)
+    }
+
+    /// `redis.waitReplicas`: narrows what a failover can lose to what the replicas have not acknowledged yet. A WAIT
+    /// that times out is logged, not failed: the write is on the primary, and redelivery covers its loss.
+    private func waitForReplicas(after key: String) throws {
+        guard store.waitReplicas > 0 else { return }
+        let acked = try client.waitReplicas(
+            store.waitReplicas, timeoutMillis: store.waitTimeoutMillis, afterWritingTo: key)
+        if acked < store.waitReplicas {
+            logger.warning(
+                "fewer replicas acknowledged than redis.waitReplicas",
+                metadata: ["wanted": "\(store.waitReplicas)", "acknowledged": "\(acked)"])
+        }
     }
 
     public func deadLetter(_ entry: JobEntry, reason: JobRejection.Reason, detail: String) throws {
@@ -369,6 +383,7 @@ public final class RedisPipelineSession: PipelineSession, @unchecked Sendable {
         for r in replies { try r.throwIfError("record outcomes") }
         // EXEC answers with each queued command's reply: an error there fails the record too.
         if transaction, let exec = replies.last?.array { for r in exec { try r.throwIfError("record outcomes") } }
+        try waitForReplicas(after: key)
     }
 
     public func ledgerState(org: OrgID, job: JobID) throws -> LedgerState {

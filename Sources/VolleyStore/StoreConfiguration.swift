@@ -28,6 +28,10 @@ public struct StoreConfiguration: Sendable, Hashable {
     public var reportsMaxLength: Int
     public var deadMaxLength: Int
     public var ledgerTTLSeconds: Int
+    /// `redis.waitReplicas`: after each outcome record and each ack, `WAIT` for this many replicas (0: no WAIT).
+    public var waitReplicas: Int = 0
+    /// How long one such `WAIT` may block.
+    public var waitTimeoutMillis: Int = 1_000
 
     public init(
         prefix: String = "volley", jobStream: String? = nil, deadStream: String? = nil,

@@ -35,7 +35,8 @@ import VolleyTestSupport
         let apps = try PipelineApps.directory(configFile: configPath, logger: logger)
         defer { apps.shutdown() }
 
-        let store = StoreConfiguration()
+        var store = StoreConfiguration()
+        store.waitReplicas = 1 // every record and ack waits for the replica
         let options = RedisClient.Options(giveUpAfter: 30)
         let producer = JobProducer(client: cluster.client(name: "producer"), store: store)
         let admin = RedisPipelineBackend(endpoint: cluster.endpoint, store: store, consumer: "admin", options: options)

@@ -13,6 +13,15 @@ import VolleyTestSupport
         try scriptsAreLoadedAgainAfterAFlush(fx)
         try followsAskDuringAMigrationAndMovedAfterIt(fx)
         try aBlockingReadGoesToTheStreamsNode(fx)
+        try waitAsksThePrimaryThatTookTheWrites(fx)
+    }
+
+    func waitAsksThePrimaryThatTookTheWrites(_ fx: RedisClusterFixture) throws {
+        let client = fx.client()
+        for key in ["w:1", "w:2", "w:3", "w:4"] {
+            _ = try client.checked(["SET", key, "v"])
+            #expect(try client.waitReplicas(1, timeoutMillis: 5_000, afterWritingTo: key) == 1)
+        }
     }
 
     func pipelinesAreSplitPerPrimaryAndAnsweredInOrder(_ fx: RedisClusterFixture) throws {

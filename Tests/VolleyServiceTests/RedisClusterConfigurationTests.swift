@@ -10,7 +10,10 @@ import VolleyRedis
             redis:
               url: redis://alice:pw@ignored:6379/0
               cluster: [10.0.0.1:7000, "10.0.0.2:7001"]
+              waitReplicas: 1
             """, baseDirectory: nil)
+    #expect(c.redis.waitReplicas == 1)
+    #expect(try PipelineSettings(c).store.waitReplicas == 1)
     #expect(c.redis.cluster == ["10.0.0.1:7000", "10.0.0.2:7001"])
     let e = try c.redis.endpoint()
     #expect(e.isCluster)

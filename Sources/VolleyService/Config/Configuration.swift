@@ -90,6 +90,8 @@ public struct RedisSettings: Sendable, Hashable {
     /// `redis.cluster`: seed primaries (`host:port`) of a Redis Cluster; empty for a single Redis. User and password
     /// come from `redis.url` (its host is then not used).
     public var cluster: [String] = []
+    /// `redis.waitReplicas`: replicas to `WAIT` for after outcome records and acks (0: none).
+    public var waitReplicas: Int = 0
     public init() {}
 }
 
@@ -168,7 +170,7 @@ public struct ConfigurationError: Error, CustomStringConvertible, Sendable {
 
 extension VolleyConfiguration {
     static let schema: [String: [String]] = [
-        "redis": ["url", "connectTimeoutSeconds", "commandTimeoutSeconds", "cluster"],
+        "redis": ["url", "connectTimeoutSeconds", "commandTimeoutSeconds", "cluster", "waitReplicas"],
         "worker": [
             "stream", "group", "consumer", "deadLetterStream", "reportStream", "batchSize", "blockMs",
             "inFlight", "reclaimIdleMs", "maxDeliveries", "drainSeconds", "recordBatchSize", "shardSize",
@@ -249,6 +251,7 @@ extension VolleyConfiguration {
                 c.redis.commandTimeoutSeconds = v
             }
             if let v = s["cluster"], !(v is NSNull) { c.redis.cluster = RedisSettings.readSeeds(v, &r) }
+            if let v = r.int(s, "waitReplicas", at: "redis", range: 0...16) { c.redis.waitReplicas = v }
         }
         if let s = r.section(tree, "worker", at: "") {
             let p = "worker"

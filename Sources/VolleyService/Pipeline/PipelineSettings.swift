@@ -37,6 +37,7 @@ public struct PipelineSettings: Sendable {
         store = StoreConfiguration(
             jobStream: w.stream, deadStream: w.deadLetterStream, reportStream: w.reportStream,
             group: w.group)
+        store.waitReplicas = config.redis.waitReplicas
         worker = WorkerConfiguration(
             consumer: consumerOverride ?? w.consumer ?? WorkerConfiguration.defaultConsumerName(),
             concurrentJobs: w.concurrentJobs, inFlight: w.inFlight, readBatch: w.batchSize,
