@@ -36,8 +36,11 @@ public final class RedisClient: @unchecked Sendable {
     private let isCancelled: @Sendable () -> Bool
     private var connection: RedisConnection?
     private var scriptSHAs: [String: String] = [:]
+    private var singleReconnects = 0
+    /// Routing by slot when `endpoint` is a Redis Cluster.
+    private let cluster: RedisClusterClient?
     /// Number of reconnects after the first connection (for tests and metrics).
-    public private(set) var reconnects = 0
+    public var reconnects: Int { cluster?.reconnects ?? singleReconnects }
 
     public init(
         endpoint: RedisEndpoint, options: Options = Options(), name: String = "redis",
@@ -49,26 +52,43 @@ public final class RedisClient: @unchecked Sendable {
         self.name = name
         self.logger = logger
         self.isCancelled = isCancelled
+        cluster =
+            endpoint.isCluster
+            ? RedisClusterClient(
+                seeds: endpoint.clusterSeeds, user: endpoint.user, password: endpoint.password, options: options,
+                policy: .init(), name: name, logger: logger, isCancelled: isCancelled) : nil
     }
 
     /// Connects now (with retries), so configuration errors surface at start.
-    public func connect() throws { _ = try ensureConnection() }
+    public func connect() throws {
+        if let cluster { return try cluster.ensureMap() }
+        _ = try ensureConnection()
+    }
 
-    /// Drops the connection; the next call reconnects.
-    public func disconnect() { connection = nil }
+    /// Drops the connection (every node's, on a cluster); the next call reconnects.
+    public func disconnect() {
+        connection = nil
+        cluster?.disconnect()
+    }
+
+    /// The primaries of the cluster's current slot map; empty for a single Redis.
+    public var clusterPrimaries: [RedisClusterNode] { cluster?.primaries ?? [] }
 
     public func command(_ args: [String]) throws -> RedisReply {
-        try withRetry { try $0.command(args) }
+        if let cluster { return try cluster.pipeline([RedisCommand(args)], window: 1)[0] }
+        return try withRetry { try $0.command(args) }
     }
 
     /// As `command(_:)` for a command built as bytes (retried whole, like any command).
     public func command(_ command: RedisCommand) throws -> RedisReply {
-        try withRetry { try $0.command(command) }
+        if let cluster { return try cluster.pipeline([command], window: 1)[0] }
+        return try withRetry { try $0.command(command) }
     }
 
     /// As `pipeline(_:window:)` for commands built as bytes.
     public func pipeline(_ commands: [RedisCommand], window: Int = 256) throws -> [RedisReply] {
         if commands.isEmpty { return [] }
+        if let cluster { return try cluster.pipeline(commands, window: window) }
         return try withRetry { try $0.pipeline(commands, window: window) }
     }
 
@@ -78,8 +98,11 @@ public final class RedisClient: @unchecked Sendable {
         try command(args).throwIfError(args.first ?? "")
     }
 
+    /// Pipelines `commands` and returns their replies in order. On a cluster they are split per primary (a
+    /// `MULTI` … `EXEC` block stays whole) and put back in order.
     public func pipeline(_ commands: [[String]], window: Int = 256) throws -> [RedisReply] {
         if commands.isEmpty { return [] }
+        if let cluster { return try cluster.pipeline(commands.map(RedisCommand.init), window: window) }
         return try withRetry { try $0.pipeline(commands, window: window) }
     }
 
@@ -96,10 +119,33 @@ public final class RedisClient: @unchecked Sendable {
         }
     }
 
+    /// As `pipelineVisitRaw(_:window:restart:_:)`, with each reply's command index. On a single Redis the replies
+    /// come in order (and the whole pipeline runs again after a lost connection, `restart` first); on a cluster
+    /// each node's replies come as they arrive and a command is visited once, whatever happened to the others.
+    public func pipelineVisitRawIndexed(
+        _ commands: [[String]], window: Int = 256, restart: () -> Void,
+        _ visit: (Int, RedisRawReply) throws -> Void
+    ) throws {
+        if commands.isEmpty { return }
+        if let cluster {
+            restart()
+            return try cluster.pipelineVisitRaw(commands.map(RedisCommand.init), window: window, visit)
+        }
+        try withRetry { c in
+            restart()
+            var index = 0
+            try c.pipelineVisitRaw(commands, window: window) { raw in
+                try visit(index, raw)
+                index += 1
+            }
+        }
+    }
+
     /// Runs a command with a socket timeout of `timeout` seconds (an XREADGROUP BLOCK must use a longer one than
     /// its BLOCK, or hiredis reports a timeout), restoring the default afterwards.
     public func command(_ args: [String], timeout: Double) throws -> RedisReply {
-        try withRetry { c in
+        if let cluster { return try cluster.pipeline([RedisCommand(args)], window: 1, timeout: timeout)[0] }
+        return try withRetry { c in
             try c.setCommandTimeout(timeout)
             let r = try c.command(args)
             try c.setCommandTimeout(options.commandTimeout)
@@ -107,8 +153,24 @@ public final class RedisClient: @unchecked Sendable {
         }
     }
 
+    /// `WAIT`: blocks until `replicas` replicas acknowledged this client's writes, or `timeoutMillis` passed, and
+    /// returns how many did. On a cluster it asks the primary of `key`'s slot, where the writes to wait for went.
+    /// A lost connection is not retried: its writes may be lost too, and the caller decides.
+    public func waitReplicas(_ replicas: Int, timeoutMillis: Int, afterWritingTo key: String) throws -> Int {
+        let r: RedisReply
+        if let cluster {
+            r = try cluster.wait(replicas: replicas, timeoutMillis: timeoutMillis, key: key)
+        } else {
+            r = try ensureConnection().command(["WAIT", String(replicas), String(timeoutMillis)])
+        }
+        try r.throwIfError("WAIT")
+        guard let n = r.integer else { throw RedisError(.unexpectedReply, "WAIT returned \(r)") }
+        return Int(n)
+    }
+
     /// EVALSHA, loading the script on NOSCRIPT (after a restart or SCRIPT FLUSH).
     public func eval(_ script: RedisScript, keys: [String], args: [String]) throws -> RedisReply {
+        if let cluster { return try cluster.eval(script, keys: keys, args: args) }
         var attempt = 0
         while true {
             let sha = try loadedSHA(script, reload: attempt > 0)
@@ -177,7 +239,7 @@ public final class RedisClient: @unchecked Sendable {
                 return try body(c)
             } catch let e as RedisError where e.kind == .connection {
                 connection = nil
-                if hadConnection { reconnects += 1 }
+                if hadConnection { singleReconnects += 1 }
                 hadConnection = true
                 logger.warning(
                     "redis connection lost, reconnecting", metadata: ["conn": "\(name)", "error": "\(e.message)"])

@@ -122,6 +122,18 @@ public final class RedisConnection: @unchecked Sendable {
         }
     }
 
+    /// As `pipelineVisitRaw` for commands built as bytes.
+    public func pipelineVisitRaw(_ commands: [RedisCommand], window: Int = 256, _ visit: (RedisRawReply) throws -> Void)
+        throws
+    {
+        try pipelineWindows(commands.count, window: window, append: { try append(commands[$0]) }) {
+            var raw: UnsafeMutableRawPointer?
+            guard redisGetReply(ctx, &raw) == REDIS_OK, let raw else { throw brokenError("read reply") }
+            defer { freeReplyObject(raw) }
+            try visit(RedisRawReply(raw))
+        }
+    }
+
     /// Writes `count` commands (`append(i)` appends the i-th) a window at a time, one window ahead of the replies,
     /// and calls `readOne` once per command.
     private func pipelineWindows(_ count: Int, window: Int, append: (Int) throws -> Void, readOne: () throws -> Void)

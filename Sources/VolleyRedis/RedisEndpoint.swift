@@ -13,6 +13,9 @@ public struct RedisEndpoint: Sendable, Hashable, CustomStringConvertible {
     public var user: String?
     public var password: String?
     public var database: Int
+    /// Seed primaries of a Redis Cluster (`redis.cluster`); empty for a single Redis. With seeds, a `RedisClient`
+    /// routes every command by slot and `address` is the first seed.
+    public var clusterSeeds: [RedisClusterNode] = []
 
     public init(address: Address, user: String? = nil, password: String? = nil, database: Int = 0) {
         self.address = address
@@ -20,6 +23,20 @@ public struct RedisEndpoint: Sendable, Hashable, CustomStringConvertible {
         self.password = password
         self.database = database
     }
+
+    /// A Redis Cluster reached through `seeds` (at least one), logging in as `user`/`password` on every node.
+    /// A cluster has only database 0.
+    public static func cluster(seeds: [RedisClusterNode], user: String? = nil, password: String? = nil)
+        -> RedisEndpoint
+    {
+        let first = seeds.first ?? RedisClusterNode(host: "127.0.0.1", port: 6379)
+        var e = RedisEndpoint(address: .tcp(host: first.host, port: first.port), user: user, password: password)
+        e.clusterSeeds = seeds
+        return e
+    }
+
+    /// True for a Redis Cluster endpoint.
+    public var isCluster: Bool { !clusterSeeds.isEmpty }
 
     public static func unix(_ path: String, database: Int = 0) -> RedisEndpoint {
         RedisEndpoint(address: .unix(path: path), database: database)
@@ -113,6 +130,7 @@ public struct RedisEndpoint: Sendable, Hashable, CustomStringConvertible {
     /// The URL without the password.
     public var description: String {
         let auth = user.map { "\($0):***@" } ?? (password != nil ? ":***@" : "")
+        if isCluster { return "redis-cluster://\(auth)" + clusterSeeds.map(\.description).joined(separator: ",") }
         switch address {
         case .tcp(let host, let port): return "redis://\(auth)\(host):\(port)/\(database)"
         case .unix(let path): return "unix://\(auth)\(path)" + (database != 0 ? "?db=\(database)" : "")

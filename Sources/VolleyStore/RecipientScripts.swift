@@ -68,7 +68,8 @@ enum RecipientScripts {
         """)
 
     /// Inbox delivery for a chunk of users. Idempotent per (user, notification): a redelivered job does not
-    /// reset flags. Keys are derived from ARGV[1] (all share the org's `{org}` hash tag, so one slot).
+    /// reset flags. Keys are derived from ARGV[1] (all share the org's `{org}` hash tag, so one slot); KEYS[1], the
+    /// notification's content key, is not touched: it routes the call to that slot on a Redis Cluster.
     /// ARGV[1] per-user key prefix, ARGV[2] notification id, ARGV[3] created ms, ARGV[4] max count,
     /// ARGV[5] min score kept (now - max age, ms), ARGV[6] ttl seconds, ARGV[7..] user ids.
     /// Returns how many users got a new entry.

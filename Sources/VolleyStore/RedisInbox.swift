@@ -43,7 +43,8 @@ public final class RedisInboxStore: InboxStore, @unchecked Sendable {
             while i < users.count {
                 let end = min(users.count, i + usersPerCall)
                 let r = try c.eval(
-                    RecipientScripts.inboxDeliver, keys: [],
+                    RecipientScripts.inboxDeliver,
+                    keys: RedisKeyGroups.inboxDeliver(org: org, notification: content.id),
                     args: [k.inboxUserPrefix, content.id, created, String(retention.maxCount), minScore, ttl]
                         + users[i..<end].map(\.rawValue))
                 try r.throwIfError("inbox deliver")
@@ -124,7 +125,7 @@ public final class RedisInboxStore: InboxStore, @unchecked Sendable {
         let r = try redis.with {
             try $0.eval(
                 RecipientScripts.inboxMark,
-                keys: [k.inbox(user, "all"), k.inbox(user, "unread"), k.inbox(user, "unseen")],
+                keys: RedisKeyGroups.inboxMark(org: org, user: user),
                 args: args)
         }
         return try r.int("inbox mark")

@@ -126,14 +126,15 @@ public final class RedisPipelineSession: PipelineSession, @unchecked Sendable {
     }
 
     /// XCLAIM … JUSTID resets idle time without counting a delivery; the script only touches entries still owned
-    /// by this consumer, so an entry another worker already reclaimed is not stolen back.
+    /// by this consumer, so an entry another worker already reclaimed is not stolen back. KEYS[1] the job stream;
+    /// ARGV[1] the group, ARGV[2] the consumer (names, not keys: a cluster routes by KEYS), ARGV[3..] entry ids.
     static let keepAliveScript = RedisScript(
         """
         local n = 0
-        for i = 1, #ARGV do
-          local p = redis.call('XPENDING', KEYS[1], KEYS[2], ARGV[i], ARGV[i], 1)
-          if p[1] and p[1][2] == KEYS[3] then
-            redis.call('XCLAIM', KEYS[1], KEYS[2], KEYS[3], 0, ARGV[i], 'JUSTID')
+        for i = 3, #ARGV do
+          local p = redis.call('XPENDING', KEYS[1], ARGV[1], ARGV[i], ARGV[i], 1)
+          if p[1] and p[1][2] == ARGV[2] then
+            redis.call('XCLAIM', KEYS[1], ARGV[1], ARGV[2], 0, ARGV[i], 'JUSTID')
             n = n + 1
           end
         end
@@ -143,13 +144,27 @@ public final class RedisPipelineSession: PipelineSession, @unchecked Sendable {
     public func keepAlive(_ entries: [StreamEntryID]) throws {
         if entries.isEmpty { return }
         try client.eval(
-            Self.keepAliveScript, keys: [store.jobStream, store.group, consumer],
-            args: entries.map(\.rawValue)
+            Self.keepAliveScript, keys: RedisKeyGroups.keepAlive(stream: store.jobStream),
+            args: [store.group, consumer] + entries.map(\.rawValue)
         ).throwIfError("keep-alive")
     }
 
     public func ack(_ entry: StreamEntryID) throws {
         try client.checked(["XACK", store.jobStream, store.group, entry.rawValue])
+        try waitForReplicas(after: store.jobStream)
+    }
+
+    /// `redis.waitReplicas`: narrows what a failover can lose to what the replicas have not acknowledged yet. A WAIT
+    /// that times out is logged, not failed: the write is on the primary, and redelivery covers its loss.
+    private func waitForReplicas(after key: String) throws {
+        guard store.waitReplicas > 0 else { return }
+        let acked = try client.waitReplicas(
+            store.waitReplicas, timeoutMillis: store.waitTimeoutMillis, afterWritingTo: key)
+        if acked < store.waitReplicas {
+            logger.warning(
+                "fewer replicas acknowledged than redis.waitReplicas",
+                metadata: ["wanted": "\(store.waitReplicas)", "acknowledged": "\(acked)"])
+        }
     }
 
     public func deadLetter(_ entry: JobEntry, reason: JobRejection.Reason, detail: String) throws {
@@ -159,8 +174,10 @@ public final class RedisPipelineSession: PipelineSession, @unchecked Sendable {
             "reason", reason.rawValue, "detail", detail, "worker", consumer,
             "sourceEntry", entry.entryID.rawValue, "deliveries", String(entry.deliveryCount),
         ]
-        let replies = try client.pipeline([args, ["XACK", store.jobStream, store.group, entry.entryID.rawValue]])
-        for r in replies { try r.throwIfError("dead-letter \(entry.entryID)") }
+        // The dead letter first, then the ack: on a Redis Cluster the two streams are on different nodes, and an
+        // ack must never land without its dead letter.
+        try client.command(args).throwIfError("dead-letter \(entry.entryID)")
+        try client.checked(["XACK", store.jobStream, store.group, entry.entryID.rawValue])
     }
 
     static func entry(_ reply: RedisReply, deliveryCount: Int) -> JobEntry? {
@@ -175,23 +192,25 @@ public final class RedisPipelineSession: PipelineSession, @unchecked Sendable {
     public func devices(org: OrgID, app: AppName, users: [UserID]) throws -> [[Device]] {
         if users.isEmpty { return [] }
         var out: [[Device]] = []
+        var visited = 0
         // HVALS, not HGETALL: the field name is the token, which the record carries too, so the fields are not
         // read at all (half the reply elements hiredis allocates and frees, and the tokens' bytes twice on the wire).
         // Read in place: each record's JSON goes from hiredis's buffer straight into a Device (no value Strings).
-        try client.pipelineVisitRaw(
+        // By index: on a Redis Cluster each node's replies arrive on their own.
+        try client.pipelineVisitRawIndexed(
             users.map { ["HVALS", store.deviceKey(org, app, $0)] },
             restart: {
-                out.removeAll(keepingCapacity: true)
-                out.reserveCapacity(users.count)
+                out = [[Device]](repeating: [], count: users.count)
+                visited = 0
             }
-        ) { r in
+        ) { index, r in
             if let e = r.errorMessage { throw RedisError(.server, "HVALS devices: \(e)") }
-            guard out.count < users.count else {
+            guard index < users.count else {
                 throw RedisError(
                     .unexpectedReply,
                     "HVALS devices: more replies than the \(users.count) users asked for")
             }
-            let user = users[out.count]
+            let user = users[index]
             var list: [Device] = []
             list.reserveCapacity(r.count)
             for k in 0..<r.count {
@@ -206,10 +225,11 @@ public final class RedisPipelineSession: PipelineSession, @unchecked Sendable {
                 }
                 list.append(rec.device)
             }
-            out.append(list)
+            out[index] = list
+            visited += 1
         }
-        guard out.count == users.count else {
-            throw RedisError(.unexpectedReply, "HVALS devices: \(out.count) replies for \(users.count) users")
+        guard visited == users.count else {
+            throw RedisError(.unexpectedReply, "HVALS devices: \(visited) replies for \(users.count) users")
         }
         return out
     }
@@ -256,10 +276,7 @@ public final class RedisPipelineSession: PipelineSession, @unchecked Sendable {
         }
         let r = try client.eval(
             Self.removeScript,
-            keys: [
-                store.tokenIndexKey(org, app), store.usersKey(org, app),
-                "\(store.prefix):dev:\(org):\(app):",
-            ],
+            keys: RedisKeyGroups.removeTokens(store, org: org, app: app),
             args: args)
         try r.throwIfError("remove tokens")
         return Int(r.integer ?? 0)
@@ -366,13 +383,14 @@ public final class RedisPipelineSession: PipelineSession, @unchecked Sendable {
         for r in replies { try r.throwIfError("record outcomes") }
         // EXEC answers with each queued command's reply: an error there fails the record too.
         if transaction, let exec = replies.last?.array { for r in exec { try r.throwIfError("record outcomes") } }
+        try waitForReplicas(after: key)
     }
 
     public func ledgerState(org: OrgID, job: JobID) throws -> LedgerState {
         let key = store.ledgerKey(org, job)
         let replies = try client.pipeline([
-            RedisCommand(["HEXISTS", key, "_report"]),
-            RedisCommand(["EXISTS", key, store.acceptedKey(org, job)]),
+            RedisCommand(["HEXISTS", key, "_published"]),
+            RedisCommand(["EXISTS", key, store.acceptedKey(org, job)]), // one slot: RedisKeyGroups.recordTransaction
         ])
         for r in replies { try r.throwIfError("ledger state") }
         guard replies.count == 2, let reported = replies[0].integer, let exists = replies[1].integer else {
@@ -381,28 +399,36 @@ public final class RedisPipelineSession: PipelineSession, @unchecked Sendable {
         return reported == 1 ? .reported : exists > 0 ? .partial : .empty
     }
 
-    /// HSETNX `_report` guards the XADD, so a redelivered job never publishes a second report.
+    /// The report goes through the job's ledger (an outbox): `HSETNX _report` keeps the first completion's report,
+    /// and the script answers it until `_published` is set. The ledger lives in the org's slot and the report stream
+    /// elsewhere, so one script cannot write both on a Redis Cluster. KEYS[1] the ledger; ARGV[1] this delivery's
+    /// report JSON, ARGV[2] ttl seconds. Returns the report to publish, or nil when it is on the stream already.
     static let publishScript = RedisScript(
         """
-        if redis.call('HSETNX', KEYS[1], '_report', ARGV[4]) == 1 then
-          redis.call('EXPIRE', KEYS[1], ARGV[5])
-          redis.call('XADD', KEYS[2], 'MAXLEN', '~', ARGV[3], '*', 'job', ARGV[1], 'org', ARGV[2], 'report', ARGV[4])
-          return 1
-        end
-        return 0
+        if redis.call('HEXISTS', KEYS[1], '_published') == 1 then return false end
+        redis.call('HSETNX', KEYS[1], '_report', ARGV[1])
+        redis.call('EXPIRE', KEYS[1], ARGV[2])
+        return redis.call('HGET', KEYS[1], '_report')
         """)
 
+    /// Publishes the report kept in the ledger, then marks it published. A crash between the XADD and the mark
+    /// publishes it again on redelivery (at most one duplicate entry per crash, same `job`); a crash before the XADD
+    /// loses nothing, since `ledgerState` reports `.partial` until the mark is set.
     @discardableResult
     public func publish(_ report: JobReport) throws -> Bool {
         let json = String(decoding: try ReportCoding.encoder.encode(report), as: UTF8.self)
+        let ledger = store.ledgerKey(report.org, report.job)
         let r = try client.eval(
-            Self.publishScript, keys: [store.ledgerKey(report.org, report.job), store.reportStream],
-            args: [
-                report.job.rawValue, report.org.rawValue, String(store.reportsMaxLength), json,
-                String(store.ledgerTTLSeconds),
-            ])
+            Self.publishScript, keys: RedisKeyGroups.publish(store, org: report.org, job: report.job),
+            args: [json, String(store.ledgerTTLSeconds)])
         try r.throwIfError("publish report")
-        return r.integer == 1
+        guard let kept = r.string else { return false }
+        try client.checked([
+            "XADD", store.reportStream, "MAXLEN", "~", String(store.reportsMaxLength), "*",
+            "job", report.job.rawValue, "org", report.org.rawValue, "report", kept,
+        ])
+        try client.checked(["HSET", ledger, "_published", "1"])
+        return true
     }
 }
 

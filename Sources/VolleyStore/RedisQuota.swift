@@ -83,8 +83,7 @@ public final class RedisQuotaStore: HourlyQuota, @unchecked Sendable {
         let hour = QuotaHour(containing: now)
         let limit = configuredLimit(org: org, platform: platform)
         if count <= 0 { return QuotaGrant(granted: 0, denied: 0, pending: 0, hour: hour, limit: limit) }
-        let k = RecipientKeys(org: org)
-        var keys = [k.quota(platform, hour), k.quotaLimits]
+        var keys = RedisKeyGroups.quotaCharge(org: org, platform: platform, hour: hour, job: nil)
         var args = [
             platform.rawValue, String(limit), String(count), String(hour.ttlSeconds(at: now, grace: graceSeconds)),
         ]
@@ -105,7 +104,8 @@ public final class RedisQuotaStore: HourlyQuota, @unchecked Sendable {
         if delivered <= 0 && refunded <= 0 { return }
         let reply = try redis.with {
             try $0.eval(
-                RecipientScripts.quotaSettle, keys: [RecipientKeys(org: org).quota(platform, hour)],
+                RecipientScripts.quotaSettle,
+                keys: RedisKeyGroups.quotaSettle(org: org, platform: platform, hour: hour),
                 args: [String(max(0, delivered)), String(max(0, refunded))])
         }
         try reply.throwIfError("quota settle")
@@ -115,7 +115,7 @@ public final class RedisQuotaStore: HourlyQuota, @unchecked Sendable {
     func adopt(org: OrgID, job: JobID, delivery: String) throws -> [Platform: OutstandingCharges] {
         let reply = try redis.with {
             try $0.eval(
-                RecipientScripts.quotaAdopt, keys: [RecipientKeys(org: org).quotaCharges(job)], args: [delivery])
+                RecipientScripts.quotaAdopt, keys: RedisKeyGroups.quotaAdopt(org: org, job: job), args: [delivery])
         }
         try reply.throwIfError("quota adopt")
         let items = reply.array ?? []

@@ -118,7 +118,10 @@ public final class RedisShardCoordinator: ShardCoordinator, @unchecked Sendable 
         for (reason, v) in report.failedByReason { args += ["failedByReason.\(reason)", String(v)] }
         for (p, v) in report.byPlatform { args += ["byPlatform.\(p)", String(v)] }
         let left = try redis.with {
-            try $0.eval(RecipientScripts.shardComplete, keys: [agg, k.shardsDone(shard.parent)], args: args)
+            try $0.eval(
+                RecipientScripts.shardComplete,
+                keys: RedisKeyGroups.shardComplete(org: report.org, parent: shard.parent),
+                args: args)
         }.int("shard complete")
         if left != 0 { return nil }
         let fields = try redis.with { try $0.checked(["HGETALL", agg]) }.fieldPairs

@@ -8,14 +8,17 @@ import VolleyRedis
 /// - `volley:dead` — dead letters: the original fields + `reason`, `detail`, `worker`, `sourceEntry`, `deliveries`.
 /// - `volley:reports` — one entry per job: `job`, `org`, `report` (JSON of `JobReport`), trimmed to
 /// ~`reportsMaxLength`.
-/// - `volley:dev:{org}:{app}:{user}` — hash `platform:token` → device record JSON
+/// - `volley:dev:{<org>}:<app>:<user>` — hash `platform:token` → device record JSON
 ///   (`platform`, `token`, `environment`, `locale`, `user`, `registeredAt`, `lastSeenAt`).
-/// - `volley:devtok:{org}:{app}` — hash `platform:token` → user (reverse index: unregister or remove by token).
-/// - `volley:devusers:{org}:{app}` — set of users with at least one device (for `devices list`, SSCAN).
-/// - `volley:outcomes:{org}:{job}` — hash `platform:token` → recorded terminal outcome other than accepted, plus
-///   `_report` once the report is published; expires `ledgerTTLSeconds` after the last write.
-/// - `volley:outcomes:{org}:{job}:accepted` — list, one element per recorded batch of accepted devices: each device
+/// - `volley:devtok:{<org>}:<app>` — hash `platform:token` → user (reverse index: unregister or remove by token).
+/// - `volley:devusers:{<org>}:<app>` — set of users with at least one device (for `devices list`, SSCAN).
+/// - `volley:outcomes:{<org>}:<job>` — hash `platform:token` → recorded terminal outcome other than accepted, plus
+///   `_report` (the report, kept from the first completion) and `_published` (set once it is on the report stream);
+///   expires `ledgerTTLSeconds` after the last write.
+/// - `volley:outcomes:{<org>}:<job>:accepted` — list, one element per recorded batch of accepted devices: each device
 ///   as `<length>:platform:token\n` (the length in decimal bytes of `platform:token`); same expiry.
+///
+/// The braces are literal: `{<org>}` is the Redis Cluster hash tag (docs/redis-keys.md).
 public struct StoreConfiguration: Sendable, Hashable {
     public var prefix: String
     public var jobStream: String
@@ -25,6 +28,10 @@ public struct StoreConfiguration: Sendable, Hashable {
     public var reportsMaxLength: Int
     public var deadMaxLength: Int
     public var ledgerTTLSeconds: Int
+    /// `redis.waitReplicas`: after each outcome record and each ack, `WAIT` for this many replicas (0: no WAIT).
+    public var waitReplicas: Int = 0
+    /// How long one such `WAIT` may block.
+    public var waitTimeoutMillis: Int = 1_000
 
     public init(
         prefix: String = "volley", jobStream: String? = nil, deadStream: String? = nil,
@@ -41,11 +48,15 @@ public struct StoreConfiguration: Sendable, Hashable {
         self.ledgerTTLSeconds = ledgerTTLSeconds
     }
 
-    func deviceKey(_ org: OrgID, _ app: AppName, _ user: UserID) -> String { "\(prefix):dev:\(org):\(app):\(user)" }
-    func tokenIndexKey(_ org: OrgID, _ app: AppName) -> String { "\(prefix):devtok:\(org):\(app)" }
-    func usersKey(_ org: OrgID, _ app: AppName) -> String { "\(prefix):devusers:\(org):\(app)" }
-    func ledgerKey(_ org: OrgID, _ job: JobID) -> String { "\(prefix):outcomes:\(org):\(job)" }
-    func acceptedKey(_ org: OrgID, _ job: JobID) -> String { "\(prefix):outcomes:\(org):\(job):accepted" }
+    // Every per-org key carries the org as its hash tag (`{org}`), so the keys one script or transaction touches
+    // live in one Redis Cluster slot (docs/redis-keys.md).
+    func deviceKey(_ org: OrgID, _ app: AppName, _ user: UserID) -> String { deviceKeyPrefix(org, app) + user.rawValue }
+    func deviceKeyPrefix(_ org: OrgID, _ app: AppName) -> String { "\(prefix):dev:{\(org)}:\(app):" }
+    func tokenIndexKey(_ org: OrgID, _ app: AppName) -> String { "\(prefix):devtok:{\(org)}:\(app)" }
+    func usersKey(_ org: OrgID, _ app: AppName) -> String { "\(prefix):devusers:{\(org)}:\(app)" }
+    /// The outcome ledger's hash of a job.
+    public func ledgerKey(_ org: OrgID, _ job: JobID) -> String { "\(prefix):outcomes:{\(org)}:\(job)" }
+    func acceptedKey(_ org: OrgID, _ job: JobID) -> String { "\(prefix):outcomes:{\(org)}:\(job):accepted" }
     static func deviceField(_ platform: Platform, _ token: DeviceToken) -> String {
         // Built with one allocation (interpolation sizes its buffer by guess and may grow it): twice per device.
         var field = platform.rawValue

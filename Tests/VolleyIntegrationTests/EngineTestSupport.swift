@@ -60,10 +60,10 @@ struct EngineHarness {
     /// Ledger entries of a job (platform:token → encoded outcome): the hash's, and `a` for each device of the
     /// accepted list (parsed here with plain string handling, independently of the store's own parser).
     func ledger(org: OrgID = "org1", job: JobID) throws -> [String: String] {
-        let r = try admin.client.checked(["HGETALL", "volley:outcomes:\(org):\(job)"])
+        let r = try admin.client.checked(["HGETALL", "volley:outcomes:{\(org)}:\(job)"])
         var d: [String: String] = [:]
-        for (k, v) in r.fieldPairs where k != "_report" { d[k] = v }
-        let list = try admin.client.checked(["LRANGE", "volley:outcomes:\(org):\(job):accepted", "0", "-1"])
+        for (k, v) in r.fieldPairs where !k.hasPrefix("_") { d[k] = v }
+        let list = try admin.client.checked(["LRANGE", "volley:outcomes:{\(org)}:\(job):accepted", "0", "-1"])
         for element in list.array ?? [] {
             for line in (element.string ?? "").split(separator: "\n") {
                 guard let colon = line.firstIndex(of: ":"), let n = Int(line[..<colon]) else { continue }

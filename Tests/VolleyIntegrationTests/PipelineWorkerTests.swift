@@ -217,7 +217,7 @@ import VolleyTestSupport
         let devices = explicitDevices(60)
         func device(_ d: JobDevice) -> Device { Device(platform: d.platform, token: d.token) }
         // 30 recorded by an earlier delivery: 10 rejected (hash), 20 accepted (list).
-        let hashKey = "volley:outcomes:org1:job-mixed"
+        let hashKey = "volley:outcomes:{org1}:job-mixed"
         try h.admin.record(
             org: "org1", job: "job-mixed",
             outcomes: devices[0..<30].enumerated().map { i, d in
@@ -240,7 +240,7 @@ import VolleyTestSupport
         #expect(Set(ios.perToken.keys).union(android.perToken.keys) == Set(devices.suffix(30).map(\.token.rawValue)))
         #expect(report.alreadyRecorded == 30 && report.accepted == 50 && report.rejected == 10)
         // This delivery's 30 accepted devices went to the list, not the hash.
-        #expect(try h.admin.client.checked(["HLEN", hashKey]).integer == 11) // + _report
+        #expect(try h.admin.client.checked(["HLEN", hashKey]).integer == 12) // + _report, _published
         #expect(try h.ledger(job: "job-mixed").count == 60)
     }
 

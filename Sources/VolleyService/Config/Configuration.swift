@@ -89,6 +89,11 @@ public struct RedisSettings: Sendable, Hashable {
     public var url: String = "redis://127.0.0.1:6379/0"
     public var connectTimeoutSeconds: Double = 5
     public var commandTimeoutSeconds: Double = 10
+    /// `redis.cluster`: seed primaries (`host:port`) of a Redis Cluster; empty for a single Redis. User and password
+    /// come from `redis.url` (its host is then not used).
+    public var cluster: [String] = []
+    /// `redis.waitReplicas`: replicas to `WAIT` for after outcome records and acks (0: none).
+    public var waitReplicas: Int = 0
     public init() {}
 }
 
@@ -167,7 +172,7 @@ public struct ConfigurationError: Error, CustomStringConvertible, Sendable {
 
 extension VolleyConfiguration {
     static let schema: [String: [String]] = [
-        "redis": ["url", "connectTimeoutSeconds", "commandTimeoutSeconds"],
+        "redis": ["url", "connectTimeoutSeconds", "commandTimeoutSeconds", "cluster", "waitReplicas"],
         "worker": [
             "stream", "group", "consumer", "deadLetterStream", "reportStream", "batchSize", "blockMs",
             "inFlight", "reclaimIdleMs", "maxDeliveries", "drainSeconds", "recordBatchSize", "shardSize",
@@ -247,6 +252,8 @@ extension VolleyConfiguration {
             if let v = r.double(s, "commandTimeoutSeconds", at: "redis", min: 0.01) {
                 c.redis.commandTimeoutSeconds = v
             }
+            if let v = s["cluster"], !(v is NSNull) { c.redis.cluster = RedisSettings.readSeeds(v, &r) }
+            if let v = r.int(s, "waitReplicas", at: "redis", range: 0...16) { c.redis.waitReplicas = v }
         }
         if let s = r.section(tree, "worker", at: "") {
             let p = "worker"

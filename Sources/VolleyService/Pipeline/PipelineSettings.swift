@@ -25,7 +25,7 @@ public struct PipelineSettings: Sendable {
     /// Maps the YAML `redis:` and `worker:` sections. Throws `ConfigurationError` naming the key.
     public init(_ config: VolleyConfiguration, consumerOverride: String? = nil) throws {
         do {
-            endpoint = try RedisEndpoint(url: config.redis.url)
+            endpoint = try config.redis.endpoint()
         } catch let e as RedisError {
             throw ConfigurationError(
                 problems: ["redis.url: \(e.message)"], source: config.sourcePath ?? "configuration")
@@ -37,6 +37,7 @@ public struct PipelineSettings: Sendable {
         store = StoreConfiguration(
             jobStream: w.stream, deadStream: w.deadLetterStream, reportStream: w.reportStream,
             group: w.group)
+        store.waitReplicas = config.redis.waitReplicas
         worker = WorkerConfiguration(
             consumer: consumerOverride ?? w.consumer ?? WorkerConfiguration.defaultConsumerName(),
             concurrentJobs: w.concurrentJobs, inFlight: w.inFlight, readBatch: w.batchSize,

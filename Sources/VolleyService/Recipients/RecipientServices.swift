@@ -16,7 +16,7 @@ public struct RecipientServices: Sendable {
 
     public init(configuration c: VolleyConfiguration, clock: any WallClock = SystemClock(), name: String = "cli") throws
     {
-        let endpoint = try RedisEndpoint(url: c.redis.url)
+        let endpoint = try c.redis.endpoint()
         func client(_ role: String) throws -> RedisClient {
             let r = RedisClient(
                 endpoint: endpoint,

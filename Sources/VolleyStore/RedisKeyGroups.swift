@@ -1,0 +1,68 @@
+import VolleyCore
+
+/// The keys each Lua script and each MULTI/EXEC touches, built in one place so the call sites and the slot test use
+/// the same names. Redis Cluster runs a script or a transaction only when all its keys hash to one slot (CROSSSLOT
+/// otherwise), and a script may touch a key it derives only when that key is in the slot of its declared keys: each
+/// group below lists the declared keys first and then an example of every derived key.
+enum RedisKeyGroups {
+    /// `RecipientScripts.quotaCharge`: the hour's counters, the org's limits and (optional) the job's charges.
+    static func quotaCharge(org: OrgID, platform: Platform, hour: QuotaHour, job: JobID?) -> [String] {
+        let k = RecipientKeys(org: org)
+        return [k.quota(platform, hour), k.quotaLimits] + (job.map { [k.quotaCharges($0)] } ?? [])
+    }
+
+    /// `RecipientScripts.quotaSettle`.
+    static func quotaSettle(org: OrgID, platform: Platform, hour: QuotaHour) -> [String] {
+        [RecipientKeys(org: org).quota(platform, hour)]
+    }
+
+    /// `RecipientScripts.quotaAdopt`.
+    static func quotaAdopt(org: OrgID, job: JobID) -> [String] { [RecipientKeys(org: org).quotaCharges(job)] }
+
+    /// `RecipientScripts.inboxDeliver` declares the notification's content key only to be routed to its slot; the
+    /// per-user keys it derives from the prefix share the `{org}` tag.
+    static func inboxDeliver(org: OrgID, notification: String) -> [String] {
+        [RecipientKeys(org: org).inboxContent(notification)]
+    }
+
+    /// Keys `inboxDeliver` derives for one user.
+    static func inboxDerived(org: OrgID, user: UserID) -> [String] {
+        let k = RecipientKeys(org: org)
+        return ["all", "unread", "unseen"].map { k.inbox(user, $0) }
+    }
+
+    /// `RecipientScripts.inboxMark`.
+    static func inboxMark(org: OrgID, user: UserID) -> [String] { inboxDerived(org: org, user: user) }
+
+    /// `RecipientScripts.shardComplete`.
+    static func shardComplete(org: OrgID, parent: JobID) -> [String] {
+        let k = RecipientKeys(org: org)
+        return [k.shardAggregate(parent), k.shardsDone(parent)]
+    }
+
+    /// `SUNIONSTORE` / `SDIFFSTORE` / `SINTER` of a directory resolution: the scratch set, members and containers.
+    static func directoryResolution(org: OrgID, scope: String, containers ids: [RecipientID]) -> [String] {
+        let k = RecipientKeys(org: org)
+        return [k.resolution(scope), k.containers, k.inactive] + ids.map { k.members($0) }
+    }
+
+    /// `RedisPipelineSession.keepAliveScript`: the job stream (group and consumer are arguments, not keys).
+    static func keepAlive(stream: String) -> [String] { [stream] }
+
+    /// `RedisPipelineSession.removeScript`: the token index, the user set and the device-key prefix the script
+    /// appends user ids to.
+    static func removeTokens(_ store: StoreConfiguration, org: OrgID, app: AppName) -> [String] {
+        [store.tokenIndexKey(org, app), store.usersKey(org, app), store.deviceKeyPrefix(org, app)]
+    }
+
+    /// `RedisPipelineSession.publishScript`: the job's ledger only (the report stream is written after it).
+    static func publish(_ store: StoreConfiguration, org: OrgID, job: JobID) -> [String] {
+        [store.ledgerKey(org, job)]
+    }
+
+    /// `RedisPipelineSession.record`'s MULTI/EXEC and `ledgerState`'s multi-key EXISTS: the ledger, the accepted
+    /// list and the job's quota charges.
+    static func recordTransaction(_ store: StoreConfiguration, org: OrgID, job: JobID) -> [String] {
+        [store.acceptedKey(org, job), store.ledgerKey(org, job), RecipientKeys(org: org).quotaCharges(job)]
+    }
+}

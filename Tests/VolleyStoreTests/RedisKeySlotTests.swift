@@ -1,0 +1,86 @@
+import Foundation
+import Testing
+import VolleyCore
+import VolleyRedis
+
+@testable import VolleyStore
+
+/// Every Lua script's keys, declared and derived, and every MULTI/EXEC's keys hash to one Redis Cluster slot, so
+/// the same layout runs on one Redis and on a cluster (CROSSSLOT otherwise).
+@Suite struct RedisKeySlotTests {
+    static let orgs: [OrgID] = ["o1", "00D5e000000XyZ1EAK", "org:with:colons", "org with spaces", "x{y"]
+    static let jobs: [JobID] = ["j1", "1732400000000-0", "job{tagged}"]
+    static let users: [UserID] = ["u1", "005xx000001Sv6AAAS", "{u}"]
+
+    static func groups() -> [(String, [String])] {
+        let store = StoreConfiguration()
+        let hour = QuotaHour(containing: Date(timeIntervalSince1970: 1_764_000_000))
+        var out: [(String, [String])] = []
+        for org in orgs {
+            for job in jobs {
+                for platform in Platform.allCases {
+                    out.append(
+                        ("quotaCharge", RedisKeyGroups.quotaCharge(org: org, platform: platform, hour: hour, job: job)))
+                    out.append(
+                        (
+                            "quotaSettle+charge",
+                            RedisKeyGroups.quotaSettle(org: org, platform: platform, hour: hour)
+                                + RedisKeyGroups.quotaAdopt(org: org, job: job)
+                        ))
+                }
+                out.append(("shardComplete", RedisKeyGroups.shardComplete(org: org, parent: job)))
+                out.append(("publish", RedisKeyGroups.publish(store, org: org, job: job)))
+                out.append(
+                    (
+                        "record (MULTI/EXEC), ledgerState",
+                        RedisKeyGroups.recordTransaction(store, org: org, job: job)
+                            + RedisKeyGroups.quotaCharge(org: org, platform: .ios, hour: hour, job: job)
+                    ))
+            }
+            for user in users {
+                out.append(
+                    (
+                        "inboxDeliver",
+                        RedisKeyGroups.inboxDeliver(org: org, notification: "n1")
+                            + RedisKeyGroups.inboxDerived(org: org, user: user)
+                    ))
+                out.append(("inboxMark", RedisKeyGroups.inboxMark(org: org, user: user)))
+                for app: AppName in ["app1", "Sales App"] {
+                    out.append(
+                        (
+                            "removeTokens",
+                            RedisKeyGroups.removeTokens(store, org: org, app: app)
+                                + [store.deviceKey(org, app, user)]
+                        ))
+                }
+            }
+            out.append(
+                (
+                    "directoryResolution",
+                    RedisKeyGroups.directoryResolution(org: org, scope: "job-1", containers: ["g1", "q{1}"])
+                ))
+        }
+        out.append(("keepAlive", RedisKeyGroups.keepAlive(stream: store.jobStream)))
+        return out
+    }
+
+    @Test func everyScriptAndTransactionStaysInOneSlot() {
+        for (name, keys) in Self.groups() {
+            let slots = Set(keys.map { RedisClusterSlot(key: $0) })
+            #expect(slots.count == 1, "\(name): \(keys) span slots \(slots.sorted())")
+        }
+    }
+
+    @Test func anOrgsKeysAreTaggedWithTheOrg() {
+        let store = StoreConfiguration()
+        let org: OrgID = "00D5e000000XyZ1EAK"
+        let slot = RedisClusterSlot(key: org.rawValue)
+        for key in [
+            store.deviceKey(org, "a", "u"), store.tokenIndexKey(org, "a"), store.usersKey(org, "a"),
+            store.ledgerKey(org, "j"), store.acceptedKey(org, "j"), RecipientKeys(org: org).types,
+            RecipientKeys(org: org).kind, RecipientKeys(org: org).quotaLimits,
+        ] {
+            #expect(RedisClusterSlot(key: key) == slot, "\(key)")
+        }
+    }
+}
