@@ -170,11 +170,15 @@ let package = Package(
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "CryptoExtras", package: "swift-crypto"),
             ]),
-        .testTarget(name: "VolleyEngineTests", dependencies: ["VolleyEngine", "VolleyCore", "VolleyTestDoubles"]),
+        .testTarget(
+            name: "VolleyEngineTests",
+            dependencies: [
+                "VolleyEngine", "VolleyCore", "VolleyTestDoubles", .product(name: "Logging", package: "swift-log"),
+            ]),
         .testTarget(
             name: "VolleyServiceTests",
             dependencies: [
-                "VolleyService", "VolleyCore", .product(name: "Logging", package: "swift-log"),
+                "VolleyService", "VolleyCore", "VolleyStore", .product(name: "Logging", package: "swift-log"),
             ]),
         .testTarget(
             name: "VolleyBenchTests",

@@ -5,7 +5,7 @@ import Foundation
 /// `apns` / `fcm` payloads, the language tags of `localized`) are not checked.
 public enum JobKeys {
     public static let job: Set<String> = [
-        "id", "org", "app", "recipients", "devices", "notification", "apns", "fcm", "platforms", "shard",
+        "id", "org", "app", "recipients", "devices", "notification", "apns", "fcm", "platforms", "shard", "debug",
     ]
     public static let notification: Set<String> = [
         "title", "subtitle", "body", "localized", "sound", "badge", "badgeIncrement", "data", "contentAvailable",

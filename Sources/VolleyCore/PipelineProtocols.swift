@@ -99,9 +99,20 @@ public protocol OutcomeLedger: AnyObject {
     /// Publishes the report once per job; false when it had been published already.
     @discardableResult
     func publish(_ report: JobReport) throws -> Bool
+    /// Appends debug events of a job sent with `"debug": true`; the job keeps the first `DebugEvent.maxPerJob`,
+    /// for as long as its ledger.
+    func recordDebugEvents(org: OrgID, job: JobID, _ events: [DebugEvent]) throws
+    /// Adds to a job's progress counters (devices resolved, devices with a recorded outcome) for `volley send
+    /// --wait`. May be buffered until the next `record`, so it costs no round trip of its own.
+    func noteProgress(org: OrgID, job: JobID, resolved: Int, done: Int)
 }
 
 extension OutcomeLedger {
+    /// A ledger that keeps no debug events drops them.
+    public func recordDebugEvents(org: OrgID, job: JobID, _ events: [DebugEvent]) throws {}
+    /// A ledger that keeps no progress counters ignores them.
+    public func noteProgress(org: OrgID, job: JobID, resolved: Int, done: Int) {}
+
     /// Records outcomes that settle no quota charge.
     public func record(org: OrgID, job: JobID, outcomes: [(Device, DeliveryOutcome)]) throws {
         try record(org: org, job: job, outcomes: outcomes, releasing: nil)
@@ -132,6 +143,8 @@ public struct DeviceChunk: Sendable {
     /// Users resolved in this chunk, and how many of them had no device.
     public var users: Int
     public var usersWithoutDevices: Int
+    /// Those users, named (for debug events; rare, so the list stays short).
+    public var usersWithoutDevicesIDs: [UserID] = []
     public var unknownRecipients: Int
     public init(devices: [Device], users: Int = 0, usersWithoutDevices: Int = 0, unknownRecipients: Int = 0) {
         self.devices = devices

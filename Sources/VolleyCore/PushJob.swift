@@ -30,6 +30,8 @@ public struct PushJob: Sendable, Hashable, Codable {
     public var platforms: [Platform]?
     /// Set on shard jobs a campaign was split into (their users come from the parent's shard list).
     public var shard: ShardRef?
+    /// Records debug events per user and device (`DebugEvent`), read with `volley events --job ID`.
+    public var debug: Bool?
 
     public init(
         id: JobID? = nil, org: OrgID, app: AppName, recipients: [RecipientID]? = nil,

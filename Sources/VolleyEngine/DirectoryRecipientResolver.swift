@@ -154,8 +154,11 @@ public struct DirectoryRecipientResolver: RecipientResolver {
             }
             guard policy.sendsPush else { return chunk }
             let lists = try registry.devices(org: job.org, app: job.app, users: users)
-            for list in lists {
-                if list.isEmpty { chunk.usersWithoutDevices += 1 }
+            for (user, list) in zip(users, lists) {
+                if list.isEmpty {
+                    chunk.usersWithoutDevices += 1
+                    chunk.usersWithoutDevicesIDs.append(user)
+                }
                 chunk.devices.append(contentsOf: list)
             }
             return chunk

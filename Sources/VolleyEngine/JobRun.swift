@@ -13,6 +13,9 @@ final class JobRun {
     /// This delivery's quota charges (nil: no quota configured).
     private var quota: (any QuotaAccount)?
     var logger: Logger
+    /// Set once the entry parsed as a job with `"debug": true`: where its debug events go, and how many more it
+    /// may record.
+    private var debug: (org: OrgID, job: JobID, remaining: Int)?
     private static let decoder = JSONDecoder()
 
     init(
@@ -47,6 +50,12 @@ final class JobRun {
     private func deadLetter(_ r: JobRejection) {
         do {
             try session.deadLetter(entry, reason: r.reason, detail: r.message)
+            switch r.reason {
+            case .unknownApp: recordDebugEvents([DebugEvent(.invalidApp, at: worker.clock.now(), answer: r.message)])
+            case .invalidNotification:
+                recordDebugEvents([DebugEvent(.invalidNotification, at: worker.clock.now(), answer: r.message)])
+            default: break
+            }
             worker.addStats { $0.jobsDeadLettered += 1 }
             logger.warning("job dead-lettered", metadata: ["reason": "\(r.reason)", "detail": "\(r.message)"])
         } catch {
@@ -84,6 +93,8 @@ final class JobRun {
         let prepared: [(any PushSender, any PreparedNotification)?]
         /// False on a first delivery that found no ledger: its chunks are not looked up.
         let readLedger: Bool
+        /// Where progress counts: a shard counts into its parent, so `send --wait` on a campaign sees all of it.
+        var progressJob: JobID { job.shard?.parent ?? jobID }
     }
 
     /// Step 1: parse and validate the entry, find its app for its org, read what earlier deliveries left, open the
@@ -101,6 +112,14 @@ final class JobRun {
             job = try Self.decoder.decode(PushJob.self, from: Data(json.utf8))
         } catch {
             throw JobRejection(.invalidJSON, Self.describe(error))
+        }
+        // Every line about the job carries job, entry, org and app.
+        logger[metadataKey: "org"] = "\(job.org)"
+        logger[metadataKey: "app"] = "\(job.app)"
+        logger[metadataKey: "job"] = "\(job.id ?? JobID(entry.entryID.rawValue))"
+        if job.debug == true {
+            // A shard's events go to its parent: `volley events --job` names the job that was sent.
+            debug = (job.org, job.shard?.parent ?? job.id ?? JobID(entry.entryID.rawValue), DebugEvent.maxPerJob)
         }
         if let unknown = JobKeys.unknownKeys(inJSON: Data(json.utf8)), !unknown.isEmpty {
             throw JobRejection(
@@ -173,10 +192,17 @@ final class JobRun {
             }
             report.users += chunk.users
             report.noDevices += chunk.usersWithoutDevices
+            if debug != nil, !chunk.usersWithoutDevicesIDs.isEmpty {
+                let now = worker.clock.now()
+                let answer = "no registered device for app \(plan.job.app)"
+                recordDebugEvents(
+                    chunk.usersWithoutDevicesIDs.map { DebugEvent(.noDevices, at: now, user: $0, answer: answer) })
+            }
             report.unknownRecipients += chunk.unknownRecipients
             let devices = chunk.devices // the job's platforms only (the prefetcher filtered them)
             if devices.isEmpty { continue }
             report.devices += devices.count
+            session.noteProgress(org: plan.job.org, job: plan.progressJob, resolved: devices.count, done: 0)
             var toSend: [Device] = []
             toSend.reserveCapacity(devices.count)
             var skipped = 0
@@ -267,6 +293,7 @@ final class JobRun {
         if let why = facts.notEnabledReason {
             report.status = "not_enabled"
             report.statusDetail = why
+            recordDebugEvents([DebugEvent(.notEnabled, at: worker.clock.now(), answer: why)])
         }
         report.finishedAt = worker.clock.now()
         try session.publish(report)
@@ -279,13 +306,32 @@ final class JobRun {
         try session.ack(entry.entryID)
         worker.addStats { $0.jobsCompleted += 1 }
         worker.onReport?(report)
-        logger.info(
-            "job done",
-            metadata: [
-                "devices": "\(report.devices)", "accepted": "\(report.accepted)",
-                "rejected": "\(report.rejected)", "failed": "\(report.failed)",
-                "tokensRemoved": "\(report.tokensRemoved)",
-            ])
+        // Per-device failures are summarised here, a count per reason, never a line per device.
+        var metadata: Logger.Metadata = [
+            "devices": "\(report.devices)", "accepted": "\(report.accepted)",
+            "rejected": "\(report.rejected)", "failed": "\(report.failed)",
+            "tokensRemoved": "\(report.tokensRemoved)", "quotaExceeded": "\(report.quotaExceeded)",
+        ]
+        if !report.rejectedByReason.isEmpty {
+            metadata["rejectedByReason"] = .dictionary(report.rejectedByReason.mapValues { "\($0)" })
+        }
+        if !report.failedByReason.isEmpty {
+            metadata["failedByReason"] = .dictionary(report.failedByReason.mapValues { "\($0)" })
+        }
+        logger.info("job done", metadata: metadata)
+    }
+
+    /// Records debug events of a debug job, up to its cap. A failure to record them is logged, never fatal: they
+    /// are a diagnostic, not an outcome.
+    private func recordDebugEvents(_ events: [DebugEvent]) {
+        guard let d = debug, d.remaining > 0, !events.isEmpty else { return }
+        let kept = Array(events.prefix(d.remaining))
+        debug?.remaining -= kept.count
+        do {
+            try session.recordDebugEvents(org: d.org, job: d.job, kept)
+        } catch {
+            logger.warning("recording debug events failed", metadata: ["error": "\(error)"])
+        }
     }
 
     /// Charges each platform's devices of the chunk; the first `granted` of each platform are sent, the rest get
@@ -371,7 +417,12 @@ final class JobRun {
                 if settlement == nil { settlement = s } else { settlement?.append(s) }
             }
         }
+        session.noteProgress(org: job.org, job: plan.progressJob, resolved: 0, done: batch.count)
         try session.record(org: job.org, job: plan.jobID, outcomes: batch, releasing: settlement)
+        if let d = debug, d.remaining > 0 {
+            let now = worker.clock.now()
+            recordDebugEvents(batch.prefix(d.remaining).map { DebugEvent(device: $0.0, outcome: $0.1, at: now) })
+        }
         if !dead.isEmpty { try session.remove(org: job.org, app: job.app, tokens: dead) }
         if let quota, let settlement { try quota.settle(settlement) }
         worker.addStats { $0.outcomesRecorded += batch.count }

@@ -52,8 +52,11 @@ public struct UserRecipientResolver: RecipientResolver {
             userIndex = end
             let lists = try registry.devices(org: job.org, app: job.app, users: batch)
             var chunk = DeviceChunk(devices: [], users: batch.count)
-            for list in lists {
-                if list.isEmpty { chunk.usersWithoutDevices += 1 }
+            for (user, list) in zip(batch, lists) {
+                if list.isEmpty {
+                    chunk.usersWithoutDevices += 1
+                    chunk.usersWithoutDevicesIDs.append(user)
+                }
                 chunk.devices.append(contentsOf: list)
             }
             return chunk

@@ -36,6 +36,13 @@ public final class JobProducer: @unchecked Sendable {
     }
 
     /// The id of the newest report (or "0-0"), to follow reports published after it.
+    /// A job's progress counters: devices resolved and devices with a recorded outcome so far (shards included).
+    public func progress(org: OrgID, job: JobID) throws -> (resolved: Int, done: Int) {
+        let r = try client.checked(["HMGET", store.progressKey(org, job), "resolved", "done"])
+        let v = r.array ?? []
+        return (Int(v.first?.integer ?? 0), Int(v.count > 1 ? v[1].integer ?? 0 : 0))
+    }
+
     public func lastReportID() throws -> String {
         let r = try client.checked(["XREVRANGE", store.reportStream, "+", "-", "COUNT", "1"])
         return r.array?.first?.array?.first?.string ?? "0-0"

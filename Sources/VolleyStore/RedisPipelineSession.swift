@@ -43,6 +43,8 @@ public final class RedisPipelineSession: PipelineSession, @unchecked Sendable {
     public let consumer: String
     let logger: Logger
     private var autoclaimCursor = "0-0"
+    /// Progress counts not yet written, per progress key: written with the next `record`'s pipeline.
+    private var progress: [String: (resolved: Int, done: Int)] = [:]
 
     public init(client: RedisClient, store: StoreConfiguration, consumer: String, logger: Logger) {
         self.client = client
@@ -366,6 +368,14 @@ public final class RedisPipelineSession: PipelineSession, @unchecked Sendable {
             commands += [rpush, RedisCommand(["EXPIRE", acceptedKey, ttl])]
         }
         if others > 0 { commands += [hset, RedisCommand(["EXPIRE", key, ttl])] }
+        for (progressKey, p) in progress {
+            commands += [
+                RedisCommand(["HINCRBY", progressKey, "resolved", String(p.resolved)]),
+                RedisCommand(["HINCRBY", progressKey, "done", String(p.done)]),
+                RedisCommand(["EXPIRE", progressKey, ttl]),
+            ]
+        }
+        progress.removeAll(keepingCapacity: true)
         let transaction = settlement.map { !$0.isEmpty } ?? false
         if let settlement, transaction {
             // The outcomes and the release of their quota charges land together or not at all (MULTI/EXEC): a
@@ -429,6 +439,17 @@ public final class RedisPipelineSession: PipelineSession, @unchecked Sendable {
         ])
         try client.checked(["HSET", ledger, "_published", "1"])
         return true
+    }
+
+    public func noteProgress(org: OrgID, job: JobID, resolved: Int, done: Int) {
+        progress[store.progressKey(org, job), default: (0, 0)].resolved += resolved
+        progress[store.progressKey(org, job), default: (0, 0)].done += done
+    }
+
+    public func recordDebugEvents(org: OrgID, job: JobID, _ events: [DebugEvent]) throws {
+        let commands = try RedisDebugEvents.appendCommands(
+            events, key: store.debugEventsKey(org, job), ttlSeconds: store.ledgerTTLSeconds)
+        for r in try client.pipeline(commands) { try r.throwIfError("record debug events") }
     }
 }
 

@@ -17,6 +17,10 @@ import VolleyRedis
 ///   expires `ledgerTTLSeconds` after the last write.
 /// - `volley:outcomes:{<org>}:<job>:accepted` — list, one element per recorded batch of accepted devices: each device
 ///   as `<length>:platform:token\n` (the length in decimal bytes of `platform:token`); same expiry.
+/// - `volley:events:{<org>}:<job>` — list of debug events (JSON of `DebugEvent`) of a job sent with `"debug": true`,
+///   the first `DebugEvent.maxPerJob`; expires `ledgerTTLSeconds` after the last write, like the ledger.
+/// - `volley:progress:{<org>}:<job>` — hash `resolved`, `done`: devices resolved and recorded so far (shards count
+///   into their parent), for `volley send --wait`; same expiry.
 ///
 /// The braces are literal: `{<org>}` is the Redis Cluster hash tag (docs/redis-keys.md).
 public struct StoreConfiguration: Sendable, Hashable {
@@ -57,6 +61,8 @@ public struct StoreConfiguration: Sendable, Hashable {
     /// The outcome ledger's hash of a job.
     public func ledgerKey(_ org: OrgID, _ job: JobID) -> String { "\(prefix):outcomes:{\(org)}:\(job)" }
     func acceptedKey(_ org: OrgID, _ job: JobID) -> String { "\(prefix):outcomes:{\(org)}:\(job):accepted" }
+    func debugEventsKey(_ org: OrgID, _ job: JobID) -> String { "\(prefix):events:{\(org)}:\(job)" }
+    func progressKey(_ org: OrgID, _ job: JobID) -> String { "\(prefix):progress:{\(org)}:\(job)" }
     static func deviceField(_ platform: Platform, _ token: DeviceToken) -> String {
         // Built with one allocation (interpolation sizes its buffer by guess and may grow it): twice per device.
         var field = platform.rawValue

@@ -24,17 +24,13 @@ struct DirectoryImportCommand: ParsableCommand {
         let c = try VolleyConfiguration.load(path: config)
         let services = try RecipientServices(configuration: c)
         let started = Date()
-        var lastPrint = Date.distantPast
+        // Lines approximate records (blank and invalid lines are not records): the bar ends at the last batch.
+        var bar = ProgressBar(unit: "records", total: ProgressBar.countLines(path: file))
         let result = try DirectoryImport.run(path: file, into: services.directory, batchSize: max(1, batch)) { t in
-            if Date().timeIntervalSince(lastPrint) >= 1 {
-                lastPrint = Date()
-                FileHandle.standardError.write(
-                    Data(
-                        ("\(t.records) records (\(t.users) users, \(t.containers) containers, \(t.memberships) "
-                            + "memberships)\n").utf8))
-            }
+            bar.update(done: t.records, detail: "\(t.users) users, \(t.containers) containers")
         }
         let t = result.counts
+        bar.finish(done: t.records, detail: "\(t.users) users, \(t.containers) containers")
         let secs = Date().timeIntervalSince(started)
         print(
             "imported \(t.records) records in \(String(format: "%.1f", secs)) s: \(t.users) users "

@@ -72,6 +72,8 @@ struct Send: AsyncParsableCommand {
     @Option(help: "The whole notification as JSON (camelCase keys).") var notification: String?
     @Option(help: "Only these platforms, comma-separated (ios,android).") var platforms: String?
     @Option(help: "Job id (idempotency key); default: generated.") var id: String?
+    @Flag(help: "Record debug events per user and device (read them with volley events --job ID).")
+    var debug = false
     @Flag(help: "Wait for the job's report and print it.") var wait = false
     @Flag(help: "With --wait: print the report as one JSON object.") var json = false
     @Option(help: "With --wait: give up after this many seconds (exit 2).") var timeout: Double = 120
@@ -89,6 +91,7 @@ struct Send: AsyncParsableCommand {
         o.data = data
         o.notificationJSON = notification
         o.id = id
+        o.debug = debug
         o.platforms = (platforms ?? "").split(separator: ",").map(String.init)
         let job: PushJob
         do { job = try JobSubmission.buildJob(o) } catch { throw ValidationError("\(error)") }
@@ -102,7 +105,22 @@ struct Send: AsyncParsableCommand {
         let wait = self.wait
         let timeout = self.timeout
         let result = try await runBlocking {
-            try JobSubmission.submit(job, settings: settings, waitSeconds: wait ? timeout : nil, logger: logger)
+            // Devices done of devices resolved, with a rate, on a terminal's stderr while the job runs.
+            var bar = ProgressBar(unit: "devices done", total: nil, enabled: wait && isatty(STDERR_FILENO) == 1)
+            var drawn = false
+            let r = try JobSubmission.submit(
+                job, settings: settings, waitSeconds: wait ? timeout : nil, logger: logger
+            ) { resolved, done in
+                guard resolved > 0 else { return }
+                bar.total = resolved
+                bar.update(done: done)
+                drawn = true
+            }
+            if drawn, let report = r.report {
+                bar.total = report.devices
+                bar.finish(done: report.devices)
+            }
+            return r
         }
         if !wait {
             print("enqueued job \(result.job) as entry \(result.entry) on \(settings.store.jobStream)")
@@ -228,14 +246,13 @@ struct Devices: AsyncParsableCommand {
             let file = self.file
             let started = Date()
             let result = try await runBlocking {
-                try DeviceImport.run(path: file, session: DeviceCommands.session(settings), format: fmt) { r in
-                    if r.imported % 10_000 == 0 || r.imported < 10_000 {
-                        FileHandle.standardError.write(
-                            Data("\rimported \(r.imported) devices (\(r.invalid) invalid lines)".utf8))
-                    }
+                var bar = ProgressBar(unit: "lines", total: ProgressBar.countLines(path: file))
+                let r = try DeviceImport.run(path: file, session: DeviceCommands.session(settings), format: fmt) { p in
+                    bar.update(done: p.lines, detail: "\(p.imported) devices imported, \(p.invalid) invalid")
                 }
+                bar.finish(done: r.lines, detail: "\(r.imported) devices imported, \(r.invalid) invalid")
+                return r
             }
-            FileHandle.standardError.write(Data("\n".utf8))
             for p in result.problems { FileHandle.standardError.write(Data("  \(p)\n".utf8)) }
             print(
                 String(

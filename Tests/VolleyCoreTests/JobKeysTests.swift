@@ -23,6 +23,7 @@ import VolleyCore
             devices: [JobDevice(platform: .ios, token: DeviceToken("t"), environment: .sandbox)], notification: n,
             apns: .object([:]), fcm: .object([:]), platforms: [.ios])
         job.shard = ShardRef(parent: "p", index: 0, count: 2)
+        job.debug = true
         let object = try #require(try JSONSerialization.jsonObject(with: JSONEncoder().encode(job)) as? [String: Any])
         #expect(Set(object.keys) == JobKeys.job)
         #expect(Set((object["notification"] as? [String: Any] ?? [:]).keys) == JobKeys.notification)

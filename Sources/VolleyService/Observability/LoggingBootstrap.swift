@@ -38,17 +38,35 @@ public struct JSONLogHandler: LogHandler {
     }
 
     public func log(event: LogEvent) {
-        var object: [String: String] = [
-            "ts": ISO8601DateFormatter().string(from: Date()),
-            "level": event.level.rawValue,
-            "logger": label,
-            "msg": "\(event.message)",
-        ]
-        for (k, v) in metadata.merging(event.metadata ?? [:], uniquingKeysWith: { $1 }) { object[k] = "\(v)" }
-        guard let data = try? JSONSerialization.data(withJSONObject: object, options: [.sortedKeys]) else { return }
+        guard
+            let data = Self.line(
+                date: Date(), level: event.level, label: label, message: "\(event.message)",
+                metadata: metadata.merging(event.metadata ?? [:], uniquingKeysWith: { $1 }))
+        else { return }
         Self.lock.withLock {
             FileHandle.standardError.write(data)
             FileHandle.standardError.write(Data([0x0A]))
+        }
+    }
+
+    /// One log line's JSON object. Nested metadata (the `job done` line's counts per reason) stays nested: an
+    /// object or array in the line, not its Swift description in a string.
+    public static func line(
+        date: Date, level: Logger.Level, label: String, message: String, metadata: Logger.Metadata
+    ) -> Data? {
+        var object: [String: Any] = [
+            "ts": ISO8601DateFormatter().string(from: date), "level": level.rawValue, "logger": label, "msg": message,
+        ]
+        for (k, v) in metadata { object[k] = json(v) }
+        return try? JSONSerialization.data(withJSONObject: object, options: [.sortedKeys])
+    }
+
+    static func json(_ v: Logger.Metadata.Value) -> Any {
+        switch v {
+        case .string(let s): return s
+        case .stringConvertible(let c): return "\(c)"
+        case .dictionary(let d): return d.mapValues(json)
+        case .array(let a): return a.map(json)
         }
     }
 }

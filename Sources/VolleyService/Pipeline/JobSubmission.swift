@@ -21,6 +21,8 @@ public enum JobSubmission {
         public var notificationJSON: String?
         public var platforms: [String] = []
         public var id: String?
+        /// Record debug events per user and device (`volley events --job ID`).
+        public var debug = false
         public init(org: String, app: String) {
             self.org = org
             self.app = app
@@ -87,17 +89,20 @@ public enum JobSubmission {
                 return p
             }
         }
-        return PushJob(
+        var job = PushJob(
             id: o.id.map(JobID.init), org: OrgID(o.org), app: AppName(o.app),
             recipients: o.users.isEmpty ? nil : o.users.map(RecipientID.init),
             devices: devices.isEmpty ? nil : devices, notification: notification, platforms: platforms)
+        if o.debug { job.debug = true }
+        return job
     }
 
     /// XADDs the job (with an id: a generated one when none was given, so `--wait` can find the report).
     /// With `waitSeconds`, follows the report stream and returns the job's report (nil on timeout).
+    /// `progress`, while waiting: called about once a second with the devices resolved and done so far.
     public static func submit(
         _ job: PushJob, settings: PipelineSettings, waitSeconds: Double?,
-        logger: Logger
+        logger: Logger, progress: ((_ resolved: Int, _ done: Int) -> Void)? = nil
     ) throws -> (entry: StreamEntryID, job: JobID, report: JobReport?) {
         var job = job
         let id = job.id ?? JobID("job-\(UUID().uuidString.lowercased())")
@@ -113,6 +118,7 @@ public enum JobSubmission {
             let (reports, last) = try producer.reports(after: position, blockMillis: min(1000, left))
             position = last
             if let r = reports.first(where: { $0.job == id && $0.org == job.org }) { return (entry, id, r) }
+            if let progress, let p = try? producer.progress(org: job.org, job: id) { progress(p.resolved, p.done) }
         }
         return (entry, id, nil)
     }
