@@ -244,7 +244,7 @@ public final class MockEngine: Sendable {
             connectionsOpen: open.count, peakConcurrentStreamsPerConnection: perConnection,
             maxConcurrentStreamsSeen: maxStreams, refusedStreams: total.refusedStreams,
             jwtVerifications: total.jwtVerifications, tokenRequests: total.tokenRequests,
-            duplicateDeliveries: total.duplicates,
+            duplicateDeliveries: total.duplicates, apnsProviderTokens: total.apnsProviderTokens,
             lastAcceptedNanos: lastAcceptedNanos.load(ordering: .relaxed))
     }
 
@@ -423,7 +423,11 @@ public final class MockEngine: Sendable {
                             authString.dropFirst(7), key: credentials.apnsPublicKey,
                             keyID: credentials.apnsKeyID, teamID: credentials.apnsTeamID)
                     }
-                    state.counters.withLock { $0.jwtVerifications += 1 }
+                    let valid = verdict != .invalid
+                    state.counters.withLock {
+                        $0.jwtVerifications += 1
+                        if valid && $0.apnsProviderTokens.count < 1024 { $0.apnsProviderTokens.insert(authString) }
+                    }
                     if state.jwtVerdicts.count > 1024 { state.jwtVerdicts.removeAll() }
                     state.jwtVerdicts[authString] = verdict
                 }

@@ -31,6 +31,8 @@ public struct MockCounters: Sendable, Equatable {
     public var fcmValidateOnly = 0
     public var tokenRequests = 0
     public var jwtVerifications = 0
+    /// The APNs provider tokens (JWTs) verified valid, so tests can see a worker switch tokens.
+    public var apnsProviderTokens: Set<String> = []
     public var duplicates = 0
     public var errors: [MockOutcomeKey: Int] = [:]
     public var peakConcurrentStreams = 0
@@ -44,6 +46,7 @@ public struct MockCounters: Sendable, Equatable {
         fcmValidateOnly += o.fcmValidateOnly
         tokenRequests += o.tokenRequests
         jwtVerifications += o.jwtVerifications
+        apnsProviderTokens.formUnion(o.apnsProviderTokens)
         duplicates += o.duplicates
         for (k, v) in o.errors { errors[k, default: 0] += v }
         refusedStreams += o.refusedStreams
@@ -69,6 +72,8 @@ public struct MockStatsSnapshot: Sendable {
     public var jwtVerifications: Int
     public var tokenRequests: Int
     public var duplicateDeliveries: Int
+    /// The distinct valid APNs provider tokens seen (not in the JSON rendering).
+    public var apnsProviderTokens: Set<String> = []
     /// CLOCK_MONOTONIC nanoseconds at which the latest accepted send (APNs or FCM) was accepted; 0: none yet.
     /// Comparable with any process's CLOCK_MONOTONIC on this host (`bench e2e` times its idle probes with it).
     public var lastAcceptedNanos: UInt64 = 0

@@ -50,7 +50,7 @@ public enum ProviderApps {
     /// jobs finish with a clear reason while the other apps keep going.
     public static func senders(
         for apps: [ProviderApp], clock: any WallClock = SystemClock(), logger: Logger,
-        makeTransport: @escaping HTTP2SubmitterFactory
+        makeTransport: @escaping HTTP2SubmitterFactory, makeFCMTransport: HTTP2SubmitterFactory? = nil
     ) -> [AppName: [Platform: any PushSender]] {
         let tokens = APNSTokenRegistry(clock: clock)
         var out: [AppName: [Platform: any PushSender]] = [:]
@@ -69,7 +69,7 @@ public enum ProviderApps {
             if let f = app.fcm {
                 do {
                     senders[.android] = try FCMProvider(
-                        app: f, clock: clock, logger: logger, makeTransport: makeTransport)
+                        app: f, clock: clock, logger: logger, makeTransport: makeFCMTransport ?? makeTransport)
                 } catch {
                     logger.error("app \(app.name) stopped for Android: \(error)")
                     senders[.android] = UnavailableSender(platform: .android, reason: "\(error)")
