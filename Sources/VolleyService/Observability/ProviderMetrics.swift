@@ -47,10 +47,22 @@ public final class ProviderMetrics: @unchecked Sendable {
     private let goAways: [PushProvider: Counter]
     private let refreshes: [PushProvider: [String: Counter]]
 
+    private struct TrackedPool {
+        let provider: PushProvider
+        let pool: Weak<HTTP2ConnectionPool>
+        /// GOAWAYs already counted.
+        var goAways = 0
+    }
+    /// Token providers seen at the last scrape with what was counted of them. Held strongly while their provider
+    /// is current, so a new one can never be mistaken for an old one at the same address.
+    private struct TrackedTokens {
+        let owner: AnyObject
+        var success: Int
+        var failure: Int
+    }
     private struct Pools {
-        var pools: [(provider: PushProvider, pool: Weak<HTTP2ConnectionPool>)] = []
-        var lastGoAways: [ObjectIdentifier: Int] = [:]
-        var lastRefreshes: [ObjectIdentifier: (success: Int, failure: Int)] = [:]
+        var pools: [TrackedPool] = []
+        var tokens: [ObjectIdentifier: TrackedTokens] = [:]
     }
     private let pools = Mutex(Pools())
 
@@ -109,7 +121,7 @@ public final class ProviderMetrics: @unchecked Sendable {
         { [weak self] config in
             let submitter = try make(config)
             if let self, let pool = submitter as? HTTP2ConnectionPool {
-                self.pools.withLock { $0.pools.append((provider, Weak(pool))) }
+                self.pools.withLock { $0.pools.append(TrackedPool(provider: provider, pool: Weak(pool))) }
             }
             return submitter
         }
@@ -125,41 +137,41 @@ public final class ProviderMetrics: @unchecked Sendable {
         var refreshIncrements: [(Counter, Int)] = []
         pools.withLock { s in
             s.pools.removeAll { $0.pool.value == nil }
-            var alive = Set<ObjectIdentifier>()
-            for (provider, weak) in s.pools {
-                guard let pool = weak.value else { continue }
-                let id = ObjectIdentifier(pool)
-                alive.insert(id)
+            for i in s.pools.indices {
+                guard let pool = s.pools[i].pool.value else { continue }
+                let provider = s.pools[i].provider
                 let st = pool.statistics
                 ready[provider, default: 0] += st.connectionsReady
                 connecting[provider, default: 0] += max(
                     0, st.connectionsOpened - st.connectionsClosed - st.connectionsReady)
-                let delta = st.goAwaysReceived - (s.lastGoAways[id] ?? 0)
+                let delta = st.goAwaysReceived - s.pools[i].goAways
                 if delta > 0, let c = goAways[provider] { goAwayIncrements.append((c, delta)) }
-                s.lastGoAways[id] = st.goAwaysReceived
+                s.pools[i].goAways = st.goAwaysReceived
             }
-            s.lastGoAways = s.lastGoAways.filter { alive.contains($0.key) }
-            var seen = Set<ObjectIdentifier>()
+            var seen: [ObjectIdentifier: TrackedTokens] = [:]
             for sender in senders {
-                let counts: (PushProvider, ObjectIdentifier, Int, Int)?
+                let counts: (PushProvider, AnyObject, Int, Int)?
                 if let a = sender as? APNSProvider, let t = a.tokenProvider {
-                    counts = (.apns, ObjectIdentifier(t), t.mintCount, 0)
+                    counts = (.apns, t, t.mintCount, 0)
                 } else if let f = sender as? FCMProvider {
                     let failures = f.tokens.tokenFailureCount
-                    counts = (.fcm, ObjectIdentifier(f.tokens), f.tokens.tokenRequestCount - failures, failures)
+                    counts = (.fcm, f.tokens, f.tokens.tokenRequestCount - failures, failures)
                 } else {
                     counts = nil
                 }
-                guard let (provider, id, success, failure) = counts, seen.insert(id).inserted else { continue }
-                let last = s.lastRefreshes[id] ?? (0, 0)
+                guard let (provider, owner, success, failure) = counts else { continue }
+                let id = ObjectIdentifier(owner)
+                if seen[id] != nil { continue } // apps sharing a team and key share one token provider
+                let last = s.tokens[id] ?? TrackedTokens(owner: owner, success: 0, failure: 0)
                 if success > last.success, let c = refreshes[provider]?["success"] {
                     refreshIncrements.append((c, success - last.success))
                 }
                 if failure > last.failure, let c = refreshes[provider]?["failure"] {
                     refreshIncrements.append((c, failure - last.failure))
                 }
-                s.lastRefreshes[id] = (success, failure)
+                seen[id] = TrackedTokens(owner: owner, success: success, failure: failure)
             }
+            s.tokens = seen
         }
         for p in PushProvider.allCases {
             connections[p]?["ready"]?.record(ready[p] ?? 0)

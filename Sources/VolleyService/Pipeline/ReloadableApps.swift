@@ -115,6 +115,8 @@ public final class ReloadableApps: AppDirectory, @unchecked Sendable {
                 return .failure(Rejected(problems: problems.sorted()))
             }
         }
+        // Counted at scrape time from the current providers: count the outgoing ones' tokens before they go.
+        providerMetrics.refresh(senders: currentProviders)
         var retired: [ManagedSender.Generation] = []
         state.withLock { apps in
             for (name, e) in apps where wanted[name] == nil {
