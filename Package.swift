@@ -23,6 +23,7 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-metrics", from: "2.5.0"),
         .package(url: "https://github.com/swift-server/swift-prometheus", from: "2.0.0"),
         .package(url: "https://github.com/HdrHistogram/hdrhistogram-swift", from: "0.1.0"),
+        .package(url: "https://github.com/hummingbird-project/hummingbird", from: "2.0.0"),
     ],
     targets: [
         // C libraries: one system-library target each, module map + shim.h for what Swift cannot call.
@@ -85,11 +86,23 @@ let package = Package(
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Metrics", package: "swift-metrics"),
             ]),
+        // The operations endpoint: /metrics (a Prometheus registry), /livez and /readyz over HTTP/1.1, so the
+        // worker and the API process serve the same registry and health checks.
+        .target(
+            name: "VolleyObservability",
+            dependencies: [
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "Metrics", package: "swift-metrics"),
+                .product(name: "Prometheus", package: "swift-prometheus"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+            ]),
         // Configuration, bootstrap, lifecycle, the demo: the one place that wires things together.
         .target(
             name: "VolleyService",
             dependencies: [
                 "VolleyCore", "VolleyHTTP2", "VolleyRedis", "VolleyStore", "VolleyAPNs", "VolleyFCM", "VolleyEngine",
+                "VolleyObservability",
                 .product(name: "Yams", package: "Yams"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Metrics", package: "swift-metrics"),
@@ -174,6 +187,7 @@ let package = Package(
             name: "VolleyEngineTests",
             dependencies: [
                 "VolleyEngine", "VolleyCore", "VolleyTestDoubles", .product(name: "Logging", package: "swift-log"),
+                .product(name: "MetricsTestKit", package: "swift-metrics"),
             ]),
         .testTarget(
             name: "VolleyServiceTests",

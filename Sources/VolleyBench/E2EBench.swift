@@ -61,6 +61,8 @@ public struct E2EBench {
         /// Set in the worker processes' environment only (not the mock's, Redis's or the bench's): to measure an
         /// allocator (`LD_PRELOAD`), glibc tunables and the like on the workers alone.
         public var workerEnvironment: [String: String] = [:]
+        /// `metrics.enabled` of the workers (each serves its endpoint on a free loopback port).
+        public var metricsEnabled = true
         public init() {}
 
         /// `KEY=VALUE` entries (`--worker-env`) as a dictionary, the last one winning; nil when an entry has no `=`
@@ -243,6 +245,10 @@ public struct E2EBench {
               android: 2000000000
             log:
               level: warning
+            metrics:
+              enabled: \(o.metricsEnabled)
+              host: 127.0.0.1
+              port: 0
 
             """
     }

@@ -34,15 +34,27 @@ final class JobRun {
     struct Abandoned: Error { let why: String }
 
     func process() {
+        let metrics = worker.metrics
+        let started = DispatchTime.now().uptimeNanoseconds
+        // Queue wait: from the entry id's time (when it was added) to now; a redelivery's would include the
+        // earlier attempts, so only first deliveries count.
+        if entry.deliveryCount <= 1, let ms = entry.entryID.milliseconds {
+            let waited = Date().timeIntervalSince1970 * 1000 - Double(ms)
+            metrics.queueWait.recordNanoseconds(Int64(max(0, waited) * 1_000_000))
+        }
         do {
             try run()
+            metrics.jobDuration.recordNanoseconds(Int64(DispatchTime.now().uptimeNanoseconds - started))
         } catch let r as JobRejection {
             deadLetter(r)
         } catch let a as Abandoned {
             worker.addStats { $0.jobsAbandoned += 1 }
+            metrics.job("abandoned")
             logger.warning("job left pending for another worker", metadata: ["why": "\(a.why)"])
         } catch {
             worker.addStats { $0.jobsAbandoned += 1 }
+            metrics.job("abandoned")
+            metrics.redisErrors.increment()
             logger.error("job failed; left pending for redelivery", metadata: ["error": "\(error)"])
         }
     }
@@ -57,8 +69,11 @@ final class JobRun {
             default: break
             }
             worker.addStats { $0.jobsDeadLettered += 1 }
+            worker.metrics.job("dead_lettered")
+            worker.metrics.deadLettered(r.reason)
             logger.warning("job dead-lettered", metadata: ["reason": "\(r.reason)", "detail": "\(r.message)"])
         } catch {
+            worker.metrics.redisErrors.increment()
             logger.error("dead-lettering failed; left pending", metadata: ["error": "\(error)"])
         }
     }
@@ -147,6 +162,7 @@ final class JobRun {
             // Crashed after the report, before the ack: nothing left to do.
             try session.ack(entry.entryID)
             worker.addStats { $0.jobsCompleted += 1 }
+            worker.metrics.job("duplicate")
             return nil
         }
         // A first delivery that finds no ledger has nothing to skip, so its chunks are not looked up: that saves
@@ -199,6 +215,8 @@ final class JobRun {
                     chunk.usersWithoutDevicesIDs.map { DebugEvent(.noDevices, at: now, user: $0, answer: answer) })
             }
             report.unknownRecipients += chunk.unknownRecipients
+            worker.metrics.recipients("no_devices", chunk.usersWithoutDevices, app: plan.job.app)
+            worker.metrics.recipients("unknown_recipient", chunk.unknownRecipients, app: plan.job.app)
             let devices = chunk.devices // the job's platforms only (the prefetcher filtered them)
             if devices.isEmpty { continue }
             report.devices += devices.count
@@ -285,6 +303,7 @@ final class JobRun {
             // Split into shard jobs; the last shard publishes this job's report.
             try session.ack(entry.entryID)
             worker.addStats { $0.jobsCompleted += 1 }
+            worker.metrics.job("sharded")
             logger.info("job split into shards", metadata: ["shards": "\(facts.shardedInto)"])
             return
         }
@@ -294,6 +313,7 @@ final class JobRun {
             report.status = "not_enabled"
             report.statusDetail = why
             recordDebugEvents([DebugEvent(.notEnabled, at: worker.clock.now(), answer: why)])
+            worker.metrics.recipients("not_enabled", max(1, report.recipients), app: plan.job.app)
         }
         report.finishedAt = worker.clock.now()
         try session.publish(report)
@@ -305,6 +325,7 @@ final class JobRun {
         }
         try session.ack(entry.entryID)
         worker.addStats { $0.jobsCompleted += 1 }
+        worker.metrics.job("completed")
         worker.onReport?(report)
         // Per-device failures are summarised here, a count per reason, never a line per device.
         var metadata: Logger.Metadata = [
@@ -393,6 +414,7 @@ final class JobRun {
         var dead: [DeadToken] = []
         var delivered = [Int](repeating: 0, count: Platform.allCases.count)
         var refunds = delivered
+        var tally = BatchTally()
         for i in batch.indices {
             let platform = batch[i].0.platform
             switch batch[i].1 {
@@ -402,8 +424,13 @@ final class JobRun {
             case .rejected(_, let reason, let action):
                 if action == .removeToken { dead.append(DeadToken(batch[i].0, invalidSince: reason.tokenInvalidSince)) }
                 refunds[platform.index] += 1
-            case .failed: refunds[platform.index] += 1
-            case .quotaExceeded: break
+                tally.byPlatform[platform.index].rejected += 1
+                tally.failure(reason, platform: platform)
+            case .failed(let reason, _):
+                refunds[platform.index] += 1
+                tally.byPlatform[platform.index].failed += 1
+                tally.failure(reason, platform: platform)
+            case .quotaExceeded: tally.byPlatform[platform.index].quotaExceeded += 1
             }
             report.count(batch[i].1, platform: platform)
         }
@@ -423,7 +450,16 @@ final class JobRun {
             let now = worker.clock.now()
             recordDebugEvents(batch.prefix(d.remaining).map { DebugEvent(device: $0.0, outcome: $0.1, at: now) })
         }
-        if !dead.isEmpty { try session.remove(org: job.org, app: job.app, tokens: dead) }
+        for p in Platform.allCases { tally.byPlatform[p.index].accepted = Int64(delivered[p.index]) }
+        worker.metrics.recorded(tally, app: job.app)
+        if !dead.isEmpty {
+            for p in Platform.allCases {
+                let ofPlatform = dead.filter { $0.device.platform == p }
+                if ofPlatform.isEmpty { continue }
+                let removed = try session.remove(org: job.org, app: job.app, tokens: ofPlatform)
+                worker.metrics.tokensRemoved(removed, platform: p)
+            }
+        }
         if let quota, let settlement { try quota.settle(settlement) }
         worker.addStats { $0.outcomesRecorded += batch.count }
     }

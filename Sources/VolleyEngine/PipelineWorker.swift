@@ -23,6 +23,10 @@ public final class PipelineWorker: @unchecked Sendable {
     let clock: any WallClock
     let logger: Logger
     let state: WorkerState
+    /// The engine's counters and timers (swift-metrics; a no-op unless `main` bootstrapped a backend).
+    public let metrics: EngineMetrics
+    /// Liveness: when each loop last went round (reader) and how many lanes run (see `liveness`).
+    private let heartbeat = Heartbeat()
     private let statsLock = NSLock()
     private var _stats = WorkerStats()
     private let startLock = NSLock()
@@ -33,8 +37,10 @@ public final class PipelineWorker: @unchecked Sendable {
     public init(
         configuration: WorkerConfiguration, backend: any PipelineBackend, apps: any AppDirectory,
         resolver: any RecipientResolver = UserRecipientResolver(), quota: (any HourlyQuota)? = nil,
-        clock: any WallClock = SystemClock(), logger: Logger = Logger(label: "volley.worker")
+        clock: any WallClock = SystemClock(), logger: Logger = Logger(label: "volley.worker"),
+        metrics: EngineMetrics? = nil
     ) {
+        self.metrics = metrics ?? EngineMetrics(apps: [])
         self.configuration = configuration
         self.backend = backend
         self.apps = apps
@@ -74,6 +80,7 @@ public final class PipelineWorker: @unchecked Sendable {
                 lane.name = "volley-lane-\(i)"
                 lane.start()
             }
+            heartbeat.beat()
             logger.info(
                 "worker started",
                 metadata: [
@@ -92,11 +99,32 @@ public final class PipelineWorker: @unchecked Sendable {
         // Grace after the cutoff: outstanding sends get a few seconds to report before being abandoned.
         let grace = min(5, max(1, d / 5))
         logger.info("draining", metadata: ["deadlineSeconds": "\(d)"])
+        metrics.setDraining(true)
         state.beginDrain(deadline: d, grace: grace)
         let ok = state.waitStopped(timeout: d + grace + 10)
         logger.info("drained", metadata: ["clean": "\(ok)"])
         return ok
     }
+
+    /// Whether the worker's threads are alive, for `/livez`: the reader went round its loop recently (it wakes at
+    /// least every `blockMillis`, Redis up or down) and no lane thread has exited before a drain. Never touches
+    /// Redis. Before `start` and after a drain it reports what it finds, without judging.
+    public func liveness(now: Date = Date()) -> WorkerLiveness {
+        let (lastBeat, readerStarted) = heartbeat.last
+        let (lanes, reader, draining) = state.withLock {
+            (state.runningLaneCount, state.isReaderRunning, state.draining)
+        }
+        // A blocking read, a Redis command timeout and the one-second retry pause all fit well inside this.
+        let limit = max(60, 3 * Double(configuration.blockMillis) / 1000)
+        let age = readerStarted ? now.timeIntervalSince(lastBeat) : 0
+        return WorkerLiveness(
+            readerAlive: draining || !readerStarted || (reader && age < limit), readerLoopAgeSeconds: age,
+            lanesRunning: lanes, lanesConfigured: configuration.concurrentJobs, draining: draining,
+            started: readerStarted)
+    }
+
+    /// True while the worker is draining (SIGTERM received): `/readyz` answers 503.
+    public var isDraining: Bool { state.draining }
 
     // MARK: - reader
 
@@ -106,6 +134,7 @@ public final class PipelineWorker: @unchecked Sendable {
         var lastReclaim = Date.distantPast
         var lastKeepAlive = Date()
         while !state.draining {
+            heartbeat.beat()
             do {
                 let now = Date()
                 if now.timeIntervalSince(lastKeepAlive) * 1000 >= Double(c.keepAliveIntervalMillis) {
@@ -132,6 +161,7 @@ public final class PipelineWorker: @unchecked Sendable {
                 state.enqueue(entries)
             } catch {
                 if state.draining { break }
+                metrics.redisErrors.increment()
                 logger.error("reading the job stream failed; retrying in 1 s", metadata: ["error": "\(error)"])
                 Thread.sleep(forTimeInterval: 1)
             }

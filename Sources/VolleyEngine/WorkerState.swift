@@ -77,6 +77,10 @@ final class WorkerState: @unchecked Sendable {
 
     // MARK: lifecycle
 
+    /// Caller holds the lock (`withLock`).
+    var runningLaneCount: Int { runningLanes }
+    var isReaderRunning: Bool { readerRunning }
+
     func laneStarted() { withLock { runningLanes += 1 } }
     func laneStopped() {
         cond.lock()
@@ -205,4 +209,32 @@ public struct WorkerStats: Sendable, Hashable {
     public var devicesSkippedAsRecorded = 0
     public var reclaimed = 0
     public init() {}
+}
+
+/// When the reader last went round its loop.
+final class Heartbeat: @unchecked Sendable {
+    private let lock = NSLock()
+    private var at = Date()
+    private var started = false
+    func beat() {
+        lock.withLock {
+            at = Date()
+            started = true
+        }
+    }
+    var last: (Date, Bool) { lock.withLock { (at, started) } }
+}
+
+/// What `/livez` reports of a worker.
+public struct WorkerLiveness: Sendable, Hashable {
+    public var readerAlive: Bool
+    public var readerLoopAgeSeconds: Double
+    public var lanesRunning: Int
+    public var lanesConfigured: Int
+    public var draining: Bool
+    /// False until the worker has connected and started its threads (it waits for Redis to do so).
+    public var started: Bool
+    /// Lanes exit only when draining; a lane gone before that is a dead thread.
+    public var lanesAlive: Bool { draining || !started || lanesRunning == lanesConfigured }
+    public var alive: Bool { readerAlive && lanesAlive }
 }

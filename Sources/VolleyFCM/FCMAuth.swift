@@ -84,6 +84,7 @@ public final class FCMAccessTokenProvider: @unchecked Sendable {
     private var waiters: [Waiter] = []
     private var refreshing = false
     private var requests = 0
+    private var failures = 0
 
     /// `transport` reaches the host of `token_uri` (an `HTTP2ConnectionPool` like the FCM one).
     public init(
@@ -107,6 +108,8 @@ public final class FCMAccessTokenProvider: @unchecked Sendable {
 
     /// Token requests made so far (tests: single-flight).
     public var tokenRequestCount: Int { lock.withLock { requests } }
+    /// Token requests that ended without a token (refused, unreachable).
+    public var tokenFailureCount: Int { lock.withLock { failures } }
 
     /// Calls `completion` with "Bearer <token>" — at once when cached, else after the (single) refresh.
     public func authorization(_ completion: @escaping Waiter) {
@@ -198,6 +201,8 @@ public final class FCMAccessTokenProvider: @unchecked Sendable {
                 // Refresh 5 minutes before expiry; for unusually short-lived tokens, at half their life.
                 let margin = min(Self.expiryMarginSeconds, expiresIn / 2)
                 expiresAt = clock.now().addingTimeInterval(expiresIn - margin)
+            } else {
+                failures += 1
             }
             refreshing = false
             let w = waiters

@@ -75,6 +75,12 @@ struct BenchE2E: AsyncParsableCommand {
         name: .customLong("worker-env"),
         help: "KEY=VALUE in the worker processes' environment only (repeatable), e.g. LD_PRELOAD=….")
     var workerEnv: [String] = []
+    @Flag(
+        name: .customLong("metrics-compare"),
+        help: "Run the end-to-end load with worker metrics on and off, alternating, and print the ratio.")
+    var metricsCompare = false
+    @Option(name: .customLong("metrics-rounds"), help: "With --metrics-compare: on/off pairs to run.")
+    var metricsRounds = 2
 
     func e2eOptions() -> E2EBench.Options {
         var o = E2EBench.Options()
@@ -113,6 +119,10 @@ struct BenchE2E: AsyncParsableCommand {
         if probes < 1 { throw ValidationError("--probes must be at least 1") }
         if campaign != "group" && campaign != "users" { throw ValidationError("--campaign must be group or users") }
         if sweep && compare { throw ValidationError("run --sweep and --compare separately") }
+        if metricsCompare && (sweep || compare) {
+            throw ValidationError("run --metrics-compare apart from --sweep and --compare")
+        }
+        if metricsRounds < 1 { throw ValidationError("--metrics-rounds must be at least 1") }
         if sweep && Self.parseList(sweepWorkers) == nil { throw ValidationError("--sweep-workers must be like 1,2,4") }
         if E2EBench.Options.environment(workerEnv) == nil { throw ValidationError("--worker-env must be KEY=VALUE") }
     }
@@ -152,6 +162,11 @@ struct BenchE2E: AsyncParsableCommand {
                 print(cpuWakeLatencyLine(wakeLatency))
                 print("wrote \(charts)/sweep.csv, sweep.json and charts")
             }
+            return
+        }
+        if metricsCompare {
+            try await runMetricsCompare(logger: logger, command: command)
+            print(cpuWakeLatencyLine(wakeLatency))
             return
         }
         let opts = e2eOptions()
@@ -261,5 +276,61 @@ struct BenchE2E: AsyncParsableCommand {
             }
         }
         return lines.joined(separator: "\n")
+    }
+}
+
+extension BenchE2E {
+    /// `--metrics-compare`: the same end-to-end run with `metrics.enabled` true and false, alternating (on, off,
+    /// on, off, …) so drift in the machine's load falls on both sides; each run gets a fresh Redis and mock.
+    func runMetricsCompare(logger: Logger, command: String) async throws {
+        var runs: [(metrics: Bool, result: E2EBench.Result)] = []
+        for round in 0..<metricsRounds {
+            for on in [true, false] {
+                var o = e2eOptions()
+                o.metricsEnabled = on
+                o.workDirectory = workDir.map { "\($0)/metrics-\(on ? "on" : "off")-\(round)" }
+                FileHandle.standardError.write(
+                    Data("metrics-compare: round \(round + 1) of \(metricsRounds), metrics \(on ? "on" : "off")\n".utf8)
+                )
+                let opts = o
+                let r = try await runBlocking { () throws -> E2EBench.Result in
+                    let bench = E2EBench(options: opts, logger: logger)
+                    let stage = try bench.makeStage()
+                    defer { stage.stop() }
+                    return try bench.run(stage: stage, command: command)
+                }
+                runs.append((on, r))
+            }
+        }
+        func mean(_ v: [Double]) -> Double { v.isEmpty ? 0 : v.reduce(0, +) / Double(v.count) }
+        let onRate = mean(runs.filter(\.metrics).map(\.result.e2e_rate))
+        let offRate = mean(runs.filter { !$0.metrics }.map(\.result.e2e_rate))
+        let onCPU = mean(runs.filter(\.metrics).map(\.result.e2e_cpu_us))
+        let offCPU = mean(runs.filter { !$0.metrics }.map(\.result.e2e_cpu_us))
+        let ratio = offRate > 0 ? onRate / offRate : 0
+        if json {
+            let o: [String: Any] = [
+                "metrics_on_rate": onRate, "metrics_off_rate": offRate, "metrics_rate_ratio": ratio,
+                "metrics_on_cpu_us": onCPU, "metrics_off_cpu_us": offCPU,
+                "runs": runs.map { ["metrics": $0.metrics, "e2e_rate": $0.result.e2e_rate] },
+            ]
+            let data = (try? JSONSerialization.data(withJSONObject: o, options: [.sortedKeys])) ?? Data()
+            print(String(decoding: data, as: UTF8.self))
+            return
+        }
+        print("metrics on/off, alternating (\(runs.count) runs of \(devices) devices):")
+        for (i, run) in runs.enumerated() {
+            print(
+                String(
+                    format: "  run %d  metrics %@  %10.0f devices/s  %6.2f CPU µs/notification", i + 1,
+                    run.metrics ? "on " : "off", run.result.e2e_rate, run.result.e2e_cpu_us))
+        }
+        print(String(format: "  mean   metrics on  %10.0f devices/s  %6.2f CPU µs/notification", onRate, onCPU))
+        print(String(format: "  mean   metrics off %10.0f devices/s  %6.2f CPU µs/notification", offRate, offCPU))
+        print(
+            String(
+                format: "  ratio on/off: %.3f (rate), %.3f (CPU per notification)", ratio,
+                offCPU > 0 ? onCPU / offCPU : 0))
+        print("command: \(command)")
     }
 }

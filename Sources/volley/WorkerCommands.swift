@@ -27,8 +27,10 @@ struct Worker: AsyncParsableCommand {
     func run() async throws {
         let c = try loadConfiguration(config)
         let settings = try PipelineSettings(c, consumerOverride: consumer)
-        // A parent (CI runner, test) may have blocked SIGTERM; a daemon must still drain on it.
+        // A parent (CI runner, test) may have blocked SIGTERM; a daemon must still drain on it (and reload on HUP).
         SignalMask.unblockTerminationSignals()
+        SignalMask.unblockReloadSignal()
+        let metrics = MetricsBackend.bootstrap(c)
         let logger = Logger(label: "volley.worker")
         // Held for the worker's lifetime (the kernel drops it when the process exits, however it exits).
         let wakeLatency = CPUWakeLatencyRequest.holdConfigured(
@@ -40,14 +42,12 @@ struct Worker: AsyncParsableCommand {
         let fleet = FleetSync(settings: settings, logger: logger)
         fleet.start()
         defer { fleet.stop() }
-        let apps = PipelineApps.directory(configuration: c, logger: logger, fleet: fleet)
-        defer { apps.shutdown() }
         // Directory resolution (groups, queues, teams), in-app inbox, notification types, hourly quotas.
         let recipients = try RecipientServices(configuration: c, name: settings.worker.consumer)
         try await WorkerRunner.run(
-            settings: settings, apps: apps, logger: logger,
+            configuration: c, settings: settings, metrics: metrics, logger: logger,
             resolver: recipients.resolver(usersPerRead: settings.worker.chunkSize),
-            quota: recipients.quota)
+            quota: recipients.quota, fleet: fleet)
     }
 }
 

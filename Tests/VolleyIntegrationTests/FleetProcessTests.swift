@@ -48,7 +48,7 @@ import VolleyTestSupport
         let r = try #require(try w.h.report(for: "campaign"))
         let s = w.mock.stats()
         #expect(r.accepted == Self.users * devicesPerUser)
-        #expect(s.apnsProviderTokens == 1, "distinct provider tokens at the mock")
+        #expect(s.apnsProviderTokens.count == 1, "distinct provider tokens at the mock")
         #expect(s.count(.apns, 429, "TooManyProviderTokenUpdates") == 0)
         // The fleet's token is the one in Redis.
         let key = FleetKeys.apnsToken(FleetCredential(teamID: w.mock.apnsTeamID, keyID: w.mock.apnsKeyID))

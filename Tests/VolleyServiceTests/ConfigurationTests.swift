@@ -163,7 +163,7 @@ private func tempDir() throws -> URL {
     #expect(ProviderApps.from(several).first { $0.name == "B" }?.fcm?.maxConcurrentStreams == 7)
 }
 
-@Test func badOrgsAndAMetricsSectionStopStartupNamingTheKey() throws {
+@Test func badOrgsAndBadMetricsKeysStopStartupNamingTheKey() throws {
     let dir = try tempDir()
     defer { try? FileManager.default.removeItem(at: dir) }
     try "k".write(to: dir.appendingPathComponent("k.p8"), atomically: true, encoding: .utf8)
@@ -171,7 +171,8 @@ private func tempDir() throws -> URL {
         _ = try VolleyConfiguration.parse(
             yaml: """
                 metrics:
-                  port: 9090
+                  port: 70000
+                  enable: true
                 apps:
                   - name: A
                     orgs: []
@@ -184,9 +185,25 @@ private func tempDir() throws -> URL {
                 """, baseDirectory: dir)
         Issue.record("expected a configuration error")
     } catch let e as ConfigurationError {
-        #expect(e.problems.contains { $0.hasPrefix("metrics: this version serves no metrics endpoint") })
+        #expect(e.problems.contains { $0.hasPrefix("metrics.port: ") })
+        #expect(e.problems.contains { $0.hasPrefix("metrics.enable: unknown key") })
         #expect(e.problems.contains { $0.hasPrefix("apps[A].orgs: must be a non-empty list") })
         #expect(e.problems.contains { $0.hasPrefix("apps[B].orgs: must be a non-empty list") })
         #expect(e.problems.contains("worker.inFlght: unknown key (did you mean 'inFlight'?)"))
     }
+}
+
+@Test func metricsSectionDefaultsAndOverrides() throws {
+    let defaults = try VolleyConfiguration.parse(yaml: "", baseDirectory: nil)
+    #expect(defaults.metrics == MetricsSettings())
+    #expect(defaults.metrics.enabled && defaults.metrics.host == "0.0.0.0" && defaults.metrics.port == 9464)
+    let c = try VolleyConfiguration.parse(
+        yaml: """
+            metrics:
+              enabled: false
+              host: 127.0.0.1
+            """, baseDirectory: nil, environment: ["VOLLEY_METRICS_PORT": "0"])
+    #expect(!c.metrics.enabled)
+    #expect(c.metrics.host == "127.0.0.1")
+    #expect(c.metrics.port == 0)
 }

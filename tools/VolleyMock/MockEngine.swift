@@ -279,7 +279,7 @@ public final class MockEngine: Sendable {
             jwtVerifications: total.jwtVerifications, tokenRequests: total.tokenRequests,
             duplicateDeliveries: total.duplicates,
             lastAcceptedNanos: lastAcceptedNanos.load(ordering: .relaxed),
-            apnsProviderTokens: providerTokens.withLock { $0.firstSeen.count })
+            apnsProviderTokens: providerTokens.withLock { Set($0.firstSeen.keys) })
     }
 
     /// The next `sends` FCM sends (well-formed, authenticated) are answered 429 QUOTA_EXCEEDED with

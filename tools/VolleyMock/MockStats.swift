@@ -72,8 +72,9 @@ public struct MockStatsSnapshot: Sendable {
     /// CLOCK_MONOTONIC nanoseconds at which the latest accepted send (APNs or FCM) was accepted; 0: none yet.
     /// Comparable with any process's CLOCK_MONOTONIC on this host (`bench e2e` times its idle probes with it).
     public var lastAcceptedNanos: UInt64 = 0
-    /// Distinct valid APNs provider tokens seen, over every connection (one fleet should show one per team and key).
-    public var apnsProviderTokens: Int = 0
+    /// Distinct valid APNs provider tokens seen, over every connection (one fleet should show one per team and key;
+    /// a worker that switches keys shows a new one). The JSON rendering gives their count.
+    public var apnsProviderTokens: Set<String> = []
 
     public func count(_ provider: MockProvider, _ status: Int, _ reason: String = "") -> Int {
         outcomes[MockOutcomeKey(provider, status, reason)] ?? 0
@@ -111,7 +112,7 @@ public struct MockStatsSnapshot: Sendable {
         s += "\"token_requests\":\(tokenRequests),"
         s += "\"duplicate_deliveries\":\(duplicateDeliveries),"
         s += "\"last_accepted_ns\":\(lastAcceptedNanos),"
-        s += "\"apns_provider_tokens\":\(apnsProviderTokens)}"
+        s += "\"apns_provider_tokens\":\(apnsProviderTokens.count)}"
         return s
     }
 }

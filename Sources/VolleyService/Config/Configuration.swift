@@ -13,6 +13,7 @@ public struct VolleyConfiguration: Sendable {
     public var quotas: QuotaSettings
     public var inbox: InboxSettings = .init()
     public var log: LogSettings
+    public var metrics: MetricsSettings = .init()
     /// Where the file was read from (nil when built in code).
     public var sourcePath: String?
 
@@ -153,6 +154,17 @@ public struct InboxSettings: Sendable, Hashable {
     public init() {}
 }
 
+/// The operations endpoint (`/metrics`, `/livez`, `/readyz`) of each worker process.
+public struct MetricsSettings: Sendable, Hashable {
+    /// False: no endpoint, and metrics are not collected at all.
+    public var enabled = true
+    /// All interfaces by default: Prometheus and the kubelet's probes reach the container from outside.
+    public var host = "0.0.0.0"
+    /// 9464 by default; 0 picks a free port (logged at start), for several workers on one host.
+    public var port = 9464
+    public init() {}
+}
+
 public struct LogSettings: Sendable, Hashable {
     public enum Format: String, Sendable, Hashable { case text, json }
     public var level: String = "info"
@@ -181,6 +193,7 @@ extension VolleyConfiguration {
         "quotas": ["ios", "android"],
         "inbox": ["maxCount", "maxAgeSeconds"],
         "log": ["level", "format"],
+        "metrics": ["enabled", "host", "port"],
     ]
     static let appSchema: [String: [String]] = [
         "apns": [
@@ -234,11 +247,7 @@ extension VolleyConfiguration {
     private static func keys(_ section: String) -> Set<String> { Set(schema[section] ?? []) }
 
     private static func read(_ tree: [String: Any], _ r: inout ConfigReader) -> VolleyConfiguration {
-        // No metrics endpoint is served yet: a `metrics` section would promise a scrape target that never answers.
-        if tree["metrics"] != nil {
-            r.problem("metrics", "this version serves no metrics endpoint; remove the section")
-        }
-        r.rejectUnknownKeys(tree, known: Set(schema.keys).union(["apps", "metrics"]), at: "")
+        r.rejectUnknownKeys(tree, known: Set(schema.keys).union(["apps"]), at: "")
         var c = VolleyConfiguration()
 
         if let s = r.section(tree, "redis", at: "") {
@@ -319,6 +328,14 @@ extension VolleyConfiguration {
                     r.problem("log.format", "must be text or json, got '\(v)'")
                 }
             }
+        }
+        if let s = r.section(tree, "metrics", at: "") {
+            r.rejectUnknownKeys(s, known: keys("metrics"), at: "metrics")
+            if let v = r.bool(s, "enabled", at: "metrics") { c.metrics.enabled = v }
+            if let v = r.string(s, "host", at: "metrics") {
+                if v.isEmpty { r.problem("metrics.host", "must not be empty") } else { c.metrics.host = v }
+            }
+            if let v = r.int(s, "port", at: "metrics", range: 0...65535) { c.metrics.port = v }
         }
         if let raw = tree["apps"], !(raw is NSNull) {
             guard let list = raw as? [Any] else {

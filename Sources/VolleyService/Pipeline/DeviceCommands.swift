@@ -78,4 +78,13 @@ public enum SignalMask {
         pthread_sigmask(SIG_UNBLOCK, &set, nil)
         sigprocmask(SIG_UNBLOCK, &set, nil)
     }
+
+    /// SIGHUP reloads a worker's configuration; a parent may have blocked it.
+    public static func unblockReloadSignal() {
+        var set = sigset_t()
+        sigemptyset(&set)
+        sigaddset(&set, SIGHUP)
+        pthread_sigmask(SIG_UNBLOCK, &set, nil)
+        sigprocmask(SIG_UNBLOCK, &set, nil)
+    }
 }

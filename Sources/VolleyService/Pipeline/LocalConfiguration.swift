@@ -15,6 +15,8 @@ public struct LocalConfiguration: Sendable {
     public var redisURL: String
     /// Extra `worker:` keys (name → YAML scalar).
     public var worker: [String: String] = [:]
+    /// `metrics:` keys. Local setups run several workers on one host: each takes a free port on loopback.
+    public var metrics: [String: String] = ["host": "127.0.0.1", "port": "0"]
     public var logLevel = "warning"
     /// Hourly push limits. Local setups default far above any demo or test campaign so quotas do not
     /// interfere; lower them to watch quotas at work.
@@ -87,6 +89,9 @@ public struct LocalConfiguration: Sendable {
             """
         if !worker.isEmpty {
             y += "worker:\n" + worker.sorted { $0.key < $1.key }.map { "  \($0.key): \($0.value)\n" }.joined()
+        }
+        if !metrics.isEmpty {
+            y += "metrics:\n" + metrics.sorted { $0.key < $1.key }.map { "  \($0.key): \($0.value)\n" }.joined()
         }
         return y
     }

@@ -1,8 +1,10 @@
 import Foundation
 import Logging
+import Prometheus
 import ServiceLifecycle
 import VolleyCore
 import VolleyEngine
+import VolleyObservability
 
 /// Runs a `PipelineWorker` under swift-service-lifecycle: starts it, waits for graceful shutdown (SIGTERM/SIGINT
 /// through the `ServiceGroup`), then drains within the configured deadline. The worker's blocking calls run on
@@ -57,5 +59,58 @@ public enum WorkerRunner {
                 gracefulShutdownSignals: [.sigterm, .sigint],
                 logger: logger))
         try await group.run()
+    }
+}
+
+/// The metrics backend `main` bootstrapped (a Prometheus registry), handed to the worker's operations endpoint.
+public struct MetricsBackend: Sendable {
+    let registry: PrometheusCollectorRegistry
+
+    /// Bootstraps swift-metrics when `metrics.enabled` (once per process, from `main`); nil when disabled.
+    public static func bootstrap(_ configuration: VolleyConfiguration) -> MetricsBackend? {
+        guard configuration.metrics.enabled else { return nil }
+        return MetricsBackend(registry: MetricsBootstrap.bootstrap(version: VolleyVersion.current))
+    }
+}
+
+extension WorkerRunner {
+    /// `volley worker` with its operations: the `/metrics`, `/livez`, `/readyz` endpoint (when `metrics` is given),
+    /// the health probe, and SIGHUP reloads of the configuration file's apps.
+    public static func run(
+        configuration c: VolleyConfiguration, settings: PipelineSettings, metrics: MetricsBackend?, logger: Logger,
+        resolver: any RecipientResolver = UserRecipientResolver(), quota: (any HourlyQuota)? = nil,
+        fleet: FleetSync? = nil
+    ) async throws {
+        let providerMetrics = ProviderMetrics()
+        let apps = ReloadableApps(configuration: c, metrics: providerMetrics, fleet: fleet, logger: logger)
+        defer { apps.shutdown() }
+        let engineMetrics = EngineMetrics(apps: c.apps.map(\.name))
+        let worker = PipelineWorker(
+            configuration: settings.worker, backend: settings.backend(logger: logger),
+            apps: apps, resolver: resolver, quota: quota, logger: logger, metrics: engineMetrics)
+        var services: [ServiceGroupConfiguration.ServiceConfiguration] = []
+        var probe: WorkerProbe?
+        if let metrics {
+            let p = WorkerProbe(worker: worker, apps: apps, settings: settings, logger: logger)
+            p.start()
+            probe = p
+            // First in the list, so it is shut down last: it answers (readyz 503) while the worker drains.
+            services.append(
+                .init(
+                    service: OperationsServer(
+                        settings: .init(host: c.metrics.host, port: c.metrics.port), registry: metrics.registry,
+                        health: p, beforeScrape: { providerMetrics.refresh(senders: apps.currentProviders) },
+                        logger: logger)))
+        }
+        services.append(.init(service: WorkerService(worker: worker, logger: logger)))
+        if let path = c.sourcePath {
+            let reloader = ConfigurationReloader(
+                path: path, running: c, apps: apps, engineMetrics: engineMetrics, logger: logger)
+            services.append(.init(service: ReloadService(reloader: reloader)))
+        }
+        let group = ServiceGroup(
+            configuration: .init(services: services, gracefulShutdownSignals: [.sigterm, .sigint], logger: logger))
+        try await group.run()
+        probe?.stop()
     }
 }

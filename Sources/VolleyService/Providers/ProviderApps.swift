@@ -51,7 +51,7 @@ public enum ProviderApps {
     /// `fleet`: share APNs provider tokens and provider pauses with the other workers (`volley worker`).
     public static func senders(
         for apps: [ProviderApp], clock: any WallClock = SystemClock(), logger: Logger, fleet: FleetSync? = nil,
-        makeTransport: @escaping HTTP2SubmitterFactory
+        makeTransport: @escaping HTTP2SubmitterFactory, makeFCMTransport: HTTP2SubmitterFactory? = nil
     ) -> [AppName: [Platform: any PushSender]] {
         let tokens = APNSTokenRegistry(clock: clock)
         var out: [AppName: [Platform: any PushSender]] = [:]
@@ -74,7 +74,8 @@ public enum ProviderApps {
             if let f = app.fcm {
                 do {
                     senders[.android] = try FCMProvider(
-                        app: f, clock: clock, logger: logger, pauses: fleet?.pauses, makeTransport: makeTransport)
+                        app: f, clock: clock, logger: logger, pauses: fleet?.pauses,
+                        makeTransport: makeFCMTransport ?? makeTransport)
                 } catch {
                     logger.error("app \(app.name) stopped for Android: \(error)")
                     senders[.android] = UnavailableSender(platform: .android, reason: "\(error)")
