@@ -23,6 +23,7 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-metrics", from: "2.5.0"),
         .package(url: "https://github.com/swift-server/swift-prometheus", from: "2.0.0"),
         .package(url: "https://github.com/HdrHistogram/hdrhistogram-swift", from: "0.1.0"),
+        .package(url: "https://github.com/hummingbird-project/hummingbird", from: "2.0.0"),
     ],
     targets: [
         // C libraries: one system-library target each, module map + shim.h for what Swift cannot call.
@@ -90,10 +91,22 @@ let package = Package(
             name: "VolleyService",
             dependencies: [
                 "VolleyCore", "VolleyHTTP2", "VolleyRedis", "VolleyStore", "VolleyAPNs", "VolleyFCM", "VolleyEngine",
+                "VolleyAPI",
                 .product(name: "Yams", package: "Yams"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Metrics", package: "swift-metrics"),
                 .product(name: "Prometheus", package: "swift-prometheus"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+            ]),
+        // The HTTP API (`volley api`): routes from openapi/volley.yaml, API keys, user tokens, rate limits, tenancy.
+        .target(
+            name: "VolleyAPI",
+            dependencies: [
+                "VolleyCore", "VolleyStore", "VolleyRedis",
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "Metrics", package: "swift-metrics"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ]),
         // Behind `volley bench`: transport, end-to-end, sweep and provider benchmarks, the processes they start
@@ -112,7 +125,7 @@ let package = Package(
         .executableTarget(
             name: "volley",
             dependencies: [
-                "VolleyBench", "VolleyService",
+                "VolleyBench", "VolleyService", "VolleyAPI",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ]),
 
@@ -169,6 +182,7 @@ let package = Package(
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "CryptoExtras", package: "swift-crypto"),
             ]),
+        .testTarget(name: "VolleyAPITests", dependencies: ["VolleyAPI", "VolleyCore"]),
         .testTarget(name: "VolleyEngineTests", dependencies: ["VolleyEngine", "VolleyCore", "VolleyTestDoubles"]),
         .testTarget(
             name: "VolleyServiceTests",
@@ -193,7 +207,7 @@ let package = Package(
             name: "VolleyIntegrationTests",
             dependencies: [
                 "VolleyEngine", "VolleyService", "VolleyStore", "VolleyRedis", "VolleyCore", "VolleyAPNs", "VolleyFCM",
-                "VolleyHTTP2", "VolleyMock", "VolleyTestSupport", "VolleyTestDoubles",
+                "VolleyHTTP2", "VolleyMock", "VolleyTestSupport", "VolleyTestDoubles", "VolleyAPI",
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "Logging", package: "swift-log"),
             ]),

@@ -13,6 +13,8 @@ public struct VolleyConfiguration: Sendable {
     public var quotas: QuotaSettings
     public var inbox: InboxSettings = .init()
     public var log: LogSettings
+    /// The HTTP API process (`volley api`).
+    public var api: APISettings = .init()
     /// Where the file was read from (nil when built in code).
     public var sourcePath: String?
 
@@ -174,6 +176,7 @@ extension VolleyConfiguration {
         "quotas": ["ios", "android"],
         "inbox": ["maxCount", "maxAgeSeconds"],
         "log": ["level", "format"],
+        "api": ["host", "port", "maxBodyBytes", "drainSeconds", "redisConnections"],
     ]
     static let appSchema: [String: [String]] = [
         "apns": [
@@ -311,6 +314,7 @@ extension VolleyConfiguration {
                 }
             }
         }
+        if let s = r.section(tree, "api", at: "") { c.api = APISettings.read(s, &r) }
         if let raw = tree["apps"], !(raw is NSNull) {
             guard let list = raw as? [Any] else {
                 r.problem("apps", "must be a list of apps")
