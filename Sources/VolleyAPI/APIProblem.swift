@@ -33,6 +33,29 @@ public struct APIProblem: Error, Sendable, CustomStringConvertible {
     }()
     static func forbidden(_ detail: String) -> APIProblem { APIProblem(.forbidden, detail, field: "Authorization") }
 
+    /// The same error in Salesforce's shape, for the compatible paths: `[{"errorCode", "message"}]`, the message
+    /// starting with the field.
+    func salesforceResponse() -> Response {
+        let code: String
+        switch status.code {
+        case 400, 413: code = "INVALID_API_INPUT"
+        case 401: code = "INVALID_SESSION_ID"
+        case 403: code = "INSUFFICIENT_ACCESS"
+        case 404: code = "NOT_FOUND"
+        case 405: code = "METHOD_NOT_ALLOWED"
+        case 429: code = "REQUEST_LIMIT_EXCEEDED"
+        case 503: code = "SERVER_UNAVAILABLE"
+        default: code = "UNKNOWN_EXCEPTION"
+        }
+        let message = field.map { "\($0): \(detail)" } ?? detail
+        let data =
+            (try? JSONSerialization.data(
+                withJSONObject: [["errorCode": code, "message": message]], options: [.sortedKeys])) ?? Data()
+        var headers = headers
+        headers[.contentType] = "application/json;charset=UTF-8"
+        return Response(status: status, headers: headers, body: .init(byteBuffer: ByteBuffer(bytes: data)))
+    }
+
     func response() -> Response {
         var body: [String: String] = ["type": "about:blank", "title": title, "detail": detail]
         var object: [String: Any] = body.mapValues { $0 as Any }

@@ -20,7 +20,11 @@ struct ObservingMiddleware: RouterMiddleware {
     {
         let start = DispatchTime.now().uptimeNanoseconds
         let response: Response
-        do { response = try await next(request, context) } catch { response = Self.map(error, logger: logger) }
+        do { response = try await next(request, context) } catch {
+            let problem = Self.problem(error, logger: logger)
+            response =
+                request.uri.path.hasPrefix("/services/data/") ? problem.salesforceResponse() : problem.response()
+        }
         let route = context.endpointPath.map(Self.template) ?? "unmatched"
         metrics.record(route: route, status: Int(response.status.code), start: start)
         return response
@@ -33,21 +37,21 @@ struct ObservingMiddleware: RouterMiddleware {
         }.joined(separator: "/")
     }
 
-    static func map(_ error: any Error, logger: Logger) -> Response {
+    static func problem(_ error: any Error, logger: Logger) -> APIProblem {
         switch error {
-        case let p as APIProblem: return p.response()
+        case let p as APIProblem: return p
         case let e as HTTPError:
             let status = e.status
             let field: String? = status == .contentTooLarge ? "body" : nil
-            return APIProblem(status, e.body ?? status.reasonPhrase, field: field).response()
+            return APIProblem(status, e.body ?? status.reasonPhrase, field: field)
         case let e as RedisError:
             logger.error("redis: \(e)")
             var p = APIProblem(.serviceUnavailable, "the store is unavailable; retry shortly")
             p.headers[.retryAfter] = "1"
-            return p.response()
+            return p
         default:
             logger.error("unexpected error: \(error)")
-            return APIProblem(.internalServerError, "internal error").response()
+            return APIProblem(.internalServerError, "internal error")
         }
     }
 }

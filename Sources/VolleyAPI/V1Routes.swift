@@ -92,10 +92,11 @@ extension APIServer {
             let field = r.reason == .invalidJob ? "id" : "recipients"
             throw APIProblem.badRequest(field, r.message)
         }
+        let bodyID = job.id
         job.id = nil
         let digest = SHA256.hash(data: try JSONResponse.encoder.encode(job)).map { String(format: "%02x", $0) }
             .joined()
-        let id = JobID(headerKey ?? job.id?.rawValue ?? "job-\(UUID().uuidString.lowercased())")
+        let id = JobID(headerKey ?? bodyID?.rawValue ?? "job-\(UUID().uuidString.lowercased())")
         job.id = id
         let json = String(decoding: try JSONResponse.encoder.encode(job), as: UTF8.self)
         let recordKey = keys.job(org, id)

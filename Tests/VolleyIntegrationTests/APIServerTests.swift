@@ -183,6 +183,39 @@ final class NSLockBox<T>: @unchecked Sendable {
         await api.stop()
     }
 
+    /// queued → running → dead-lettered, driven by hand on the stream as a worker would move the entry.
+    @Test func jobStatesFollowTheStreamAndTheDeadLetters() async throws {
+        let w = try MockWorld()
+        defer { w.stop() }
+        let api = try await RunningAPI(configFile: try Self.config(w))
+        let send = try Self.key(w, org: "orgA", role: .send)
+        let job = #"{"app":"app1","recipients":["005A"],"notification":{"title":"Hi"}}"#
+        let posted = try await api.call("POST", "/v1/jobs", token: send, json: job, headers: ["Idempotency-Key": "s-1"])
+        let entry = try #require(posted.json["entry"] as? String)
+        func state() async throws -> [String: Any] { try await api.call("GET", "/v1/jobs/s-1", token: send).json }
+        #expect(try await state()["state"] as? String == "queued")
+        let redis = w.redis.client(name: "stream")
+        _ = try redis.checked(["XGROUP", "CREATE", "volley:jobs", "volley", "0"])
+        #expect(try await state()["state"] as? String == "queued")
+        _ = try redis.checked(["XREADGROUP", "GROUP", "volley", "w1", "COUNT", "1", "STREAMS", "volley:jobs", ">"])
+        #expect(try await state()["state"] as? String == "running")
+        _ = try redis.checked([
+            "XADD", "volley:dead", "*", "job", "{}", "reason", "invalid-notification", "detail", "payload too large",
+            "sourceEntry", entry,
+        ])
+        _ = try redis.checked(["XACK", "volley:jobs", "volley", entry])
+        let dead = try await state()
+        #expect(dead["state"] as? String == "dead-lettered")
+        #expect(dead["reason"] as? String == "invalid-notification")
+        #expect(try await api.call("GET", "/v1/jobs/nope", token: send).status == 404)
+        // Without the header the body's id is the idempotency key.
+        let withID = job.replacingOccurrences(of: "{\"app\"", with: "{\"id\":\"b-1\",\"app\"")
+        #expect(try await api.call("POST", "/v1/jobs", token: send, json: withID).json["id"] as? String == "b-1")
+        #expect(
+            try await api.call("POST", "/v1/jobs", token: send, json: withID).headers["idempotent-replayed"] == "true")
+        await api.stop()
+    }
+
     @Test func anotherOrgGets404ForEveryKindOfResource() async throws {
         let w = try MockWorld()
         defer { w.stop() }
