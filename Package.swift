@@ -85,6 +85,14 @@ let package = Package(
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Metrics", package: "swift-metrics"),
             ]),
+        // The Salesforce-compatible resources (custom notification action, Connect push, Notifications, settings)
+        // behind a transport-neutral request/response contract; the HTTP layer routes to it.
+        .target(
+            name: "VolleyConnect",
+            dependencies: [
+                "VolleyCore", "VolleyStore",
+                .product(name: "Logging", package: "swift-log"),
+            ]),
         // Configuration, bootstrap, lifecycle, the demo: the one place that wires things together.
         .target(
             name: "VolleyService",
@@ -168,6 +176,12 @@ let package = Package(
                 "VolleyFCM", "VolleyCore", "VolleyHTTP2",
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "CryptoExtras", package: "swift-crypto"),
+            ]),
+        .testTarget(
+            name: "VolleyConnectTests",
+            dependencies: [
+                "VolleyConnect", "VolleyStore", "VolleyRedis", "VolleyCore", "VolleyTestSupport",
+                .product(name: "Logging", package: "swift-log"),
             ]),
         .testTarget(name: "VolleyEngineTests", dependencies: ["VolleyEngine", "VolleyCore", "VolleyTestDoubles"]),
         .testTarget(

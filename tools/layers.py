@@ -25,6 +25,7 @@ ALLOWED = {
     "VolleyAPNs": IO | {"Crypto", "VolleyCore", "VolleyHTTP2"},
     "VolleyFCM": IO | {"Crypto", "CryptoExtras", "VolleyCore", "VolleyHTTP2"},
     "VolleyEngine": IO | {"Metrics", "VolleyCore"},
+    "VolleyConnect": IO | {"VolleyCore", "VolleyStore"},
     "VolleyService": IO | {"Metrics", "Prometheus", "ServiceLifecycle", "Yams", "VolleyCore", "VolleyHTTP2",
                            "VolleyRedis", "VolleyStore", "VolleyAPNs", "VolleyFCM", "VolleyEngine"},
     "VolleyBench": IO | {"Crypto", "Histogram", "VolleyCore", "VolleyHTTP2", "VolleyHTTP2Server", "VolleyRedis",
