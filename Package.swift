@@ -86,12 +86,20 @@ let package = Package(
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Metrics", package: "swift-metrics"),
             ]),
+        // The Salesforce-compatible resources (custom notification action, Connect push, Notifications, settings)
+        // behind a transport-neutral request/response contract; the HTTP layer routes to it.
+        .target(
+            name: "VolleyConnect",
+            dependencies: [
+                "VolleyCore", "VolleyStore",
+                .product(name: "Logging", package: "swift-log"),
+            ]),
         // Configuration, bootstrap, lifecycle, the demo: the one place that wires things together.
         .target(
             name: "VolleyService",
             dependencies: [
                 "VolleyCore", "VolleyHTTP2", "VolleyRedis", "VolleyStore", "VolleyAPNs", "VolleyFCM", "VolleyEngine",
-                "VolleyAPI",
+                "VolleyAPI", "VolleyConnect",
                 .product(name: "Yams", package: "Yams"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Metrics", package: "swift-metrics"),
@@ -102,7 +110,7 @@ let package = Package(
         .target(
             name: "VolleyAPI",
             dependencies: [
-                "VolleyCore", "VolleyStore", "VolleyRedis",
+                "VolleyCore", "VolleyStore", "VolleyRedis", "VolleyConnect",
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "Logging", package: "swift-log"),
@@ -183,6 +191,12 @@ let package = Package(
                 .product(name: "CryptoExtras", package: "swift-crypto"),
             ]),
         .testTarget(name: "VolleyAPITests", dependencies: ["VolleyAPI", "VolleyCore"]),
+        .testTarget(
+            name: "VolleyConnectTests",
+            dependencies: [
+                "VolleyConnect", "VolleyStore", "VolleyRedis", "VolleyCore", "VolleyTestSupport",
+                .product(name: "Logging", package: "swift-log"),
+            ]),
         .testTarget(name: "VolleyEngineTests", dependencies: ["VolleyEngine", "VolleyCore", "VolleyTestDoubles"]),
         .testTarget(
             name: "VolleyServiceTests",

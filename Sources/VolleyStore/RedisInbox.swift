@@ -53,12 +53,18 @@ public final class RedisInboxStore: InboxStore, @unchecked Sendable {
     }
 
     public func list(org: OrgID, user: UserID, size: Int, before: Date?) throws -> [InboxNotification] {
+        try list(org: org, user: user, size: size, before: before, after: nil)
+    }
+
+    /// Newest first, strictly between `after` and `before` (each optional), at most `size`.
+    public func list(org: OrgID, user: UserID, size: Int, before: Date?, after: Date?) throws -> [InboxNotification] {
         let k = RecipientKeys(org: org)
         let max = before.map { "(" + String(Self.ms($0)) } ?? "+inf"
+        let min = after.map { "(" + String(Self.ms($0)) } ?? "-inf"
         let n = Swift.max(1, size)
         return try redis.with { c in
             let ids = try c.checked([
-                "ZREVRANGEBYSCORE", k.inbox(user, "all"), max, "-inf", "WITHSCORES", "LIMIT", "0", String(n),
+                "ZREVRANGEBYSCORE", k.inbox(user, "all"), max, min, "WITHSCORES", "LIMIT", "0", String(n),
             ])
             let flat = ids.array ?? []
             var entries: [(String, Int64)] = []
@@ -90,6 +96,25 @@ public final class RedisInboxStore: InboxStore, @unchecked Sendable {
             }
             return out
         }
+    }
+
+    /// One notification of the user's inbox, or nil when the user has none with this id (or its content expired).
+    public func notification(org: OrgID, user: UserID, id: String) throws -> InboxNotification? {
+        let k = RecipientKeys(org: org)
+        let r = try redis.with { c in
+            try c.pipeline([
+                ["ZSCORE", k.inbox(user, "all"), id], ["HGETALL", k.inboxContent(id)],
+                ["ZSCORE", k.inbox(user, "unread"), id], ["ZSCORE", k.inbox(user, "unseen"), id],
+            ])
+        }
+        for x in r { try x.throwIfError("inbox notification") }
+        guard let s = r[0].string, let created = Double(s) else { return nil }
+        let f = Dictionary(r[1].fieldPairs, uniquingKeysWith: { a, _ in a })
+        if f.isEmpty { return nil }
+        return InboxNotification(
+            id: id, type: f["type"], title: f["title"] ?? "", body: f["body"] ?? "", target: f["target"],
+            targetPageRef: f["targetPageRef"], createdAt: Self.date(Int64(created)), read: r[2].isNull,
+            seen: r[3].isNull)
     }
 
     public func status(org: OrgID, user: UserID) throws -> InboxStatus {
