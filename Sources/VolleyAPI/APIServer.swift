@@ -2,6 +2,7 @@ import Foundation
 import Hummingbird
 import Logging
 import ServiceLifecycle
+import VolleyConnect
 import VolleyCore
 import VolleyRedis
 import VolleyStore
@@ -17,6 +18,8 @@ public final class APIServer: Sendable {
     let types: RedisNotificationTypeStore
     let quota: RedisQuotaStore
     let testPush: TestPushHandler?
+    /// The Salesforce-compatible resources under `/services/data/v{NN.N}/`, when wired.
+    let connect: ConnectService?
     let draining = NSLockedBox(false)
     /// The OpenAPI document served at `GET /openapi.yaml`.
     let openAPIDocument: String
@@ -46,8 +49,10 @@ public final class APIServer: Sendable {
     }
 
     public init(
-        configuration: APIConfiguration, openAPIDocument: String, logger: Logger, testPush: TestPushHandler? = nil
+        configuration: APIConfiguration, openAPIDocument: String, logger: Logger, testPush: TestPushHandler? = nil,
+        connect: ConnectService? = nil
     ) {
+        self.connect = connect
         self.configuration = configuration
         self.logger = logger
         self.openAPIDocument = openAPIDocument
@@ -68,8 +73,8 @@ public final class APIServer: Sendable {
             configured: configuration.quotaOverrides)
     }
 
-    /// The router with every route; `extraRoutes` adds routes under the same auth (the Salesforce-compatible paths).
-    public func router(extraRoutes: ((RouterGroup<APIRequestContext>) -> Void)? = nil) -> Router<APIRequestContext> {
+    /// The router with every route.
+    public func router() -> Router<APIRequestContext> {
         let router = Router(context: APIRequestContext.self)
         router.add(middleware: ObservingMiddleware(logger: logger))
         router.get("/livez") { _, _ in try JSONResponse.make(["status": "ok"]) }
@@ -82,17 +87,15 @@ public final class APIServer: Sendable {
         let auth = AuthMiddleware(configuration: configuration, signer: signer, pool: pool, keys: keys)
         let v1 = router.group("/v1").add(middleware: auth)
         addV1Routes(v1)
-        if let extraRoutes { extraRoutes(router.group("").add(middleware: auth)) }
+        if let connect { addConnectRoutes(router.group("").add(middleware: auth), connect) }
         return router
     }
 
     /// The application: HTTP/1.1 with keep-alive on `api.host`:`api.port`.
-    public func application(
-        extraRoutes: ((RouterGroup<APIRequestContext>) -> Void)? = nil,
-        onListening: @escaping @Sendable (Int) async -> Void = { _ in }
-    ) -> some ApplicationProtocol {
+    public func application(onListening: @escaping @Sendable (Int) async -> Void = { _ in }) -> some ApplicationProtocol
+    {
         Application(
-            router: router(extraRoutes: extraRoutes),
+            router: router(),
             configuration: .init(
                 address: .hostname(configuration.host, port: configuration.port), serverName: nil),
             onServerRunning: { channel in await onListening(channel.localAddress?.port ?? 0) },
@@ -101,11 +104,8 @@ public final class APIServer: Sendable {
 
     /// Runs until SIGTERM/SIGINT. On the signal `/readyz` answers 503 for `api.drainSeconds` (load balancers stop
     /// sending), then the listener closes and requests in progress finish.
-    public func run(
-        extraRoutes: ((RouterGroup<APIRequestContext>) -> Void)? = nil,
-        onListening: @escaping @Sendable (Int) async -> Void = { _ in }
-    ) async throws {
-        let app = application(extraRoutes: extraRoutes, onListening: onListening)
+    public func run(onListening: @escaping @Sendable (Int) async -> Void = { _ in }) async throws {
+        let app = application(onListening: onListening)
         let drain = DrainService(server: self)
         let group = ServiceGroup(
             configuration: .init(

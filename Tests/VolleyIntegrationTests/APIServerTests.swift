@@ -30,7 +30,7 @@ final class RunningAPI: @unchecked Sendable {
         let listening = NSLockBox<Int?>(nil)
         let app = server.application(onListening: { port in listening.set(port) })
         task = Task { try await app.runService() }
-        #expect(eventually(timeout: 20) { listening.get() != nil }, "the API never listened")
+        #expect(await eventuallyAsync(timeout: 20) { listening.get() != nil }, "the API never listened")
         port = listening.get() ?? 0
         base = "http://127.0.0.1:\(port)"
     }
@@ -68,6 +68,17 @@ final class RunningAPI: @unchecked Sendable {
         for (k, v) in http.allHeaderFields { h["\(k)".lowercased()] = "\(v)" }
         return Answer(status: http.statusCode, body: data, headers: h)
     }
+}
+
+/// `eventually` for async tests: polls every 20 ms without holding a thread of the cooperative pool (the server
+/// under test runs on that pool too).
+func eventuallyAsync(timeout: Double = 20, _ condition: () async throws -> Bool) async rethrows -> Bool {
+    let until = Date().addingTimeInterval(timeout)
+    while Date() < until {
+        if try await condition() { return true }
+        try? await Task.sleep(for: .milliseconds(20))
+    }
+    return try await condition()
 }
 
 final class NSLockBox<T>: @unchecked Sendable {

@@ -1,8 +1,10 @@
 import Foundation
 import Logging
 import VolleyAPI
+import VolleyConnect
 import VolleyCore
 import VolleyRedis
+import VolleyStore
 
 /// Wires `volley api`: the configuration's `api` section, the test-push path through the providers, and the
 /// Salesforce-compatible routes.
@@ -33,7 +35,25 @@ public enum APIRunner {
         }
         return APIServer(
             configuration: apiConfiguration, openAPIDocument: OpenAPIDocument.yaml, logger: logger,
-            testPush: testPush)
+            testPush: testPush, connect: try connectService(configuration: c, logger: logger))
+    }
+
+    /// The Salesforce-compatible resources on the same stores as the worker (types, inbox, job stream).
+    static func connectService(configuration c: VolleyConfiguration, logger: Logger) throws -> ConnectService {
+        let settings = try PipelineSettings(c)
+        func client(_ name: String) -> RedisClient {
+            RedisClient(endpoint: settings.endpoint, options: settings.redisOptions, name: name, logger: logger)
+        }
+        let producer = JobProducer(client: client("api-connect-jobs"), store: settings.store)
+        let apps = c.apps
+        return ConnectService(
+            types: RedisNotificationTypeStore(client: client("api-connect-types")),
+            inbox: RedisInboxStore(
+                client: client("api-connect-inbox"),
+                retention: InboxRetention(maxCount: c.inbox.maxCount, maxAgeSeconds: c.inbox.maxAgeSeconds)),
+            jobs: LockedJobWriter { job in _ = try producer.enqueue(job) },
+            options: ConnectService.Options(apps: { org in apps.filter { $0.orgs.allows(org) }.map(\.name) }),
+            logger: logger)
     }
 
     /// Runs until SIGTERM/SIGINT (drains first: `/readyz` answers 503 for `api.drainSeconds`).
