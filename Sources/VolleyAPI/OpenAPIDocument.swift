@@ -26,6 +26,8 @@ tags:
   - name: types
   - name: quota
   - name: health
+  - name: salesforce
+    description: Salesforce-compatible resources under /services/data/v{NN.N}/ (errors as Salesforce's array).
 paths:
   /livez:
     get:
@@ -400,13 +402,186 @@ paths:
         "429": {$ref: "#/components/responses/TooManyRequests"}
         "501": {$ref: "#/components/responses/Unavailable"}
         "503": {$ref: "#/components/responses/Unavailable"}
+  /services/data/{version}/actions/standard/customNotificationAction:
+    parameters:
+      - {$ref: "#/components/parameters/Version"}
+    get:
+      tags: [salesforce]
+      operationId: describeCustomNotificationAction
+      summary: The action's inputs.
+      responses:
+        "200":
+          description: The description.
+          content:
+            application/json:
+              schema: {type: object}
+        "401": {$ref: "#/components/responses/SalesforceError"}
+        "403": {$ref: "#/components/responses/SalesforceError"}
+        "404": {$ref: "#/components/responses/SalesforceError"}
+        "429": {$ref: "#/components/responses/SalesforceError"}
+        "503": {$ref: "#/components/responses/SalesforceError"}
+    post:
+      tags: [salesforce]
+      operationId: customNotificationAction
+      summary: One job per input (at most 500 recipients each); one result per input.
+      requestBody:
+        required: true
+        content:
+          application/json:
+            schema:
+              type: object
+              required: [inputs]
+              properties:
+                inputs:
+                  type: array
+                  items:
+                    type: object
+                    properties:
+                      customNotifTypeId: {type: string}
+                      recipientIds:
+                        type: array
+                        maxItems: 500
+                        items: {type: string}
+                      senderId: {type: string}
+                      title: {type: string, maxLength: 250}
+                      body: {type: string, maxLength: 750}
+                      targetId: {type: string}
+                      targetPageRef: {type: string}
+      responses:
+        "200":
+          description: One result per input.
+          content:
+            application/json:
+              schema:
+                type: array
+                items:
+                  type: object
+                  required: [actionName, isSuccess]
+                  properties:
+                    actionName: {type: string}
+                    isSuccess: {type: boolean}
+                    errors: {type: [array, "null"]}
+                    outputValues: {type: [object, "null"]}
+        "400": {$ref: "#/components/responses/SalesforceError"}
+        "401": {$ref: "#/components/responses/SalesforceError"}
+        "403": {$ref: "#/components/responses/SalesforceError"}
+        "404": {$ref: "#/components/responses/SalesforceError"}
+        "413": {$ref: "#/components/responses/SalesforceError"}
+        "429": {$ref: "#/components/responses/SalesforceError"}
+        "503": {$ref: "#/components/responses/SalesforceError"}
+  /services/data/{version}/connect/notifications/push:
+    parameters:
+      - {$ref: "#/components/parameters/Version"}
+    post:
+      tags: [salesforce]
+      operationId: connectPush
+      summary: Push a platform payload to users of a connected app (Connect REST).
+      requestBody:
+        required: true
+        content:
+          application/json:
+            schema:
+              type: object
+              required: [appName, userIds, payload]
+              properties:
+                appName: {type: string}
+                namespace: {type: string}
+                userIds:
+                  type: array
+                  maxItems: 500
+                  items: {type: string}
+                payload: {type: string}
+      responses:
+        "202":
+          description: The job id.
+          content:
+            application/json:
+              schema:
+                type: object
+                required: [id]
+                properties:
+                  id: {type: string}
+        "400": {$ref: "#/components/responses/SalesforceError"}
+        "401": {$ref: "#/components/responses/SalesforceError"}
+        "403": {$ref: "#/components/responses/SalesforceError"}
+        "404": {$ref: "#/components/responses/SalesforceError"}
+        "413": {$ref: "#/components/responses/SalesforceError"}
+        "429": {$ref: "#/components/responses/SalesforceError"}
+        "503": {$ref: "#/components/responses/SalesforceError"}
+  /services/data/{version}/connect/notifications:
+    parameters:
+      - {$ref: "#/components/parameters/Version"}
+    get:
+      tags: [salesforce]
+      operationId: listNotifications
+      summary: The context user's notifications, newest first (a user token).
+      parameters:
+        - {name: after, in: query, schema: {type: string}}
+        - {name: before, in: query, schema: {type: string}}
+        - {name: size, in: query, schema: {type: integer, minimum: 1, maximum: 50}}
+        - {name: trimMessages, in: query, schema: {type: string}}
+      responses:
+        "200":
+          description: A notification collection.
+          content:
+            application/json:
+              schema: {$ref: "#/components/schemas/NotificationCollection"}
+        "400": {$ref: "#/components/responses/SalesforceError"}
+        "401": {$ref: "#/components/responses/SalesforceError"}
+        "403": {$ref: "#/components/responses/SalesforceError"}
+        "429": {$ref: "#/components/responses/SalesforceError"}
+        "503": {$ref: "#/components/responses/SalesforceError"}
+  /services/data/{version}/connect/notifications/status:
+    parameters:
+      - {$ref: "#/components/parameters/Version"}
+    get:
+      tags: [salesforce]
+      operationId: notificationStatus
+      summary: Unread and unseen counts of the context user (a user token).
+      responses:
+        "200":
+          description: The status.
+          content:
+            application/json:
+              schema:
+                type: object
+                required: [unreadCount, unseenCount]
+                properties:
+                  lastActivity: {type: string}
+                  oldestUnread: {type: string}
+                  oldestUnseen: {type: string}
+                  unreadCount: {type: integer}
+                  unseenCount: {type: integer}
+        "401": {$ref: "#/components/responses/SalesforceError"}
+        "403": {$ref: "#/components/responses/SalesforceError"}
+        "429": {$ref: "#/components/responses/SalesforceError"}
+        "503": {$ref: "#/components/responses/SalesforceError"}
 components:
+  parameters:
+    Version:
+      name: version
+      in: path
+      required: true
+      description: Salesforce's API version segment, any version (`v60.0`).
+      schema: {type: string, pattern: "^v[0-9]{2}\\.[0-9]$"}
   securitySchemes:
     bearer:
       type: http
       scheme: bearer
       description: An API key (`vk_…`) or, for the device resources, a user token (`vut1.…`).
   responses:
+    SalesforceError:
+      description: Salesforce's error array on the compatible paths.
+      content:
+        application/json:
+          schema:
+            type: array
+            items:
+              type: object
+              required: [errorCode, message]
+              properties:
+                errorCode: {type: string}
+                message: {type: string}
     BadRequest:
       description: The input is malformed or invalid; `field` names it.
       content:
@@ -454,6 +629,24 @@ components:
         application/problem+json:
           schema: {$ref: "#/components/schemas/Problem"}
   schemas:
+    NotificationCollection:
+      type: object
+      required: [notifications]
+      properties:
+        notifications:
+          type: array
+          items:
+            type: object
+            required: [id, messageTitle, messageBody, read, seen, organizationId, recipientId]
+            properties:
+              id: {type: string}
+              type: {type: [string, "null"]}
+              messageTitle: {type: string}
+              messageBody: {type: string}
+              read: {type: boolean}
+              seen: {type: boolean}
+              organizationId: {type: string}
+              recipientId: {type: string}
     Problem:
       type: object
       required: [type, title, status, detail]
