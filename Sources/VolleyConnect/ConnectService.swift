@@ -28,6 +28,12 @@ public final class ConnectService: Sendable {
             self.newJobID = newJobID
             self.clock = clock
         }
+
+        /// `apps` from the configuration's apps, in order, each with the orgs that may use it: an org may use the
+        /// apps that allow it, and no other (an app the configuration does not name answers 404).
+        public static func apps(configured: [(name: AppName, orgs: AppOrgs)]) -> @Sendable (OrgID) -> [AppName]? {
+            { org in configured.filter { $0.orgs.allows(org) }.map(\.name) }
+        }
     }
 
     let types: RedisNotificationTypeStore
@@ -71,7 +77,9 @@ public final class ConnectService: Sendable {
     // MARK: Routing
 
     private func route(_ r: ConnectRequest, caller: ConnectCaller) throws -> ConnectResponse {
-        let parts = r.path.split(separator: "/", omittingEmptySubsequences: true).map(String.init)
+        let parts = r.path.split(separator: "/", omittingEmptySubsequences: true).map {
+            $0.removingPercentEncoding ?? String($0)
+        }
         func allow(_ methods: String...) throws {
             let accepted = methods.contains("GET") ? methods + ["HEAD"] : methods
             if !accepted.contains(r.method) { throw ConnectError.methodNotAllowed(r.method, allowed: methods) }
@@ -256,7 +264,7 @@ public final class ConnectService: Sendable {
         switch mark.selection {
         case .ids(let ids):
             touched = try ids.compactMap { try inbox.notification(org: caller.org, user: user, id: $0) }
-                .filter { vis.shows($0.type) }
+                .filter { vis.shows($0.type) }.sorted { $0.createdAt > $1.createdAt }
         case .before(let date):
             touched = try visibleList(
                 org: caller.org, user: user, size: NotificationListParameters.maxSize, before: date, after: nil, vis)
