@@ -233,6 +233,8 @@ func actionRecipientLimit(count: Int) throws {
     #expect(field(#"{"appName": "A", "userIds": ["u"], "payload": "{'aps': 1}"}"#) == "payload")
     let many = (0...500).map { "\"u\($0)\"" }.joined(separator: ",")
     #expect(field(#"{"appName": "A", "userIds": [\#(many)], "payload": "{'a': 1}"}"#) == "userIds")
+    let big = String(repeating: "x", count: 4100)
+    #expect(field(#"{"appName": "A", "userIds": ["u"], "payload": "{'a': '\#(big)'}"}"#) == "payload")
     #expect(
         thrown { _ = try ConnectPush.decode(json(#"{"appName": "A", "userId": ["u"], "payload": "{}"}"#)) }?
             .errorCode == "JSON_PARSER_ERROR")
@@ -333,4 +335,23 @@ func actionRecipientLimit(count: Int) throws {
     let on = NotificationOrgSetting(desktopEnabled: true, mobileEnabled: true).effective(for: type)
     #expect(on.mobile && !on.desktop && !on.email && !on.slack)
     #expect(!NotificationOrgSetting(mobileEnabled: false).effective(for: type).mobile)
+}
+
+/// The jobs the resources write are jobs the worker takes: no key it does not know, and structurally valid.
+@Test func writtenJobsPassTheWorkersChecks() throws {
+    let input = try parse(
+        #"{"customNotifTypeId": "T", "recipientIds": ["u", "00G"], "title": "t", "body": "b", "targetPageRef": "{}"}"#)
+    guard case .valid(let decoded) = CustomNotificationAction.decode(input) else {
+        Issue.record("valid input refused")
+        return
+    }
+    let push = try ConnectPush.decode(
+        json(#"{"appName": "A", "userIds": ["u"], "payload": "{'aps': {'alert': 'x'}}"}"#))
+    for job in [
+        CustomNotificationAction.job(decoded, id: "j1", org: "o", app: "a"), ConnectPush.job(push, id: "j2", org: "o"),
+    ] {
+        try job.validate()
+        let unknown = try #require(JobKeys.unknownKeys(inJSON: try JSONEncoder().encode(job)))
+        #expect(unknown.isEmpty, "\(unknown)")
+    }
 }
