@@ -207,7 +207,7 @@ let package = Package(
             name: "VolleyIntegrationTests",
             dependencies: [
                 "VolleyEngine", "VolleyService", "VolleyStore", "VolleyRedis", "VolleyCore", "VolleyAPNs", "VolleyFCM",
-                "VolleyHTTP2", "VolleyMock", "VolleyTestSupport", "VolleyTestDoubles",
+                "VolleyHTTP2", "VolleyMock", "VolleyTestSupport", "VolleyTestDoubles", "VolleyConnect",
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "Logging", package: "swift-log"),
             ]),
