@@ -209,6 +209,10 @@ public final class ConnectService: Sendable {
         var orgSettings: [String: NotificationOrgSetting]
         var app: AppName?
 
+        /// True when a type the org defines is hidden from the app (types the org no longer defines are hidden too,
+        /// but only `list` sees those: the fast status counts them).
+        var hidesAnyType: Bool { types.keys.contains { !shows($0) } }
+
         func shows(_ typeID: String?) -> Bool {
             guard let typeID else { return true } // a plain push stored in-app belongs to every app
             guard let type = types[typeID] else { return false }
@@ -295,10 +299,15 @@ public final class ConnectService: Sendable {
         return .json(200, ConnectNotification(n, org: caller.org, user: user, trim: trim))
     }
 
-    /// Counts over the user's whole inbox (every type), dates now when there is nothing to date.
+    /// Counts over what the app shows, dates now when there is nothing to date. When the app hides no type of the
+    /// org, the counts come from two ZCARDs; otherwise every notification's type is read and filtered.
     public func notificationStatus(caller: ConnectCaller) throws -> ConnectResponse {
         let user = try contextUser(caller)
-        let s = try inbox.status(org: caller.org, user: user)
+        let vis = try visibility(caller)
+        let s =
+            vis.hidesAnyType
+            ? try inbox.status(org: caller.org, user: user, includes: vis.shows)
+            : try inbox.status(org: caller.org, user: user)
         return .json(200, ConnectNotificationStatus(s, now: options.clock.now()))
     }
 

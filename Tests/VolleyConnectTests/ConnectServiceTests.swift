@@ -187,8 +187,10 @@ private let alice = ConnectCaller(org: "o1", user: "alice", app: "sales")
     #expect(h.call("GET", "/connect/notifications/n3", caller: alice).status == 404)
     #expect(h.call("GET", "/connect/notifications/n4", caller: ConnectCaller(org: "o2", user: "alice")).status == 404)
 
+    // The hidden type is not counted either.
     var status = try dict(h.call("GET", "/connect/notifications/status", caller: alice))
-    #expect(status["unreadCount"] as? Int == 5 && status["unseenCount"] as? Int == 5)
+    #expect(status["unreadCount"] as? Int == 4 && status["unseenCount"] as? Int == 4)
+    #expect(status["lastActivity"] as? String == "2027-01-15T08:00:50.000Z")
 
     // Mark one read (booleans as strings): it is also seen.
     r = h.call("PATCH", "/connect/notifications/n4", body: #"{"read": "true"}"#, caller: alice)
@@ -204,9 +206,14 @@ private let alice = ConnectCaller(org: "o1", user: "alice", app: "sales")
         caller: alice)
     #expect(try r.status == 200 && (try ids(r)) == ["n2", "n1"])
     status = try dict(h.call("GET", "/connect/notifications/status", caller: alice))
-    #expect(status["unreadCount"] as? Int == 2 && status["unseenCount"] as? Int == 2)
+    #expect(status["unreadCount"] as? Int == 1 && status["unseenCount"] as? Int == 1)
     r = h.call("PATCH", "/connect/notifications", body: #"{"seen": "true"}"#, caller: alice)
     #expect(r.status == 200)
+    status = try dict(h.call("GET", "/connect/notifications/status", caller: alice))
+    #expect(status["unreadCount"] as? Int == 1 && status["unseenCount"] as? Int == 0)
+    #expect(status["oldestUnread"] as? String == "2027-01-15T08:00:50.000Z")
+    // With the type shown again, its notification counts (unread, but seen by the PATCH before now).
+    try h.types.resetSetting(org: "o1", app: "sales", typeID: "H")
     status = try dict(h.call("GET", "/connect/notifications/status", caller: alice))
     #expect(status["unreadCount"] as? Int == 2 && status["unseenCount"] as? Int == 0)
     #expect(status["oldestUnread"] as? String == "2027-01-15T08:00:30.000Z")
