@@ -294,3 +294,34 @@ private let alice = ConnectCaller(org: "o1", user: "alice", app: "sales")
     let m = h.call("PUT", "/connect/notifications", caller: alice)
     #expect(try m.status == 405 && (try errorCode(m)) == "METHOD_NOT_ALLOWED")
 }
+
+@Test func concurrentRequestsShareTheStoresSafely() async throws {
+    let h = try Harness()
+    defer { h.stop() }
+    let body = Data(#"{"appName": "sales", "userIds": ["alice"], "payload": "{'aps': {'alert': 'hi'}}"}"#.utf8)
+    let statuses = await withTaskGroup(of: Int.self) { group in
+        for _ in 0..<40 {
+            group.addTask {
+                await h.service.respond(
+                    to: ConnectRequest(method: "post", path: "/connect/notifications/push", body: body), caller: backend
+                ).status
+            }
+        }
+        var out: [Int] = []
+        for await s in group { out.append(s) }
+        return out
+    }
+    #expect(statuses == Array(repeating: 202, count: 40))
+    let jobs = try h.jobs()
+    #expect(jobs.count == 40 && Set(jobs.compactMap(\.id)).count == 40)
+}
+
+@Test func headAndPercentEncodedSegmentsRouteLikeGet() throws {
+    let h = try Harness()
+    defer { h.stop() }
+    try h.types.setType(org: "o1", NotificationType(id: "A B", name: "Spaced"))
+    let r = h.call("HEAD", "/connect/notifications/settings/organization/A%20B", caller: backend)
+    #expect(r.status == 200)
+    #expect(try dict(r)["notificationTypeOrId"] as? String == "A B")
+    #expect(h.call("HEAD", "/connect/notifications/push", caller: backend).status == 405)
+}
