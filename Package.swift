@@ -207,7 +207,8 @@ let package = Package(
             name: "VolleyIntegrationTests",
             dependencies: [
                 "VolleyEngine", "VolleyService", "VolleyStore", "VolleyRedis", "VolleyCore", "VolleyAPNs", "VolleyFCM",
-                "VolleyHTTP2", "VolleyMock", "VolleyTestSupport", "VolleyTestDoubles", "VolleyConnect",
+                "VolleyHTTP2", "VolleyMock", "VolleyTestSupport", "VolleyTestDoubles",
+                "VolleyConnect",
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "Logging", package: "swift-log"),
             ]),
