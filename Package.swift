@@ -222,6 +222,7 @@ let package = Package(
             dependencies: [
                 "VolleyEngine", "VolleyService", "VolleyStore", "VolleyRedis", "VolleyCore", "VolleyAPNs", "VolleyFCM",
                 "VolleyHTTP2", "VolleyMock", "VolleyTestSupport", "VolleyTestDoubles", "VolleyAPI",
+                "VolleyConnect",
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "Logging", package: "swift-log"),
             ]),

@@ -5,6 +5,8 @@ import VolleyCore
 public enum ConnectPush {
     static let keys: Set<String> = ["appName", "namespace", "userIds", "payload"]
     public static let maxUsers = PushJob.maxRecipients
+    /// APNs takes at most 4 KB of payload and FCM 4 KB of data: a bigger payload could reach no device.
+    public static let maxPayloadBytes = 4096
 
     public struct Request: Sendable, Hashable {
         public var appName: AppName
@@ -41,6 +43,10 @@ public enum ConnectPush {
             throw .invalidInput("payload: must be a JSON object")
         }
         if fields.isEmpty { throw .invalidInput("payload: must hold at least one key (for example aps)") }
+        let bytes = ConnectJSON.text(payload).utf8.count
+        if bytes > maxPayloadBytes {
+            throw .invalidInput("payload: exceeds maximum size (\(bytes) bytes; at most \(maxPayloadBytes))")
+        }
         if let aps = fields["aps"], aps.objectValue == nil {
             throw .invalidInput("payload: aps must be a JSON object")
         }

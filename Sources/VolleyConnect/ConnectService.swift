@@ -28,6 +28,12 @@ public final class ConnectService: Sendable {
             self.newJobID = newJobID
             self.clock = clock
         }
+
+        /// `apps` from the configuration's apps, in order, each with the orgs that may use it: an org may use the
+        /// apps that allow it, and no other (an app the configuration does not name answers 404).
+        public static func apps(configured: [(name: AppName, orgs: AppOrgs)]) -> @Sendable (OrgID) -> [AppName]? {
+            { org in configured.filter { $0.orgs.allows(org) }.map(\.name) }
+        }
     }
 
     let types: RedisNotificationTypeStore
@@ -71,7 +77,9 @@ public final class ConnectService: Sendable {
     // MARK: Routing
 
     private func route(_ r: ConnectRequest, caller: ConnectCaller) throws -> ConnectResponse {
-        let parts = r.path.split(separator: "/", omittingEmptySubsequences: true).map(String.init)
+        let parts = r.path.split(separator: "/", omittingEmptySubsequences: true).map {
+            $0.removingPercentEncoding ?? String($0)
+        }
         func allow(_ methods: String...) throws {
             let accepted = methods.contains("GET") ? methods + ["HEAD"] : methods
             if !accepted.contains(r.method) { throw ConnectError.methodNotAllowed(r.method, allowed: methods) }
@@ -201,6 +209,10 @@ public final class ConnectService: Sendable {
         var orgSettings: [String: NotificationOrgSetting]
         var app: AppName?
 
+        /// True when a type the org defines is hidden from the app (types the org no longer defines are hidden too,
+        /// but only `list` sees those: the fast status counts them).
+        var hidesAnyType: Bool { types.keys.contains { !shows($0) } }
+
         func shows(_ typeID: String?) -> Bool {
             guard let typeID else { return true } // a plain push stored in-app belongs to every app
             guard let type = types[typeID] else { return false }
@@ -256,7 +268,7 @@ public final class ConnectService: Sendable {
         switch mark.selection {
         case .ids(let ids):
             touched = try ids.compactMap { try inbox.notification(org: caller.org, user: user, id: $0) }
-                .filter { vis.shows($0.type) }
+                .filter { vis.shows($0.type) }.sorted { $0.createdAt > $1.createdAt }
         case .before(let date):
             touched = try visibleList(
                 org: caller.org, user: user, size: NotificationListParameters.maxSize, before: date, after: nil, vis)
@@ -287,10 +299,15 @@ public final class ConnectService: Sendable {
         return .json(200, ConnectNotification(n, org: caller.org, user: user, trim: trim))
     }
 
-    /// Counts over the user's whole inbox (every type), dates now when there is nothing to date.
+    /// Counts over what the app shows, dates now when there is nothing to date. When the app hides no type of the
+    /// org, the counts come from two ZCARDs; otherwise every notification's type is read and filtered.
     public func notificationStatus(caller: ConnectCaller) throws -> ConnectResponse {
         let user = try contextUser(caller)
-        let s = try inbox.status(org: caller.org, user: user)
+        let vis = try visibility(caller)
+        let s =
+            vis.hidesAnyType
+            ? try inbox.status(org: caller.org, user: user, includes: vis.shows)
+            : try inbox.status(org: caller.org, user: user)
         return .json(200, ConnectNotificationStatus(s, now: options.clock.now()))
     }
 

@@ -36,7 +36,7 @@ public struct NotificationListParameters: Sendable, Hashable {
             }
         }
         if after != nil && before != nil {
-            throw .invalidInput("after: can't be used with before; give one of them")
+            throw .invalidInput("before: can't be used with after; give one of them")
         }
     }
 

@@ -137,6 +137,53 @@ public final class RedisInboxStore: InboxStore, @unchecked Sendable {
             oldestUnread: oldest(r[2]), oldestUnseen: oldest(r[3]), lastActivity: oldest(r[4]))
     }
 
+    /// Status over the notifications whose type `includes` accepts (nil type: a plain push). Reads the user's
+    /// whole inbox (at most `retention.maxCount` entries) and each one's type in one pipeline.
+    public func status(org: OrgID, user: UserID, includes: (String?) -> Bool) throws -> InboxStatus {
+        let k = RecipientKeys(org: org)
+        let sets = try redis.with { c in
+            try c.pipeline([
+                ["ZRANGE", k.inbox(user, "all"), "0", "-1", "WITHSCORES"],
+                ["ZRANGE", k.inbox(user, "unread"), "0", "-1"],
+                ["ZRANGE", k.inbox(user, "unseen"), "0", "-1"],
+            ])
+        }
+        for x in sets { try x.throwIfError("inbox status") }
+        var entries: [(id: String, created: Int64)] = []
+        let flat = sets[0].array ?? []
+        var i = 0
+        while i + 1 < flat.count {
+            if let id = flat[i].string, let s = flat[i + 1].string, let d = Double(s) { entries.append((id, Int64(d))) }
+            i += 2
+        }
+        if entries.isEmpty {
+            return InboxStatus(unreadCount: 0, unseenCount: 0, oldestUnread: nil, oldestUnseen: nil, lastActivity: nil)
+        }
+        let typeReplies = try redis.with { c in
+            try c.pipeline(entries.map { ["HMGET", k.inboxContent($0.id), "type", "created"] })
+        }
+        let unread = Set((sets[1].array ?? []).compactMap(\.string))
+        let unseen = Set((sets[2].array ?? []).compactMap(\.string))
+        var st = InboxStatus(unreadCount: 0, unseenCount: 0, oldestUnread: nil, oldestUnseen: nil, lastActivity: nil)
+        for (e, reply) in zip(entries, typeReplies) {
+            try reply.throwIfError("inbox status")
+            let fields = reply.array ?? []
+            // Expired content (no `created`) is not shown by `list`, so it is not counted either.
+            guard fields.count == 2, !fields[1].isNull, includes(fields[0].string) else { continue }
+            let created = Self.date(e.created)
+            if unread.contains(e.id) {
+                st.unreadCount += 1
+                st.oldestUnread = min(st.oldestUnread ?? created, created)
+            }
+            if unseen.contains(e.id) {
+                st.unseenCount += 1
+                st.oldestUnseen = min(st.oldestUnseen ?? created, created)
+            }
+            st.lastActivity = max(st.lastActivity ?? created, created)
+        }
+        return st
+    }
+
     @discardableResult
     public func mark(org: OrgID, user: UserID, _ mark: InboxMark) throws -> Int {
         let k = RecipientKeys(org: org)
