@@ -97,16 +97,35 @@ let package = Package(
                 .product(name: "Prometheus", package: "swift-prometheus"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ]),
+        // The Salesforce-compatible resources (custom notification action, Connect push, Notifications, settings)
+        // behind a transport-neutral request/response contract; the HTTP layer routes to it.
+        .target(
+            name: "VolleyConnect",
+            dependencies: [
+                "VolleyCore", "VolleyStore",
+                .product(name: "Logging", package: "swift-log"),
+            ]),
         // Configuration, bootstrap, lifecycle, the demo: the one place that wires things together.
         .target(
             name: "VolleyService",
             dependencies: [
                 "VolleyCore", "VolleyHTTP2", "VolleyRedis", "VolleyStore", "VolleyAPNs", "VolleyFCM", "VolleyEngine",
-                "VolleyObservability",
+                "VolleyObservability", "VolleyAPI", "VolleyConnect",
                 .product(name: "Yams", package: "Yams"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Metrics", package: "swift-metrics"),
                 .product(name: "Prometheus", package: "swift-prometheus"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+            ]),
+        // The HTTP API (`volley api`): routes from openapi/volley.yaml, API keys, user tokens, rate limits, tenancy.
+        .target(
+            name: "VolleyAPI",
+            dependencies: [
+                "VolleyCore", "VolleyStore", "VolleyRedis", "VolleyConnect",
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "Metrics", package: "swift-metrics"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ]),
         // Behind `volley bench`: transport, end-to-end, sweep and provider benchmarks, the processes they start
@@ -125,7 +144,7 @@ let package = Package(
         .executableTarget(
             name: "volley",
             dependencies: [
-                "VolleyBench", "VolleyService",
+                "VolleyBench", "VolleyService", "VolleyAPI",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ]),
 
@@ -189,6 +208,13 @@ let package = Package(
                 "VolleyEngine", "VolleyCore", "VolleyTestDoubles", .product(name: "Logging", package: "swift-log"),
                 .product(name: "MetricsTestKit", package: "swift-metrics"),
             ]),
+        .testTarget(name: "VolleyAPITests", dependencies: ["VolleyAPI", "VolleyCore"]),
+        .testTarget(
+            name: "VolleyConnectTests",
+            dependencies: [
+                "VolleyConnect", "VolleyStore", "VolleyRedis", "VolleyCore", "VolleyTestSupport",
+                .product(name: "Logging", package: "swift-log"),
+            ]),
         .testTarget(
             name: "VolleyServiceTests",
             dependencies: [
@@ -212,7 +238,8 @@ let package = Package(
             name: "VolleyIntegrationTests",
             dependencies: [
                 "VolleyEngine", "VolleyService", "VolleyStore", "VolleyRedis", "VolleyCore", "VolleyAPNs", "VolleyFCM",
-                "VolleyHTTP2", "VolleyMock", "VolleyTestSupport", "VolleyTestDoubles",
+                "VolleyHTTP2", "VolleyMock", "VolleyTestSupport", "VolleyTestDoubles", "VolleyAPI",
+                "VolleyConnect",
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "Logging", package: "swift-log"),
             ]),

@@ -2,7 +2,7 @@
 # Installs the system packages Volley builds, tests and demos with, when any is missing (Debian/Ubuntu).
 set -euo pipefail
 pkgs=(libnghttp2-dev libssl-dev libhiredis-dev redis-server nghttp2-client nghttp2-server pkg-config openssl curl
-  python3-venv)
+  python3-venv wrk)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -11,7 +11,7 @@ public enum JobKeys {
         "title", "subtitle", "body", "localized", "sound", "badge", "badgeIncrement", "data", "contentAvailable",
         "mutableContent", "category", "threadId", "collapseId", "interruptionLevel", "relevanceScore",
         "targetContentId", "ttl", "priority", "pushType", "imageUrl", "url", "channelId", "type", "targetId", "apns",
-        "fcm",
+        "fcm", "targetPageRef",
     ]
     public static let localizedText: Set<String> = ["title", "subtitle", "body"]
     public static let device: Set<String> = ["platform", "token", "environment"]

@@ -46,6 +46,8 @@ public struct Notification: Sendable, Hashable, Codable {
     /// Salesforce-style fields for the in-app inbox and notification types.
     public var type: String?
     public var targetId: String?
+    /// Page reference of the navigation target (Salesforce `targetPageRef`, JSON text kept verbatim): in-app only.
+    public var targetPageRef: String?
     /// Raw platform payloads passed through (Apex / Connect REST style).
     public var apns: JSONValue?
     public var fcm: JSONValue?

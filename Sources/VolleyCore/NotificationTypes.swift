@@ -27,6 +27,32 @@ public struct NotificationAppSetting: Sendable, Hashable, Codable {
     }
 }
 
+/// Salesforce "Notification Setting" for one type in an org: which delivery channels the org allows. Absent values
+/// take the defaults from the type (desktop and mobile from its channels; email and Slack off). An org can turn off
+/// a channel the type has, not turn on one it lacks.
+public struct NotificationOrgSetting: Sendable, Hashable, Codable {
+    public var desktopEnabled: Bool?
+    public var emailEnabled: Bool?
+    public var mobileEnabled: Bool?
+    public var slackEnabled: Bool?
+    public init(
+        desktopEnabled: Bool? = nil, emailEnabled: Bool? = nil, mobileEnabled: Bool? = nil, slackEnabled: Bool? = nil
+    ) {
+        self.desktopEnabled = desktopEnabled
+        self.emailEnabled = emailEnabled
+        self.mobileEnabled = mobileEnabled
+        self.slackEnabled = slackEnabled
+    }
+
+    /// Effective channels for `type`: the type's channel and-ed with the org's choice.
+    public func effective(for type: NotificationType) -> (desktop: Bool, email: Bool, mobile: Bool, slack: Bool) {
+        (
+            desktop: type.desktop && desktopEnabled != false, email: emailEnabled == true,
+            mobile: type.mobile && mobileEnabled != false, slack: slackEnabled == true
+        )
+    }
+}
+
 /// What a job may do, decided once per job from its type and app.
 public enum DeliveryPolicy: Sendable, Hashable {
     /// Store in-app and push.

@@ -52,7 +52,7 @@ public struct DirectoryRecipientResolver: RecipientResolver {
             : text.map {
                 InboxContent(
                     id: jobID.rawValue, type: n.type, title: $0.title, body: $0.body, target: n.targetId,
-                    targetPageRef: nil, createdAt: clock.now())
+                    targetPageRef: n.targetPageRef, createdAt: clock.now())
             }
         let c = Cursor(
             job: job, jobID: jobID, policy: policy, explicit: explicit, directory: directory, inbox: inbox,

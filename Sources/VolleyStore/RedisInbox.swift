@@ -54,12 +54,18 @@ public final class RedisInboxStore: InboxStore, @unchecked Sendable {
     }
 
     public func list(org: OrgID, user: UserID, size: Int, before: Date?) throws -> [InboxNotification] {
+        try list(org: org, user: user, size: size, before: before, after: nil)
+    }
+
+    /// Newest first, strictly between `after` and `before` (each optional), at most `size`.
+    public func list(org: OrgID, user: UserID, size: Int, before: Date?, after: Date?) throws -> [InboxNotification] {
         let k = RecipientKeys(org: org)
         let max = before.map { "(" + String(Self.ms($0)) } ?? "+inf"
+        let min = after.map { "(" + String(Self.ms($0)) } ?? "-inf"
         let n = Swift.max(1, size)
         return try redis.with { c in
             let ids = try c.checked([
-                "ZREVRANGEBYSCORE", k.inbox(user, "all"), max, "-inf", "WITHSCORES", "LIMIT", "0", String(n),
+                "ZREVRANGEBYSCORE", k.inbox(user, "all"), max, min, "WITHSCORES", "LIMIT", "0", String(n),
             ])
             let flat = ids.array ?? []
             var entries: [(String, Int64)] = []
@@ -93,6 +99,25 @@ public final class RedisInboxStore: InboxStore, @unchecked Sendable {
         }
     }
 
+    /// One notification of the user's inbox, or nil when the user has none with this id (or its content expired).
+    public func notification(org: OrgID, user: UserID, id: String) throws -> InboxNotification? {
+        let k = RecipientKeys(org: org)
+        let r = try redis.with { c in
+            try c.pipeline([
+                ["ZSCORE", k.inbox(user, "all"), id], ["HGETALL", k.inboxContent(id)],
+                ["ZSCORE", k.inbox(user, "unread"), id], ["ZSCORE", k.inbox(user, "unseen"), id],
+            ])
+        }
+        for x in r { try x.throwIfError("inbox notification") }
+        guard let s = r[0].string, let created = Double(s) else { return nil }
+        let f = Dictionary(r[1].fieldPairs, uniquingKeysWith: { a, _ in a })
+        if f.isEmpty { return nil }
+        return InboxNotification(
+            id: id, type: f["type"], title: f["title"] ?? "", body: f["body"] ?? "", target: f["target"],
+            targetPageRef: f["targetPageRef"], createdAt: Self.date(Int64(created)), read: r[2].isNull,
+            seen: r[3].isNull)
+    }
+
     public func status(org: OrgID, user: UserID) throws -> InboxStatus {
         let k = RecipientKeys(org: org)
         let r = try redis.with { c in
@@ -111,6 +136,53 @@ public final class RedisInboxStore: InboxStore, @unchecked Sendable {
         return InboxStatus(
             unreadCount: try r[0].int("ZCARD"), unseenCount: try r[1].int("ZCARD"),
             oldestUnread: oldest(r[2]), oldestUnseen: oldest(r[3]), lastActivity: oldest(r[4]))
+    }
+
+    /// Status over the notifications whose type `includes` accepts (nil type: a plain push). Reads the user's
+    /// whole inbox (at most `retention.maxCount` entries) and each one's type in one pipeline.
+    public func status(org: OrgID, user: UserID, includes: (String?) -> Bool) throws -> InboxStatus {
+        let k = RecipientKeys(org: org)
+        let sets = try redis.with { c in
+            try c.pipeline([
+                ["ZRANGE", k.inbox(user, "all"), "0", "-1", "WITHSCORES"],
+                ["ZRANGE", k.inbox(user, "unread"), "0", "-1"],
+                ["ZRANGE", k.inbox(user, "unseen"), "0", "-1"],
+            ])
+        }
+        for x in sets { try x.throwIfError("inbox status") }
+        var entries: [(id: String, created: Int64)] = []
+        let flat = sets[0].array ?? []
+        var i = 0
+        while i + 1 < flat.count {
+            if let id = flat[i].string, let s = flat[i + 1].string, let d = Double(s) { entries.append((id, Int64(d))) }
+            i += 2
+        }
+        if entries.isEmpty {
+            return InboxStatus(unreadCount: 0, unseenCount: 0, oldestUnread: nil, oldestUnseen: nil, lastActivity: nil)
+        }
+        let typeReplies = try redis.with { c in
+            try c.pipeline(entries.map { ["HMGET", k.inboxContent($0.id), "type", "created"] })
+        }
+        let unread = Set((sets[1].array ?? []).compactMap(\.string))
+        let unseen = Set((sets[2].array ?? []).compactMap(\.string))
+        var st = InboxStatus(unreadCount: 0, unseenCount: 0, oldestUnread: nil, oldestUnseen: nil, lastActivity: nil)
+        for (e, reply) in zip(entries, typeReplies) {
+            try reply.throwIfError("inbox status")
+            let fields = reply.array ?? []
+            // Expired content (no `created`) is not shown by `list`, so it is not counted either.
+            guard fields.count == 2, !fields[1].isNull, includes(fields[0].string) else { continue }
+            let created = Self.date(e.created)
+            if unread.contains(e.id) {
+                st.unreadCount += 1
+                st.oldestUnread = min(st.oldestUnread ?? created, created)
+            }
+            if unseen.contains(e.id) {
+                st.unseenCount += 1
+                st.oldestUnseen = min(st.oldestUnseen ?? created, created)
+            }
+            st.lastActivity = max(st.lastActivity ?? created, created)
+        }
+        return st
     }
 
     @discardableResult

@@ -45,17 +45,61 @@ public final class RedisNotificationTypeStore: NotificationTypeStore, @unchecked
         return out
     }
 
+    /// One type, or nil when the org does not define it.
+    public func type(org: OrgID, id: String) throws -> NotificationType? {
+        let r = try redis.with { try $0.checked(["HGET", RecipientKeys(org: org).types, id]) }
+        return r.string.flatMap { try? JSONDecoder().decode(NotificationType.self, from: Data($0.utf8)) }
+    }
+
+    /// The org's channel switches per type (Salesforce "Notification Setting"); absent types take the defaults.
+    public func orgSettings(org: OrgID) throws -> [String: NotificationOrgSetting] {
+        let r = try redis.with { try $0.checked(["HGETALL", RecipientKeys(org: org).typeOrgSettings]) }
+        var out: [String: NotificationOrgSetting] = [:]
+        for (id, json) in r.fieldPairs {
+            if let s = try? JSONDecoder().decode(NotificationOrgSetting.self, from: Data(json.utf8)) { out[id] = s }
+        }
+        return out
+    }
+
+    /// Merges `change` into the type's org setting (nil fields keep their value); returns the stored setting.
+    @discardableResult
+    public func setOrgSetting(org: OrgID, typeID: String, _ change: NotificationOrgSetting) throws
+        -> NotificationOrgSetting
+    {
+        var current = try orgSettings(org: org)[typeID] ?? NotificationOrgSetting()
+        if let v = change.desktopEnabled { current.desktopEnabled = v }
+        if let v = change.emailEnabled { current.emailEnabled = v }
+        if let v = change.mobileEnabled { current.mobileEnabled = v }
+        if let v = change.slackEnabled { current.slackEnabled = v }
+        let json = String(decoding: try JSONEncoder().encode(current), as: UTF8.self)
+        _ = try redis.with { try $0.checked(["HSET", RecipientKeys(org: org).typeOrgSettings, typeID, json]) }
+        return current
+    }
+
+    /// Back to the type's defaults (Salesforce DELETE on a notification setting).
+    public func resetOrgSetting(org: OrgID, typeID: String) throws {
+        _ = try redis.with { try $0.checked(["HDEL", RecipientKeys(org: org).typeOrgSettings, typeID]) }
+    }
+
+    /// The type's definition, this app's setting and the org's channel switches decide. An org that turned the
+    /// mobile channel off makes the type behave as one without a mobile channel (stored in-app, not pushed).
     public func policy(org: OrgID, app: AppName, typeID: String?) throws -> DeliveryPolicy {
         guard let typeID else { return .pushAndInbox }
         let k = RecipientKeys(org: org)
         let r = try redis.with {
-            try $0.pipeline([["HGET", k.types, typeID], ["HGET", k.typeSettings(app), typeID]])
+            try $0.pipeline([
+                ["HGET", k.types, typeID], ["HGET", k.typeSettings(app), typeID], ["HGET", k.typeOrgSettings, typeID],
+            ])
         }
         for x in r { try x.throwIfError("notification type") }
-        let type = r[0].string.flatMap { try? JSONDecoder().decode(NotificationType.self, from: Data($0.utf8)) }
+        var type = r[0].string.flatMap { try? JSONDecoder().decode(NotificationType.self, from: Data($0.utf8)) }
         let setting = r[1].string.flatMap {
             try? JSONDecoder().decode(NotificationAppSetting.self, from: Data($0.utf8))
         }
+        let orgSetting = r[2].string.flatMap {
+            try? JSONDecoder().decode(NotificationOrgSetting.self, from: Data($0.utf8))
+        }
+        if let t = type, let orgSetting { type?.mobile = orgSetting.effective(for: t).mobile }
         return DeliveryPolicy.decide(typeID: typeID, type: type, setting: setting, app: app)
     }
 }

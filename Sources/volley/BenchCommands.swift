@@ -7,7 +7,7 @@ import VolleyService
 struct Bench: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "Benchmarks (transport; end to end).",
-        subcommands: [BenchTransport.self, BenchServe.self, BenchE2E.self])
+        subcommands: [BenchTransport.self, BenchServe.self, BenchE2E.self, BenchAPI.self])
 }
 
 /// `volley bench transport`: HTTP/2 client throughput and latency against the mock, optionally beside h2load.
@@ -143,5 +143,34 @@ struct BenchServe: AsyncParsableCommand {
             logger: Logger(label: "volley.bench.serve"))
         while true { try await Task.sleep(for: .seconds(3600)) }
         _ = server
+    }
+}
+
+/// `volley bench api`: wrk against `volley api` on its own redis-server.
+struct BenchAPI: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "api",
+        abstract: "wrk at C connections: GET /livez, POST /v1/jobs and the custom notification action; req/s and p99.")
+
+    @Option(help: "wrk connections.") var connections = 64
+    @Option(help: "wrk threads.") var threads = 2
+    @Option(help: "Seconds per workload.") var duration = 10
+    @Option(help: "Rounds; the best round of each workload is reported.") var rounds = 1
+    @Flag(help: "Print one JSON object.") var json = false
+
+    func run() throws {
+        var o = APIBenchOptions()
+        o.connections = connections
+        o.threads = threads
+        o.durationSeconds = duration
+        o.rounds = rounds
+        let r = try APIBench.run(o, logger: Logger(label: "volley.bench"))
+        if json {
+            let enc = JSONEncoder()
+            enc.outputFormatting = [.sortedKeys]
+            print(String(decoding: try enc.encode(r), as: UTF8.self))
+        } else {
+            print(APIBench.table(r))
+        }
     }
 }

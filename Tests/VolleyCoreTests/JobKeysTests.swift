@@ -18,6 +18,7 @@ import VolleyCore
         n.pushType = "alert"
         n.type = "ty"
         n.targetId = "001"
+        n.targetPageRef = #"{"type": "standard__recordPage"}"#
         var job = PushJob(
             id: "j", org: "o", app: "a", recipients: ["u"],
             devices: [JobDevice(platform: .ios, token: DeviceToken("t"), environment: .sandbox)], notification: n,

@@ -14,6 +14,8 @@ public struct VolleyConfiguration: Sendable {
     public var inbox: InboxSettings = .init()
     public var log: LogSettings
     public var metrics: MetricsSettings = .init()
+    /// The HTTP API process (`volley api`).
+    public var api: APISettings = .init()
     /// Where the file was read from (nil when built in code).
     public var sourcePath: String?
 
@@ -194,6 +196,7 @@ extension VolleyConfiguration {
         "inbox": ["maxCount", "maxAgeSeconds"],
         "log": ["level", "format"],
         "metrics": ["enabled", "host", "port"],
+        "api": ["host", "port", "maxBodyBytes", "drainSeconds", "redisConnections"],
     ]
     static let appSchema: [String: [String]] = [
         "apns": [
@@ -337,6 +340,7 @@ extension VolleyConfiguration {
             }
             if let v = r.int(s, "port", at: "metrics", range: 0...65535) { c.metrics.port = v }
         }
+        if let s = r.section(tree, "api", at: "") { c.api = APISettings.read(s, &r) }
         if let raw = tree["apps"], !(raw is NSNull) {
             guard let list = raw as? [Any] else {
                 r.problem("apps", "must be a list of apps")

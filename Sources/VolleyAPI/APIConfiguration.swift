@@ -1,0 +1,66 @@
+import Foundation
+import VolleyCore
+import VolleyRedis
+import VolleyStore
+
+/// What `volley api` needs from the configuration file (section `api`, plus `redis`, `worker`, `apps`, `quotas`).
+public struct APIConfiguration: Sendable {
+    /// Address to listen on (`api.host`, default 127.0.0.1).
+    public var host: String = "127.0.0.1"
+    /// `api.port`, default 8080 (0 picks a free port; tests read it back from `APIServer.onListening`).
+    public var port: Int = 8080
+    /// `api.maxBodyBytes`: larger request bodies get 413. Default 1 MiB.
+    public var maxBodyBytes: Int = 1 << 20
+    /// `api.rateLimit`: token bucket per API key (and per user token subject), shared by the fleet in Redis.
+    public var rateLimit = RateLimit()
+    /// `api.userTokens.keys`: signing keys; the first signs, every one verifies (rotation).
+    public var userTokenKeys: [UserTokenKey] = []
+    /// `api.userTokens.maxTTLSeconds`: the longest lifetime a user token may ask for (at most 24 h).
+    public var userTokenMaxTTLSeconds: Int = 86_400
+    /// `api.drainSeconds`: after SIGTERM, `/readyz` answers 503 for this long before the listener closes.
+    public var drainSeconds: Double = 5
+    /// `api.redisConnections`: Redis connections the process keeps for request handling.
+    public var redisConnections: Int = 16
+    /// Apps by name and the orgs allowed to use each (`apps[].orgs`).
+    public var apps: [AppName: AppOrgs] = [:]
+    public var redisEndpoint: RedisEndpoint
+    public var redisOptions: RedisClient.Options
+    public var store: StoreConfiguration
+    public var quotaDefaults = QuotaLimits()
+    public var quotaOverrides: [String: (ios: Int?, android: Int?)] = [:]
+
+    public struct RateLimit: Sendable, Hashable {
+        /// Steady rate allowed per key (`api.rateLimit.requestsPerSecond`, default 100; 0 turns limiting off).
+        public var requestsPerSecond: Double = 100
+        /// Bucket size: requests allowed at once after a quiet period (`api.rateLimit.burst`, default 200).
+        public var burst: Int = 200
+        public init(requestsPerSecond: Double = 100, burst: Int = 200) {
+            self.requestsPerSecond = requestsPerSecond
+            self.burst = burst
+        }
+    }
+
+    public init(redisEndpoint: RedisEndpoint, redisOptions: RedisClient.Options = .init(), store: StoreConfiguration) {
+        self.redisEndpoint = redisEndpoint
+        self.redisOptions = redisOptions
+        self.store = store
+    }
+
+    /// True when `org` may send through `app`; false for an app that does not exist.
+    func org(_ org: OrgID, mayUse app: AppName) -> Bool { apps[app]?.allows(org) ?? false }
+
+    /// The apps `org` may use, sorted by name.
+    func apps(for org: OrgID) -> [AppName] {
+        apps.filter { $0.value.allows(org) }.map(\.key).sorted { $0.rawValue < $1.rawValue }
+    }
+}
+
+/// One user-token signing key: `id` travels in the token so verifiers pick the right secret.
+public struct UserTokenKey: Sendable, Hashable {
+    public var id: String
+    public var secret: [UInt8]
+    public init(id: String, secret: [UInt8]) {
+        self.id = id
+        self.secret = secret
+    }
+}

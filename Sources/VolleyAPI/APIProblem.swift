@@ -1,0 +1,96 @@
+import Foundation
+import Hummingbird
+
+/// An RFC 9457 problem answer (`application/problem+json`) on Volley's own paths. `field` names the input at fault
+/// (`recipients`, `notification.badge`, `devices[2].token`) so a client can point at it.
+public struct APIProblem: Error, Sendable, CustomStringConvertible {
+    public var status: HTTPResponse.Status
+    public var title: String
+    public var detail: String
+    public var field: String?
+    /// Extra headers (Retry-After, WWW-Authenticate).
+    public var headers: HTTPFields = [:]
+
+    public init(_ status: HTTPResponse.Status, _ detail: String, field: String? = nil, title: String? = nil) {
+        self.status = status
+        self.detail = detail
+        self.field = field
+        self.title = title ?? status.reasonPhrase
+    }
+
+    public var description: String { "\(status.code) \(field.map { "\($0): " } ?? "")\(detail)" }
+
+    static func badRequest(_ field: String?, _ detail: String) -> APIProblem {
+        APIProblem(.badRequest, detail, field: field)
+    }
+    static func notFound(_ what: String, field: String? = nil) -> APIProblem {
+        APIProblem(.notFound, what, field: field)
+    }
+    static let unauthorized: APIProblem = {
+        var p = APIProblem(.unauthorized, "send Authorization: Bearer <API key or user token>", field: "Authorization")
+        p.headers[.wwwAuthenticate] = "Bearer"
+        return p
+    }()
+    static func forbidden(_ detail: String) -> APIProblem { APIProblem(.forbidden, detail, field: "Authorization") }
+
+    /// The same error in Salesforce's shape, for the compatible paths: `[{"errorCode", "message"}]`, the message
+    /// starting with the field.
+    func salesforceResponse() -> Response {
+        let code: String
+        switch status.code {
+        case 400, 413: code = "INVALID_API_INPUT"
+        case 401: code = "INVALID_SESSION_ID"
+        case 403: code = "INSUFFICIENT_ACCESS"
+        case 404: code = "NOT_FOUND"
+        case 405: code = "METHOD_NOT_ALLOWED"
+        case 429: code = "REQUEST_LIMIT_EXCEEDED"
+        case 503: code = "SERVER_UNAVAILABLE"
+        default: code = "UNKNOWN_EXCEPTION"
+        }
+        let message = field.map { "\($0): \(detail)" } ?? detail
+        let data =
+            (try? JSONSerialization.data(
+                withJSONObject: [["errorCode": code, "message": message]], options: [.sortedKeys])) ?? Data()
+        var headers = headers
+        headers[.contentType] = "application/json;charset=UTF-8"
+        return Response(status: status, headers: headers, body: .init(byteBuffer: ByteBuffer(bytes: data)))
+    }
+
+    func response() -> Response {
+        var body: [String: String] = ["type": "about:blank", "title": title, "detail": detail]
+        var object: [String: Any] = body.mapValues { $0 as Any }
+        object["status"] = Int(status.code)
+        if let field {
+            object["field"] = field
+            body["field"] = field
+        }
+        let data = (try? JSONSerialization.data(withJSONObject: object, options: [.sortedKeys])) ?? Data()
+        var headers = headers
+        headers[.contentType] = "application/problem+json"
+        return Response(status: status, headers: headers, body: .init(byteBuffer: ByteBuffer(bytes: data)))
+    }
+}
+
+enum JSONResponse {
+    static let encoder: JSONEncoder = {
+        let e = JSONEncoder()
+        e.outputFormatting = [.sortedKeys]
+        e.dateEncodingStrategy = .iso8601
+        return e
+    }()
+
+    static func make<T: Encodable>(_ value: T, status: HTTPResponse.Status = .ok, headers: HTTPFields = [:]) throws
+        -> Response
+    {
+        let data = try encoder.encode(value)
+        return raw(data, status: status, headers: headers)
+    }
+
+    static func raw(_ data: Data, status: HTTPResponse.Status = .ok, headers: HTTPFields = [:]) -> Response {
+        var headers = headers
+        headers[.contentType] = "application/json"
+        return Response(status: status, headers: headers, body: .init(byteBuffer: ByteBuffer(bytes: data)))
+    }
+
+    static func noContent() -> Response { Response(status: .noContent) }
+}

@@ -1,0 +1,144 @@
+import Foundation
+import Hummingbird
+import Logging
+import ServiceLifecycle
+import VolleyConnect
+import VolleyCore
+import VolleyRedis
+import VolleyStore
+
+/// `volley api`: Volley's HTTP API in one process. It writes jobs and reads and writes the stores in Redis; it never
+/// talks to APNs or FCM itself, except through `testPush`.
+public final class APIServer: Sendable {
+    public let configuration: APIConfiguration
+    let logger: Logger
+    let pool: RedisPool
+    let keys: APIKeys
+    let signer: UserTokenSigner
+    let types: RedisNotificationTypeStore
+    let quota: RedisQuotaStore
+    let testPush: TestPushHandler?
+    /// The Salesforce-compatible resources under `/services/data/v{NN.N}/`, when wired.
+    let connect: ConnectService?
+    let draining = NSLockedBox(false)
+    /// The OpenAPI document served at `GET /openapi.yaml`.
+    let openAPIDocument: String
+
+    /// Sends one notification to one device and says what the provider answered (`volley test-push`).
+    public typealias TestPushHandler = @Sendable (TestPushInput) async -> TestPushAnswer
+
+    public struct TestPushInput: Sendable {
+        public var org: OrgID
+        public var app: AppName
+        public var platform: Platform
+        public var token: DeviceToken
+        public var notification: VolleyCore.Notification
+        public var environment: APNSEnvironment?
+        public var dryRun: Bool
+    }
+
+    public struct TestPushAnswer: Sendable {
+        /// The answer as `volley test-push --json` prints it.
+        public var json: Data
+        /// True when the provider accepted it (or a dry run passed): the quota charge stands.
+        public var delivered: Bool
+        public init(json: Data, delivered: Bool) {
+            self.json = json
+            self.delivered = delivered
+        }
+    }
+
+    public init(
+        configuration: APIConfiguration, openAPIDocument: String, logger: Logger, testPush: TestPushHandler? = nil,
+        connect: ConnectService? = nil
+    ) {
+        self.connect = connect
+        self.configuration = configuration
+        self.logger = logger
+        self.openAPIDocument = openAPIDocument
+        self.testPush = testPush
+        keys = APIKeys(prefix: configuration.store.prefix)
+        signer = UserTokenSigner(keys: configuration.userTokenKeys)
+        let endpoint = configuration.redisEndpoint
+        let options = configuration.redisOptions
+        func client(_ name: String) -> RedisClient {
+            RedisClient(endpoint: endpoint, options: options, name: name, logger: logger)
+        }
+        pool = RedisPool(size: configuration.redisConnections) { n in
+            RedisClient(endpoint: endpoint, options: options, name: "api-\(n)", logger: logger)
+        }
+        types = RedisNotificationTypeStore(client: client("api-types"))
+        quota = RedisQuotaStore(
+            client: client("api-quota"), defaults: configuration.quotaDefaults,
+            configured: configuration.quotaOverrides)
+    }
+
+    /// The router with every route.
+    public func router() -> Router<APIRequestContext> {
+        let router = Router(context: APIRequestContext.self)
+        router.add(middleware: ObservingMiddleware(logger: logger))
+        router.get("/livez") { _, _ in try JSONResponse.make(["status": "ok"]) }
+        router.get("/readyz") { _, _ in try await self.readyz() }
+        router.get("/openapi.yaml") { _, _ in
+            Response(
+                status: .ok, headers: [.contentType: "application/yaml"],
+                body: .init(byteBuffer: ByteBuffer(string: self.openAPIDocument)))
+        }
+        let auth = AuthMiddleware(configuration: configuration, signer: signer, pool: pool, keys: keys)
+        let v1 = router.group("/v1").add(middleware: auth)
+        addV1Routes(v1)
+        if let connect { addConnectRoutes(router.group("").add(middleware: auth), connect) }
+        return router
+    }
+
+    /// The application: HTTP/1.1 with keep-alive on `api.host`:`api.port`.
+    public func application(onListening: @escaping @Sendable (Int) async -> Void = { _ in }) -> some ApplicationProtocol
+    {
+        Application(
+            router: router(),
+            configuration: .init(
+                address: .hostname(configuration.host, port: configuration.port), serverName: nil),
+            onServerRunning: { channel in await onListening(channel.localAddress?.port ?? 0) },
+            logger: logger)
+    }
+
+    /// Runs until SIGTERM/SIGINT. On the signal `/readyz` answers 503 for `api.drainSeconds` (load balancers stop
+    /// sending), then the listener closes and requests in progress finish.
+    public func run(onListening: @escaping @Sendable (Int) async -> Void = { _ in }) async throws {
+        let app = application(onListening: onListening)
+        let drain = DrainService(server: self)
+        let group = ServiceGroup(
+            configuration: .init(
+                services: [.init(service: app), .init(service: drain)],
+                gracefulShutdownSignals: [.sigterm, .sigint], logger: logger))
+        try await group.run()
+    }
+
+    func readyz() async throws -> Response {
+        if draining.withLocked({ $0 }) {
+            return APIProblem(.serviceUnavailable, "draining: this process is shutting down").response()
+        }
+        do {
+            let r = try await pool.run { client in try client.eval(APIScripts.ping, keys: [], args: []) }
+            try r.throwIfError("readyz")
+        } catch {
+            return APIProblem(.serviceUnavailable, "Redis is not answering: \(error)").response()
+        }
+        return try JSONResponse.make(["status": "ready"])
+    }
+
+    /// Marks the process as draining (`/readyz` → 503).
+    public func beginDraining() { draining.withLocked { $0 = true } }
+}
+
+/// Shut down before the HTTP server (ServiceGroup stops services in reverse order): holds the listener open while
+/// `/readyz` says 503, so a load balancer takes the process out before connections are refused.
+struct DrainService: Service {
+    let server: APIServer
+    func run() async throws {
+        try? await gracefulShutdown()
+        server.beginDraining()
+        let seconds = server.configuration.drainSeconds
+        if seconds > 0 { try? await Task.sleep(for: .milliseconds(Int(seconds * 1000))) }
+    }
+}

@@ -1,0 +1,442 @@
+import Crypto
+import Foundation
+import Hummingbird
+import VolleyCore
+import VolleyRedis
+import VolleyStore
+
+/// Volley's own resources under `/v1` (openapi/volley.yaml). Thin handlers: parse and validate, call a store or the
+/// job stream, answer; errors are `APIProblem`s rendered in one place (`ObservingMiddleware`).
+extension APIServer {
+    func addV1Routes(_ v1: RouterGroup<APIRequestContext>) {
+        v1.post("/jobs") { request, context in try await self.createJob(request, context) }
+        v1.get("/jobs/:id") { _, context in try await self.getJob(context) }
+        v1.post("/user-tokens") { request, context in try await self.createUserToken(request, context) }
+        v1.put("/devices") { request, context in try await self.putDevice(request, context) }
+        v1.delete("/devices/:platform/:token") { _, context in try await self.deleteDevice(context) }
+        v1.get("/users/:user/devices") { request, context in try await self.userDevices(request, context) }
+        v1.get("/types") { _, context in try await self.listTypes(context) }
+        v1.get("/types/:id") { _, context in try await self.getType(context) }
+        v1.put("/types/:id") { request, context in try await self.putType(request, context) }
+        v1.delete("/types/:id") { _, context in try await self.deleteType(context) }
+        v1.get("/quota") { _, context in try await self.getQuota(context) }
+        v1.post("/test-push") { request, context in try await self.postTestPush(request, context) }
+    }
+
+    /// The body, at most `api.maxBodyBytes` (413 beyond).
+    func body(_ request: Request) async throws -> Data {
+        let limit = configuration.maxBodyBytes
+        if let length = request.headers[.contentLength].flatMap(Int.init), length > limit {
+            throw APIProblem(
+                .contentTooLarge, "the body is \(length) bytes; at most \(limit) (api.maxBodyBytes)",
+                field: "body")
+        }
+        do {
+            var buffer = try await request.body.collect(upTo: limit)
+            return Data(buffer.readBytes(length: buffer.readableBytes) ?? [])
+        } catch {
+            throw APIProblem(
+                .contentTooLarge, "the body is larger than \(limit) bytes (api.maxBodyBytes)", field: "body")
+        }
+    }
+
+    func parameter(_ context: APIRequestContext, _ name: String) throws -> String {
+        guard let v = context.parameters.get(name), !v.isEmpty else {
+            throw APIProblem.badRequest(name, "missing path parameter")
+        }
+        return v
+    }
+
+    // MARK: - jobs
+
+    struct JobAccepted: Encodable {
+        var id: String
+        var entry: String
+        var state: String
+    }
+
+    func createJob(_ request: Request, _ context: APIRequestContext) async throws -> Response {
+        let org = try context.key([.send, .admin])
+        let data = try await body(request)
+        var object = try Input.object(data)
+        try Input.checkJobKeys(object)
+        if let given = object["org"] {
+            guard let s = given as? String, OrgID(s) == org else {
+                throw APIProblem.badRequest("org", "must be the key's org (\(org)) or left out")
+            }
+        }
+        object["org"] = org.rawValue
+        if let recipients = object["recipients"] as? [Any], recipients.count > PushJob.maxRecipients {
+            throw APIProblem.badRequest(
+                "recipients", "\(recipients.count) ids; at most \(PushJob.maxRecipients) per job")
+        }
+        if let devices = object["devices"] as? [Any], devices.count > PushJob.maxRecipients {
+            throw APIProblem.badRequest("devices", "\(devices.count) devices; at most \(PushJob.maxRecipients) per job")
+        }
+        let normalized = try JSONSerialization.data(withJSONObject: object)
+        var job = try Input.decode(PushJob.self, from: normalized)
+        guard configuration.org(org, mayUse: job.app) else {
+            throw APIProblem.notFound("no app named '\(job.app)' is available to this org", field: "app")
+        }
+        let headerKey = request.headers[.init("Idempotency-Key")!]
+        if let headerKey, !Input.isSafeID(headerKey) {
+            throw APIProblem.badRequest("Idempotency-Key", "1–128 characters of letters, digits and . _ : -")
+        }
+        if let id = job.id, !Input.isSafeID(id.rawValue) {
+            throw APIProblem.badRequest("id", "1–128 characters of letters, digits and . _ : -")
+        }
+        if let headerKey, let id = job.id, id.rawValue != headerKey {
+            throw APIProblem.badRequest("id", "differs from the Idempotency-Key header; send one or make them equal")
+        }
+        do { try job.validate() } catch let r as JobRejection {
+            let field = r.reason == .invalidJob ? "id" : "recipients"
+            throw APIProblem.badRequest(field, r.message)
+        }
+        let bodyID = job.id
+        job.id = nil
+        let digest = SHA256.hash(data: try JSONResponse.encoder.encode(job)).map { String(format: "%02x", $0) }
+            .joined()
+        let id = JobID(headerKey ?? bodyID?.rawValue ?? "job-\(UUID().uuidString.lowercased())")
+        job.id = id
+        let json = String(decoding: try JSONResponse.encoder.encode(job), as: UTF8.self)
+        let recordKey = keys.job(org, id)
+        let stream = configuration.store.jobStream
+        let args = [
+            digest, json, ISO8601DateFormatter().string(from: Date()), job.app.rawValue,
+            String(configuration.store.ledgerTTLSeconds),
+        ]
+        let reply = try await pool.run { client in
+            try client.eval(APIScripts.submit, keys: [recordKey, stream], args: args)
+        }
+        try reply.throwIfError("submit job")
+        guard let parts = reply.array, let code = parts.first?.integer else {
+            throw RedisError(.unexpectedReply, "submit: \(reply)")
+        }
+        switch code {
+        case 0, 1:
+            let entry = parts.count > 1 ? parts[1].string ?? "" : ""
+            var headers: HTTPFields = [.location: "/v1/jobs/\(id)"]
+            if code == 1 { headers[.init("Idempotent-Replayed")!] = "true" }
+            return try JSONResponse.make(
+                JobAccepted(id: id.rawValue, entry: entry, state: "queued"), status: .accepted, headers: headers)
+        default:
+            throw APIProblem(
+                .unprocessableContent, "a different job was already accepted with this id", field: "Idempotency-Key")
+        }
+    }
+
+    func getJob(_ context: APIRequestContext) async throws -> Response {
+        let org = try context.key([.send, .read, .admin])
+        let id = try parameter(context, "id")
+        guard Input.isSafeID(id) else { throw APIProblem.notFound("no job '\(id)' in this org", field: "id") }
+        let job = JobID(id)
+        let store = configuration.store
+        let recordKey = keys.job(org, job)
+        let ledgerKey = "\(store.prefix):outcomes:\(org):\(job)"
+        let status = try await pool.run { client -> JobStatus? in
+            try JobStatus.read(client: client, store: store, recordKey: recordKey, ledgerKey: ledgerKey)
+        }
+        guard var status else { throw APIProblem.notFound("no job '\(id)' in this org", field: "id") }
+        status.id = id
+        return JSONResponse.raw(try ReportCoding.encoder.encode(status))
+    }
+
+    // MARK: - user tokens
+
+    func createUserToken(_ request: Request, _ context: APIRequestContext) async throws -> Response {
+        let org = try context.key([.send, .admin])
+        let data = try await body(request)
+        try Input.rejectUnknownKeys(try Input.object(data), known: ["userId", "appName", "ttlSeconds"], at: "")
+        struct Body: Decodable {
+            var userId: String?
+            var appName: String?
+            var ttlSeconds: Int?
+        }
+        let b = try Input.decode(Body.self, from: data)
+        guard let user = b.userId, Input.isSafeID(user) else {
+            throw APIProblem.badRequest("userId", "required: the user's id (letters, digits and . _ : -)")
+        }
+        guard let app = b.appName, !app.isEmpty else {
+            throw APIProblem.badRequest("appName", "required: the connected app's name")
+        }
+        guard configuration.org(org, mayUse: AppName(app)) else {
+            throw APIProblem.notFound("no app named '\(app)' is available to this org", field: "appName")
+        }
+        let maxTTL = configuration.userTokenMaxTTLSeconds
+        let ttl = b.ttlSeconds ?? min(3600, maxTTL)
+        guard (60...maxTTL).contains(ttl) else {
+            throw APIProblem.badRequest("ttlSeconds", "an integer from 60 to \(maxTTL)")
+        }
+        let exp = Int64(Date().timeIntervalSince1970) + Int64(ttl)
+        let token: String
+        do {
+            token = try signer.sign(UserTokenClaims(org: org, user: UserID(user), app: AppName(app), exp: exp))
+        } catch {
+            throw APIProblem(.serviceUnavailable, "\(error)")
+        }
+        let expiresAt = ISO8601DateFormatter().string(from: Date(timeIntervalSince1970: TimeInterval(exp)))
+        return try JSONResponse.make(["token": token, "expiresAt": expiresAt], status: .created)
+    }
+
+    // MARK: - devices
+
+    struct DeviceBody: Encodable {
+        var app: String
+        var user: String
+        var platform: String
+        var token: String
+        var environment: String?
+        var locale: String?
+        var registeredAt: Date
+        var lastSeenAt: Date
+    }
+
+    func putDevice(_ request: Request, _ context: APIRequestContext) async throws -> Response {
+        let claims = try context.user()
+        let data = try await body(request)
+        try Input.rejectUnknownKeys(
+            try Input.object(data), known: ["platform", "token", "environment", "locale"], at: "")
+        struct Body: Decodable {
+            var platform: String?
+            var token: String?
+            var environment: String?
+            var locale: String?
+        }
+        let b = try Input.decode(Body.self, from: data)
+        guard let p = b.platform, let platform = Platform(rawValue: p) else {
+            throw APIProblem.badRequest("platform", "required: ios or android")
+        }
+        guard let token = b.token, !token.isEmpty, token.utf8.count <= 4096, !token.contains(where: \.isWhitespace),
+            !token.contains("/")
+        else {
+            throw APIProblem.badRequest("token", "required: the provider's device token (no spaces, ≤ 4096 bytes)")
+        }
+        var environment: APNSEnvironment?
+        if let e = b.environment {
+            guard platform == .ios else {
+                throw APIProblem.badRequest("environment", "only iOS devices have an APNs environment")
+            }
+            guard let env = APNSEnvironment(rawValue: e) else {
+                throw APIProblem.badRequest("environment", "production or sandbox")
+            }
+            environment = env
+        }
+        let locale = b.locale
+        if let l = locale, l.isEmpty || l.count > 35 {
+            throw APIProblem.badRequest("locale", "a language tag such as en-US")
+        }
+        let record = DeviceImportRecord(
+            org: claims.org, app: claims.app, user: claims.user, platform: platform, token: DeviceToken(token),
+            environment: environment, locale: locale)
+        let store = configuration.store
+        let logger = logger
+        let now = Date()
+        try await pool.run { client in
+            _ = try RedisPipelineSession(client: client, store: store, consumer: "api", logger: logger)
+                .register([record], now: now)
+        }
+        return try JSONResponse.make(
+            DeviceBody(
+                app: claims.app.rawValue, user: claims.user.rawValue, platform: platform.rawValue, token: token,
+                environment: platform == .ios ? (environment ?? .production).rawValue : nil, locale: locale,
+                registeredAt: now, lastSeenAt: now))
+    }
+
+    func deleteDevice(_ context: APIRequestContext) async throws -> Response {
+        let claims = try context.user()
+        guard let platform = Platform(rawValue: try parameter(context, "platform")) else {
+            throw APIProblem.notFound("platform must be ios or android", field: "platform")
+        }
+        let token = DeviceToken(try parameter(context, "token"))
+        let store = configuration.store
+        let logger = logger
+        let index = "\(store.prefix):devtok:\(claims.org):\(claims.app)"
+        let removed = try await pool.run { client -> Bool in
+            // Only the user's own token: another user's (or an unknown) token answers 404.
+            let owner = try client.checked(["HGET", index, "\(platform.rawValue):\(token.rawValue)"])
+            guard owner.string == claims.user.rawValue else { return false }
+            return try RedisPipelineSession(client: client, store: store, consumer: "api", logger: logger)
+                .unregister(org: claims.org, app: claims.app, platform: platform, token: token)
+        }
+        guard removed else { throw APIProblem.notFound("no such device registered to this user", field: "token") }
+        return JSONResponse.noContent()
+    }
+
+    func userDevices(_ request: Request, _ context: APIRequestContext) async throws -> Response {
+        let org = try context.key([.admin])
+        let user = try parameter(context, "user")
+        let allowed = configuration.apps(for: org)
+        var chosen = allowed
+        if let app = request.uri.queryParameters.get("app") {
+            guard allowed.contains(AppName(app)) else {
+                throw APIProblem.notFound("no app named '\(app)' is available to this org", field: "app")
+            }
+            chosen = [AppName(app)]
+        }
+        let apps = chosen
+        let store = configuration.store
+        let logger = logger
+        let devices = try await pool.run { client -> [DeviceBody] in
+            let session = RedisPipelineSession(client: client, store: store, consumer: "api", logger: logger)
+            var out: [DeviceBody] = []
+            for app in apps {
+                for r in try session.records(org: org, app: app, user: UserID(user)) {
+                    out.append(
+                        DeviceBody(
+                            app: app.rawValue, user: user, platform: r.platform.rawValue, token: r.token.rawValue,
+                            environment: r.environment?.rawValue, locale: r.locale, registeredAt: r.registeredAt,
+                            lastSeenAt: r.lastSeenAt))
+                }
+            }
+            return out.sorted { ($0.app, $0.platform, $0.token) < ($1.app, $1.platform, $1.token) }
+        }
+        // A user unknown to this org (or another org's user) looks the same: nothing here.
+        guard !devices.isEmpty else {
+            throw APIProblem.notFound("no devices for user '\(user)' in this org", field: "user")
+        }
+        struct Answer: Encodable {
+            var user: String
+            var devices: [DeviceBody]
+        }
+        return try JSONResponse.make(Answer(user: user, devices: devices))
+    }
+
+    // MARK: - notification types
+
+    func listTypes(_ context: APIRequestContext) async throws -> Response {
+        let org = try context.key([.send, .read, .admin])
+        let types = types
+        let list = try await offload { try types.types(org: org) }
+        return try JSONResponse.make(["types": list])
+    }
+
+    func getType(_ context: APIRequestContext) async throws -> Response {
+        let org = try context.key([.send, .read, .admin])
+        let id = try parameter(context, "id")
+        let types = types
+        guard let t = try await offload({ try types.types(org: org).first { $0.id == id } }) else {
+            throw APIProblem.notFound("no notification type '\(id)' in this org", field: "id")
+        }
+        return try JSONResponse.make(t)
+    }
+
+    func putType(_ request: Request, _ context: APIRequestContext) async throws -> Response {
+        let org = try context.key([.admin])
+        let id = try parameter(context, "id")
+        guard Input.isSafeID(id) else { throw APIProblem.badRequest("id", "letters, digits and . _ : -") }
+        let data = try await body(request)
+        try Input.rejectUnknownKeys(try Input.object(data), known: ["id", "name", "mobile", "desktop"], at: "")
+        struct Body: Decodable {
+            var id: String?
+            var name: String?
+            var mobile: Bool?
+            var desktop: Bool?
+        }
+        let b = try Input.decode(Body.self, from: data)
+        if let given = b.id, given != id {
+            throw APIProblem.badRequest("id", "must match the path's id or be left out")
+        }
+        guard let name = b.name, !name.isEmpty, name.count <= 255 else {
+            throw APIProblem.badRequest("name", "required: the type's label (1–255 characters)")
+        }
+        let type = NotificationType(id: id, name: name, mobile: b.mobile ?? true, desktop: b.desktop ?? false)
+        let types = types
+        try await offload { try types.setType(org: org, type) }
+        return try JSONResponse.make(type)
+    }
+
+    func deleteType(_ context: APIRequestContext) async throws -> Response {
+        let org = try context.key([.admin])
+        let id = try parameter(context, "id")
+        let types = types
+        let existed = try await offload { () -> Bool in
+            guard try types.types(org: org).contains(where: { $0.id == id }) else { return false }
+            try types.removeType(org: org, id: id)
+            return true
+        }
+        guard existed else { throw APIProblem.notFound("no notification type '\(id)' in this org", field: "id") }
+        return JSONResponse.noContent()
+    }
+
+    // MARK: - quota
+
+    func getQuota(_ context: APIRequestContext) async throws -> Response {
+        let org = try context.key([.send, .read, .admin])
+        let quota = quota
+        let usage = try await offload { try quota.usage(org: org) }
+        struct PlatformQuota: Encodable {
+            var limit: Int
+            var used: Int
+            var remaining: Int
+        }
+        struct Answer: Encodable {
+            var org: String
+            var hour: String
+            var platforms: [String: PlatformQuota]
+        }
+        var platforms: [String: PlatformQuota] = [:]
+        for u in usage {
+            platforms[u.platform.rawValue] = PlatformQuota(limit: u.limit, used: u.used, remaining: u.remaining)
+        }
+        return try JSONResponse.make(
+            Answer(
+                org: org.rawValue, hour: usage.first?.hour ?? QuotaHour(containing: Date()).label, platforms: platforms)
+        )
+    }
+
+    // MARK: - test push
+
+    func postTestPush(_ request: Request, _ context: APIRequestContext) async throws -> Response {
+        let org = try context.key([.send, .admin])
+        let data = try await body(request)
+        let object = try Input.object(data)
+        try Input.rejectUnknownKeys(
+            object, known: ["app", "platform", "token", "environment", "notification", "dryRun"], at: "")
+        if let n = object["notification"] as? [String: Any] {
+            try Input.rejectUnknownKeys(n, known: Input.notificationKeys, at: "notification")
+        }
+        struct Body: Decodable {
+            var app: String
+            var platform: Platform
+            var token: String
+            var environment: APNSEnvironment?
+            var notification: VolleyCore.Notification?
+            var dryRun: Bool?
+        }
+        let b = try Input.decode(Body.self, from: data)
+        guard configuration.org(org, mayUse: AppName(b.app)) else {
+            throw APIProblem.notFound("no app named '\(b.app)' is available to this org", field: "app")
+        }
+        guard !b.token.isEmpty else { throw APIProblem.badRequest("token", "required") }
+        guard let testPush else {
+            throw APIProblem(.notImplemented, "this API process was started without provider credentials")
+        }
+        let dryRun = b.dryRun ?? false
+        let quota = quota
+        let platform = b.platform
+        // Test pushes count against the hourly quota, like any push (the Salesforce guide counts them too).
+        if !dryRun {
+            let grant = try await offload { try quota.charge(org: org, platform: platform, count: 1) }
+            if grant.granted == 0 {
+                var p = APIProblem(
+                    .tooManyRequests, "this hour's \(platform) push quota (\(grant.limit)) is used up",
+                    field: "platform")
+                p.headers[.retryAfter] = String(max(1, Int(grant.hour.end.timeIntervalSinceNow.rounded(.up))))
+                throw p
+            }
+        }
+        let answer = await testPush(
+            TestPushInput(
+                org: org, app: AppName(b.app), platform: platform, token: DeviceToken(b.token),
+                notification: b.notification ?? VolleyCore.Notification(title: "Test", body: "Test push from Volley"),
+                environment: b.environment, dryRun: dryRun))
+        if !dryRun {
+            let delivered = answer.delivered
+            try await offload {
+                try quota.settle(
+                    org: org, platform: platform, delivered: delivered ? 1 : 0, refunded: delivered ? 0 : 1)
+            }
+        }
+        return JSONResponse.raw(answer.json)
+    }
+}

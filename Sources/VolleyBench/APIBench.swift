@@ -1,0 +1,210 @@
+import Foundation
+import Logging
+
+/// `volley bench api`: wrk against a `volley api` process on its own redis-server. Each workload runs for the same
+/// duration at the same connection count, back to back in one run: `GET /livez` (the HTTP framework's own ceiling,
+/// no Redis), `POST /v1/jobs` with a small job (key lookup + rate-limit script + one XADD script), and the
+/// Salesforce-compatible custom notification action.
+public struct APIBenchOptions: Sendable {
+    public var connections = 64
+    public var threads = 2
+    public var durationSeconds = 10
+    public var rounds = 1
+    public init() {}
+}
+
+public struct APIBenchRow: Sendable, Codable, Hashable {
+    public var name: String
+    public var method: String
+    public var path: String
+    public var requestsPerSecond: Double
+    public var p50Ms: Double?
+    public var p99Ms: Double?
+    /// Answers outside 2xx (wrk's "Non-2xx or 3xx responses").
+    public var non2xx: Int
+    public var errors: Int
+}
+
+public struct APIBenchResult: Sendable, Codable, Hashable {
+    public var connections: Int
+    public var durationSeconds: Int
+    public var rows: [APIBenchRow]
+    /// Job POST rate over the `/livez` rate (goal ≥ 0.5).
+    public var jobsOverLivez: Double?
+}
+
+public enum APIBench {
+    struct Workload {
+        var name: String
+        var method: String
+        var path: String
+        var body: String?
+    }
+
+    static let workloads = [
+        Workload(name: "livez", method: "GET", path: "/livez", body: nil),
+        Workload(
+            name: "job POST", method: "POST", path: "/v1/jobs",
+            body: #"{"app":"bench_app","recipients":["005xx000001"],"notification":{"title":"Hi","body":"Bench"}}"#),
+        Workload(
+            name: "custom notification action", method: "POST",
+            path: "/services/data/v60.0/actions/standard/customNotificationAction",
+            body:
+                #"{"inputs":[{"customNotifTypeId":"0MLxx0000000001","recipientIds":["005xx000001"],"#
+                + #""title":"Hi","body":"Bench","targetId":"001xx000003DGb2"}]}"#),
+    ]
+
+    public static func run(_ o: APIBenchOptions, logger: Logger) throws -> APIBenchResult {
+        guard let wrk = which("wrk") else { throw BenchError("wrk not found: apt-get install -y wrk") }
+        guard let curl = which("curl") else { throw BenchError("curl not found: apt-get install -y curl") }
+        let dir = FileManager.default.temporaryDirectory.appendingPathComponent(
+            "volley-bench-api-\(UUID().uuidString.prefix(8))"
+        ).path
+        try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        let redis = try BenchRedis(directory: dir)
+        defer { redis.stop() }
+        let port = try freePort()
+        let secret = Data((0..<32).map { _ in UInt8.random(in: 0...255) }).base64EncodedString()
+        let config = dir + "/volley.yaml"
+        try """
+        apps:
+          - name: bench_app
+            fcm:
+              serviceAccountFile: "\(dir)/sa.json"
+        redis:
+          url: "\(redis.url)"
+        log:
+          level: error
+        api:
+          host: 127.0.0.1
+          port: \(port)
+          drainSeconds: 0
+          rateLimit: {requestsPerSecond: 0, burst: 1}
+          userTokens:
+            keys: [{id: bench, secret: "\(secret)"}]
+
+        """.write(toFile: config, atomically: true, encoding: .utf8)
+        try "{}".write(toFile: dir + "/sa.json", atomically: true, encoding: .utf8)
+        let volley = volleyExecutablePath()
+        let keyOut = try runOnce(
+            volley, ["keys", "create", "--config", config, "--org", "00Dxx0000001gEF", "--role", "admin", "--json"],
+            directory: dir, name: "keys")
+        guard let keyJSON = try? JSONSerialization.jsonObject(with: Data(keyOut.utf8)) as? [String: Any],
+            let key = keyJSON["key"] as? String
+        else { throw BenchError("volley keys create printed no key: \(keyOut)") }
+        let api = try BenchChild(
+            name: "volley api", executable: volley, arguments: ["api", "--config", config], logFile: dir + "/api.log")
+        defer { api.stop(grace: 5) }
+        let base = "http://127.0.0.1:\(port)"
+        let until = benchNow() + 30
+        while (try? runOnce(curl, ["-sf", base + "/livez"], directory: dir, name: "curl")) == nil {
+            if !api.isRunning || benchNow() > until { throw BenchError("volley api did not start:\n\(api.logTail())") }
+            usleep(50_000)
+        }
+        // The custom notification action needs its type in the org, or every input answers isSuccess false.
+        _ = try runOnce(
+            curl,
+            [
+                "-sf", "-X", "PUT", base + "/v1/types/0MLxx0000000001", "-H", "Authorization: Bearer \(key)",
+                "-H", "Content-Type: application/json", "-d", #"{"name":"Bench"}"#,
+            ], directory: dir, name: "curl")
+        var best: [String: APIBenchRow] = [:]
+        for round in 0..<max(1, o.rounds) {
+            for w in workloads {
+                let script = dir + "/\(w.name.replacingOccurrences(of: " ", with: "-")).lua"
+                var lua = "wrk.method = \"\(w.method)\"\nwrk.headers[\"Authorization\"] = \"Bearer \(key)\"\n"
+                if let body = w.body {
+                    lua += "wrk.headers[\"Content-Type\"] = \"application/json\"\nwrk.body = [[\(body)]]\n"
+                }
+                try lua.write(toFile: script, atomically: true, encoding: .utf8)
+                let out = try runOnce(
+                    wrk,
+                    [
+                        "-t", String(o.threads), "-c", String(o.connections), "-d", "\(o.durationSeconds)s",
+                        "--latency", "-s", script, base + w.path,
+                    ], directory: dir, name: "wrk")
+                let row = parse(out, name: w.name, method: w.method, path: w.path)
+                logger.info(
+                    "round \(round + 1) \(w.name): \(Int(row.requestsPerSecond)) req/s, p99 \(row.p99Ms ?? 0) ms")
+                if let b = best[w.name], b.requestsPerSecond >= row.requestsPerSecond { continue }
+                best[w.name] = row
+            }
+        }
+        let rows = workloads.compactMap { best[$0.name] }
+        let livez = best["livez"]?.requestsPerSecond
+        let jobs = best["job POST"]?.requestsPerSecond
+        return APIBenchResult(
+            connections: o.connections, durationSeconds: o.durationSeconds, rows: rows,
+            jobsOverLivez: (livez ?? 0) > 0 ? (jobs ?? 0) / (livez ?? 1) : nil)
+    }
+
+    /// wrk's summary: `Requests/sec:`, the `--latency` percentiles, non-2xx and socket errors.
+    static func parse(_ out: String, name: String, method: String, path: String) -> APIBenchRow {
+        var row = APIBenchRow(
+            name: name, method: method, path: path, requestsPerSecond: 0, p50Ms: nil, p99Ms: nil, non2xx: 0, errors: 0)
+        for line in out.split(separator: "\n").map({ $0.trimmingCharacters(in: .whitespaces) }) {
+            let parts = line.split(separator: " ", omittingEmptySubsequences: true).map(String.init)
+            if line.hasPrefix("Requests/sec:"), parts.count >= 2 { row.requestsPerSecond = Double(parts[1]) ?? 0 }
+            if line.hasPrefix("50%"), parts.count >= 2 { row.p50Ms = milliseconds(parts[1]) }
+            if line.hasPrefix("99%"), parts.count >= 2 { row.p99Ms = milliseconds(parts[1]) }
+            if line.hasPrefix("Non-2xx or 3xx responses:"), let n = parts.last.flatMap({ Int($0) }) { row.non2xx = n }
+            if line.hasPrefix("Socket errors:") {
+                row.errors = parts.compactMap { Int($0.trimmingCharacters(in: CharacterSet(charactersIn: ","))) }
+                    .reduce(0, +)
+            }
+        }
+        return row
+    }
+
+    /// `12.34ms`, `850.00us`, `1.20s` → milliseconds.
+    static func milliseconds(_ s: String) -> Double? {
+        if s.hasSuffix("ms") { return Double(s.dropLast(2)) }
+        if s.hasSuffix("us") { return Double(s.dropLast(2)).map { $0 / 1000 } }
+        if s.hasSuffix("s") { return Double(s.dropLast()).map { $0 * 1000 } }
+        return nil
+    }
+
+    static func freePort() throws -> Int {
+        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        guard fd >= 0 else { throw BenchError("socket() failed") }
+        defer { close(fd) }
+        var addr = sockaddr_in()
+        addr.sin_family = sa_family_t(AF_INET)
+        addr.sin_addr.s_addr = inet_addr("127.0.0.1")
+        addr.sin_port = 0
+        var len = socklen_t(MemoryLayout<sockaddr_in>.size)
+        let bound = withUnsafeMutablePointer(to: &addr) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { p in
+                bind(fd, p, len) == 0 && getsockname(fd, p, &len) == 0
+            }
+        }
+        guard bound else { throw BenchError("cannot pick a free port") }
+        return Int(UInt16(bigEndian: addr.sin_port))
+    }
+
+    /// Runs a one-shot tool, returns its standard output; throws with its log when it fails.
+    static func runOnce(_ exe: String, _ args: [String], directory: String, name: String) throws -> String {
+        let log = directory + "/\(name)-\(UUID().uuidString.prefix(6)).out"
+        let child = try BenchChild(name: name, executable: exe, arguments: args, logFile: log)
+        guard let status = child.wait(timeout: 600), status == 0 else {
+            throw BenchError("\(name) failed: \(child.logTail())")
+        }
+        return (try? String(contentsOfFile: log, encoding: .utf8)) ?? ""
+    }
+
+    /// A table for the terminal and docs/benchmarks.md.
+    public static func table(_ r: APIBenchResult) -> String {
+        var lines = ["| workload | req/s | p50 ms | p99 ms | non-2xx | errors |", "|---|---:|---:|---:|---:|---:|"]
+        for row in r.rows {
+            lines.append(
+                "| \(row.method) \(row.path) (\(row.name)) | \(Int(row.requestsPerSecond)) | "
+                    + "\(row.p50Ms.map { String(format: "%.2f", $0) } ?? "-") | "
+                    + "\(row.p99Ms.map { String(format: "%.2f", $0) } ?? "-") | \(row.non2xx) | \(row.errors) |")
+        }
+        if let ratio = r.jobsOverLivez {
+            lines.append("job POST / livez: \(String(format: "%.2f", ratio)) (goal ≥ 0.5)")
+        }
+        return lines.joined(separator: "\n")
+    }
+}

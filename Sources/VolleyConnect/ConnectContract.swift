@@ -1,0 +1,155 @@
+import Foundation
+import VolleyCore
+
+/// Who is calling, decided by the HTTP layer from the credential before any handler runs. Handlers never read an
+/// org from a path or a body to decide access: everything they touch is keyed by `org`.
+public struct ConnectCaller: Sendable, Hashable {
+    public var org: OrgID
+    /// The context user (a user token). The Notifications resources need one; the push resources do not.
+    public var user: UserID?
+    /// The connected app the credential is bound to (a user token's app), if any.
+    public var app: String?
+
+    public init(org: OrgID, user: UserID? = nil, app: String? = nil) {
+        self.org = org
+        self.user = user
+        self.app = app
+    }
+
+    var appName: AppName? { app.flatMap { $0.isEmpty ? nil : AppName($0) } }
+}
+
+/// One query item, in request order (names may repeat).
+public struct ConnectQueryItem: Sendable, Hashable {
+    public var name: String
+    public var value: String
+    public init(name: String, value: String) {
+        self.name = name
+        self.value = value
+    }
+}
+
+/// A request to a Salesforce-compatible resource, free of any HTTP framework.
+public struct ConnectRequest: Sendable, Hashable {
+    /// "GET", "POST", "PATCH", "DELETE", "HEAD" (upper case).
+    public var method: String
+    /// The path after `/services/data/v{NN.N}`, such as `/connect/notifications/status` (see `resourcePath(_:)`).
+    public var path: String
+    public var query: [ConnectQueryItem]
+    /// The request body (JSON), empty when there is none.
+    public var body: Data
+
+    public init(method: String, path: String, query: [ConnectQueryItem] = [], body: Data = Data()) {
+        self.method = method.uppercased()
+        self.path = path
+        self.query = query
+        self.body = body
+    }
+
+    /// The part of a full request path after `/services/data/v{NN.N}` (any version, as Salesforce accepts), or nil
+    /// when `fullPath` is not under that prefix. `"/services/data/v58.0/connect/notifications"` →
+    /// `"/connect/notifications"`.
+    public static func resourcePath(_ fullPath: String) -> String? {
+        let prefix = "/services/data/v"
+        guard fullPath.hasPrefix(prefix) else { return nil }
+        let rest = fullPath.dropFirst(prefix.count)
+        let version = rest.prefix { $0 != "/" }
+        let parts = version.split(separator: ".", omittingEmptySubsequences: false)
+        guard parts.count == 2, parts.allSatisfy({ !$0.isEmpty && $0.allSatisfy(\.isASCIIDigit) }) else { return nil }
+        let tail = rest.dropFirst(version.count)
+        return tail.isEmpty ? "/" : String(tail)
+    }
+}
+
+/// What a handler answers: a status and a JSON body (empty for 204).
+public struct ConnectResponse: Sendable, Hashable {
+    public static let contentType = "application/json;charset=UTF-8"
+
+    public var status: Int
+    public var body: Data
+
+    public init(status: Int, body: Data) {
+        self.status = status
+        self.body = body
+    }
+
+    static let noContent = ConnectResponse(status: 204, body: Data())
+
+    static func json<T: Encodable>(_ status: Int, _ value: T) -> ConnectResponse {
+        do {
+            return ConnectResponse(status: status, body: try ConnectJSON.encoder.encode(value))
+        } catch {
+            return ConnectError.internalError("response could not be encoded").response
+        }
+    }
+}
+
+/// An error in Salesforce's shape: the body is `[{"errorCode": …, "message": …}]`. Messages name the field.
+public struct ConnectError: Error, Sendable, Hashable, CustomStringConvertible {
+    public var status: Int
+    public var errorCode: String
+    public var message: String
+
+    public init(status: Int, errorCode: String, message: String) {
+        self.status = status
+        self.errorCode = errorCode
+        self.message = message
+    }
+
+    public var description: String { "\(status) \(errorCode): \(message)" }
+
+    /// A field with a bad value (wrong type, out of range, too many ids).
+    public static func invalidInput(_ message: String) -> ConnectError {
+        ConnectError(status: 400, errorCode: "INVALID_API_INPUT", message: message)
+    }
+    /// A body that is not JSON, or a key the resource does not take.
+    public static func jsonParser(_ message: String) -> ConnectError {
+        ConnectError(status: 400, errorCode: "JSON_PARSER_ERROR", message: message)
+    }
+    public static func notFound(_ message: String = "The requested resource does not exist") -> ConnectError {
+        ConnectError(status: 404, errorCode: "NOT_FOUND", message: message)
+    }
+    public static func methodNotAllowed(_ method: String, allowed: [String]) -> ConnectError {
+        ConnectError(
+            status: 405, errorCode: "METHOD_NOT_ALLOWED",
+            message: "HTTP method '\(method)' not allowed. Allowed are \(allowed.joined(separator: ","))")
+    }
+    public static func forbidden(_ message: String) -> ConnectError {
+        ConnectError(status: 403, errorCode: "INSUFFICIENT_ACCESS", message: message)
+    }
+    public static func internalError(_ message: String) -> ConnectError {
+        ConnectError(status: 500, errorCode: "UNKNOWN_EXCEPTION", message: message)
+    }
+
+    private struct Wire: Encodable {
+        var errorCode: String
+        var message: String
+    }
+
+    public var response: ConnectResponse {
+        let body =
+            (try? ConnectJSON.encoder.encode([Wire(errorCode: errorCode, message: message)]))
+            ?? Data("[{\"errorCode\":\"UNKNOWN_EXCEPTION\",\"message\":\"error\"}]".utf8)
+        return ConnectResponse(status: status, body: body)
+    }
+}
+
+/// Where a custom notification action's or a Connect push's job goes (the job stream, or a wrapper that adds
+/// idempotency). Called from many requests at once: implementations must be safe to share.
+public protocol ConnectJobWriter: Sendable {
+    func write(_ job: PushJob) throws
+}
+
+/// A `JobProducer` shared behind a lock (the producer's client is one blocking connection).
+public final class LockedJobWriter: ConnectJobWriter, @unchecked Sendable {
+    private let lock = NSLock()
+    private let write: (PushJob) throws -> Void
+
+    public init(_ write: @escaping (PushJob) throws -> Void) { self.write = write }
+
+    public func write(_ job: PushJob) throws {
+        lock.lock()
+        defer { lock.unlock() }
+        try write(job)
+    }
+}

@@ -1,0 +1,462 @@
+import Dispatch
+import Foundation
+import Logging
+import VolleyCore
+import VolleyStore
+
+/// The Salesforce-compatible resources under `/services/data/v{NN.N}/`, behind one transport-neutral entry point:
+/// `handle(_:caller:)` routes a `ConnectRequest` and answers a `ConnectResponse` (JSON, Salesforce's error array on
+/// failure). The HTTP layer authenticates, builds the `ConnectCaller` and maps the answer; nothing here knows HTTP.
+///
+/// Everything is keyed by the caller's org: another org's notifications, types and apps answer 404.
+/// Handlers block on Redis: call `handle` from a thread that may block, or `respond` from async code.
+public final class ConnectService: Sendable {
+    public struct Options: Sendable {
+        /// The apps an org may push through (configuration `apps[].orgs`), in configuration order; nil when the
+        /// org may use any app. A custom notification action without an app-bound caller goes to the first.
+        public var apps: @Sendable (OrgID) -> [AppName]?
+        /// A new job id (it is also the notification id the recipients' inboxes show).
+        public var newJobID: @Sendable () -> JobID
+        public var clock: any WallClock
+
+        public init(
+            apps: @escaping @Sendable (OrgID) -> [AppName]? = { _ in nil },
+            newJobID: @escaping @Sendable () -> JobID = { JobID(UUID().uuidString.lowercased()) },
+            clock: any WallClock = SystemClock()
+        ) {
+            self.apps = apps
+            self.newJobID = newJobID
+            self.clock = clock
+        }
+
+        /// `apps` from the configuration's apps, in order, each with the orgs that may use it: an org may use the
+        /// apps that allow it, and no other (an app the configuration does not name answers 404).
+        public static func apps(configured: [(name: AppName, orgs: AppOrgs)]) -> @Sendable (OrgID) -> [AppName]? {
+            { org in configured.filter { $0.orgs.allows(org) }.map(\.name) }
+        }
+    }
+
+    let types: RedisNotificationTypeStore
+    let inbox: RedisInboxStore
+    let jobs: any ConnectJobWriter
+    let options: Options
+    let logger: Logger
+    private let queue = DispatchQueue(label: "volley.connect", attributes: .concurrent)
+
+    public init(
+        types: RedisNotificationTypeStore, inbox: RedisInboxStore, jobs: any ConnectJobWriter,
+        options: Options = Options(), logger: Logger
+    ) {
+        self.types = types
+        self.inbox = inbox
+        self.jobs = jobs
+        self.options = options
+        self.logger = logger
+    }
+
+    /// `handle` on a Dispatch queue, so async callers do not block the cooperative pool on Redis.
+    public func respond(to request: ConnectRequest, caller: ConnectCaller) async -> ConnectResponse {
+        await withCheckedContinuation { (c: CheckedContinuation<ConnectResponse, Never>) in
+            queue.async { c.resume(returning: self.handle(request, caller: caller)) }
+        }
+    }
+
+    /// Routes one request. Never throws: every failure is a Salesforce-shaped error response.
+    public func handle(_ request: ConnectRequest, caller: ConnectCaller) -> ConnectResponse {
+        do {
+            return try route(request, caller: caller)
+        } catch let e as ConnectError {
+            return e.response
+        } catch {
+            logger.error(
+                "connect request failed", metadata: ["path": "\(request.path)", "error": "\(error)"])
+            return ConnectError.internalError("the request could not be completed; try again").response
+        }
+    }
+
+    // MARK: Routing
+
+    private func route(_ r: ConnectRequest, caller: ConnectCaller) throws -> ConnectResponse {
+        let parts = r.path.split(separator: "/", omittingEmptySubsequences: true).map {
+            $0.removingPercentEncoding ?? String($0)
+        }
+        func allow(_ methods: String...) throws {
+            let accepted = methods.contains("GET") ? methods + ["HEAD"] : methods
+            if !accepted.contains(r.method) { throw ConnectError.methodNotAllowed(r.method, allowed: methods) }
+        }
+        switch parts {
+        case ["actions", "standard", "customNotificationAction"]:
+            try allow("GET", "POST")
+            return r.method == "POST"
+                ? try customNotificationAction(caller: caller, body: r.body)
+                : .json(200, CustomNotificationAction.describe)
+        case ["connect", "notifications", "push"]:
+            try allow("POST")
+            return try push(caller: caller, body: r.body)
+        case ["connect", "notifications"]:
+            try allow("GET", "PATCH")
+            return r.method == "PATCH"
+                ? try markNotifications(caller: caller, query: r.query, body: r.body)
+                : try listNotifications(caller: caller, query: r.query)
+        case ["connect", "notifications", "status"]:
+            try allow("GET")
+            return try notificationStatus(caller: caller)
+        case ["connect", "notifications", "app-settings", "organization"]:
+            try allow("GET")
+            return try appSettings(caller: caller, typeID: nil, query: r.query)
+        case let p where p.count == 5 && p.starts(with: ["connect", "notifications", "app-settings", "organization"]):
+            try allow("GET", "POST", "DELETE")
+            switch r.method {
+            case "POST": return try setAppSetting(caller: caller, typeID: p[4], query: r.query, body: r.body)
+            case "DELETE": return try resetAppSetting(caller: caller, typeID: p[4], query: r.query)
+            default: return try appSettings(caller: caller, typeID: p[4], query: r.query)
+            }
+        case ["connect", "notifications", "settings", "organization"]:
+            try allow("GET")
+            return try orgSettings(caller: caller)
+        case let p where p.count == 5 && p.starts(with: ["connect", "notifications", "settings", "organization"]):
+            try allow("GET", "POST", "DELETE")
+            switch r.method {
+            case "POST": return try setOrgSetting(caller: caller, typeOrID: p[4], body: r.body)
+            case "DELETE": return try resetOrgSetting(caller: caller, typeOrID: p[4])
+            default: return try orgSetting(caller: caller, typeOrID: p[4])
+            }
+        case let p where p.count == 3 && p.starts(with: ["connect", "notifications"]):
+            try allow("GET", "PATCH")
+            return r.method == "PATCH"
+                ? try markNotification(caller: caller, id: p[2], query: r.query, body: r.body)
+                : try notification(caller: caller, id: p[2], query: r.query)
+        default:
+            throw ConnectError.notFound()
+        }
+    }
+
+    // MARK: Sending
+
+    /// `POST /actions/standard/customNotificationAction`: one result per input; each valid input is one job.
+    public func customNotificationAction(caller: ConnectCaller, body: Data) throws -> ConnectResponse {
+        let inputs = try CustomNotificationAction.inputs(body)
+        guard let app = caller.appName ?? options.apps(caller.org)?.first else {
+            throw ConnectError.invalidInput(
+                "customNotifTypeId: no connected app to deliver through (the org has no app configured)")
+        }
+        try checkApp(app, org: caller.org)
+        var known: [String: Bool] = [:]
+        var results: [CustomNotificationAction.Result] = []
+        results.reserveCapacity(inputs.count)
+        for raw in inputs {
+            switch CustomNotificationAction.decode(raw) {
+            case .invalid(let errors):
+                results.append(.init(errors: errors))
+            case .valid(let input):
+                let typeID = input.customNotifTypeId
+                if known[typeID] == nil { known[typeID] = try types.type(org: caller.org, id: typeID) != nil }
+                guard known[typeID] == true else {
+                    results.append(
+                        .init(errors: [
+                            .init(
+                                "INVALID_ID_FIELD", "customNotifTypeId: no notification type '\(typeID)' in this org",
+                                fields: ["customNotifTypeId"])
+                        ]))
+                    continue
+                }
+                let job = CustomNotificationAction.job(input, id: options.newJobID(), org: caller.org, app: app)
+                do {
+                    try jobs.write(job)
+                    results.append(.success)
+                } catch {
+                    logger.error("custom notification not enqueued", metadata: ["error": "\(error)"])
+                    results.append(
+                        .init(errors: [
+                            .init("UNKNOWN_EXCEPTION", "the notification could not be queued; try again", fields: [])
+                        ]))
+                }
+            }
+        }
+        return .json(200, results)
+    }
+
+    /// `POST /connect/notifications/push`: 202 with the job id.
+    public func push(caller: ConnectCaller, body: Data) throws -> ConnectResponse {
+        let request = try ConnectPush.decode(body)
+        try checkApp(request.appName, org: caller.org)
+        let job = ConnectPush.job(request, id: options.newJobID(), org: caller.org)
+        try jobs.write(job)
+        return .json(202, ["id": job.id?.rawValue ?? ""])
+    }
+
+    /// The org may push through `app` (another org's app answers 404, as if it did not exist).
+    func checkApp(_ app: AppName, org: OrgID) throws(ConnectError) {
+        if let allowed = options.apps(org), !allowed.contains(app) {
+            throw .notFound("appName: no connected app '\(app)' in this org")
+        }
+    }
+
+    // MARK: Notifications (the context user's)
+
+    func contextUser(_ caller: ConnectCaller) throws(ConnectError) -> UserID {
+        guard let user = caller.user else {
+            throw .forbidden("the Notifications resources need a user token (they answer for the context user)")
+        }
+        return user
+    }
+
+    /// Which notification types the calling app shows: types the org defines and the app has not disabled (its app
+    /// settings), as the worker decides when it stores them. Without an app, types enabled for desktop.
+    struct Visibility {
+        var types: [String: NotificationType]
+        var settings: [String: NotificationAppSetting]
+        var orgSettings: [String: NotificationOrgSetting]
+        var app: AppName?
+
+        /// True when a type the org defines is hidden from the app (types the org no longer defines are hidden too,
+        /// but only `list` sees those: the fast status counts them).
+        var hidesAnyType: Bool { types.keys.contains { !shows($0) } }
+
+        func shows(_ typeID: String?) -> Bool {
+            guard let typeID else { return true } // a plain push stored in-app belongs to every app
+            guard let type = types[typeID] else { return false }
+            if app != nil { return settings[typeID]?.enabled != false }
+            return (orgSettings[typeID] ?? NotificationOrgSetting()).effective(for: type).desktop
+        }
+    }
+
+    func visibility(_ caller: ConnectCaller) throws -> Visibility {
+        let org = caller.org
+        let all = try types.types(org: org)
+        return Visibility(
+            types: Dictionary(all.map { ($0.id, $0) }, uniquingKeysWith: { a, _ in a }),
+            settings: try caller.appName.map { try types.settings(org: org, app: $0) } ?? [:],
+            orgSettings: caller.appName == nil ? try types.orgSettings(org: org) : [:], app: caller.appName)
+    }
+
+    /// Newest first, only what the app shows, paging past hidden ones (at most ten store pages per request).
+    func visibleList(org: OrgID, user: UserID, size: Int, before: Date?, after: Date?, _ vis: Visibility) throws
+        -> [InboxNotification]
+    {
+        var out: [InboxNotification] = []
+        var cursor = before
+        let page = max(size, 10)
+        for _ in 0..<10 {
+            let batch = try inbox.list(org: org, user: user, size: page, before: cursor, after: after)
+            out += batch.filter { vis.shows($0.type) }
+            guard out.count < size, batch.count == page, let last = batch.last else { break }
+            cursor = last.createdAt
+        }
+        return Array(out.prefix(size))
+    }
+
+    public func listNotifications(caller: ConnectCaller, query: [ConnectQueryItem]) throws -> ConnectResponse {
+        let user = try contextUser(caller)
+        let p = try NotificationListParameters(query: query)
+        let vis = try visibility(caller)
+        let list = try visibleList(
+            org: caller.org, user: user, size: p.size, before: p.before, after: p.after, vis)
+        return .json(200, collection(list, caller: caller, user: user, trim: p.trimMessages))
+    }
+
+    public func markNotifications(caller: ConnectCaller, query: [ConnectQueryItem], body: Data) throws
+        -> ConnectResponse
+    {
+        let user = try contextUser(caller)
+        let p = try NotificationMarkParameters(body: body, query: query, single: false)
+        let trim = try trimMessages(query)
+        let mark = try p.mark(now: options.clock.now())
+        try inbox.mark(org: caller.org, user: user, mark)
+        let vis = try visibility(caller)
+        let touched: [InboxNotification]
+        switch mark.selection {
+        case .ids(let ids):
+            touched = try ids.compactMap { try inbox.notification(org: caller.org, user: user, id: $0) }
+                .filter { vis.shows($0.type) }.sorted { $0.createdAt > $1.createdAt }
+        case .before(let date):
+            touched = try visibleList(
+                org: caller.org, user: user, size: NotificationListParameters.maxSize, before: date, after: nil, vis)
+        }
+        return .json(200, collection(touched, caller: caller, user: user, trim: trim))
+    }
+
+    public func notification(caller: ConnectCaller, id: String, query: [ConnectQueryItem]) throws
+        -> ConnectResponse
+    {
+        let user = try contextUser(caller)
+        let trim = try trimMessages(query)
+        let n = try visibleNotification(caller: caller, user: user, id: id)
+        return .json(200, ConnectNotification(n, org: caller.org, user: user, trim: trim))
+    }
+
+    public func markNotification(caller: ConnectCaller, id: String, query: [ConnectQueryItem], body: Data) throws
+        -> ConnectResponse
+    {
+        let user = try contextUser(caller)
+        let p = try NotificationMarkParameters(body: body, query: query, single: true)
+        let trim = try trimMessages(query)
+        _ = try visibleNotification(caller: caller, user: user, id: id)
+        var one = p
+        one.notificationIds = [id]
+        try inbox.mark(org: caller.org, user: user, try one.mark(now: options.clock.now()))
+        let n = try visibleNotification(caller: caller, user: user, id: id)
+        return .json(200, ConnectNotification(n, org: caller.org, user: user, trim: trim))
+    }
+
+    /// Counts over what the app shows, dates now when there is nothing to date. When the app hides no type of the
+    /// org, the counts come from two ZCARDs; otherwise every notification's type is read and filtered.
+    public func notificationStatus(caller: ConnectCaller) throws -> ConnectResponse {
+        let user = try contextUser(caller)
+        let vis = try visibility(caller)
+        let s =
+            vis.hidesAnyType
+            ? try inbox.status(org: caller.org, user: user, includes: vis.shows)
+            : try inbox.status(org: caller.org, user: user)
+        return .json(200, ConnectNotificationStatus(s, now: options.clock.now()))
+    }
+
+    func visibleNotification(caller: ConnectCaller, user: UserID, id: String) throws -> InboxNotification {
+        guard let n = try inbox.notification(org: caller.org, user: user, id: id),
+            try visibility(caller).shows(n.type)
+        else { throw ConnectError.notFound("notificationId: no notification '\(id)' for the context user") }
+        return n
+    }
+
+    func trimMessages(_ query: [ConnectQueryItem]) throws(ConnectError) -> Bool {
+        guard let v = query.last(where: { $0.name == "trimMessages" })?.value else { return true }
+        return try NotificationListParameters.flag(v, field: "trimMessages")
+    }
+
+    func collection(_ list: [InboxNotification], caller: ConnectCaller, user: UserID, trim: Bool)
+        -> ConnectNotificationCollection
+    {
+        ConnectNotificationCollection(
+            notifications: list.map { ConnectNotification($0, org: caller.org, user: user, trim: trim) })
+    }
+
+    // MARK: App settings
+
+    static let appSettingKeys: Set<String> = ["applicationId", "enabled", "pushEnabled"]
+
+    /// The app a settings request is about: `applicationId` (body, then query), else the caller's app.
+    func settingsApp(caller: ConnectCaller, query: [ConnectQueryItem], body: [String: JSONValue] = [:]) throws
+        -> AppName
+    {
+        let given =
+            try ConnectJSON.string(body["applicationId"], field: "applicationId")
+            ?? query.last(where: { $0.name == "applicationId" })?.value
+        guard let app = given.flatMap({ $0.isEmpty ? nil : AppName($0) }) ?? caller.appName else {
+            throw ConnectError.invalidInput(
+                "applicationId: required when the credential is not bound to a connected app")
+        }
+        do {
+            try checkApp(app, org: caller.org)
+        } catch {
+            throw ConnectError.notFound("applicationId: no connected app '\(app)' in this org")
+        }
+        return app
+    }
+
+    /// A type of the caller's org by id or API name; another org's type answers 404.
+    func orgType(_ caller: ConnectCaller, _ idOrName: String) throws -> NotificationType {
+        if let t = try types.type(org: caller.org, id: idOrName) { return t }
+        if let t = try types.types(org: caller.org).first(where: { $0.name == idOrName }) { return t }
+        throw ConnectError.notFound("notificationTypeId: no notification type '\(idOrName)' in this org")
+    }
+
+    /// GET on the collection, or on one type: Salesforce answers a collection for both.
+    public func appSettings(caller: ConnectCaller, typeID: String?, query: [ConnectQueryItem]) throws
+        -> ConnectResponse
+    {
+        let app = try settingsApp(caller: caller, query: query)
+        let list = try typeID.map { [try orgType(caller, $0)] } ?? types.types(org: caller.org)
+        let settings = try types.settings(org: caller.org, app: app)
+        let orgSettings = try types.orgSettings(org: caller.org)
+        return .json(
+            200,
+            ConnectAppSettingCollection(
+                notificationAppSettings: list.map {
+                    ConnectAppSetting(type: $0, app: app, setting: settings[$0.id], org: orgSettings[$0.id])
+                }))
+    }
+
+    public func setAppSetting(caller: ConnectCaller, typeID: String, query: [ConnectQueryItem], body: Data) throws
+        -> ConnectResponse
+    {
+        let o = try ConnectJSON.object(body, allowed: Self.appSettingKeys)
+        let enabled = try ConnectJSON.bool(o["enabled"], field: "enabled")
+        let pushEnabled = try ConnectJSON.bool(o["pushEnabled"], field: "pushEnabled")
+        let app = try settingsApp(caller: caller, query: query, body: o)
+        let type = try orgType(caller, typeID)
+        if enabled == nil && pushEnabled == nil {
+            throw ConnectError.invalidInput("enabled: give enabled, pushEnabled or both")
+        }
+        try types.setSetting(org: caller.org, app: app, typeID: type.id, enabled: enabled, pushEnabled: pushEnabled)
+        let setting = try types.settings(org: caller.org, app: app)[type.id]
+        let orgSetting = try types.orgSettings(org: caller.org)[type.id]
+        return .json(200, ConnectAppSetting(type: type, app: app, setting: setting, org: orgSetting))
+    }
+
+    public func resetAppSetting(caller: ConnectCaller, typeID: String, query: [ConnectQueryItem]) throws
+        -> ConnectResponse
+    {
+        let app = try settingsApp(caller: caller, query: query)
+        let type = try orgType(caller, typeID)
+        try types.resetSetting(org: caller.org, app: app, typeID: type.id)
+        return .noContent
+    }
+
+    // MARK: Org settings
+
+    static let orgSettingKeys: Set<String> = ["desktopEnabled", "emailEnabled", "mobileEnabled", "slackEnabled"]
+
+    public func orgSettings(caller: ConnectCaller) throws -> ConnectResponse {
+        let settings = try types.orgSettings(org: caller.org)
+        return .json(
+            200,
+            ConnectOrgSettingCollection(
+                notificationSettings: try types.types(org: caller.org).map {
+                    ConnectOrgSetting(type: $0, setting: settings[$0.id])
+                }))
+    }
+
+    public func orgSetting(caller: ConnectCaller, typeOrID: String) throws -> ConnectResponse {
+        let type = try orgType(caller, typeOrID)
+        return .json(200, ConnectOrgSetting(type: type, setting: try types.orgSettings(org: caller.org)[type.id]))
+    }
+
+    /// Sets channel switches. As in Salesforce, an org can turn off a channel its type has, not turn on one the
+    /// type lacks (desktop, mobile); email and Slack are recorded as given (Volley delivers neither).
+    public func setOrgSetting(caller: ConnectCaller, typeOrID: String, body: Data) throws -> ConnectResponse {
+        let o = try ConnectJSON.object(body, allowed: Self.orgSettingKeys)
+        let change = NotificationOrgSetting(
+            desktopEnabled: try ConnectJSON.bool(o["desktopEnabled"], field: "desktopEnabled"),
+            emailEnabled: try ConnectJSON.bool(o["emailEnabled"], field: "emailEnabled"),
+            mobileEnabled: try ConnectJSON.bool(o["mobileEnabled"], field: "mobileEnabled"),
+            slackEnabled: try ConnectJSON.bool(o["slackEnabled"], field: "slackEnabled"))
+        let type = try orgType(caller, typeOrID)
+        if change == NotificationOrgSetting() {
+            throw ConnectError.invalidInput(
+                "desktopEnabled: give at least one of desktopEnabled, emailEnabled, mobileEnabled, slackEnabled")
+        }
+        if change.desktopEnabled == true && !type.desktop {
+            throw ConnectError.invalidInput(
+                "desktopEnabled: type '\(type.id)' has no desktop channel, so it can't be enabled")
+        }
+        if change.mobileEnabled == true && !type.mobile {
+            throw ConnectError.invalidInput(
+                "mobileEnabled: type '\(type.id)' has no mobile channel, so it can't be enabled")
+        }
+        let stored = try types.setOrgSetting(org: caller.org, typeID: type.id, change)
+        return .json(200, ConnectOrgSetting(type: type, setting: stored))
+    }
+
+    public func resetOrgSetting(caller: ConnectCaller, typeOrID: String) throws -> ConnectResponse {
+        let type = try orgType(caller, typeOrID)
+        try types.resetOrgSetting(org: caller.org, typeID: type.id)
+        return .noContent
+    }
+}
+
+extension LockedJobWriter {
+    /// Jobs XADDed by `producer` (its client is used by this writer only, one call at a time).
+    public convenience init(producer: JobProducer) {
+        self.init { job in _ = try producer.enqueue(job) }
+    }
+}

@@ -1,0 +1,111 @@
+import Foundation
+import VolleyAPI
+import VolleyCore
+import VolleyRedis
+import VolleyStore
+
+/// The `api` section: the HTTP API process (`volley api`). Keys and defaults are documented in docs/api.md.
+public struct APISettings: Sendable, Hashable {
+    public var host: String = "127.0.0.1"
+    public var port: Int = 8080
+    public var maxBodyBytes: Int = 1 << 20
+    public var drainSeconds: Double = 5
+    public var redisConnections: Int = 16
+    /// `api.tls.certFile` / `api.tls.keyFile`: both or neither.
+    public var tlsCertFile: String?
+    public var tlsKeyFile: String?
+    /// `api.rateLimit.requestsPerSecond` / `api.rateLimit.burst`, per API key and per user-token subject.
+    public var requestsPerSecond: Double = 100
+    public var burst: Int = 200
+    /// `api.userTokens.keys`: `[{id, secret | secretFile}]`, secrets base64 of at least 32 bytes; the first signs.
+    public var userTokenKeys: [UserTokenKey] = []
+    /// `api.userTokens.maxTTLSeconds` (at most 86400).
+    public var userTokenMaxTTLSeconds: Int = 86_400
+    public init() {}
+
+    static let keys: Set<String> = ["host", "port", "maxBodyBytes", "drainSeconds", "redisConnections"]
+    static let sections: Set<String> = ["tls", "rateLimit", "userTokens"]
+
+    static func read(_ s: [String: Any], _ r: inout ConfigReader) -> APISettings {
+        let p = "api"
+        var a = APISettings()
+        r.rejectUnknownKeys(s, known: keys.union(sections), at: p)
+        if let v = r.string(s, "host", at: p) { a.host = v }
+        if let v = r.int(s, "port", at: p, range: 0...65535) { a.port = v }
+        if let v = r.int(s, "maxBodyBytes", at: p, range: 1024...(64 << 20)) { a.maxBodyBytes = v }
+        if let v = r.double(s, "drainSeconds", at: p, min: 0) { a.drainSeconds = v }
+        if let v = r.int(s, "redisConnections", at: p, range: 1...1024) { a.redisConnections = v }
+        if let t = r.section(s, "tls", at: p) {
+            r.rejectUnknownKeys(t, known: ["certFile", "keyFile"], at: "api.tls")
+            a.tlsCertFile = r.file(t, "certFile", at: "api.tls")
+            a.tlsKeyFile = r.file(t, "keyFile", at: "api.tls")
+            if (a.tlsCertFile == nil) != (a.tlsKeyFile == nil) {
+                r.problem("api.tls", "set both certFile and keyFile, or neither")
+            }
+        }
+        if let l = r.section(s, "rateLimit", at: p) {
+            r.rejectUnknownKeys(l, known: ["requestsPerSecond", "burst"], at: "api.rateLimit")
+            if let v = r.double(l, "requestsPerSecond", at: "api.rateLimit", min: 0) { a.requestsPerSecond = v }
+            if let v = r.int(l, "burst", at: "api.rateLimit", range: 1...1_000_000) { a.burst = v }
+        }
+        if let u = r.section(s, "userTokens", at: p) {
+            let up = "api.userTokens"
+            r.rejectUnknownKeys(u, known: ["keys", "maxTTLSeconds"], at: up)
+            if let v = r.int(u, "maxTTLSeconds", at: up, range: 60...86_400) { a.userTokenMaxTTLSeconds = v }
+            if let raw = u["keys"], !(raw is NSNull) {
+                guard let list = raw as? [Any] else {
+                    r.problem("\(up).keys", "must be a list of {id, secret} or {id, secretFile}")
+                    return a
+                }
+                var seen = Set<String>()
+                for (i, item) in list.enumerated() {
+                    let kp = "\(up).keys[\(i)]"
+                    guard let k = item as? [String: Any] else {
+                        r.problem(kp, "must be a mapping with id and secret (or secretFile)")
+                        continue
+                    }
+                    r.rejectUnknownKeys(k, known: ["id", "secret", "secretFile"], at: kp)
+                    guard let id = r.string(k, "id", at: kp), !id.isEmpty, !id.contains(".") else {
+                        r.problem("\(kp).id", "required: a short key id without dots (it travels in each token)")
+                        continue
+                    }
+                    if !seen.insert(id).inserted { r.problem("\(kp).id", "duplicate key id '\(id)'") }
+                    var text = r.string(k, "secret", at: kp)
+                    if let file = r.file(k, "secretFile", at: kp) {
+                        if text != nil { r.problem(kp, "set secret or secretFile, not both") }
+                        text = (try? String(contentsOfFile: file, encoding: .utf8))?
+                            .trimmingCharacters(in: .whitespacesAndNewlines)
+                    }
+                    guard let text, let bytes = Data(base64Encoded: text), bytes.count >= 32 else {
+                        r.problem(
+                            "\(kp).secret", "required: base64 of at least 32 random bytes (openssl rand -base64 32)")
+                        continue
+                    }
+                    a.userTokenKeys.append(UserTokenKey(id: id, secret: Array(bytes)))
+                }
+            }
+        }
+        return a
+    }
+}
+
+extension VolleyConfiguration {
+    /// What `volley api` needs, from the `api`, `redis`, `worker`, `apps` and `quotas` sections.
+    public func apiConfiguration() throws -> APIConfiguration {
+        let settings = try PipelineSettings(self)
+        var c = APIConfiguration(
+            redisEndpoint: settings.endpoint, redisOptions: settings.redisOptions, store: settings.store)
+        c.host = api.host
+        c.port = api.port
+        c.maxBodyBytes = api.maxBodyBytes
+        c.drainSeconds = api.drainSeconds
+        c.redisConnections = api.redisConnections
+        c.rateLimit = .init(requestsPerSecond: api.requestsPerSecond, burst: api.burst)
+        c.userTokenKeys = api.userTokenKeys
+        c.userTokenMaxTTLSeconds = api.userTokenMaxTTLSeconds
+        c.apps = Dictionary(apps.map { ($0.name, $0.orgs) }, uniquingKeysWith: { a, _ in a })
+        c.quotaDefaults = QuotaLimits(ios: quotas.ios, android: quotas.android)
+        c.quotaOverrides = quotas.orgs.mapValues { ($0.ios, $0.android) }
+        return c
+    }
+}

@@ -1,0 +1,106 @@
+import Foundation
+import Testing
+import VolleyCore
+
+@testable import VolleyAPI
+
+struct UserTokenTests {
+    let current = UserTokenKey(id: "k2", secret: Array(repeating: 7, count: 32))
+    let previous = UserTokenKey(id: "k1", secret: Array(repeating: 9, count: 32))
+    let now = Date(timeIntervalSince1970: 1_800_000_000)
+
+    func claims(expiringIn seconds: Int64 = 600) -> UserTokenClaims {
+        UserTokenClaims(
+            org: "orgA", user: "005A", app: "app1", exp: Int64(now.timeIntervalSince1970) + seconds)
+    }
+
+    @Test func aSignedTokenVerifiesToItsClaims() throws {
+        let signer = UserTokenSigner(keys: [current, previous])
+        let token = try signer.sign(claims())
+        #expect(token.hasPrefix("vut1.k2."))
+        #expect(signer.verify(token, now: now) == claims())
+    }
+
+    @Test func rotationKeepsOldTokensValidUntilTheOldKeyIsDropped() throws {
+        let old = try UserTokenSigner(keys: [previous]).sign(claims())
+        #expect(UserTokenSigner(keys: [current, previous]).verify(old, now: now) == claims())
+        #expect(UserTokenSigner(keys: [current]).verify(old, now: now) == nil)
+    }
+
+    @Test func expiredTamperedAndForeignTokensAreRefused() throws {
+        let signer = UserTokenSigner(keys: [current])
+        let expired = try signer.sign(claims(expiringIn: -1))
+        #expect(signer.verify(expired, now: now) == nil)
+        let token = try signer.sign(claims())
+        var parts = token.split(separator: ".").map(String.init)
+        // Another user's claims under the original signature.
+        var other = claims()
+        other.user = "005B"
+        parts[2] = Base64URL.encode(Array(try JSONEncoder().encode(other)))
+        #expect(signer.verify(parts.joined(separator: "."), now: now) == nil)
+        let foreign = try UserTokenSigner(keys: [UserTokenKey(id: "k2", secret: Array(repeating: 1, count: 32))])
+            .sign(claims())
+        #expect(signer.verify(foreign, now: now) == nil)
+        #expect(signer.verify("vut1.k2.garbage", now: now) == nil)
+        #expect(signer.verify("", now: now) == nil)
+    }
+
+    @Test func signingWithoutKeysFails() {
+        #expect(throws: UserTokenSigner.Failure.self) { try UserTokenSigner(keys: []).sign(claims()) }
+    }
+}
+
+struct APIKeyTests {
+    @Test func aKeyMatchesOnlyItsOwnRecord() {
+        let (id, key) = APIKeyFormat.generate()
+        #expect(APIKeyFormat.id(of: key) == id)
+        let record = APIKeyRecord(
+            id: id, org: "orgA", role: .send, name: nil, sha256: APIKeyFormat.digest(key), createdAt: Date())
+        #expect(APIKeyFormat.matches(key, record: record))
+        let (_, other) = APIKeyFormat.generate()
+        #expect(!APIKeyFormat.matches(other, record: record))
+        #expect(!APIKeyFormat.matches(key + "x", record: record))
+    }
+
+    @Test(arguments: ["", "vk_", "vk_abc_def", "xx_0123456789abcdef_" + String(repeating: "a", count: 43), "Bearer"])
+    func malformedKeysHaveNoID(_ key: String) {
+        #expect(APIKeyFormat.id(of: key) == nil)
+    }
+}
+
+struct InputTests {
+    @Test func decodingErrorsNameTheField() throws {
+        let body = Data(#"{"org":"o","app":"a","recipients":["u"],"notification":{"badge":"x"}}"#.utf8)
+        do {
+            _ = try Input.decode(PushJob.self, from: body)
+            Issue.record("decoded a string badge")
+        } catch let p as APIProblem {
+            #expect(p.field == "notification.badge")
+            #expect(p.status == .badRequest)
+        }
+    }
+
+    @Test func unknownKeysAreNamedWithTheirPath() throws {
+        let job = try Input.object(Data(#"{"app":"a","notification":{"titel":"x"}}"#.utf8))
+        #expect(throws: APIProblem.self) { try Input.checkJobKeys(job) }
+        do { try Input.checkJobKeys(job) } catch let p as APIProblem { #expect(p.field == "notification.titel") }
+        let device = try Input.object(Data(#"{"app":"a","devices":[{"platform":"ios","token":"t","x":1}]}"#.utf8))
+        do { try Input.checkJobKeys(device) } catch let p as APIProblem { #expect(p.field == "devices[0].x") }
+    }
+
+    @Test(arguments: [("", false), ("job-1", true), ("a b", false), ("x/y", false), ("é", false), ("a:b.c_d-e", true)])
+    func safeIDs(_ id: String, _ ok: Bool) {
+        #expect(Input.isSafeID(id) == ok)
+    }
+
+    @Test func streamIDsCompareNumerically() {
+        #expect(JobStatus.isAfter("10-0", "9-5"))
+        #expect(JobStatus.isAfter("9-10", "9-9"))
+        #expect(!JobStatus.isAfter("9-9", "9-9"))
+    }
+
+    @Test func routeTemplatesUseOpenAPIParameters() {
+        #expect(ObservingMiddleware.template("/v1/jobs/:id") == "/v1/jobs/{id}")
+        #expect(ObservingMiddleware.template("/livez") == "/livez")
+    }
+}

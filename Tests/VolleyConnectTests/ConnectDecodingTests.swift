@@ -1,0 +1,357 @@
+import Foundation
+import Testing
+import VolleyCore
+
+@testable import VolleyConnect
+
+private func json(_ s: String) -> Data { Data(s.utf8) }
+
+private func parse(_ s: String) throws -> JSONValue {
+    try JSONDecoder().decode(JSONValue.self, from: json(s))
+}
+
+private func object(_ data: Data) throws -> Any { try JSONSerialization.jsonObject(with: data) }
+
+/// The error an input decodes to (empty when it is valid).
+private func inputErrors(_ s: String) throws -> [CustomNotificationAction.InputError] {
+    switch CustomNotificationAction.decode(try parse(s)) {
+    case .valid: []
+    case .invalid(let e): e
+    }
+}
+
+/// The Salesforce error `body` throws (nil when it throws nothing or something else).
+private func thrown(_ body: () throws -> Void) -> ConnectError? {
+    do {
+        try body()
+        return nil
+    } catch {
+        return error as? ConnectError
+    }
+}
+
+@Test func resourcePathAcceptsAnyVersion() {
+    #expect(ConnectRequest.resourcePath("/services/data/v58.0/connect/notifications") == "/connect/notifications")
+    #expect(
+        ConnectRequest.resourcePath("/services/data/v46.0/actions/standard/customNotificationAction")
+            == "/actions/standard/customNotificationAction")
+    #expect(ConnectRequest.resourcePath("/services/data/v5x.0/connect") == nil)
+    #expect(ConnectRequest.resourcePath("/services/data/v58/connect") == nil)
+    #expect(ConnectRequest.resourcePath("/v1/jobs") == nil)
+}
+
+// MARK: customNotificationAction
+
+@Test func actionInputOfTheGuideDecodes() throws {
+    let raw = try parse(
+        """
+        {"customNotifTypeId": "0MLR0000000008eOAA", "recipientIds": ["005R0000000LSqtIAG"],
+         "title": "Custom Notification", "body": "This is a custom notification.", "targetId": "001R0000003fSUDIA2"}
+        """)
+    guard case .valid(let input) = CustomNotificationAction.decode(raw) else {
+        Issue.record("the guide's input is refused")
+        return
+    }
+    let job = CustomNotificationAction.job(input, id: "j1", org: "o1", app: "sales")
+    #expect(job.id == "j1" && job.org == "o1" && job.app == "sales")
+    #expect(job.recipients == ["005R0000000LSqtIAG"])
+    #expect(job.notification.type == "0MLR0000000008eOAA")
+    #expect(job.notification.title == "Custom Notification")
+    #expect(job.notification.body == "This is a custom notification.")
+    #expect(job.notification.targetId == "001R0000003fSUDIA2")
+    #expect(job.notification.targetPageRef == nil)
+    try job.validate()
+}
+
+@Test func actionRecipientsMayMixKindsAndRepeat() throws {
+    // A user, a group, a queue, an account (team) and an opportunity (team), one id twice.
+    let raw = try parse(
+        """
+        {"customNotifTypeId": "T", "recipientIds": ["005U", "00GG", "00GQ", "001A", "006O", "005U"],
+         "title": "t", "body": "b", "targetPageRef": {"type": "standard__recordPage", "attributes": {"recordId": "x"}}}
+        """)
+    guard case .valid(let input) = CustomNotificationAction.decode(raw) else {
+        Issue.record("mixed recipients are refused")
+        return
+    }
+    #expect(input.recipientIds == ["005U", "00GG", "00GQ", "001A", "006O"])
+    let ref = try #require(input.targetPageRef)
+    #expect(try parse(ref)["attributes"]?["recordId"] == .string("x"))
+}
+
+@Test func actionInputProblemsNameTheirFields() throws {
+    let long = String(repeating: "é", count: 251)
+    let cases: [(String, String, [String])] = [
+        (
+            #"{"recipientIds": ["u"], "title": "t", "body": "b", "targetId": "x"}"#,
+            "REQUIRED_FIELD_MISSING", ["customNotifTypeId"]
+        ),
+        (
+            #"{"customNotifTypeId": "T", "recipientIds": ["u"], "body": "b", "targetId": "x"}"#,
+            "REQUIRED_FIELD_MISSING", ["title"]
+        ),
+        (
+            #"{"customNotifTypeId": "T", "recipientIds": ["u"], "title": "  ", "body": "b", "targetId": "x"}"#,
+            "REQUIRED_FIELD_MISSING", ["title"]
+        ),
+        (
+            #"{"customNotifTypeId": "T", "recipientIds": ["u"], "title": "t", "targetId": "x"}"#,
+            "REQUIRED_FIELD_MISSING", ["body"]
+        ),
+        (
+            #"{"customNotifTypeId": "T", "recipientIds": ["u"], "title": "\#(long)", "body": "b", "targetId": "x"}"#,
+            "STRING_TOO_LONG", ["title"]
+        ),
+        (
+            #"{"customNotifTypeId": "T", "recipientIds": ["u"], "title": "t", "body": "b"}"#,
+            "REQUIRED_FIELD_MISSING", ["targetId", "targetPageRef"]
+        ),
+        (
+            #"{"customNotifTypeId": "T", "recipientIds": ["u"], "title": "t", "body": "b", "targetId": ""}"#,
+            "REQUIRED_FIELD_MISSING", ["targetId", "targetPageRef"]
+        ),
+        (
+            #"{"customNotifTypeId": "T", "recipientIds": [], "title": "t", "body": "b", "targetId": "x"}"#,
+            "REQUIRED_FIELD_MISSING", ["recipientIds"]
+        ),
+        (
+            #"{"customNotifTypeId": "T", "recipientIds": [7], "title": "t", "body": "b", "targetId": "x"}"#,
+            "INVALID_TYPE", ["recipientIds"]
+        ),
+        (
+            #"{"customNotifTypeId": "T", "recipientIds": ["u"], "title": 5, "body": "b", "targetId": "x"}"#,
+            "INVALID_TYPE", ["title"]
+        ),
+        (
+            #"{"customNotifTypeId": "T", "recipientIds": ["u"], "titel": "t", "title": "t", "body": "b", "#
+                + #""targetId": "x"}"#,
+            "INVALID_INPUT", ["titel"]
+        ),
+    ]
+    for (input, code, fields) in cases {
+        let errors = try inputErrors(input)
+        #expect(errors.map(\.statusCode) == [code], "\(input)")
+        #expect(errors.first?.fields == fields, "\(input)")
+    }
+    // Exactly at the limits is fine; one over the body's is not.
+    let title250 = String(repeating: "t", count: 250)
+    let body750 = String(repeating: "b", count: 750)
+    #expect(
+        try inputErrors(
+            #"{"customNotifTypeId":"T","recipientIds":["u"],"title":"\#(title250)","#
+                + #""body":"\#(body750)","targetId":"x"}"#
+        ).isEmpty)
+    #expect(
+        try inputErrors(
+            #"{"customNotifTypeId":"T","recipientIds":["u"],"title":"t","body":"\#(body750)b","targetId":"x"}"#
+        ).map(\.statusCode) == ["STRING_TOO_LONG"])
+    // Several problems at once are all reported.
+    #expect(try inputErrors(#"{"customNotifTypeId": "T"}"#).count == 4)
+}
+
+@Test(arguments: [500, 501])
+func actionRecipientLimit(count: Int) throws {
+    let ids = (0..<count).map { "\"u\($0)\"" }.joined(separator: ",")
+    let errors = try inputErrors(
+        #"{"customNotifTypeId":"T","recipientIds":[\#(ids)],"title":"t","body":"b","targetId":"x"}"#)
+    #expect(errors.map(\.statusCode) == (count > 500 ? ["LIMIT_EXCEEDED"] : []))
+}
+
+@Test func actionBodyMustHoldInputs() {
+    #expect(thrown { _ = try CustomNotificationAction.inputs(json("not json")) }?.errorCode == "JSON_PARSER_ERROR")
+    #expect(thrown { _ = try CustomNotificationAction.inputs(json("{}")) }?.message.hasPrefix("inputs:") == true)
+    #expect(thrown { _ = try CustomNotificationAction.inputs(json(#"{"inputs": {}}"#)) }?.status == 400)
+    #expect(thrown { _ = try CustomNotificationAction.inputs(json(#"{"inputs": []}"#)) }?.status == 400)
+    #expect(
+        thrown { _ = try CustomNotificationAction.inputs(json(#"{"inputs": [], "extra": 1}"#)) }?.message
+            .contains("extra") == true)
+}
+
+@Test func actionResultsHaveSalesforceShape() throws {
+    let ok = try object(try ConnectJSON.encoder.encode([CustomNotificationAction.Result.success]))
+    let expected = try object(
+        json(
+            """
+            [{"actionName": "customNotificationAction", "errors": null, "isSuccess": true,
+              "outputValues": {"SuccessMessage": "Your custom notification is processed successfully."}}]
+            """))
+    func canonical(_ v: Any) throws -> String {
+        String(decoding: try JSONSerialization.data(withJSONObject: v, options: [.sortedKeys]), as: UTF8.self)
+    }
+    #expect(try canonical(ok) == (try canonical(expected)))
+    let bad = CustomNotificationAction.Result(errors: [.missing("title")])
+    let got = try #require(try object(try ConnectJSON.encoder.encode(bad)) as? [String: Any])
+    #expect(got["isSuccess"] as? Bool == false)
+    #expect(got["outputValues"] is NSNull)
+    let e = try #require((got["errors"] as? [[String: Any]])?.first)
+    #expect(e["statusCode"] as? String == "REQUIRED_FIELD_MISSING")
+    #expect(e["fields"] as? [String] == ["title"])
+    #expect((e["message"] as? String)?.contains("title") == true)
+}
+
+// MARK: Connect push
+
+@Test func pushAcceptsTheGuidesSingleQuotedPayload() throws {
+    let body = json(
+        """
+        {"appName": "TestApp", "namespace": "abc", "userIds": ["005x00000013dPK", "005x00000013dPL"],
+         "payload": "{ 'aps':{ 'alert': 'test', 'badge': 0, 'sound': 'default' } }"}
+        """)
+    let push = try ConnectPush.decode(body)
+    #expect(push.appName == "TestApp" && push.namespace == "abc")
+    #expect(push.userIds == ["005x00000013dPK", "005x00000013dPL"])
+    #expect(push.payload["aps"]?["alert"] == .string("test"))
+    let job = ConnectPush.job(push, id: "j", org: "o")
+    #expect(job.app == "TestApp" && job.recipients == ["005x00000013dPK", "005x00000013dPL"])
+    #expect(job.platforms == nil)
+    #expect(job.apns?["aps"]?["sound"] == .string("default"))
+    // Android: the payload's keys as FCM data strings.
+    let data = try #require(job.fcm?["data"]?.objectValue)
+    #expect(try parse(try #require(data["aps"]?.stringValue))["badge"] == .number(0))
+    #expect(job.effectiveNotification.inAppText?.body == "test")
+}
+
+@Test func pushWithoutAPSGoesToAndroidAsData() throws {
+    let push = try ConnectPush.decode(
+        json(#"{"appName": "A", "userIds": ["u"], "payload": "{\"number\": 1, \"name\": \"test\"}"}"#))
+    let job = ConnectPush.job(push, id: "j", org: "o")
+    #expect(job.platforms == [.android] && job.apns == nil)
+    #expect(job.fcm?["data"] == .object(["number": .string("1"), "name": .string("test")]))
+}
+
+@Test func pushProblemsNameTheirFields() {
+    func field(_ s: String) -> String? {
+        thrown { _ = try ConnectPush.decode(json(s)) }.map { String($0.message.prefix { $0 != ":" }) }
+    }
+    #expect(field(#"{"userIds": ["u"], "payload": "{}"}"#) == "appName")
+    #expect(field(#"{"appName": "A", "payload": "{'a': 1}"}"#) == "userIds")
+    #expect(field(#"{"appName": "A", "userIds": [""], "payload": "{'a': 1}"}"#) == "userIds[0]")
+    #expect(field(#"{"appName": "A", "userIds": ["u"]}"#) == "payload")
+    #expect(field(#"{"appName": "A", "userIds": ["u"], "payload": "{'a': "}"#) == "payload")
+    #expect(field(#"{"appName": "A", "userIds": ["u"], "payload": "[1]"}"#) == "payload")
+    #expect(field(#"{"appName": "A", "userIds": ["u"], "payload": "{}"}"#) == "payload")
+    #expect(field(#"{"appName": "A", "userIds": ["u"], "payload": "{'aps': 1}"}"#) == "payload")
+    let many = (0...500).map { "\"u\($0)\"" }.joined(separator: ",")
+    #expect(field(#"{"appName": "A", "userIds": [\#(many)], "payload": "{'a': 1}"}"#) == "userIds")
+    let big = String(repeating: "x", count: 4100)
+    #expect(field(#"{"appName": "A", "userIds": ["u"], "payload": "{'a': '\#(big)'}"}"#) == "payload")
+    #expect(
+        thrown { _ = try ConnectPush.decode(json(#"{"appName": "A", "userId": ["u"], "payload": "{}"}"#)) }?
+            .errorCode == "JSON_PARSER_ERROR")
+}
+
+@Test func singleQuotedTextBecomesJSON() {
+    #expect(ConnectJSON.doubleQuoted(#"{'a': 'it\'s "x"'}"#) == #"{"a": "it's \"x\""}"#)
+    #expect(ConnectJSON.doubleQuoted(#"{"a": "don't"}"#) == #"{"a": "don't"}"#)
+    #expect(ConnectJSON.doubleQuoted(#"{'a': 'open}"#) == nil)
+    #expect(ConnectJSON.payload(#"{'a': 'it\'s', 'b': [1, true, null]}"#)?["a"] == .string("it's"))
+}
+
+// MARK: Notifications parameters
+
+@Test func listParametersFollowSalesforce() throws {
+    let d = try NotificationListParameters(query: [])
+    #expect(d.size == 10 && d.trimMessages && d.after == nil && d.before == nil)
+    func q(_ pairs: (String, String)...) -> [ConnectQueryItem] { pairs.map { ConnectQueryItem(name: $0, value: $1) } }
+    #expect(try NotificationListParameters(query: q(("size", "60"))).size == 50)
+    #expect(try NotificationListParameters(query: q(("trimMessages", "false"))).trimMessages == false)
+    let p = try NotificationListParameters(query: q(("before", "2019-06-25T18:24:31.000Z")))
+    #expect(p.before == Date(timeIntervalSince1970: 1_561_487_071))
+    let offset = try NotificationListParameters(query: q(("before", "2019-06-25T20:24:31+02:00")))
+    #expect(offset.before == Date(timeIntervalSince1970: 1_561_487_071))
+    #expect(try NotificationListParameters(query: q(("after", "2019-06-25T18:24:31Z"))).after != nil)
+    for bad in [
+        q(("size", "0")), q(("size", "x")), q(("trimMessages", "yes")), q(("before", "yesterday")),
+        q(("after", "2019-06-25T18:24:31Z"), ("before", "2019-06-26T18:24:31Z")),
+    ] {
+        let e = thrown { _ = try NotificationListParameters(query: bad) }
+        #expect(e?.status == 400 && e?.message.hasPrefix(bad.last?.name ?? "") == true, "\(bad)")
+    }
+}
+
+@Test func markParametersFollowSalesforce() throws {
+    func mark(_ s: String, single: Bool = false) throws(ConnectError) -> NotificationMarkParameters {
+        try NotificationMarkParameters(body: json(s), query: [], single: single)
+    }
+    let m = try mark(#"{"before": "2019-06-25T18:24:31.000Z", "read": "true"}"#)
+    let store = try m.mark(now: Date())
+    #expect(store.read == true && store.seen == true)
+    #expect(store.selection == .before(Date(timeIntervalSince1970: 1_561_487_071)))
+    #expect(try mark(#"{"notificationIds": ["a", "b"], "seen": false}"#).notificationIds == ["a", "b"])
+    let now = Date(timeIntervalSince1970: 1_800_000_000)
+    #expect(try mark(#"{"seen": true}"#).mark(now: now).selection == .before(now.addingTimeInterval(0.001)))
+    let ids51 = (0...50).map { "\"n\($0)\"" }.joined(separator: ",")
+    let bad: [(String, String)] = [
+        (#"{"read": "true", "seen": "false"}"#, "seen"),
+        (#"{"read": true, "seen": false}"#, "seen"),
+        (#"{}"#, "read"),
+        (#"{"read": "maybe"}"#, "read"),
+        (#"{"read": 1}"#, "read"),
+        (#"{"notificationIds": [\#(ids51)], "read": true}"#, "notificationIds"),
+        (#"{"notificationIds": ["a"], "before": "2019-06-25T18:24:31Z", "read": true}"#, "notificationIds"),
+        (#"{"before": "June", "read": true}"#, "before"),
+    ]
+    for (body, field) in bad {
+        let e = thrown { _ = try mark(body) }
+        #expect(e?.status == 400 && e?.message.hasPrefix(field) == true, "\(body)")
+    }
+    #expect(thrown { _ = try mark(#"{"read": true, "reed": true}"#) }?.message.contains("reed") == true)
+    // The one-notification form takes only read and seen.
+    #expect(thrown { _ = try mark(#"{"read": true, "notificationIds": ["a"]}"#, single: true) }?.status == 400)
+    // Query parameters work too; the body wins.
+    let fromQuery = try NotificationMarkParameters(
+        body: Data(), query: [ConnectQueryItem(name: "read", value: "false")], single: true)
+    #expect(fromQuery.read == false && fromQuery.seen == nil)
+}
+
+@Test func notificationsAreTrimmedByDefault() throws {
+    let n = InboxNotification(
+        id: "n1", type: "T", title: String(repeating: "t", count: 200), body: String(repeating: "b", count: 700),
+        target: nil, targetPageRef: nil, createdAt: Date(timeIntervalSince1970: 1_561_487_071.5))
+    let trimmed = ConnectNotification(n, org: "o", user: "u", trim: true)
+    #expect(trimmed.messageTitle.count == 120 && trimmed.messageBody.count == 320)
+    let full = ConnectNotification(n, org: "o", user: "u", trim: false)
+    #expect(full.messageTitle.count == 200 && full.messageBody.count == 700)
+    let out = try #require(try object(try ConnectJSON.encoder.encode(trimmed)) as? [String: Any])
+    let fields: Set<String> = [
+        "id", "type", "messageTitle", "messageBody", "target", "targetPageRef", "read", "seen", "organizationId",
+        "recipientId", "lastModified", "mostRecentActivityDate", "count", "image", "url", "additionalData",
+        "communityId", "communityName",
+    ]
+    #expect(Set(out.keys) == fields)
+    #expect(out["lastModified"] as? String == "2019-06-25T18:24:31.500Z")
+    #expect(out["count"] as? Int == 1 && out["target"] is NSNull && out["organizationId"] as? String == "o")
+}
+
+@Test func errorsHaveSalesforceShape() throws {
+    let r = ConnectError.invalidInput("size: must be from 1 through 50").response
+    #expect(r.status == 400)
+    let a = try #require(try object(r.body) as? [[String: String]])
+    #expect(a == [["errorCode": "INVALID_API_INPUT", "message": "size: must be from 1 through 50"]])
+}
+
+@Test func orgSettingsOnlyTurnChannelsOff() {
+    let type = NotificationType(id: "T", name: "Label", mobile: true, desktop: false)
+    let on = NotificationOrgSetting(desktopEnabled: true, mobileEnabled: true).effective(for: type)
+    #expect(on.mobile && !on.desktop && !on.email && !on.slack)
+    #expect(!NotificationOrgSetting(mobileEnabled: false).effective(for: type).mobile)
+}
+
+/// The jobs the resources write are jobs the worker takes: no key it does not know, and structurally valid.
+@Test func writtenJobsPassTheWorkersChecks() throws {
+    let input = try parse(
+        #"{"customNotifTypeId": "T", "recipientIds": ["u", "00G"], "title": "t", "body": "b", "targetPageRef": "{}"}"#)
+    guard case .valid(let decoded) = CustomNotificationAction.decode(input) else {
+        Issue.record("valid input refused")
+        return
+    }
+    let push = try ConnectPush.decode(
+        json(#"{"appName": "A", "userIds": ["u"], "payload": "{'aps': {'alert': 'x'}}"}"#))
+    for job in [
+        CustomNotificationAction.job(decoded, id: "j1", org: "o", app: "a"), ConnectPush.job(push, id: "j2", org: "o"),
+    ] {
+        try job.validate()
+        let unknown = try #require(JobKeys.unknownKeys(inJSON: try JSONEncoder().encode(job)))
+        #expect(unknown.isEmpty, "\(unknown)")
+    }
+}
