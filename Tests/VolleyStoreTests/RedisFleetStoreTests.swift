@@ -30,9 +30,11 @@ import VolleyTestSupport
         let early = FleetToken(value: "bearer early", issuedAt: clock.now().addingTimeInterval(600))
         #expect(try store.publish(early, replacing: a, for: credential, owner: "c", minimumIntervalSeconds: 1200) == a)
         let later = FleetToken(value: "bearer later", issuedAt: clock.now().addingTimeInterval(1200))
-        #expect(try store.publish(later, replacing: a, for: credential, owner: "c", minimumIntervalSeconds: 1200) == later)
+        #expect(
+            try store.publish(later, replacing: a, for: credential, owner: "c", minimumIntervalSeconds: 1200) == later)
         let late = FleetToken(value: "bearer late", issuedAt: clock.now().addingTimeInterval(1300))
-        #expect(try store.publish(late, replacing: a, for: credential, owner: "d", minimumIntervalSeconds: 1200) == later)
+        #expect(
+            try store.publish(late, replacing: a, for: credential, owner: "d", minimumIntervalSeconds: 1200) == later)
         // The token expires an hour after its iat.
         let ttl = try redis.client().checked(["PTTL", FleetKeys.apnsToken(credential)]).integer ?? 0
         #expect(ttl > 4_700_000 && ttl <= 4_800_000)
