@@ -85,7 +85,7 @@ public struct MockStatsSnapshot: Sendable {
     ///   "outcomes":[{"provider":"apns|fcm|oauth","status":410,"reason":"Unregistered","count":N},…],
     ///   "connections_opened":N, "connections_open":N, "peak_concurrent_streams_per_connection":{"<id>":N,…},
     ///   "max_concurrent_streams_seen":N, "refused_streams":N, "jwt_verifications":N, "token_requests":N,
-    ///   "duplicate_deliveries":N, "last_accepted_ns":N, "apns_provider_tokens":N}`
+    ///   "duplicate_deliveries":N, "apns_provider_tokens":N, "last_accepted_ns":N}`
     public var json: String {
         var s = "{\"total_requests\":\(totalRequests),"
         s += "\"accepted\":{\"apns\":\(acceptedAPNs),\"fcm\":\(acceptedFCM)},"
@@ -111,8 +111,8 @@ public struct MockStatsSnapshot: Sendable {
         s += "\"jwt_verifications\":\(jwtVerifications),"
         s += "\"token_requests\":\(tokenRequests),"
         s += "\"duplicate_deliveries\":\(duplicateDeliveries),"
-        s += "\"last_accepted_ns\":\(lastAcceptedNanos),"
-        s += "\"apns_provider_tokens\":\(apnsProviderTokens.count)}"
+        s += "\"apns_provider_tokens\":\(apnsProviderTokens.count),"
+        s += "\"last_accepted_ns\":\(lastAcceptedNanos)}"
         return s
     }
 }
