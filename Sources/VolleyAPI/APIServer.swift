@@ -104,26 +104,37 @@ public final class APIServer: Sendable {
 
     /// Runs until SIGTERM/SIGINT. On the signal `/readyz` answers 503 for `api.drainSeconds` (load balancers stop
     /// sending), then the listener closes and requests in progress finish.
-    public func run(onListening: @escaping @Sendable (Int) async -> Void = { _ in }) async throws {
+    /// `services` run beside the API (the operations endpoint and its health probe) and stop after it.
+    public func run(
+        onListening: @escaping @Sendable (Int) async -> Void = { _ in }, services: [any Service] = []
+    ) async throws {
         let app = application(onListening: onListening)
         let drain = DrainService(server: self)
         let group = ServiceGroup(
             configuration: .init(
-                services: [.init(service: app), .init(service: drain)],
+                services: services.map { .init(service: $0) } + [.init(service: app), .init(service: drain)],
                 gracefulShutdownSignals: [.sigterm, .sigint], logger: logger))
         try await group.run()
     }
 
-    func readyz() async throws -> Response {
-        if draining.withLocked({ $0 }) {
-            return APIProblem(.serviceUnavailable, "draining: this process is shutting down").response()
-        }
+    /// Readiness as `/readyz` decides it: not draining, and a Redis round trip that runs a script. nil: ready;
+    /// else what is wrong.
+    public func readinessProblem() async -> String? {
+        if isDraining { return "draining: this process is shutting down" }
         do {
             let r = try await pool.run { client in try client.eval(APIScripts.ping, keys: [], args: []) }
             try r.throwIfError("readyz")
         } catch {
-            return APIProblem(.serviceUnavailable, "Redis is not answering: \(error)").response()
+            return "Redis is not answering: \(error)"
         }
+        return nil
+    }
+
+    /// True once SIGTERM/SIGINT began the drain.
+    public var isDraining: Bool { draining.withLocked { $0 } }
+
+    func readyz() async throws -> Response {
+        if let problem = await readinessProblem() { return APIProblem(.serviceUnavailable, problem).response() }
         return try JSONResponse.make(["status": "ready"])
     }
 

@@ -1,3 +1,4 @@
+import Crypto
 import Foundation
 import Testing
 import VolleyCore
@@ -198,13 +199,18 @@ import VolleyTestSupport
         let tokensBefore = w.mock.stats().apnsProviderTokens
         #expect(tokensBefore.count == 1)
 
-        // The rotated key: a new file (as a Secret update writes one), the configuration pointing at it.
-        let rotated = w.dir.appendingPathComponent("AuthKey_rotated.p8").path
-        try FileManager.default.copyItem(atPath: w.mock.apnsKeyFile, toPath: rotated)
+        // The rotated key: a new key of the team with its own key id (as Apple issues one), written to a new file
+        // as a Secret update would, and the configuration pointing at it. The mock trusts both keys.
+        let newKey = P256.Signing.PrivateKey()
+        let newKeyID = "ROTATED001"
+        w.mock.server.trustAPNsKey(keyID: newKeyID, publicKey: newKey.publicKey)
+        let rotated = w.dir.appendingPathComponent("AuthKey_\(newKeyID).p8").path
+        try newKey.pemRepresentation.write(toFile: rotated, atomically: true, encoding: .utf8)
         var l = w.local
         l.logLevel = "info"
         l.worker = ["blockMs": "200", "inFlight": "50", "concurrentJobs": "1"]
         l.apnsKeyFile = rotated
+        l.apnsKeyID = newKeyID
         try l.write(to: path)
 
         try w.h.producer.enqueue(

@@ -109,6 +109,8 @@ public final class MockEngine: Sendable {
     /// of a token only.
     let issuedAccessTokens = Mutex<[String: Int64]>([:])
     let accessTokenCounter = Atomic<UInt64>(0)
+    /// APNs signing keys trusted beside the credentials' own (key id → public key): a team's rotated key.
+    let additionalAPNsKeys = Mutex<[String: P256.Signing.PublicKey]>([:])
     /// Bumped by `revokeAccessTokens()`; connections drop their cached verdicts when it moves.
     let accessTokenRevocations = Atomic<Int>(0)
     let messageCounter = Atomic<UInt64>(0)
@@ -341,6 +343,11 @@ public final class MockEngine: Sendable {
         providerTokens.withLock { $0 = ProviderTokens() }
     }
 
+    /// Trusts another APNs signing key of the team, as Apple does for each key a team creates: tests rotate to it.
+    public func trustAPNsKey(keyID: String, publicKey: P256.Signing.PublicKey) {
+        additionalAPNsKeys.withLock { $0[keyID] = publicKey }
+    }
+
     /// Revokes every FCM access token issued so far, as Google does when a token is withdrawn early: the next send
     /// with one gets 401 UNAUTHENTICATED. Lets tests exercise the refresh path without waiting for an expiry.
     public func revokeAccessTokens() {
@@ -510,6 +517,13 @@ public final class MockEngine: Sendable {
                         verdict = MockJWT.verifyAPNs(
                             authString.dropFirst(7), key: credentials.apnsPublicKey,
                             keyID: credentials.apnsKeyID, teamID: credentials.apnsTeamID)
+                        if verdict == .invalid {
+                            for (keyID, key) in additionalAPNsKeys.withLock({ $0 }) {
+                                verdict = MockJWT.verifyAPNs(
+                                    authString.dropFirst(7), key: key, keyID: keyID, teamID: credentials.apnsTeamID)
+                                if verdict != .invalid { break }
+                            }
+                        }
                     }
                     state.counters.withLock { $0.jwtVerifications += 1 }
                     if state.jwtVerdicts.count > 1024 { state.jwtVerdicts.removeAll() }

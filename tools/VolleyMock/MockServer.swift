@@ -1,3 +1,4 @@
+import Crypto
 import Dispatch
 import Foundation
 import Logging
@@ -129,6 +130,10 @@ public final class MockServer: HTTP2ServerHandler, @unchecked Sendable {
 
     public func stats() -> MockStatsSnapshot { engine.stats() }
     public func resetStats() { engine.resetStats() }
+    /// See `MockEngine.trustAPNsKey(keyID:publicKey:)`.
+    public func trustAPNsKey(keyID: String, publicKey: P256.Signing.PublicKey) {
+        engine.trustAPNsKey(keyID: keyID, publicKey: publicKey)
+    }
     /// See `MockEngine.revokeAccessTokens()`.
     public func revokeAccessTokens() { engine.revokeAccessTokens() }
     public var configuration: MockConfiguration { engine.configuration }

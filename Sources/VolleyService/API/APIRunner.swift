@@ -64,6 +64,7 @@ public enum APIRunner {
         for warning in c.warnings { logger.warning("\(warning)") }
         let server = try server(configuration: c, logger: logger)
         logger.info("volley api listening on \(c.api.host):\(c.api.port)")
-        try await server.run(onListening: onListening)
+        try await server.run(
+            onListening: onListening, services: operations(configuration: c, server: server, logger: logger))
     }
 }
