@@ -514,16 +514,15 @@ public final class MockEngine: Sendable {
                     if scheme.lowercased() != "bearer " {
                         verdict = .invalid
                     } else {
-                        verdict = MockJWT.verifyAPNs(
-                            authString.dropFirst(7), key: credentials.apnsPublicKey,
-                            keyID: credentials.apnsKeyID, teamID: credentials.apnsTeamID)
-                        if verdict == .invalid {
-                            for (keyID, key) in additionalAPNsKeys.withLock({ $0 }) {
-                                verdict = MockJWT.verifyAPNs(
-                                    authString.dropFirst(7), key: key, keyID: keyID, teamID: credentials.apnsTeamID)
-                                if verdict != .invalid { break }
-                            }
-                        }
+                        // The credentials' key first, then any other key of the team the tests trusted.
+                        let teamID = credentials.apnsTeamID
+                        let keys = [(credentials.apnsKeyID, credentials.apnsPublicKey)]
+                            + additionalAPNsKeys.withLock { $0.map { ($0.key, $0.value) } }
+                        verdict =
+                            keys.lazy.map {
+                                MockJWT.verifyAPNs(
+                                    authString.dropFirst(7), key: $0.1, keyID: $0.0, teamID: teamID)
+                            }.first { $0 != .invalid } ?? .invalid
                     }
                     state.counters.withLock { $0.jwtVerifications += 1 }
                     if state.jwtVerdicts.count > 1024 { state.jwtVerdicts.removeAll() }
