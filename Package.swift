@@ -208,7 +208,7 @@ let package = Package(
                 "VolleyEngine", "VolleyCore", "VolleyTestDoubles", .product(name: "Logging", package: "swift-log"),
                 .product(name: "MetricsTestKit", package: "swift-metrics"),
             ]),
-        .testTarget(name: "VolleyAPITests", dependencies: ["VolleyAPI", "VolleyCore"]),
+        .testTarget(name: "VolleyAPITests", dependencies: ["VolleyAPI", "VolleyCore", "VolleyRedis"]),
         .testTarget(
             name: "VolleyConnectTests",
             dependencies: [

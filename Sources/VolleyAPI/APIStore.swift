@@ -3,17 +3,30 @@ import VolleyCore
 import VolleyRedis
 import VolleyStore
 
-/// The API's own Redis keys (under the store prefix, default `volley`):
-/// - `volley:api:keys` — hash: key id → `APIKeyRecord` JSON (hashed key, org, role, name).
-/// - `volley:api:rate:{subject}` — hash `tokens`, `at` (ms): one token bucket per API key or user-token subject.
-/// - `volley:api:job:{org}:{job}` — hash `body` (SHA-256 of the canonical job), `entry`, `app`, `createdAt`: jobs
-///   accepted through the API, for idempotent replays and `GET /v1/jobs/{id}`; expires with the outcome ledger.
+/// The API's own Redis keys (under the store prefix, default `volley`). The braces are Redis Cluster hash tags:
+/// - `volley:{api}:keys` — hash: key id → `APIKeyRecord` JSON (hashed key, org, role, name).
+/// - `volley:{api}:rate:<subject>` — hash `tokens`, `at` (ms): one token bucket per API key or user-token subject;
+///   in the credentials' slot, since one script reads the key and takes a token.
+/// - `volley:api:job:{<stream>}:<org>:<job>` — hash `body` (SHA-256 of the canonical job), `entry`, `app`,
+///   `createdAt`: jobs accepted through the API, for idempotent replays and `GET /v1/jobs/{id}`; expires with the
+///   outcome ledger. Tagged with the job stream's slot, since one script checks it and adds the job.
 public struct APIKeys: Sendable {
     public let prefix: String
     public init(prefix: String) { self.prefix = prefix }
-    public var apiKeys: String { "\(prefix):api:keys" }
-    func rate(_ subject: String) -> String { "\(prefix):api:rate:\(subject)" }
-    func job(_ org: OrgID, _ job: JobID) -> String { "\(prefix):api:job:\(org):\(job)" }
+    public var apiKeys: String { "\(prefix):{api}:keys" }
+    func rate(_ subject: String) -> String { "\(prefix):{api}:rate:\(subject)" }
+    func job(_ org: OrgID, _ job: JobID, stream: String) -> String {
+        "\(prefix):api:job:{\(Self.hashTag(of: stream))}:\(org):\(job)"
+    }
+
+    /// The part of `key` Redis Cluster hashes: its first non-empty `{…}`, else the whole key.
+    static func hashTag(of key: String) -> Substring {
+        if let open = key.firstIndex(of: "{") {
+            let rest = key[key.index(after: open)...]
+            if let close = rest.firstIndex(of: "}"), close != rest.startIndex { return rest[..<close] }
+        }
+        return key[...]
+    }
 }
 
 /// API key administration (`volley keys create|list|revoke`). Blocking, like its client.

@@ -99,8 +99,8 @@ extension APIServer {
         let id = JobID(headerKey ?? bodyID?.rawValue ?? "job-\(UUID().uuidString.lowercased())")
         job.id = id
         let json = String(decoding: try JSONResponse.encoder.encode(job), as: UTF8.self)
-        let recordKey = keys.job(org, id)
         let stream = configuration.store.jobStream
+        let recordKey = keys.job(org, id, stream: stream)
         let args = [
             digest, json, ISO8601DateFormatter().string(from: Date()), job.app.rawValue,
             String(configuration.store.ledgerTTLSeconds),
@@ -131,8 +131,8 @@ extension APIServer {
         guard Input.isSafeID(id) else { throw APIProblem.notFound("no job '\(id)' in this org", field: "id") }
         let job = JobID(id)
         let store = configuration.store
-        let recordKey = keys.job(org, job)
-        let ledgerKey = "\(store.prefix):outcomes:\(org):\(job)"
+        let recordKey = keys.job(org, job, stream: store.jobStream)
+        let ledgerKey = store.ledgerKey(org, job)
         let status = try await pool.run { client -> JobStatus? in
             try JobStatus.read(client: client, store: store, recordKey: recordKey, ledgerKey: ledgerKey)
         }
@@ -250,7 +250,7 @@ extension APIServer {
         let token = DeviceToken(try parameter(context, "token"))
         let store = configuration.store
         let logger = logger
-        let index = "\(store.prefix):devtok:\(claims.org):\(claims.app)"
+        let index = store.tokenIndexKey(claims.org, claims.app)
         let removed = try await pool.run { client -> Bool in
             // Only the user's own token: another user's (or an unknown) token answers 404.
             let owner = try client.checked(["HGET", index, "\(platform.rawValue):\(token.rawValue)"])

@@ -56,7 +56,7 @@ public struct StoreConfiguration: Sendable, Hashable {
     // live in one Redis Cluster slot (docs/redis-keys.md).
     func deviceKey(_ org: OrgID, _ app: AppName, _ user: UserID) -> String { deviceKeyPrefix(org, app) + user.rawValue }
     func deviceKeyPrefix(_ org: OrgID, _ app: AppName) -> String { "\(prefix):dev:{\(org)}:\(app):" }
-    func tokenIndexKey(_ org: OrgID, _ app: AppName) -> String { "\(prefix):devtok:{\(org)}:\(app)" }
+    public func tokenIndexKey(_ org: OrgID, _ app: AppName) -> String { "\(prefix):devtok:{\(org)}:\(app)" }
     func usersKey(_ org: OrgID, _ app: AppName) -> String { "\(prefix):devusers:{\(org)}:\(app)" }
     /// The outcome ledger's hash of a job.
     public func ledgerKey(_ org: OrgID, _ job: JobID) -> String { "\(prefix):outcomes:{\(org)}:\(job)" }

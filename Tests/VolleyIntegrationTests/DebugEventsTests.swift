@@ -67,8 +67,8 @@ import VolleyTestSupport
         #expect(try reader.events(org: "org1", job: "plain-1").isEmpty)
         #expect(try reader.orgs(job: "dbg-1") == ["org1"])
         // The events expire with the job's ledger.
-        let ttl = try w.h.admin.client.checked(["TTL", "volley:events:org1:dbg-1"]).integer ?? -1
-        let ledgerTTL = try w.h.admin.client.checked(["TTL", "volley:outcomes:org1:dbg-1"]).integer ?? -1
+        let ttl = try w.h.admin.client.checked(["TTL", "volley:events:{org1}:dbg-1"]).integer ?? -1
+        let ledgerTTL = try w.h.admin.client.checked(["TTL", "volley:outcomes:{org1}:dbg-1"]).integer ?? -1
         #expect(ttl > 0 && abs(ttl - ledgerTTL) <= 5)
 
         // An unknown app is dead-lettered with a PUSH_NOTIFICATION_INVALID_APP event.

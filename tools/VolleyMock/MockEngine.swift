@@ -516,7 +516,8 @@ public final class MockEngine: Sendable {
                     } else {
                         // The credentials' key first, then any other key of the team the tests trusted.
                         let teamID = credentials.apnsTeamID
-                        let keys = [(credentials.apnsKeyID, credentials.apnsPublicKey)]
+                        let keys =
+                            [(credentials.apnsKeyID, credentials.apnsPublicKey)]
                             + additionalAPNsKeys.withLock { $0.map { ($0.key, $0.value) } }
                         verdict =
                             keys.lazy.map {

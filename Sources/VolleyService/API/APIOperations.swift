@@ -26,7 +26,7 @@ final class APIHealthProbe: HealthSource, Service {
     func liveness() -> HealthReport {
         let probedAt = state.withLock { $0.probedAt }
         let age = probedAt.map { Date().timeIntervalSince($0) }
-        let alive = age.map { $0 < 10 } ?? true  // before the first probe: starting
+        let alive = age.map { $0 < 10 } ?? true // before the first probe: starting
         let detail = age.map { String(format: "last probe %.1f s ago", $0) } ?? "starting"
         return HealthReport([HealthCheck("probe", ok: alive, detail: detail)])
     }
