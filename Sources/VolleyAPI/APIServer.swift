@@ -76,7 +76,8 @@ public final class APIServer: Sendable {
     /// The router with every route.
     public func router() -> Router<APIRequestContext> {
         let router = Router(context: APIRequestContext.self)
-        router.add(middleware: ObservingMiddleware(logger: logger))
+        let metrics = RouteMetrics()
+        router.add(middleware: ObservingMiddleware(logger: logger, metrics: metrics))
         router.get("/livez") { _, _ in try JSONResponse.make(["status": "ok"]) }
         router.get("/readyz") { _, _ in try await self.readyz() }
         router.get("/openapi.yaml") { _, _ in
@@ -88,6 +89,9 @@ public final class APIServer: Sendable {
         let v1 = router.group("/v1").add(middleware: auth)
         addV1Routes(v1)
         if let connect { addConnectRoutes(router.group("").add(middleware: auth), connect) }
+        // Hummingbird names a request's route by the same path description, and a request no route takes "NotFound".
+        metrics.prime(
+            routes: Set(router.routes.map { ObservingMiddleware.template($0.path.description) } + ["NotFound"]))
         return router
     }
 

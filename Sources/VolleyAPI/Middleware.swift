@@ -13,7 +13,7 @@ import VolleyRedis
 struct ObservingMiddleware: RouterMiddleware {
     typealias Context = APIRequestContext
     let logger: Logger
-    let metrics = RouteMetrics()
+    let metrics: RouteMetrics
 
     func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws
         -> Response
@@ -60,9 +60,26 @@ final class RouteMetrics: Sendable {
     private let cache = NSLockedBox<[String: Counter]>([:])
     private let timers = NSLockedBox<[String: Metrics.Timer]>([:])
 
+    static let statusClasses = ["1xx", "2xx", "3xx", "4xx", "5xx"]
+
+    /// Creates every route's series at zero (each status class), so a dashboard and a `rate()` see them from the
+    /// process's start rather than from a route's first request.
+    func prime(routes: Set<String>) {
+        for route in routes {
+            for statusClass in Self.statusClasses { _ = counter(route: route, statusClass: statusClass) }
+            _ = timer(route: route)
+        }
+    }
+
     func record(route: String, status: Int, start: UInt64) {
-        let statusClass = "\(max(1, min(5, status / 100)))xx"
-        let counter = cache.withLocked { c in
+        let counter = counter(route: route, statusClass: "\(max(1, min(5, status / 100)))xx")
+        let timer = timer(route: route)
+        counter.increment()
+        timer.recordNanoseconds(Int64(DispatchTime.now().uptimeNanoseconds &- start))
+    }
+
+    private func counter(route: String, statusClass: String) -> Counter {
+        cache.withLocked { c in
             let key = route + "|" + statusClass
             if let existing = c[key] { return existing }
             let made = Counter(
@@ -70,7 +87,10 @@ final class RouteMetrics: Sendable {
             c[key] = made
             return made
         }
-        let timer = timers.withLocked { t in
+    }
+
+    private func timer(route: String) -> Metrics.Timer {
+        timers.withLocked { t in
             if let existing = t[route] { return existing }
             let made = Metrics.Timer(
                 label: "volley_api_request_duration_seconds", dimensions: [("route", route)],
@@ -78,8 +98,6 @@ final class RouteMetrics: Sendable {
             t[route] = made
             return made
         }
-        counter.increment()
-        timer.recordNanoseconds(Int64(DispatchTime.now().uptimeNanoseconds &- start))
     }
 }
 
