@@ -94,15 +94,14 @@ extension APIServer {
         }
         let bodyID = job.id
         job.id = nil
-        let digest = SHA256.hash(data: try JSONResponse.encoder.encode(job)).map { String(format: "%02x", $0) }
-            .joined()
+        let digest = SHA256.hash(data: try JSONResponse.encoder.encode(job)).lowercaseHex
         let id = JobID(headerKey ?? bodyID?.rawValue ?? "job-\(UUID().uuidString.lowercased())")
         job.id = id
         let json = String(decoding: try JSONResponse.encoder.encode(job), as: UTF8.self)
         let stream = configuration.store.jobStream
         let recordKey = keys.job(org, id, stream: stream)
         let args = [
-            digest, json, ISO8601DateFormatter().string(from: Date()), job.app.rawValue,
+            digest, json, Date().ISO8601Format(), job.app.rawValue,
             String(configuration.store.ledgerTTLSeconds),
         ]
         let reply = try await pool.run { client in
@@ -174,7 +173,7 @@ extension APIServer {
         } catch {
             throw APIProblem(.serviceUnavailable, "\(error)")
         }
-        let expiresAt = ISO8601DateFormatter().string(from: Date(timeIntervalSince1970: TimeInterval(exp)))
+        let expiresAt = Date(timeIntervalSince1970: TimeInterval(exp)).ISO8601Format()
         return try JSONResponse.make(["token": token, "expiresAt": expiresAt], status: .created)
     }
 
