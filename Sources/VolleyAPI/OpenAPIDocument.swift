@@ -130,6 +130,36 @@ paths:
         "404": {$ref: "#/components/responses/NotFound"}
         "429": {$ref: "#/components/responses/TooManyRequests"}
         "503": {$ref: "#/components/responses/Unavailable"}
+  /v1/jobs/{id}/events:
+    get:
+      tags: [jobs]
+      operationId: getJobEvents
+      summary: >-
+        The debug events of a job sent with "debug": true, in the order they were recorded (the first 1,000; they
+        expire with the job's ledger). A job without them answers an empty list.
+      parameters:
+        - name: id
+          in: path
+          required: true
+          schema: {type: string}
+      responses:
+        "200":
+          description: The job's debug events.
+          content:
+            application/json:
+              schema:
+                type: object
+                required: [job, events]
+                properties:
+                  job: {type: string}
+                  events:
+                    type: array
+                    items: {$ref: "#/components/schemas/DebugEvent"}
+        "401": {$ref: "#/components/responses/Unauthorized"}
+        "403": {$ref: "#/components/responses/Forbidden"}
+        "404": {$ref: "#/components/responses/NotFound"}
+        "429": {$ref: "#/components/responses/TooManyRequests"}
+        "503": {$ref: "#/components/responses/Unavailable"}
   /v1/user-tokens:
     post:
       tags: [tokens]
@@ -736,6 +766,25 @@ components:
         id: {type: string}
         entry: {type: string}
         state: {type: string, enum: [queued]}
+    DebugEvent:
+      type: object
+      required: [event, at, answer]
+      properties:
+        event:
+          type: string
+          enum:
+            - PUSH_NOTIFICATION_SENT
+            - PUSH_NOTIFICATION_NO_DEVICES
+            - PUSH_NOTIFICATION_INVALID_APP
+            - PUSH_NOTIFICATION_INVALID_CERTIFICATE
+            - PUSH_NOTIFICATION_INVALID_NOTIFICATION
+            - PUSH_NOTIFICATION_NOT_ENABLED
+        at: {type: string, format: date-time}
+        user: {type: string}
+        platform: {type: string, enum: [ios, android]}
+        token: {type: string, description: "Redacted: its start and end only."}
+        status: {type: integer, description: "The provider's HTTP status, when it answered."}
+        answer: {type: string, description: "The provider's answer or Volley's reason."}
     JobStatus:
       type: object
       required: [id, state]

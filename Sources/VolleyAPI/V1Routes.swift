@@ -11,6 +11,7 @@ extension APIServer {
     func addV1Routes(_ v1: RouterGroup<APIRequestContext>) {
         v1.post("/jobs") { request, context in try await self.createJob(request, context) }
         v1.get("/jobs/:id") { _, context in try await self.getJob(context) }
+        v1.get("/jobs/:id/events") { _, context in try await self.getJobEvents(context) }
         v1.post("/user-tokens") { request, context in try await self.createUserToken(request, context) }
         v1.put("/devices") { request, context in try await self.putDevice(request, context) }
         v1.delete("/devices/:platform/:token") { _, context in try await self.deleteDevice(context) }
@@ -138,6 +139,30 @@ extension APIServer {
         guard var status else { throw APIProblem.notFound("no job '\(id)' in this org", field: "id") }
         status.id = id
         return JSONResponse.raw(try ReportCoding.encoder.encode(status))
+    }
+
+    /// The debug events of a job of the caller's org (`volley events` over HTTP). A job the org does not know
+    /// answers 404; a known job without events (not a debug job, or expired) an empty list.
+    func getJobEvents(_ context: APIRequestContext) async throws -> Response {
+        let org = try context.key([.send, .read, .admin])
+        let id = try parameter(context, "id")
+        guard Input.isSafeID(id) else { throw APIProblem.notFound("no job '\(id)' in this org", field: "id") }
+        let job = JobID(id)
+        let store = configuration.store
+        let recordKey = keys.job(org, job, stream: store.jobStream)
+        let ledgerKey = store.ledgerKey(org, job)
+        let found = try await pool.run { client -> (events: [DebugEvent], known: Bool) in
+            let events = try RedisDebugEvents(client: client, store: store).events(org: org, job: job)
+            if !events.isEmpty { return (events, true) }
+            let status = try JobStatus.read(client: client, store: store, recordKey: recordKey, ledgerKey: ledgerKey)
+            return ([], status != nil)
+        }
+        guard found.known else { throw APIProblem.notFound("no job '\(id)' in this org", field: "id") }
+        struct Body: Encodable {
+            var job: String
+            var events: [DebugEvent]
+        }
+        return JSONResponse.raw(try ReportCoding.encoder.encode(Body(job: id, events: found.events)))
     }
 
     // MARK: - user tokens

@@ -184,6 +184,14 @@ final class NSLockBox<T>: @unchecked Sendable {
         #expect(w.mock.stats().acceptedAPNs == 1)
         #expect(w.mock.stats().acceptedFCM == 1)
 
+        // Not a debug job: no events, but a known job. Another org does not see it; an unknown job is 404.
+        let events = try await api.call("GET", "/v1/jobs/j-1/events", token: send)
+        #expect(events.status == 200)
+        #expect((events.json["events"] as? [Any])?.isEmpty == true)
+        let readerB = try Self.key(w, org: "orgB", role: .read)
+        #expect(try await api.call("GET", "/v1/jobs/j-1/events", token: readerB).status == 404)
+        #expect(try await api.call("GET", "/v1/jobs/nope/events", token: send).status == 404)
+
         // The user unregisters the iOS device; an admin sees what is left.
         let del = try await api.call("DELETE", "/v1/devices/ios/\(iosToken)", token: user)
         #expect(del.status == 204)
