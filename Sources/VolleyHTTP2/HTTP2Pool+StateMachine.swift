@@ -371,11 +371,18 @@ struct HTTP2PoolStateMachine<Clock: HTTP2PoolClock, Random: RandomNumberGenerato
     }
 
     /// The timer armed by `scheduleTimer` fired: queued requests past their deadline fail (never sent, so safe to
-    /// resend), and a connect waiting for its back-off starts. A fire before the armed instant is stale: ignored.
+    /// resend), and a connect waiting for its back-off starts. A fire well before the armed instant is stale (an
+    /// instant since superseded): ignored. A fire just before it is the armed timer come early (Dispatch checks its
+    /// timers against a coarse clock, a few milliseconds behind ours): it is armed again for the same instant, or
+    /// nothing would ever fire for it.
     mutating func timerFired() -> Action {
         var a = Action()
         let now = clock.now
-        guard let at = timerAt, at <= now else { return a }
+        guard let at = timerAt else { return a }
+        guard at <= now else {
+            if at.nanoseconds - now.nanoseconds <= Self.earlyFireTolerance { a.scheduleTimer = at }
+            return a
+        }
         timerAt = nil
         if !waiting.isEmpty {
             for p in waiting.removeAll(where: { $0.deadline <= now }) {
@@ -431,6 +438,9 @@ struct HTTP2PoolStateMachine<Clock: HTTP2PoolClock, Random: RandomNumberGenerato
     }
 
     /// How far apart queue expiries may be grouped into one timer fire.
+    /// How early a timer may come and still be taken for the armed one (a coarse clock tick is 1–10 ms).
+    static var earlyFireTolerance: UInt64 { 50_000_000 }
+
     private var timerGranularity: Double { min(max(configuration.requestTimeoutSeconds / 4, 0.02), 1.0) }
 
     private func index(of id: ConnectionID) -> Int? {

@@ -306,6 +306,20 @@ struct HTTP2PoolStateMachineTests {
 
     // MARK: timeouts
 
+    @Test func aTimerFiringJustBeforeItsInstantIsArmedAgain() {
+        var m = machine(timeout: 2)
+        let r0 = TestRequest(0)
+        let deadline = clock.now.advanced(bySeconds: 2)
+        #expect(m.requestSubmitted(r0).scheduleTimer == deadline)
+        clock.advance(seconds: 1.996)  // Dispatch's coarse clock says the instant has come; ours says 4 ms to go
+        let early = run(m.timerFired())
+        #expect(early.complete.isEmpty)
+        #expect(early.scheduleTimer == deadline, "armed again, or the request would wait for nothing")
+        clock.advance(seconds: 0.004)
+        run(m.timerFired())
+        #expect(r0.error?.kind == .timeout)
+    }
+
     @Test func queuedRequestTimesOutAtItsDeadlineSafeToResend() {
         var m = machine(timeout: 2)
         let r0 = TestRequest(0)
