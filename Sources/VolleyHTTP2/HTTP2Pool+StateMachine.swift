@@ -372,9 +372,9 @@ struct HTTP2PoolStateMachine<Clock: HTTP2PoolClock, Random: RandomNumberGenerato
 
     /// The timer armed by `scheduleTimer` fired: queued requests past their deadline fail (never sent, so safe to
     /// resend), and a connect waiting for its back-off starts. A fire well before the armed instant is stale (an
-    /// instant since superseded): ignored. A fire just before it is the armed timer come early (Dispatch checks its
-    /// timers against a coarse clock, a few milliseconds behind ours): it is armed again for the same instant, or
-    /// nothing would ever fire for it.
+    /// instant since superseded): ignored. A fire just before it is taken for the armed timer come early (Dispatch's
+    /// timer clock and ours may disagree by a tick): it is armed again for the same instant, so that a fire always
+    /// follows it.
     mutating func timerFired() -> Action {
         var a = Action()
         let now = clock.now

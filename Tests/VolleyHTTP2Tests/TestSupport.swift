@@ -253,6 +253,15 @@ func send(_ pool: HTTP2ConnectionPool, _ r: HTTP2Request) async -> Result<HTTP2R
     await withCheckedContinuation { c in pool.submit(r) { c.resume(returning: $0) } }
 }
 
+/// `send`, with the time from the submit to the answer as the pool delivered it. Measured in the completion
+/// handler, not after the awaiting task resumes: in a parallel test run that task may wait for a free thread.
+func timedSend(_ pool: HTTP2ConnectionPool, _ r: HTTP2Request) async -> (Result<HTTP2Response, HTTP2Error>, Duration) {
+    await withCheckedContinuation { c in
+        let started = ContinuousClock.now
+        pool.submit(r) { result in c.resume(returning: (result, ContinuousClock.now - started)) }
+    }
+}
+
 func shutdown(_ pool: HTTP2ConnectionPool) async {
     await withCheckedContinuation { c in pool.shutdown { c.resume() } }
 }
