@@ -311,7 +311,7 @@ struct HTTP2PoolStateMachineTests {
         let r0 = TestRequest(0)
         let deadline = clock.now.advanced(bySeconds: 2)
         #expect(m.requestSubmitted(r0).scheduleTimer == deadline)
-        clock.advance(seconds: 1.996) // Dispatch's coarse clock says the instant has come; ours says 4 ms to go
+        clock.advance(seconds: 1.996) // the fire comes 4 ms before the instant by the pool's clock
         let early = run(m.timerFired())
         #expect(early.complete.isEmpty)
         #expect(early.scheduleTimer == deadline, "armed again, or the request would wait for nothing")
