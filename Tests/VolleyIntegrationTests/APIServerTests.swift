@@ -30,7 +30,8 @@ final class RunningAPI: @unchecked Sendable {
         let listening = NSLockBox<Int?>(nil)
         let app = server.application(onListening: { port in listening.set(port) })
         task = Task { try await app.runService() }
-        #expect(await eventuallyAsync(timeout: 20) { listening.get() != nil }, "the API never listened")
+        // A generous bound: in a parallel run the server's start waits for threads that other tests' polling holds.
+        #expect(await eventuallyAsync(timeout: 120) { listening.get() != nil }, "the API never listened")
         port = listening.get() ?? 0
         base = "http://127.0.0.1:\(port)"
     }
