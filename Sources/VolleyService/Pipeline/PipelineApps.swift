@@ -36,14 +36,14 @@ public final class PipelineApps: AppDirectory, @unchecked Sendable {
         try directory(configuration: VolleyConfiguration.load(path: configFile), clock: clock, logger: logger)
     }
 
-    /// `fleet`: share APNs provider tokens and provider pauses with the other workers.
+    /// Each process keeps its own provider tokens here; `volley worker` shares them with the fleet through
+    /// `ReloadableApps`.
     public static func directory(
-        configuration: VolleyConfiguration, clock: any WallClock = SystemClock(),
-        logger: Logger, fleet: FleetSync? = nil
+        configuration: VolleyConfiguration, clock: any WallClock = SystemClock(), logger: Logger
     ) -> PipelineApps {
         PipelineApps(
             senders: ProviderApps.senders(
-                for: ProviderApps.from(configuration), clock: clock, logger: logger, fleet: fleet,
+                for: ProviderApps.from(configuration), clock: clock, logger: logger,
                 makeTransport: ProviderTransport.pools(logger: logger)),
             orgs: Dictionary(uniqueKeysWithValues: configuration.apps.map { ($0.name, $0.orgs) }))
     }
