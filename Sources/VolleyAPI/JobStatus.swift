@@ -19,9 +19,10 @@ struct JobStatus: Encodable {
     var reason: String?
     var detail: String?
 
-    static func read(client: RedisClient, store: StoreConfiguration, recordKey: String, ledgerKey: String) throws
-        -> JobStatus?
-    {
+    /// `shard`: the job stream shard of the job's id, where its entry, group and dead letter are.
+    static func read(
+        client: RedisClient, store: StoreConfiguration, shard: Int, recordKey: String, ledgerKey: String
+    ) throws -> JobStatus? {
         let r = try client.pipeline([["HGETALL", recordKey], ["HGET", ledgerKey, "_report"]])
         for x in r { try x.throwIfError("job status") }
         var record: [String: String] = [:]
@@ -34,8 +35,8 @@ struct JobStatus: Encodable {
         guard let entry = record["entry"] else { return nil }
         var status = JobStatus(state: "queued", entry: entry, app: record["app"], createdAt: record["createdAt"])
         let checks = try client.pipeline([
-            ["XPENDING", store.jobStream, store.group, entry, entry, "1"],
-            ["XINFO", "GROUPS", store.jobStream],
+            ["XPENDING", store.jobStream(shard: shard), store.group, entry, entry, "1"],
+            ["XINFO", "GROUPS", store.jobStream(shard: shard)],
         ])
         if let pending = checks[0].array, !pending.isEmpty {
             status.state = "running"
@@ -54,7 +55,7 @@ struct JobStatus: Encodable {
         }
         guard let lastDelivered, !isAfter(entry, lastDelivered) else { return status }
         // Read and acknowledged without a report: look for its dead letter among the newest ones.
-        let dead = try client.checked(["XREVRANGE", store.deadStream, "+", "-", "COUNT", "1000"])
+        let dead = try client.checked(["XREVRANGE", store.deadStream(shard: shard), "+", "-", "COUNT", "1000"])
         for e in dead.array ?? [] {
             guard let parts = e.array, parts.count == 2 else { continue }
             var fields: [String: String] = [:]

@@ -99,7 +99,9 @@ extension APIServer {
         let id = JobID(headerKey ?? bodyID?.rawValue ?? "job-\(UUID().uuidString.lowercased())")
         job.id = id
         let json = String(decoding: try JSONResponse.encoder.encode(job), as: UTF8.self)
-        let stream = configuration.store.jobStream
+        // The job id picks the stream shard; the record carries that shard's hash tag, so the script's two keys
+        // share a slot and a replay of the id finds the record beside the stream it wrote to.
+        let stream = configuration.store.jobStream(for: id)
         let recordKey = keys.job(org, id, stream: stream)
         let args = [
             digest, json, Date().ISO8601Format(), job.app.rawValue,
@@ -131,10 +133,12 @@ extension APIServer {
         guard Input.isSafeID(id) else { throw APIProblem.notFound("no job '\(id)' in this org", field: "id") }
         let job = JobID(id)
         let store = configuration.store
-        let recordKey = keys.job(org, job, stream: store.jobStream)
+        let recordKey = keys.job(org, job, stream: store.jobStream(for: job))
         let ledgerKey = store.ledgerKey(org, job)
         let status = try await pool.run { client -> JobStatus? in
-            try JobStatus.read(client: client, store: store, recordKey: recordKey, ledgerKey: ledgerKey)
+            try JobStatus.read(
+                client: client, store: store, shard: store.streamShard(of: job), recordKey: recordKey,
+                ledgerKey: ledgerKey)
         }
         guard var status else { throw APIProblem.notFound("no job '\(id)' in this org", field: "id") }
         status.id = id
@@ -149,12 +153,14 @@ extension APIServer {
         guard Input.isSafeID(id) else { throw APIProblem.notFound("no job '\(id)' in this org", field: "id") }
         let job = JobID(id)
         let store = configuration.store
-        let recordKey = keys.job(org, job, stream: store.jobStream)
+        let recordKey = keys.job(org, job, stream: store.jobStream(for: job))
         let ledgerKey = store.ledgerKey(org, job)
         let found = try await pool.run { client -> (events: [DebugEvent], known: Bool) in
             let events = try RedisDebugEvents(client: client, store: store).events(org: org, job: job)
             if !events.isEmpty { return (events, true) }
-            let status = try JobStatus.read(client: client, store: store, recordKey: recordKey, ledgerKey: ledgerKey)
+            let status = try JobStatus.read(
+                client: client, store: store, shard: store.streamShard(of: job), recordKey: recordKey,
+                ledgerKey: ledgerKey)
             return ([], status != nil)
         }
         guard found.known else { throw APIProblem.notFound("no job '\(id)' in this org", field: "id") }

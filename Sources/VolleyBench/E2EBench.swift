@@ -441,7 +441,10 @@ public struct E2EBench {
             var cmds: [[String]] = []
             for _ in 0..<max(2, stage.workers.count * 2) {
                 n += 1
-                cmds.append(["XADD", producer.store.jobStream, "*", "job", try job(id: "warm-\(n)", users: ["w"])])
+                let id = "warm-\(n)"
+                cmds.append([
+                    "XADD", producer.store.jobStream(for: JobID(id)), "*", "job", try job(id: id, users: ["w"]),
+                ])
             }
             for r in try client.pipeline(cmds) { try r.throwIfError("XADD warm-up") }
             let (reports, last) = try producer.reports(after: position, blockMillis: 2000, count: 1000)
@@ -462,9 +465,19 @@ public struct E2EBench {
         }
     }
 
+    /// Entries never delivered to the group, summed over the job stream shards.
     func streamLag(_ client: RedisClient, _ store: StoreConfiguration) throws -> Int {
+        try store.jobStreams.reduce(0) { $0 + (try streamLag(client, stream: $1, group: store.group)) }
+    }
+
+    /// Reports on the report stream shards.
+    func reportCount(_ client: RedisClient, _ store: StoreConfiguration) throws -> Int {
+        try store.reportStreams.reduce(0) { $0 + Int(try client.checked(["XLEN", $1]).integer ?? 0) }
+    }
+
+    func streamLag(_ client: RedisClient, stream: String, group: String) throws -> Int {
         // Entries never delivered to the group (Redis 7 XINFO GROUPS "lag"; falls back to 0).
-        let r = try client.command(["XINFO", "GROUPS", store.jobStream])
+        let r = try client.command(["XINFO", "GROUPS", stream])
         for g in r.array ?? [] {
             let pairs = g.array ?? []
             var name = ""
@@ -476,7 +489,7 @@ public struct E2EBench {
                 if k == "lag" { lag = Int(pairs[i + 1].integer ?? 0) }
                 i += 2
             }
-            if name == store.group { return lag }
+            if name == group { return lag }
         }
         return 0
     }
@@ -503,10 +516,11 @@ public struct E2EBench {
         var position = try producer.lastReportID()
         let stamped = try stage.control.lastAcceptedNanos() != nil
         for p in 0..<options.probes {
-            let json = try job(id: "probe-\(p)-\(UUID().uuidString.prefix(8))", users: ["t\(p)"])
+            let id = "probe-\(p)-\(UUID().uuidString.prefix(8))"
+            let json = try job(id: id, users: ["t\(p)"])
             let base = stamped ? 0 : try stage.control.counts().accepted
             let t0 = benchNow()
-            _ = try client.checked(["XADD", producer.store.jobStream, "*", "job", json])
+            _ = try client.checked(["XADD", producer.store.jobStream(for: JobID(id)), "*", "job", json])
             var t1 = 0.0
             while !stamped && benchNow() - t0 < 10 {
                 if try stage.control.counts().accepted > base {
@@ -594,7 +608,7 @@ public struct E2EBench {
         }
         let expectedDevices = pop.ios + pop.android + targeted
         try stage.control.resetStats()
-        let reportsBase = Int(try client.checked(["XLEN", settings.store.reportStream]).integer ?? 0)
+        let reportsBase = try reportCount(client, settings.store)
         let info0 = try redisInfo(client)
         let redis0 = ProcessSample.read(pid: info0.pid)
         let mockPID = stage.mock?.child.pid
@@ -609,7 +623,7 @@ public struct E2EBench {
         }
         let t0 = benchNow()
         let xaddReplies = try client.pipeline(
-            jobs.map { ["XADD", settings.store.jobStream, "*", "job", $0.json] }, window: 64)
+            jobs.map { ["XADD", settings.store.jobStream(for: JobID($0.id)), "*", "job", $0.json] }, window: 64)
         var entryMillis: [String: Int] = [:]
         for (j, r) in zip(jobs, xaddReplies) {
             guard let id = try r.throwIfError("XADD").string else { continue }
@@ -634,7 +648,7 @@ public struct E2EBench {
             series.append((now - t0, c.accepted))
             if now - lastCheck >= 0.05 {
                 lastCheck = now
-                let reports = Int(try client.checked(["XLEN", settings.store.reportStream]).integer ?? 0) - reportsBase
+                let reports = try reportCount(client, settings.store) - reportsBase
                 if reports >= jobs.count, try producer.pendingCount() == 0 {
                     tDone = benchNow()
                     break
@@ -678,9 +692,12 @@ public struct E2EBench {
         var failed = 0
         var devices = 0
         var targetedHist = Self.newHistogram()
-        let reps = try client.checked(["XRANGE", settings.store.reportStream, "-", "+"])
+        var reps: [RedisReply] = []
+        for stream in settings.store.reportStreams {
+            reps += try client.checked(["XRANGE", stream, "-", "+"]).array ?? []
+        }
         let wanted = Set(jobs.map(\.id))
-        for e in reps.array ?? [] {
+        for e in reps {
             guard let entry = e.array, entry.count == 2, let rid = entry[0].string,
                 let json = entry[1].fieldPairs.first(where: { $0.0 == "report" })?.1,
                 let rep = try? ReportCoding.decoder.decode(JobReport.self, from: Data(json.utf8)),

@@ -78,10 +78,20 @@ public struct RecipientID: StringIdentifier {
     public let rawValue: String
     public init(_ rawValue: String) { self.rawValue = rawValue }
 }
-/// A Redis stream entry id ("1700000000000-0").
+/// A Redis stream entry id ("1700000000000-0"), and which job stream shard it is on: ids are unique within one
+/// stream only, so two shards may hold the same id. The shard is not part of the text form (`rawValue`, Codable).
 public struct StreamEntryID: StringIdentifier {
     public let rawValue: String
-    public init(_ rawValue: String) { self.rawValue = rawValue }
+    /// The job stream shard the entry was read from (0 with one shard).
+    public let shard: Int
+    public init(_ rawValue: String) {
+        self.rawValue = rawValue
+        shard = 0
+    }
+    public init(_ rawValue: String, shard: Int) {
+        self.rawValue = rawValue
+        self.shard = shard
+    }
 }
 
 /// One registered device.

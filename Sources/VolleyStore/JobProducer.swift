@@ -18,24 +18,29 @@ public final class JobProducer: @unchecked Sendable {
         return e
     }()
 
-    /// XADDs the job (field `job`); returns the entry id.
+    /// Where jobs without an id go, round robin (a job with an id goes to the shard of its id).
+    private var nextShard = 0
+
+    /// XADDs the job (field `job`) on the job stream shard of its id; returns the entry id.
     @discardableResult
     public func enqueue(_ job: PushJob) throws -> StreamEntryID {
         let json = String(decoding: try Self.jobEncoder.encode(job), as: UTF8.self)
-        return try enqueueRaw(fields: ["job": json])
+        return try enqueueRaw(fields: ["job": json], shard: job.id.map { store.streamShard(of: $0) })
     }
 
-    /// XADDs arbitrary fields (tests use it for malformed jobs).
+    /// XADDs arbitrary fields (tests use it for malformed jobs) on job stream shard `shard` (nil: round robin).
     @discardableResult
-    public func enqueueRaw(fields: [String: String]) throws -> StreamEntryID {
-        var args = ["XADD", store.jobStream, "*"]
+    public func enqueueRaw(fields: [String: String], shard: Int? = nil) throws -> StreamEntryID {
+        let shards = store.streamShardIndexes.count
+        let target = shard ?? nextShard % shards
+        if shard == nil { nextShard = (nextShard + 1) % shards }
+        var args = ["XADD", store.jobStream(shard: target), "*"]
         for (k, v) in fields.sorted(by: { $0.key < $1.key }) { args += [k, v] }
         let r = try client.checked(args)
         guard let id = r.string else { throw RedisError(.unexpectedReply, "XADD returned \(r)") }
-        return StreamEntryID(id)
+        return StreamEntryID(id, shard: target)
     }
 
-    /// The id of the newest report (or "0-0"), to follow reports published after it.
     /// A job's progress counters: devices resolved and devices with a recorded outcome so far (shards included).
     public func progress(org: OrgID, job: JobID) throws -> (resolved: Int, done: Int) {
         let r = try client.checked(["HMGET", store.progressKey(org, job), "resolved", "done"])
@@ -43,21 +48,53 @@ public final class JobProducer: @unchecked Sendable {
         return (Int(v.first?.integer ?? 0), Int(v.count > 1 ? v[1].integer ?? 0 : 0))
     }
 
+    /// The position of the newest report, to follow reports published after it: its id (or "0-0"), or with more
+    /// than one stream shard the ids of every report stream shard's newest, comma-separated.
     public func lastReportID() throws -> String {
-        let r = try client.checked(["XREVRANGE", store.reportStream, "+", "-", "COUNT", "1"])
-        return r.array?.first?.array?.first?.string ?? "0-0"
+        let replies = try client.pipeline(store.reportStreams.map { ["XREVRANGE", $0, "+", "-", "COUNT", "1"] })
+        for r in replies { try r.throwIfError("XREVRANGE reports") }
+        return replies.map { $0.array?.first?.array?.first?.string ?? "0-0" }.joined(separator: ",")
     }
 
-    /// Reports published after `after`, blocking up to `blockMillis`; returns them and the new position.
+    /// Reports published after `after` (a position from `lastReportID` or a previous call), blocking up to
+    /// `blockMillis`; returns them and the new position. With more than one shard, each shard is read without
+    /// blocking, and while none has anything new, one shard at a time is waited on briefly.
     public func reports(after: String, blockMillis: Int, count: Int = 100) throws -> (
         reports: [JobReport], last: String
     ) {
+        let streams = store.reportStreams
+        if streams.count == 1 {
+            return try reports(stream: streams[0], after: after, blockMillis: blockMillis, count: count)
+        }
+        var positions = after.split(separator: ",", omittingEmptySubsequences: false).map(String.init)
+        if positions.count != streams.count { positions = Array(repeating: "0-0", count: streams.count) }
+        let until = Date().addingTimeInterval(Double(blockMillis) / 1000)
+        var waitOn = 0
+        while true {
+            var out: [JobReport] = []
+            for i in streams.indices {
+                let (r, last) = try reports(stream: streams[i], after: positions[i], blockMillis: nil, count: count)
+                out += r
+                positions[i] = last
+            }
+            let left = Int(until.timeIntervalSinceNow * 1000)
+            if !out.isEmpty || left <= 0 { return (out, positions.joined(separator: ",")) }
+            let (r, last) = try reports(
+                stream: streams[waitOn], after: positions[waitOn], blockMillis: min(left, 50), count: count)
+            positions[waitOn] = last
+            if !r.isEmpty { return (r, positions.joined(separator: ",")) }
+            waitOn = (waitOn + 1) % streams.count
+        }
+    }
+
+    private func reports(stream: String, after: String, blockMillis: Int?, count: Int) throws -> (
+        reports: [JobReport], last: String
+    ) {
+        var args = ["XREAD", "COUNT", String(count)]
+        if let blockMillis { args += ["BLOCK", String(blockMillis)] }
         let r = try client.command(
-            [
-                "XREAD", "COUNT", String(count), "BLOCK", String(blockMillis),
-                "STREAMS", store.reportStream, after,
-            ],
-            timeout: Double(blockMillis) / 1000 + client.options.commandTimeout)
+            args + ["STREAMS", stream, after],
+            timeout: Double(blockMillis ?? 0) / 1000 + client.options.commandTimeout)
         try r.throwIfError("XREAD reports")
         var last = after
         var out: [JobReport] = []
@@ -76,32 +113,46 @@ public final class JobProducer: @unchecked Sendable {
         return (out, last)
     }
 
-    /// All reports currently on the stream (tests, demo).
+    /// All reports currently on the report stream (every shard; tests, demo).
     public func allReports() throws -> [JobReport] {
-        let r = try client.checked(["XRANGE", store.reportStream, "-", "+"])
-        return (r.array ?? []).compactMap { e in
-            guard let entry = e.array, entry.count == 2,
-                let json = entry[1].fieldPairs.first(where: { $0.0 == "report" })?.1
-            else { return nil }
-            return try? ReportCoding.decoder.decode(JobReport.self, from: Data(json.utf8))
+        try store.reportStreams.flatMap { stream in
+            let r = try client.checked(["XRANGE", stream, "-", "+"])
+            return (r.array ?? []).compactMap { e -> JobReport? in
+                guard let entry = e.array, entry.count == 2,
+                    let json = entry[1].fieldPairs.first(where: { $0.0 == "report" })?.1
+                else { return nil }
+                return try? ReportCoding.decoder.decode(JobReport.self, from: Data(json.utf8))
+            }
         }
     }
 
-    /// Dead letters currently on the stream: their fields.
-    public func deadLetters() throws -> [[String: String]] {
-        let r = try client.checked(["XRANGE", store.deadStream, "-", "+"])
-        return (r.array ?? []).compactMap { e in
-            guard let entry = e.array, entry.count == 2 else { return nil }
-            var d: [String: String] = [:]
-            for (k, v) in entry[1].fieldPairs { d[k] = v }
-            return d
+    /// Dead letters currently on the dead-letter stream of `shard` (nil: every shard): their fields.
+    public func deadLetters(shard: Int? = nil) throws -> [[String: String]] {
+        let streams = shard.map { [store.deadStream(shard: $0)] } ?? store.deadStreams
+        return try streams.flatMap { stream in
+            let r = try client.checked(["XRANGE", stream, "-", "+"])
+            return (r.array ?? []).compactMap { e -> [String: String]? in
+                guard let entry = e.array, entry.count == 2 else { return nil }
+                var d: [String: String] = [:]
+                for (k, v) in entry[1].fieldPairs { d[k] = v }
+                return d
+            }
         }
     }
 
-    /// Pending entry count of the group (XPENDING summary).
+    /// Pending entry count of the group (XPENDING summary), summed over the job stream shards.
     public func pendingCount() throws -> Int {
-        let r = try client.command(["XPENDING", store.jobStream, store.group])
-        if r.errorMessage != nil { return 0 }
-        return Int(r.array?.first?.integer ?? 0)
+        var total = 0
+        for stream in store.jobStreams {
+            let r = try client.command(["XPENDING", stream, store.group])
+            if r.errorMessage != nil { continue }
+            total += Int(r.array?.first?.integer ?? 0)
+        }
+        return total
+    }
+
+    /// Entries on each job stream shard (XLEN), in shard order.
+    public func jobStreamLengths() throws -> [Int] {
+        try store.jobStreams.map { Int(try client.checked(["XLEN", $0]).integer ?? 0) }
     }
 }

@@ -5,6 +5,7 @@ import VolleyRedis
 /// The fleet at a glance, read from Redis: the consumer group's workers, the job stream's backlog, recent
 /// throughput from the report stream, recent dead letters, and the orgs nearest their hourly quota.
 /// Read by `volley status`; every figure comes from what workers already write, so it costs them nothing.
+/// With job stream shards (`worker.streamShards`) every stream figure is read per shard and added up.
 public struct FleetStatus: Sendable, Codable, Equatable {
     public struct Consumer: Sendable, Codable, Equatable {
         public var name: String
@@ -71,7 +72,11 @@ public struct FleetStatus: Sendable, Codable, Equatable {
     }
 
     public var at: Date
+    /// The job stream; with job stream shards, their totals (the oldest pending entry: the oldest of all).
     public var stream: Stream
+    /// Each job stream shard on its own, in shard order; empty with one job stream.
+    public var shards: [Stream] = []
+    /// The group's consumers (with shards: their pending entries summed over the shards, their least idle time).
     public var consumers: [Consumer]
     /// Reports published in the last minute.
     public var lastMinute: Throughput
@@ -115,13 +120,62 @@ public struct RedisFleetStatus {
 
     public func read(now: Date = Date()) throws -> FleetStatus {
         let nowMillis = Int64((now.timeIntervalSince1970 * 1000).rounded(.down))
+        var shards: [FleetStatus.Stream] = []
+        var consumers: [String: FleetStatus.Consumer] = [:]
+        var throughput = FleetStatus.Throughput(windowSeconds: 60, jobs: 0, devices: 0, accepted: 0)
+        var dead: [String: Int] = [:]
+        for shard in store.streamShardIndexes {
+            let s = try read(shard: shard, nowMillis: nowMillis, throughput: &throughput, dead: &dead)
+            shards.append(s.stream)
+            for c in s.consumers {
+                if var seen = consumers[c.name] {
+                    seen.pending += c.pending
+                    seen.idleSeconds = min(seen.idleSeconds, c.idleSeconds)
+                    consumers[c.name] = seen
+                } else {
+                    consumers[c.name] = c
+                }
+            }
+        }
+        var stream = shards.count == 1 ? shards[0] : Self.total(shards, name: store.jobStream, group: store.group)
+        if shards.count == 1 { shards = [] }
+        stream.name = store.jobStream
+        let hour = QuotaHour(containing: now)
+        var status = FleetStatus(
+            at: now, stream: stream, consumers: consumers.values.sorted { $0.name < $1.name },
+            lastMinute: throughput, deadLettersLastHour: dead, quotas: try nearestQuotas(hour: hour),
+            quotaHour: hour.label)
+        status.shards = shards
+        return status
+    }
+
+    /// The shards' figures added up; the lag is unknown when any shard's is.
+    static func total(_ shards: [FleetStatus.Stream], name: String, group: String) -> FleetStatus.Stream {
+        var t = FleetStatus.Stream(name: name, group: group, length: 0, lag: 0, pending: 0)
+        for s in shards {
+            t.length += s.length
+            t.pending += s.pending
+            t.lag = t.lag.flatMap { total in s.lag.map { total + $0 } }
+            if let age = s.oldestPendingAgeSeconds, age > (t.oldestPendingAgeSeconds ?? -1) {
+                t.oldestPendingAgeSeconds = age
+                t.oldestPendingConsumer = s.oldestPendingConsumer
+            }
+        }
+        return t
+    }
+
+    /// One job stream shard's figures; its reports and dead letters are added to `throughput` and `dead`.
+    private func read(
+        shard: Int, nowMillis: Int64, throughput: inout FleetStatus.Throughput, dead: inout [String: Int]
+    ) throws -> (stream: FleetStatus.Stream, consumers: [FleetStatus.Consumer]) {
+        let jobStream = store.jobStream(shard: shard)
         let replies = try client.pipeline([
-            ["XLEN", store.jobStream],
-            ["XINFO", "GROUPS", store.jobStream],
-            ["XINFO", "CONSUMERS", store.jobStream, store.group],
-            ["XPENDING", store.jobStream, store.group],
-            ["XRANGE", store.reportStream, "\(nowMillis - 60_000)", "+", "COUNT", String(scanLimit)],
-            ["XRANGE", store.deadStream, "\(nowMillis - 3_600_000)", "+", "COUNT", String(scanLimit)],
+            ["XLEN", jobStream],
+            ["XINFO", "GROUPS", jobStream],
+            ["XINFO", "CONSUMERS", jobStream, store.group],
+            ["XPENDING", jobStream, store.group],
+            ["XRANGE", store.reportStream(shard: shard), "\(nowMillis - 60_000)", "+", "COUNT", String(scanLimit)],
+            ["XRANGE", store.deadStream(shard: shard), "\(nowMillis - 3_600_000)", "+", "COUNT", String(scanLimit)],
         ])
         // A missing stream or group (nothing enqueued yet) reads as empty, not as an error.
         func ok(_ r: RedisReply, _ what: String) throws -> RedisReply? {
@@ -132,7 +186,7 @@ public struct RedisFleetStatus {
             return r
         }
         var stream = FleetStatus.Stream(
-            name: store.jobStream, group: store.group, length: Int(try ok(replies[0], "XLEN")?.integer ?? 0),
+            name: jobStream, group: store.group, length: Int(try ok(replies[0], "XLEN")?.integer ?? 0),
             lag: nil, pending: 0)
         for g in try ok(replies[1], "XINFO GROUPS")?.array ?? [] {
             let f = Self.fields(g)
@@ -153,10 +207,9 @@ public struct RedisFleetStatus {
             // An entry id starts with the milliseconds of its XADD.
             stream.oldestPendingAgeSeconds = max(0, Double(nowMillis - ms) / 1000)
             // Extended form: [[id, consumer, idle, deliveries]].
-            let owner = try client.command(["XPENDING", store.jobStream, store.group, minID, minID, "1"])
+            let owner = try client.command(["XPENDING", jobStream, store.group, minID, minID, "1"])
             stream.oldestPendingConsumer = owner.array?.first?.array?.dropFirst().first?.string
         }
-        var throughput = FleetStatus.Throughput(windowSeconds: 60, jobs: 0, devices: 0, accepted: 0)
         for e in try ok(replies[4], "XRANGE reports")?.array ?? [] {
             guard let pair = e.array, pair.count == 2,
                 let json = pair[1].fieldPairs.first(where: { $0.0 == "report" })?.1,
@@ -166,16 +219,12 @@ public struct RedisFleetStatus {
             throughput.devices += report.devices
             throughput.accepted += report.accepted
         }
-        var dead: [String: Int] = [:]
         for e in try ok(replies[5], "XRANGE dead")?.array ?? [] {
             guard let pair = e.array, pair.count == 2 else { continue }
             let reason = pair[1].fieldPairs.first(where: { $0.0 == "reason" })?.1 ?? "unknown"
             dead[reason, default: 0] += 1
         }
-        let hour = QuotaHour(containing: now)
-        return FleetStatus(
-            at: now, stream: stream, consumers: consumers.sorted { $0.name < $1.name }, lastMinute: throughput,
-            deadLettersLastHour: dead, quotas: try nearestQuotas(hour: hour), quotaHour: hour.label)
+        return (stream, consumers)
     }
 
     /// The orgs with a quota counter this hour, by how much of their limit they used, nearest first.

@@ -42,7 +42,6 @@ public final class RedisPipelineSession: PipelineSession, @unchecked Sendable {
     public let store: StoreConfiguration
     public let consumer: String
     let logger: Logger
-    private var autoclaimCursor = "0-0"
     /// Progress counts not yet written, per progress key: written with the next `record`'s pipeline.
     private var progress: [String: (resolved: Int, done: Int)] = [:]
 
@@ -55,67 +54,111 @@ public final class RedisPipelineSession: PipelineSession, @unchecked Sendable {
 
     // MARK: - JobStream
 
+    // With `store.streamShards` > 1 every operation below goes to each shard's stream on its own: one XREADGROUP
+    // cannot name streams in different Redis Cluster slots (CROSSSLOT). An entry carries its shard in its id.
+
     public func ensureGroup() throws {
+        for shard in store.streamShardIndexes { try ensureGroup(shard: shard) }
+    }
+
+    private func ensureGroup(shard: Int) throws {
+        let stream = store.jobStream(shard: shard)
         // `0`: jobs added before the first worker started are delivered too.
-        let r = try client.command(["XGROUP", "CREATE", store.jobStream, store.group, "0", "MKSTREAM"])
+        let r = try client.command(["XGROUP", "CREATE", stream, store.group, "0", "MKSTREAM"])
         if let e = r.errorMessage, !e.hasPrefix("BUSYGROUP") {
-            throw RedisError(.server, "XGROUP CREATE \(store.jobStream) \(store.group): \(e)")
+            throw RedisError(.server, "XGROUP CREATE \(stream) \(store.group): \(e)")
         }
     }
 
+    /// The shard the next read starts at: it moves on by one each read, so a busy shard does not starve the others.
+    private var nextReadShard = 0
+    /// Longest blocking read on one shard while the others may be receiving jobs (with more than one shard).
+    static let shardBlockMillis = 50
+
     public func readNew(count: Int, blockMillis: Int) throws -> [JobEntry] {
-        let args = [
-            "XREADGROUP", "GROUP", store.group, consumer, "COUNT", String(max(1, count)),
-            "BLOCK", String(max(0, blockMillis)), "STREAMS", store.jobStream, ">",
-        ]
+        let shards = store.streamShardIndexes.count
+        if shards == 1 { return try readNew(shard: 0, count: count, blockMillis: blockMillis) }
+        // Without blocking, each shard in turn until `count` entries are read; when all are empty, block briefly on
+        // the next one (a job on another shard waits at most that long).
+        let first = nextReadShard
+        nextReadShard = (nextReadShard + 1) % shards
+        var out: [JobEntry] = []
+        for k in 0..<shards where out.count < count {
+            out += try readNew(shard: (first + k) % shards, count: count - out.count, blockMillis: nil)
+        }
+        if !out.isEmpty || blockMillis <= 0 { return out }
+        return try readNew(shard: first, count: count, blockMillis: min(blockMillis, Self.shardBlockMillis))
+    }
+
+    /// XREADGROUP on one shard; `blockMillis` nil reads without BLOCK.
+    private func readNew(shard: Int, count: Int, blockMillis: Int?) throws -> [JobEntry] {
+        let stream = store.jobStream(shard: shard)
+        var args = ["XREADGROUP", "GROUP", store.group, consumer, "COUNT", String(max(1, count))]
+        if let blockMillis { args += ["BLOCK", String(max(0, blockMillis))] }
+        args += ["STREAMS", stream, ">"]
         // The socket timeout must outlast BLOCK, or hiredis reports a blocking read as timed out.
-        var r = try client.command(args, timeout: Double(blockMillis) / 1000 + client.options.commandTimeout)
+        let timeout = Double(blockMillis ?? 0) / 1000 + client.options.commandTimeout
+        var r = try client.command(args, timeout: timeout)
         if let e = r.errorMessage, e.hasPrefix("NOGROUP") {
             // The stream or group vanished (Redis restarted without persistence, or someone deleted it).
-            logger.warning("job stream group missing, recreating", metadata: ["stream": "\(store.jobStream)"])
-            try ensureGroup()
-            r = try client.command(args, timeout: Double(blockMillis) / 1000 + client.options.commandTimeout)
+            logger.warning("job stream group missing, recreating", metadata: ["stream": "\(stream)"])
+            try ensureGroup(shard: shard)
+            r = try client.command(args, timeout: timeout)
         }
-        try r.throwIfError("XREADGROUP \(store.jobStream)")
+        try r.throwIfError("XREADGROUP \(stream)")
         guard let streams = r.array else { return [] } // nil reply: BLOCK timed out
         var out: [JobEntry] = []
         for s in streams {
             guard let pair = s.array, pair.count == 2, let entries = pair[1].array else { continue }
             for e in entries {
-                if let entry = Self.entry(e, deliveryCount: 1) { out.append(entry) }
+                if let entry = Self.entry(e, deliveryCount: 1, shard: shard) { out.append(entry) }
             }
         }
         return out
     }
 
+    /// Where each shard's XAUTOCLAIM scan continues.
+    private var autoclaimCursors: [Int: String] = [:]
+
     public func claimIdle(minIdleMillis: Int, count: Int) throws -> [JobEntry] {
+        let shards = store.streamShardIndexes.count
+        let first = nextReadShard
+        var out: [JobEntry] = []
+        for k in 0..<shards where out.count < count {
+            out += try claimIdle(shard: (first + k) % shards, minIdleMillis: minIdleMillis, count: count - out.count)
+        }
+        return out
+    }
+
+    private func claimIdle(shard: Int, minIdleMillis: Int, count: Int) throws -> [JobEntry] {
+        let stream = store.jobStream(shard: shard)
         let r = try client.command([
-            "XAUTOCLAIM", store.jobStream, store.group, consumer, String(minIdleMillis),
-            autoclaimCursor, "COUNT", String(max(1, count)),
+            "XAUTOCLAIM", stream, store.group, consumer, String(minIdleMillis),
+            autoclaimCursors[shard] ?? "0-0", "COUNT", String(max(1, count)),
         ])
         if let e = r.errorMessage, e.hasPrefix("NOGROUP") {
-            try ensureGroup()
+            try ensureGroup(shard: shard)
             return []
         }
-        try r.throwIfError("XAUTOCLAIM \(store.jobStream)")
+        try r.throwIfError("XAUTOCLAIM \(stream)")
         // Redis 7: [next-cursor, [[id, [f, v, …]], …], [deleted ids]] (Redis 6.2 had no third element).
         guard let parts = r.array, parts.count >= 2 else {
             throw RedisError(.unexpectedReply, "XAUTOCLAIM returned \(r)")
         }
-        autoclaimCursor = parts[0].string ?? "0-0"
+        autoclaimCursors[shard] = parts[0].string ?? "0-0"
         var claimed: [JobEntry] = []
         for e in parts[1].array ?? [] {
-            if let entry = Self.entry(e, deliveryCount: 0) { claimed.append(entry) }
+            if let entry = Self.entry(e, deliveryCount: 0, shard: shard) { claimed.append(entry) }
         }
         if parts.count >= 3, let deleted = parts[2].array, !deleted.isEmpty {
             let ids = deleted.compactMap(\.string)
-            if !ids.isEmpty { _ = try client.command(["XACK", store.jobStream, store.group] + ids) }
+            if !ids.isEmpty { _ = try client.command(["XACK", stream, store.group] + ids) }
         }
         if claimed.isEmpty { return [] }
         // Delivery counts (XAUTOCLAIM incremented them) from XPENDING, pipelined.
         let pending = try client.pipeline(
             claimed.map {
-                ["XPENDING", store.jobStream, store.group, $0.entryID.rawValue, $0.entryID.rawValue, "1"]
+                ["XPENDING", stream, store.group, $0.entryID.rawValue, $0.entryID.rawValue, "1"]
             })
         for i in claimed.indices {
             if let row = pending[i].array?.first?.array, row.count >= 4, let n = row[3].integer {
@@ -145,15 +188,18 @@ public final class RedisPipelineSession: PipelineSession, @unchecked Sendable {
 
     public func keepAlive(_ entries: [StreamEntryID]) throws {
         if entries.isEmpty { return }
-        try client.eval(
-            Self.keepAliveScript, keys: RedisKeyGroups.keepAlive(stream: store.jobStream),
-            args: [store.group, consumer] + entries.map(\.rawValue)
-        ).throwIfError("keep-alive")
+        for (shard, ids) in Dictionary(grouping: entries, by: \.shard).sorted(by: { $0.key < $1.key }) {
+            try client.eval(
+                Self.keepAliveScript, keys: RedisKeyGroups.keepAlive(stream: store.jobStream(shard: shard)),
+                args: [store.group, consumer] + ids.map(\.rawValue)
+            ).throwIfError("keep-alive")
+        }
     }
 
     public func ack(_ entry: StreamEntryID) throws {
-        try client.checked(["XACK", store.jobStream, store.group, entry.rawValue])
-        try waitForReplicas(after: store.jobStream)
+        let stream = store.jobStream(shard: entry.shard)
+        try client.checked(["XACK", stream, store.group, entry.rawValue])
+        try waitForReplicas(after: stream)
     }
 
     /// `redis.waitReplicas`: narrows what a failover can lose to what the replicas have not acknowledged yet. A WAIT
@@ -169,24 +215,26 @@ public final class RedisPipelineSession: PipelineSession, @unchecked Sendable {
         }
     }
 
+    /// The dead letter goes to the dead-letter stream of the entry's own shard.
     public func deadLetter(_ entry: JobEntry, reason: JobRejection.Reason, detail: String) throws {
-        var args = ["XADD", store.deadStream, "MAXLEN", "~", String(store.deadMaxLength), "*"]
+        let shard = entry.entryID.shard
+        var args = ["XADD", store.deadStream(shard: shard), "MAXLEN", "~", String(store.deadMaxLength), "*"]
         for (k, v) in entry.fields.sorted(by: { $0.key < $1.key }) { args += [k, v] }
         args += [
             "reason", reason.rawValue, "detail", detail, "worker", consumer,
             "sourceEntry", entry.entryID.rawValue, "deliveries", String(entry.deliveryCount),
         ]
-        // The dead letter first, then the ack: on a Redis Cluster the two streams are on different nodes, and an
+        // The dead letter first, then the ack: on a Redis Cluster the two streams may be on different nodes, and an
         // ack must never land without its dead letter.
         try client.command(args).throwIfError("dead-letter \(entry.entryID)")
-        try client.checked(["XACK", store.jobStream, store.group, entry.entryID.rawValue])
+        try client.checked(["XACK", store.jobStream(shard: shard), store.group, entry.entryID.rawValue])
     }
 
-    static func entry(_ reply: RedisReply, deliveryCount: Int) -> JobEntry? {
+    static func entry(_ reply: RedisReply, deliveryCount: Int, shard: Int = 0) -> JobEntry? {
         guard let e = reply.array, e.count == 2, let id = e[0].string else { return nil }
         var fields: [String: String] = [:]
         for (k, v) in e[1].fieldPairs { fields[k] = v }
-        return JobEntry(entryID: StreamEntryID(id), fields: fields, deliveryCount: deliveryCount)
+        return JobEntry(entryID: StreamEntryID(id, shard: shard), fields: fields, deliveryCount: deliveryCount)
     }
 
     // MARK: - DeviceRegistry
@@ -434,7 +482,7 @@ public final class RedisPipelineSession: PipelineSession, @unchecked Sendable {
         try r.throwIfError("publish report")
         guard let kept = r.string else { return false }
         try client.checked([
-            "XADD", store.reportStream, "MAXLEN", "~", String(store.reportsMaxLength), "*",
+            "XADD", store.reportStream(for: report.job), "MAXLEN", "~", String(store.reportsMaxLength), "*",
             "job", report.job.rawValue, "org", report.org.rawValue, "report", kept,
         ])
         try client.checked(["HSET", ledger, "_published", "1"])

@@ -7,13 +7,20 @@ import VolleyRedis
 /// once), and a plan marker so a redelivered parent does not split again.
 public final class RedisShardCoordinator: ShardCoordinator, @unchecked Sendable {
     private let redis: SerializedRedis
-    public let jobStream: String
+    /// Where campaign shard jobs are enqueued: each on the job stream shard of its own id, so a campaign spreads
+    /// over every job stream shard.
+    public let store: StoreConfiguration
     /// Lifetime of shard lists and aggregates (a campaign must finish within it).
     public var ttlSeconds = 7 * 86_400
 
-    public init(client: RedisClient, jobStream: String) {
+    public init(client: RedisClient, store: StoreConfiguration) {
         redis = SerializedRedis(client)
-        self.jobStream = jobStream
+        self.store = store
+    }
+
+    /// One job stream (no stream shards) named `jobStream`.
+    public convenience init(client: RedisClient, jobStream: String) {
+        self.init(client: client, store: StoreConfiguration(jobStream: jobStream))
     }
 
     private static let counters = [
@@ -67,7 +74,7 @@ public final class RedisShardCoordinator: ShardCoordinator, @unchecked Sendable 
                 s.id = ref.jobID
                 s.shard = ref
                 let json = String(decoding: try JSONEncoder().encode(s), as: UTF8.self)
-                xadds.append(["XADD", jobStream, "*", "job", json])
+                xadds.append(["XADD", store.jobStream(for: ref.jobID), "*", "job", json])
             }
             xadds.append(["HSET", agg, "planned", String(count)])
             for r in try c.pipeline(xadds) { try r.throwIfError("XADD shard") }

@@ -22,6 +22,12 @@ import VolleyRedis
 /// - `volley:progress:{<org>}:<job>` — hash `resolved`, `done`: devices resolved and recorded so far (shards count
 ///   into their parent), for `volley send --wait`; same expiry.
 ///
+/// With `streamShards` N > 1 the job, dead-letter and report streams are each N streams: shard `i` is the configured
+/// name followed by `:{jobs<i>}` (`volley:jobs:{jobs0}`, `volley:dead:{jobs0}`, `volley:reports:{jobs0}`, …). The
+/// hash tag puts each shard in its own Redis Cluster slot (3 or 6 shards land one or two per primary of an evenly
+/// split 3-primary cluster) and a shard's three streams in the same one. A job id picks its shard
+/// (`streamShard(of:)`), so a job, its replays and its report always use the same shard.
+///
 /// The braces are literal: `{<org>}` is the Redis Cluster hash tag (docs/redis-keys.md).
 public struct StoreConfiguration: Sendable, Hashable {
     public var prefix: String
@@ -36,6 +42,9 @@ public struct StoreConfiguration: Sendable, Hashable {
     public var waitReplicas: Int = 0
     /// How long one such `WAIT` may block.
     public var waitTimeoutMillis: Int = 1_000
+    /// `worker.streamShards`: how many job streams (and dead-letter and report streams) there are; 1 is the plain
+    /// names above.
+    public var streamShards: Int = 1
 
     public init(
         prefix: String = "volley", jobStream: String? = nil, deadStream: String? = nil,
@@ -50,6 +59,39 @@ public struct StoreConfiguration: Sendable, Hashable {
         self.reportsMaxLength = reportsMaxLength
         self.deadMaxLength = deadMaxLength
         self.ledgerTTLSeconds = ledgerTTLSeconds
+    }
+
+    // MARK: - Job stream shards
+
+    /// Shard indexes, `0..<streamShards`.
+    public var streamShardIndexes: Range<Int> { 0..<max(1, streamShards) }
+
+    /// The job stream shard of a job id: CRC16 (the Redis Cluster hash) of the id's bytes, modulo `streamShards`.
+    /// Stable across processes and versions, so a replay of a job id lands on the stream of its first submission.
+    public func streamShard(of job: JobID) -> Int {
+        let n = max(1, streamShards)
+        return n == 1 ? 0 : Int(RedisClusterSlot.crc16(job.rawValue)) % n
+    }
+
+    /// Shard `shard` of the job stream: `jobStream` itself with one shard, else `jobStream:{jobs<shard>}`.
+    public func jobStream(shard: Int) -> String { Self.shardName(jobStream, shard: shard, of: streamShards) }
+    /// Shard `shard` of the dead-letter stream (the dead letters of that job stream shard).
+    public func deadStream(shard: Int) -> String { Self.shardName(deadStream, shard: shard, of: streamShards) }
+    /// Shard `shard` of the report stream (reports of the jobs whose id maps to that shard).
+    public func reportStream(shard: Int) -> String { Self.shardName(reportStream, shard: shard, of: streamShards) }
+    /// The job stream a job with this id is enqueued on.
+    public func jobStream(for job: JobID) -> String { jobStream(shard: streamShard(of: job)) }
+    /// The report stream a job's report is published on.
+    public func reportStream(for job: JobID) -> String { reportStream(shard: streamShard(of: job)) }
+    /// Every job stream shard, in shard order.
+    public var jobStreams: [String] { streamShardIndexes.map { jobStream(shard: $0) } }
+    /// Every dead-letter stream shard, in shard order.
+    public var deadStreams: [String] { streamShardIndexes.map { deadStream(shard: $0) } }
+    /// Every report stream shard, in shard order.
+    public var reportStreams: [String] { streamShardIndexes.map { reportStream(shard: $0) } }
+
+    static func shardName(_ base: String, shard: Int, of count: Int) -> String {
+        count <= 1 ? base : "\(base):{jobs\(shard)}"
     }
 
     // Every per-org key carries the org as its hash tag (`{org}`), so the keys one script or transaction touches

@@ -123,7 +123,9 @@ struct Send: AsyncParsableCommand {
             return r
         }
         if !wait {
-            print("enqueued job \(result.job) as entry \(result.entry) on \(settings.store.jobStream)")
+            print(
+                "enqueued job \(result.job) as entry \(result.entry) on "
+                    + settings.store.jobStream(shard: result.entry.shard))
             return
         }
         guard let report = result.report else {

@@ -8,11 +8,14 @@ import VolleyTestSupport
 
 struct EngineHarness {
     let redis: RedisServerFixture
-    let store = StoreConfiguration()
+    let store: StoreConfiguration
     let producer: JobProducer
     let admin: RedisPipelineSession
 
-    init(persistent: Bool = false) throws {
+    init(persistent: Bool = false, streamShards: Int = 1) throws {
+        var store = StoreConfiguration()
+        store.streamShards = streamShards
+        self.store = store
         redis = try RedisServerFixture(persistent: persistent)
         producer = JobProducer(client: redis.client(name: "producer"), store: store)
         admin = RedisPipelineBackend(

@@ -207,3 +207,37 @@ private func tempDir() throws -> URL {
     #expect(c.metrics.host == "127.0.0.1")
     #expect(c.metrics.port == 0)
 }
+
+@Test func streamShardsDefaultsToOneAndReachesTheStore() throws {
+    let one = try VolleyConfiguration.parse(yaml: "redis:\n  url: unix:///tmp/r.sock\n", baseDirectory: nil)
+    #expect(one.worker.streamShards == 1)
+    #expect(try PipelineSettings(one).store.jobStreams == ["volley:jobs"])
+    let three = try VolleyConfiguration.parse(
+        yaml: "redis:\n  url: unix:///tmp/r.sock\nworker:\n  streamShards: 3\n", baseDirectory: nil)
+    #expect(three.worker.streamShards == 3)
+    let store = try PipelineSettings(three).store
+    #expect(store.streamShards == 3)
+    #expect(store.jobStreams == ["volley:jobs:{jobs0}", "volley:jobs:{jobs1}", "volley:jobs:{jobs2}"])
+    let env = try VolleyConfiguration.parse(
+        yaml: "redis:\n  url: unix:///tmp/r.sock\n", baseDirectory: nil,
+        environment: ["VOLLEY_WORKER_STREAM_SHARDS": "4"])
+    #expect(env.worker.streamShards == 4)
+}
+
+@Test(arguments: [
+    ("streamShards: 0", "worker.streamShards: must be between 1 and 1024, got 0"),
+    ("streamShards: many", "worker.streamShards: must be an integer"),
+    ("streamShards: 5000", "worker.streamShards: must be between 1 and 1024, got 5000"),
+    ("streamShards: 2\n  stream: \"{volley}:jobs\"", "worker.stream: must not contain '{' when worker.streamShards"),
+    ("streamShards: 2\n  reportStream: \"r{x}\"", "worker.reportStream: must not contain '{'"),
+])
+func invalidStreamShardsStopStartupNamingTheKey(worker: String, problem: String) throws {
+    do {
+        _ = try VolleyConfiguration.parse(
+            yaml: "redis:\n  url: unix:///tmp/r.sock\nworker:\n  \(worker)\n", baseDirectory: nil)
+        Issue.record("expected a ConfigurationError for \(worker)")
+    } catch let e as ConfigurationError {
+        #expect(e.problems.count == 1)
+        #expect(e.description.contains(problem), "\(e.description)")
+    }
+}

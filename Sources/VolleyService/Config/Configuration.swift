@@ -131,6 +131,8 @@ public struct WorkerSettings: Sendable, Hashable {
     public var keepAliveIntervalMs: Int?
     /// Devices per resolution chunk (users per registry read follow the devices per user seen, at most 500).
     public var chunkSize: Int = 500
+    /// Job streams (and dead-letter and report streams) the jobs are spread over by job id; 1: the plain names.
+    public var streamShards: Int = 1
     /// When set, the worker holds a Linux PM QoS request (/dev/cpu_dma_latency) that idle CPUs wake within this many
     /// microseconds while it runs (0: idle CPUs poll instead of halting). Unset: the system's own setting.
     public var cpuWakeLatencyUs: Int?
@@ -191,6 +193,7 @@ extension VolleyConfiguration {
             "stream", "group", "consumer", "deadLetterStream", "reportStream", "batchSize", "blockMs",
             "inFlight", "reclaimIdleMs", "maxDeliveries", "drainSeconds", "recordBatchSize", "shardSize",
             "concurrentJobs", "reclaimIntervalMs", "keepAliveIntervalMs", "chunkSize", "cpuWakeLatencyUs",
+            "streamShards",
         ],
         "quotas": ["ios", "android"],
         "inbox": ["maxCount", "maxAgeSeconds"],
@@ -290,6 +293,19 @@ extension VolleyConfiguration {
             }
             if let v = r.int(s, "chunkSize", at: p, range: 1...100_000) { c.worker.chunkSize = v }
             if let v = r.int(s, "cpuWakeLatencyUs", at: p, range: 0...1_000_000) { c.worker.cpuWakeLatencyUs = v }
+            if let v = r.int(s, "streamShards", at: p, range: 1...1024) { c.worker.streamShards = v }
+            // A shard's name adds its own hash tag (`:{jobs0}`); a tag already in the name would win and put every
+            // shard in one Redis Cluster slot.
+            let w = c.worker
+            if w.streamShards > 1 {
+                for (key, name) in [
+                    ("stream", w.stream), ("deadLetterStream", w.deadLetterStream), ("reportStream", w.reportStream),
+                ] where name.contains("{") {
+                    r.problem(
+                        "\(p).\(key)",
+                        "must not contain '{' when worker.streamShards is above 1 (each shard adds its own hash tag)")
+                }
+            }
         }
         if let s = r.section(tree, "quotas", at: "") {
             r.rejectUnknownKeys(s, known: keys("quotas").union(["orgs"]), at: "quotas")

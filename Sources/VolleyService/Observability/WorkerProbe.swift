@@ -9,10 +9,13 @@ import VolleyRedis
 /// A worker's health, and the stream gauges, from one probe thread on its own Redis connection: every second it
 /// runs a small script and reads the consumer group (`XINFO GROUPS`: lag, pending); every few seconds it reads the
 /// oldest pending entry (`XPENDING`). The operations endpoint reads the latest results and never waits on Redis.
+/// With job stream shards it reads each shard (on a Redis Cluster each may live on another node); the gauges are the
+/// totals over the shards (the oldest pending age: the oldest of all).
 public final class WorkerProbe: HealthSource, @unchecked Sendable {
     let worker: PipelineWorker
     let apps: ReloadableApps
-    let stream: String
+    /// The job stream shards (one name without `worker.streamShards`).
+    let streams: [String]
     let group: String
     let client: RedisClient
     let logger: Logger
@@ -41,7 +44,7 @@ public final class WorkerProbe: HealthSource, @unchecked Sendable {
     ) {
         self.worker = worker
         self.apps = apps
-        stream = settings.store.jobStream
+        streams = settings.store.jobStreams
         group = settings.store.group
         // Short timeouts, no waiting for a reconnect: a probe that hangs says nothing.
         let options = RedisClient.Options(
@@ -93,7 +96,9 @@ public final class WorkerProbe: HealthSource, @unchecked Sendable {
         var out: [HealthCheck] = []
         do {
             let started = DispatchTime.now().uptimeNanoseconds
-            _ = try client.eval(Self.roundTrip, keys: [stream], args: []).throwIfError("EVALSHA")
+            for stream in streams {
+                _ = try client.eval(Self.roundTrip, keys: [stream], args: []).throwIfError("EVALSHA")
+            }
             let ms = Double(DispatchTime.now().uptimeNanoseconds - started) / 1e6
             out.append(HealthCheck("redis", ok: true, detail: String(format: "script round trip %.1f ms", ms)))
         } catch {
@@ -104,28 +109,48 @@ public final class WorkerProbe: HealthSource, @unchecked Sendable {
             return out
         }
         do {
-            let groups = try client.command(["XINFO", "GROUPS", stream])
-            let mine = (groups.array ?? []).map { Dictionary($0.fieldPairs, uniquingKeysWith: { a, _ in a }) }
-                .first { $0["name"] == group }
-            if let mine {
+            var consumers = 0
+            var pendingTotal: Double = 0
+            var lagTotal: Double? = 0
+            var oldestMillis: Int64?
+            var missing: String?
+            for stream in streams {
+                let groups = try client.command(["XINFO", "GROUPS", stream])
+                let mine = (groups.array ?? []).map { Dictionary($0.fieldPairs, uniquingKeysWith: { a, _ in a }) }
+                    .first { $0["name"] == group }
+                guard let mine else {
+                    let why = groups.errorMessage ?? "no group '\(group)'"
+                    missing = missing ?? "\(why) on stream \(stream)"
+                    continue
+                }
+                consumers = max(consumers, mine["consumers"].flatMap(Int.init) ?? 0)
+                pendingTotal += mine["pending"].flatMap(Double.init) ?? 0
+                // Redis 7 reports the lag unless it cannot tell (after deletions); then the gauge keeps its value.
+                if let v = mine["lag"].flatMap(Double.init) {
+                    lagTotal = lagTotal.map { $0 + v }
+                } else {
+                    lagTotal = nil
+                }
+                if readPending {
+                    let summary = try client.command(["XPENDING", stream, group]).throwIfError("XPENDING").array ?? []
+                    if summary.count >= 2, let oldest = summary[1].string, let ms = Self.entryMilliseconds(oldest) {
+                        oldestMillis = min(oldestMillis ?? ms, ms)
+                    }
+                }
+            }
+            if let missing {
+                out.append(HealthCheck("consumer_group", ok: false, detail: missing))
+            } else {
+                let on = streams.count == 1 ? streams[0] : "\(streams.count) stream shards"
                 out.append(
                     HealthCheck(
                         "consumer_group", ok: true,
-                        detail: "\(group) on \(stream): \(mine["consumers"] ?? "?") consumers, "
-                            + "\(mine["pending"] ?? "?") pending"))
-                if let v = mine["pending"].flatMap(Double.init) { pending.record(v) }
-                // Redis 7 reports the lag unless it cannot tell (after deletions); then the gauge keeps its value.
-                if let v = mine["lag"].flatMap(Double.init) { lag.record(v) }
-            } else {
-                let why = groups.errorMessage ?? "no group '\(group)'"
-                out.append(HealthCheck("consumer_group", ok: false, detail: "\(why) on stream \(stream)"))
-            }
-            if readPending, mine != nil {
-                let summary = try client.command(["XPENDING", stream, group]).throwIfError("XPENDING").array ?? []
-                if summary.count >= 2, let oldest = summary[1].string, let ms = Self.entryMilliseconds(oldest) {
-                    oldestPendingAge.record(max(0, Date().timeIntervalSince1970 - Double(ms) / 1000))
-                } else {
-                    oldestPendingAge.record(0)
+                        detail: "\(group) on \(on): \(consumers) consumers, \(Int(pendingTotal)) pending"))
+                pending.record(pendingTotal)
+                if let lagTotal { lag.record(lagTotal) }
+                if readPending {
+                    oldestPendingAge.record(
+                        oldestMillis.map { max(0, Date().timeIntervalSince1970 - Double($0) / 1000) } ?? 0)
                 }
             }
         } catch {

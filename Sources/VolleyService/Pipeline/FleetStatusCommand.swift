@@ -19,6 +19,8 @@ public enum FleetStatusCommand {
         guard let data = try? e.encode(s),
             var object = (try? JSONSerialization.jsonObject(with: data)) as? [String: Any]
         else { return "{}" }
+        // One job stream: no per-shard list.
+        if s.shards.isEmpty { object["shards"] = nil }
         // The computed rates, which Codable leaves out.
         object["lastMinute"] = [
             "windowSeconds": s.lastMinute.windowSeconds, "jobs": s.lastMinute.jobs,
@@ -45,6 +47,11 @@ public enum FleetStatusCommand {
         lines.append(
             "stream      length \(s.stream.length)  lag \(s.stream.lag.map(String.init) ?? "?")  "
                 + "pending \(s.stream.pending)\(oldest)")
+        for shard in s.shards {
+            lines.append(
+                "  \(shard.name)  length \(shard.length)  lag \(shard.lag.map(String.init) ?? "?")  "
+                    + "pending \(shard.pending)")
+        }
         let m = s.lastMinute
         lines.append(
             "last minute \(rate(m.jobsPerSecond)) jobs/s  \(rate(m.devicesPerSecond)) devices/s  "

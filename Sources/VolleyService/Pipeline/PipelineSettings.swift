@@ -38,6 +38,7 @@ public struct PipelineSettings: Sendable {
             jobStream: w.stream, deadStream: w.deadLetterStream, reportStream: w.reportStream,
             group: w.group)
         store.waitReplicas = config.redis.waitReplicas
+        store.streamShards = w.streamShards
         worker = WorkerConfiguration(
             consumer: consumerOverride ?? w.consumer ?? WorkerConfiguration.defaultConsumerName(),
             concurrentJobs: w.concurrentJobs, inFlight: w.inFlight, readBatch: w.batchSize,

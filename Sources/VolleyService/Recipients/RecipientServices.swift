@@ -35,7 +35,9 @@ public struct RecipientServices: Sendable {
             retention: InboxRetention(maxCount: c.inbox.maxCount, maxAgeSeconds: c.inbox.maxAgeSeconds),
             clock: clock)
         types = RedisNotificationTypeStore(client: try client("types"))
-        shards = RedisShardCoordinator(client: try client("shards"), jobStream: c.worker.stream)
+        var store = StoreConfiguration(jobStream: c.worker.stream)
+        store.streamShards = c.worker.streamShards
+        shards = RedisShardCoordinator(client: try client("shards"), store: store)
         shardSize = c.worker.shardSize
         self.clock = clock
     }
