@@ -423,3 +423,50 @@ final class NSLockBox<T>: @unchecked Sendable {
         await api.stop()
     }
 }
+
+/// `POST /v1/jobs` and `GET /v1/jobs/{id}` with `worker.streamShards: 3`: the job and its idempotency record go to
+/// the shard of its id, a replay finds them there, and a worker process reading every shard finishes it.
+@Suite(.serialized) struct APIStreamShardsTests {
+    @Test func aJobGoesToTheShardOfItsIDAndItsStatusIsReadThere() async throws {
+        let w = try MockWorld()
+        defer { w.stop() }
+        let api = try await RunningAPI(configFile: try APIServerTests.config(w, extra: "worker:\n  streamShards: 3"))
+        let send = try APIServerTests.key(w, org: "orgA", role: .send)
+        var store = StoreConfiguration()
+        store.streamShards = 3
+        let ids = ["sh-1", "sh-2", "sh-3", "sh-4", "sh-5", "sh-6"]
+        for id in ids {
+            let token = "beef" + String(repeating: "2", count: 56) + String(format: "%04d", ids.firstIndex(of: id) ?? 0)
+            let job = #"{"app":"app1","devices":[{"platform":"ios","token":"\#(token)"}],"notification":{"title":"Hi"}}"#
+            let first = try await api.call("POST", "/v1/jobs", token: send, json: job, headers: ["Idempotency-Key": id])
+            #expect(first.status == 202, "\(first.text)")
+            let replay = try await api.call("POST", "/v1/jobs", token: send, json: job, headers: ["Idempotency-Key": id])
+            #expect(replay.headers["idempotent-replayed"] == "true")
+            #expect(replay.json["entry"] as? String == first.json["entry"] as? String)
+            #expect(try await api.call("GET", "/v1/jobs/\(id)", token: send).json["state"] as? String == "queued")
+        }
+        let client = w.redis.client(name: "xlen")
+        var expected = [Int64](repeating: 0, count: 3)
+        for id in ids { expected[store.streamShard(of: JobID(id))] += 1 }
+        let lengths = try store.jobStreams.map { try client.checked(["XLEN", $0]).integer ?? -1 }
+        #expect(lengths == expected)
+        #expect(expected.filter { $0 > 0 }.count > 1)
+        #expect(try client.checked(["EXISTS", "volley:jobs"]).integer == 0)
+
+        let worker = try WorkerProcess(
+            config: try w.writeConfig(worker: ["blockMs": "100", "streamShards": "3"]), consumer: "api-sh",
+            logDirectory: w.dir)
+        defer { if worker.isRunning { worker.kill9() } }
+        for id in ids {
+            var state = ""
+            let until = Date().addingTimeInterval(60)
+            while Date() < until, state != "done" {
+                state = try await api.call("GET", "/v1/jobs/\(id)", token: send).json["state"] as? String ?? ""
+                if state != "done" { try await Task.sleep(for: .milliseconds(50)) }
+            }
+            #expect(state == "done", "\(id): \(worker.log.suffix(1500))")
+        }
+        #expect(w.mock.stats().acceptedAPNs == ids.count)
+        await api.stop()
+    }
+}
