@@ -436,11 +436,14 @@ final class NSLockBox<T>: @unchecked Sendable {
         store.streamShards = 3
         let ids = ["sh-1", "sh-2", "sh-3", "sh-4", "sh-5", "sh-6"]
         for id in ids {
-            let token = "beef" + String(repeating: "2", count: 56) + String(format: "%04d", ids.firstIndex(of: id) ?? 0)
-            let job = #"{"app":"app1","devices":[{"platform":"ios","token":"\#(token)"}],"notification":{"title":"Hi"}}"#
-            let first = try await api.call("POST", "/v1/jobs", token: send, json: job, headers: ["Idempotency-Key": id])
+            let n = ids.firstIndex(of: id) ?? 0
+            let token = "beef" + String(repeating: "2", count: 56) + String(format: "%04d", n)
+            let job =
+                #"{"app":"app1","devices":[{"platform":"ios","token":"\#(token)"}],"notification":{"title":"Hi"}}"#
+            let key = ["Idempotency-Key": id]
+            let first = try await api.call("POST", "/v1/jobs", token: send, json: job, headers: key)
             #expect(first.status == 202, "\(first.text)")
-            let replay = try await api.call("POST", "/v1/jobs", token: send, json: job, headers: ["Idempotency-Key": id])
+            let replay = try await api.call("POST", "/v1/jobs", token: send, json: job, headers: key)
             #expect(replay.headers["idempotent-replayed"] == "true")
             #expect(replay.json["entry"] as? String == first.json["entry"] as? String)
             #expect(try await api.call("GET", "/v1/jobs/\(id)", token: send).json["state"] as? String == "queued")
