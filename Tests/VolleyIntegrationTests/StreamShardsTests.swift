@@ -158,6 +158,47 @@ import VolleyTestSupport
         #expect(Set(status.consumers.map(\.name)) == ["w0", "w1"])
     }
 
+    /// The reader's session: a busy shard does not starve the others, each entry is acknowledged, reclaimed and
+    /// kept alive on its own shard, and a shard whose group vanished gets it back.
+    @Test func eachShardIsReadInTurnAndEntriesStayOnTheirShard() throws {
+        let h = try EngineHarness(streamShards: 3)
+        defer { h.redis.stop() }
+        let backend = RedisPipelineBackend(endpoint: h.redis.endpoint, store: h.store, consumer: "a")
+        let a = backend.makeRedisSession(name: "a")
+        try a.ensureGroup()
+        for i in 0..<10 { try h.producer.enqueueRaw(fields: ["job": "busy-\(i)"], shard: 0) }
+        let quiet = try h.producer.enqueueRaw(fields: ["job": "quiet"], shard: 2)
+        // One free slot per read: the quiet shard's entry comes within one round of the shards.
+        var read: [JobEntry] = []
+        for _ in 0..<3 { read += try a.readNew(count: 1, blockMillis: 0) }
+        #expect(read.count == 3)
+        let found = try #require(read.first { $0.fields["job"] == "quiet" })
+        #expect(found.entryID == quiet && found.entryID.shard == 2)
+        #expect(read.filter { $0.entryID.shard == 0 }.count == 2)
+        try a.keepAlive(read.map(\.entryID))
+
+        // Another consumer reclaims an idle entry with its shard; the ack lands on that shard's stream.
+        let b = RedisPipelineBackend(endpoint: h.redis.endpoint, store: h.store, consumer: "b").makeRedisSession(
+            name: "b")
+        let claimed = try b.claimIdle(minIdleMillis: 0, count: 10)
+        #expect(Set(claimed.map(\.entryID)) == Set(read.map(\.entryID)))
+        #expect(claimed.allSatisfy { $0.deliveryCount == 2 })
+        for e in claimed { try b.ack(e.entryID) }
+        #expect(try h.producer.pendingCount() == 0)
+
+        // A shard whose stream was deleted: the next read recreates its group and goes on.
+        _ = try h.admin.client.checked(["DEL", h.store.jobStream(shard: 1)])
+        let late = try h.producer.enqueueRaw(fields: ["job": "late"], shard: 1)
+        var rest: [JobEntry] = []
+        for _ in 0..<6 { rest += try a.readNew(count: 10, blockMillis: 0) }
+        // The 8 busy entries left, and the one added before the group was recreated (groups start at `0`).
+        #expect(rest.count == 9)
+        #expect(rest.filter { $0.entryID.shard == 0 }.count == 8)
+        #expect(rest.contains { $0.entryID == late && $0.entryID.shard == 1 })
+        let groups = try h.admin.client.checked(["XINFO", "GROUPS", h.store.jobStream(shard: 1)])
+        #expect(groups.array?.count == 1)
+    }
+
     @Test func aCampaignRunsOverThreeStreamShardsOfACluster() throws {
         let cluster = try RedisClusterFixture()
         defer { cluster.stop() }
