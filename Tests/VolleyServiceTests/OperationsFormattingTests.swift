@@ -63,6 +63,21 @@ struct OperationsFormattingTests {
         #expect(quotas.first?["fraction"] as? Double == 0.9)
         #expect((object["stream"] as? [String: Any])?["lag"] as? Int == 3)
     }
+
+    @Test func statusOfJobStreamShardsListsEachShardAndOneStreamListsNone() throws {
+        #expect(FleetStatusCommand.json(Self.status()).contains("\"shards\"") == false)
+        var s = Self.status()
+        s.shards = [
+            .init(name: "volley:jobs:{jobs0}", group: "volley", length: 5, lag: 1, pending: 2),
+            .init(name: "volley:jobs:{jobs1}", group: "volley", length: 7, lag: nil, pending: 0),
+        ]
+        let lines = FleetStatusCommand.text(s)
+        #expect(lines.contains("  volley:jobs:{jobs0}  length 5  lag 1  pending 2"))
+        #expect(lines.contains("  volley:jobs:{jobs1}  length 7  lag ?  pending 0"))
+        let object = try #require(
+            try JSONSerialization.jsonObject(with: Data(FleetStatusCommand.json(s).utf8)) as? [String: Any])
+        #expect((object["shards"] as? [[String: Any]])?.compactMap { $0["length"] as? Int } == [5, 7])
+    }
 }
 
 struct JSONLogLineTests {

@@ -48,6 +48,28 @@ import VolleyRedis
         #expect(s.reportStream(for: "123456789") == "volley:reports:{jobs\(0x31C3 % 5)}")
     }
 
+    @Test func statusAddsTheShardsUp() {
+        let total = RedisFleetStatus.total(
+            [
+                .init(
+                    name: "a", group: "g", length: 3, lag: 1, pending: 2, oldestPendingAgeSeconds: 5,
+                    oldestPendingConsumer: "w1"),
+                .init(name: "b", group: "g", length: 4, lag: 2, pending: 0),
+                .init(
+                    name: "c", group: "g", length: 5, lag: 0, pending: 1, oldestPendingAgeSeconds: 9,
+                    oldestPendingConsumer: "w2"),
+            ], name: "volley:jobs", group: "g")
+        #expect(total.name == "volley:jobs" && total.length == 12 && total.lag == 3 && total.pending == 3)
+        #expect(total.oldestPendingAgeSeconds == 9 && total.oldestPendingConsumer == "w2")
+        // One shard whose lag Redis cannot tell makes the total unknown, not too small.
+        let unknown = RedisFleetStatus.total(
+            [
+                .init(name: "a", group: "g", length: 1, lag: nil, pending: 0),
+                .init(name: "b", group: "g", length: 1, lag: 4, pending: 0),
+            ], name: "s", group: "g")
+        #expect(unknown.lag == nil && unknown.oldestPendingAgeSeconds == nil)
+    }
+
     @Test(arguments: 2...16) func jobIDsSpreadEvenlyOverTheShards(shards: Int) {
         let s = Self.store(shards)
         var counts = [Int](repeating: 0, count: shards)
