@@ -199,6 +199,39 @@ import VolleyTestSupport
         #expect(groups.array?.count == 1)
     }
 
+    /// `volley send --wait` follows every report stream shard: a position from `lastReportID` skips older reports,
+    /// and each new report arrives once whatever shard its job id maps to.
+    @Test func followingReportsSeesEveryShardOnce() throws {
+        let h = try EngineHarness(streamShards: 3)
+        defer { h.redis.stop() }
+        let ios = FakePushSender(platform: .ios, latency: 0.001)
+        let worker = h.worker(["app1": [.ios: ios]])
+        try worker.start()
+        defer { worker.drain(deadline: 1) }
+        func send(_ id: String) throws {
+            try h.producer.enqueue(
+                PushJob(
+                    id: JobID(id), org: "org1", app: "app1", devices: explicitDevices(1, prefix: id),
+                    notification: VolleyCore.Notification(title: "t")))
+        }
+        try send("before")
+        #expect(eventually { (try? h.report(for: "before")) != nil })
+        var position = try h.producer.lastReportID()
+        #expect(position.split(separator: ",").count == 3)
+        let ids = (0..<9).map { "after-\($0)" }
+        #expect(Set(ids.map { h.store.streamShard(of: JobID($0)) }).count > 1)
+        for id in ids { try send(id) }
+        var seen: [String] = []
+        let until = Date().addingTimeInterval(30)
+        while seen.count < ids.count, Date() < until {
+            let (reports, last) = try h.producer.reports(after: position, blockMillis: 200)
+            position = last
+            seen += reports.map(\.job.rawValue)
+        }
+        #expect(seen.sorted() == ids.sorted())
+        #expect(try h.producer.reports(after: position, blockMillis: 100).reports.isEmpty)
+    }
+
     @Test func aCampaignRunsOverThreeStreamShardsOfACluster() throws {
         let cluster = try RedisClusterFixture()
         defer { cluster.stop() }
