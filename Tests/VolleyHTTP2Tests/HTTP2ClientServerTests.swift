@@ -135,22 +135,26 @@ struct HTTP2ClientServerTests {
     @Test func honoursALimitLoweredMidBurst() async throws {
         let pki = try TestPKI.get()
         struct Phase {
-            var loweredAt: UInt64?
+            /// SETTINGS ACKs the server had received when it lowered the limit.
+            var acksBeforeLowering: Int?
             var latePeak = 0
             var lateRequests = 0
         }
         let phase = Mutex(Phase())
-        let h = RecordingHandler(delayMs: 5) { _, conn, _, n in
-            let now = DispatchTime.now().uptimeNanoseconds
+        let h = RecordingHandler(delayMs: 5) { request, conn, _, n in
+            let st = conn.statistics
             if n == 200 {
+                phase.withLock { $0.acksBeforeLowering = st.settingsAcksReceived }
                 conn.setMaxConcurrentStreams(3)
-                phase.withLock { $0.loweredAt = now }
             }
-            let cur = conn.statistics.currentStreams
             phase.withLock { p in
-                // 300 ms after the SETTINGS frame, the client has applied it and the old streams are gone.
-                if let t = p.loweredAt, now > t + 300_000_000 {
-                    p.latePeak = max(p.latePeak, cur)
+                // A stream the client opened after acknowledging the lowered limit: the client counts every
+                // stream it still has open (the server closes its side first), so the server sees at most 3.
+                // Whatever the load, no fixed window: the ACK says when the client applied the setting.
+                if let acks = p.acksBeforeLowering, st.settingsAcksReceived > acks,
+                    request.streamID > st.lastStreamIDAtSettingsAck
+                {
+                    p.latePeak = max(p.latePeak, st.currentStreams)
                     p.lateRequests += 1
                 }
             }
@@ -337,11 +341,10 @@ struct HTTP2ClientServerTests {
         let first = await send(pool, request(1, port: s.port))
         #expect((try? first.get().status) == 200)
         // Idle pings every 0.1 s: wait until two went out and came back, never by a fixed sleep.
-        #expect(eventually(timeout: 10) { pool.statistics.pingsSent >= 2 })
-        #expect(
-            eventually(timeout: 10) {
-                s.server.openConnections.first.map { $0.statistics.pingsReceived >= 2 } == true
-            })
+        try await waitUntil("two idle pings sent", timeout: .seconds(10)) { pool.statistics.pingsSent >= 2 }
+        try await waitUntil("two idle pings received by the server", timeout: .seconds(10)) {
+            s.server.openConnections.first.map { $0.statistics.pingsReceived >= 2 } == true
+        }
         #expect(h.seen.withLock { $0.closed } == 0)
         let second = await send(pool, request(2, port: s.port))
         #expect((try? second.get().status) == 200)
