@@ -183,11 +183,11 @@ let package = Package(
                 .product(name: "Logging", package: "swift-log"),
             ]),
         .testTarget(name: "VolleyHTTP2ServerTests", dependencies: ["VolleyHTTP2", "VolleyHTTP2Server"]),
-        .testTarget(name: "VolleyRedisTests", dependencies: ["VolleyRedis", "VolleyTestSupport"]),
+        .testTarget(name: "VolleyRedisTests", dependencies: ["VolleyRedis", "VolleyTestSupport", "VolleyTestDoubles"]),
         .testTarget(
             name: "VolleyStoreTests",
             dependencies: [
-                "VolleyStore", "VolleyRedis", "VolleyCore", "VolleyTestSupport",
+                "VolleyStore", "VolleyRedis", "VolleyCore", "VolleyTestSupport", "VolleyTestDoubles",
                 .product(name: "Logging", package: "swift-log"),
             ]),
         .testTarget(

@@ -9,6 +9,7 @@ import Foundation
 import Histogram
 import Logging
 import Synchronization
+import VolleyCore
 import VolleyHTTP2
 
 public struct TransportBenchOptions: Sendable {
@@ -230,7 +231,7 @@ public enum TransportBench {
         var json = #"{"aps":{"alert":{"title":"Volley","body":"#
         let pad = max(0, bodyBytes - json.utf8.count - 5)
         json += "\"" + String(repeating: "x", count: pad) + "\"}}}"
-        let token = (0..<32).map { String(format: "%02x", ($0 * 37 + 11) & 0xff) }.joined()
+        let token = (0..<32).map { UInt8(($0 * 37 + 11) & 0xff) }.lowercaseHex
         return Workload(authority: "\(ep.host):\(ep.port)", headers: headers, body: Array(json.utf8), token: token)
     }
 

@@ -260,6 +260,10 @@ public struct HTTP2ServerConnectionStatistics: Sendable {
     public var lastStreamID: Int32 = 0
     public var pingsReceived: Int = 0
     public var goAwaysSent: Int = 0
+    /// SETTINGS frames the client acknowledged, and the highest stream id it had opened when the last ACK arrived:
+    /// streams above that id were opened under the settings it acknowledged.
+    public var settingsAcksReceived: Int = 0
+    public var lastStreamIDAtSettingsAck: Int32 = 0
 }
 
 private let connectionQueueKey = DispatchSpecificKey<UInt64>()
@@ -445,6 +449,13 @@ public final class HTTP2ServerConnection: HTTP2Channel, HTTP2SessionDelegate, @u
             }
         case .ping:
             if !frame.isAck { stats.withLock { $0.pingsReceived += 1 } }
+        case .settings:
+            if frame.isAck {
+                stats.withLock { s in
+                    s.settingsAcksReceived += 1
+                    s.lastStreamIDAtSettingsAck = s.lastStreamID
+                }
+            }
         default: break
         }
     }

@@ -207,6 +207,12 @@ public final class RedisClient: @unchecked Sendable {
                 let c = try RedisConnection(
                     endpoint: endpoint, connectTimeout: options.connectTimeout,
                     commandTimeout: options.commandTimeout)
+                // A server restarting from its append-only file answers LOADING to every command until its data
+                // set is in memory: not available yet, like a refused connection, so wait for it here rather than
+                // fail the caller's command (a job would be left for redelivery and resent).
+                if let e = try c.command(["PING"]).errorMessage, e.hasPrefix("LOADING") {
+                    throw RedisError(.connection, "\(endpoint) is loading its data set")
+                }
                 if attempt > 0 {
                     logger.info("redis reconnected", metadata: ["conn": "\(name)", "attempts": "\(attempt)"])
                 }

@@ -22,8 +22,3 @@ import VolleyRedis
         }
     }
 }
-
-@Test func hexIsLowerCaseTwoDigitsPerByte() {
-    #expect(([0x00, 0x0F, 0xA5, 0xFF] as [UInt8]).lowercaseHex == "000fa5ff")
-    #expect(([] as [UInt8]).lowercaseHex == "")
-}

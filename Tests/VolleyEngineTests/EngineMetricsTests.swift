@@ -35,7 +35,7 @@ import VolleyTestDoubles
         #expect(try m.expectGauge("volley_draining").lastValue == 0)
     }
 
-    @Test func countersAfterAJobMatchItsReport() throws {
+    @Test func countersAfterAJobMatchItsReport() async throws {
         let backend = InMemoryBackend()
         let devices = (0..<30).map {
             Device(platform: $0 % 3 == 0 ? .android : .ios, token: DeviceToken("tok-\($0)"), user: "user0")
@@ -70,7 +70,7 @@ import VolleyTestDoubles
             PushJob(
                 id: "j1", org: "org1", app: "app1", recipients: ["user0", "nobody"],
                 notification: VolleyCore.Notification(title: "t")))
-        #expect(eventually { backend.allReports.count == 1 })
+        try await waitUntil("the job's report") { backend.allReports.count == 1 }
         let r = try #require(backend.allReports.first)
         #expect(r.accepted > 0 && r.rejected > 0 && r.failed > 0)
 
@@ -106,7 +106,7 @@ import VolleyTestDoubles
         #expect(try m.expectTimer("volley_job_queue_wait_seconds").values.count == 1)
     }
 
-    @Test func aDeadLetterIsCountedByReason() throws {
+    @Test func aDeadLetterIsCountedByReason() async throws {
         let backend = InMemoryBackend()
         let m = TestMetrics()
         let w = PipelineWorker(
@@ -116,10 +116,9 @@ import VolleyTestDoubles
         defer { w.drain(deadline: 1) }
         _ = try backend.enqueue(
             PushJob(id: "j1", org: "org1", app: "nope", recipients: ["u"], notification: .init(title: "t")))
-        #expect(
-            eventually {
-                (try? m.expectCounter("volley_dead_letters_total", [("reason", "unknown-app")]).totalValue) == 1
-            })
+        try await waitUntil("the unknown-app dead letter counted") {
+            (try? m.expectCounter("volley_dead_letters_total", [("reason", "unknown-app")]).totalValue) == 1
+        }
         #expect(try m.expectCounter("volley_jobs_total", [("result", "dead_lettered")]).totalValue == 1)
         w.drain(deadline: 1)
         #expect(try m.expectGauge("volley_draining").lastValue == 1)

@@ -29,7 +29,7 @@ final class CapturedLog: @unchecked Sendable {
 }
 
 @Suite struct JobLogTests {
-    @Test func jobLinesCarryJobEntryOrgAppAndFailuresAreCountedPerReason() throws {
+    @Test func jobLinesCarryJobEntryOrgAppAndFailuresAreCountedPerReason() async throws {
         let backend = InMemoryBackend()
         let devices = (0..<6).map { Device(platform: .ios, token: DeviceToken("tok-\($0)"), user: "user0") }
         backend.register(org: "org1", app: "app1", user: "user0", devices)
@@ -52,8 +52,8 @@ final class CapturedLog: @unchecked Sendable {
             PushJob(
                 id: "j-log", org: "org1", app: "app1", recipients: ["user0"],
                 notification: VolleyCore.Notification(title: "t")))
-        #expect(eventually { backend.ackedEntries == [entry] })
-        #expect(eventually { log.lines.contains { $0.message == "job done" } })
+        try await waitUntil("the job's entry acknowledged") { backend.ackedEntries == [entry] }
+        try await waitUntil("the job done line") { log.lines.contains { $0.message == "job done" } }
         let aboutJob = log.lines.filter { $0.metadata["job"] != nil }
         // One summary line, not a line per failed device.
         #expect(aboutJob.map(\.message) == ["job done"])
@@ -67,7 +67,7 @@ final class CapturedLog: @unchecked Sendable {
         #expect(done["accepted"]?.description == "3")
     }
 
-    @Test func aDeadLetteredJobsLineNamesItsOrgAndApp() throws {
+    @Test func aDeadLetteredJobsLineNamesItsOrgAndApp() async throws {
         let backend = InMemoryBackend()
         let log = CapturedLog()
         let w = PipelineWorker(
@@ -79,7 +79,7 @@ final class CapturedLog: @unchecked Sendable {
             PushJob(
                 id: "j-app", org: "org9", app: "missing", recipients: ["u"],
                 notification: VolleyCore.Notification(title: "t")))
-        #expect(eventually { log.lines.contains { $0.message == "job dead-lettered" } })
+        try await waitUntil("the job dead-lettered line") { log.lines.contains { $0.message == "job dead-lettered" } }
         let line = try #require(log.lines.first { $0.message == "job dead-lettered" }?.metadata)
         #expect(line["org"]?.description == "org9")
         #expect(line["app"]?.description == "missing")

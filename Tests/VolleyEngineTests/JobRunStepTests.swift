@@ -27,14 +27,14 @@ import VolleyTestDoubles
             notification: VolleyCore.Notification(title: "t", body: "b"))
     }
 
-    @Test func firstDeliverySendsEveryDevicePublishesThenAcknowledges() throws {
+    @Test func firstDeliverySendsEveryDevicePublishesThenAcknowledges() async throws {
         backend.register(org: "org1", app: "app1", user: "user0", devices(3))
         let ios = FakePushSender(platform: .ios)
         let w = worker([.ios: ios])
         try w.start()
         defer { w.drain(deadline: 1) }
         let entry = try backend.enqueue(job("j1"))
-        #expect(eventually { backend.ackedEntries == [entry] })
+        try await waitUntil("the job's entry acknowledged") { backend.ackedEntries == [entry] }
         let report = try #require(backend.allReports.first)
         #expect(report.accepted == 3 && report.devices == 3 && report.deliveries == 1)
         #expect(ios.total == 3)
@@ -43,7 +43,7 @@ import VolleyTestDoubles
         #expect(backend.lookups == 0)
     }
 
-    @Test func redeliverySendsOnlyWhatIsNotRecorded() throws {
+    @Test func redeliverySendsOnlyWhatIsNotRecorded() async throws {
         let all = devices(3)
         backend.register(org: "org1", app: "app1", user: "user0", all)
         backend.seedLedger(
@@ -56,14 +56,14 @@ import VolleyTestDoubles
         try w.start()
         defer { w.drain(deadline: 1) }
         try backend.enqueue(job("j2"))
-        #expect(eventually { !backend.allReports.isEmpty })
+        try await waitUntil("the job's report") { !backend.allReports.isEmpty }
         let report = try #require(backend.allReports.first)
         #expect(Set(ios.perToken.keys) == [all[2].token.rawValue])
         #expect(report.alreadyRecorded == 2 && report.accepted == 2 && report.rejected == 1)
         #expect(backend.lookups > 0)
     }
 
-    @Test func reportedBeforeTheAckIsAcknowledgedWithoutSending() throws {
+    @Test func reportedBeforeTheAckIsAcknowledgedWithoutSending() async throws {
         backend.register(org: "org1", app: "app1", user: "user0", devices(3))
         var earlier = JobReport(job: "j3", entry: nil, org: "org1", app: "app1", startedAt: Date())
         earlier.accepted = 3
@@ -73,13 +73,13 @@ import VolleyTestDoubles
         try w.start()
         defer { w.drain(deadline: 1) }
         let entry = try backend.enqueue(job("j3"))
-        #expect(eventually { backend.ackedEntries == [entry] })
+        try await waitUntil("the job's entry acknowledged") { backend.ackedEntries == [entry] }
         #expect(ios.total == 0)
         #expect(backend.allReports.isEmpty)
         #expect(w.stats.jobsCompleted == 1)
     }
 
-    @Test func badEntryIsDeadLetteredAndTheNextJobCompletes() throws {
+    @Test func badEntryIsDeadLetteredAndTheNextJobCompletes() async throws {
         backend.register(org: "org1", app: "app1", user: "user0", devices(2))
         let ios = FakePushSender(platform: .ios)
         let w = worker([.ios: ios])
@@ -90,14 +90,14 @@ import VolleyTestDoubles
                 + #""notification": {"title": "t"}, "sendAt": "tomorrow"}"#
         ])
         let good = try backend.enqueue(job("j4"))
-        #expect(eventually { backend.ackedEntries.count == 2 })
+        try await waitUntil("both entries acknowledged") { backend.ackedEntries.count == 2 }
         let dead = try #require(backend.deadLettered.first)
         #expect(dead.entry.entryID == bad && dead.reason == .invalidJob && dead.detail.contains("'sendAt'"))
         #expect(backend.ackedEntries.contains(good) && backend.allReports.map(\.job) == ["j4"])
         #expect(w.stats.jobsDeadLettered == 1 && w.stats.jobsCompleted == 1)
     }
 
-    @Test func drainLeavesAnUnfinishedJobPendingWithItsOutcomesRecorded() throws {
+    @Test func drainLeavesAnUnfinishedJobPendingWithItsOutcomesRecorded() async throws {
         let all = devices(10)
         backend.register(org: "org1", app: "app1", user: "user0", all)
         // The first four answer; the provider never answers the rest.
@@ -107,7 +107,7 @@ import VolleyTestDoubles
         try w.start()
         let entry = try backend.enqueue(job("j5"))
         // Outcomes are recorded in batches of 10: these four wait in the lane's mailbox until the drain.
-        #expect(eventually { sender.sent == 10 && sender.answeredCount == 4 })
+        try await waitUntil("10 sends, 4 answered") { sender.sent == 10 && sender.answeredCount == 4 }
         w.drain()
         #expect(backend.pendingCount == 1 && !backend.ackedEntries.contains(entry))
         #expect(backend.allReports.isEmpty)

@@ -30,8 +30,8 @@ final class RunningAPI: @unchecked Sendable {
         let listening = NSLockBox<Int?>(nil)
         let app = server.application(onListening: { port in listening.set(port) })
         task = Task { try await app.runService() }
-        // A generous bound: in a parallel run the server's start waits for threads that other tests' polling holds.
-        #expect(await eventuallyAsync(timeout: 120) { listening.get() != nil }, "the API never listened")
+        // A generous bound: in a parallel run on a loaded machine the server's start waits for CPU.
+        try await waitUntil("the API to listen", timeout: .seconds(120)) { listening.get() != nil }
         port = listening.get() ?? 0
         base = "http://127.0.0.1:\(port)"
     }
@@ -69,17 +69,6 @@ final class RunningAPI: @unchecked Sendable {
         for (k, v) in http.allHeaderFields { h["\(k)".lowercased()] = "\(v)" }
         return Answer(status: http.statusCode, body: data, headers: h)
     }
-}
-
-/// `eventually` for async tests: polls every 20 ms without holding a thread of the cooperative pool (the server
-/// under test runs on that pool too).
-func eventuallyAsync(timeout: Double = 20, _ condition: () async throws -> Bool) async rethrows -> Bool {
-    let until = Date().addingTimeInterval(timeout)
-    while Date() < until {
-        if try await condition() { return true }
-        try? await Task.sleep(for: .milliseconds(20))
-    }
-    return try await condition()
 }
 
 final class NSLockBox<T>: @unchecked Sendable {

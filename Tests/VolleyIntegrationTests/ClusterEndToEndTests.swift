@@ -12,7 +12,7 @@ import VolleyTestSupport
 /// A campaign through a real worker and the real mock, with every Redis command routed on a real Redis Cluster
 /// (3 primaries, 3 replicas).
 @Suite(.serialized) struct ClusterEndToEndTests {
-    @Test func campaignsOfTwoOrgsRunOnACluster() throws {
+    @Test func campaignsOfTwoOrgsRunOnACluster() async throws {
         let cluster = try RedisClusterFixture()
         defer { cluster.stop() }
         let mock = try MockServerFixture(
@@ -75,7 +75,7 @@ import VolleyTestSupport
                     notification: VolleyCore.Notification(title: "Hello", body: "Cluster")))
         }
         func reports() -> [JobReport] { (try? producer.allReports()) ?? [] }
-        #expect(eventually(timeout: 60) { reports().count >= 2 })
+        try await waitUntil("the reports of both orgs' jobs", timeout: .seconds(60)) { reports().count >= 2 }
         let all = reports()
         #expect(all.count == 2) // one report per job
         for org in orgs {
@@ -97,7 +97,7 @@ import VolleyTestSupport
 /// The cluster changes under a running campaign: a primary dies and its replica is promoted, or the org's slot moves
 /// to another primary; the worker carries on.
 @Suite(.serialized) struct ClusterFailoverTests {
-    @Test func aPrimaryKilledMidCampaignLosesNoDevice() throws {
+    @Test func aPrimaryKilledMidCampaignLosesNoDevice() async throws {
         let cluster = try RedisClusterFixture()
         defer { cluster.stop() }
         let store = StoreConfiguration()
@@ -118,11 +118,16 @@ import VolleyTestSupport
             PushJob(
                 id: "failover", org: "org1", app: "app1", devices: devices,
                 notification: VolleyCore.Notification(title: "t")))
-        #expect(eventually { ios.total + android.total > 1_000 })
         // The primary holding the org's registry and ledger crashes.
         let victim = try cluster.primaryPort(of: RedisClusterSlot(key: "org1"))
-        cluster.kill(port: victim)
-        #expect(eventually(timeout: 90) { (try? producer.allReports().first { $0.job == "failover" }) != nil })
+        try await actWhen("1,000 sends") {
+            ios.total + android.total > 1_000
+        } then: {
+            cluster.kill(port: victim)
+        }
+        try await waitUntil("the report of failover", timeout: .seconds(90)) {
+            (try? producer.allReports().first { $0.job == "failover" }) != nil
+        }
         let report = try #require(try producer.allReports().first { $0.job == "failover" })
         #expect(report.devices == 6_000)
         #expect(report.accepted == 6_000)
@@ -133,10 +138,10 @@ import VolleyTestSupport
         #expect(sent.count == 6_000)
         let resent = sent.values.reduce(0) { $0 + $1 - 1 }
         #expect(resent <= config.inFlight + config.recordBatch)
-        #expect(eventually(timeout: 30) { (try? producer.pendingCount()) == 0 })
+        try await waitUntil("no pending stream entries", timeout: .seconds(30)) { (try? producer.pendingCount()) == 0 }
     }
 
-    @Test func aSlotReshardedMidCampaignLosesNoDevice() throws {
+    @Test func aSlotReshardedMidCampaignLosesNoDevice() async throws {
         let cluster = try RedisClusterFixture()
         defer { cluster.stop() }
         let store = StoreConfiguration()
@@ -156,16 +161,24 @@ import VolleyTestSupport
             PushJob(
                 id: "reshard", org: "org1", app: "app1", devices: explicitDevices(6_000),
                 notification: VolleyCore.Notification(title: "t")))
-        #expect(eventually { ios.total + android.total > 1_000 })
         // The org's slot moves to another primary while the job writes its ledger there (ASK during the move,
         // MOVED after it).
         let slot = RedisClusterSlot(key: "org1")
         let source = try cluster.primaryPort(of: slot)
         let target = try #require(try cluster.primaryPorts().first { $0 != source })
-        _ = try cluster.beginMigration(slot, to: target)
-        #expect(eventually { ios.total + android.total > 2_500 })
-        try cluster.finishMigration(slot, from: source, to: target)
-        #expect(eventually(timeout: 60) { (try? producer.allReports().first { $0.job == "reshard" }) != nil })
+        try await actWhen("1,000 sends") {
+            ios.total + android.total > 1_000
+        } then: {
+            _ = try cluster.beginMigration(slot, to: target)
+        }
+        try await actWhen("2,500 sends") {
+            ios.total + android.total > 2_500
+        } then: {
+            try cluster.finishMigration(slot, from: source, to: target)
+        }
+        try await waitUntil("the report of reshard", timeout: .seconds(60)) {
+            (try? producer.allReports().first { $0.job == "reshard" }) != nil
+        }
         let report = try #require(try producer.allReports().first { $0.job == "reshard" })
         #expect(report.devices == 6_000)
         #expect(report.accepted == 6_000)
@@ -174,6 +187,6 @@ import VolleyTestSupport
         sent.merge(android.perToken) { $0 + $1 }
         #expect(sent.count == 6_000)
         #expect(sent.values.allSatisfy { $0 == 1 }) // no crash: nothing is sent twice
-        #expect(eventually(timeout: 30) { (try? producer.pendingCount()) == 0 })
+        try await waitUntil("no pending stream entries", timeout: .seconds(30)) { (try? producer.pendingCount()) == 0 }
     }
 }

@@ -40,8 +40,9 @@ import VolleyTestSupport
         let worker = try WorkerProcess(
             config: try w.writeConfig(worker: ["blockMs": "100"]), consumer: "connect-w", logDirectory: w.dir)
         defer { if worker.isRunning { worker.kill9() } }
-        #expect(
-            await eventuallyAsync(timeout: 60) { w.mock.stats().acceptedAPNs >= 2 }, "\(worker.log.suffix(1500))")
+        try await waitUntil("2 APNs sends accepted: \(worker.log.suffix(1500))", timeout: .seconds(60)) {
+            w.mock.stats().acceptedAPNs >= 2
+        }
 
         // The app's user lists the custom notification, reads it, and the status counts change.
         var listed: [[String: Any]] = []

@@ -31,7 +31,7 @@ import VolleyTestSupport
         return (r.status, r.body.isEmpty ? nil : try JSONSerialization.jsonObject(with: r.body))
     }
 
-    @Test func actionAndPushReachDevicesAndTheUsersInboxes() throws {
+    @Test func actionAndPushReachDevicesAndTheUsersInboxes() async throws {
         let h = try EngineHarness()
         defer { h.redis.stop() }
         // user0 and user2 on iOS, user1 and user3 on Android.
@@ -92,7 +92,9 @@ import VolleyTestSupport
             caller: backend)
         #expect(push.status == 202 && (push.json as? [String: Any])?["id"] as? String == "job-3")
 
-        #expect(eventually { ["job-1", "job-2", "job-3"].allSatisfy { (try? h.report(for: $0)) != nil } })
+        try await waitUntil("the reports of job-1, job-2 and job-3") {
+            ["job-1", "job-2", "job-3"].allSatisfy { (try? h.report(for: $0)) != nil }
+        }
         let deal = try #require(try h.report(for: "job-1"))
         #expect(deal.users == 4 && deal.accepted == 4 && deal.inAppStored == 4)
         let quiet = try #require(try h.report(for: "job-2"))

@@ -16,7 +16,7 @@ import VolleyTestSupport
         ((u * 3 + d) % 10 == 0 ? "dead" : "beef") + String(format: "%08x%02x", u, d) + String(repeating: "0", count: 54)
     }
 
-    @Test func debugJobRecordsEventsWithTheProvidersAnswerAndStatusSeesTheFleet() throws {
+    @Test func debugJobRecordsEventsWithTheProvidersAnswerAndStatusSeesTheFleet() async throws {
         let w = try MockWorld(
             mockConfig: #"{"apns": {"unregisteredPrefixes": ["dead"]}, "fcm": {"unregisteredPrefixes": ["dead"]}}"#)
         defer { w.stop() }
@@ -42,8 +42,8 @@ import VolleyTestSupport
         wrongApp.id = "dbg-noapp"
         wrongApp.app = "nope"
         try w.h.producer.enqueue(wrongApp)
-        #expect(eventually(timeout: 30) { (try? w.h.report(for: "plain-1")) != nil })
-        #expect(eventually(timeout: 30) { (try? w.h.report(for: "dbg-1")) != nil })
+        try await waitUntil("the report of plain-1", timeout: .seconds(30)) { (try? w.h.report(for: "plain-1")) != nil }
+        try await waitUntil("the report of dbg-1", timeout: .seconds(30)) { (try? w.h.report(for: "dbg-1")) != nil }
         let report = try #require(try w.h.report(for: "dbg-1"))
         // `send --wait`'s progress counters: every resolved device is done once the report is out.
         let progress = try w.h.producer.progress(org: "org1", job: "dbg-1")
@@ -72,7 +72,9 @@ import VolleyTestSupport
         #expect(ttl > 0 && abs(ttl - ledgerTTL) <= 5)
 
         // An unknown app is dead-lettered with a PUSH_NOTIFICATION_INVALID_APP event.
-        #expect(eventually(timeout: 30) { ((try? reader.events(org: "org1", job: "dbg-noapp")) ?? []).count == 1 })
+        try await waitUntil("one debug event of dbg-noapp", timeout: .seconds(30)) {
+            ((try? reader.events(org: "org1", job: "dbg-noapp")) ?? []).count == 1
+        }
         let invalid = try reader.events(org: "org1", job: "dbg-noapp")
         #expect(invalid.first?.event == .invalidApp)
         #expect(invalid.first?.answer.contains("nope") == true)
@@ -106,7 +108,7 @@ import VolleyTestSupport
         #expect(lines.contains { $0.contains("dbg") })
     }
 
-    @Test func debugEventsAreCappedPerJob() throws {
+    @Test func debugEventsAreCappedPerJob() async throws {
         let w = try MockWorld()
         defer { w.stop() }
         let apps = try w.apps()
@@ -126,7 +128,7 @@ import VolleyTestSupport
             notification: VolleyCore.Notification(title: "Hello"))
         job.debug = true
         try w.h.producer.enqueue(job)
-        #expect(eventually(timeout: 60) { (try? w.h.report(for: "cap-1")) != nil })
+        try await waitUntil("the report of cap-1", timeout: .seconds(60)) { (try? w.h.report(for: "cap-1")) != nil }
         #expect(try w.h.report(for: "cap-1")?.devices == 1_200)
         let events = try RedisDebugEvents(client: w.redis.client(name: "events")).events(org: "org1", job: "cap-1")
         #expect(events.count == DebugEvent.maxPerJob)

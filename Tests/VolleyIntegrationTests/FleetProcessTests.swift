@@ -32,7 +32,7 @@ import VolleyTestSupport
         workers.map { String($0.log.suffix(1500)) }.joined(separator: "\n")
     }
 
-    @Test func fourWorkersSendWithOneAPNsProviderToken() throws {
+    @Test func fourWorkersSendWithOneAPNsProviderToken() async throws {
         // The mock enforces Apple's limit across connections: a second token within 20 minutes gets 429.
         let w = try MockWorld(mockConfig: #"{"apns": {"tokenUpdateLimitSeconds": 1200}, "latencyMs": 2}"#)
         defer { w.stop() }
@@ -43,8 +43,9 @@ import VolleyTestSupport
         let workers = try startWorkers(w, inFlight: 100)
         defer { for p in workers where p.isRunning { p.kill9() } }
         try enqueueCampaign(w)
-        #expect(
-            eventually(timeout: 90) { (try? w.h.report(for: "campaign")) != nil }, "no report: \(logs(workers))")
+        try await waitUntil("the report of campaign: no report: \(logs(workers))", timeout: .seconds(90)) {
+            (try? w.h.report(for: "campaign")) != nil
+        }
         let r = try #require(try w.h.report(for: "campaign"))
         let s = w.mock.stats()
         #expect(r.accepted == Self.users * devicesPerUser)
@@ -55,7 +56,7 @@ import VolleyTestSupport
         #expect(try w.h.admin.client.checked(["EXISTS", key]).integer == 1)
     }
 
-    @Test func anFCMThrottlePausesTheWholeFleet() throws {
+    @Test func anFCMThrottlePausesTheWholeFleet() async throws {
         // 20 ms per answer and 40 sends in flight per worker: about 2,000 sends/s each, so the campaign is still
         // going when the mock throttles and again when the pause ends.
         let w = try MockWorld(mockConfig: #"{"latencyMs": 20}"#)
@@ -67,11 +68,17 @@ import VolleyTestSupport
         let workers = try startWorkers(w, inFlight: 40)
         defer { for p in workers where p.isRunning { p.kill9() } }
         try enqueueCampaign(w)
-        #expect(eventually(timeout: 60) { w.mock.stats().acceptedFCM >= 4_000 }, "not sending: \(logs(workers))")
-        w.mock.server.engine.throttleFCM(sends: 1, retryAfter: 3)
-        #expect(eventually(timeout: 10) { w.mock.server.engine.fcmArrivalsAfterThrottle.throttledAtNanos != 0 })
-        #expect(
-            eventually(timeout: 90) { (try? w.h.report(for: "campaign")) != nil }, "no report: \(logs(workers))")
+        try await actWhen("4,000 FCM sends accepted: not sending: \(logs(workers))", timeout: .seconds(60)) {
+            w.mock.stats().acceptedFCM >= 4_000
+        } then: {
+            w.mock.server.engine.throttleFCM(sends: 1, retryAfter: 3)
+        }
+        try await waitUntil("an FCM send arriving after the throttle", timeout: .seconds(10)) {
+            w.mock.server.engine.fcmArrivalsAfterThrottle.throttledAtNanos != 0
+        }
+        try await waitUntil("the report of campaign: no report: \(logs(workers))", timeout: .seconds(90)) {
+            (try? w.h.report(for: "campaign")) != nil
+        }
         let r = try #require(try w.h.report(for: "campaign"))
         #expect(r.accepted == Self.users * devicesPerUser)
         #expect(w.mock.stats().count(.fcm, 429, "QUOTA_EXCEEDED") == 1)

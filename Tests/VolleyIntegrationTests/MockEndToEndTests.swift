@@ -58,7 +58,7 @@ struct MockWorld {
 }
 
 @Suite(.serialized) struct MockEndToEndTests {
-    @Test func jobFlowsToTheMockForIOSAndAndroid() throws {
+    @Test func jobFlowsToTheMockForIOSAndAndroid() async throws {
         let w = try MockWorld(
             mockConfig: #"{"apns": {"unregisteredPrefixes": ["dead"]}, "fcm": {"unregisteredPrefixes": ["dead"]}}"#)
         defer { w.stop() }
@@ -81,7 +81,7 @@ struct MockWorld {
             PushJob(
                 id: "e2e-1", org: "org1", app: "app1", recipients: users,
                 notification: VolleyCore.Notification(title: "Hello", body: "World")))
-        #expect(eventually(timeout: 30) { (try? w.h.report(for: "e2e-1")) != nil })
+        try await waitUntil("the report of e2e-1", timeout: .seconds(30)) { (try? w.h.report(for: "e2e-1")) != nil }
         let r = try #require(try w.h.report(for: "e2e-1"))
         let s = w.mock.stats()
         #expect(r.devices == 600)
@@ -108,7 +108,7 @@ struct MockWorld {
                     JobDevice(platform: .android, token: DeviceToken("live-android-1")),
                 ],
                 notification: VolleyCore.Notification(data: ["recordId": .string("001xx")], contentAvailable: true)))
-        #expect(eventually(timeout: 30) { (try? w.h.report(for: "hint")) != nil })
+        try await waitUntil("the report of hint", timeout: .seconds(30)) { (try? w.h.report(for: "hint")) != nil }
         #expect(try w.h.report(for: "hint")?.accepted == 2)
     }
 }

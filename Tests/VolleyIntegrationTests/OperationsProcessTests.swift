@@ -19,15 +19,13 @@ import VolleyTestSupport
         let process: WorkerProcess
         let port: Int
 
-        init(_ w: MockWorld, config: String, consumer: String) throws {
+        init(_ w: MockWorld, config: String, consumer: String) async throws {
             let p = try WorkerProcess(config: config, consumer: consumer, logDirectory: w.dir)
-            var found: Int?
-            _ = eventually(timeout: 60) {
-                found = Self.port(in: p.log)
-                return found != nil || !p.isRunning
+            try? await waitUntil("the operations endpoint's address in the log", timeout: .seconds(60)) {
+                Self.port(in: p.log) != nil || !p.isRunning
             }
             process = p
-            port = try #require(found, "no operations endpoint in the log: \(p.log.suffix(2000))")
+            port = try #require(Self.port(in: p.log), "no operations endpoint in the log: \(p.log.suffix(2000))")
         }
 
         static func port(in log: String) -> Int? {
@@ -37,31 +35,16 @@ import VolleyTestSupport
             return Int(log[r].split(separator: ":").last ?? "")
         }
 
-        func get(_ path: String) -> (status: Int, body: String) {
-            let box = ResultBox()
-            var request = URLRequest(url: URL(string: "http://127.0.0.1:\(port)\(path)")!)
+        /// One GET on the endpoint; status 0 when it did not answer within 5 s.
+        func get(_ path: String) async -> (status: Int, body: String) {
+            guard let url = URL(string: "http://127.0.0.1:\(port)\(path)") else { return (0, "") }
+            var request = URLRequest(url: url)
             request.timeoutInterval = 5
-            URLSession.shared.dataTask(with: request) { data, response, _ in
-                box.set(
-                    (response as? HTTPURLResponse)?.statusCode ?? 0, String(decoding: data ?? Data(), as: UTF8.self))
-            }.resume()
-            return box.wait()
+            guard let (data, response) = try? await URLSession.shared.data(for: request) else { return (0, "") }
+            return ((response as? HTTPURLResponse)?.statusCode ?? 0, String(decoding: data, as: UTF8.self))
         }
 
-        func metrics() -> Scrape { Scrape(get("/metrics").body) }
-    }
-
-    final class ResultBox: @unchecked Sendable {
-        private let done = DispatchSemaphore(value: 0)
-        private var value: (Int, String) = (0, "")
-        func set(_ status: Int, _ body: String) {
-            value = (status, body)
-            done.signal()
-        }
-        func wait() -> (status: Int, body: String) {
-            _ = done.wait(timeout: .now() + 10)
-            return value
-        }
+        func metrics() async -> Scrape { Scrape(await get("/metrics").body) }
     }
 
     /// A parsed Prometheus text exposition.
@@ -98,7 +81,7 @@ import VolleyTestSupport
         return path
     }
 
-    @Test func metricsAfterAJobAgreeWithItsReport() throws {
+    @Test func metricsAfterAJobAgreeWithItsReport() async throws {
         let w = try MockWorld(
             mockConfig: #"{"apns": {"unregisteredPrefixes": ["dead"]}, "fcm": {"unregisteredPrefixes": ["dead"]}}"#)
         defer { w.stop() }
@@ -109,9 +92,9 @@ import VolleyTestSupport
                 ((u * 3 + d) % 10 == 0 ? "dead" : "beef") + String(format: "%08x%02x", u, d)
                     + String(repeating: "0", count: 54)
             })
-        let worker = try OperatedWorker(w, config: try config(w), consumer: "ops-metrics")
+        let worker = try await OperatedWorker(w, config: try config(w), consumer: "ops-metrics")
         defer { worker.process.kill9() }
-        let before = worker.metrics()
+        let before = await worker.metrics()
         // Every series of the closed label sets exists, at zero, before the first job.
         for outcome in ["accepted", "rejected", "failed", "quota_exceeded"] {
             #expect(before.value("volley_notifications_total", ["app": "app1", "outcome": outcome]) == 0)
@@ -130,11 +113,13 @@ import VolleyTestSupport
                 id: "metrics-job", org: "org1", app: "app1",
                 recipients: (0..<120).map { RecipientID("user\($0)") } + ["ghost"],
                 notification: VolleyCore.Notification(title: "Hello")))
-        #expect(eventually(timeout: 60) { (try? w.h.report(for: "metrics-job")) != nil }, "\(worker.process.log)")
+        try await waitUntil("the report of metrics-job: \(worker.process.log)", timeout: .seconds(60)) {
+            (try? w.h.report(for: "metrics-job")) != nil
+        }
         let r = try #require(try w.h.report(for: "metrics-job"))
         #expect(r.accepted > 0 && r.rejected > 0)
         // Counters are written before the report is published: one scrape after the report sees them all.
-        let after = worker.metrics()
+        let after = await worker.metrics()
         func delta(_ name: String, _ labels: [String: String]) -> Int {
             Int((after.value(name, labels) ?? 0) - (before.value(name, labels) ?? 0))
         }
@@ -156,31 +141,36 @@ import VolleyTestSupport
         #expect(after.value("volley_provider_token_refreshes_total", ["provider": "apns", "result": "success"]) == 1)
     }
 
-    @Test func readyzFollowsRedisAndLivezDoesNot() throws {
+    @Test func readyzFollowsRedisAndLivezDoesNot() async throws {
         // Persistent Redis: the stream and its consumer group survive the restart.
         let w = try MockWorld(persistent: true)
         defer { w.stop() }
-        let worker = try OperatedWorker(w, config: try config(w), consumer: "ops-ready")
+        let worker = try await OperatedWorker(w, config: try config(w), consumer: "ops-ready")
         defer { worker.process.kill9() }
-        #expect(eventually(timeout: 30) { worker.get("/readyz").status == 200 }, "\(worker.get("/readyz").body)")
-        let ready = worker.get("/readyz").body
+        try await waitUntil("/readyz to answer 200", timeout: .seconds(30)) {
+            await worker.get("/readyz").status == 200
+        }
+        let ready = await worker.get("/readyz").body
         for check in ["\"redis\"", "\"consumer_group\"", "\"credentials\"", "\"draining\""] {
             #expect(ready.contains(check), "\(ready)")
         }
 
         w.redis.stop()
-        let stopped = Date()
-        let turned = eventually(timeout: 5) { worker.get("/readyz").status == 503 }
-        #expect(turned, "still ready \(Date().timeIntervalSince(stopped)) s after Redis stopped")
-        #expect(worker.get("/readyz").body.contains("\"status\":\"fail\""))
+        try await waitUntil("/readyz to answer 503 after Redis stopped", timeout: .seconds(5)) {
+            await worker.get("/readyz").status == 503
+        }
+        #expect(await worker.get("/readyz").body.contains("\"status\":\"fail\""))
         // Liveness never depends on Redis.
-        #expect(worker.get("/livez").status == 200, "\(worker.get("/livez").body)")
+        let live = await worker.get("/livez")
+        #expect(live.status == 200, "\(live.body)")
 
         try w.redis.start()
-        #expect(eventually(timeout: 30) { worker.get("/readyz").status == 200 }, "\(worker.get("/readyz").body)")
+        try await waitUntil("/readyz to answer 200 again after Redis came back", timeout: .seconds(30)) {
+            await worker.get("/readyz").status == 200
+        }
     }
 
-    @Test func sighupRotatesTheAPNsKeyWithoutDroppingASend() throws {
+    @Test func sighupRotatesTheAPNsKeyWithoutDroppingASend() async throws {
         // 5 ms per answer: the 3,000-device job is still sending when the signal arrives.
         let w = try MockWorld(mockConfig: #"{"latencyMs": 5}"#)
         defer { w.stop() }
@@ -188,14 +178,16 @@ import VolleyTestSupport
             users: 300, devicesPerUser: 10, platform: { _ in .ios },
             token: { u, d in String(format: "%08x%08x", u, d) + String(repeating: "b", count: 48) })
         let path = try config(w, worker: ["blockMs": "200", "inFlight": "50", "concurrentJobs": "1"])
-        let worker = try OperatedWorker(w, config: path, consumer: "ops-reload")
+        let worker = try await OperatedWorker(w, config: path, consumer: "ops-reload")
         defer { worker.process.kill9() }
 
         try w.h.producer.enqueue(
             PushJob(
                 id: "before", org: "org1", app: "app1", recipients: ["user1"],
                 notification: VolleyCore.Notification(title: "t")))
-        #expect(eventually(timeout: 60) { (try? w.h.report(for: "before")) != nil }, "\(worker.process.log)")
+        try await waitUntil("the report of before: \(worker.process.log)", timeout: .seconds(60)) {
+            (try? w.h.report(for: "before")) != nil
+        }
         let tokensBefore = w.mock.stats().apnsProviderTokens
         #expect(tokensBefore.count == 1)
 
@@ -217,13 +209,17 @@ import VolleyTestSupport
             PushJob(
                 id: "during", org: "org1", app: "app1", recipients: (0..<300).map { RecipientID("user\($0)") },
                 notification: VolleyCore.Notification(title: "t")))
-        #expect(eventually(timeout: 60) { w.mock.stats().acceptedAPNs >= 500 })
-        kill(worker.process.pid, SIGHUP)
-        #expect(
-            eventually(timeout: 20) {
-                worker.metrics().value("volley_config_reloads_total", ["result": "success"]) == 1
-            }, "\(worker.process.log.suffix(2000))")
-        #expect(eventually(timeout: 120) { (try? w.h.report(for: "during")) != nil }, "\(worker.process.log)")
+        try await actWhen("500 APNs sends accepted", timeout: .seconds(60)) {
+            w.mock.stats().acceptedAPNs >= 500
+        } then: {
+            kill(worker.process.pid, SIGHUP)
+        }
+        try await waitUntil("a successful reload counted: \(worker.process.log.suffix(2000))", timeout: .seconds(20)) {
+            await worker.metrics().value("volley_config_reloads_total", ["result": "success"]) == 1
+        }
+        try await waitUntil("the report of during: \(worker.process.log)", timeout: .seconds(120)) {
+            (try? w.h.report(for: "during")) != nil
+        }
         let r = try #require(try w.h.report(for: "during"))
         // Nothing dropped: every device accepted once, none failed, none resent.
         #expect(r.accepted == 3_000 && r.failed == 0 && r.rejected == 0)
@@ -233,22 +229,24 @@ import VolleyTestSupport
         let tokensAfter = w.mock.stats().apnsProviderTokens
         #expect(!tokensAfter.subtracting(tokensBefore).isEmpty)
         #expect(
-            worker.metrics().value("volley_provider_token_refreshes_total", ["provider": "apns", "result": "success"])
+            await worker.metrics().value(
+                "volley_provider_token_refreshes_total", ["provider": "apns", "result": "success"])
                 == 2)
 
         // An invalid file: nothing changes, every problem is logged by key, the result is counted.
         try "worker:\n  inFlght: 3\nmetrics:\n  port: -1\n".write(toFile: path, atomically: true, encoding: .utf8)
         kill(worker.process.pid, SIGHUP)
-        #expect(
-            eventually(timeout: 20) {
-                worker.metrics().value("volley_config_reloads_total", ["result": "invalid"]) == 1
-            })
+        try await waitUntil("an invalid reload counted", timeout: .seconds(20)) {
+            await worker.metrics().value("volley_config_reloads_total", ["result": "invalid"]) == 1
+        }
         let log = worker.process.log
         #expect(log.contains("key=worker.inFlght") && log.contains("key=metrics.port"), "\(log.suffix(3000))")
         try w.h.producer.enqueue(
             PushJob(
                 id: "after", org: "org1", app: "app1", recipients: ["user2"],
                 notification: VolleyCore.Notification(title: "t")))
-        #expect(eventually(timeout: 60) { (try? w.h.report(for: "after"))?.accepted == 10 })
+        try await waitUntil("the report of after with 10 accepted", timeout: .seconds(60)) {
+            (try? w.h.report(for: "after"))?.accepted == 10
+        }
     }
 }

@@ -8,7 +8,7 @@ import VolleyTestDoubles
 import VolleyTestSupport
 
 @Suite(.serialized) struct PipelineWorkerTests {
-    @Test func jobFlowsEndToEndThroughRegistryAndReport() throws {
+    @Test func jobFlowsEndToEndThroughRegistryAndReport() async throws {
         let h = try EngineHarness()
         defer { h.redis.stop() }
         try h.register(users: 4, devicesPerUser: 3)
@@ -28,7 +28,7 @@ import VolleyTestSupport
             recipients: ["user0", "user1", "user2", "user3", "nobody", "user0"],
             notification: VolleyCore.Notification(title: "Hi", body: "There"))
         try h.producer.enqueue(job)
-        #expect(eventually { (try? h.report(for: "job-1")) != nil })
+        try await waitUntil("the report of job-1") { (try? h.report(for: "job-1")) != nil }
         let report = try #require(try h.report(for: "job-1"))
         #expect(report.recipients == 6)
         #expect(report.users == 5) // de-duplicated
@@ -44,11 +44,11 @@ import VolleyTestSupport
         let remaining = try h.admin.records(org: "org1", app: "app1", user: "user1")
         #expect(remaining.count == 2)
         #expect(!remaining.contains { $0.token.rawValue == dead })
-        #expect(eventually { (try? h.producer.pendingCount()) == 0 })
+        try await waitUntil("no pending stream entries") { (try? h.producer.pendingCount()) == 0 }
     }
 
     /// APNs 410 says since when a token is invalid: a token registered again after that moment stays.
-    @Test func tokenRegisteredAfterThe410TimestampStays() throws {
+    @Test func tokenRegisteredAfterThe410TimestampStays() async throws {
         let h = try EngineHarness()
         defer { h.redis.stop() }
         let registeredAt = Date(timeIntervalSince1970: 1_790_000_000)
@@ -74,13 +74,13 @@ import VolleyTestSupport
             PushJob(
                 id: "job-410", org: "org1", app: "app1", recipients: ["user0"],
                 notification: VolleyCore.Notification(title: "Hi")))
-        #expect(eventually { (try? h.report(for: "job-410")) != nil })
+        try await waitUntil("the report of job-410") { (try? h.report(for: "job-410")) != nil }
         #expect(try h.report(for: "job-410")?.rejected == 3)
         let remaining = try h.admin.records(org: "org1", app: "app1", user: "user0").map(\.token.rawValue)
         #expect(remaining == [tokens[0]])
     }
 
-    @Test func malformedJobsAreDeadLetteredWhileGoodJobsComplete() throws {
+    @Test func malformedJobsAreDeadLetteredWhileGoodJobsComplete() async throws {
         let h = try EngineHarness()
         defer { h.redis.stop() }
         let ios = FakePushSender(platform: .ios)
@@ -144,10 +144,9 @@ import VolleyTestSupport
         ])
         try good(3)
 
-        #expect(
-            eventually {
-                ((try? h.producer.allReports().count) ?? 0) == 4 && ((try? h.producer.deadLetters().count) ?? 0) == 9
-            })
+        try await waitUntil("4 reports and 9 dead letters") {
+            ((try? h.producer.allReports().count) ?? 0) == 4 && ((try? h.producer.deadLetters().count) ?? 0) == 9
+        }
         let dead = try h.producer.deadLetters()
         let reasons = dead.compactMap { $0["reason"] }.sorted()
         #expect(
@@ -166,11 +165,11 @@ import VolleyTestSupport
         let reports = try h.producer.allReports()
         #expect(Set(reports.map(\.job.rawValue)) == ["good-0", "good-1", "good-2", "good-3"])
         #expect(reports.allSatisfy { $0.accepted == 10 })
-        #expect(eventually { (try? h.producer.pendingCount()) == 0 })
+        try await waitUntil("no pending stream entries") { (try? h.producer.pendingCount()) == 0 }
         #expect(worker.stats.jobsDeadLettered == 9)
     }
 
-    @Test func redeliveredJobSkipsDevicesWithRecordedOutcomes() throws {
+    @Test func redeliveredJobSkipsDevicesWithRecordedOutcomes() async throws {
         let h = try EngineHarness()
         defer { h.redis.stop() }
         let devices = explicitDevices(100)
@@ -191,7 +190,7 @@ import VolleyTestSupport
             PushJob(
                 id: "job-r", org: "org1", app: "app1", devices: devices,
                 notification: VolleyCore.Notification(body: "b")))
-        #expect(eventually { (try? h.report(for: "job-r")) != nil })
+        try await waitUntil("the report of job-r") { (try? h.report(for: "job-r")) != nil }
         let report = try #require(try h.report(for: "job-r"))
         #expect(ios.total + android.total == 40)
         #expect(Set(ios.perToken.keys).union(android.perToken.keys) == Set(devices.suffix(40).map(\.token.rawValue)))
@@ -205,13 +204,13 @@ import VolleyTestSupport
             PushJob(
                 id: "job-r", org: "org1", app: "app1", devices: devices,
                 notification: VolleyCore.Notification(body: "b")))
-        #expect(eventually { worker.stats.jobsCompleted == 2 })
+        try await waitUntil("2 jobs completed") { worker.stats.jobsCompleted == 2 }
         #expect(try h.producer.allReports().count == 1)
         #expect(ios.total + android.total == 40)
     }
 
     /// Accepted devices go to the accepted list and other outcomes to the hash; a redelivery honours both.
-    @Test func ledgerListAndHashAreHonouredOnRedelivery() throws {
+    @Test func ledgerListAndHashAreHonouredOnRedelivery() async throws {
         let h = try EngineHarness()
         defer { h.redis.stop() }
         let devices = explicitDevices(60)
@@ -235,7 +234,7 @@ import VolleyTestSupport
             PushJob(
                 id: "job-mixed", org: "org1", app: "app1", devices: devices,
                 notification: VolleyCore.Notification(body: "b")))
-        #expect(eventually { (try? h.report(for: "job-mixed")) != nil })
+        try await waitUntil("the report of job-mixed") { (try? h.report(for: "job-mixed")) != nil }
         let report = try #require(try h.report(for: "job-mixed"))
         #expect(Set(ios.perToken.keys).union(android.perToken.keys) == Set(devices.suffix(30).map(\.token.rawValue)))
         #expect(report.alreadyRecorded == 30 && report.accepted == 50 && report.rejected == 10)
@@ -244,7 +243,7 @@ import VolleyTestSupport
         #expect(try h.ledger(job: "job-mixed").count == 60)
     }
 
-    @Test func firstDeliveryWithoutLedgerSendsWithoutLookingUpOutcomes() throws {
+    @Test func firstDeliveryWithoutLedgerSendsWithoutLookingUpOutcomes() async throws {
         let h = try EngineHarness()
         defer { h.redis.stop() }
         /// HMGET calls Redis has served (the ledger look-up is the only HMGET of an explicit-devices job).
@@ -265,7 +264,7 @@ import VolleyTestSupport
             PushJob(
                 id: "job-new", org: "org1", app: "app1", devices: explicitDevices(600),
                 notification: VolleyCore.Notification(body: "b")))
-        #expect(eventually { (try? h.report(for: "job-new")) != nil })
+        try await waitUntil("the report of job-new") { (try? h.report(for: "job-new")) != nil }
         let fresh = try #require(try h.report(for: "job-new"))
         #expect(fresh.accepted == 600 && fresh.alreadyRecorded == 0)
         #expect(ios.total + android.total == 600)
@@ -282,14 +281,14 @@ import VolleyTestSupport
             PushJob(
                 id: "job-old", org: "org1", app: "app1", devices: devices,
                 notification: VolleyCore.Notification(body: "b")))
-        #expect(eventually { (try? h.report(for: "job-old")) != nil })
+        try await waitUntil("the report of job-old") { (try? h.report(for: "job-old")) != nil }
         let old = try #require(try h.report(for: "job-old"))
         #expect(old.alreadyRecorded == 100 && old.accepted == 600)
         #expect(ios.total + android.total == 1_100)
         #expect(try hmgetCalls() >= 3)
     }
 
-    @Test func idleEntriesAreReclaimedAndOverDeliveredOnesDeadLettered() throws {
+    @Test func idleEntriesAreReclaimedAndOverDeliveredOnesDeadLettered() async throws {
         let h = try EngineHarness()
         defer { h.redis.stop() }
         let ghost = RedisPipelineBackend(endpoint: h.redis.endpoint, store: h.store, consumer: "ghost")
@@ -316,17 +315,18 @@ import VolleyTestSupport
         }
         try worker.start()
         defer { worker.drain(deadline: 1) }
-        #expect(eventually { (try? h.report(for: "orphan")) != nil })
+        try await waitUntil("the report of orphan") { (try? h.report(for: "orphan")) != nil }
         let report = try #require(try h.report(for: "orphan"))
         #expect(report.deliveries == 2)
         #expect(report.accepted == 5)
-        #expect(
-            eventually { ((try? h.producer.deadLetters()) ?? []).contains { $0["reason"] == "too-many-deliveries" } })
-        #expect(eventually { (try? h.producer.pendingCount()) == 0 })
+        try await waitUntil("a too-many-deliveries dead letter") {
+            ((try? h.producer.deadLetters()) ?? []).contains { $0["reason"] == "too-many-deliveries" }
+        }
+        try await waitUntil("no pending stream entries") { (try? h.producer.pendingCount()) == 0 }
         #expect(worker.stats.reclaimed == 2)
     }
 
-    @Test func longJobIsKeptAliveAndNotReclaimedByASecondWorker() throws {
+    @Test func longJobIsKeptAliveAndNotReclaimedByASecondWorker() async throws {
         let h = try EngineHarness()
         defer { h.redis.stop() }
         let slow = FakePushSender(platform: .ios, latency: 0.02)
@@ -344,7 +344,7 @@ import VolleyTestSupport
             PushJob(
                 id: "long", org: "org1", app: "app1", devices: explicitDevices(1000),
                 notification: VolleyCore.Notification(title: "t")))
-        #expect(eventually { slow.total > 0 })
+        try await waitUntil("the slow sender's first send") { slow.total > 0 }
         let other = FakePushSender(platform: .ios)
         let w2 = h.worker(["app1": [.ios: other, .android: FakePushSender(platform: .android)]], consumer: "w2") {
             $0.reclaimIdleMillis = 250
@@ -352,7 +352,7 @@ import VolleyTestSupport
         }
         try w2.start()
         defer { w2.drain(deadline: 1) }
-        #expect(eventually { (try? h.report(for: "long")) != nil })
+        try await waitUntil("the report of long") { (try? h.report(for: "long")) != nil }
         #expect(w2.stats.reclaimed == 0)
         #expect(other.total == 0)
         #expect(try h.report(for: "long")?.deliveries == 1)

@@ -14,7 +14,7 @@ func pushesSent(_ s: MockStatsSnapshot) -> Int { s.totalRequests - s.tokenReques
 /// Quota exactness: 4 `volley worker` processes against the real mock, iOS limit 1,000 per hour,
 /// 5,000 deliverable devices + 1,000 users without a device, 100 of the devices unregistered at the mock.
 @Suite(.serialized) struct QuotaProcessTests {
-    @Test func fourWorkerProcessesAcceptExactlyTheHourlyLimit() throws {
+    @Test func fourWorkerProcessesAcceptExactlyTheHourlyLimit() async throws {
         let w = try MockWorld(mockConfig: #"{"apns": {"unregisteredPrefixes": ["dead"]}, "latencyMs": 2}"#)
         defer { w.stop() }
         // users 0…4,999: one iOS device each; every 50th user's token (100 in all) is dead at the mock, spread over
@@ -46,8 +46,9 @@ func pushesSent(_ s: MockStatsSnapshot) -> Int { s.totalRequests - s.tokenReques
                     id: JobID("c\(g)"), org: "org1", app: "app1", recipients: [RecipientID("g\(g)")],
                     notification: VolleyCore.Notification(title: "Quota", body: "test")))
         }
-        let done = eventually(timeout: 90) { (0..<10).allSatisfy { (try? w.h.report(for: JobID("c\($0)"))) != nil } }
-        #expect(done, "not all reports arrived: \(procs.first?.log.suffix(1500) ?? "")")
+        try await waitUntil(
+            "the reports of c0 to c9: \(procs.first?.log.suffix(1500) ?? "")", timeout: .seconds(90)
+        ) { (0..<10).allSatisfy { (try? w.h.report(for: JobID("c\($0)"))) != nil } }
         let reports = try (0..<10).compactMap { try w.h.report(for: JobID("c\($0)")) }
         let accepted = reports.reduce(0) { $0 + $1.accepted }
         let rejected = reports.reduce(0) { $0 + $1.rejected }

@@ -47,7 +47,7 @@ import VolleyTestSupport
             configuration: c, backend: backend, apps: StaticAppDirectory(apps), resolver: s.resolver, quota: s.quota)
     }
 
-    @Test func mixedRecipientsReachTheExactDeviceSetOnce() throws {
+    @Test func mixedRecipientsReachTheExactDeviceSetOnce() async throws {
         let h = try EngineHarness()
         defer { h.redis.stop() }
         // user0…user9, 2 devices each; user3 and user8 inactive; user9 has no device.
@@ -76,7 +76,7 @@ import VolleyTestSupport
                 id: "mix", org: "org1", app: "app1",
                 recipients: ["q1", "gA", "001ACC", "006OPP", "user1", "user3", "ghost", "gB"],
                 notification: VolleyCore.Notification(title: "Deal", body: "Closed", type: nil, targetId: "006OPP")))
-        #expect(eventually { (try? h.report(for: "mix")) != nil })
+        try await waitUntil("the report of mix") { (try? h.report(for: "mix")) != nil }
         let r = try #require(try h.report(for: "mix"))
         // Active users reached: 0,1,2,4,5,6,9 (3 and 8 inactive); 9 has no device.
         let expectedUsers = [0, 1, 2, 4, 5, 6]
@@ -94,7 +94,7 @@ import VolleyTestSupport
         #expect(try s.inbox.status(org: "org1", user: "user0").unreadCount == 1)
     }
 
-    @Test func disabledTypeSendsNothingAndPushDisabledStoresInAppOnly() throws {
+    @Test func disabledTypeSendsNothingAndPushDisabledStoresInAppOnly() async throws {
         let h = try EngineHarness()
         defer { h.redis.stop() }
         try h.register(users: 4, devicesPerUser: 1)
@@ -119,7 +119,9 @@ import VolleyTestSupport
             PushJob(
                 id: "inapp", org: "org1", app: "app1", recipients: ["g"],
                 notification: VolleyCore.Notification(title: "x", body: "y", type: "quiet")))
-        #expect(eventually { (try? h.report(for: "off")) != nil && (try? h.report(for: "inapp")) != nil })
+        try await waitUntil("the reports of off and inapp") {
+            (try? h.report(for: "off")) != nil && (try? h.report(for: "inapp")) != nil
+        }
         let off = try #require(try h.report(for: "off"))
         #expect(off.status == "not_enabled" && off.devices == 0 && off.inAppStored == 0)
         let inapp = try #require(try h.report(for: "inapp"))
@@ -129,7 +131,7 @@ import VolleyTestSupport
     }
 
     /// A raw platform payload stores what it displays; a raw silent hint stores nothing (it still reaches devices).
-    @Test func rawPayloadsStoreWhatTheyShowInTheInbox() throws {
+    @Test func rawPayloadsStoreWhatTheyShowInTheInbox() async throws {
         let h = try EngineHarness()
         defer { h.redis.stop() }
         try h.register(users: 2, devicesPerUser: 1)
@@ -161,7 +163,9 @@ import VolleyTestSupport
             PushJob(
                 id: "raw-hint", org: "org1", app: "app1", recipients: ["g"],
                 notification: VolleyCore.Notification(), apns: hint))
-        #expect(eventually { (try? h.report(for: "raw-alert")) != nil && (try? h.report(for: "raw-hint")) != nil })
+        try await waitUntil("the reports of raw-alert and raw-hint") {
+            (try? h.report(for: "raw-alert")) != nil && (try? h.report(for: "raw-hint")) != nil
+        }
         #expect(try h.report(for: "raw-alert")?.inAppStored == 2)
         #expect(try h.report(for: "raw-hint")?.inAppStored == 0)
         #expect(try h.report(for: "raw-hint")?.devices == 2)
@@ -170,7 +174,7 @@ import VolleyTestSupport
         #expect(stored.first?.title == "Case escalated" && stored.first?.body == "Acme Corp, priority high")
     }
 
-    @Test func quotaAdmitsExactlyTheLimitAcrossWorkersWithRefunds() throws {
+    @Test func quotaAdmitsExactlyTheLimitAcrossWorkersWithRefunds() async throws {
         let h = try EngineHarness()
         defer { h.redis.stop() }
         // 6 groups of 1,000 users; users 0…4,999 have one iOS device, 5,000…5,999 none. 100 tokens are dead.
@@ -203,7 +207,9 @@ import VolleyTestSupport
                     id: JobID("q\(g)"), org: "org1", app: "app1", recipients: [RecipientID("g\(g)")],
                     notification: VolleyCore.Notification(title: "t", body: "b")))
         }
-        #expect(eventually(timeout: 60) { (0..<6).allSatisfy { (try? h.report(for: JobID("q\($0)"))) != nil } })
+        try await waitUntil("the reports of q0 to q5", timeout: .seconds(60)) {
+            (0..<6).allSatisfy { (try? h.report(for: JobID("q\($0)"))) != nil }
+        }
         let reports = try (0..<6).compactMap { try h.report(for: JobID("q\($0)")) }
         let accepted = reports.reduce(0) { $0 + $1.accepted }
         let rejected = reports.reduce(0) { $0 + $1.rejected }
@@ -219,7 +225,7 @@ import VolleyTestSupport
         #expect(try setup.inbox.status(org: "org1", user: "user4999").unreadCount == 1)
     }
 
-    @Test func campaignSplitIntoShardsIsSharedByThreeWorkersWithOneParentReport() throws {
+    @Test func campaignSplitIntoShardsIsSharedByThreeWorkersWithOneParentReport() async throws {
         let h = try EngineHarness()
         defer { h.redis.stop() }
         try h.register(users: 2500, devicesPerUser: 1)
@@ -247,7 +253,7 @@ import VolleyTestSupport
             PushJob(
                 id: "camp", org: "org1", app: "app1", recipients: ["all", "ghost"],
                 notification: VolleyCore.Notification(title: "Big", body: "Sale")))
-        #expect(eventually(timeout: 60) { (try? h.report(for: "camp")) != nil })
+        try await waitUntil("the report of camp", timeout: .seconds(60)) { (try? h.report(for: "camp")) != nil }
         let r = try #require(try h.report(for: "camp"))
         #expect(r.shards == 3)
         #expect(r.users == 2600 && r.devices == 2500 && r.accepted == 2500 && r.noDevices == 100)
@@ -260,6 +266,6 @@ import VolleyTestSupport
         #expect(sent.count == 2500 && sent.values.allSatisfy { $0 == 1 })
         // Split by shardSize: 1,000 + 1,000 + 600 users, each shard its own job on the stream (any worker takes it).
         #expect(shardReports.map(\.users).sorted() == [600, 1000, 1000])
-        #expect(eventually { (try? h.producer.pendingCount()) == 0 })
+        try await waitUntil("no pending stream entries") { (try? h.producer.pendingCount()) == 0 }
     }
 }

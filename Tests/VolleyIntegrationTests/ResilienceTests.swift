@@ -8,7 +8,7 @@ import VolleyTestDoubles
 import VolleyTestSupport
 
 @Suite(.serialized) struct ResilienceTests {
-    @Test func redisRestartedMidJobLosesNothing() throws {
+    @Test func redisRestartedMidJobLosesNothing() async throws {
         let h = try EngineHarness(persistent: true)
         defer { h.redis.stop() }
         let ios = FakePushSender(platform: .ios, latency: 0.002)
@@ -24,9 +24,12 @@ import VolleyTestSupport
             PushJob(
                 id: "big", org: "org1", app: "app1", devices: devices,
                 notification: VolleyCore.Notification(title: "t")))
-        #expect(eventually { ios.total + android.total > 4_000 })
-        try h.redis.restart()
-        #expect(eventually(timeout: 60) { (try? h.report(for: "big")) != nil })
+        try await actWhen("4,000 sends") {
+            ios.total + android.total > 4_000
+        } then: {
+            try h.redis.restart()
+        }
+        try await waitUntil("the report of big", timeout: .seconds(60)) { (try? h.report(for: "big")) != nil }
         let report = try #require(try h.report(for: "big"))
         #expect(report.devices == 20_000)
         #expect(report.accepted == 20_000)
@@ -37,10 +40,10 @@ import VolleyTestSupport
         sent.merge(android.perToken) { $0 + $1 }
         #expect(sent.count == 20_000)
         #expect(sent.values.allSatisfy { $0 == 1 })
-        #expect(eventually { (try? h.producer.pendingCount()) == 0 })
+        try await waitUntil("no pending stream entries") { (try? h.producer.pendingCount()) == 0 }
     }
 
-    @Test func drainLeavesUnfinishedJobPendingForAnotherWorker() throws {
+    @Test func drainLeavesUnfinishedJobPendingForAnotherWorker() async throws {
         let h = try EngineHarness()
         defer { h.redis.stop() }
         // Worker 1 is slow: 2,000 devices at 50 in flight × 20 ms ≈ 0.8 s; it drains after a 0.2 s deadline.
@@ -56,13 +59,18 @@ import VolleyTestSupport
             PushJob(
                 id: "quick", org: "org1", app: "app1", devices: explicitDevices(4, prefix: "q"),
                 notification: VolleyCore.Notification(title: "t")))
-        #expect(eventually { (try? h.report(for: "quick")) != nil })
+        try await waitUntil("the report of quick") { (try? h.report(for: "quick")) != nil }
         try h.producer.enqueue(
             PushJob(
                 id: "drained", org: "org1", app: "app1", devices: explicitDevices(2_000),
                 notification: VolleyCore.Notification(title: "t")))
-        #expect(eventually { slowI.total + slowA.total > 100 })
-        #expect(w1.drain(deadline: 0.2))
+        var drained = false
+        try await actWhen("100 sends of the slow job") {
+            slowI.total + slowA.total > 100
+        } then: {
+            drained = w1.drain(deadline: 0.2)
+        }
+        #expect(drained)
         let firstSends = slowI.total + slowA.total - 4 // minus the quick job's 4 devices
         #expect(firstSends < 2_000)
         #expect(try h.report(for: "drained") == nil) // not acked, no report
@@ -78,7 +86,7 @@ import VolleyTestSupport
         }
         try w2.start()
         defer { w2.drain(deadline: 1) }
-        #expect(eventually { (try? h.report(for: "drained")) != nil })
+        try await waitUntil("the report of drained") { (try? h.report(for: "drained")) != nil }
         let report = try #require(try h.report(for: "drained"))
         #expect(report.accepted == 2_000)
         #expect(report.alreadyRecorded == recordedByFirst)

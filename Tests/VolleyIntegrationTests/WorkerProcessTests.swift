@@ -72,7 +72,7 @@ func pushes(_ s: MockStatsSnapshot) -> Int { s.totalRequests - s.tokenRequests }
         ]
     }
 
-    @Test func killedWorkerIsReclaimedWithBoundedDuplicates() throws {
+    @Test func killedWorkerIsReclaimedWithBoundedDuplicates() async throws {
         // 10 ms per answer, so the 20,000-device job is mid-way when the worker is killed.
         let w = try MockWorld(mockConfig: #"{"latencyMs": 10}"#)
         defer { w.stop() }
@@ -87,13 +87,15 @@ func pushes(_ s: MockStatsSnapshot) -> Int { s.totalRequests - s.tokenRequests }
                 id: "campaign", org: "org1", app: "app1",
                 recipients: (0..<500).map { RecipientID("user\($0)") },
                 notification: VolleyCore.Notification(title: "Sale", body: "Today only")))
-        let started = eventually(timeout: 60) { w.mock.stats().totalRequests >= 5_000 }
-        #expect(started, "worker A never got going: \(a.log.suffix(2000))")
-        a.kill9()
+        try await actWhen("5,000 requests from worker A: \(a.log.suffix(2000))", timeout: .seconds(60)) {
+            w.mock.stats().totalRequests >= 5_000
+        } then: {
+            a.kill9()
+        }
         // The mock may still be reading what A wrote before it died: wait until its count has not moved for 200 ms.
         var sentByA = pushes(w.mock.stats())
         var lastChange = Date()
-        _ = eventually(timeout: 10) {
+        try? await waitUntil("the mock's count to settle", timeout: .seconds(10)) {
             let now = pushes(w.mock.stats())
             if now != sentByA {
                 sentByA = now
@@ -106,8 +108,9 @@ func pushes(_ s: MockStatsSnapshot) -> Int { s.totalRequests - s.tokenRequests }
 
         let b = try WorkerProcess(config: config, consumer: "B", logDirectory: w.dir)
         defer { if b.isRunning { b.kill9() } }
-        #expect(
-            eventually(timeout: 90) { (try? w.h.report(for: "campaign")) != nil }, "no report: \(b.log.suffix(2000))")
+        try await waitUntil("the report of campaign: no report: \(b.log.suffix(2000))", timeout: .seconds(90)) {
+            (try? w.h.report(for: "campaign")) != nil
+        }
         let r = try #require(try w.h.report(for: "campaign"))
         let s = w.mock.stats()
         let ledger = try w.h.ledger(job: "campaign")
@@ -148,10 +151,10 @@ func pushes(_ s: MockStatsSnapshot) -> Int { s.totalRequests - s.tokenRequests }
         #expect(resent == sentByA - recordedByA)
         #expect(resent <= Self.inFlight + Self.recordBatch)
         #expect(s.duplicateDeliveries <= resent)
-        #expect(eventually { (try? w.h.producer.pendingCount()) == 0 })
+        try await waitUntil("no pending stream entries") { (try? w.h.producer.pendingCount()) == 0 }
     }
 
-    @Test func sigtermDrainsWithinDeadlineAndAnotherWorkerFinishes() throws {
+    @Test func sigtermDrainsWithinDeadlineAndAnotherWorkerFinishes() async throws {
         // A slow mock (30 ms per response) so the job is still running when SIGTERM arrives.
         let w = try MockWorld(mockConfig: #"{"latencyMs": 30}"#)
         defer { w.stop() }
@@ -167,21 +170,26 @@ func pushes(_ s: MockStatsSnapshot) -> Int { s.totalRequests - s.tokenRequests }
             PushJob(
                 id: "small", org: "org1", app: "app1", recipients: ["user1"],
                 notification: VolleyCore.Notification(title: "t")))
-        #expect(eventually(timeout: 60) { (try? w.h.report(for: "small")) != nil }, "\(a.log.suffix(2000))")
+        try await waitUntil("the report of small: \(a.log.suffix(2000))", timeout: .seconds(60)) {
+            (try? w.h.report(for: "small")) != nil
+        }
         try w.h.producer.enqueue(
             PushJob(
                 id: "big", org: "org1", app: "app1",
                 recipients: (0..<500).map { RecipientID("user\($0)") },
                 notification: VolleyCore.Notification(title: "t")))
-        #expect(eventually(timeout: 60) { w.mock.stats().totalRequests >= 1_000 })
-        let sigterm = Date()
-        a.terminate()
-        let exited = eventually(timeout: 15) { !a.isRunning }
-        #expect(exited, "worker did not exit after SIGTERM: \(a.log.suffix(2000))")
-        if exited {
-            #expect(a.process.terminationStatus == 0)
-            #expect(Date().timeIntervalSince(sigterm) < 1 + 5 + 3) // drainSeconds + grace + process teardown
+        var sigterm = Date()
+        try await actWhen("1,000 requests at the mock", timeout: .seconds(60)) {
+            w.mock.stats().totalRequests >= 1_000
+        } then: {
+            sigterm = Date()
+            a.terminate()
         }
+        try await waitUntil("worker A to exit after SIGTERM: \(a.log.suffix(2000))", timeout: .seconds(15)) {
+            !a.isRunning
+        }
+        #expect(a.process.terminationStatus == 0)
+        #expect(Date().timeIntervalSince(sigterm) < 1 + 5 + 3) // drainSeconds + grace + process teardown
         #expect(try w.h.report(for: "big") == nil)
         #expect(try w.h.producer.pendingCount() == 1)
         let recordedByA = try w.h.ledger(job: "big").count
@@ -189,7 +197,9 @@ func pushes(_ s: MockStatsSnapshot) -> Int { s.totalRequests - s.tokenRequests }
 
         let b = try WorkerProcess(config: config, consumer: "B", logDirectory: w.dir)
         defer { if b.isRunning { b.kill9() } }
-        #expect(eventually(timeout: 120) { (try? w.h.report(for: "big")) != nil }, "\(b.log.suffix(2000))")
+        try await waitUntil("the report of big: \(b.log.suffix(2000))", timeout: .seconds(120)) {
+            (try? w.h.report(for: "big")) != nil
+        }
         let r = try #require(try w.h.report(for: "big"))
         #expect(r.accepted == Self.devices)
         #expect(r.alreadyRecorded == recordedByA)

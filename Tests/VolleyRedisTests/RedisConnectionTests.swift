@@ -1,6 +1,7 @@
 import Foundation
 import Testing
 import VolleyRedis
+import VolleyTestDoubles
 import VolleyTestSupport
 
 @Suite struct RedisEndpointTests {
@@ -150,7 +151,7 @@ import VolleyTestSupport
         #expect(client.reconnects >= 1)
     }
 
-    @Test func waitsForRedisToComeBack() throws {
+    @Test func waitsForRedisToComeBack() async throws {
         let redis = try RedisServerFixture()
         defer { redis.stop() }
         let client = redis.client()
@@ -161,7 +162,8 @@ import VolleyTestSupport
             try? redis.start()
         }
         restarter.start()
-        #expect(try client.command(["PING"]) == .status("PONG"))
+        // The command waits for the server to come back: off the cooperative pool.
+        #expect(try await blocking { try client.command(["PING"]) } == .status("PONG"))
     }
 
     @Test func authenticatesWithACLUser() throws {

@@ -2,6 +2,7 @@ import Foundation
 import Testing
 import VolleyCore
 import VolleyRedis
+import VolleyTestDoubles
 import VolleyTestSupport
 
 @testable import VolleyStore
@@ -124,7 +125,7 @@ private let sampleDirectory = """
     #expect(try q.usage(org: "o").first { $0.platform == .ios }?.hour == "2026112205")
 }
 
-@Test func quotaNeverOverAdmitsUnderConcurrencyAndRefundsRefill() throws {
+@Test func quotaNeverOverAdmitsUnderConcurrencyAndRefundsRefill() async throws {
     let fx = try RedisServerFixture()
     defer { fx.stop() }
     let limit = 1000
@@ -164,7 +165,7 @@ private let sampleDirectory = """
         }
         th.start()
     }
-    group.wait()
+    try await blocking { group.wait() }
     // 6,000 devices, 600 refunded: exactly the limit is delivered.
     #expect(accepted.value == limit)
 }

@@ -1,7 +1,7 @@
 import Foundation
 
-/// Polls `condition` every 20 ms until it holds or `timeout` passes; returns whether it held. For what another
-/// thread or process does; logic with time in it is tested on a manual clock instead.
+/// Polls `condition` every 20 ms until it holds or `timeout` passes; returns whether it held. Blocks its thread:
+/// only for synchronous code outside the cooperative pool. Async tests use `waitUntil`, which sleeps instead.
 @discardableResult
 public func eventually(timeout: Double = 20, _ condition: () throws -> Bool) rethrows -> Bool {
     let until = Date().addingTimeInterval(timeout)

@@ -1,0 +1,11 @@
+import Foundation
+import Testing
+import VolleyCore
+
+@Test func hexIsLowerCaseTwoDigitsPerByte() {
+    #expect(([0x00, 0x0F, 0xA5, 0xFF] as [UInt8]).lowercaseHex == "000fa5ff")
+    #expect(([] as [UInt8]).lowercaseHex == "")
+    // The same digits `String(format: "%02x")` prints, for every byte value.
+    let all = (0...255).map { UInt8($0) }
+    #expect(all.lowercaseHex == all.map { String(format: "%02x", $0) }.joined())
+}
