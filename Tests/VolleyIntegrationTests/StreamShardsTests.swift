@@ -35,7 +35,7 @@ import VolleyTestSupport
         _ campaign: Campaign, endpoint: RedisEndpoint, redisURL: String, store: StoreConfiguration,
         client: (String) -> RedisClient, mock: MockServerFixture,
         beforeWaiting: (JobProducer) throws -> Void = { _ in }
-    ) throws -> Outcome {
+    ) async throws -> Outcome {
         let dir = FileManager.default.temporaryDirectory.appendingPathComponent(
             "volley-shards-\(UUID().uuidString.prefix(8))")
         try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
@@ -91,8 +91,10 @@ import VolleyTestSupport
                 id: "camp", org: "org1", app: "app1", recipients: ["all"],
                 notification: VolleyCore.Notification(title: "Hello", body: "Shards")))
         try beforeWaiting(producer)
-        #expect(eventually(timeout: 90) { (try? producer.allReports().contains { $0.job == "camp" }) == true })
-        #expect(eventually(timeout: 30) { (try? producer.pendingCount()) == 0 })
+        try await waitUntil("the campaign's report", timeout: .seconds(90)) {
+            (try? producer.allReports().contains { $0.job == "camp" }) == true
+        }
+        try await waitUntil("no pending entries", timeout: .seconds(30)) { (try? producer.pendingCount()) == 0 }
         let reports = try producer.allReports()
         let report = try #require(reports.first { $0.job == "camp" })
         let count = (campaign.users + campaign.campaignShardSize - 1) / campaign.campaignShardSize
@@ -120,7 +122,7 @@ import VolleyTestSupport
         #expect(expected.filter { $0 > 0 }.count > 1, "jobs on shards \(expected)")
     }
 
-    @Test func aCampaignRunsOverThreeStreamShardsOfOneRedis() throws {
+    @Test func aCampaignRunsOverThreeStreamShardsOfOneRedis() async throws {
         let h = try EngineHarness(streamShards: 3)
         defer { h.redis.stop() }
         let mock = try MockServerFixture(
@@ -128,7 +130,7 @@ import VolleyTestSupport
         defer { mock.stop() }
         let campaign = Campaign(users: 600, campaignShardSize: 100, workers: 2)
         var malformed: StreamEntryID?
-        let o = try Self.run(
+        let o = try await Self.run(
             campaign, endpoint: h.redis.endpoint, redisURL: h.redis.url, store: h.store,
             client: { h.redis.client(name: $0) }, mock: mock
         ) { producer in
@@ -145,7 +147,7 @@ import VolleyTestSupport
 
         // The malformed job's dead letter is on its own shard's dead-letter stream, and status counts it.
         let entry = try #require(malformed)
-        #expect(eventually { ((try? h.producer.deadLetters(shard: 2)) ?? []).count == 1 })
+        try await waitUntil("one dead letter on shard 2") { ((try? h.producer.deadLetters(shard: 2)) ?? []).count == 1 }
         let dead = try h.producer.deadLetters(shard: 2)
         #expect(dead.first?["sourceEntry"] == entry.rawValue && dead.first?["reason"] == "invalid-json")
         #expect(try h.producer.deadLetters(shard: 0).isEmpty && h.producer.deadLetters(shard: 1).isEmpty)
@@ -160,7 +162,7 @@ import VolleyTestSupport
 
     /// The reader's session: a busy shard does not starve the others, each entry is acknowledged, reclaimed and
     /// kept alive on its own shard, and a shard whose group vanished gets it back.
-    @Test func eachShardIsReadInTurnAndEntriesStayOnTheirShard() throws {
+    @Test func eachShardIsReadInTurnAndEntriesStayOnTheirShard() async throws {
         let h = try EngineHarness(streamShards: 3)
         defer { h.redis.stop() }
         let backend = RedisPipelineBackend(endpoint: h.redis.endpoint, store: h.store, consumer: "a")
@@ -201,7 +203,7 @@ import VolleyTestSupport
 
     /// `volley send --wait` follows every report stream shard: a position from `lastReportID` skips older reports,
     /// and each new report arrives once whatever shard its job id maps to.
-    @Test func followingReportsSeesEveryShardOnce() throws {
+    @Test func followingReportsSeesEveryShardOnce() async throws {
         let h = try EngineHarness(streamShards: 3)
         defer { h.redis.stop() }
         let ios = FakePushSender(platform: .ios, latency: 0.001)
@@ -215,7 +217,7 @@ import VolleyTestSupport
                     notification: VolleyCore.Notification(title: "t")))
         }
         try send("before")
-        #expect(eventually { (try? h.report(for: "before")) != nil })
+        try await waitUntil("the report of 'before'") { (try? h.report(for: "before")) != nil }
         var position = try h.producer.lastReportID()
         #expect(position.split(separator: ",").count == 3)
         let ids = (0..<9).map { "after-\($0)" }
@@ -232,7 +234,7 @@ import VolleyTestSupport
         #expect(try h.producer.reports(after: position, blockMillis: 100).reports.isEmpty)
     }
 
-    @Test func aCampaignRunsOverThreeStreamShardsOfACluster() throws {
+    @Test func aCampaignRunsOverThreeStreamShardsOfACluster() async throws {
         let cluster = try RedisClusterFixture()
         defer { cluster.stop() }
         let mock = try MockServerFixture(
@@ -241,7 +243,7 @@ import VolleyTestSupport
         var store = StoreConfiguration()
         store.streamShards = 3
         let campaign = Campaign(users: 150, campaignShardSize: 50, workers: 1)
-        let o = try Self.run(
+        let o = try await Self.run(
             campaign, endpoint: cluster.endpoint, redisURL: "redis://127.0.0.1:\(cluster.ports[0])", store: store,
             client: { cluster.client(name: $0) }, mock: mock)
         Self.check(o, campaign, store: store)
