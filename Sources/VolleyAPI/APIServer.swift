@@ -95,11 +95,12 @@ public final class APIServer: Sendable {
         return router
     }
 
-    /// The application: HTTP/1.1 with keep-alive on `api.host`:`api.port`.
+    /// The application: HTTP/1.1 with keep-alive on `api.host`:`api.port`, over TLS when `api.tls` is set.
     public func application(onListening: @escaping @Sendable (Int) async -> Void = { _ in }) -> some ApplicationProtocol
     {
         Application(
             router: router(),
+            server: configuration.tls?.serverBuilder() ?? .http1(),
             configuration: .init(
                 address: .hostname(configuration.host, port: configuration.port), serverName: nil),
             onServerRunning: { channel in await onListening(channel.localAddress?.port ?? 0) },
