@@ -23,6 +23,9 @@ public struct APIConfiguration: Sendable {
     public var drainSeconds: Double = 5
     /// `api.redisConnections`: Redis connections the process keeps for request handling.
     public var redisConnections: Int = 16
+    /// `api.redisPipelines`: connections that carry the credential and job-submission script calls of concurrent
+    /// requests as shared pipelines; 0 sends each call through the `redisConnections` pool instead.
+    public var redisPipelines: Int = 2
     /// Apps by name and the orgs allowed to use each (`apps[].orgs`).
     public var apps: [AppName: AppOrgs] = [:]
     public var redisEndpoint: RedisEndpoint

@@ -105,9 +105,7 @@ extension APIServer {
             digest, json, Date().ISO8601Format(), job.app.rawValue,
             String(configuration.store.ledgerTTLSeconds),
         ]
-        let reply = try await pool.run { client in
-            try client.eval(APIScripts.submit, keys: [recordKey, stream], args: args)
-        }
+        let reply = try await scripts.eval(APIScripts.submit, keys: [recordKey, stream], args: args)
         try reply.throwIfError("submit job")
         guard let parts = reply.array, let code = parts.first?.integer else {
             throw RedisError(.unexpectedReply, "submit: \(reply)")
