@@ -95,10 +95,12 @@ extension APIServer {
         }
         let bodyID = job.id
         job.id = nil
-        let digest = SHA256.hash(data: try JSONResponse.encoder.encode(job)).lowercaseHex
+        // One encoding serves both: its digest names the body (without the id) for idempotent replays, and the
+        // stream entry is the same JSON with the id added.
+        let canonical = try JSONResponse.encoder.encode(job)
+        let digest = SHA256.hash(data: canonical).lowercaseHex
         let id = JobID(headerKey ?? bodyID?.rawValue ?? "job-\(UUID().uuidString.lowercased())")
-        job.id = id
-        let json = String(decoding: try JSONResponse.encoder.encode(job), as: UTF8.self)
+        let json = Self.jobJSON(canonical, id: id)
         let stream = configuration.store.jobStream
         let recordKey = keys.job(org, id, stream: stream)
         let args = [
@@ -121,6 +123,13 @@ extension APIServer {
             throw APIProblem(
                 .unprocessableContent, "a different job was already accepted with this id", field: "Idempotency-Key")
         }
+    }
+
+    /// The stream entry: the job's JSON without an id (`canonical`, an object) with `"id"` put first. `id` is a safe
+    /// id (`Input.isSafeID`) or a generated one, so it needs no escaping.
+    static func jobJSON(_ canonical: Data, id: JobID) -> String {
+        let rest = String(decoding: canonical.dropFirst(), as: UTF8.self)
+        return #"{"id":""# + id.rawValue + (rest == "}" ? #""}"# : #"","# + rest)
     }
 
     func getJob(_ context: APIRequestContext) async throws -> Response {
