@@ -24,6 +24,7 @@ let package = Package(
         .package(url: "https://github.com/swift-server/swift-prometheus", from: "2.0.0"),
         .package(url: "https://github.com/HdrHistogram/hdrhistogram-swift", from: "0.1.0"),
         .package(url: "https://github.com/hummingbird-project/hummingbird", from: "2.0.0"),
+        .package(url: "https://github.com/apple/swift-nio-ssl", from: "2.27.0"),
     ],
     targets: [
         // C libraries: one system-library target each, module map + shim.h for what Swift cannot call.
@@ -123,6 +124,9 @@ let package = Package(
             dependencies: [
                 "VolleyCore", "VolleyStore", "VolleyRedis", "VolleyConnect",
                 .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "HummingbirdCore", package: "hummingbird"),
+                .product(name: "HummingbirdTLS", package: "hummingbird"),
+                .product(name: "NIOSSL", package: "swift-nio-ssl"),
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Metrics", package: "swift-metrics"),

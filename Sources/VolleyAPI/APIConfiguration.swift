@@ -9,6 +9,8 @@ public struct APIConfiguration: Sendable {
     public var host: String = "127.0.0.1"
     /// `api.port`, default 8080 (0 picks a free port; tests read it back from `APIServer.onListening`).
     public var port: Int = 8080
+    /// `api.tls`: when set, the API serves HTTPS with this certificate and key instead of plain HTTP.
+    public var tls: APITLS?
     /// `api.maxBodyBytes`: larger request bodies get 413. Default 1 MiB.
     public var maxBodyBytes: Int = 1 << 20
     /// `api.rateLimit`: token bucket per API key (and per user token subject), shared by the fleet in Redis.
@@ -21,6 +23,9 @@ public struct APIConfiguration: Sendable {
     public var drainSeconds: Double = 5
     /// `api.redisConnections`: Redis connections the process keeps for request handling.
     public var redisConnections: Int = 16
+    /// `api.redisPipelines`: connections that carry the credential and job-submission script calls of concurrent
+    /// requests as shared pipelines; 0 sends each call through the `redisConnections` pool instead.
+    public var redisPipelines: Int = 2
     /// Apps by name and the orgs allowed to use each (`apps[].orgs`).
     public var apps: [AppName: AppOrgs] = [:]
     public var redisEndpoint: RedisEndpoint

@@ -13,6 +13,8 @@ public final class APIServer: Sendable {
     public let configuration: APIConfiguration
     let logger: Logger
     let pool: RedisPool
+    /// The credential and job-submission scripts: auto-pipelined (`api.redisPipelines`), else through `pool`.
+    let scripts: RedisScripts
     let keys: APIKeys
     let signer: UserTokenSigner
     let types: RedisNotificationTypeStore
@@ -67,6 +69,11 @@ public final class APIServer: Sendable {
         pool = RedisPool(size: configuration.redisConnections) { n in
             RedisClient(endpoint: endpoint, options: options, name: "api-\(n)", logger: logger)
         }
+        scripts = RedisScripts(
+            pipeline: configuration.redisPipelines > 0
+                ? RedisAutoPipeline(connections: configuration.redisPipelines) { n in client("api-pipeline-\(n)") }
+                : nil,
+            pool: pool)
         types = RedisNotificationTypeStore(client: client("api-types"))
         quota = RedisQuotaStore(
             client: client("api-quota"), defaults: configuration.quotaDefaults,
@@ -85,7 +92,8 @@ public final class APIServer: Sendable {
                 status: .ok, headers: [.contentType: "application/yaml"],
                 body: .init(byteBuffer: ByteBuffer(string: self.openAPIDocument)))
         }
-        let auth = AuthMiddleware(configuration: configuration, signer: signer, pool: pool, keys: keys)
+        let auth = AuthMiddleware(
+            configuration: configuration, signer: signer, scripts: scripts, keys: keys, records: APIKeyRecordCache())
         let v1 = router.group("/v1").add(middleware: auth)
         addV1Routes(v1)
         if let connect { addConnectRoutes(router.group("").add(middleware: auth), connect) }
@@ -95,11 +103,12 @@ public final class APIServer: Sendable {
         return router
     }
 
-    /// The application: HTTP/1.1 with keep-alive on `api.host`:`api.port`.
+    /// The application: HTTP/1.1 with keep-alive on `api.host`:`api.port`, over TLS when `api.tls` is set.
     public func application(onListening: @escaping @Sendable (Int) async -> Void = { _ in }) -> some ApplicationProtocol
     {
         Application(
             router: router(),
+            server: configuration.tls?.serverBuilder() ?? .http1(),
             configuration: .init(
                 address: .hostname(configuration.host, port: configuration.port), serverName: nil),
             onServerRunning: { channel in await onListening(channel.localAddress?.port ?? 0) },

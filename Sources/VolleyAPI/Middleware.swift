@@ -121,8 +121,9 @@ struct AuthMiddleware: RouterMiddleware {
     typealias Context = APIRequestContext
     let configuration: APIConfiguration
     let signer: UserTokenSigner
-    let pool: RedisPool
+    let scripts: RedisScripts
     let keys: APIKeys
+    let records: APIKeyRecordCache
 
     func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws
         -> Response
@@ -137,21 +138,16 @@ struct AuthMiddleware: RouterMiddleware {
         if credential.hasPrefix("vut1.") {
             guard let claims = signer.verify(credential, now: Date()) else { throw APIProblem.unauthorized }
             let bucket = keys.rate("u:\(claims.org):\(claims.app):\(claims.user)")
-            let reply = try await pool.run { [keys] client in
-                try client.eval(APIScripts.admit, keys: [keys.apiKeys, bucket], args: [""] + rateArgs)
-            }
+            let reply = try await scripts.eval(APIScripts.admit, keys: [keys.apiKeys, bucket], args: [""] + rateArgs)
             try Self.checkAdmitted(reply)
             context.caller = .user(claims)
         } else {
             guard let id = APIKeyFormat.id(of: credential) else { throw APIProblem.unauthorized }
             let bucket = keys.rate("k:\(id)")
-            let reply = try await pool.run { [keys] client in
-                try client.eval(APIScripts.admit, keys: [keys.apiKeys, bucket], args: [id] + rateArgs)
-            }
+            let reply = try await scripts.eval(APIScripts.admit, keys: [keys.apiKeys, bucket], args: [id] + rateArgs)
             try reply.throwIfError("admit")
             guard let parts = reply.array, parts.count == 3, let json = parts[1].string,
-                let record = try? APIKeyStore.decoder.decode(APIKeyRecord.self, from: Data(json.utf8)),
-                APIKeyFormat.matches(credential, record: record)
+                let record = records.record(json: json), APIKeyFormat.matches(credential, record: record)
             else { throw APIProblem.unauthorized }
             try Self.checkAdmitted(reply)
             context.caller = .key(id: id, org: record.org, role: record.role)
@@ -170,5 +166,28 @@ struct AuthMiddleware: RouterMiddleware {
             p.headers[.retryAfter] = String((wait + 999) / 1000)
             throw p
         }
+    }
+}
+
+/// Decoded API-key records by their stored JSON, so a busy key is not decoded (dates and all) on every request.
+///
+/// Keyed by the whole JSON text the lookup script returned, which the request still fetches from Redis each time: a
+/// revoked key finds no record and a changed record is new text, so the cache never answers for a key Redis no
+/// longer holds. Bounded: emptied when it reaches `limit` entries.
+final class APIKeyRecordCache: Sendable {
+    private let records = NSLockedBox<[String: APIKeyRecord]>([:])
+    let limit: Int
+    init(limit: Int = 4096) { self.limit = limit }
+
+    func record(json: String) -> APIKeyRecord? {
+        if let known = records.withLocked({ $0[json] }) { return known }
+        guard let decoded = try? APIKeyStore.decoder.decode(APIKeyRecord.self, from: Data(json.utf8)) else {
+            return nil
+        }
+        records.withLocked { r in
+            if r.count >= limit { r.removeAll(keepingCapacity: true) }
+            r[json] = decoded
+        }
+        return decoded
     }
 }

@@ -95,10 +95,12 @@ extension APIServer {
         }
         let bodyID = job.id
         job.id = nil
-        let digest = SHA256.hash(data: try JSONResponse.encoder.encode(job)).lowercaseHex
+        // One encoding serves both: its digest names the body (without the id) for idempotent replays, and the
+        // stream entry is the same JSON with the id added.
+        let canonical = try JSONResponse.encoder.encode(job)
+        let digest = SHA256.hash(data: canonical).lowercaseHex
         let id = JobID(headerKey ?? bodyID?.rawValue ?? "job-\(UUID().uuidString.lowercased())")
-        job.id = id
-        let json = String(decoding: try JSONResponse.encoder.encode(job), as: UTF8.self)
+        let json = Self.jobJSON(canonical, id: id)
         // The job id picks the stream shard; the record carries that shard's hash tag, so the script's two keys
         // share a slot and a replay of the id finds the record beside the stream it wrote to.
         let stream = configuration.store.jobStream(for: id)
@@ -107,9 +109,7 @@ extension APIServer {
             digest, json, Date().ISO8601Format(), job.app.rawValue,
             String(configuration.store.ledgerTTLSeconds),
         ]
-        let reply = try await pool.run { client in
-            try client.eval(APIScripts.submit, keys: [recordKey, stream], args: args)
-        }
+        let reply = try await scripts.eval(APIScripts.submit, keys: [recordKey, stream], args: args)
         try reply.throwIfError("submit job")
         guard let parts = reply.array, let code = parts.first?.integer else {
             throw RedisError(.unexpectedReply, "submit: \(reply)")
@@ -125,6 +125,13 @@ extension APIServer {
             throw APIProblem(
                 .unprocessableContent, "a different job was already accepted with this id", field: "Idempotency-Key")
         }
+    }
+
+    /// The stream entry: the job's JSON without an id (`canonical`, an object) with `"id"` put first. `id` is a safe
+    /// id (`Input.isSafeID`) or a generated one, so it needs no escaping.
+    static func jobJSON(_ canonical: Data, id: JobID) -> String {
+        let rest = String(decoding: canonical.dropFirst(), as: UTF8.self)
+        return #"{"id":""# + id.rawValue + (rest == "}" ? #""}"# : #"","# + rest)
     }
 
     func getJob(_ context: APIRequestContext) async throws -> Response {

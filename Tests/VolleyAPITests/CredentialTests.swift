@@ -104,3 +104,20 @@ struct InputTests {
         #expect(ObservingMiddleware.template("/livez") == "/livez")
     }
 }
+
+struct APIKeyRecordCacheTests {
+    func json(role: String, sha: String = String(repeating: "a", count: 64)) -> String {
+        #"{"createdAt":"2026-11-24T00:00:00Z","id":"0123456789abcdef","org":"orgA","role":"\#(role)","#
+            + #""sha256":"\#(sha)"}"#
+    }
+
+    @Test func aChangedRecordIsDecodedAfreshAndGarbageIsNoRecord() throws {
+        let cache = APIKeyRecordCache(limit: 2)
+        #expect(cache.record(json: json(role: "send"))?.role == .send)
+        #expect(cache.record(json: json(role: "send"))?.role == .send)
+        #expect(cache.record(json: json(role: "read"))?.role == .read)
+        #expect(cache.record(json: json(role: "admin", sha: "b"))?.sha256 == "b")
+        #expect(cache.record(json: "not json") == nil)
+        #expect(cache.record(json: json(role: "send"))?.role == .send)
+    }
+}

@@ -11,14 +11,14 @@ import VolleyStore
 public enum APIRunner {
     /// The server for `configuration`; test pushes go through the configured apps' providers.
     public static func server(configuration c: VolleyConfiguration, logger: Logger) throws -> APIServer {
-        if c.api.tlsCertFile != nil {
-            throw ConfigurationError(
-                problems: [
-                    "api.tls: this build serves plain HTTP/1.1; terminate TLS at the load balancer or a sidecar "
-                        + "and remove the section"
-                ], source: c.sourcePath ?? "configuration")
+        var apiConfiguration = try c.apiConfiguration()
+        if let certFile = c.api.tlsCertFile, let keyFile = c.api.tlsKeyFile {
+            do {
+                apiConfiguration.tls = try APITLS(certFile: certFile, keyFile: keyFile)
+            } catch let f as APITLS.Failure {
+                throw ConfigurationError(problems: [f.description], source: c.sourcePath ?? "configuration")
+            }
         }
-        let apiConfiguration = try c.apiConfiguration()
         let apps = ProviderApps.from(c)
         let testPush: APIServer.TestPushHandler = { input in
             var quiet = logger

@@ -11,6 +11,8 @@ public struct APISettings: Sendable, Hashable {
     public var maxBodyBytes: Int = 1 << 20
     public var drainSeconds: Double = 5
     public var redisConnections: Int = 16
+    /// `api.redisPipelines`: auto-pipelined connections for the hot path's script calls (0: the pool).
+    public var redisPipelines: Int = 2
     /// `api.tls.certFile` / `api.tls.keyFile`: both or neither.
     public var tlsCertFile: String?
     public var tlsKeyFile: String?
@@ -23,7 +25,9 @@ public struct APISettings: Sendable, Hashable {
     public var userTokenMaxTTLSeconds: Int = 86_400
     public init() {}
 
-    static let keys: Set<String> = ["host", "port", "maxBodyBytes", "drainSeconds", "redisConnections"]
+    static let keys: Set<String> = [
+        "host", "port", "maxBodyBytes", "drainSeconds", "redisConnections", "redisPipelines",
+    ]
     static let sections: Set<String> = ["tls", "rateLimit", "userTokens"]
 
     static func read(_ s: [String: Any], _ r: inout ConfigReader) -> APISettings {
@@ -35,6 +39,7 @@ public struct APISettings: Sendable, Hashable {
         if let v = r.int(s, "maxBodyBytes", at: p, range: 1024...(64 << 20)) { a.maxBodyBytes = v }
         if let v = r.double(s, "drainSeconds", at: p, min: 0) { a.drainSeconds = v }
         if let v = r.int(s, "redisConnections", at: p, range: 1...1024) { a.redisConnections = v }
+        if let v = r.int(s, "redisPipelines", at: p, range: 0...64) { a.redisPipelines = v }
         if let t = r.section(s, "tls", at: p) {
             r.rejectUnknownKeys(t, known: ["certFile", "keyFile"], at: "api.tls")
             a.tlsCertFile = r.file(t, "certFile", at: "api.tls")
@@ -100,6 +105,7 @@ extension VolleyConfiguration {
         c.maxBodyBytes = api.maxBodyBytes
         c.drainSeconds = api.drainSeconds
         c.redisConnections = api.redisConnections
+        c.redisPipelines = api.redisPipelines
         c.rateLimit = .init(requestsPerSecond: api.requestsPerSecond, burst: api.burst)
         c.userTokenKeys = api.userTokenKeys
         c.userTokenMaxTTLSeconds = api.userTokenMaxTTLSeconds

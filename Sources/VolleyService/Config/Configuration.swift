@@ -199,7 +199,7 @@ extension VolleyConfiguration {
         "inbox": ["maxCount", "maxAgeSeconds"],
         "log": ["level", "format"],
         "metrics": ["enabled", "host", "port"],
-        "api": ["host", "port", "maxBodyBytes", "drainSeconds", "redisConnections"],
+        "api": ["host", "port", "maxBodyBytes", "drainSeconds", "redisConnections", "redisPipelines"],
     ]
     static let appSchema: [String: [String]] = [
         "apns": [
