@@ -1130,7 +1130,7 @@ components:
         targetId: {type: [string, "null"], description: The record it is about; give targetId or targetPageRef.}
         targetPageRef:
           description: A pageReference, as JSON text or an object (stored as its JSON text).
-          oneOf: [{type: string}, {type: object}, {type: "null"}]
+          oneOf: [{type: [string, "null"]}, {type: object}]
     ActionResult:
       type: object
       additionalProperties: false
@@ -1139,29 +1139,27 @@ components:
         actionName: {type: string, const: customNotificationAction}
         isSuccess: {type: boolean}
         outputValues:
-          oneOf:
-            - {type: "null"}
-            - type: object
-              additionalProperties: false
-              required: [SuccessMessage]
-              properties:
-                SuccessMessage: {type: string}
+          description: "`{\"SuccessMessage\": …}` on success, else null."
+          type: [object, "null"]
+          additionalProperties: false
+          required: [SuccessMessage]
+          properties:
+            SuccessMessage: {type: string}
         errors:
-          oneOf:
-            - {type: "null"}
-            - type: array
-              minItems: 1
-              items:
-                type: object
-                additionalProperties: false
-                required: [statusCode, message, fields]
-                properties:
-                  statusCode:
-                    type: string
-                    enum: [REQUIRED_FIELD_MISSING, STRING_TOO_LONG, LIMIT_EXCEEDED, INVALID_TYPE, INVALID_ID_FIELD,
-                           INVALID_INPUT, UNKNOWN_EXCEPTION]
-                  message: {type: string}
-                  fields: {type: array, items: {type: string}}
+          description: Every problem of the input, each naming its fields; null on success.
+          type: [array, "null"]
+          minItems: 1
+          items:
+            type: object
+            additionalProperties: false
+            required: [statusCode, message, fields]
+            properties:
+              statusCode:
+                type: string
+                enum: [REQUIRED_FIELD_MISSING, STRING_TOO_LONG, LIMIT_EXCEEDED, INVALID_TYPE, INVALID_ID_FIELD,
+                       INVALID_INPUT, UNKNOWN_EXCEPTION]
+              message: {type: string}
+              fields: {type: array, items: {type: string}}
     ActionDescription:
       type: object
       required: [name, label, type, category, inputs, outputs]
@@ -1201,11 +1199,11 @@ components:
         lastModified: {type: string, format: date-time}
         mostRecentActivityDate: {type: string, format: date-time}
         count: {type: integer, const: 1}
-        image: {type: "null"}
-        url: {type: "null"}
-        additionalData: {type: "null"}
-        communityId: {type: "null"}
-        communityName: {type: "null"}
+        image: {type: [string, "null"], description: Always null in Volley.}
+        url: {type: [string, "null"], description: Always null in Volley.}
+        additionalData: {type: [string, "null"], description: Always null in Volley.}
+        communityId: {type: [string, "null"], description: Always null in Volley.}
+        communityName: {type: [string, "null"], description: Always null in Volley.}
     AppSetting:
       type: object
       additionalProperties: false
@@ -1215,11 +1213,11 @@ components:
         applicationDevName: {type: string}
         applicationId: {type: string}
         applicationName: {type: string}
-        applicationNamespace: {type: "null"}
+        applicationNamespace: {type: [string, "null"], description: Always null in Volley.}
         enabled: {type: boolean}
         notificationLabel: {type: string}
         notificationTypeName: {type: string}
-        notificationTypeNamespace: {type: "null"}
+        notificationTypeNamespace: {type: [string, "null"], description: Always null in Volley.}
         notificationTypeOrId: {type: string}
         pushEnabled: {type: boolean}
     OrgSetting:
@@ -1234,7 +1232,7 @@ components:
         slackEnabled: {type: boolean}
         notificationLabel: {type: string}
         notificationTypeName: {type: string}
-        notificationTypeNamespace: {type: "null"}
+        notificationTypeNamespace: {type: [string, "null"], description: Always null in Volley.}
         notificationTypeOrId: {type: string}
     Problem:
       type: object
