@@ -212,7 +212,13 @@ let package = Package(
                 "VolleyEngine", "VolleyCore", "VolleyTestDoubles", .product(name: "Logging", package: "swift-log"),
                 .product(name: "MetricsTestKit", package: "swift-metrics"),
             ]),
-        .testTarget(name: "VolleyAPITests", dependencies: ["VolleyAPI", "VolleyCore", "VolleyRedis"]),
+        .testTarget(
+            name: "VolleyAPITests",
+            dependencies: [
+                "VolleyAPI", "VolleyCore", "VolleyRedis", "VolleyConnect", "VolleyStore",
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "Yams", package: "Yams"),
+            ]),
         .testTarget(
             name: "VolleyConnectTests",
             dependencies: [

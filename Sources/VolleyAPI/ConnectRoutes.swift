@@ -13,7 +13,8 @@ import VolleyCore
 extension APIServer {
     func addConnectRoutes(_ group: RouterGroup<APIRequestContext>, _ service: ConnectService) {
         let path: RouterPath = "/services/data/:version/**"
-        for method in [HTTPRequest.Method.get, .post, .patch, .delete, .head] {
+        // Every method reaches the service, so one a resource does not take answers 405 there, not 404 here.
+        for method in [HTTPRequest.Method.get, .post, .put, .patch, .delete, .head] {
             group.on(path, method: method) { request, context in try await self.connect(service, request, context) }
         }
     }

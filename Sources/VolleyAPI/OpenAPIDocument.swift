@@ -15,10 +15,14 @@ info:
     the device resources with a user token (`Bearer vut1.…`, from `POST /v1/user-tokens`). Every request stays inside
     its credential's org: another org's resources answer 404. Errors are `application/problem+json` with `field`
     naming the input at fault. See docs/api.md.
+
+    The Salesforce-compatible resources under `/services/data/v{NN.N}/` (docs/api-salesforce.md) take either
+    credential as each operation says, and answer errors as Salesforce does: `[{"errorCode", "message"}]`, the
+    message starting with the field. `HEAD` is accepted wherever `GET` is; another method answers 405.
 servers:
   - url: http://127.0.0.1:8080
 security:
-  - bearer: []
+  - apiKey: []
 tags:
   - name: jobs
   - name: devices
@@ -199,6 +203,8 @@ paths:
     put:
       tags: [devices]
       operationId: registerDevice
+      security:
+        - userToken: []
       summary: Register the calling user's device (user token). Idempotent; a token moves to the new user.
       requestBody:
         required: true
@@ -229,6 +235,8 @@ paths:
     delete:
       tags: [devices]
       operationId: unregisterDevice
+      security:
+        - userToken: []
       summary: Unregister one of the calling user's devices (user token).
       parameters:
         - name: platform
@@ -438,67 +446,66 @@ paths:
     get:
       tags: [salesforce]
       operationId: describeCustomNotificationAction
-      summary: The action's inputs.
+      summary: The action's inputs and outputs, as Salesforce's action describe lists them.
+      description: Any API key role, or a user token.
+      security:
+        - apiKey: []
+        - userToken: []
       responses:
         "200":
           description: The description.
           content:
             application/json:
-              schema: {type: object}
-        "401": {$ref: "#/components/responses/SalesforceError"}
-        "403": {$ref: "#/components/responses/SalesforceError"}
-        "404": {$ref: "#/components/responses/SalesforceError"}
-        "429": {$ref: "#/components/responses/SalesforceError"}
-        "503": {$ref: "#/components/responses/SalesforceError"}
+              schema: {$ref: "#/components/schemas/ActionDescription"}
+        "401": {$ref: "#/components/responses/SalesforceUnauthorized"}
+        "404": {$ref: "#/components/responses/SalesforceNotFound"}
+        "429": {$ref: "#/components/responses/SalesforceTooManyRequests"}
+        "500": {$ref: "#/components/responses/SalesforceServerError"}
+        "503": {$ref: "#/components/responses/SalesforceUnavailable"}
     post:
       tags: [salesforce]
       operationId: customNotificationAction
-      summary: One job per input (at most 500 recipients each); one result per input.
+      summary: One job per valid input (at most 500 recipients each); one result per input, in order.
+      description: |
+        An API key with role send or admin. A body that is not `{"inputs": [ … ]}` (1 to 200 inputs) fails as a
+        whole with 400; otherwise the answer is 200 and each input's problems are in its result's `errors`, each
+        naming its fields. The job goes to the credential's app, else to the org's first configured app.
+      security:
+        - apiKey: []
       requestBody:
         required: true
         content:
           application/json:
+            example:
+              inputs:
+                - {customNotifTypeId: contract-type, recipientIds: ["005A"], title: Deal won, body: Acme signed,
+                   targetId: 006X}
             schema:
               type: object
+              additionalProperties: false
               required: [inputs]
               properties:
                 inputs:
                   type: array
-                  items:
-                    type: object
-                    properties:
-                      customNotifTypeId: {type: string}
-                      recipientIds:
-                        type: array
-                        maxItems: 500
-                        items: {type: string}
-                      senderId: {type: string}
-                      title: {type: string, maxLength: 250}
-                      body: {type: string, maxLength: 750}
-                      targetId: {type: string}
-                      targetPageRef: {type: string}
+                  minItems: 1
+                  maxItems: 200
+                  items: {$ref: "#/components/schemas/CustomNotificationInput"}
       responses:
         "200":
-          description: One result per input.
+          description: One result per input, in order.
           content:
             application/json:
               schema:
                 type: array
-                items:
-                  type: object
-                  required: [actionName, isSuccess]
-                  properties:
-                    actionName: {type: string}
-                    isSuccess: {type: boolean}
-                    errors: {type: [array, "null"]}
-                    outputValues: {type: [object, "null"]}
-        "400": {$ref: "#/components/responses/SalesforceError"}
-        "401": {$ref: "#/components/responses/SalesforceError"}
-        "403": {$ref: "#/components/responses/SalesforceError"}
-        "404": {$ref: "#/components/responses/SalesforceError"}
-        "413": {$ref: "#/components/responses/SalesforceError"}
-        "429": {$ref: "#/components/responses/SalesforceError"}
-        "503": {$ref: "#/components/responses/SalesforceError"}
+                items: {$ref: "#/components/schemas/ActionResult"}
+        "400": {$ref: "#/components/responses/SalesforceBadRequest"}
+        "401": {$ref: "#/components/responses/SalesforceUnauthorized"}
+        "403": {$ref: "#/components/responses/SalesforceForbidden"}
+        "404": {$ref: "#/components/responses/SalesforceNotFound"}
+        "413": {$ref: "#/components/responses/SalesforceTooLarge"}
+        "429": {$ref: "#/components/responses/SalesforceTooManyRequests"}
+        "500": {$ref: "#/components/responses/SalesforceServerError"}
+        "503": {$ref: "#/components/responses/SalesforceUnavailable"}
   /services/data/{version}/connect/notifications/push:
     parameters:
       - {$ref: "#/components/parameters/Version"}
@@ -506,68 +513,143 @@ paths:
       tags: [salesforce]
       operationId: connectPush
       summary: Push a platform payload to users of a connected app (Connect REST).
+      description: |
+        An API key with role send or admin. `appName` must be an app the org may use (another org's app answers
+        404). `payload` is JSON text (Salesforce's single-quoted form is accepted) or a JSON object: an object with
+        at least one key, at most 4096 bytes of JSON, `aps` (when present) an object.
+      security:
+        - apiKey: []
       requestBody:
         required: true
         content:
           application/json:
+            example: {"appName": "app1", "userIds": ["005A"], "payload": "{ 'aps': { 'alert': 'test' } }"}
             schema:
               type: object
+              additionalProperties: false
               required: [appName, userIds, payload]
               properties:
-                appName: {type: string}
-                namespace: {type: string}
+                appName: {type: string, minLength: 1}
+                namespace: {type: [string, "null"], description: Accepted and not used.}
                 userIds:
-                  type: array
-                  maxItems: 500
-                  items: {type: string}
-                payload: {type: string}
+                  description: 1 to 500 user ids; a single string is a list of one. Duplicates are dropped.
+                  oneOf:
+                    - {type: array, minItems: 1, maxItems: 500, items: {type: string, minLength: 1}}
+                    - {type: string, minLength: 1}
+                payload:
+                  description: The platform payload, as JSON text or a JSON object, at most 4096 bytes.
+                  oneOf:
+                    - {type: string, minLength: 2, maxLength: 4096}
+                    - {type: object, minProperties: 1}
       responses:
         "202":
-          description: The job id.
+          description: Queued; the id is the job's.
           content:
             application/json:
               schema:
                 type: object
+                additionalProperties: false
                 required: [id]
                 properties:
                   id: {type: string}
-        "400": {$ref: "#/components/responses/SalesforceError"}
-        "401": {$ref: "#/components/responses/SalesforceError"}
-        "403": {$ref: "#/components/responses/SalesforceError"}
-        "404": {$ref: "#/components/responses/SalesforceError"}
-        "413": {$ref: "#/components/responses/SalesforceError"}
-        "429": {$ref: "#/components/responses/SalesforceError"}
-        "503": {$ref: "#/components/responses/SalesforceError"}
+        "400": {$ref: "#/components/responses/SalesforceBadRequest"}
+        "401": {$ref: "#/components/responses/SalesforceUnauthorized"}
+        "403": {$ref: "#/components/responses/SalesforceForbidden"}
+        "404": {$ref: "#/components/responses/SalesforceNotFound"}
+        "413": {$ref: "#/components/responses/SalesforceTooLarge"}
+        "429": {$ref: "#/components/responses/SalesforceTooManyRequests"}
+        "500": {$ref: "#/components/responses/SalesforceServerError"}
+        "503": {$ref: "#/components/responses/SalesforceUnavailable"}
   /services/data/{version}/connect/notifications:
     parameters:
       - {$ref: "#/components/parameters/Version"}
     get:
       tags: [salesforce]
       operationId: listNotifications
-      summary: The context user's notifications, newest first (a user token).
+      summary: The context user's notifications the app shows, newest first (a user token).
+      description: An API key answers 403 (these resources answer for the context user).
+      security:
+        - userToken: []
       parameters:
-        - {name: after, in: query, schema: {type: string}}
-        - {name: before, in: query, schema: {type: string}}
-        - {name: size, in: query, schema: {type: integer, minimum: 1, maximum: 50}}
-        - {name: trimMessages, in: query, schema: {type: string}}
+        - name: after
+          in: query
+          description: Only notifications after this date (exclusive); not with `before`.
+          schema: {type: string, format: date-time}
+        - name: before
+          in: query
+          description: Only notifications before this date (exclusive); not with `after`.
+          schema: {type: string, format: date-time}
+        - name: size
+          in: query
+          description: How many, 1 to 50 (a larger number gives 50, as Salesforce does).
+          schema: {type: integer, minimum: 1, maximum: 50, default: 10}
+        - {$ref: "#/components/parameters/TrimMessages"}
       responses:
-        "200":
-          description: A notification collection.
-          content:
-            application/json:
-              schema: {$ref: "#/components/schemas/NotificationCollection"}
-        "400": {$ref: "#/components/responses/SalesforceError"}
-        "401": {$ref: "#/components/responses/SalesforceError"}
-        "403": {$ref: "#/components/responses/SalesforceError"}
-        "429": {$ref: "#/components/responses/SalesforceError"}
-        "503": {$ref: "#/components/responses/SalesforceError"}
+        "200": {$ref: "#/components/responses/NotificationCollection"}
+        "400": {$ref: "#/components/responses/SalesforceBadRequest"}
+        "401": {$ref: "#/components/responses/SalesforceUnauthorized"}
+        "403": {$ref: "#/components/responses/SalesforceForbidden"}
+        "404": {$ref: "#/components/responses/SalesforceNotFound"}
+        "429": {$ref: "#/components/responses/SalesforceTooManyRequests"}
+        "500": {$ref: "#/components/responses/SalesforceServerError"}
+        "503": {$ref: "#/components/responses/SalesforceUnavailable"}
+    patch:
+      tags: [salesforce]
+      operationId: markNotifications
+      summary: Mark the context user's notifications read or seen (a user token).
+      description: |
+        `notificationIds` (at most 50) or `before` (not both; neither means before now), with `read` and/or `seen`.
+        Marking read also marks seen; `read: true` with `seen: false` is a 400. The same fields are accepted as
+        query parameters (`notificationIds` comma-separated); the body wins. Answers the marked notifications the
+        app shows, newest first (for `before`, the newest 50).
+      security:
+        - userToken: []
+      parameters:
+        - {$ref: "#/components/parameters/TrimMessages"}
+        - {name: read, in: query, schema: {type: boolean}}
+        - {name: seen, in: query, schema: {type: boolean}}
+        - {name: before, in: query, schema: {type: string, format: date-time}}
+        - name: notificationIds
+          in: query
+          description: Comma-separated ids, at most 50.
+          schema: {type: string, minLength: 1}
+      requestBody:
+        required: true
+        content:
+          application/json:
+            example: {"notificationIds": ["n-plain"], "read": true}
+            schema:
+              type: object
+              additionalProperties: false
+              properties:
+                before: {type: string, format: date-time}
+                notificationIds:
+                  type: array
+                  minItems: 1
+                  maxItems: 50
+                  items: {type: string, minLength: 1}
+                read: {$ref: "#/components/schemas/Flag"}
+                seen: {$ref: "#/components/schemas/Flag"}
+      responses:
+        "200": {$ref: "#/components/responses/NotificationCollection"}
+        "400": {$ref: "#/components/responses/SalesforceBadRequest"}
+        "401": {$ref: "#/components/responses/SalesforceUnauthorized"}
+        "403": {$ref: "#/components/responses/SalesforceForbidden"}
+        "404": {$ref: "#/components/responses/SalesforceNotFound"}
+        "413": {$ref: "#/components/responses/SalesforceTooLarge"}
+        "429": {$ref: "#/components/responses/SalesforceTooManyRequests"}
+        "500": {$ref: "#/components/responses/SalesforceServerError"}
+        "503": {$ref: "#/components/responses/SalesforceUnavailable"}
   /services/data/{version}/connect/notifications/status:
     parameters:
       - {$ref: "#/components/parameters/Version"}
     get:
       tags: [salesforce]
       operationId: notificationStatus
-      summary: Unread and unseen counts of the context user (a user token).
+      summary: Unread and unseen counts of the context user over what the app shows (a user token).
+      description: Each date is now when there is nothing to date.
+      security:
+        - userToken: []
       responses:
         "200":
           description: The status.
@@ -575,43 +657,397 @@ paths:
             application/json:
               schema:
                 type: object
-                required: [unreadCount, unseenCount]
+                additionalProperties: false
+                required: [lastActivity, oldestUnread, oldestUnseen, unreadCount, unseenCount]
                 properties:
-                  lastActivity: {type: string}
-                  oldestUnread: {type: string}
-                  oldestUnseen: {type: string}
-                  unreadCount: {type: integer}
-                  unseenCount: {type: integer}
-        "401": {$ref: "#/components/responses/SalesforceError"}
-        "403": {$ref: "#/components/responses/SalesforceError"}
-        "429": {$ref: "#/components/responses/SalesforceError"}
-        "503": {$ref: "#/components/responses/SalesforceError"}
+                  lastActivity: {type: string, format: date-time}
+                  oldestUnread: {type: string, format: date-time}
+                  oldestUnseen: {type: string, format: date-time}
+                  unreadCount: {type: integer, minimum: 0}
+                  unseenCount: {type: integer, minimum: 0}
+        "401": {$ref: "#/components/responses/SalesforceUnauthorized"}
+        "403": {$ref: "#/components/responses/SalesforceForbidden"}
+        "404": {$ref: "#/components/responses/SalesforceNotFound"}
+        "429": {$ref: "#/components/responses/SalesforceTooManyRequests"}
+        "500": {$ref: "#/components/responses/SalesforceServerError"}
+        "503": {$ref: "#/components/responses/SalesforceUnavailable"}
+  /services/data/{version}/connect/notifications/{notificationId}:
+    parameters:
+      - {$ref: "#/components/parameters/Version"}
+      - name: notificationId
+        in: path
+        required: true
+        description: The notification's id (the id of the job that made it).
+        schema: {type: string, minLength: 1, maxLength: 128}
+        example: n-contract
+    get:
+      tags: [salesforce]
+      operationId: getNotification
+      summary: One of the context user's notifications (a user token); 404 when the app does not show it.
+      security:
+        - userToken: []
+      parameters:
+        - {$ref: "#/components/parameters/TrimMessages"}
+      responses:
+        "200": {$ref: "#/components/responses/Notification"}
+        "400": {$ref: "#/components/responses/SalesforceBadRequest"}
+        "401": {$ref: "#/components/responses/SalesforceUnauthorized"}
+        "403": {$ref: "#/components/responses/SalesforceForbidden"}
+        "404": {$ref: "#/components/responses/SalesforceNotFound"}
+        "429": {$ref: "#/components/responses/SalesforceTooManyRequests"}
+        "500": {$ref: "#/components/responses/SalesforceServerError"}
+        "503": {$ref: "#/components/responses/SalesforceUnavailable"}
+    patch:
+      tags: [salesforce]
+      operationId: markNotification
+      summary: Mark one of the context user's notifications read or seen (a user token).
+      description: "`read` and/or `seen`, in the body or as query parameters (the body wins)."
+      security:
+        - userToken: []
+      parameters:
+        - {$ref: "#/components/parameters/TrimMessages"}
+        - {name: read, in: query, schema: {type: boolean}}
+        - {name: seen, in: query, schema: {type: boolean}}
+      requestBody:
+        required: true
+        content:
+          application/json:
+            example: {"seen": "true"}
+            schema:
+              type: object
+              additionalProperties: false
+              properties:
+                read: {$ref: "#/components/schemas/Flag"}
+                seen: {$ref: "#/components/schemas/Flag"}
+      responses:
+        "200": {$ref: "#/components/responses/Notification"}
+        "400": {$ref: "#/components/responses/SalesforceBadRequest"}
+        "401": {$ref: "#/components/responses/SalesforceUnauthorized"}
+        "403": {$ref: "#/components/responses/SalesforceForbidden"}
+        "404": {$ref: "#/components/responses/SalesforceNotFound"}
+        "413": {$ref: "#/components/responses/SalesforceTooLarge"}
+        "429": {$ref: "#/components/responses/SalesforceTooManyRequests"}
+        "500": {$ref: "#/components/responses/SalesforceServerError"}
+        "503": {$ref: "#/components/responses/SalesforceUnavailable"}
+  /services/data/{version}/connect/notifications/app-settings/organization:
+    parameters:
+      - {$ref: "#/components/parameters/Version"}
+    get:
+      tags: [salesforce]
+      operationId: listAppSettings
+      summary: Every type of the org, with the app's setting for each.
+      description: |
+        Any API key role, or a user token. The app is `applicationId`, else the credential's app; without either,
+        400. An app the org may not use answers 404.
+      security:
+        - apiKey: []
+        - userToken: []
+      parameters:
+        - {$ref: "#/components/parameters/ApplicationId"}
+      responses:
+        "200": {$ref: "#/components/responses/AppSettingCollection"}
+        "400": {$ref: "#/components/responses/SalesforceBadRequest"}
+        "401": {$ref: "#/components/responses/SalesforceUnauthorized"}
+        "404": {$ref: "#/components/responses/SalesforceNotFound"}
+        "429": {$ref: "#/components/responses/SalesforceTooManyRequests"}
+        "500": {$ref: "#/components/responses/SalesforceServerError"}
+        "503": {$ref: "#/components/responses/SalesforceUnavailable"}
+  /services/data/{version}/connect/notifications/app-settings/organization/{notificationTypeId}:
+    parameters:
+      - {$ref: "#/components/parameters/Version"}
+      - {$ref: "#/components/parameters/NotificationTypeId"}
+    get:
+      tags: [salesforce]
+      operationId: getAppSetting
+      summary: The app's setting for one type, as a collection of one (as Salesforce answers).
+      description: Any API key role, or a user token.
+      security:
+        - apiKey: []
+        - userToken: []
+      parameters:
+        - {$ref: "#/components/parameters/ApplicationId"}
+      responses:
+        "200": {$ref: "#/components/responses/AppSettingCollection"}
+        "400": {$ref: "#/components/responses/SalesforceBadRequest"}
+        "401": {$ref: "#/components/responses/SalesforceUnauthorized"}
+        "404": {$ref: "#/components/responses/SalesforceNotFound"}
+        "429": {$ref: "#/components/responses/SalesforceTooManyRequests"}
+        "500": {$ref: "#/components/responses/SalesforceServerError"}
+        "503": {$ref: "#/components/responses/SalesforceUnavailable"}
+    post:
+      tags: [salesforce]
+      operationId: setAppSetting
+      summary: Set `enabled` and/or `pushEnabled` of the app's setting for one type (an admin key).
+      description: The app is `applicationId` (body, then query), else the credential's app.
+      security:
+        - apiKey: []
+      parameters:
+        - {$ref: "#/components/parameters/ApplicationId"}
+      requestBody:
+        required: true
+        content:
+          application/json:
+            example: {"applicationId": "app1", "enabled": false}
+            schema:
+              type: object
+              additionalProperties: false
+              properties:
+                applicationId: {type: string}
+                enabled: {$ref: "#/components/schemas/Flag"}
+                pushEnabled: {$ref: "#/components/schemas/Flag"}
+      responses:
+        "200":
+          description: The setting.
+          content:
+            application/json:
+              schema: {$ref: "#/components/schemas/AppSetting"}
+        "400": {$ref: "#/components/responses/SalesforceBadRequest"}
+        "401": {$ref: "#/components/responses/SalesforceUnauthorized"}
+        "403": {$ref: "#/components/responses/SalesforceForbidden"}
+        "404": {$ref: "#/components/responses/SalesforceNotFound"}
+        "413": {$ref: "#/components/responses/SalesforceTooLarge"}
+        "429": {$ref: "#/components/responses/SalesforceTooManyRequests"}
+        "500": {$ref: "#/components/responses/SalesforceServerError"}
+        "503": {$ref: "#/components/responses/SalesforceUnavailable"}
+    delete:
+      tags: [salesforce]
+      operationId: resetAppSetting
+      summary: Reset the app's setting for one type to the defaults (an admin key).
+      security:
+        - apiKey: []
+      parameters:
+        - {$ref: "#/components/parameters/ApplicationId"}
+      responses:
+        "204": {description: Reset to the defaults.}
+        "400": {$ref: "#/components/responses/SalesforceBadRequest"}
+        "401": {$ref: "#/components/responses/SalesforceUnauthorized"}
+        "403": {$ref: "#/components/responses/SalesforceForbidden"}
+        "404": {$ref: "#/components/responses/SalesforceNotFound"}
+        "429": {$ref: "#/components/responses/SalesforceTooManyRequests"}
+        "500": {$ref: "#/components/responses/SalesforceServerError"}
+        "503": {$ref: "#/components/responses/SalesforceUnavailable"}
+  /services/data/{version}/connect/notifications/settings/organization:
+    parameters:
+      - {$ref: "#/components/parameters/Version"}
+    get:
+      tags: [salesforce]
+      operationId: listOrgSettings
+      summary: The org's channel settings of every type (any API key role, or a user token).
+      security:
+        - apiKey: []
+        - userToken: []
+      responses:
+        "200":
+          description: Every type of the org.
+          content:
+            application/json:
+              schema:
+                type: object
+                additionalProperties: false
+                required: [notificationSettings]
+                properties:
+                  notificationSettings:
+                    type: array
+                    items: {$ref: "#/components/schemas/OrgSetting"}
+        "401": {$ref: "#/components/responses/SalesforceUnauthorized"}
+        "404": {$ref: "#/components/responses/SalesforceNotFound"}
+        "429": {$ref: "#/components/responses/SalesforceTooManyRequests"}
+        "500": {$ref: "#/components/responses/SalesforceServerError"}
+        "503": {$ref: "#/components/responses/SalesforceUnavailable"}
+  /services/data/{version}/connect/notifications/settings/organization/{notificationTypeOrId}:
+    parameters:
+      - {$ref: "#/components/parameters/Version"}
+      - name: notificationTypeOrId
+        in: path
+        required: true
+        description: A notification type of the org, by id or by name.
+        schema: {type: string, minLength: 1, maxLength: 255}
+        example: contract-type
+    get:
+      tags: [salesforce]
+      operationId: getOrgSetting
+      summary: The org's channel settings of one type (any API key role, or a user token).
+      security:
+        - apiKey: []
+        - userToken: []
+      responses:
+        "200": {$ref: "#/components/responses/OrgSetting"}
+        "401": {$ref: "#/components/responses/SalesforceUnauthorized"}
+        "404": {$ref: "#/components/responses/SalesforceNotFound"}
+        "429": {$ref: "#/components/responses/SalesforceTooManyRequests"}
+        "500": {$ref: "#/components/responses/SalesforceServerError"}
+        "503": {$ref: "#/components/responses/SalesforceUnavailable"}
+    post:
+      tags: [salesforce]
+      operationId: setOrgSetting
+      summary: Turn channels of one type off (or back on, if the type has them) for the org (an admin key).
+      description: |
+        At least one switch. Desktop and mobile can be enabled only when the type has that channel; email and
+        Slack are recorded as given (Volley delivers neither).
+      security:
+        - apiKey: []
+      requestBody:
+        required: true
+        content:
+          application/json:
+            example: {"mobileEnabled": "false"}
+            schema:
+              type: object
+              additionalProperties: false
+              properties:
+                desktopEnabled: {$ref: "#/components/schemas/Flag"}
+                emailEnabled: {$ref: "#/components/schemas/Flag"}
+                mobileEnabled: {$ref: "#/components/schemas/Flag"}
+                slackEnabled: {$ref: "#/components/schemas/Flag"}
+      responses:
+        "200": {$ref: "#/components/responses/OrgSetting"}
+        "400": {$ref: "#/components/responses/SalesforceBadRequest"}
+        "401": {$ref: "#/components/responses/SalesforceUnauthorized"}
+        "403": {$ref: "#/components/responses/SalesforceForbidden"}
+        "404": {$ref: "#/components/responses/SalesforceNotFound"}
+        "413": {$ref: "#/components/responses/SalesforceTooLarge"}
+        "429": {$ref: "#/components/responses/SalesforceTooManyRequests"}
+        "500": {$ref: "#/components/responses/SalesforceServerError"}
+        "503": {$ref: "#/components/responses/SalesforceUnavailable"}
+    delete:
+      tags: [salesforce]
+      operationId: resetOrgSetting
+      summary: Reset the org's settings of one type to the type's channels (an admin key).
+      security:
+        - apiKey: []
+      responses:
+        "204": {description: Reset to the defaults.}
+        "401": {$ref: "#/components/responses/SalesforceUnauthorized"}
+        "403": {$ref: "#/components/responses/SalesforceForbidden"}
+        "404": {$ref: "#/components/responses/SalesforceNotFound"}
+        "429": {$ref: "#/components/responses/SalesforceTooManyRequests"}
+        "500": {$ref: "#/components/responses/SalesforceServerError"}
+        "503": {$ref: "#/components/responses/SalesforceUnavailable"}
 components:
   parameters:
     Version:
       name: version
       in: path
       required: true
-      description: Salesforce's API version segment, any version (`v60.0`).
-      schema: {type: string, pattern: "^v[0-9]{2}\\.[0-9]$"}
+      description: Salesforce's API version segment; any version is accepted and behaves the same (`v60.0`).
+      schema: {type: string, pattern: "^v[0-9]{1,3}\\.[0-9]{1,2}$"}
+      example: v60.0
+    TrimMessages:
+      name: trimMessages
+      in: query
+      description: true (the default) clips titles to 120 characters and bodies to 320.
+      schema: {$ref: "#/components/schemas/Flag"}
+    ApplicationId:
+      name: applicationId
+      in: query
+      description: The connected app (its API name); by default the credential's app.
+      schema: {type: string}
+      example: app1
+    NotificationTypeId:
+      name: notificationTypeId
+      in: path
+      required: true
+      description: A notification type of the org, by id or by name.
+      schema: {type: string, minLength: 1, maxLength: 255}
+      example: contract-type
   securitySchemes:
-    bearer:
+    apiKey:
       type: http
       scheme: bearer
-      description: An API key (`vk_…`) or, for the device resources, a user token (`vut1.…`).
+      description: >-
+        An API key (`vk_…`, `volley keys create`), bound to one org with a role: `read` may read, `send` may also
+        push, `admin` may also change types, settings and user tokens.
+    userToken:
+      type: http
+      scheme: bearer
+      description: >-
+        A user token (`vut1.…`, from `POST /v1/user-tokens`), bound to an org, a user and an app: the device
+        resources and the context user's Notifications.
   responses:
-    SalesforceError:
-      description: Salesforce's error array on the compatible paths.
+    SalesforceBadRequest:
+      description: >-
+        The body is not JSON or has a key the resource does not take (`JSON_PARSER_ERROR`), or a field is missing,
+        of the wrong type or out of range (`INVALID_API_INPUT`); the message starts with the field.
+      content:
+        application/json:
+          schema: {$ref: "#/components/schemas/SalesforceErrors"}
+    SalesforceUnauthorized:
+      description: No credential, or one that is unknown, revoked or expired (`INVALID_SESSION_ID`).
+      headers:
+        WWW-Authenticate:
+          schema: {type: string}
+      content:
+        application/json:
+          schema: {$ref: "#/components/schemas/SalesforceErrors"}
+    SalesforceForbidden:
+      description: The credential's role or kind may not call this resource (`INSUFFICIENT_ACCESS`).
+      content:
+        application/json:
+          schema: {$ref: "#/components/schemas/SalesforceErrors"}
+    SalesforceNotFound:
+      description: >-
+        A version segment that is not `v{NN.N}`, or a notification, type or app the caller's org does not have
+        (`NOT_FOUND`).
+      content:
+        application/json:
+          schema: {$ref: "#/components/schemas/SalesforceErrors"}
+    SalesforceTooLarge:
+      description: The body is larger than `api.maxBodyBytes` (`INVALID_API_INPUT`, about `body`).
+      content:
+        application/json:
+          schema: {$ref: "#/components/schemas/SalesforceErrors"}
+    SalesforceTooManyRequests:
+      description: The credential's rate limit is used up (`REQUEST_LIMIT_EXCEEDED`); retry after `Retry-After`.
+      headers:
+        Retry-After:
+          schema: {type: string}
+      content:
+        application/json:
+          schema: {$ref: "#/components/schemas/SalesforceErrors"}
+    SalesforceServerError:
+      description: Redis failed while answering (`UNKNOWN_EXCEPTION`); the server log says why. Retry.
+      content:
+        application/json:
+          schema: {$ref: "#/components/schemas/SalesforceErrors"}
+    SalesforceUnavailable:
+      description: Redis is unavailable while authenticating (`SERVER_UNAVAILABLE`); retry after `Retry-After`.
+      content:
+        application/json:
+          schema: {$ref: "#/components/schemas/SalesforceErrors"}
+    Notification:
+      description: One notification.
+      content:
+        application/json:
+          schema: {$ref: "#/components/schemas/SalesforceNotification"}
+    NotificationCollection:
+      description: Notifications, newest first.
       content:
         application/json:
           schema:
-            type: array
-            items:
-              type: object
-              required: [errorCode, message]
-              properties:
-                errorCode: {type: string}
-                message: {type: string}
+            type: object
+            additionalProperties: false
+            required: [notifications]
+            properties:
+              notifications:
+                type: array
+                items: {$ref: "#/components/schemas/SalesforceNotification"}
+    AppSettingCollection:
+      description: App settings, one per type.
+      content:
+        application/json:
+          schema:
+            type: object
+            additionalProperties: false
+            required: [notificationAppSettings]
+            properties:
+              notificationAppSettings:
+                type: array
+                items: {$ref: "#/components/schemas/AppSetting"}
+    OrgSetting:
+      description: The org's setting of one type.
+      content:
+        application/json:
+          schema: {$ref: "#/components/schemas/OrgSetting"}
     BadRequest:
       description: The input is malformed or invalid; `field` names it.
       content:
@@ -659,24 +1095,145 @@ components:
         application/problem+json:
           schema: {$ref: "#/components/schemas/Problem"}
   schemas:
-    NotificationCollection:
+    SalesforceErrors:
+      description: Salesforce's error array; the message starts with the field it is about.
+      type: array
+      minItems: 1
+      items:
+        type: object
+        additionalProperties: false
+        required: [errorCode, message]
+        properties:
+          errorCode: {type: string}
+          message: {type: string}
+    Flag:
+      description: A boolean, or the strings "true" and "false" as Salesforce's examples write them.
+      oneOf:
+        - {type: boolean}
+        - {type: string, enum: ["true", "false", "TRUE", "FALSE", "True", "False"]}
+    CustomNotificationInput:
       type: object
-      required: [notifications]
+      additionalProperties: false
+      required: [customNotifTypeId, recipientIds, title, body]
       properties:
-        notifications:
-          type: array
+        customNotifTypeId: {type: string, minLength: 1, description: A notification type of the caller's org.}
+        recipientIds:
+          description: >-
+            1 to 500 ids of users, groups, queues, accounts (their account team) or opportunities (their opportunity
+            team), in any order; a single string is a list of one.
+          oneOf:
+            - {type: array, minItems: 1, maxItems: 500, items: {type: string, minLength: 1}}
+            - {type: string, minLength: 1}
+        senderId: {type: [string, "null"], description: Accepted and not used.}
+        title: {type: string, minLength: 1, maxLength: 250, description: At most 250 characters as people see them.}
+        body: {type: string, minLength: 1, maxLength: 750, description: At most 750 characters as people see them.}
+        targetId: {type: [string, "null"], description: The record it is about; give targetId or targetPageRef.}
+        targetPageRef:
+          description: A pageReference, as JSON text or an object (stored as its JSON text).
+          oneOf: [{type: [string, "null"]}, {type: object}]
+    ActionResult:
+      type: object
+      additionalProperties: false
+      required: [actionName, errors, isSuccess, outputValues]
+      properties:
+        actionName: {type: string, const: customNotificationAction}
+        isSuccess: {type: boolean}
+        outputValues:
+          description: "`{\"SuccessMessage\": …}` on success, else null."
+          type: [object, "null"]
+          additionalProperties: false
+          required: [SuccessMessage]
+          properties:
+            SuccessMessage: {type: string}
+        errors:
+          description: Every problem of the input, each naming its fields; null on success.
+          type: [array, "null"]
+          minItems: 1
           items:
             type: object
-            required: [id, messageTitle, messageBody, read, seen, organizationId, recipientId]
+            additionalProperties: false
+            required: [statusCode, message, fields]
             properties:
-              id: {type: string}
-              type: {type: [string, "null"]}
-              messageTitle: {type: string}
-              messageBody: {type: string}
-              read: {type: boolean}
-              seen: {type: boolean}
-              organizationId: {type: string}
-              recipientId: {type: string}
+              statusCode:
+                type: string
+                enum: [REQUIRED_FIELD_MISSING, STRING_TOO_LONG, LIMIT_EXCEEDED, INVALID_TYPE, INVALID_ID_FIELD,
+                       INVALID_INPUT, UNKNOWN_EXCEPTION]
+              message: {type: string}
+              fields: {type: array, items: {type: string}}
+    ActionDescription:
+      type: object
+      required: [name, label, type, category, inputs, outputs]
+      properties:
+        name: {type: string, const: customNotificationAction}
+        label: {type: string}
+        type: {type: string}
+        category: {type: string}
+        inputs: {type: array, items: {$ref: "#/components/schemas/ActionParameter"}}
+        outputs: {type: array, items: {$ref: "#/components/schemas/ActionParameter"}}
+    ActionParameter:
+      type: object
+      required: [name, label, type, required, maxOccurs, description]
+      properties:
+        name: {type: string}
+        label: {type: string}
+        type: {type: string}
+        required: {type: boolean}
+        maxOccurs: {type: integer, minimum: 1}
+        description: {type: string}
+    SalesforceNotification:
+      type: object
+      additionalProperties: false
+      required: [id, type, messageTitle, messageBody, target, targetPageRef, read, seen, organizationId, recipientId,
+                 lastModified, mostRecentActivityDate, count, image, url, additionalData, communityId, communityName]
+      properties:
+        id: {type: string}
+        type: {type: [string, "null"], description: The custom notification type's id; null for a plain push.}
+        messageTitle: {type: string, maxLength: 250, description: At most 120 characters when trimMessages.}
+        messageBody: {type: string, maxLength: 750, description: At most 320 characters when trimMessages.}
+        target: {type: [string, "null"]}
+        targetPageRef: {type: [string, "null"]}
+        read: {type: boolean}
+        seen: {type: boolean}
+        organizationId: {type: string}
+        recipientId: {type: string}
+        lastModified: {type: string, format: date-time}
+        mostRecentActivityDate: {type: string, format: date-time}
+        count: {type: integer, const: 1}
+        image: {type: [string, "null"], description: Always null in Volley.}
+        url: {type: [string, "null"], description: Always null in Volley.}
+        additionalData: {type: [string, "null"], description: Always null in Volley.}
+        communityId: {type: [string, "null"], description: Always null in Volley.}
+        communityName: {type: [string, "null"], description: Always null in Volley.}
+    AppSetting:
+      type: object
+      additionalProperties: false
+      required: [applicationDevName, applicationId, applicationName, applicationNamespace, enabled, notificationLabel,
+                 notificationTypeName, notificationTypeNamespace, notificationTypeOrId, pushEnabled]
+      properties:
+        applicationDevName: {type: string}
+        applicationId: {type: string}
+        applicationName: {type: string}
+        applicationNamespace: {type: [string, "null"], description: Always null in Volley.}
+        enabled: {type: boolean}
+        notificationLabel: {type: string}
+        notificationTypeName: {type: string}
+        notificationTypeNamespace: {type: [string, "null"], description: Always null in Volley.}
+        notificationTypeOrId: {type: string}
+        pushEnabled: {type: boolean}
+    OrgSetting:
+      type: object
+      additionalProperties: false
+      required: [desktopEnabled, emailEnabled, mobileEnabled, slackEnabled, notificationLabel, notificationTypeName,
+                 notificationTypeNamespace, notificationTypeOrId]
+      properties:
+        desktopEnabled: {type: boolean}
+        emailEnabled: {type: boolean}
+        mobileEnabled: {type: boolean}
+        slackEnabled: {type: boolean}
+        notificationLabel: {type: string}
+        notificationTypeName: {type: string}
+        notificationTypeNamespace: {type: [string, "null"], description: Always null in Volley.}
+        notificationTypeOrId: {type: string}
     Problem:
       type: object
       required: [type, title, status, detail]

@@ -34,9 +34,9 @@ enum ConnectJSON {
         do {
             value = try JSONDecoder().decode(JSONValue.self, from: body)
         } catch {
-            throw .jsonParser("the request body is not valid JSON")
+            throw .jsonParser("body: the request body is not valid JSON")
         }
-        guard case .object(let o) = value else { throw .jsonParser("the request body must be a JSON object") }
+        guard case .object(let o) = value else { throw .jsonParser("body: the request body must be a JSON object") }
         try checkKeys(o, allowed: allowed, path: "")
         return o
     }

@@ -76,6 +76,30 @@ public final class ConnectService: Sendable {
 
     // MARK: Routing
 
+    /// One resource `handle(_:caller:)` answers: its path after the version, as the OpenAPI document writes it,
+    /// and the methods it takes (`HEAD` is taken wherever `GET` is; another method answers 405).
+    public struct Resource: Sendable, Hashable {
+        public var path: String
+        public var methods: [String]
+    }
+
+    /// Every resource `route` answers, kept beside it so the API's document can be checked against it.
+    public static let resources: [Resource] = [
+        Resource(path: "/actions/standard/customNotificationAction", methods: ["GET", "POST"]),
+        Resource(path: "/connect/notifications/push", methods: ["POST"]),
+        Resource(path: "/connect/notifications", methods: ["GET", "PATCH"]),
+        Resource(path: "/connect/notifications/status", methods: ["GET"]),
+        Resource(path: "/connect/notifications/app-settings/organization", methods: ["GET"]),
+        Resource(
+            path: "/connect/notifications/app-settings/organization/{notificationTypeId}",
+            methods: ["GET", "POST", "DELETE"]),
+        Resource(path: "/connect/notifications/settings/organization", methods: ["GET"]),
+        Resource(
+            path: "/connect/notifications/settings/organization/{notificationTypeOrId}",
+            methods: ["GET", "POST", "DELETE"]),
+        Resource(path: "/connect/notifications/{notificationId}", methods: ["GET", "PATCH"]),
+    ]
+
     private func route(_ r: ConnectRequest, caller: ConnectCaller) throws -> ConnectResponse {
         let parts = r.path.split(separator: "/", omittingEmptySubsequences: true).map {
             $0.removingPercentEncoding ?? String($0)

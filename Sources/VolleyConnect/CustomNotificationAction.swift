@@ -86,7 +86,9 @@ public enum CustomNotificationAction {
     /// Validates one input. Every problem is reported, each naming its field.
     public static func decode(_ raw: JSONValue) -> Decoded {
         guard case .object(let o) = raw else {
-            return .invalid([InputError("INVALID_INPUT", "each input must be a JSON object", fields: [])])
+            return .invalid([
+                InputError("INVALID_INPUT", "inputs: each input must be a JSON object", fields: ["inputs"])
+            ])
         }
         var errors: [InputError] = []
         for key in o.keys.sorted() where !inputKeys.contains(key) {

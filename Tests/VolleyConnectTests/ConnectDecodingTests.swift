@@ -128,6 +128,7 @@ private func thrown(_ body: () throws -> Void) -> ConnectError? {
             "INVALID_INPUT", ["titel"]
         ),
     ]
+    #expect(try inputErrors("[]").map(\.fields) == [["inputs"]])
     for (input, code, fields) in cases {
         let errors = try inputErrors(input)
         #expect(errors.map(\.statusCode) == [code], "\(input)")

@@ -325,3 +325,25 @@ private let alice = ConnectCaller(org: "o1", user: "alice", app: "sales")
     #expect(try dict(r)["notificationTypeOrId"] as? String == "A B")
     #expect(h.call("HEAD", "/connect/notifications/push", caller: backend).status == 405)
 }
+
+/// The resource table the API's document is checked against says what `handle` routes: each listed method reaches
+/// its resource (never the unknown-resource 404 or a 405), and every other method on it answers 405.
+@Test func resourceTableMatchesTheRouting() throws {
+    let h = try Harness()
+    defer { h.stop() }
+    let unknown = ConnectError.notFound().response
+    for resource in ConnectService.resources {
+        let path = resource.path.replacingOccurrences(
+            of: #"\{[A-Za-z]+\}"#, with: "missing-id", options: .regularExpression)
+        for method in ["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE"] {
+            let listed = resource.methods.contains(method) || (method == "HEAD" && resource.methods.contains("GET"))
+            let r = h.call(method, path, caller: alice)
+            if listed {
+                #expect(r.status != 405 && r != unknown, "\(method) \(resource.path): \(r.status)")
+            } else {
+                #expect(r.status == 405, "\(method) \(resource.path) should not be routed: \(r.status)")
+            }
+        }
+    }
+    #expect(h.call("GET", "/connect/notifications/missing-id/more", caller: alice) == unknown)
+}
