@@ -50,6 +50,10 @@ struct BenchE2E: AsyncParsableCommand {
     var workDir: String?
     @Flag(help: "Keep the work folder (logs, config).") var keep = false
     @Flag(help: "Also measure the bare transport, h2load and aioapns on the same mock.") var compare = false
+    @Option(
+        name: .customLong("redis-cluster"),
+        help: "Run the same campaign against one Redis and against a Redis Cluster of this many primaries it starts.")
+    var redisCluster: Int?
     @Option(name: .customLong("compare-requests"), help: "Requests for the transport and h2load runs of --compare.")
     var compareRequests = 100_000
     @Option(name: .customLong("peer-requests"), help: "Requests for the aioapns run of --compare.") var peerRequests =
@@ -125,6 +129,15 @@ struct BenchE2E: AsyncParsableCommand {
         if metricsRounds < 1 { throw ValidationError("--metrics-rounds must be at least 1") }
         if sweep && Self.parseList(sweepWorkers) == nil { throw ValidationError("--sweep-workers must be like 1,2,4") }
         if E2EBench.Options.environment(workerEnv) == nil { throw ValidationError("--worker-env must be KEY=VALUE") }
+        if let n = redisCluster {
+            if n < 3 || n > 16 {
+                throw ValidationError("--redis-cluster must be 3…16 (Redis Cluster needs 3 primaries)")
+            }
+            if redis != nil || compare || sweep || metricsCompare {
+                throw ValidationError(
+                    "--redis-cluster starts its own Redis: run it without --redis, --compare, --sweep")
+            }
+        }
     }
 
     static func parseList(_ s: String) -> [Int]? {
@@ -161,6 +174,22 @@ struct BenchE2E: AsyncParsableCommand {
                 print(Self.sweepTable(r))
                 print(cpuWakeLatencyLine(wakeLatency))
                 print("wrote \(charts)/sweep.csv, sweep.json and charts")
+            }
+            return
+        }
+        if let primaries = redisCluster {
+            var c = E2EClusterBench.Options()
+            c.e2e = e2eOptions()
+            c.primaries = primaries
+            let opts = c
+            let r = try await runBlocking { try E2EClusterBench(options: opts, logger: logger).run(command: command) }
+            if json {
+                let enc = JSONEncoder()
+                enc.outputFormatting = [.sortedKeys]
+                print(String(decoding: try enc.encode(r), as: UTF8.self))
+            } else {
+                print(E2EClusterBench.table(r))
+                print(cpuWakeLatencyLine(wakeLatency))
             }
             return
         }
