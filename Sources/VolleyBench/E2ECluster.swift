@@ -263,17 +263,18 @@ public struct E2EClusterBench {
 
     /// Human-readable table.
     public static func table(_ r: Result) -> String {
+        func pad(_ s: String, _ width: Int) -> String { String(repeating: " ", count: max(0, width - s.count)) + s }
         func row(_ t: Target) -> String {
             let shards = t.redis_node_cpu_us_per_device.map { String(format: "%.2f", $0) }.joined(separator: " + ")
-            return String(
-                format: "  %-8@ %12@ %9.2f s %12@ %10.2f %8.2f  %@", t.target, grouped(t.e2e_rate) + "/s",
-                t.duration_s, grouped(t.redis_commands_per_s), t.redis_cpu_us_per_device, t.worker_cpu_us,
-                t.redis_node_cpu_s.count > 1 ? shards : "-")
+            return "  " + t.target.padding(toLength: 8, withPad: " ", startingAt: 0)
+                + pad(grouped(t.e2e_rate) + "/s", 12) + pad(String(format: "%.2f s", t.duration_s), 12)
+                + pad(grouped(t.redis_commands_per_s), 13) + pad(String(format: "%.2f", t.redis_cpu_us_per_device), 14)
+                + pad(String(format: "%.2f", t.worker_cpu_us), 8) + "  " + (t.redis_node_cpu_s.count > 1 ? shards : "-")
         }
         var lines = [
             "\(grouped(Double(r.devices))) devices, \(r.workers) worker(s), \(r.connections) connection(s)/provider; "
                 + "single Redis vs a \(r.primaries)-primary Redis Cluster (loopback TCP both)",
-            "  target           rate    XADD→XACK   Redis cmd/s  Redis µs/dev  wkr µs  per shard µs/dev",
+            "  target          rate   XADD→XACK  Redis cmd/s  Redis µs/dev  wkr µs  per shard µs/dev",
             row(r.single), row(r.cluster),
             String(format: "  cluster / single: %.2f×", r.cluster_vs_single),
         ]
