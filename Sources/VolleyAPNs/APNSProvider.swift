@@ -128,15 +128,17 @@ public final class APNSProvider: PushSender, DeliverySender, @unchecked Sendable
         let delivery = PendingDelivery(
             sender: self, prepared: prepared, device: device,
             credential: attempt.authorization?.value, receiver: receiver)
-        attempt.submitter.submit(FanoutRequest(attempt.request, delivery))
+        attempt.submitter.submit(FanoutRequest(attempt.request, delivery, submitter: attempt.submitter))
     }
 
     /// A fan-out send's first attempt: the transport's request and its delivery. APNs supplies only the decoder.
     final class FanoutRequest: HTTP2PendingRequest, @unchecked Sendable {
         let delivery: PendingDelivery
+        let submitter: any HTTP2RequestSubmitter
 
-        init(_ request: HTTP2Request, _ delivery: PendingDelivery) {
+        init(_ request: HTTP2Request, _ delivery: PendingDelivery, submitter: any HTTP2RequestSubmitter) {
             self.delivery = delivery
+            self.submitter = submitter
             super.init(request)
         }
 
@@ -144,8 +146,23 @@ public final class APNSProvider: PushSender, DeliverySender, @unchecked Sendable
             if case .success(let response) = answer, OutcomeTable.isAccepted(status: response.status) {
                 return delivery.accepted()
             }
-            delivery.firstAttemptCompleted(APNSResponseDecoder.decode(answer))
+            let result = APNSResponseDecoder.decode(answer)
+            APNSProvider.retireIfAsked(result, answer, submitter)
+            delivery.firstAttemptCompleted(result)
         }
+    }
+
+    /// `429 TooManyProviderTokenUpdates` is about the connection that carried the request: it is retired (GOAWAY
+    /// once its open streams are answered) and replaced after a back-off with jitter (the pool's decision), and the
+    /// request goes out again through the outcome table's retry, on another connection (APNs rejected it: resending
+    /// is safe). Called before the delivery sees the answer, so its retry never lands on the retired connection.
+    static func retireIfAsked(
+        _ result: AttemptResult, _ answer: Result<HTTP2Response, HTTP2Error>, _ submitter: any HTTP2RequestSubmitter
+    ) {
+        guard result.answer.status == 429, result.answer.reason?.rawValue == "TooManyProviderTokenUpdates",
+            case .success(let response) = answer, let connection = response.connection
+        else { return }
+        submitter.retireConnection(connection)
     }
 
     /// A retry or the resend after a refresh (`DeliveryRun`).
@@ -198,8 +215,11 @@ public final class APNSProvider: PushSender, DeliverySender, @unchecked Sendable
     ) {
         let attempt: Attempt
         do { attempt = try makeAttempt(prepared, to: device) } catch { return completion(error.result, nil) }
-        attempt.submitter.submit(attempt.request) { result in
-            completion(APNSResponseDecoder.decode(result), attempt.authorization?.value)
+        let submitter = attempt.submitter
+        submitter.submit(attempt.request) { answer in
+            let result = APNSResponseDecoder.decode(answer)
+            Self.retireIfAsked(result, answer, submitter)
+            completion(result, attempt.authorization?.value)
         }
     }
 

@@ -43,6 +43,8 @@ public struct E2EBench {
         public var maxStreams = 1000
         public var inFlight = 4000
         public var shardSize = 50_000
+        /// `worker.streamShards`: the job streams producers and workers spread the campaign over.
+        public var streamShards = 1
         public var batchSize = 16
         public var blockMs = 1000
         public var recordBatchSize = 512
@@ -54,6 +56,9 @@ public struct E2EBench {
         public var timeoutSeconds = 900.0
         public var bodyBytes = 300
         public var redisURL: String?
+        /// The Redis started for the run also listens on a loopback TCP port, and the workers use it (a cluster is
+        /// reached over TCP: comparing with one uses TCP on both sides).
+        public var redisTCP = false
         public var mockEndpoints: String?
         public var workDirectory: String?
         public var keep = false
@@ -114,6 +119,9 @@ public struct E2EBench {
         public var per_worker: [WorkerFigures]
         public var redis_commands_per_s: Double
         public var redis_cpu_s: Double
+        /// `INFO CPU` (used_cpu_sys + used_cpu_user) over the load window, one value per Redis node the bench reads:
+        /// the single Redis, or each primary of a cluster in its slot order.
+        public var redis_node_cpu_s: [Double]
         public var mock_cpu_s: Double
         /// Devices accepted per second, one value per second of the load window.
         public var rate_per_second: [Double]
@@ -134,6 +142,10 @@ public struct E2EBench {
     public final class Stage: @unchecked Sendable {
         public var directory: String
         public var redis: BenchRedis?
+        /// A Redis Cluster started for the run (`--redis-cluster`), instead of `redis`.
+        public var cluster: BenchRedisCluster?
+        /// The Redis servers whose `INFO` the bench reads (commands, CPU): the single Redis, or each cluster primary.
+        public var redisNodes: [RedisEndpoint] = []
         public var mock: BenchMock?
         public var redisURL: String
         public var endpoints: MockEndpoints
@@ -162,10 +174,18 @@ public struct E2EBench {
             workers = []
         }
 
+        /// Stops the Redis (single or cluster) started for the run, keeping the mock.
+        public func stopRedis() {
+            redis?.stop()
+            redis = nil
+            cluster?.stop()
+            cluster = nil
+        }
+
         public func stop() {
             stopWorkers()
             mock?.stop()
-            redis?.stop()
+            stopRedis()
             if !keep { try? FileManager.default.removeItem(atPath: directory) }
         }
     }
@@ -182,7 +202,7 @@ public struct E2EBench {
         var redis: BenchRedis?
         var redisURL = o.redisURL ?? ""
         if o.redisURL == nil {
-            let r = try BenchRedis(directory: dir)
+            let r = try BenchRedis(directory: dir, tcpPort: o.redisTCP ? try benchFreePorts(1, bus: false)[0] : nil)
             redis = r
             redisURL = r.url
         }
@@ -201,16 +221,33 @@ public struct E2EBench {
             try control.configure(mockConfigJSON(latencyMs: o.mockLatencyMs, maxStreams: o.mockMaxStreams))
         }
         let configFile = dir + "/volley.yaml"
-        try yaml(endpoints: endpoints, redisURL: redisURL).write(toFile: configFile, atomically: true, encoding: .utf8)
-        return Stage(
+        let target = RedisTarget.single(url: redisURL)
+        try yaml(endpoints: endpoints, redis: target).write(toFile: configFile, atomically: true, encoding: .utf8)
+        let stage = Stage(
             directory: dir, redis: redis, mock: mock, redisURL: redisURL, endpoints: endpoints,
             control: control, configFile: configFile, keep: o.keep)
+        stage.redisNodes = try target.nodes()
+        return stage
     }
 
-    /// The worker configuration: the knobs the benchmark varies, written the way an operator would.
-    func yaml(endpoints e: MockEndpoints, redisURL: String) -> String {
+    /// Points the stage at another Redis (its workers stopped): rewrites the configuration for `target`, through
+    /// the same `yaml(endpoints:redis:)` as the first run, so both runs differ in Redis only.
+    public func retarget(_ stage: Stage, to target: RedisTarget) throws {
+        try yaml(endpoints: stage.endpoints, redis: target).write(
+            toFile: stage.configFile, atomically: true, encoding: .utf8)
+        stage.redisURL = target.url
+        stage.redisNodes = try target.nodes()
+    }
+
+    /// The worker configuration: the knobs the benchmark varies, written the way an operator would. The one place
+    /// the workers' and the bench's own Redis and worker settings come from, for every Redis target.
+    func yaml(endpoints e: MockEndpoints, redis target: RedisTarget) -> String {
         let o = options
         func q(_ s: String) -> String { "\"" + s.replacingOccurrences(of: "\"", with: "\\\"") + "\"" }
+        var redis = "  url: \(q(target.url))"
+        if case .cluster(let seeds) = target {
+            redis += "\n  cluster:\n" + seeds.map { "    - \(q($0))" }.joined(separator: "\n")
+        }
         return """
             apps:
               - name: bench
@@ -233,9 +270,10 @@ public struct E2EBench {
                   maxStreams: \(o.maxStreams)
                   maxPerMinute: 1000000000
             redis:
-              url: \(q(redisURL))
+            \(redis)
             worker:
               shardSize: \(o.shardSize)
+              streamShards: \(o.streamShards)
               inFlight: \(o.inFlight)
               batchSize: \(o.batchSize)
               blockMs: \(o.blockMs)
@@ -538,15 +576,27 @@ public struct E2EBench {
         return Self.summary(h)
     }
 
-    func redisInfo(_ client: RedisClient) throws -> (commands: Int, pid: Int32) {
-        let text = try client.checked(["INFO", "all"]).string ?? ""
+    /// Commands processed (summed) and CPU seconds (`INFO CPU` used_cpu_sys + used_cpu_user) of each Redis node of
+    /// the stage, read over a connection of its own to each node.
+    func redisInfo(_ stage: Stage) throws -> (commands: Int, cpu: [Double]) {
         var commands = 0
-        var pid: Int32 = 0
-        for line in text.split(whereSeparator: { $0.isNewline }) {
-            if line.hasPrefix("total_commands_processed:") { commands = Int(line.split(separator: ":")[1]) ?? 0 }
-            if line.hasPrefix("process_id:") { pid = Int32(line.split(separator: ":")[1]) ?? 0 }
+        var cpu: [Double] = []
+        for node in stage.redisNodes {
+            let c = try RedisConnection(endpoint: node, connectTimeout: 2, commandTimeout: 5)
+            let text = try c.command(["INFO", "all"]).string ?? ""
+            var seconds = 0.0
+            for line in text.split(whereSeparator: { $0.isNewline }) {
+                let parts = line.split(separator: ":", maxSplits: 1)
+                guard parts.count == 2 else { continue }
+                switch parts[0] {
+                case "total_commands_processed": commands += Int(parts[1]) ?? 0
+                case "used_cpu_sys", "used_cpu_user": seconds += Double(parts[1]) ?? 0
+                default: break
+                }
+            }
+            cpu.append(seconds)
         }
-        return (commands, pid)
+        return (commands, cpu)
     }
 
     // MARK: - run
@@ -609,8 +659,7 @@ public struct E2EBench {
         let expectedDevices = pop.ios + pop.android + targeted
         try stage.control.resetStats()
         let reportsBase = try reportCount(client, settings.store)
-        let info0 = try redisInfo(client)
-        let redis0 = ProcessSample.read(pid: info0.pid)
+        let info0 = try redisInfo(stage)
         let mockPID = stage.mock?.child.pid
         let mock0 = mockPID.flatMap { ProcessSample.read(pid: $0) }
         let w0 = stage.workers.map { $0.sample() }
@@ -677,8 +726,8 @@ public struct E2EBench {
         let duration = tDone - t0
         if o.progress { stderrLine("\n") }
         let w1 = stage.workers.map { $0.sample() }
-        let info1 = try redisInfo(client)
-        let redis1 = ProcessSample.read(pid: info1.pid)
+        let info1 = try redisInfo(stage)
+        let nodeCPU = zip(info1.cpu, info0.cpu).map { max(0, $0 - $1) }
         let mock1 = mockPID.flatMap { ProcessSample.read(pid: $0) }
         // A final count: a device accepted between the last poll and the completion check.
         let final = try stage.control.counts()
@@ -751,7 +800,7 @@ public struct E2EBench {
             cpu_s_per_100k: cpu / Double(notifications) * 100_000, e2e_cpu_us: cpu / Double(notifications) * 1e6,
             rss_mb: rss, per_worker: perWorker,
             redis_commands_per_s: Double(info1.commands - info0.commands) / duration,
-            redis_cpu_s: max(0, (redis1?.cpuSeconds ?? 0) - (redis0?.cpuSeconds ?? 0)),
+            redis_cpu_s: nodeCPU.reduce(0, +), redis_node_cpu_s: nodeCPU,
             mock_cpu_s: max(0, (mock1?.cpuSeconds ?? 0) - (mock0?.cpuSeconds ?? 0)),
             rate_per_second: perSecond, command: command,
             worker_env: o.workerEnvironment.isEmpty

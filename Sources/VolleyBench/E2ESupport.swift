@@ -139,22 +139,25 @@ public func volleyExecutablePath() -> String {
     (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe")) ?? CommandLine.arguments[0]
 }
 
-/// A redis-server on a unix socket in a temporary folder, no persistence.
+/// A redis-server on a unix socket in a temporary folder, no persistence; with `tcpPort`, on that loopback port too
+/// (and `url` names the port: a cluster is reached over TCP, so a comparison with one uses TCP on both sides).
 public final class BenchRedis: @unchecked Sendable {
     public let child: BenchChild
     public let socket: String
-    public var url: String { "unix://\(socket)" }
+    public let tcpPort: Int?
+    public var url: String { tcpPort.map { "redis://127.0.0.1:\($0)/0" } ?? "unix://\(socket)" }
 
-    public init(directory: String) throws {
+    public init(directory: String, tcpPort: Int? = nil) throws {
         guard let exe = which("redis-server") else {
             throw BenchError("redis-server not found: apt-get install -y redis-server (or pass --redis URL)")
         }
         socket = directory + "/r.sock"
+        self.tcpPort = tcpPort
         child = try BenchChild(
             name: "redis-server", executable: exe,
             arguments: [
-                "--port", "0", "--unixsocket", socket, "--save", "", "--appendonly", "no",
-                "--dir", directory, "--maxclients", "1000",
+                "--port", String(tcpPort ?? 0), "--bind", "127.0.0.1", "--unixsocket", socket, "--save", "",
+                "--appendonly", "no", "--dir", directory, "--maxclients", "1000",
             ],
             logFile: directory + "/redis.log")
         let until = benchNow() + 10

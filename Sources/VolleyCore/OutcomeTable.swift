@@ -79,8 +79,9 @@ public enum OutcomeTable {
         ("Shutdown", 503, .retry),
         // Volley's choice: an idle connection closed by APNs; the request was not processed.
         ("IdleTimeout", 400, .retry),
-        // Volley's choice: the cadence below makes this impossible unless another process shares the key;
-        // backing off lets the 20-minute window pass.
+        // Volley's choice: the cadence below makes this impossible unless another process shares the key. The
+        // connection that got it is retired and replaced after a back-off (APNSProvider); the request, which APNs
+        // rejected, is retried on another connection.
         ("TooManyProviderTokenUpdates", 429, .retry),
         ("ExpiredProviderToken", 403, .refreshCredential),
         ("InvalidProviderToken", 403, .fixApp),

@@ -386,7 +386,9 @@ package final class HTTP2ClientConnection: HTTP2Channel, HTTP2SessionDelegate, @
             {
                 result = .failure(error)
             } else {
-                result = .success(HTTP2Response(status: st.status, fields: st.fields, body: st.responseBody))
+                var response = HTTP2Response(status: st.status, fields: st.fields, body: st.responseBody)
+                response.connection = id
+                result = .success(response)
             }
             finished.append(st.pending.finished(result))
         }

@@ -24,6 +24,8 @@ public struct HTTP2PoolStatistics: Sendable, Hashable {
     public var peakStreamsPerConnection = 0
     public var pingsSent = 0
     public var goAwaysReceived = 0
+    /// Connections retired on request (`retireConnection(_:)`).
+    public var connectionsRetired = 0
     /// Requests waiting for a free stream right now.
     public var queued = 0
     public init() {}
@@ -98,6 +100,12 @@ public final class HTTP2ConnectionPool: @unchecked Sendable {
     /// their open streams are answered; `completion` runs when every connection is closed.
     public func shutdown(completion: @escaping @Sendable () -> Void = {}) {
         run(state.withLock { s in resolve(s.machine.shutdownRequested(completion: completion), &s) })
+    }
+
+    /// Retires `connection` (see `HTTP2RequestSubmitter.retireConnection(_:)`); nothing when it is already gone or
+    /// retiring.
+    public func retireConnection(_ connection: HTTP2PoolConnectionID) {
+        run(state.withLock { s in resolve(s.machine.retireRequested(connection), &s) })
     }
 
     // MARK: events from connections (on the connection's queue); each returns the work the connection takes now

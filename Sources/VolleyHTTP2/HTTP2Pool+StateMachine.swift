@@ -28,10 +28,12 @@ protocol HTTP2PoolClock {
     var now: HTTP2PoolInstant { get }
 }
 
-/// A connection of one pool, as the state machine knows it (the driver maps it to its connection object).
-struct HTTP2PoolConnectionID: Hashable, Sendable, CustomStringConvertible {
+/// A connection of one pool, as the state machine knows it (the driver maps it to its connection object). Public so
+/// a response can name the connection that answered it (`HTTP2Response.connection`, `retireConnection(_:)`).
+public struct HTTP2PoolConnectionID: Hashable, Sendable, CustomStringConvertible {
     let rawValue: Int
-    var description: String { "connection \(rawValue)" }
+    init(rawValue: Int) { self.rawValue = rawValue }
+    public var description: String { "connection \(rawValue)" }
 }
 
 /// Who holds a request inside the pool. Read and written only by the pool's state machine (under the pool lock);
@@ -167,6 +169,8 @@ struct HTTP2PoolStateMachine<Clock: HTTP2PoolClock, Random: RandomNumberGenerato
     private(set) var failures = 0
     /// No connection is opened before this (back-off after failed connects).
     private(set) var nextConnectAt = HTTP2PoolInstant.zero
+    /// No replacement for a connection retired on request (`retireRequested`) is opened before this.
+    private(set) var replaceAt = HTTP2PoolInstant.zero
     /// Someone submitted a request: connections are opened lazily, on the first one.
     private var hasDemand = false
     /// The instant the caller was last asked to arm the timer for, while it has not fired.
@@ -425,6 +429,27 @@ struct HTTP2PoolStateMachine<Clock: HTTP2PoolClock, Random: RandomNumberGenerato
     /// A connection sent a PING (statistics).
     mutating func pingSent() { stats.pingsSent += 1 }
 
+    /// The user of the pool asks to retire a connection (an answer on it says the peer wants a new one, such as
+    /// APNs `TooManyProviderTokenUpdates`): it takes no new requests, its unstarted ones go to other connections or
+    /// wait, it sends GOAWAY and closes once its open streams are answered. Its replacement opens after a back-off
+    /// with jitter (`retireBackoffSeconds()`), so a peer refusing new connections' first requests is not hammered.
+    /// Asking again for a connection already retiring (every stream it had open may answer the same) does nothing.
+    mutating func retireRequested(_ id: ConnectionID) -> Action {
+        var a = Action()
+        guard !shuttingDown, let i = index(of: id), connections[i].state != .draining else { return a }
+        connections[i].state = .draining
+        stats.connectionsRetired += 1
+        a.retire.append(id)
+        let returned = connections[i].inbox
+        connections[i].inbox.removeAll()
+        connections[i].reserved -= returned.count
+        requeue(returned)
+        replaceAt = max(replaceAt, clock.now.advanced(bySeconds: retireBackoffSeconds()))
+        assignWaiting(excluding: i, &a)
+        ensureConnections(&a)
+        return a
+    }
+
     // MARK: decisions
 
     /// How long to wait before the next connect after `failures` failed ones in a row: base × 2^(failures − 1),
@@ -435,6 +460,16 @@ struct HTTP2PoolStateMachine<Clock: HTTP2PoolClock, Random: RandomNumberGenerato
         let exponential = configuration.reconnectBaseSeconds * Double(UInt64(1) << UInt64(doublings))
         let unit = Double(random.next() >> 11) * 0x1p-53
         return min(configuration.reconnectMaxSeconds, exponential) * (0.5 + 0.5 * unit)
+    }
+
+    /// How long a retired connection's replacement waits: uniform in [retireBackoffMinSeconds,
+    /// retireBackoffMaxSeconds] (1–5 s by default), so that the workers of a fleet told the same do not reconnect in
+    /// step.
+    mutating func retireBackoffSeconds() -> Double {
+        let low = max(0, configuration.retireBackoffMinSeconds)
+        let high = max(low, configuration.retireBackoffMaxSeconds)
+        let unit = Double(random.next() >> 11) * 0x1p-53
+        return low + (high - low) * unit
     }
 
     /// How far apart queue expiries may be grouped into one timer fire.
@@ -510,6 +545,11 @@ struct HTTP2PoolStateMachine<Clock: HTTP2PoolClock, Random: RandomNumberGenerato
         var live = 0
         for c in connections where c.state != .draining { live += 1 }
         guard live < configuration.connections else { return }
+        // A retired connection's replacement waits its back-off (`retireRequested`).
+        if clock.now < replaceAt {
+            armTimer(replaceAt, &a)
+            return
+        }
         // After failed connects, reconnect only while someone waits (lazy), and not before the back-off passed.
         if failures > 0 {
             if waiting.isEmpty { return }

@@ -9,6 +9,15 @@ public protocol HTTP2RequestSubmitter: AnyObject, Sendable {
     func submit(_ request: HTTP2PendingRequest)
     /// Close connections; pending requests complete with `.shutdown`; `completion` runs when all are closed.
     func shutdown(completion: @escaping @Sendable () -> Void)
+    /// Retire the connection that received a response (`HTTP2Response.connection`): no new requests on it, GOAWAY
+    /// once its open streams are answered, a replacement after a back-off. For answers that mean "not on this
+    /// connection any more" (APNs `TooManyProviderTokenUpdates`).
+    func retireConnection(_ connection: HTTP2PoolConnectionID)
+}
+
+extension HTTP2RequestSubmitter {
+    /// Submitters without connections of their own (test doubles) have nothing to retire.
+    public func retireConnection(_ connection: HTTP2PoolConnectionID) {}
 }
 
 extension HTTP2RequestSubmitter {

@@ -89,6 +89,9 @@ public struct HTTP2Request: Sendable {
 public struct HTTP2Response: Sendable {
     public var status: Int
     public var body: [UInt8]
+    /// The pool connection that received the response (nil when it was not received by a pool), for
+    /// `HTTP2RequestSubmitter.retireConnection(_:)`.
+    public var connection: HTTP2PoolConnectionID?
     /// Fields given as values (the server side builds responses this way).
     private var listed: [HTTP2Header]
     /// Fields as received by the client, still encoded.
@@ -188,6 +191,10 @@ public struct HTTP2ClientConfiguration: Sendable, Hashable {
     /// Reconnect backoff: base and cap, exponential with jitter.
     public var reconnectBaseSeconds: Double
     public var reconnectMaxSeconds: Double
+    /// A connection retired on request (`retireConnection(_:)`) is replaced after a back-off drawn uniformly from
+    /// these bounds.
+    public var retireBackoffMinSeconds: Double = 1
+    public var retireBackoffMaxSeconds: Double = 5
     /// Requests that may wait for a free stream; beyond this `submit` fails at once with `.queueFull`.
     public var maxQueuedRequests: Int
 

@@ -117,81 +117,46 @@ final class RedisClusterClient {
     /// Runs `commands`, split per primary, and returns one reply per command in their order.
     func pipeline(_ commands: [RedisCommand], window: Int, timeout: Double? = nil) throws -> [RedisReply] {
         var replies = [RedisReply?](repeating: nil, count: commands.count)
-        try run(commands, window: window, timeout: timeout) { index, reply in replies[index] = reply }
+        try route(commands, window: window, timeout: timeout) { index, reply in replies[index] = reply.value }
         return replies.map { $0 ?? .null }
     }
 
     /// As `pipeline`, handing each reply to `visit` with its command's index as hiredis parsed it (not in order).
+    /// Commands only: a `MULTI` … `EXEC` block's replies must be kept until its last one, which a view cannot be.
     func pipelineVisitRaw(_ commands: [RedisCommand], window: Int, _ visit: (Int, RedisRawReply) throws -> Void)
         throws
     {
-        let units = Self.units(commands)
-        var attempts = [Int](repeating: 0, count: units.count)
-        var forced = [RedisClusterNode?](repeating: nil, count: units.count)
-        var asking = [Bool](repeating: false, count: units.count)
-        var pending = Array(units.indices)
-        var backoff = Backoff(options: options, name: name, logger: logger, isCancelled: isCancelled)
-        while !pending.isEmpty {
-            try ensureMap()
-            var next: [Int] = []
-            var pause = 0.0
-            var lost: RedisError?
-            for (node, group) in groups(pending, units, commands, forced) {
-                var list: [RedisCommand] = []
-                var entries: [(unit: Int, asking: Bool)] = []
-                for u in group {
-                    if asking[u] {
-                        list.append(RedisCommand(["ASKING"]))
-                        entries.append((u, true))
-                    }
-                    list.append(commands[units[u][0]])
-                    entries.append((u, false))
-                }
-                var at = 0
-                var done = Set<Int>()
-                do {
-                    try onNode(node) { c in
-                        try c.pipelineVisitRaw(list, window: window) { raw in
-                            guard at < entries.count else { return }
-                            let (u, isAsking) = entries[at]
-                            at += 1
-                            if isAsking { return }
-                            done.insert(u)
-                            let decision =
-                                raw.errorMessage.map {
-                                    router.replied(
-                                        errorMessage: $0, attempt: attempts[u], random: Double.random(in: 0..<1))
-                                } ?? .answer
-                            switch decision {
-                            case .answer:
-                                try visit(units[u][0], raw)
-                            case .redirect(let target, let ask):
-                                attempts[u] += 1
-                                forced[u] = target
-                                asking[u] = ask
-                                next.append(u)
-                            case .retry(let p):
-                                attempts[u] += 1
-                                forced[u] = nil
-                                asking[u] = false
-                                pause = max(pause, p)
-                                next.append(u)
-                            }
-                        }
-                    }
-                } catch let e as RedisError where e.kind == .connection {
-                    lost = e
-                    next += group.filter { !done.contains($0) }
-                }
-            }
-            if let lost { try backoff.wait(after: lost) } else if pause > 0 { Thread.sleep(forTimeInterval: pause) }
-            pending = next
+        if let block = Self.units(commands).first(where: { $0.count > 1 }) {
+            throw RedisError(
+                .unexpectedReply,
+                "\(name): a raw visit takes single commands, not a transaction (commands \(block))")
+        }
+        try route(commands, window: window, timeout: nil) { index, reply in
+            guard case .raw(let raw) = reply else { return }
+            try visit(index, raw)
         }
     }
 
-    /// The routing loop: runs every unit on its node and calls `answer` once per command with its final reply.
-    private func run(
-        _ commands: [RedisCommand], window: Int, timeout: Double?, _ answer: (Int, RedisReply) -> Void
+    /// A final reply of the routing loop: in place for a single command (valid only during the sink's call), or
+    /// as a value for a command of a `MULTI` … `EXEC` block, whose replies are kept until its last one shows that
+    /// no command of the block was redirected.
+    enum RoutedReply {
+        case raw(RedisRawReply)
+        case kept(RedisReply)
+
+        var value: RedisReply {
+            switch self {
+            case .raw(let r): return r.value
+            case .kept(let v): return v
+            }
+        }
+    }
+
+    /// The routing loop: sends every unit to its node, follows the router's decision on each unit's replies
+    /// (answer, redirect with or without `ASKING`, retry after a pause), waits with backoff for a node that cannot
+    /// be reached, and hands each command's final reply to `sink` exactly once, with the command's index.
+    private func route(
+        _ commands: [RedisCommand], window: Int, timeout: Double?, _ sink: (Int, RoutedReply) throws -> Void
     ) throws {
         let units = Self.units(commands)
         var attempts = [Int](repeating: 0, count: units.count)
@@ -205,36 +170,35 @@ final class RedisClusterClient {
             var pause = 0.0
             var lost: RedisError?
             for (node, group) in groups(pending, units, commands, forced) {
+                // What each reply of this node's pipeline belongs to: its unit (an index into `group`) and its
+                // place in the unit, -1 for the `ASKING` sent before it.
                 var list: [RedisCommand] = []
-                for u in group {
-                    if asking[u] { list.append(RedisCommand(["ASKING"])) }
-                    for i in units[u] { list.append(commands[i]) }
-                }
-                let replies: [RedisReply]
-                do {
-                    replies = try onNode(node) { c in
-                        if let timeout { try c.setCommandTimeout(timeout) }
-                        let r = try c.pipeline(list, window: window)
-                        if timeout != nil { try c.setCommandTimeout(options.commandTimeout) }
-                        return r
+                var places: [(member: Int, position: Int)] = []
+                list.reserveCapacity(group.count)
+                places.reserveCapacity(group.count)
+                for (m, u) in group.enumerated() {
+                    if asking[u] {
+                        list.append(Self.askingCommand)
+                        places.append((m, -1))
                     }
-                } catch let e as RedisError where e.kind == .connection {
-                    lost = e
-                    next += group
-                    continue
+                    for (k, i) in units[u].enumerated() {
+                        list.append(commands[i])
+                        places.append((m, k))
+                    }
                 }
                 var at = 0
-                for u in group {
-                    if asking[u] { at += 1 }
-                    let mine = Array(replies[at..<min(replies.count, at + units[u].count)])
-                    at += units[u].count
-                    let decision =
-                        Self.routingError(mine).map {
-                            router.replied(errorMessage: $0, attempt: attempts[u], random: Double.random(in: 0..<1))
-                        } ?? .answer
-                    switch decision {
+                // Units of `group` decided so far (replies come in order, so they are its first `decided`).
+                var decided = 0
+                // The replies of the transaction being read, and the first routing error among them.
+                var kept: [RedisReply] = []
+                var keptRouting: String?
+                func decide(_ u: Int, _ routing: String?) -> Bool {
+                    decided += 1
+                    guard let routing else { return true }
+                    switch router.replied(errorMessage: routing, attempt: attempts[u], random: Double.random(in: 0..<1))
+                    {
                     case .answer:
-                        for (i, r) in zip(units[u], mine) { answer(i, r) }
+                        return true
                     case .redirect(let target, let ask):
                         attempts[u] += 1
                         forced[u] = target
@@ -247,12 +211,46 @@ final class RedisClusterClient {
                         pause = max(pause, p)
                         next.append(u)
                     }
+                    return false
+                }
+                do {
+                    try onNode(node) { c in
+                        if let timeout { try c.setCommandTimeout(timeout) }
+                        try c.pipelineVisitRaw(list, window: window) { raw in
+                            guard at < places.count else { return }
+                            let (m, k) = places[at]
+                            at += 1
+                            if k < 0 { return }
+                            let u = group[m]
+                            let unit = units[u]
+                            let routing = raw.errorMessage.flatMap(Self.routingError)
+                            if unit.count == 1 {
+                                if decide(u, routing) { try sink(unit.lowerBound, .raw(raw)) }
+                                return
+                            }
+                            if k == 0 {
+                                kept.removeAll(keepingCapacity: true)
+                                keptRouting = nil
+                            }
+                            kept.append(raw.value)
+                            if keptRouting == nil { keptRouting = routing }
+                            if k == unit.count - 1, decide(u, keptRouting) {
+                                for (i, r) in zip(unit, kept) { try sink(i, .kept(r)) }
+                            }
+                        }
+                        if timeout != nil { try c.setCommandTimeout(options.commandTimeout) }
+                    }
+                } catch let e as RedisError where e.kind == .connection {
+                    lost = e
+                    next += group[decided...]
                 }
             }
             if let lost { try backoff.wait(after: lost) } else if pause > 0 { Thread.sleep(forTimeInterval: pause) }
             pending = next
         }
     }
+
+    private static let askingCommand = RedisCommand(["ASKING"])
 
     /// `WAIT replicas timeout` on the connection to the primary of `key`'s slot: the one that carried this client's
     /// writes to that slot.
@@ -307,61 +305,74 @@ final class RedisClusterClient {
     // MARK: - Splitting
 
     /// Commands grouped into units sent together: a `MULTI` … `EXEC` (or `DISCARD`) block is one unit, any other
-    /// command is a unit of its own.
-    static func units(_ commands: [RedisCommand]) -> [[Int]] {
-        var out: [[Int]] = []
-        var block: [Int]?
+    /// command is a unit of its own. A unit is a range of command indices.
+    static func units(_ commands: [RedisCommand]) -> [Range<Int>] {
+        var out: [Range<Int>] = []
+        out.reserveCapacity(commands.count)
+        var blockStart: Int?
         for (i, c) in commands.enumerated() {
-            let name = c.name
-            if var b = block {
-                b.append(i)
-                if name == "EXEC" || name == "DISCARD" {
-                    out.append(b)
-                    block = nil
-                } else {
-                    block = b
+            if let start = blockStart {
+                if c.isNamed("EXEC") || c.isNamed("DISCARD") {
+                    out.append(start..<(i + 1))
+                    blockStart = nil
                 }
-            } else if name == "MULTI" {
-                block = [i]
+            } else if c.isNamed("MULTI") {
+                blockStart = i
             } else {
-                out.append([i])
+                out.append(i..<(i + 1))
             }
         }
-        if let block { out.append(block) }
+        if let start = blockStart { out.append(start..<commands.count) }
         return out
     }
 
-    /// Pending units by the node to send them to, in first-seen order (deterministic).
+    /// Pending units by the node to send them to, in first-seen order (deterministic); units redirected to a node
+    /// the map does not list come last. Grouped by the map's node index: no hashing of node names per command.
     private func groups(
-        _ pending: [Int], _ units: [[Int]], _ commands: [RedisCommand], _ forced: [RedisClusterNode?]
+        _ pending: [Int], _ units: [Range<Int>], _ commands: [RedisCommand], _ forced: [RedisClusterNode?]
     ) -> [(RedisClusterNode, [Int])] {
-        var order: [RedisClusterNode] = []
-        var byNode: [RedisClusterNode: [Int]] = [:]
-        let fallback = router.nodes.first ?? seeds[0]
+        let known = router.nodes
+        var byIndex = [[Int]](repeating: [], count: known.count)
+        var order: [Int] = []
+        var others: [(RedisClusterNode, [Int])] = []
+        func add(_ u: Int, to node: RedisClusterNode) {
+            if let k = others.firstIndex(where: { $0.0 == node }) {
+                others[k].1.append(u)
+            } else {
+                others.append((node, [u]))
+            }
+        }
         for u in pending {
-            var node = forced[u]
-            if node == nil {
+            var index: Int?
+            if let target = forced[u] {
+                index = known.firstIndex(of: target)
+                if index == nil {
+                    add(u, to: target)
+                    continue
+                }
+            } else {
                 for i in units[u] {
                     if let slot = RedisClusterRouter.slot(of: commands[i]) {
-                        node = router.node(for: slot)
+                        index = router.nodeIndex(for: slot)
                         break
                     }
                 }
             }
-            let n = node ?? fallback
-            if byNode[n] == nil { order.append(n) }
-            byNode[n, default: []].append(u)
+            guard let n = index ?? (known.isEmpty ? nil : 0) else {
+                add(u, to: seeds[0])
+                continue
+            }
+            if byIndex[n].isEmpty { order.append(n) }
+            byIndex[n].append(u)
         }
-        return order.map { ($0, byNode[$0] ?? []) }
+        return order.map { (known[$0], byIndex[$0]) } + others
     }
 
-    /// The redirection or transient error among one unit's replies: a single command's error, or for a transaction
-    /// the error a queued command got (`MOVED` at queue time; `EXEC` then answers `EXECABORT`).
-    static func routingError(_ replies: [RedisReply]) -> String? {
-        for r in replies {
-            guard let e = r.errorMessage else { continue }
-            for prefix in ["MOVED ", "ASK ", "TRYAGAIN", "CLUSTERDOWN"] where e.hasPrefix(prefix) { return e }
-        }
+    /// The error message when it is a redirection or a transient cluster error (the router decides on those; any
+    /// other error is the command's answer). In a transaction, a queued command's `MOVED` makes `EXEC` answer
+    /// `EXECABORT`: the first routing error of the block decides for all of it.
+    static func routingError(_ message: String) -> String? {
+        for prefix in ["MOVED ", "ASK ", "TRYAGAIN", "CLUSTERDOWN"] where message.hasPrefix(prefix) { return message }
         return nil
     }
 }

@@ -118,6 +118,12 @@ public struct RedisClusterRouter: Sendable {
         return i >= 0 ? nodes[i] : nil
     }
 
+    /// The index in `nodes` of the primary serving `slot`, or nil when the map does not know it.
+    public func nodeIndex(for slot: RedisClusterSlot) -> Int? {
+        let i = Int(owners[slot.rawValue])
+        return i >= 0 ? i : nil
+    }
+
     /// The primary serving the command's first key; nil when the command has no key (any node answers it) or the
     /// slot is not mapped.
     public func node(for command: RedisCommand) -> RedisClusterNode? {
@@ -196,37 +202,101 @@ public struct RedisClusterRouter: Sendable {
     /// `OBJECT`/`MEMORY` subcommands at 2, everything else at 1.
     public static func slot(of command: RedisCommand) -> RedisClusterSlot? {
         guard let name = command.argument(0) else { return nil }
-        let upper = String(decoding: name, as: UTF8.self).uppercased()
         let keyIndex: Int?
-        switch upper {
-        case "PING", "ECHO", "SCRIPT", "FUNCTION", "INFO", "CLUSTER", "WAIT", "MULTI", "EXEC", "DISCARD", "ASKING",
-            "AUTH", "SELECT", "FLUSHALL", "FLUSHDB", "DBSIZE", "CONFIG", "CLIENT", "TIME", "KEYS", "SCAN",
-            "READONLY", "READWRITE", "HELLO", "COMMAND", "DEBUG", "SHUTDOWN", "LASTSAVE", "SAVE", "BGSAVE",
-            "PUBLISH", "SUBSCRIBE", "UNSUBSCRIBE", "QUIT", "RESET", "SLOWLOG", "LATENCY", "MONITOR", "ROLE":
+        switch keyRule(name) {
+        case .noKey:
             keyIndex = nil
-        case "EVAL", "EVALSHA", "EVAL_RO", "EVALSHA_RO", "FCALL", "FCALL_RO":
+        case .afterNumKeys:
             guard let n = command.argument(2).flatMap({ Int(String(decoding: $0, as: UTF8.self)) }), n > 0 else {
                 return nil
             }
             keyIndex = 3
-        case "XREAD", "XREADGROUP":
+        case .afterStreams:
             var i = 1
             var found: Int?
             while let a = command.argument(i) {
-                if String(decoding: a, as: UTF8.self).uppercased() == "STREAMS" {
+                if a.count == 7, equalsUpper(a, "STREAMS") {
                     found = i + 1
                     break
                 }
                 i += 1
             }
             keyIndex = found
-        case "XGROUP", "XINFO", "OBJECT", "MEMORY":
+        case .second:
             keyIndex = 2
-        default:
+        case .first:
             keyIndex = 1
         }
         guard let keyIndex, let key = command.argument(keyIndex) else { return nil }
         return key.withUnsafeBufferPointer { RedisClusterSlot(keyBytes: $0) }
+    }
+
+    /// Where a command's first key is.
+    enum KeyRule {
+        /// No key (any node answers it).
+        case noKey
+        /// `EVAL`/`EVALSHA`/`FCALL`: after `numkeys`.
+        case afterNumKeys
+        /// `XREAD`/`XREADGROUP`: after `STREAMS`.
+        case afterStreams
+        /// `XGROUP`/`XINFO`/`OBJECT`/`MEMORY`: after the subcommand.
+        case second
+        /// Everything else.
+        case first
+    }
+
+    /// A command name of at most 16 bytes, upper-cased and packed into two words: a dictionary key built without
+    /// allocating (this runs once per command a cluster client sends).
+    struct PackedName: Hashable {
+        var low: UInt64 = 0
+        var high: UInt64 = 0
+
+        init?<C: Collection>(_ name: C) where C.Element == UInt8 {
+            guard name.count <= 16 else { return nil }
+            for (i, var b) in name.enumerated() {
+                if b >= UInt8(ascii: "a") && b <= UInt8(ascii: "z") { b -= 32 }
+                if i < 8 { low |= UInt64(b) << (8 * UInt64(i)) } else { high |= UInt64(b) << (8 * UInt64(i - 8)) }
+            }
+        }
+    }
+
+    /// Command names whose key is not the first argument.
+    private static let keyRules: [PackedName: KeyRule] = {
+        var d: [PackedName: KeyRule] = [:]
+        func add(_ names: [String], _ rule: KeyRule) {
+            for n in names { if let k = PackedName(Array(n.utf8)) { d[k] = rule } }
+        }
+        add(
+            [
+                "PING", "ECHO", "SCRIPT", "FUNCTION", "INFO", "CLUSTER", "WAIT", "MULTI", "EXEC", "DISCARD", "ASKING",
+                "AUTH", "SELECT", "FLUSHALL", "FLUSHDB", "DBSIZE", "CONFIG", "CLIENT", "TIME", "KEYS", "SCAN",
+                "READONLY", "READWRITE", "HELLO", "COMMAND", "DEBUG", "SHUTDOWN", "LASTSAVE", "SAVE", "BGSAVE",
+                "PUBLISH", "SUBSCRIBE", "UNSUBSCRIBE", "QUIT", "RESET", "SLOWLOG", "LATENCY", "MONITOR", "ROLE",
+            ], .noKey)
+        add(["EVAL", "EVALSHA", "EVAL_RO", "EVALSHA_RO", "FCALL", "FCALL_RO"], .afterNumKeys)
+        add(["XREAD", "XREADGROUP"], .afterStreams)
+        add(["XGROUP", "XINFO", "OBJECT", "MEMORY"], .second)
+        return d
+    }()
+
+    /// The key rule of a command name (any case).
+    static func keyRule(_ name: ArraySlice<UInt8>) -> KeyRule {
+        guard let packed = PackedName(name) else { return .first }
+        return keyRules[packed] ?? .first
+    }
+
+    /// `bytes` equals `upper` (upper-case ASCII) ignoring ASCII case; the lengths must already match.
+    static func equalsUpper(_ bytes: ArraySlice<UInt8>, _ upper: StaticString) -> Bool {
+        upper.withUTF8Buffer { u in
+            var i = bytes.startIndex
+            for c in u {
+                var b = bytes[i]
+                if b >= UInt8(ascii: "a") && b <= UInt8(ascii: "z") { b -= 32 }
+                if b != c { return false }
+                i += 1
+            }
+            return true
+        }
     }
 }
 
@@ -254,4 +324,10 @@ extension RedisCommand {
 
     /// The command's name, upper-cased (`EVALSHA`), or "" for an empty command.
     var name: String { argument(0).map { String(decoding: $0, as: UTF8.self).uppercased() } ?? "" }
+
+    /// Whether the command's name is `upper` (given upper-case ASCII), compared without building a String.
+    func isNamed(_ upper: StaticString) -> Bool {
+        guard let name = argument(0), name.count == upper.utf8CodeUnitCount else { return false }
+        return RedisClusterRouter.equalsUpper(name, upper)
+    }
 }

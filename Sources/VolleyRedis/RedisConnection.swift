@@ -240,6 +240,9 @@ public struct RedisRawReply {
     private let reply: UnsafeMutablePointer<redisReply>
     init(_ raw: UnsafeMutableRawPointer) { reply = raw.assumingMemoryBound(to: redisReply.self) }
 
+    /// The reply as a value (kept past the visitor's call).
+    var value: RedisReply { RedisConnection.decode(reply) }
+
     /// The error text when the reply is an error.
     public var errorMessage: String? {
         guard reply.pointee.type == REDIS_REPLY_ERROR else { return nil }

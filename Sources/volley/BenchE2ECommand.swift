@@ -23,6 +23,8 @@ struct BenchE2E: AsyncParsableCommand {
     @Option(help: "group: one campaign job naming a group of every user; users: jobs of ≤ 500 user ids.")
     var campaign = "group"
     @Option(name: .customLong("shard-size"), help: "worker.shardSize.") var shardSize = 50_000
+    @Option(name: .customLong("stream-shards"), help: "worker.streamShards: job streams the campaign spreads over.")
+    var streamShards = 1
     @Option(help: "Worker processes.") var workers = 1
     @Option(help: "HTTP/2 connections per provider per worker (apps[].apns/fcm.connections).") var connections = 2
     @Option(name: .customLong("max-streams"), help: "Client cap on streams per connection (apps[].*.maxStreams).")
@@ -50,6 +52,10 @@ struct BenchE2E: AsyncParsableCommand {
     var workDir: String?
     @Flag(help: "Keep the work folder (logs, config).") var keep = false
     @Flag(help: "Also measure the bare transport, h2load and aioapns on the same mock.") var compare = false
+    @Option(
+        name: .customLong("redis-cluster"),
+        help: "Run the same campaign against one Redis and against a Redis Cluster of this many primaries it starts.")
+    var redisCluster: Int?
     @Option(name: .customLong("compare-requests"), help: "Requests for the transport and h2load runs of --compare.")
     var compareRequests = 100_000
     @Option(name: .customLong("peer-requests"), help: "Requests for the aioapns run of --compare.") var peerRequests =
@@ -106,6 +112,7 @@ struct BenchE2E: AsyncParsableCommand {
         o.keep = keep
         o.campaignGroup = campaign != "users"
         o.shardSize = shardSize
+        o.streamShards = streamShards
         o.workerEnvironment = E2EBench.Options.environment(workerEnv) ?? [:]
         return o
     }
@@ -117,6 +124,7 @@ struct BenchE2E: AsyncParsableCommand {
         if connections < 1 || connections > 256 { throw ValidationError("--connections must be 1…256") }
         if devicesPerUser < 1 { throw ValidationError("--devices-per-user must be at least 1") }
         if probes < 1 { throw ValidationError("--probes must be at least 1") }
+        if !(1...1024).contains(streamShards) { throw ValidationError("--stream-shards must be 1…1024") }
         if campaign != "group" && campaign != "users" { throw ValidationError("--campaign must be group or users") }
         if sweep && compare { throw ValidationError("run --sweep and --compare separately") }
         if metricsCompare && (sweep || compare) {
@@ -125,6 +133,15 @@ struct BenchE2E: AsyncParsableCommand {
         if metricsRounds < 1 { throw ValidationError("--metrics-rounds must be at least 1") }
         if sweep && Self.parseList(sweepWorkers) == nil { throw ValidationError("--sweep-workers must be like 1,2,4") }
         if E2EBench.Options.environment(workerEnv) == nil { throw ValidationError("--worker-env must be KEY=VALUE") }
+        if let n = redisCluster {
+            if n < 3 || n > 16 {
+                throw ValidationError("--redis-cluster must be 3…16 (Redis Cluster needs 3 primaries)")
+            }
+            if redis != nil || compare || sweep || metricsCompare {
+                throw ValidationError(
+                    "--redis-cluster starts its own Redis: run it without --redis, --compare, --sweep")
+            }
+        }
     }
 
     static func parseList(_ s: String) -> [Int]? {
@@ -161,6 +178,22 @@ struct BenchE2E: AsyncParsableCommand {
                 print(Self.sweepTable(r))
                 print(cpuWakeLatencyLine(wakeLatency))
                 print("wrote \(charts)/sweep.csv, sweep.json and charts")
+            }
+            return
+        }
+        if let primaries = redisCluster {
+            var c = E2EClusterBench.Options()
+            c.e2e = e2eOptions()
+            c.primaries = primaries
+            let opts = c
+            let r = try await runBlocking { try E2EClusterBench(options: opts, logger: logger).run(command: command) }
+            if json {
+                let enc = JSONEncoder()
+                enc.outputFormatting = [.sortedKeys]
+                print(String(decoding: try enc.encode(r), as: UTF8.self))
+            } else {
+                print(E2EClusterBench.table(r))
+                print(cpuWakeLatencyLine(wakeLatency))
             }
             return
         }

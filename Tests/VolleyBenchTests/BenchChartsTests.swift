@@ -1,6 +1,7 @@
 import Foundation
 import Logging
 import Testing
+import VolleyService
 
 @testable import VolleyBench
 
@@ -129,5 +130,43 @@ struct E2EBenchOptionsTests {
         #expect(E2EBench.Options.environment([]) == [:])
         #expect(E2EBench.Options.environment(["NOEQUALS"]) == nil)
         #expect(E2EBench.Options.environment(["=value"]) == nil)
+    }
+}
+
+struct E2EClusterConfigurationTests {
+    /// Writes a volley-mock endpoints file whose referenced files exist (the configuration checks they are readable).
+    func endpoints(in dir: URL) throws -> MockEndpoints {
+        for name in ["ca.pem", "key.p8", "sa.json"] {
+            try Data("x".utf8).write(to: dir.appendingPathComponent(name))
+        }
+        let json = """
+            {"host": "127.0.0.1", "port": 8443, "ca_file": "\(dir.path)/ca.pem",
+             "apns": {"p8_file": "\(dir.path)/key.p8", "key_id": "K", "team_id": "T", "topic": "com.example"},
+             "fcm": {"service_account_file": "\(dir.path)/sa.json", "project_id": "p"}}
+            """
+        let file = dir.appendingPathComponent("endpoints.json")
+        try Data(json.utf8).write(to: file)
+        return try MockEndpoints(file: file.path)
+    }
+
+    @Test func singleAndClusterConfigurationsDifferInRedisOnly() throws {
+        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("bench-cfg-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let e = try endpoints(in: dir)
+        var o = E2EBench.Options()
+        o.inFlight = 1234
+        let bench = E2EBench(options: o)
+        let seeds = ["127.0.0.1:30001", "127.0.0.1:30002", "127.0.0.1:30003"]
+        let single = try VolleyConfiguration.parse(
+            yaml: bench.yaml(endpoints: e, redis: .single(url: "redis://127.0.0.1:7000/0")), baseDirectory: dir)
+        let cluster = try VolleyConfiguration.parse(
+            yaml: bench.yaml(endpoints: e, redis: .cluster(seeds: seeds)), baseDirectory: dir)
+        #expect(single.redis.url == "redis://127.0.0.1:7000/0")
+        #expect(single.redis.cluster.isEmpty)
+        #expect(cluster.redis.cluster == seeds)
+        #expect(cluster.redis.url == "redis://127.0.0.1:30001/0")
+        #expect(single.worker == cluster.worker)
+        #expect(single.worker.inFlight == 1234)
     }
 }

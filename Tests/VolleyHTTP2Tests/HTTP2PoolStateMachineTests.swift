@@ -209,6 +209,54 @@ struct HTTP2PoolStateMachineTests {
         #expect(m.failures == 0)
     }
 
+    @Test func aRetiredConnectionDrainsAndIsReplacedAfterAJitteredBackOff() {
+        var m = machine(connections: 1, random: .max) // the longest back-off: ≈ 5 s
+        let first = TestRequest(0)
+        let c0 = m.requestSubmitted(first).open[0]
+        _ = m.connectionEstablished(c0, maxStreams: 10)
+        let inInbox = TestRequest(1)
+        _ = m.requestSubmitted(inInbox) // assigned to c0, not collected yet
+        let retired = m.retireRequested(c0)
+        #expect(retired.retire == [c0])
+        #expect(retired.open.isEmpty, "the replacement waits its back-off")
+        let at = m.replaceAt
+        let wait = Double(at.nanoseconds - clock.now.nanoseconds) / 1e9
+        #expect(abs(wait - 5) < 1e-6)
+        #expect(retired.scheduleTimer == at)
+        #expect(m.queuedCount == 1, "its inbox waits for another connection")
+        #expect(m.statistics.connectionsRetired == 1)
+        // Asked again (another stream answered the same): nothing more.
+        let again = m.retireRequested(c0)
+        #expect(again.retire.isEmpty && again.scheduleTimer == nil)
+        #expect(m.replaceAt == at)
+        // Its open stream is still answered; it takes no new work, and closing does not bring the replacement early.
+        let answered = close(&m, first, on: c0)
+        #expect(first.succeeded && answered.start.isEmpty)
+        #expect(m.requestSubmitted(TestRequest(2)).drain.isEmpty)
+        let closed = m.connectionClosed(
+            c0, error: HTTP2Error(.shutdown, resendIsSafe: true, "closed after GOAWAY"), finished: [], unstarted: [],
+            peakStreams: 1)
+        #expect(closed.open.isEmpty)
+        clock.now = HTTP2PoolInstant(nanoseconds: at.nanoseconds - 1)
+        #expect(m.timerFired().open.isEmpty)
+        clock.now = at
+        let fired = m.timerFired()
+        #expect(fired.open.count == 1)
+        #expect(numbers(m.connectionEstablished(fired.open[0], maxStreams: 10).start) == [1, 2])
+    }
+
+    @Test func retireBackOffSpansItsBounds() {
+        var low = machine(random: 0)
+        var high = machine(random: .max)
+        #expect(low.retireBackoffSeconds() == 1)
+        #expect(abs(high.retireBackoffSeconds() - 5) < 1e-9)
+        var c = HTTP2ClientConfiguration(host: "api.example")
+        c.retireBackoffMinSeconds = 2
+        c.retireBackoffMaxSeconds = 3
+        var custom = Machine(configuration: c, clock: clock, random: FixedRandom(value: 1 << 63))
+        #expect(abs(custom.retireBackoffSeconds() - 2.5) < 1e-9)
+    }
+
     @Test func resendsStopAtTheConfiguredCount() {
         var m = machine(maxResends: 1)
         let r = TestRequest(0)

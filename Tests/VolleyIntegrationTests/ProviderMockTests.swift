@@ -113,6 +113,35 @@ let pools = HTTP2ConnectionPool.submitterFactory(logger: testLogger)
         #expect(provider.stopReason?.contains("Test_App") == true)
     }
 
+    @Test func tooManyProviderTokenUpdatesReplacesTheConnection() async throws {
+        let mock = try MockServerFixture()
+        defer { mock.stop() }
+        // The first connection answers every send 429 TooManyProviderTokenUpdates; later ones accept.
+        mock.server.engine.refuseProviderTokens(connections: 1)
+        let provider = try APNSProvider(
+            app: apnsApp(mock), tokens: APNSTokenRegistry(), retryPolicy: fastRetry, logger: testLogger,
+            makeTransport: pools)
+        defer { provider.shutdown() }
+        let n = VolleyCore.Notification(title: "Hello", body: "World")
+        let outcomes = try await withThrowingTaskGroup(of: DeliveryOutcome.self) { group in
+            for i in 0..<20 {
+                group.addTask {
+                    try await send(provider, n, to: Device(platform: .ios, token: DeviceToken(hexToken("", 7000 + i))))
+                }
+            }
+            var all: [DeliveryOutcome] = []
+            for try await o in group { all.append(o) }
+            return all
+        }
+        // Every device ends accepted, on a new connection: the refused one was retired and replaced after its
+        // back-off, and each refused send went out once more.
+        #expect(outcomes.count == 20 && outcomes.allSatisfy { $0 == .accepted }, "\(outcomes)")
+        let s = mock.stats()
+        let refused = s.count(.apns, 429, "TooManyProviderTokenUpdates")
+        #expect(refused >= 1)
+        #expect(s.connectionsOpened >= 2)
+    }
+
     @Test func transportFailureAfterWritingIsNotResent() async throws {
         let mock = try MockServerFixture()
         defer { mock.stop() }

@@ -38,6 +38,9 @@ public final class MockConnectionState: @unchecked Sendable {
     var lastVerdict: MockJWT.APNsVerdict = .invalid
     /// The last `authorization` value came too soon after the team's previous token (`tokenUpdateLimitSeconds`).
     var lastTooManyUpdates = false
+    /// Set at the connection's first authenticated APNs send: it answers every send 429
+    /// TooManyProviderTokenUpdates (`refuseProviderTokens(connections:)`).
+    var refusesProviderTokens: Bool?
     /// FCM access tokens seen valid on this connection → expiry (unix seconds).
     var accessTokens: [String: Int64] = [:]
     /// The engine's revocation count when `accessTokens` was last valid; a newer count empties it.
@@ -119,6 +122,8 @@ public final class MockEngine: Sendable {
     let registry = Mutex(Registry())
     /// FCM sends still to answer 429 QUOTA_EXCEEDED (`throttleFCM(sends:retryAfter:)`), and its Retry-After.
     let fcmThrottles = Atomic<Int>(0)
+    /// APNs connections still to be refused (`refuseProviderTokens(connections:)`).
+    let tokenRefusals = Atomic<Int>(0)
     let fcmThrottleRetryAfter = Atomic<Int>(0)
     /// CLOCK_MONOTONIC time of the first such 429 (0: none yet), and FCM sends arrived per 100 ms after it.
     let fcmThrottledAtNanos = Atomic<UInt64>(0)
@@ -292,6 +297,25 @@ public final class MockEngine: Sendable {
         fcmThrottledAtNanos.store(0, ordering: .relaxed)
         fcmArrivals.withLock { $0 = [Int](repeating: 0, count: Self.arrivalBuckets) }
         fcmThrottles.store(sends, ordering: .releasing)
+    }
+
+    /// The next `connections` APNs connections to send with a valid provider token answer every send on them
+    /// 429 TooManyProviderTokenUpdates, as APNs does on a connection whose token changed too often: a client must
+    /// move to a new connection.
+    public func refuseProviderTokens(connections: Int) {
+        tokenRefusals.store(connections, ordering: .releasing)
+    }
+
+    /// Takes one of the refusals `refuseProviderTokens` asked for.
+    private func takeTokenRefusal() -> Bool {
+        var left = tokenRefusals.load(ordering: .acquiring)
+        while left > 0 {
+            let (exchanged, original) = tokenRefusals.compareExchange(
+                expected: left, desired: left - 1, ordering: .acquiringAndReleasing)
+            if exchanged { return true }
+            left = original
+        }
+        return false
     }
 
     /// FCM sends that arrived in each 100 ms after the first throttled one (20 s), and when it was answered
@@ -545,7 +569,8 @@ public final class MockEngine: Sendable {
             if Int64(now) - iat > Int64(config.jwtMaxAgeSeconds) {
                 return apnsError(state, 403, "ExpiredProviderToken", apnsID: apnsID, now: now)
             }
-            if state.lastTooManyUpdates {
+            if state.refusesProviderTokens == nil { state.refusesProviderTokens = takeTokenRefusal() }
+            if state.lastTooManyUpdates || state.refusesProviderTokens == true {
                 return apnsError(state, 429, "TooManyProviderTokenUpdates", apnsID: apnsID, now: now)
             }
         }
