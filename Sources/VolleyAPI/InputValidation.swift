@@ -29,6 +29,22 @@ enum Input {
         return object
     }
 
+    /// `data`, a UTF-8 JSON object without `key`, with `"key": value` added as its first member; nil when the body
+    /// does not start with `{` after white space (another encoding), for the caller to serialise instead.
+    static func addingMember(_ key: String, _ value: String, to data: Data) throws -> Data? {
+        func isSpace(_ b: UInt8) -> Bool { b == 0x20 || b == 0x09 || b == 0x0A || b == 0x0D }
+        guard let open = data.firstIndex(where: { !isSpace($0) }), data[open] == UInt8(ascii: "{") else { return nil }
+        let member = try JSONEncoder().encode([key: value]).dropFirst().dropLast()
+        let rest = data[data.index(after: open)...]
+        let empty = rest.first(where: { !isSpace($0) }) == UInt8(ascii: "}")
+        var out = Data(capacity: data.count + member.count + 1)
+        out.append(data[...open])
+        out.append(contentsOf: member)
+        if !empty { out.append(UInt8(ascii: ",")) }
+        out.append(rest)
+        return out
+    }
+
     /// A 400 naming the first key of `object` outside `known`.
     static func rejectUnknownKeys(_ object: [String: Any], known: Set<String>, at path: String) throws {
         if let unknown = object.keys.filter({ !known.contains($0) }).sorted().first {
