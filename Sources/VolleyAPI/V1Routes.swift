@@ -139,19 +139,21 @@ extension APIServer {
         return #"{"id":""# + id.rawValue + (rest == "}" ? #""}"# : #"","# + rest)
     }
 
+    /// A job of `org` as `GET /v1/jobs/{id}` shows it, read from the job stream shard of its id; nil when the org
+    /// has no such job.
+    func jobStatus(_ client: RedisClient, org: OrgID, job: JobID) throws -> JobStatus? {
+        let store = configuration.store
+        return try JobStatus.read(
+            client: client, store: store, shard: store.streamShard(of: job),
+            recordKey: keys.job(org, job, stream: store.jobStream(for: job)), ledgerKey: store.ledgerKey(org, job))
+    }
+
     func getJob(_ context: APIRequestContext) async throws -> Response {
         let org = try context.key([.send, .read, .admin])
         let id = try parameter(context, "id")
         guard Input.isSafeID(id) else { throw APIProblem.notFound("no job '\(id)' in this org", field: "id") }
         let job = JobID(id)
-        let store = configuration.store
-        let recordKey = keys.job(org, job, stream: store.jobStream(for: job))
-        let ledgerKey = store.ledgerKey(org, job)
-        let status = try await pool.run { client -> JobStatus? in
-            try JobStatus.read(
-                client: client, store: store, shard: store.streamShard(of: job), recordKey: recordKey,
-                ledgerKey: ledgerKey)
-        }
+        let status = try await pool.run { client in try self.jobStatus(client, org: org, job: job) }
         guard var status else { throw APIProblem.notFound("no job '\(id)' in this org", field: "id") }
         status.id = id
         return JSONResponse.raw(try ReportCoding.encoder.encode(status))
@@ -165,14 +167,10 @@ extension APIServer {
         guard Input.isSafeID(id) else { throw APIProblem.notFound("no job '\(id)' in this org", field: "id") }
         let job = JobID(id)
         let store = configuration.store
-        let recordKey = keys.job(org, job, stream: store.jobStream(for: job))
-        let ledgerKey = store.ledgerKey(org, job)
         let found = try await pool.run { client -> (events: [DebugEvent], known: Bool) in
             let events = try RedisDebugEvents(client: client, store: store).events(org: org, job: job)
             if !events.isEmpty { return (events, true) }
-            let status = try JobStatus.read(
-                client: client, store: store, shard: store.streamShard(of: job), recordKey: recordKey,
-                ledgerKey: ledgerKey)
+            let status = try self.jobStatus(client, org: org, job: job)
             return ([], status != nil)
         }
         guard found.known else { throw APIProblem.notFound("no job '\(id)' in this org", field: "id") }
