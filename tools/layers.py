@@ -28,7 +28,7 @@ ALLOWED = {
     "VolleyObservability": IO | {"Hummingbird", "Metrics", "Prometheus", "ServiceLifecycle"},
     "VolleyConnect": IO | {"VolleyCore", "VolleyStore"},
     "VolleyAPI": IO | {"Crypto", "Hummingbird", "Metrics", "ServiceLifecycle", "VolleyConnect", "VolleyCore",
-                       "VolleyRedis", "VolleyStore", "HummingbirdCore", "HummingbirdTLS", "NIOSSL"},
+                       "VolleyRedis", "VolleyStore", "HummingbirdCore", "HummingbirdTLS", "NIOSSL", "NIOCore", "NIOPosix"},
     "VolleyService": IO | {"Metrics", "Prometheus", "ServiceLifecycle", "Yams", "VolleyCore", "VolleyHTTP2",
                            "VolleyRedis", "VolleyStore", "VolleyAPNs", "VolleyFCM", "VolleyEngine",
                            "VolleyObservability", "VolleyAPI", "VolleyConnect"},

@@ -1,5 +1,6 @@
 import Foundation
 import Hummingbird
+import VolleyCore
 
 /// An RFC 9457 problem answer (`application/problem+json`) on Volley's own paths. `field` names the input at fault
 /// (`recipients`, `notification.badge`, `devices[2].token`) so a client can point at it.
@@ -48,26 +49,47 @@ public struct APIProblem: Error, Sendable, CustomStringConvertible {
         default: code = "UNKNOWN_EXCEPTION"
         }
         let message = field.map { "\($0): \(detail)" } ?? detail
-        let data =
-            (try? JSONSerialization.data(
-                withJSONObject: [["errorCode": code, "message": message]], options: [.sortedKeys])) ?? Data()
+        let data = Self.object([("errorCode", .text(code)), ("message", .text(message))], inArray: true)
         var headers = headers
         headers[.contentType] = "application/json;charset=UTF-8"
         return Response(status: status, headers: headers, body: .init(byteBuffer: ByteBuffer(bytes: data)))
     }
 
     func response() -> Response {
-        var body: [String: String] = ["type": "about:blank", "title": title, "detail": detail]
-        var object: [String: Any] = body.mapValues { $0 as Any }
-        object["status"] = Int(status.code)
-        if let field {
-            object["field"] = field
-            body["field"] = field
-        }
-        let data = (try? JSONSerialization.data(withJSONObject: object, options: [.sortedKeys])) ?? Data()
+        var members: [(String, Member)] = [("detail", .text(detail))]
+        if let field { members.append(("field", .text(field))) }
+        members += [("status", .number(Int(status.code))), ("title", .text(title)), ("type", .text("about:blank"))]
         var headers = headers
         headers[.contentType] = "application/problem+json"
-        return Response(status: status, headers: headers, body: .init(byteBuffer: ByteBuffer(bytes: data)))
+        return Response(
+            status: status, headers: headers, body: .init(byteBuffer: ByteBuffer(bytes: Self.object(members))))
+    }
+
+    enum Member {
+        case text(String)
+        case number(Int)
+    }
+
+    /// A flat JSON object of `members` in the order given (sorted by the callers), optionally inside an array.
+    /// Written directly: error answers are as frequent as the errors a busy client makes (401s, 429s).
+    static func object(_ members: [(String, Member)], inArray: Bool = false) -> [UInt8] {
+        var out: [UInt8] = inArray ? [UInt8(ascii: "["), UInt8(ascii: "{")] : [UInt8(ascii: "{")]
+        for (i, (key, value)) in members.enumerated() {
+            if i > 0 { out.append(UInt8(ascii: ",")) }
+            out.append(UInt8(ascii: "\""))
+            appendJSONStringContent(key, to: &out)
+            out.append(contentsOf: #"":"#.utf8)
+            switch value {
+            case .text(let t):
+                out.append(UInt8(ascii: "\""))
+                appendJSONStringContent(t, to: &out)
+                out.append(UInt8(ascii: "\""))
+            case .number(let n): out.append(contentsOf: String(n).utf8)
+            }
+        }
+        out.append(UInt8(ascii: "}"))
+        if inArray { out.append(UInt8(ascii: "]")) }
+        return out
     }
 }
 

@@ -1,6 +1,8 @@
 import Foundation
 import Hummingbird
 import Logging
+import NIOCore
+import NIOPosix
 import ServiceLifecycle
 import VolleyConnect
 import VolleyCore
@@ -80,6 +82,14 @@ public final class APIServer: Sendable {
             configured: configuration.quotaOverrides)
     }
 
+    /// Makes NIO's event loops Swift Concurrency's global executor for this process, so a request's handler runs on
+    /// the event loop that read it and answers without a hop between thread pools. Call once, before serving; the
+    /// API keeps blocking work (its Redis clients, the Salesforce stores) on Dispatch queues, never on this pool.
+    @discardableResult
+    public static func runTasksOnEventLoops() -> Bool {
+        NIOSingletons.unsafeTryInstallSingletonPosixEventLoopGroupAsConcurrencyGlobalExecutor()
+    }
+
     /// The router with every route.
     public func router() -> Router<APIRequestContext> {
         let router = Router(context: APIRequestContext.self)
@@ -93,13 +103,13 @@ public final class APIServer: Sendable {
                 body: .init(byteBuffer: ByteBuffer(string: self.openAPIDocument)))
         }
         let auth = AuthMiddleware(
-            configuration: configuration, signer: signer, scripts: scripts, keys: keys, records: APIKeyRecordCache())
+            configuration: configuration, signer: signer, scripts: scripts, keys: keys,
+            records: APIKeyRecordCache(lifetimeSeconds: configuration.keyCacheSeconds))
         let v1 = router.group("/v1").add(middleware: auth)
         addV1Routes(v1)
         if let connect { addConnectRoutes(router.group("").add(middleware: auth), connect) }
         // Hummingbird names a request's route by the same path description, and a request no route takes "NotFound".
-        metrics.prime(
-            routes: Set(router.routes.map { ObservingMiddleware.template($0.path.description) } + ["NotFound"]))
+        metrics.prime(endpoints: Set(router.routes.map(\.path.description) + ["NotFound"]))
         return router
     }
 

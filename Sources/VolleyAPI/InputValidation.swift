@@ -5,7 +5,7 @@ import VolleyCore
 enum Input {
     /// The keys a job may carry (README "Jobs"); anything else is a 400 naming it.
     static let jobKeys: Set<String> = [
-        "id", "org", "app", "recipients", "devices", "notification", "apns", "fcm", "platforms",
+        "id", "org", "app", "recipients", "devices", "notification", "apns", "fcm", "platforms", "debug",
     ]
     static let notificationKeys: Set<String> = [
         "title", "subtitle", "body", "localized", "sound", "badge", "badgeIncrement", "data", "contentAvailable",
@@ -29,17 +29,27 @@ enum Input {
         return object
     }
 
-    /// `data`, a UTF-8 JSON object without `key`, with `"key": value` added as its first member; nil when the body
-    /// does not start with `{` after white space (another encoding), for the caller to serialise instead.
-    static func addingMember(_ key: String, _ value: String, to data: Data) throws -> Data? {
+    /// `data`, a UTF-8 JSON object without the keys of `members`, with each `"key": "value"` added in front of its
+    /// first member; nil when the body does not start with `{` after white space (another encoding), for the caller
+    /// to serialise instead.
+    static func addingMembers(_ members: [(key: String, value: String)], to data: Data) -> Data? {
         func isSpace(_ b: UInt8) -> Bool { b == 0x20 || b == 0x09 || b == 0x0A || b == 0x0D }
         guard let open = data.firstIndex(where: { !isSpace($0) }), data[open] == UInt8(ascii: "{") else { return nil }
-        let member = try JSONEncoder().encode([key: value]).dropFirst().dropLast()
+        if members.isEmpty { return data }
+        var added: [UInt8] = []
+        for (i, m) in members.enumerated() {
+            if i > 0 { added.append(UInt8(ascii: ",")) }
+            added.append(UInt8(ascii: "\""))
+            appendJSONStringContent(m.key, to: &added)
+            added.append(contentsOf: #"":""#.utf8)
+            appendJSONStringContent(m.value, to: &added)
+            added.append(UInt8(ascii: "\""))
+        }
         let rest = data[data.index(after: open)...]
         let empty = rest.first(where: { !isSpace($0) }) == UInt8(ascii: "}")
-        var out = Data(capacity: data.count + member.count + 1)
+        var out = Data(capacity: data.count + added.count + 1)
         out.append(data[...open])
-        out.append(contentsOf: member)
+        out.append(contentsOf: added)
         if !empty { out.append(UInt8(ascii: ",")) }
         out.append(rest)
         return out
@@ -54,29 +64,22 @@ enum Input {
         }
     }
 
-    /// Unknown keys anywhere in a job's structure (free-form maps such as `data`, `apns`, `fcm` are not checked).
-    static func checkJobKeys(_ job: [String: Any]) throws {
-        try rejectUnknownKeys(job, known: jobKeys, at: "")
-        if let n = job["notification"] as? [String: Any] {
-            try rejectUnknownKeys(n, known: notificationKeys, at: "notification")
-            if let loc = n["localized"] as? [String: Any] {
-                for (lang, value) in loc.sorted(by: { $0.key < $1.key }) {
-                    if let v = value as? [String: Any] {
-                        try rejectUnknownKeys(v, known: localizedKeys, at: "notification.localized.\(lang)")
-                    }
-                }
-            }
-        }
-        if let devices = job["devices"] as? [Any] {
-            for (i, d) in devices.enumerated() {
-                if let d = d as? [String: Any] { try rejectUnknownKeys(d, known: jobDeviceKeys, at: "devices[\(i)]") }
-            }
+    /// A 400 naming the first of `keys` (sorted) outside `known`.
+    static func rejectUnknownKeys(_ keys: [some CodingKey], known: Set<String>, at path: String) throws {
+        if let unknown = keys.map(\.stringValue).filter({ !known.contains($0) }).sorted().first {
+            let field = path.isEmpty ? unknown : "\(path).\(unknown)"
+            throw APIProblem.badRequest(
+                field, "unknown key '\(unknown)'; known keys: \(known.sorted().joined(separator: ", "))")
         }
     }
 
     /// Decodes `T`, turning a decoding error into a 400 naming its coding path.
-    static func decode<T: Decodable>(_ type: T.Type, from data: Data) throws -> T {
-        do { return try JSONDecoder().decode(type, from: data) } catch let e as DecodingError {
+    static func decode<T: Decodable>(
+        _ type: T.Type, from data: Data, userInfo: [CodingUserInfoKey: any Sendable] = [:]
+    ) throws -> T {
+        let decoder = JSONDecoder()
+        decoder.userInfo = userInfo
+        do { return try decoder.decode(type, from: data) } catch let e as DecodingError {
             throw problem(e)
         }
     }
@@ -134,5 +137,76 @@ enum Input {
             && s.unicodeScalars.allSatisfy {
                 ($0.isASCII && (CharacterSet.alphanumerics.contains($0))) || "._:-".unicodeScalars.contains($0)
             }
+    }
+}
+
+/// A job body (`POST /v1/jobs`) read in one parse: its keys checked against the job's schema, where an unknown key is
+/// a 400 naming it (free-form maps such as `data`, `apns`, `fcm` are not checked), and the job decoded from the same
+/// parse. A body without `org` takes the caller's (`JobBody.org` in the decoder's `userInfo`). `keys` says which
+/// top-level keys the body carries, so the caller can add `org` and `id` without a second key of the same name.
+struct JobBody: Decodable {
+    static let org = CodingUserInfoKey(rawValue: "volley.api.org")!
+
+    var job: PushJob
+    var keys: Set<String>
+
+    init(from decoder: any Decoder) throws {
+        let top: KeyedDecodingContainer<BodyKey>
+        do { top = try decoder.container(keyedBy: BodyKey.self) } catch {
+            throw APIProblem.badRequest("body", "the body must be a JSON object")
+        }
+        try Input.rejectUnknownKeys(top.allKeys, known: Input.jobKeys, at: "")
+        keys = Set(top.allKeys.map(\.stringValue))
+        // A value of the wrong type is left to the job's own decoding below, which names the field and the type.
+        if let n = try? top.nestedContainer(keyedBy: BodyKey.self, forKey: "notification") {
+            try Input.rejectUnknownKeys(n.allKeys, known: Input.notificationKeys, at: "notification")
+            if let localized = try? n.nestedContainer(keyedBy: BodyKey.self, forKey: "localized") {
+                for language in localized.allKeys.sorted(by: { $0.stringValue < $1.stringValue }) {
+                    if let text = try? localized.nestedContainer(keyedBy: BodyKey.self, forKey: language) {
+                        try Input.rejectUnknownKeys(
+                            text.allKeys, known: Input.localizedKeys,
+                            at: "notification.localized.\(language.stringValue)")
+                    }
+                }
+            }
+        }
+        if var devices = try? top.nestedUnkeyedContainer(forKey: "devices") {
+            var index = 0
+            while !devices.isAtEnd {
+                if let device = try? devices.nestedContainer(keyedBy: BodyKey.self) {
+                    try Input.rejectUnknownKeys(device.allKeys, known: Input.jobDeviceKeys, at: "devices[\(index)]")
+                } else if (try? devices.decode(Skipped.self)) == nil {
+                    break
+                }
+                index += 1
+            }
+        }
+        guard let org = try top.decodeIfPresent(OrgID.self, forKey: "org") ?? decoder.userInfo[Self.org] as? OrgID
+        else { throw APIProblem.badRequest("org", "required") }
+        // The fields of `Input.jobKeys`, decoded as `PushJob`'s own decoding does (a unit test holds them equal).
+        job = PushJob(
+            id: try top.decodeIfPresent(JobID.self, forKey: "id"), org: org,
+            app: try top.decode(AppName.self, forKey: "app"),
+            recipients: try top.decodeIfPresent([RecipientID].self, forKey: "recipients"),
+            devices: try top.decodeIfPresent([JobDevice].self, forKey: "devices"),
+            notification: try top.decode(VolleyCore.Notification.self, forKey: "notification"),
+            apns: try top.decodeIfPresent(JSONValue.self, forKey: "apns"),
+            fcm: try top.decodeIfPresent(JSONValue.self, forKey: "fcm"),
+            platforms: try top.decodeIfPresent([Platform].self, forKey: "platforms"))
+        job.debug = try top.decodeIfPresent(Bool.self, forKey: "debug")
+    }
+
+    /// Any key of a JSON object.
+    struct BodyKey: CodingKey, ExpressibleByStringLiteral {
+        var stringValue: String
+        var intValue: Int? { nil }
+        init(stringValue: String) { self.stringValue = stringValue }
+        init?(intValue: Int) { nil }
+        init(stringLiteral value: String) { stringValue = value }
+    }
+
+    /// Moves an unkeyed container past one element of any type.
+    private struct Skipped: Decodable {
+        init(from decoder: any Decoder) throws {}
     }
 }

@@ -1,3 +1,4 @@
+import Crypto
 import Dispatch
 import Foundation
 import Hummingbird
@@ -25,8 +26,7 @@ struct ObservingMiddleware: RouterMiddleware {
             response =
                 request.uri.path.hasPrefix("/services/data/") ? problem.salesforceResponse() : problem.response()
         }
-        let route = context.endpointPath.map(Self.template) ?? "unmatched"
-        metrics.record(route: route, status: Int(response.status.code), start: start)
+        metrics.record(endpoint: context.endpointPath, status: Int(response.status.code), start: start)
         return response
     }
 
@@ -56,46 +56,43 @@ struct ObservingMiddleware: RouterMiddleware {
     }
 }
 
+/// The request series of each route: one counter per status class and a duration timer, made once per route.
 final class RouteMetrics: Sendable {
-    private let cache = NSLockedBox<[String: Counter]>([:])
-    private let timers = NSLockedBox<[String: Metrics.Timer]>([:])
+    private struct Series {
+        /// Indexed by status class: 1xx … 5xx.
+        var counters: [Counter]
+        var timer: Metrics.Timer
+    }
+
+    /// By Hummingbird's endpoint path (`/v1/jobs/:id`), so a request finds its series without building the template.
+    private let series = NSLockedBox<[String: Series]>([:])
 
     static let statusClasses = ["1xx", "2xx", "3xx", "4xx", "5xx"]
 
     /// Creates every route's series at zero (each status class), so a dashboard and a `rate()` see them from the
-    /// process's start rather than from a route's first request.
-    func prime(routes: Set<String>) {
-        for route in routes {
-            for statusClass in Self.statusClasses { _ = counter(route: route, statusClass: statusClass) }
-            _ = timer(route: route)
-        }
+    /// process's start rather than from a route's first request. `endpoints` are Hummingbird's paths.
+    func prime(endpoints: Set<String>) {
+        for endpoint in endpoints { _ = series(endpoint) }
     }
 
-    func record(route: String, status: Int, start: UInt64) {
-        let counter = counter(route: route, statusClass: "\(max(1, min(5, status / 100)))xx")
-        let timer = timer(route: route)
-        counter.increment()
-        timer.recordNanoseconds(Int64(DispatchTime.now().uptimeNanoseconds &- start))
+    func record(endpoint: String?, status: Int, start: UInt64) {
+        let s = series(endpoint ?? "unmatched")
+        s.counters[max(1, min(5, status / 100)) - 1].increment()
+        s.timer.recordNanoseconds(Int64(DispatchTime.now().uptimeNanoseconds &- start))
     }
 
-    private func counter(route: String, statusClass: String) -> Counter {
-        cache.withLocked { c in
-            let key = route + "|" + statusClass
-            if let existing = c[key] { return existing }
-            let made = Counter(
-                label: "volley_api_requests_total", dimensions: [("route", route), ("status_class", statusClass)])
-            c[key] = made
-            return made
-        }
-    }
-
-    private func timer(route: String) -> Metrics.Timer {
-        timers.withLocked { t in
-            if let existing = t[route] { return existing }
-            let made = Metrics.Timer(
-                label: "volley_api_request_duration_seconds", dimensions: [("route", route)],
-                preferredDisplayUnit: .seconds)
-            t[route] = made
+    private func series(_ endpoint: String) -> Series {
+        series.withLocked { all in
+            if let known = all[endpoint] { return known }
+            let route = ObservingMiddleware.template(endpoint)
+            let made = Series(
+                counters: Self.statusClasses.map {
+                    Counter(label: "volley_api_requests_total", dimensions: [("route", route), ("status_class", $0)])
+                },
+                timer: Metrics.Timer(
+                    label: "volley_api_request_duration_seconds", dimensions: [("route", route)],
+                    preferredDisplayUnit: .seconds))
+            all[endpoint] = made
             return made
         }
     }
@@ -115,8 +112,10 @@ final class NSLockedBox<Value>: @unchecked Sendable {
 
 /// Authenticates the bearer credential and charges the caller's rate limit, before any handler runs.
 ///
-/// A user token (`vut1.…`) is verified locally; an API key (`vk_…`) is looked up and its bucket charged in one
-/// script call. Unknown or malformed credentials get 401; an exhausted bucket 429 with `Retry-After` (seconds).
+/// A user token (`vut1.…`) is verified locally. An API key (`vk_…`) is checked against its record: read from Redis
+/// together with the bucket charge in one script call, then kept for `api.keyCacheSeconds`, during which only the
+/// bucket is charged (and nothing is read when rate limiting is off). Unknown or malformed credentials get 401; an
+/// exhausted bucket 429 with `Retry-After` (seconds).
 struct AuthMiddleware: RouterMiddleware {
     typealias Context = APIRequestContext
     let configuration: APIConfiguration
@@ -134,23 +133,40 @@ struct AuthMiddleware: RouterMiddleware {
         let credential = String(header.dropFirst(7)).trimmingCharacters(in: .whitespaces)
         var context = context
         let limit = configuration.rateLimit
+        let limited = limit.requestsPerSecond > 0
         let rateArgs = [String(limit.requestsPerSecond), String(limit.burst)]
         if credential.hasPrefix("vut1.") {
             guard let claims = signer.verify(credential, now: Date()) else { throw APIProblem.unauthorized }
-            let bucket = keys.rate("u:\(claims.org):\(claims.app):\(claims.user)")
-            let reply = try await scripts.eval(APIScripts.admit, keys: [keys.apiKeys, bucket], args: [""] + rateArgs)
-            try Self.checkAdmitted(reply)
+            if limited {
+                let bucket = keys.rate("u:\(claims.org):\(claims.app):\(claims.user)")
+                let reply = try await scripts.eval(
+                    APIScripts.admit, keys: [keys.apiKeys, bucket], args: [""] + rateArgs)
+                try Self.checkAdmitted(reply)
+            }
             context.caller = .user(claims)
         } else {
             guard let id = APIKeyFormat.id(of: credential) else { throw APIProblem.unauthorized }
             let bucket = keys.rate("k:\(id)")
-            let reply = try await scripts.eval(APIScripts.admit, keys: [keys.apiKeys, bucket], args: [id] + rateArgs)
-            try reply.throwIfError("admit")
-            guard let parts = reply.array, parts.count == 3, let json = parts[1].string,
-                let record = records.record(json: json), APIKeyFormat.matches(credential, record: record)
-            else { throw APIProblem.unauthorized }
-            try Self.checkAdmitted(reply)
-            context.caller = .key(id: id, org: record.org, role: record.role)
+            let now = DispatchTime.now().uptimeNanoseconds
+            let key: APIKeyRecordCache.Entry
+            if let known = records.entry(id: id, now: now) {
+                key = known
+                if limited {
+                    try Self.checkAdmitted(
+                        try await scripts.eval(APIScripts.admit, keys: [keys.apiKeys, bucket], args: [""] + rateArgs))
+                }
+            } else {
+                let reply = try await scripts.eval(
+                    APIScripts.admit, keys: [keys.apiKeys, bucket], args: [id] + rateArgs)
+                try reply.throwIfError("admit")
+                guard let parts = reply.array, parts.count == 3, let json = parts[1].string,
+                    let read = records.store(id: id, json: json, now: now)
+                else { throw APIProblem.unauthorized }
+                key = read
+                try Self.checkAdmitted(reply)
+            }
+            guard key.matches(credential) else { throw APIProblem.unauthorized }
+            context.caller = .key(id: id, org: key.record.org, role: key.record.role)
         }
         return try await next(request, context)
     }
@@ -169,25 +185,76 @@ struct AuthMiddleware: RouterMiddleware {
     }
 }
 
-/// Decoded API-key records by their stored JSON, so a busy key is not decoded (dates and all) on every request.
+/// API-key records read from Redis, each used for `lifetime` after it was read (`api.keyCacheSeconds`).
 ///
-/// Keyed by the whole JSON text the lookup script returned, which the request still fetches from Redis each time: a
-/// revoked key finds no record and a changed record is new text, so the cache never answers for a key Redis no
-/// longer holds. Bounded: emptied when it reaches `limit` entries.
+/// A revoked or changed key therefore takes effect within that time on every process; a key Redis does not hold is
+/// never kept, so it is looked up again on each try. Bounded: emptied when it reaches `limit` entries.
 final class APIKeyRecordCache: Sendable {
-    private let records = NSLockedBox<[String: APIKeyRecord]>([:])
-    let limit: Int
-    init(limit: Int = 4096) { self.limit = limit }
+    struct Entry: Sendable {
+        let record: APIKeyRecord
+        /// The stored SHA-256 of the key, as bytes.
+        let digest: [UInt8]
+        /// When it was read (`DispatchTime` uptime nanoseconds).
+        let readAt: UInt64
 
-    func record(json: String) -> APIKeyRecord? {
-        if let known = records.withLocked({ $0[json] }) { return known }
-        guard let decoded = try? APIKeyStore.decoder.decode(APIKeyRecord.self, from: Data(json.utf8)) else {
-            return nil
+        /// True when `key` hashes to the stored digest, compared in constant time.
+        func matches(_ key: String) -> Bool {
+            let presented = Array(SHA256.hash(data: Data(key.utf8)))
+            guard presented.count == digest.count else { return false }
+            var diff: UInt8 = 0
+            for i in presented.indices { diff |= presented[i] ^ digest[i] }
+            return diff == 0
         }
-        records.withLocked { r in
-            if r.count >= limit { r.removeAll(keepingCapacity: true) }
-            r[json] = decoded
+    }
+
+    private let entries = NSLockedBox<[String: Entry]>([:])
+    private let lifetime: UInt64
+    let limit: Int
+
+    init(lifetimeSeconds: Double, limit: Int = 4096) {
+        lifetime = UInt64(max(0, lifetimeSeconds) * 1e9)
+        self.limit = limit
+    }
+
+    /// The record of key `id` when it was read less than the lifetime ago.
+    func entry(id: String, now: UInt64) -> Entry? {
+        guard lifetime > 0, let e = entries.withLocked({ $0[id] }), now &- e.readAt < lifetime else { return nil }
+        return e
+    }
+
+    /// Decodes the record the lookup script returned and keeps it; nil when it is not a valid record of `id`.
+    func store(id: String, json: String, now: UInt64) -> Entry? {
+        guard let record = try? APIKeyStore.decoder.decode(APIKeyRecord.self, from: Data(json.utf8)),
+            record.id == id, let digest = Self.bytes(hex: record.sha256)
+        else { return nil }
+        let e = Entry(record: record, digest: digest, readAt: now)
+        if lifetime > 0 {
+            entries.withLocked { r in
+                if r.count >= limit { r.removeAll(keepingCapacity: true) }
+                r[id] = e
+            }
         }
-        return decoded
+        return e
+    }
+
+    private static func bytes(hex: String) -> [UInt8]? {
+        let digits = Array(hex.utf8)
+        guard digits.count % 2 == 0 else { return nil }
+        var out: [UInt8] = []
+        out.reserveCapacity(digits.count / 2)
+        for i in stride(from: 0, to: digits.count, by: 2) {
+            guard let hi = Self.nibble(digits[i]), let lo = Self.nibble(digits[i + 1]) else { return nil }
+            out.append(hi << 4 | lo)
+        }
+        return out
+    }
+
+    private static func nibble(_ c: UInt8) -> UInt8? {
+        switch c {
+        case UInt8(ascii: "0")...UInt8(ascii: "9"): c - UInt8(ascii: "0")
+        case UInt8(ascii: "a")...UInt8(ascii: "f"): c - UInt8(ascii: "a") + 10
+        case UInt8(ascii: "A")...UInt8(ascii: "F"): c - UInt8(ascii: "A") + 10
+        default: nil
+        }
     }
 }

@@ -1278,6 +1278,9 @@ components:
         platforms:
           type: array
           items: {$ref: "#/components/schemas/Platform"}
+        debug:
+          type: boolean
+          description: Record debug events per user and device, read with GET /v1/jobs/{id}/events.
     Notification:
       type: object
       additionalProperties: false

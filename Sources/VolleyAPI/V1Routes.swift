@@ -59,28 +59,17 @@ extension APIServer {
     func createJob(_ request: Request, _ context: APIRequestContext) async throws -> Response {
         let org = try context.key([.send, .admin])
         let data = try await body(request)
-        var object = try Input.object(data)
-        try Input.checkJobKeys(object)
-        let given = object["org"]
-        if let given {
-            guard let s = given as? String, OrgID(s) == org else {
-                throw APIProblem.badRequest("org", "must be the key's org (\(org)) or left out")
-            }
-        }
-        object["org"] = org.rawValue
-        if let recipients = object["recipients"] as? [Any], recipients.count > PushJob.maxRecipients {
+        guard !data.isEmpty else { throw APIProblem.badRequest("body", "the request needs a JSON object body") }
+        let body = try Input.decode(JobBody.self, from: data, userInfo: [JobBody.org: org])
+        var job = body.job
+        guard job.org == org else { throw APIProblem.badRequest("org", "must be the key's org (\(org)) or left out") }
+        if let recipients = job.recipients, recipients.count > PushJob.maxRecipients {
             throw APIProblem.badRequest(
                 "recipients", "\(recipients.count) ids; at most \(PushJob.maxRecipients) per job")
         }
-        if let devices = object["devices"] as? [Any], devices.count > PushJob.maxRecipients {
+        if let devices = job.devices, devices.count > PushJob.maxRecipients {
             throw APIProblem.badRequest("devices", "\(devices.count) devices; at most \(PushJob.maxRecipients) per job")
         }
-        // A body without an org gets the key's org spliced in as its first member, which is cheaper than serialising
-        // the parsed object again (the largest item in a job POST's profile). A body that names its org is
-        // serialised from the checked object, so a repeated "org" key cannot slip another org past the check.
-        let spliced = given == nil ? try Input.addingMember("org", org.rawValue, to: data) : nil
-        let normalized = try spliced ?? JSONSerialization.data(withJSONObject: object)
-        var job = try Input.decode(PushJob.self, from: normalized)
         guard configuration.org(org, mayUse: job.app) else {
             throw APIProblem.notFound("no app named '\(job.app)' is available to this org", field: "app")
         }
@@ -98,20 +87,28 @@ extension APIServer {
             let field = r.reason == .invalidJob ? "id" : "recipients"
             throw APIProblem.badRequest(field, r.message)
         }
-        let bodyID = job.id
-        job.id = nil
-        // One encoding serves both: its digest names the body (without the id) for idempotent replays, and the
-        // stream entry is the same JSON with the id added.
-        let canonical = try JSONResponse.encoder.encode(job)
-        let digest = SHA256.hash(data: canonical).lowercaseHex
-        let id = JobID(headerKey ?? bodyID?.rawValue ?? "job-\(UUID().uuidString.lowercased())")
-        let json = Self.jobJSON(canonical, id: id)
+        let id = job.id ?? JobID(headerKey ?? "job-\(UUID().uuidString.lowercased())")
+        // The stream entry is the body as sent, with the key's org and the job id added in front when it leaves them
+        // out: the worker decodes exactly the bytes decoded and checked here. A body that cannot take them that way
+        // (an "id": null, a byte-order mark) is written from the decoded job instead.
+        var added: [(key: String, value: String)] = []
+        if !body.keys.contains("id") { added.append(("id", id.rawValue)) }
+        if !body.keys.contains("org") { added.append(("org", org.rawValue)) }
+        let entry: Data
+        if job.id != nil || !body.keys.contains("id"), let spliced = Input.addingMembers(added, to: data) {
+            entry = spliced
+        } else {
+            job.id = id
+            entry = try JSONResponse.encoder.encode(job)
+        }
+        // A replay is the same request again: the body's bytes name it (its SHA-256), as they arrived.
+        let digest = SHA256.hash(data: data).lowercaseHex
         // The job id picks the stream shard; the record carries that shard's hash tag, so the script's two keys
         // share a slot and a replay of the id finds the record beside the stream it wrote to.
         let stream = configuration.store.jobStream(for: id)
         let recordKey = keys.job(org, id, stream: stream)
         let args = [
-            digest, json, Date().ISO8601Format(), job.app.rawValue,
+            digest, String(decoding: entry, as: UTF8.self), Date().ISO8601Format(), job.app.rawValue,
             String(configuration.store.ledgerTTLSeconds),
         ]
         let reply = try await scripts.eval(APIScripts.submit, keys: [recordKey, stream], args: args)
@@ -130,13 +127,6 @@ extension APIServer {
             throw APIProblem(
                 .unprocessableContent, "a different job was already accepted with this id", field: "Idempotency-Key")
         }
-    }
-
-    /// The stream entry: the job's JSON without an id (`canonical`, an object) with `"id"` put first. `id` is a safe
-    /// id (`Input.isSafeID`) or a generated one, so it needs no escaping.
-    static func jobJSON(_ canonical: Data, id: JobID) -> String {
-        let rest = String(decoding: canonical.dropFirst(), as: UTF8.self)
-        return #"{"id":""# + id.rawValue + (rest == "}" ? #""}"# : #"","# + rest)
     }
 
     /// A job of `org` as `GET /v1/jobs/{id}` shows it, read from the job stream shard of its id; nil when the org

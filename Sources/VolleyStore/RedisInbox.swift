@@ -187,7 +187,6 @@ public final class RedisInboxStore: InboxStore, @unchecked Sendable {
 
     @discardableResult
     public func mark(org: OrgID, user: UserID, _ mark: InboxMark) throws -> Int {
-        let k = RecipientKeys(org: org)
         func flag(_ b: Bool?) -> String { b.map { $0 ? "1" : "0" } ?? "-" }
         var args = [flag(mark.read), flag(mark.seen)]
         switch mark.selection {

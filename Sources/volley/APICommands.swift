@@ -18,6 +18,9 @@ struct API: AsyncParsableCommand {
         let c = try loadConfiguration(config)
         SignalMask.unblockTerminationSignals()
         let logger = Logger(label: "volley.api")
+        if !APIServer.runTasksOnEventLoops() {
+            logger.notice("tasks stay on Swift's own thread pool: NIO's event loops could not take it over")
+        }
         do { try await APIRunner.run(configuration: c, logger: logger) } catch let e as ConfigurationError {
             throw ValidationError(e.description)
         }

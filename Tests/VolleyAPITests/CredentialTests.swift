@@ -80,14 +80,6 @@ struct InputTests {
         }
     }
 
-    @Test func unknownKeysAreNamedWithTheirPath() throws {
-        let job = try Input.object(Data(#"{"app":"a","notification":{"titel":"x"}}"#.utf8))
-        #expect(throws: APIProblem.self) { try Input.checkJobKeys(job) }
-        do { try Input.checkJobKeys(job) } catch let p as APIProblem { #expect(p.field == "notification.titel") }
-        let device = try Input.object(Data(#"{"app":"a","devices":[{"platform":"ios","token":"t","x":1}]}"#.utf8))
-        do { try Input.checkJobKeys(device) } catch let p as APIProblem { #expect(p.field == "devices[0].x") }
-    }
-
     @Test(arguments: [("", false), ("job-1", true), ("a b", false), ("x/y", false), ("é", false), ("a:b.c_d-e", true)])
     func safeIDs(_ id: String, _ ok: Bool) {
         #expect(Input.isSafeID(id) == ok)
@@ -111,13 +103,27 @@ struct APIKeyRecordCacheTests {
             + #""sha256":"\#(sha)"}"#
     }
 
-    @Test func aChangedRecordIsDecodedAfreshAndGarbageIsNoRecord() throws {
-        let cache = APIKeyRecordCache(limit: 2)
-        #expect(cache.record(json: json(role: "send"))?.role == .send)
-        #expect(cache.record(json: json(role: "send"))?.role == .send)
-        #expect(cache.record(json: json(role: "read"))?.role == .read)
-        #expect(cache.record(json: json(role: "admin", sha: "b"))?.sha256 == "b")
-        #expect(cache.record(json: "not json") == nil)
-        #expect(cache.record(json: json(role: "send"))?.role == .send)
+    @Test func aRecordIsUsedForItsLifetimeThenReadAgain() throws {
+        let key = "vk_0123456789abcdef_" + String(repeating: "s", count: 43)
+        let sha = APIKeyFormat.digest(key)
+        let cache = APIKeyRecordCache(lifetimeSeconds: 2)
+        #expect(cache.entry(id: "0123456789abcdef", now: 0) == nil)
+        let stored = try #require(cache.store(id: "0123456789abcdef", json: json(role: "send", sha: sha), now: 10))
+        #expect(stored.record.role == .send)
+        #expect(stored.matches(key))
+        #expect(!stored.matches(key + "x"))
+        #expect(cache.entry(id: "0123456789abcdef", now: 10 + 1_999_999_999)?.record.role == .send)
+        #expect(cache.entry(id: "0123456789abcdef", now: 10 + 2_000_000_000) == nil)
+        // Garbage, a record of another id and a digest that is not hex are no record, and are not kept.
+        #expect(cache.store(id: "0123456789abcdef", json: "not json", now: 0) == nil)
+        #expect(cache.store(id: "fedcba9876543210", json: json(role: "send", sha: sha), now: 0) == nil)
+        #expect(cache.store(id: "0123456789abcdef", json: json(role: "send", sha: "zz"), now: 0) == nil)
+    }
+
+    @Test func aZeroLifetimeKeepsNothing() throws {
+        let cache = APIKeyRecordCache(lifetimeSeconds: 0)
+        let sha = String(repeating: "ab", count: 32)
+        #expect(cache.store(id: "0123456789abcdef", json: json(role: "read", sha: sha), now: 5)?.record.role == .read)
+        #expect(cache.entry(id: "0123456789abcdef", now: 5) == nil)
     }
 }

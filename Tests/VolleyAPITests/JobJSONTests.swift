@@ -5,33 +5,79 @@ import VolleyCore
 @testable import VolleyAPI
 
 struct JobJSONTests {
-    /// The stream entry built from the id-less encoding decodes to the job with its id, as a worker reads it.
-    @Test func theStreamEntryIsTheDigestedJSONWithTheIDAdded() throws {
-        let job = PushJob(
-            org: "orgA", app: "app1", recipients: ["005A", "005B"],
-            notification: .init(title: "Hi \"there\"", body: "a/b"), platforms: [.ios])
-        let canonical = try JSONResponse.encoder.encode(job)
-        let entry = APIServer.jobJSON(canonical, id: JobID("job-1.a_b:c-d"))
-        #expect(entry.hasPrefix(#"{"id":"job-1.a_b:c-d","#))
-        var expected = job
-        expected.id = JobID("job-1.a_b:c-d")
-        #expect(try JSONDecoder().decode(PushJob.self, from: Data(entry.utf8)) == expected)
-        #expect(APIServer.jobJSON(Data("{}".utf8), id: JobID("x")) == #"{"id":"x"}"#)
+    static let everyKey = #"""
+        {"id":"j-1","org":"orgA","app":"app1","recipients":["005A","00G1"],
+         "devices":[{"platform":"ios","token":"beef","environment":"sandbox"},{"platform":"android","token":"f1"}],
+         "notification":{"title":"Hi \"there\"","body":"a/b","localized":{"es":{"title":"Hola","body":"b"}},
+           "badge":3,"sound":"ping.caf","data":{"recordId":"001","n":[1,2]},"contentAvailable":true,"ttl":60},
+         "apns":{"aps":{"alert":"x"}},"fcm":{"data":{"k":"v"}},"platforms":["ios"],"debug":true}
+        """#
+
+    /// The API's one-parse decoding gives the job a worker decodes from the same bytes.
+    @Test func theOneParseDecodingEqualsTheWorkersDecoding() throws {
+        let data = Data(Self.everyKey.utf8)
+        let body = try Input.decode(JobBody.self, from: data)
+        #expect(body.job == (try JSONDecoder().decode(PushJob.self, from: data)))
+        #expect(body.keys == Set(Input.jobKeys))
     }
 
-    /// The key's org goes in as the first member of an org-less body, whatever white space the body has.
-    @Test func theOrgIsSplicedIntoTheBodyAsItsFirstMember() throws {
-        func spliced(_ body: String) throws -> String? {
-            try Input.addingMember("org", "org\"A", to: Data(body.utf8)).map { String(decoding: $0, as: UTF8.self) }
+    /// A body without an org takes the caller's; one with an org keeps it for the caller to check.
+    @Test func aBodyWithoutAnOrgTakesTheCallers() throws {
+        let body = Data(#"{"app":"app1","recipients":["005A"],"notification":{"title":"t"}}"#.utf8)
+        let decoded = try Input.decode(JobBody.self, from: body, userInfo: [JobBody.org: OrgID("orgB")])
+        #expect(decoded.job.org == "orgB")
+        #expect(!decoded.keys.contains("org"))
+        #expect(throws: APIProblem.self) { try Input.decode(JobBody.self, from: body) }
+        let named = Data(#"{"org":"orgA","app":"app1","recipients":["005A"],"notification":{}}"#.utf8)
+        #expect(try Input.decode(JobBody.self, from: named, userInfo: [JobBody.org: OrgID("orgB")]).job.org == "orgA")
+    }
+
+    /// Unknown keys are named with their path, at every level the schema fixes; free-form maps are not checked.
+    @Test(arguments: [
+        (#"{"app":"a","sendAt":1,"notification":{}}"#, "sendAt"),
+        (#"{"app":"a","notification":{"titel":"x"}}"#, "notification.titel"),
+        (#"{"app":"a","notification":{"localized":{"es":{"tilte":"x"}}}}"#, "notification.localized.es.tilte"),
+        (
+            #"{"app":"a","devices":[{"platform":"ios","token":"t"},{"platform":"ios","token":"t","x":1}],"notification":{}}"#,
+            "devices[1].x"
+        ),
+        (#"{"app":"a","devices":[7,{"platform":"ios","token":"t","x":1}],"notification":{}}"#, "devices[1].x"),
+        (#"{"app":"a","recipients":"u","notification":{}}"#, "recipients"),
+        (#"[1,2]"#, "body"),
+        (#"{"app":"a","#, "body"),
+    ])
+    func badBodiesNameTheirField(_ json: String, _ field: String) throws {
+        do {
+            _ = try Input.decode(JobBody.self, from: Data(json.utf8), userInfo: [JobBody.org: OrgID("o")])
+            Issue.record("decoded \(json)")
+        } catch let p as APIProblem {
+            #expect(p.field == field, "\(p)")
+            #expect(p.status == .badRequest)
         }
-        #expect(try spliced(#"{"app":"app1"}"#) == #"{"org":"org\"A","app":"app1"}"#)
-        #expect(try spliced(" \n{ }") == " \n{\"org\":\"org\\\"A\" }")
-        #expect(try spliced("{}") == #"{"org":"org\"A"}"#)
+    }
+
+    @Test func freeFormMapsAreNotChecked() throws {
+        let json = #"{"app":"a","recipients":["u"],"notification":{"data":{"anything":1}},"apns":{"aps":{"x":1}}}"#
+        _ = try Input.decode(JobBody.self, from: Data(json.utf8), userInfo: [JobBody.org: OrgID("o")])
+    }
+
+    /// The org and id go in as the first members of a body without them, whatever white space it has, escaped.
+    @Test func membersAreSplicedIntoTheBodyInFront() throws {
+        func spliced(_ body: String, _ members: [(key: String, value: String)]) -> String? {
+            Input.addingMembers(members, to: Data(body.utf8)).map { String(decoding: $0, as: UTF8.self) }
+        }
+        #expect(spliced(#"{"app":"app1"}"#, [("org", "org\"A")]) == #"{"org":"org\"A","app":"app1"}"#)
+        #expect(spliced(" \n{ }", [("org", "org\"A")]) == " \n{\"org\":\"org\\\"A\" }")
+        #expect(spliced("{}", [("id", "j"), ("org", "o")]) == #"{"id":"j","org":"o"}"#)
+        #expect(spliced(#"{"a":1}"#, []) == #"{"a":1}"#)
         let job = try #require(
-            try Input.addingMember(
-                "org", "orgA", to: Data(#"{"app":"app1","recipients":["005A"],"notification":{"title":"t"}}"#.utf8)))
-        #expect(try JSONDecoder().decode(PushJob.self, from: job).org == "orgA")
-        // Not UTF-8 text that starts with "{": the caller serialises the parsed object instead.
-        #expect(try Input.addingMember("org", "orgA", to: Data([0xFF, 0xFE, 0x7B, 0x00, 0x7D, 0x00])) == nil)
+            Input.addingMembers(
+                [("id", "job-1.a_b:c-d"), ("org", "orgA")],
+                to: Data(#"{"app":"app1","recipients":["005A"],"notification":{"title":"t"}}"#.utf8)))
+        let decoded = try JSONDecoder().decode(PushJob.self, from: job)
+        #expect(decoded.org == "orgA")
+        #expect(decoded.id == "job-1.a_b:c-d")
+        // Not UTF-8 text that starts with "{": the caller serialises the decoded job instead.
+        #expect(Input.addingMembers([("org", "orgA")], to: Data([0xFF, 0xFE, 0x7B, 0x00, 0x7D, 0x00])) == nil)
     }
 }

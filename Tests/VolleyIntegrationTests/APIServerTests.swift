@@ -306,12 +306,32 @@ final class NSLockBox<T>: @unchecked Sendable {
         #expect(
             try await api.call("PUT", "/v1/devices", token: stranger, json: #"{"platform":"ios","token":"t"}"#)
                 .status == 401)
-        // Revoked keys stop working at once.
-        let id = try #require(APIKeyFormat.id(of: read))
-        #expect(try APIKeyStore(client: w.redis.client(name: "keys")).revoke(id: id))
-        #expect(try await api.call("GET", "/v1/quota", token: read).status == 401)
         #expect(try Self.streamLength(w) == 0)
         await api.stop()
+    }
+
+    /// A process keeps a key's record for `api.keyCacheSeconds`: a revoked key works until then, and never after.
+    /// With 0, revocation takes effect on the next request.
+    @Test func aRevokedKeyStopsWorkingWithinTheKeyCacheTime() async throws {
+        let w = try MockWorld()
+        defer { w.stop() }
+        let cached = try await RunningAPI(configFile: try Self.config(w, extra: "  keyCacheSeconds: 1"))
+        let uncached = try await RunningAPI(configFile: try Self.config(w, extra: "  keyCacheSeconds: 0"))
+        let read = try Self.key(w, org: "orgA", role: .read)
+        #expect(try await cached.call("GET", "/v1/quota", token: read).status == 200)
+        #expect(try await uncached.call("GET", "/v1/quota", token: read).status == 200)
+        let revokedAt = ContinuousClock.now
+        let id = try #require(APIKeyFormat.id(of: read))
+        #expect(try APIKeyStore(client: w.redis.client(name: "keys")).revoke(id: id))
+        #expect(try await uncached.call("GET", "/v1/quota", token: read).status == 401)
+        let stillCached = try await cached.call("GET", "/v1/quota", token: read).status
+        #expect(stillCached == 200 || ContinuousClock.now - revokedAt >= .seconds(1))
+        try await waitUntil("the revoked key answers 401", timeout: .seconds(5)) {
+            try await cached.call("GET", "/v1/quota", token: read).status == 401
+        }
+        #expect(ContinuousClock.now - revokedAt < .seconds(3))
+        await cached.stop()
+        await uncached.stop()
     }
 
     @Test func badInputGets4xxNamingTheFieldAndWritesNothing() async throws {

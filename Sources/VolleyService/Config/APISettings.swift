@@ -13,6 +13,8 @@ public struct APISettings: Sendable, Hashable {
     public var redisConnections: Int = 16
     /// `api.redisPipelines`: auto-pipelined connections for the hot path's script calls (0: the pool).
     public var redisPipelines: Int = 2
+    /// `api.keyCacheSeconds`: how long a process uses an API key's record before reading it again (0: every request).
+    public var keyCacheSeconds: Double = 5
     /// `api.tls.certFile` / `api.tls.keyFile`: both or neither.
     public var tlsCertFile: String?
     public var tlsKeyFile: String?
@@ -26,7 +28,7 @@ public struct APISettings: Sendable, Hashable {
     public init() {}
 
     static let keys: Set<String> = [
-        "host", "port", "maxBodyBytes", "drainSeconds", "redisConnections", "redisPipelines",
+        "host", "port", "maxBodyBytes", "drainSeconds", "redisConnections", "redisPipelines", "keyCacheSeconds",
     ]
     static let sections: Set<String> = ["tls", "rateLimit", "userTokens"]
 
@@ -40,6 +42,10 @@ public struct APISettings: Sendable, Hashable {
         if let v = r.double(s, "drainSeconds", at: p, min: 0) { a.drainSeconds = v }
         if let v = r.int(s, "redisConnections", at: p, range: 1...1024) { a.redisConnections = v }
         if let v = r.int(s, "redisPipelines", at: p, range: 0...64) { a.redisPipelines = v }
+        if let v = r.double(s, "keyCacheSeconds", at: p, min: 0) {
+            if v > 300 { r.problem("api.keyCacheSeconds", "at most 300 (a revoked key works this long)") }
+            a.keyCacheSeconds = v
+        }
         if let t = r.section(s, "tls", at: p) {
             r.rejectUnknownKeys(t, known: ["certFile", "keyFile"], at: "api.tls")
             a.tlsCertFile = r.file(t, "certFile", at: "api.tls")
@@ -106,6 +112,7 @@ extension VolleyConfiguration {
         c.drainSeconds = api.drainSeconds
         c.redisConnections = api.redisConnections
         c.redisPipelines = api.redisPipelines
+        c.keyCacheSeconds = api.keyCacheSeconds
         c.rateLimit = .init(requestsPerSecond: api.requestsPerSecond, burst: api.burst)
         c.userTokenKeys = api.userTokenKeys
         c.userTokenMaxTTLSeconds = api.userTokenMaxTTLSeconds

@@ -199,7 +199,9 @@ extension VolleyConfiguration {
         "inbox": ["maxCount", "maxAgeSeconds"],
         "log": ["level", "format"],
         "metrics": ["enabled", "host", "port"],
-        "api": ["host", "port", "maxBodyBytes", "drainSeconds", "redisConnections", "redisPipelines"],
+        "api": [
+            "host", "port", "maxBodyBytes", "drainSeconds", "redisConnections", "redisPipelines", "keyCacheSeconds",
+        ],
     ]
     static let appSchema: [String: [String]] = [
         "apns": [
