@@ -38,7 +38,7 @@ struct JobJSONTests {
         (#"{"app":"a","notification":{"titel":"x"}}"#, "notification.titel"),
         (#"{"app":"a","notification":{"localized":{"es":{"tilte":"x"}}}}"#, "notification.localized.es.tilte"),
         (
-            #"{"app":"a","devices":[{"platform":"ios","token":"t"},{"platform":"ios","token":"t","x":1}],"notification":{}}"#,
+            #"{"app":"a","devices":[{"platform":"ios","token":"t"},{"token":"t","x":1}],"notification":{}}"#,
             "devices[1].x"
         ),
         (#"{"app":"a","devices":[7,{"platform":"ios","token":"t","x":1}],"notification":{}}"#, "devices[1].x"),
