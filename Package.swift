@@ -255,6 +255,7 @@ let package = Package(
                 "VolleyConnect",
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "Logging", package: "swift-log"),
+                .product(name: "NIOPosix", package: "swift-nio"),
             ]),
     ]
 )

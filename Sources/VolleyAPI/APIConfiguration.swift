@@ -25,7 +25,7 @@ public struct APIConfiguration: Sendable {
     public var redisConnections: Int = 16
     /// `api.redisPipelines`: connections that carry the credential and job-submission script calls of concurrent
     /// requests as shared pipelines; 0 sends each call through the `redisConnections` pool instead.
-    public var redisPipelines: Int = 2
+    public var redisPipelines: Int = 1
     /// `api.keyCacheSeconds`: a process reads an API key's record from Redis at most once in this long, so a revoked
     /// or changed key takes effect within it; 0 reads it on every request.
     public var keyCacheSeconds: Double = 5

@@ -71,8 +71,16 @@ public final class APIServer: Sendable {
         pool = RedisPool(size: configuration.redisConnections) { n in
             RedisClient(endpoint: endpoint, options: options, name: "api-\(n)", logger: logger)
         }
+        // Pipelined calls go out from the event loop that runs the request, on its own connection; the cluster
+        // client routes by slot on threads of its own, so a cluster keeps those.
+        let pipelined = configuration.redisPipelines > 0
         scripts = RedisScripts(
-            pipeline: configuration.redisPipelines > 0
+            eventLoops: pipelined && !endpoint.isCluster
+                ? RedisEventLoopPipeline(
+                    group: .singleton, connections: configuration.redisPipelines, endpoint: endpoint,
+                    options: options, logger: logger)
+                : nil,
+            pipeline: pipelined && endpoint.isCluster
                 ? RedisAutoPipeline(connections: configuration.redisPipelines) { n in client("api-pipeline-\(n)") }
                 : nil,
             pool: pool)

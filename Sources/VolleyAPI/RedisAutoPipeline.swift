@@ -133,13 +133,16 @@ final class RedisAutoPipeline: @unchecked Sendable {
     }
 }
 
-/// The hot path's script calls (the credential lookup with its rate-limit bucket, the job submission): through the
-/// auto-pipeline, or through the pool of blocking clients when `api.redisPipelines` is 0.
+/// The hot path's script calls (the credential lookup with its rate-limit bucket, the job submission): on the calling
+/// event loop's own connection, on auto-pipelined connections with threads of their own (Redis Cluster), or through
+/// the pool of blocking clients when `api.redisPipelines` is 0.
 struct RedisScripts: Sendable {
+    let eventLoops: RedisEventLoopPipeline?
     let pipeline: RedisAutoPipeline?
     let pool: RedisPool
 
     func eval(_ script: RedisScript, keys: [String], args: [String]) async throws -> RedisReply {
+        if let eventLoops { return try await eventLoops.eval(script, keys: keys, args: args) }
         if let pipeline { return try await pipeline.eval(script, keys: keys, args: args) }
         return try await pool.run { client in try client.eval(script, keys: keys, args: args) }
     }

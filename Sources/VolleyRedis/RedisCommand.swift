@@ -73,7 +73,7 @@ public struct RedisCommand: Sendable {
     }
 
     /// The whole command as sent: `*<count>\r\n` and the arguments.
-    func withWireBytes<R>(into scratch: inout [UInt8], _ body: (UnsafeBufferPointer<UInt8>) -> R) -> R {
+    public func withWireBytes<R>(into scratch: inout [UInt8], _ body: (UnsafeBufferPointer<UInt8>) -> R) -> R {
         scratch.removeAll(keepingCapacity: true)
         scratch.reserveCapacity(self.body.count + 24)
         scratch.append(UInt8(ascii: "*"))

@@ -1,29 +1,47 @@
 internal import CHiredis
 
-/// Parses raw RESP bytes into `RedisReply` values with hiredis's `redisReader` and the same reply conversion the
-/// connection uses. For benchmarks (the reply-parsing cost of an XREADGROUP batch without a socket) and tools.
-public enum RedisReplyParser {
-    /// Every complete reply in `bytes`. Throws when the bytes are not valid RESP; an incomplete tail is ignored.
-    public static func parse(_ bytes: [UInt8]) throws -> [RedisReply] {
+/// Turns RESP bytes, fed as they arrive from a socket, into `RedisReply` values with hiredis's `redisReader` and the
+/// same reply conversion the connection uses. For clients that own their socket (an event loop's connection) and
+/// for benchmarks and tools. One reader belongs to one connection; it is not safe to share between threads.
+public final class RedisReplyReader {
+    private let reader: UnsafeMutablePointer<redisReader>
+
+    public init() throws {
         guard let reader = redisReaderCreate() else {
             throw RedisError(.unexpectedReply, "redisReaderCreate failed (out of memory)")
         }
-        defer { redisReaderFree(reader) }
-        if bytes.isEmpty { return [] }
-        let fed = bytes.withUnsafeBufferPointer { buf in
-            buf.withMemoryRebound(to: CChar.self) { redisReaderFeed(reader, $0.baseAddress, $0.count) }
-        }
+        self.reader = reader
+    }
+
+    deinit { redisReaderFree(reader) }
+
+    /// Appends bytes read from the connection.
+    public func feed(_ bytes: UnsafeRawBufferPointer) throws {
+        guard let base = bytes.baseAddress, bytes.count > 0 else { return }
+        let fed = redisReaderFeed(reader, base.assumingMemoryBound(to: CChar.self), bytes.count)
         if fed != REDIS_OK { throw RedisError(.unexpectedReply, "redisReaderFeed failed") }
+    }
+
+    /// The next complete reply, or nil until more bytes arrive. Throws when the bytes are not valid RESP; the
+    /// connection cannot be trusted after that.
+    public func next() throws -> RedisReply? {
+        var raw: UnsafeMutableRawPointer?
+        if redisReaderGetReply(reader, &raw) != REDIS_OK { throw RedisError(.unexpectedReply, "not valid RESP") }
+        guard let raw else { return nil }
+        defer { freeReplyObject(raw) }
+        return RedisConnection.decode(raw.assumingMemoryBound(to: redisReply.self))
+    }
+}
+
+/// Parses raw RESP bytes into `RedisReply` values. For benchmarks (the reply-parsing cost of an XREADGROUP batch
+/// without a socket) and tools.
+public enum RedisReplyParser {
+    /// Every complete reply in `bytes`. Throws when the bytes are not valid RESP; an incomplete tail is ignored.
+    public static func parse(_ bytes: [UInt8]) throws -> [RedisReply] {
+        let reader = try RedisReplyReader()
+        try bytes.withUnsafeBytes { try reader.feed($0) }
         var out: [RedisReply] = []
-        while true {
-            var raw: UnsafeMutableRawPointer?
-            if redisReaderGetReply(reader, &raw) != REDIS_OK {
-                throw RedisError(.unexpectedReply, "not valid RESP")
-            }
-            guard let raw else { break }
-            defer { freeReplyObject(raw) }
-            out.append(RedisConnection.decode(raw.assumingMemoryBound(to: redisReply.self)))
-        }
+        while let reply = try reader.next() { out.append(reply) }
         return out
     }
 }

@@ -12,7 +12,7 @@ public struct APISettings: Sendable, Hashable {
     public var drainSeconds: Double = 5
     public var redisConnections: Int = 16
     /// `api.redisPipelines`: auto-pipelined connections for the hot path's script calls (0: the pool).
-    public var redisPipelines: Int = 2
+    public var redisPipelines: Int = 1
     /// `api.keyCacheSeconds`: how long a process uses an API key's record before reading it again (0: every request).
     public var keyCacheSeconds: Double = 5
     /// `api.tls.certFile` / `api.tls.keyFile`: both or neither.

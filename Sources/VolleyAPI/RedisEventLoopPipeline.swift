@@ -1,0 +1,257 @@
+import Crypto
+import Foundation
+import Logging
+import NIOCore
+import NIOPosix
+import VolleyRedis
+
+/// Redis calls made on NIO's event loops, each written to a connection owned by the calling event loop and answered
+/// there: a request that runs on an event loop (as `volley api`'s do) reaches Redis and gets its reply without
+/// leaving that thread. The calls of concurrent requests share the connection as one pipeline: each is written at
+/// once and all written in one pass of the loop go out in one flush.
+///
+/// Every connection's state lives on its event loop. A broken connection fails the calls it carried (the caller sees
+/// a `RedisError`, which the API answers with 503) and the next call opens a new one. A call whose reply takes
+/// longer than the command timeout closes its connection, failing every call on it.
+final class RedisEventLoopPipeline: Sendable {
+    private let lanes: [ObjectIdentifier: [Lane]]
+    private let all: [Lane]
+    private let shas = NSLockedBox<[String: String]>([:])
+
+    /// `connections` per event loop of `group`.
+    init(
+        group: MultiThreadedEventLoopGroup, connections: Int, endpoint: RedisEndpoint,
+        options: RedisClient.Options, logger: Logger
+    ) {
+        var lanes: [ObjectIdentifier: [Lane]] = [:]
+        var all: [Lane] = []
+        for loop in group.makeIterator() {
+            let own = (0..<max(1, connections)).map { _ in
+                Lane(eventLoop: loop, endpoint: endpoint, options: options, logger: logger)
+            }
+            lanes[ObjectIdentifier(loop)] = own
+            all += own
+        }
+        self.lanes = lanes
+        self.all = all
+    }
+
+    /// Runs `script` (EVALSHA; EVAL when Redis does not have it yet).
+    func eval(_ script: RedisScript, keys: [String], args: [String]) async throws -> RedisReply {
+        let sha = sha1(of: script)
+        let reply = try await send(RedisCommand(["EVALSHA", sha, String(keys.count)] + keys + args))
+        if let e = reply.errorMessage, e.hasPrefix("NOSCRIPT") {
+            // Redis restarted or its scripts were flushed: EVAL runs the script and caches it again.
+            return try await send(RedisCommand(["EVAL", script.source, String(keys.count)] + keys + args))
+        }
+        return reply
+    }
+
+    /// Sends one command on a connection of the calling event loop (any loop's when called from elsewhere).
+    func send(_ command: RedisCommand) async throws -> RedisReply {
+        let lane: Lane
+        if let loop = MultiThreadedEventLoopGroup.currentEventLoop, let own = lanes[ObjectIdentifier(loop)] {
+            lane = own.count == 1 ? own[0] : own[Int.random(in: 0..<own.count)]
+        } else {
+            lane = all[Int.random(in: 0..<all.count)]
+        }
+        let promise = lane.eventLoop.makePromise(of: RedisReply.self)
+        if lane.eventLoop.inEventLoop {
+            lane.send(command, promise)
+        } else {
+            lane.eventLoop.execute { lane.send(command, promise) }
+        }
+        return try await promise.futureResult.get()
+    }
+
+    private func sha1(of script: RedisScript) -> String {
+        shas.withLocked { known in
+            if let sha = known[script.source] { return sha }
+            let sha = Insecure.SHA1.hash(data: Data(script.source.utf8)).lowercaseHex
+            known[script.source] = sha
+            return sha
+        }
+    }
+}
+
+/// One connection of one event loop; every member is touched on that loop only.
+private final class Lane: @unchecked Sendable {
+    let eventLoop: any EventLoop
+    private let endpoint: RedisEndpoint
+    private let options: RedisClient.Options
+    private let logger: Logger
+    private var channel: (any Channel)?
+    private var connecting = false
+    /// Calls made while the connection opens.
+    private var waiting: [(RedisCommand, EventLoopPromise<RedisReply>)] = []
+    private var flushScheduled = false
+
+    init(eventLoop: any EventLoop, endpoint: RedisEndpoint, options: RedisClient.Options, logger: Logger) {
+        self.eventLoop = eventLoop
+        self.endpoint = endpoint
+        self.options = options
+        self.logger = logger
+    }
+
+    func send(_ command: RedisCommand, _ promise: EventLoopPromise<RedisReply>) {
+        eventLoop.preconditionInEventLoop()
+        guard let channel else {
+            waiting.append((command, promise))
+            connect()
+            return
+        }
+        write(command, promise, on: channel)
+    }
+
+    private func write(_ command: RedisCommand, _ promise: EventLoopPromise<RedisReply>, on channel: any Channel) {
+        channel.write(RedisCall(command: command, promise: promise), promise: nil)
+        if !flushScheduled {
+            flushScheduled = true
+            // After the other tasks of this pass of the loop: their calls leave in the same flush.
+            eventLoop.execute {
+                self.flushScheduled = false
+                channel.flush()
+            }
+        }
+    }
+
+    private func connect() {
+        guard !connecting else { return }
+        connecting = true
+        let timeout = options.commandTimeout
+        let bootstrap = ClientBootstrap(group: eventLoop)
+            .connectTimeout(.milliseconds(Int64(options.connectTimeout * 1000)))
+            .channelOption(.socketOption(.so_keepalive), value: 1)
+            .channelInitializer { channel in
+                channel.eventLoop.makeCompletedFuture {
+                    try channel.pipeline.syncOperations.addHandler(RedisCallHandler(timeoutSeconds: timeout))
+                }
+            }
+        let connected: EventLoopFuture<any Channel>
+        switch endpoint.address {
+        case .tcp(let host, let port): connected = bootstrap.connect(host: host, port: port)
+        case .unix(let path): connected = bootstrap.connect(unixDomainSocketPath: path)
+        }
+        connected.whenComplete { result in
+            self.connecting = false
+            let calls = self.waiting
+            self.waiting = []
+            switch result {
+            case .success(let channel):
+                self.channel = channel
+                channel.closeFuture.whenComplete { _ in
+                    if self.channel === channel { self.channel = nil }
+                }
+                // AUTH and SELECT go first; a refusal fails them, and the calls after them get Redis's own
+                // NOAUTH errors, which the API reports as a store failure.
+                for handshake in self.handshake() { self.write(handshake.0, handshake.1, on: channel) }
+                for (command, promise) in calls { self.write(command, promise, on: channel) }
+            case .failure(let error):
+                let failure = RedisError(.connection, "cannot connect to Redis at \(self.endpoint): \(error)")
+                for (_, promise) in calls { promise.fail(failure) }
+            }
+        }
+    }
+
+    private func handshake() -> [(RedisCommand, EventLoopPromise<RedisReply>)] {
+        var out: [(RedisCommand, EventLoopPromise<RedisReply>)] = []
+        func add(_ args: [String], _ what: String) {
+            let promise = eventLoop.makePromise(of: RedisReply.self)
+            promise.futureResult.whenComplete { result in
+                let message: String? =
+                    switch result {
+                    case .success(let reply): reply.errorMessage
+                    case .failure(let error): "\(error)"
+                    }
+                if let message { self.logger.error("Redis \(what) failed: \(message)") }
+            }
+            out.append((RedisCommand(args), promise))
+        }
+        if let password = endpoint.password {
+            add(["AUTH"] + (endpoint.user.map { [$0] } ?? []) + [password], "AUTH")
+        }
+        if endpoint.database != 0 { add(["SELECT", String(endpoint.database)], "SELECT") }
+        return out
+    }
+}
+
+/// A command and where its reply goes.
+private struct RedisCall {
+    var command: RedisCommand
+    var promise: EventLoopPromise<RedisReply>
+}
+
+/// Writes calls as RESP and hands each reply, in order, to the call it answers. Any failure (a broken socket,
+/// bytes that are not RESP, a reply late by more than the command timeout) closes the channel and fails every call
+/// still waiting.
+private final class RedisCallHandler: ChannelDuplexHandler {
+    typealias InboundIn = ByteBuffer
+    typealias OutboundIn = RedisCall
+    typealias OutboundOut = ByteBuffer
+
+    private var pending = CircularBuffer<(promise: EventLoopPromise<RedisReply>, sentAt: NIODeadline)>()
+    private let reader: RedisReplyReader?
+    private let timeout: TimeAmount
+    private var scratch: [UInt8] = []
+    private var watchdog: RepeatedTask?
+
+    init(timeoutSeconds: Double) {
+        reader = try? RedisReplyReader()
+        timeout = .milliseconds(Int64(max(0.001, timeoutSeconds) * 1000))
+    }
+
+    func handlerAdded(context: ChannelHandlerContext) {
+        let loopBound = NIOLoopBound((self, context), eventLoop: context.eventLoop)
+        let interval = min(timeout, .seconds(1))
+        watchdog = context.eventLoop.scheduleRepeatedTask(initialDelay: interval, delay: interval) { _ in
+            let (handler, context) = loopBound.value
+            if let oldest = handler.pending.first, oldest.sentAt + handler.timeout < .now() {
+                handler.failAll(RedisError(.connection, "Redis did not answer within the command timeout"))
+                context.close(promise: nil)
+            }
+        }
+    }
+
+    func handlerRemoved(context: ChannelHandlerContext) {
+        watchdog?.cancel()
+        failAll(RedisError(.connection, "the Redis connection closed"))
+    }
+
+    func write(context: ChannelHandlerContext, data: NIOAny, promise: EventLoopPromise<Void>?) {
+        let call = unwrapOutboundIn(data)
+        pending.append((call.promise, .now()))
+        let buffer = call.command.withWireBytes(into: &scratch) { context.channel.allocator.buffer(bytes: $0) }
+        context.write(wrapOutboundOut(buffer), promise: promise)
+    }
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        let buffer = unwrapInboundIn(data)
+        do {
+            guard let reader else { throw RedisError(.unexpectedReply, "no reply reader (out of memory)") }
+            try buffer.withUnsafeReadableBytes { try reader.feed($0) }
+            while let reply = try reader.next() {
+                guard let call = pending.popFirst() else {
+                    throw RedisError(.unexpectedReply, "Redis sent a reply nobody asked for")
+                }
+                call.promise.succeed(reply)
+            }
+        } catch {
+            failAll(error)
+            context.close(promise: nil)
+        }
+    }
+
+    func channelInactive(context: ChannelHandlerContext) {
+        failAll(RedisError(.connection, "the Redis connection closed"))
+        context.fireChannelInactive()
+    }
+
+    func errorCaught(context: ChannelHandlerContext, error: any Error) {
+        failAll(RedisError(.connection, "Redis connection: \(error)"))
+        context.close(promise: nil)
+    }
+
+    private func failAll(_ error: any Error) {
+        while let call = pending.popFirst() { call.promise.fail(error) }
+    }
+}
