@@ -1,5 +1,6 @@
 /// Appends a string's JSON-escaped content (no quotes). Tokens and ids are plain ASCII: the fast path copies the
 /// whole string at once when no byte needs escaping.
+@inlinable
 public func appendJSONStringContent(_ s: String, to out: inout [UInt8]) {
     var s = s
     s.withUTF8 { bytes in

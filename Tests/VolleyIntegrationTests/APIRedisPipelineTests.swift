@@ -87,7 +87,8 @@ import VolleyTestSupport
         #expect(try await pipeline.eval(Self.echo, keys: ["k"], args: ["first"]).string == "first")
         try redis.client(name: "flush").checked(["SCRIPT", "FLUSH"])
         #expect(try await pipeline.eval(Self.echo, keys: ["k"], args: ["again"]).string == "again")
-        #expect(try await pipeline.eval(Self.failing, keys: [], args: ["x"]).errorMessage?.contains("refused x") == true)
+        #expect(
+            try await pipeline.eval(Self.failing, keys: [], args: ["x"]).errorMessage?.contains("refused x") == true)
         #expect(try await pipeline.send(RedisCommand(["GET", "k"])).string == "2")
     }
 
@@ -117,8 +118,9 @@ import VolleyTestSupport
         let redis = try RedisServerFixture()
         defer { redis.stop() }
         let pipeline = Self.eventLoops(redis.endpoint, timeout: 0.3)
-        let slow = RedisScript("local t = redis.call('TIME') local e = t[1] * 1e6 + t[2] + 1500000 "
-            + "while true do local n = redis.call('TIME') if n[1] * 1e6 + n[2] > e then break end end return 1")
+        let slow = RedisScript(
+            "local t = redis.call('TIME') local e = t[1] * 1e6 + t[2] + 1500000 "
+                + "while true do local n = redis.call('TIME') if n[1] * 1e6 + n[2] > e then break end end return 1")
         await #expect(throws: RedisError.self) { _ = try await pipeline.eval(slow, keys: [], args: []) }
         try await waitUntil("Redis answers again") {
             (try? await pipeline.eval(Self.echo, keys: ["k"], args: ["ok"]).string) == "ok"
