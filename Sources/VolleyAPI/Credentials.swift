@@ -52,11 +52,14 @@ public enum APIKeyFormat {
 
     /// Constant-time comparison of the presented key's digest with the stored one.
     public static func matches(_ key: String, record: APIKeyRecord) -> Bool {
-        let presented = Array(digest(key).utf8)
-        let stored = Array(record.sha256.utf8)
-        guard presented.count == stored.count else { return false }
+        constantTimeEqual(Array(digest(key).utf8), Array(record.sha256.utf8))
+    }
+
+    /// True when `a` and `b` hold the same bytes, in a time that depends only on their lengths.
+    static func constantTimeEqual(_ a: [UInt8], _ b: [UInt8]) -> Bool {
+        guard a.count == b.count else { return false }
         var diff: UInt8 = 0
-        for i in presented.indices { diff |= presented[i] ^ stored[i] }
+        for i in a.indices { diff |= a[i] ^ b[i] }
         return diff == 0
     }
 
@@ -108,11 +111,8 @@ public struct UserTokenSigner: Sendable {
             let signature = Base64URL.decode(String(parts[3]))
         else { return nil }
         let head = parts[0...2].joined(separator: ".")
-        let expected = mac(head, key)
-        guard signature.count == expected.count else { return nil }
-        var diff: UInt8 = 0
-        for i in expected.indices { diff |= expected[i] ^ signature[i] }
-        guard diff == 0, let payload = Base64URL.decode(String(parts[2])),
+        guard APIKeyFormat.constantTimeEqual(mac(head, key), signature),
+            let payload = Base64URL.decode(String(parts[2])),
             let claims = try? JSONDecoder().decode(UserTokenClaims.self, from: Data(payload)),
             Double(claims.exp) > now.timeIntervalSince1970
         else { return nil }

@@ -134,30 +134,25 @@ struct AuthMiddleware: RouterMiddleware {
         var context = context
         let limit = configuration.rateLimit
         let limited = limit.requestsPerSecond > 0
-        let rateArgs = [String(limit.requestsPerSecond), String(limit.burst)]
+        /// One script call: takes a token from `subject`'s bucket and, when `lookup` names a key id, reads its record.
+        func admit(_ subject: String, lookup: String = "") async throws -> RedisReply {
+            try await scripts.eval(
+                APIScripts.admit, keys: [keys.apiKeys, keys.rate(subject)],
+                args: [lookup, String(limit.requestsPerSecond), String(limit.burst)])
+        }
         if credential.hasPrefix("vut1.") {
             guard let claims = signer.verify(credential, now: Date()) else { throw APIProblem.unauthorized }
-            if limited {
-                let bucket = keys.rate("u:\(claims.org):\(claims.app):\(claims.user)")
-                let reply = try await scripts.eval(
-                    APIScripts.admit, keys: [keys.apiKeys, bucket], args: [""] + rateArgs)
-                try Self.checkAdmitted(reply)
-            }
+            if limited { try Self.checkAdmitted(try await admit("u:\(claims.org):\(claims.app):\(claims.user)")) }
             context.caller = .user(claims)
         } else {
             guard let id = APIKeyFormat.id(of: credential) else { throw APIProblem.unauthorized }
-            let bucket = keys.rate("k:\(id)")
             let now = DispatchTime.now().uptimeNanoseconds
             let key: APIKeyRecordCache.Entry
             if let known = records.entry(id: id, now: now) {
                 key = known
-                if limited {
-                    try Self.checkAdmitted(
-                        try await scripts.eval(APIScripts.admit, keys: [keys.apiKeys, bucket], args: [""] + rateArgs))
-                }
+                if limited { try Self.checkAdmitted(try await admit("k:\(id)")) }
             } else {
-                let reply = try await scripts.eval(
-                    APIScripts.admit, keys: [keys.apiKeys, bucket], args: [id] + rateArgs)
+                let reply = try await admit("k:\(id)", lookup: id)
                 try reply.throwIfError("admit")
                 guard let parts = reply.array, parts.count == 3, let json = parts[1].string,
                     let read = records.store(id: id, json: json, now: now)
@@ -199,11 +194,7 @@ final class APIKeyRecordCache: Sendable {
 
         /// True when `key` hashes to the stored digest, compared in constant time.
         func matches(_ key: String) -> Bool {
-            let presented = Array(SHA256.hash(data: Data(key.utf8)))
-            guard presented.count == digest.count else { return false }
-            var diff: UInt8 = 0
-            for i in presented.indices { diff |= presented[i] ^ digest[i] }
-            return diff == 0
+            APIKeyFormat.constantTimeEqual(Array(SHA256.hash(data: Data(key.utf8))), digest)
         }
     }
 

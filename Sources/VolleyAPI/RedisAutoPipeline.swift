@@ -46,7 +46,7 @@ final class RedisAutoPipeline: @unchecked Sendable {
 
     /// Runs `script` (EVALSHA; loaded on NOSCRIPT) in the next pipeline of one connection.
     func eval(_ script: RedisScript, keys: [String], args: [String]) async throws -> RedisReply {
-        let command = ["EVALSHA", sha1(of: script), String(keys.count)] + keys + args
+        let command = ["EVALSHA", shas.sha1(of: script), String(keys.count)] + keys + args
         return try await withCheckedThrowingContinuation { continuation in
             enqueue(Call(command: command, script: script, keys: keys, args: args, continuation: continuation))
         }
@@ -59,17 +59,7 @@ final class RedisAutoPipeline: @unchecked Sendable {
         }
     }
 
-    /// The SHA-1 EVALSHA names a script by, computed once per script.
-    private var shas: [String: String] = [:]
-
-    private func sha1(of script: RedisScript) -> String {
-        lock.withLock {
-            if let known = shas[script.source] { return known }
-            let sha = Insecure.SHA1.hash(data: Data(script.source.utf8)).lowercaseHex
-            shas[script.source] = sha
-            return sha
-        }
-    }
+    private let shas = ScriptSHAs()
 
     private func enqueue(_ call: Call) {
         let (lane, start): (Lane, Bool) = lock.withLock {
@@ -129,6 +119,20 @@ final class RedisAutoPipeline: @unchecked Sendable {
             for call in batch[replies.count...] {
                 call.continuation.resume(throwing: RedisError(.unexpectedReply, "pipeline answered too few replies"))
             }
+        }
+    }
+}
+
+/// The SHA-1 EVALSHA names a script by, computed once per script.
+final class ScriptSHAs: Sendable {
+    private let known = NSLockedBox<[String: String]>([:])
+
+    func sha1(of script: RedisScript) -> String {
+        known.withLocked { known in
+            if let sha = known[script.source] { return sha }
+            let sha = Insecure.SHA1.hash(data: Data(script.source.utf8)).lowercaseHex
+            known[script.source] = sha
+            return sha
         }
     }
 }

@@ -1,4 +1,3 @@
-import Crypto
 import Foundation
 import Logging
 import NIOCore
@@ -16,7 +15,7 @@ import VolleyRedis
 final class RedisEventLoopPipeline: Sendable {
     private let lanes: [ObjectIdentifier: [Lane]]
     private let all: [Lane]
-    private let shas = NSLockedBox<[String: String]>([:])
+    private let shas = ScriptSHAs()
 
     /// `connections` per event loop of `group`.
     init(
@@ -38,7 +37,7 @@ final class RedisEventLoopPipeline: Sendable {
 
     /// Runs `script` (EVALSHA; EVAL when Redis does not have it yet).
     func eval(_ script: RedisScript, keys: [String], args: [String]) async throws -> RedisReply {
-        let sha = sha1(of: script)
+        let sha = shas.sha1(of: script)
         let reply = try await send(RedisCommand(["EVALSHA", sha, String(keys.count)] + keys + args))
         if let e = reply.errorMessage, e.hasPrefix("NOSCRIPT") {
             // Redis restarted or its scripts were flushed: EVAL runs the script and caches it again.
@@ -62,15 +61,6 @@ final class RedisEventLoopPipeline: Sendable {
             lane.eventLoop.execute { lane.send(command, promise) }
         }
         return try await promise.futureResult.get()
-    }
-
-    private func sha1(of script: RedisScript) -> String {
-        shas.withLocked { known in
-            if let sha = known[script.source] { return sha }
-            let sha = Insecure.SHA1.hash(data: Data(script.source.utf8)).lowercaseHex
-            known[script.source] = sha
-            return sha
-        }
     }
 }
 

@@ -14,20 +14,24 @@ import VolleyTestSupport
     static let echo = RedisScript("redis.call('INCR', KEYS[1]) return ARGV[1]")
     static let failing = RedisScript("return redis.error_reply('refused ' .. ARGV[1])")
 
+    /// The answers of `count` calls made at once, by call number.
+    static func concurrently(
+        _ count: Int, _ call: @escaping @Sendable (Int) async throws -> String?
+    ) async throws -> [Int: String?] {
+        try await withThrowingTaskGroup(of: (Int, String?).self) { group in
+            for i in 0..<count { group.addTask { (i, try await call(i)) } }
+            var all: [Int: String?] = [:]
+            for try await (i, answer) in group { all[i] = answer }
+            return all
+        }
+    }
+
     @Test func concurrentCallsEachGetTheirOwnReplyAndRunOnce() async throws {
         let redis = try RedisServerFixture()
         defer { redis.stop() }
         let pipeline = RedisAutoPipeline(connections: 2) { n in redis.client(name: "pipeline-\(n)") }
-        let answers = try await withThrowingTaskGroup(of: (Int, String?).self) { group in
-            for i in 0..<300 {
-                group.addTask {
-                    let r = try await pipeline.eval(Self.echo, keys: ["calls"], args: ["answer-\(i)"])
-                    return (i, r.string)
-                }
-            }
-            var all: [Int: String?] = [:]
-            for try await (i, answer) in group { all[i] = answer }
-            return all
+        let answers = try await Self.concurrently(300) { i in
+            try await pipeline.eval(Self.echo, keys: ["calls"], args: ["answer-\(i)"]).string
         }
         #expect(answers.count == 300)
         #expect(answers.allSatisfy { $0.value == "answer-\($0.key)" })
@@ -61,19 +65,11 @@ import VolleyTestSupport
         let redis = try RedisServerFixture()
         defer { redis.stop() }
         let pipeline = Self.eventLoops(redis.endpoint)
-        let answers = try await withThrowingTaskGroup(of: (Int, String?).self) { group in
-            for i in 0..<300 {
-                group.addTask {
-                    let call = { try await pipeline.eval(Self.echo, keys: ["calls"], args: ["answer-\(i)"]).string }
-                    if i % 2 == 0 { return (i, try await call()) }
-                    // Half of them from an event loop, as `volley api`'s requests run.
-                    let loop = MultiThreadedEventLoopGroup.singleton.any()
-                    return (i, try await loop.makeFutureWithTask { try await call() }.get())
-                }
-            }
-            var all: [Int: String?] = [:]
-            for try await (i, answer) in group { all[i] = answer }
-            return all
+        let answers = try await Self.concurrently(300) { i in
+            let call = { try await pipeline.eval(Self.echo, keys: ["calls"], args: ["answer-\(i)"]).string }
+            if i % 2 == 0 { return try await call() }
+            // Half of them from an event loop, as `volley api`'s requests run.
+            return try await MultiThreadedEventLoopGroup.singleton.any().makeFutureWithTask { try await call() }.get()
         }
         #expect(answers.count == 300)
         #expect(answers.allSatisfy { $0.value == "answer-\($0.key)" })
