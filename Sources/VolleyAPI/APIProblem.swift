@@ -49,21 +49,47 @@ public struct APIProblem: Error, Sendable, CustomStringConvertible {
         default: code = "UNKNOWN_EXCEPTION"
         }
         let message = field.map { "\($0): \(detail)" } ?? detail
-        let data = Self.object([("errorCode", .text(code)), ("message", .text(message))], inArray: true)
+        let data = JSONResponse.object([("errorCode", .text(code)), ("message", .text(message))], inArray: true)
         var headers = headers
         headers[.contentType] = "application/json;charset=UTF-8"
         return Response(status: status, headers: headers, body: .init(byteBuffer: ByteBuffer(bytes: data)))
     }
 
     func response() -> Response {
-        var members: [(String, Member)] = [("detail", .text(detail))]
+        var members: [(String, JSONResponse.Member)] = [("detail", .text(detail))]
         if let field { members.append(("field", .text(field))) }
         members += [("status", .number(Int(status.code))), ("title", .text(title)), ("type", .text("about:blank"))]
         var headers = headers
         headers[.contentType] = "application/problem+json"
         return Response(
-            status: status, headers: headers, body: .init(byteBuffer: ByteBuffer(bytes: Self.object(members))))
+            status: status, headers: headers, body: .init(byteBuffer: ByteBuffer(bytes: JSONResponse.object(members))))
     }
+}
+
+enum JSONResponse {
+    static let encoder: JSONEncoder = {
+        let e = JSONEncoder()
+        e.outputFormatting = [.sortedKeys]
+        e.dateEncodingStrategy = .iso8601
+        return e
+    }()
+
+    static func make<T: Encodable>(_ value: T, status: HTTPResponse.Status = .ok, headers: HTTPFields = [:]) throws
+        -> Response
+    {
+        let data = try encoder.encode(value)
+        return raw(data, status: status, headers: headers)
+    }
+
+    static func raw(_ data: some Sequence<UInt8>, status: HTTPResponse.Status = .ok, headers: HTTPFields = [:])
+        -> Response
+    {
+        var headers = headers
+        headers[.contentType] = "application/json"
+        return Response(status: status, headers: headers, body: .init(byteBuffer: ByteBuffer(bytes: data)))
+    }
+
+    static func noContent() -> Response { Response(status: .noContent) }
 
     enum Member {
         case text(String)
@@ -71,7 +97,8 @@ public struct APIProblem: Error, Sendable, CustomStringConvertible {
     }
 
     /// A flat JSON object of `members` in the order given (sorted by the callers), optionally inside an array.
-    /// Written directly: error answers are as frequent as the errors a busy client makes (401s, 429s).
+    /// Written directly: error answers are as frequent as the errors a busy client makes (401s, 429s), and an
+    /// accepted job's answer as frequent as jobs.
     static func object(_ members: [(String, Member)], inArray: Bool = false) -> [UInt8] {
         var out: [UInt8] = inArray ? [UInt8(ascii: "["), UInt8(ascii: "{")] : [UInt8(ascii: "{")]
         for (i, (key, value)) in members.enumerated() {
@@ -91,28 +118,4 @@ public struct APIProblem: Error, Sendable, CustomStringConvertible {
         if inArray { out.append(UInt8(ascii: "]")) }
         return out
     }
-}
-
-enum JSONResponse {
-    static let encoder: JSONEncoder = {
-        let e = JSONEncoder()
-        e.outputFormatting = [.sortedKeys]
-        e.dateEncodingStrategy = .iso8601
-        return e
-    }()
-
-    static func make<T: Encodable>(_ value: T, status: HTTPResponse.Status = .ok, headers: HTTPFields = [:]) throws
-        -> Response
-    {
-        let data = try encoder.encode(value)
-        return raw(data, status: status, headers: headers)
-    }
-
-    static func raw(_ data: Data, status: HTTPResponse.Status = .ok, headers: HTTPFields = [:]) -> Response {
-        var headers = headers
-        headers[.contentType] = "application/json"
-        return Response(status: status, headers: headers, body: .init(byteBuffer: ByteBuffer(bytes: data)))
-    }
-
-    static func noContent() -> Response { Response(status: .noContent) }
 }

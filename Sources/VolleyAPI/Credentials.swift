@@ -38,16 +38,28 @@ public enum APIKeyFormat {
     }
 
     /// The id part of a well-formed key, nil otherwise.
+    /// `vk_` + 16 hex digits + `_` + at least 40 characters of secret.
     public static func id(of key: String) -> String? {
-        let parts = key.split(separator: "_", maxSplits: 2, omittingEmptySubsequences: false)
-        guard parts.count == 3, parts[0] == "vk", parts[1].count == 16,
-            parts[1].allSatisfy({ $0.isHexDigit }), parts[2].count >= 40
+        let bytes = key.utf8
+        guard bytes.count >= 60, bytes.starts(with: "vk_".utf8) else { return nil }
+        let id = bytes.dropFirst(3).prefix(16)
+        guard id.allSatisfy(isHexDigit), bytes.dropFirst(19).first == UInt8(ascii: "_"),
+            key.unicodeScalars.count >= 60
         else { return nil }
-        return String(parts[1])
+        return String(decoding: id, as: UTF8.self)
+    }
+
+    private static func isHexDigit(_ c: UInt8) -> Bool {
+        switch c {
+        case UInt8(ascii: "0")...UInt8(ascii: "9"), UInt8(ascii: "a")...UInt8(ascii: "f"),
+            UInt8(ascii: "A")...UInt8(ascii: "F"):
+            true
+        default: false
+        }
     }
 
     public static func digest(_ key: String) -> String {
-        SHA256.hash(data: Data(key.utf8)).lowercaseHex
+        SHA256.hash(data: Data(key.utf8)).withUnsafeBytes { $0.lowercaseHex }
     }
 
     /// Constant-time comparison of the presented key's digest with the stored one.

@@ -57,16 +57,12 @@ enum Input {
 
     /// A 400 naming the first key of `object` outside `known`.
     static func rejectUnknownKeys(_ object: [String: Any], known: Set<String>, at path: String) throws {
-        if let unknown = object.keys.filter({ !known.contains($0) }).sorted().first {
-            let field = path.isEmpty ? unknown : "\(path).\(unknown)"
-            throw APIProblem.badRequest(
-                field, "unknown key '\(unknown)'; known keys: \(known.sorted().joined(separator: ", "))")
-        }
+        try rejectUnknownKeys(object.keys, known: known, at: path)
     }
 
     /// A 400 naming the first of `keys` (sorted) outside `known`.
-    static func rejectUnknownKeys(_ keys: [some CodingKey], known: Set<String>, at path: String) throws {
-        if let unknown = keys.map(\.stringValue).filter({ !known.contains($0) }).sorted().first {
+    static func rejectUnknownKeys(_ keys: some Collection<String>, known: Set<String>, at path: String) throws {
+        if let unknown = keys.filter({ !known.contains($0) }).min() {
             let field = path.isEmpty ? unknown : "\(path).\(unknown)"
             throw APIProblem.badRequest(
                 field, "unknown key '\(unknown)'; known keys: \(known.sorted().joined(separator: ", "))")
@@ -141,72 +137,44 @@ enum Input {
 }
 
 /// A job body (`POST /v1/jobs`) read in one parse: its keys checked against the job's schema, where an unknown key is
-/// a 400 naming it (free-form maps such as `data`, `apns`, `fcm` are not checked), and the job decoded from the same
-/// parse. A body without `org` takes the caller's (`JobBody.org` in the decoder's `userInfo`). `keys` says which
-/// top-level keys the body carries, so the caller can add `org` and `id` without a second key of the same name.
-struct JobBody: Decodable {
-    static let org = CodingUserInfoKey(rawValue: "volley.api.org")!
-
+/// a 400 naming it (free-form maps such as `data`, `apns`, `fcm` are not checked), then the job read from the same
+/// parse by `PushJob`'s own decoding. A body without `org` takes the caller's. `keys` says which top-level keys the
+/// body carries, so the caller can add `org` and `id` without a second key of the same name.
+struct JobBody {
     var job: PushJob
-    var keys: Set<String>
+    var keys: Dictionary<String, JSONValue>.Keys
 
-    init(from decoder: any Decoder) throws {
-        let top: KeyedDecodingContainer<BodyKey>
-        do { top = try decoder.container(keyedBy: BodyKey.self) } catch {
+    init(_ data: Data, org: OrgID?) throws {
+        let parsed: JSONValue
+        do { parsed = try JSONValue(parsing: data) } catch {
+            throw APIProblem.badRequest("body", "malformed JSON: \(error)")
+        }
+        guard case .object(let top) = parsed else {
             throw APIProblem.badRequest("body", "the body must be a JSON object")
         }
-        try Input.rejectUnknownKeys(top.allKeys, known: Input.jobKeys, at: "")
-        keys = Set(top.allKeys.map(\.stringValue))
+        try Input.rejectUnknownKeys(top.keys, known: Input.jobKeys, at: "")
         // A value of the wrong type is left to the job's own decoding below, which names the field and the type.
-        if let n = try? top.nestedContainer(keyedBy: BodyKey.self, forKey: "notification") {
-            try Input.rejectUnknownKeys(n.allKeys, known: Input.notificationKeys, at: "notification")
-            if let localized = try? n.nestedContainer(keyedBy: BodyKey.self, forKey: "localized") {
-                for language in localized.allKeys.sorted(by: { $0.stringValue < $1.stringValue }) {
-                    if let text = try? localized.nestedContainer(keyedBy: BodyKey.self, forKey: language) {
+        if case .object(let n)? = top["notification"] {
+            try Input.rejectUnknownKeys(n.keys, known: Input.notificationKeys, at: "notification")
+            if case .object(let localized)? = n["localized"] {
+                for (language, text) in localized.sorted(by: { $0.key < $1.key }) {
+                    if case .object(let text) = text {
                         try Input.rejectUnknownKeys(
-                            text.allKeys, known: Input.localizedKeys,
-                            at: "notification.localized.\(language.stringValue)")
+                            text.keys, known: Input.localizedKeys, at: "notification.localized.\(language)")
                     }
                 }
             }
         }
-        if var devices = try? top.nestedUnkeyedContainer(forKey: "devices") {
-            var index = 0
-            while !devices.isAtEnd {
-                if let device = try? devices.nestedContainer(keyedBy: BodyKey.self) {
-                    try Input.rejectUnknownKeys(device.allKeys, known: Input.jobDeviceKeys, at: "devices[\(index)]")
-                } else if (try? devices.decode(Skipped.self)) == nil {
-                    break
+        if case .array(let devices)? = top["devices"] {
+            for (index, device) in devices.enumerated() {
+                if case .object(let device) = device {
+                    try Input.rejectUnknownKeys(device.keys, known: Input.jobDeviceKeys, at: "devices[\(index)]")
                 }
-                index += 1
             }
         }
-        guard let org = try top.decodeIfPresent(OrgID.self, forKey: "org") ?? decoder.userInfo[Self.org] as? OrgID
-        else { throw APIProblem.badRequest("org", "required") }
-        // The fields of `Input.jobKeys`, decoded as `PushJob`'s own decoding does (a unit test holds them equal).
-        job = PushJob(
-            id: try top.decodeIfPresent(JobID.self, forKey: "id"), org: org,
-            app: try top.decode(AppName.self, forKey: "app"),
-            recipients: try top.decodeIfPresent([RecipientID].self, forKey: "recipients"),
-            devices: try top.decodeIfPresent([JobDevice].self, forKey: "devices"),
-            notification: try top.decode(VolleyCore.Notification.self, forKey: "notification"),
-            apns: try top.decodeIfPresent(JSONValue.self, forKey: "apns"),
-            fcm: try top.decodeIfPresent(JSONValue.self, forKey: "fcm"),
-            platforms: try top.decodeIfPresent([Platform].self, forKey: "platforms"))
-        job.debug = try top.decodeIfPresent(Bool.self, forKey: "debug")
-    }
-
-    /// Any key of a JSON object.
-    struct BodyKey: CodingKey, ExpressibleByStringLiteral {
-        var stringValue: String
-        var intValue: Int? { nil }
-        init(stringValue: String) { self.stringValue = stringValue }
-        init?(intValue: Int) { nil }
-        init(stringLiteral value: String) { stringValue = value }
-    }
-
-    /// Moves an unkeyed container past one element of any type.
-    private struct Skipped: Decodable {
-        init(from decoder: any Decoder) throws {}
+        do { job = try PushJob(json: parsed, defaultOrg: org) } catch {
+            throw APIProblem.badRequest(error.field, error.message)
+        }
+        keys = top.keys
     }
 }

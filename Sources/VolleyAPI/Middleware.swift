@@ -127,10 +127,9 @@ struct AuthMiddleware: RouterMiddleware {
     func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws
         -> Response
     {
-        guard let header = request.headers[.authorization], header.count > 7,
-            header.prefix(7).lowercased() == "bearer "
-        else { throw APIProblem.unauthorized }
-        let credential = String(header.dropFirst(7)).trimmingCharacters(in: .whitespaces)
+        guard let header = request.headers[.authorization], let credential = Self.bearerCredential(header) else {
+            throw APIProblem.unauthorized
+        }
         var context = context
         let limit = configuration.rateLimit
         let limited = limit.requestsPerSecond > 0
@@ -166,6 +165,20 @@ struct AuthMiddleware: RouterMiddleware {
         return try await next(request, context)
     }
 
+    /// The credential of an `Authorization: Bearer <credential>` header (scheme in any case, spaces and tabs around
+    /// the credential dropped); nil for another scheme or an empty credential.
+    static func bearerCredential(_ header: String) -> String? {
+        let bytes = header.utf8
+        guard bytes.count > 7,
+            zip(bytes.prefix(7), "bearer ".utf8).allSatisfy({ $0 == $1 || ($1 >= 0x61 && $0 | 0x20 == $1) })
+        else { return nil }
+        func isBlank(_ b: UInt8) -> Bool { b == 0x20 || b == 0x09 }
+        let rest = bytes.dropFirst(7)
+        guard let first = rest.firstIndex(where: { !isBlank($0) }), let last = rest.lastIndex(where: { !isBlank($0) })
+        else { return nil }
+        return String(decoding: rest[first...last], as: UTF8.self)
+    }
+
     private static func checkAdmitted(_ reply: RedisReply) throws {
         try reply.throwIfError("admit")
         guard let parts = reply.array, parts.count == 3, let wait = parts[2].integer else {
@@ -194,7 +207,7 @@ final class APIKeyRecordCache: Sendable {
 
         /// True when `key` hashes to the stored digest, compared in constant time.
         func matches(_ key: String) -> Bool {
-            APIKeyFormat.constantTimeEqual(Array(SHA256.hash(data: Data(key.utf8))), digest)
+            APIKeyFormat.constantTimeEqual(SHA256.hash(data: Data(key.utf8)).withUnsafeBytes { Array($0) }, digest)
         }
     }
 

@@ -50,17 +50,11 @@ extension APIServer {
 
     // MARK: - jobs
 
-    struct JobAccepted: Encodable {
-        var id: String
-        var entry: String
-        var state: String
-    }
-
     func createJob(_ request: Request, _ context: APIRequestContext) async throws -> Response {
         let org = try context.key([.send, .admin])
         let data = try await body(request)
         guard !data.isEmpty else { throw APIProblem.badRequest("body", "the request needs a JSON object body") }
-        let body = try Input.decode(JobBody.self, from: data, userInfo: [JobBody.org: org])
+        let body = try JobBody(data, org: org)
         var job = body.job
         guard job.org == org else { throw APIProblem.badRequest("org", "must be the key's org (\(org)) or left out") }
         if let recipients = job.recipients, recipients.count > PushJob.maxRecipients {
@@ -87,7 +81,7 @@ extension APIServer {
             let field = r.reason == .invalidJob ? "id" : "recipients"
             throw APIProblem.badRequest(field, r.message)
         }
-        let id = job.id ?? JobID(headerKey ?? "job-\(UUID().uuidString.lowercased())")
+        let id = job.id ?? JobID(headerKey ?? JobID.generated().rawValue)
         // The stream entry is the body as sent, with the key's org and the job id added in front when it leaves them
         // out: the worker decodes exactly the bytes decoded and checked here. A body that cannot take them that way
         // (an "id": null, a byte-order mark) is written from the decoded job instead.
@@ -102,7 +96,7 @@ extension APIServer {
             entry = try JSONResponse.encoder.encode(job)
         }
         // A replay is the same request again: the body's bytes name it (its SHA-256), as they arrived.
-        let digest = SHA256.hash(data: data).lowercaseHex
+        let digest = SHA256.hash(data: data).withUnsafeBytes { $0.lowercaseHex }
         // The job id picks the stream shard; the record carries that shard's hash tag, so the script's two keys
         // share a slot and a replay of the id finds the record beside the stream it wrote to.
         let stream = configuration.store.jobStream(for: id)
@@ -121,8 +115,10 @@ extension APIServer {
             let entry = parts.count > 1 ? parts[1].string ?? "" : ""
             var headers: HTTPFields = [.location: "/v1/jobs/\(id)"]
             if code == 1 { headers[.init("Idempotent-Replayed")!] = "true" }
-            return try JSONResponse.make(
-                JobAccepted(id: id.rawValue, entry: entry, state: "queued"), status: .accepted, headers: headers)
+            let answer = JSONResponse.object([
+                ("entry", .text(entry)), ("id", .text(id.rawValue)), ("state", .text("queued")),
+            ])
+            return JSONResponse.raw(answer, status: .accepted, headers: headers)
         default:
             throw APIProblem(
                 .unprocessableContent, "a different job was already accepted with this id", field: "Idempotency-Key")

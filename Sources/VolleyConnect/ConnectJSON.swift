@@ -32,7 +32,7 @@ enum ConnectJSON {
         if body.allSatisfy({ $0 == 0x20 || $0 == 0x0A || $0 == 0x0D || $0 == 0x09 }) { return [:] }
         let value: JSONValue
         do {
-            value = try JSONDecoder().decode(JSONValue.self, from: body)
+            value = try JSONValue(parsing: body)
         } catch {
             throw .jsonParser("body: the request body is not valid JSON")
         }
@@ -102,9 +102,9 @@ enum ConnectJSON {
     /// (`"{ 'aps':{ 'alert': 'test' } }"`), which is not JSON: when strict parsing fails, single-quoted strings are
     /// rewritten as JSON strings and the text is parsed again. Nil when neither form is JSON.
     static func payload(_ text: String) -> JSONValue? {
-        if let v = try? JSONDecoder().decode(JSONValue.self, from: Data(text.utf8)) { return v }
+        if let v = try? JSONValue(parsing: text) { return v }
         guard let rewritten = doubleQuoted(text) else { return nil }
-        return try? JSONDecoder().decode(JSONValue.self, from: Data(rewritten.utf8))
+        return try? JSONValue(parsing: rewritten)
     }
 
     /// Rewrites single-quoted strings as double-quoted ones: `'it\'s "x"'` → `"it's \"x\""`. Double-quoted strings

@@ -21,7 +21,7 @@ public final class ConnectService: Sendable {
 
         public init(
             apps: @escaping @Sendable (OrgID) -> [AppName]? = { _ in nil },
-            newJobID: @escaping @Sendable () -> JobID = { JobID(UUID().uuidString.lowercased()) },
+            newJobID: @escaping @Sendable () -> JobID = { JobID.generated(prefix: "") },
             clock: any WallClock = SystemClock()
         ) {
             self.apps = apps

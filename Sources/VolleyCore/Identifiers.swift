@@ -15,7 +15,7 @@ public enum Platform: String, Sendable, Hashable, Codable, CaseIterable, CustomS
 }
 
 /// The APNs environment a device token belongs to.
-public enum APNSEnvironment: String, Sendable, Hashable, Codable {
+public enum APNSEnvironment: String, Sendable, Hashable, Codable, CaseIterable {
     case sandbox
     case production
 }
@@ -72,6 +72,25 @@ public struct UserID: StringIdentifier {
 public struct JobID: StringIdentifier {
     public let rawValue: String
     public init(_ rawValue: String) { self.rawValue = rawValue }
+
+    /// A new random id for a job its producer did not name: `prefix` and a version-4 UUID in lowercase
+    /// (`job-1b4e28ba-2fa1-41d2-883f-0016d3cca427`). The bits come from the system's generator (getrandom), without
+    /// opening `/dev/urandom` per id as Foundation's `UUID()` does on Linux.
+    public static func generated(prefix: String = "job-") -> JobID {
+        var rng = SystemRandomNumberGenerator()
+        var bytes = withUnsafeBytes(of: (rng.next() as UInt64, rng.next() as UInt64)) { Array($0) }
+        bytes[6] = bytes[6] & 0x0F | 0x40
+        bytes[8] = bytes[8] & 0x3F | 0x80
+        let digits = Array("0123456789abcdef".utf8)
+        var out = Array(prefix.utf8)
+        out.reserveCapacity(out.count + 36)
+        for (i, byte) in bytes.enumerated() {
+            if i == 4 || i == 6 || i == 8 || i == 10 { out.append(UInt8(ascii: "-")) }
+            out.append(digits[Int(byte >> 4)])
+            out.append(digits[Int(byte & 0x0F)])
+        }
+        return JobID(String(decoding: out, as: UTF8.self))
+    }
 }
 /// A recipient id as a job names it: a user, group, queue, account team or opportunity team.
 public struct RecipientID: StringIdentifier {

@@ -18,35 +18,39 @@ public enum JobKeys {
     public static let shard: Set<String> = ["parent", "index", "count"]
 
     /// Every unknown key of a job's JSON object, in document-independent (sorted) order, each with its path.
-    public static func unknownKeys(in job: [String: Any]) -> [UnknownKey] {
+    /// Free-form maps (`data`, `apns`, `fcm`) are not checked; a member of the wrong kind is left to decoding.
+    public static func unknownKeys(in job: [String: JSONValue]) -> [UnknownKey] {
         var out = check(job, known: Self.job, at: "")
-        if let n = job["notification"] as? [String: Any] {
+        if case .object(let n)? = job["notification"] {
             out += check(n, known: notification, at: "notification")
-            if let localized = n["localized"] as? [String: Any] {
+            if case .object(let localized)? = n["localized"] {
                 for (language, text) in localized.sorted(by: { $0.key < $1.key }) {
-                    if let text = text as? [String: Any] {
+                    if case .object(let text) = text {
                         out += check(text, known: localizedText, at: "notification.localized.\(language)")
                     }
                 }
             }
         }
-        if let devices = job["devices"] as? [Any] {
+        if case .array(let devices)? = job["devices"] {
             for (i, d) in devices.enumerated() {
-                if let d = d as? [String: Any] { out += check(d, known: device, at: "devices[\(i)]") }
+                if case .object(let d) = d { out += check(d, known: device, at: "devices[\(i)]") }
             }
         }
-        if let s = job["shard"] as? [String: Any] { out += check(s, known: shard, at: "shard") }
+        if case .object(let s)? = job["shard"] { out += check(s, known: shard, at: "shard") }
         return out
     }
 
     /// Unknown keys of a job given as JSON text; nil when the text is not a JSON object (decoding says why).
-    public static func unknownKeys(inJSON data: Data) -> [UnknownKey]? {
-        guard let object = (try? JSONSerialization.jsonObject(with: data)) as? [String: Any] else { return nil }
-        return unknownKeys(in: object)
+    public static func unknownKeys(inJSON text: some Sequence<UInt8>) -> [UnknownKey]? {
+        guard case .object(let job)? = try? JSONValue(parsing: text) else { return nil }
+        return unknownKeys(in: job)
     }
 
-    private static func check(_ object: [String: Any], known: Set<String>, at path: String) -> [UnknownKey] {
-        object.keys.sorted().filter { !known.contains($0) }.map {
+    private static func check(_ object: [String: JSONValue], known: Set<String>, at path: String) -> [UnknownKey] {
+        var unknown: [String] = []
+        for key in object.keys where !known.contains(key) { unknown.append(key) }
+        if unknown.isEmpty { return [] }
+        return unknown.sorted().map {
             UnknownKey(path: path.isEmpty ? $0 : "\(path).\($0)", suggestion: KeySuggestion.closest(to: $0, in: known))
         }
     }

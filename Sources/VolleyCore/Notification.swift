@@ -1,7 +1,7 @@
 /// A notification as jobs and `volley test-push` give it (camelCase keys: a contract with users).
 /// Provider-specific encoding lives in VolleyAPNs / VolleyFCM; this is the platform-neutral input.
-public struct Notification: Sendable, Hashable, Codable {
-    public struct LocalizedText: Sendable, Hashable, Codable {
+public struct Notification: Sendable, Hashable, Codable, JSONReadable {
+    public struct LocalizedText: Sendable, Hashable, Codable, JSONReadable {
         public var title: String?
         public var subtitle: String?
         public var body: String?
@@ -10,9 +10,18 @@ public struct Notification: Sendable, Hashable, Codable {
             self.subtitle = subtitle
             self.body = body
         }
+
+        public init(json: JSONValue, at path: [JSONPathComponent]) throws(JSONFieldError) {
+            let o = try JSONObjectReader(json, at: path)
+            title = try o.string("title")
+            subtitle = try o.string("subtitle")
+            body = try o.string("body")
+        }
+
+        public init(from decoder: any Decoder) throws { self = try Self.decoded(from: decoder) }
     }
 
-    public enum Priority: String, Sendable, Hashable, Codable { case high, normal }
+    public enum Priority: String, Sendable, Hashable, Codable, CaseIterable { case high, normal }
 
     public var title: String?
     public var subtitle: String?
@@ -89,6 +98,47 @@ public struct Notification: Sendable, Hashable, Codable {
         self.apns = apns
         self.fcm = fcm
     }
+
+    /// The one decoding of a notification (`Codable` goes through it too).
+    public init(json: JSONValue, at path: [JSONPathComponent]) throws(JSONFieldError) {
+        let o = try JSONObjectReader(json, at: path)
+        title = try o.string("title")
+        subtitle = try o.string("subtitle")
+        body = try o.string("body")
+        if let texts = try o.object("localized") {
+            var localized: [String: LocalizedText] = [:]
+            for (language, text) in texts {
+                if case .null = text { continue }
+                localized[language] = try LocalizedText(json: text, at: path + [.key("localized"), .key(language)])
+            }
+            self.localized = localized
+        }
+        sound = try o.string("sound")
+        badge = try o.int("badge")
+        badgeIncrement = try o.int("badgeIncrement")
+        data = try o.object("data")
+        contentAvailable = try o.bool("contentAvailable")
+        mutableContent = try o.bool("mutableContent")
+        category = try o.string("category")
+        threadId = try o.string("threadId")
+        collapseId = try o.string("collapseId")
+        interruptionLevel = try o.string("interruptionLevel")
+        relevanceScore = try o.double("relevanceScore")
+        targetContentId = try o.string("targetContentId")
+        ttl = try o.int("ttl")
+        priority = try o.oneOf("priority", Priority.self)
+        pushType = try o.string("pushType")
+        imageUrl = try o.string("imageUrl")
+        url = try o.string("url")
+        channelId = try o.string("channelId")
+        type = try o.string("type")
+        targetId = try o.string("targetId")
+        targetPageRef = try o.string("targetPageRef")
+        apns = o.value("apns")
+        fcm = o.value("fcm")
+    }
+
+    public init(from decoder: any Decoder) throws { self = try Self.decoded(from: decoder) }
 
     /// True when this is a silent (background) push.
     public var isSilent: Bool {

@@ -1,7 +1,7 @@
 import Foundation
 
 /// A device named explicitly by a job (`devices: [{platform, token}]`).
-public struct JobDevice: Sendable, Hashable, Codable {
+public struct JobDevice: Sendable, Hashable, Codable, JSONReadable {
     public var platform: Platform
     public var token: DeviceToken
     public var environment: APNSEnvironment?
@@ -10,12 +10,21 @@ public struct JobDevice: Sendable, Hashable, Codable {
         self.token = token
         self.environment = environment
     }
+
+    public init(json: JSONValue, at path: [JSONPathComponent]) throws(JSONFieldError) {
+        let o = try JSONObjectReader(json, at: path)
+        platform = try o.required(o.oneOf("platform", Platform.self), "platform")
+        token = DeviceToken(try o.required(o.string("token"), "token"))
+        environment = try o.oneOf("environment", APNSEnvironment.self)
+    }
+
+    public init(from decoder: any Decoder) throws { self = try Self.decoded(from: decoder) }
 }
 
 /// A job as it travels on the job stream (field `job`, JSON). A contract with producers:
 /// `id` (idempotency key; default the stream entry id), `org`, `app`, `recipients` (≤ 500 ids) and/or `devices`,
 /// `notification`, optional raw `apns` / `fcm` payloads passed through, optional `platforms` targeting.
-public struct PushJob: Sendable, Hashable, Codable {
+public struct PushJob: Sendable, Hashable, Codable, JSONReadable {
     /// Salesforce's customNotificationAction allows at most 500 recipients per call.
     public static let maxRecipients = 500
 
@@ -48,6 +57,37 @@ public struct PushJob: Sendable, Hashable, Codable {
         self.fcm = fcm
         self.platforms = platforms
     }
+
+    /// A job read from its JSON: the one decoding of a job, for workers, producers and the API (`Codable` goes
+    /// through it too). A job without `org` takes `defaultOrg` (the API's caller), else `org` is required.
+    public init(json: JSONValue, at path: [JSONPathComponent] = [], defaultOrg: OrgID?) throws(JSONFieldError) {
+        let o = try JSONObjectReader(json, at: path)
+        id = try o.string("id").map(JobID.init)
+        org = try o.required(o.string("org").map(OrgID.init) ?? defaultOrg, "org")
+        app = AppName(try o.required(o.string("app"), "app"))
+        recipients = try o.strings("recipients")?.map(RecipientID.init)
+        devices = try o.array("devices") { (v, at) throws(JSONFieldError) in try JobDevice(json: v, at: at) }
+        notification = try Notification(
+            json: o.required(o.value("notification"), "notification"), at: path + [.key("notification")])
+        apns = o.value("apns")
+        fcm = o.value("fcm")
+        platforms = try o.array("platforms") { (v, at) throws(JSONFieldError) in
+            guard case .string(let s) = v, let p = Platform(rawValue: s) else {
+                throw JSONFieldError(path: at, problem: .expected("one of ios, android"))
+            }
+            return p
+        }
+        shard = try o.value("shard").map { (v) throws(JSONFieldError) in
+            try ShardRef(json: v, at: path + [.key("shard")])
+        }
+        debug = try o.bool("debug")
+    }
+
+    public init(json: JSONValue, at path: [JSONPathComponent]) throws(JSONFieldError) {
+        try self.init(json: json, at: path, defaultOrg: nil)
+    }
+
+    public init(from decoder: any Decoder) throws { self = try Self.decoded(from: decoder) }
 
     /// The notification with the job-level `apns` / `fcm` pass-through payloads folded in.
     public var effectiveNotification: Notification {

@@ -1,7 +1,7 @@
 import Foundation
 
 /// Names a shard of a campaign: shard `index` (0-based) of `count`, of parent job `parent`.
-public struct ShardRef: Sendable, Hashable, Codable {
+public struct ShardRef: Sendable, Hashable, Codable, JSONReadable {
     public var parent: JobID
     public var index: Int
     public var count: Int
@@ -10,6 +10,15 @@ public struct ShardRef: Sendable, Hashable, Codable {
         self.index = index
         self.count = count
     }
+
+    public init(json: JSONValue, at path: [JSONPathComponent]) throws(JSONFieldError) {
+        let o = try JSONObjectReader(json, at: path)
+        parent = JobID(try o.required(o.string("parent"), "parent"))
+        index = try o.required(o.int("index"), "index")
+        count = try o.required(o.int("count"), "count")
+    }
+
+    public init(from decoder: any Decoder) throws { self = try Self.decoded(from: decoder) }
     /// The shard job's id (its own ledger, report and inbox scope are keyed by it).
     public var jobID: JobID { JobID("\(parent.rawValue).s\(index)") }
 }

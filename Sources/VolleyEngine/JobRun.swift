@@ -16,7 +16,6 @@ final class JobRun {
     /// Set once the entry parsed as a job with `"debug": true`: where its debug events go, and how many more it
     /// may record.
     private var debug: (org: OrgID, job: JobID, remaining: Int)?
-    private static let decoder = JSONDecoder()
 
     init(
         worker: PipelineWorker, session: any PipelineSession, prefetcher: ChunkPrefetcher, entry: JobEntry, credits: Int
@@ -122,11 +121,16 @@ final class JobRun {
                 .invalidJSON,
                 "entry has no 'job' field (fields: \(entry.fields.keys.sorted().joined(separator: ",")))")
         }
+        let parsed: JSONValue
+        do { parsed = try JSONValue(parsing: json) } catch {
+            throw JobRejection(.invalidJSON, "not valid JSON: \(error)")
+        }
         let job: PushJob
-        do {
-            job = try Self.decoder.decode(PushJob.self, from: Data(json.utf8))
-        } catch {
-            throw JobRejection(.invalidJSON, Self.describe(error))
+        do { job = try PushJob(json: parsed, defaultOrg: nil) } catch {
+            switch error.problem {
+            case .missing: throw JobRejection(.invalidJSON, "missing key '\(error.field)'")
+            case .expected: throw JobRejection(.invalidJSON, "wrong type at '\(error.field)': \(error.message)")
+            }
         }
         // Every line about the job carries job, entry, org and app.
         logger[metadataKey: "org"] = "\(job.org)"
@@ -136,7 +140,7 @@ final class JobRun {
             // A shard's events go to its parent: `volley events --job` names the job that was sent.
             debug = (job.org, job.shard?.parent ?? job.id ?? JobID(entry.entryID.rawValue), DebugEvent.maxPerJob)
         }
-        if let unknown = JobKeys.unknownKeys(inJSON: Data(json.utf8)), !unknown.isEmpty {
+        if let object = parsed.objectValue, case let unknown = JobKeys.unknownKeys(in: object), !unknown.isEmpty {
             throw JobRejection(
                 .invalidJob,
                 "unknown key\(unknown.count == 1 ? "" : "s") "
@@ -462,18 +466,5 @@ final class JobRun {
         }
         if let quota, let settlement { try quota.settle(settlement) }
         worker.addStats { $0.outcomesRecorded += batch.count }
-    }
-
-    static func describe(_ error: Error) -> String {
-        switch error {
-        case DecodingError.dataCorrupted(let c):
-            return "not valid JSON: \(c.debugDescription)"
-        case DecodingError.keyNotFound(let k, let c):
-            return "missing key '\((c.codingPath.map(\.stringValue) + [k.stringValue]).joined(separator: "."))'"
-        case DecodingError.typeMismatch(_, let c), DecodingError.valueNotFound(_, let c):
-            return "wrong type at '\(c.codingPath.map(\.stringValue).joined(separator: "."))': \(c.debugDescription)"
-        default:
-            return "\(error)"
-        }
     }
 }

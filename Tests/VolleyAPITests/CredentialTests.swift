@@ -62,9 +62,28 @@ struct APIKeyTests {
         #expect(!APIKeyFormat.matches(key + "x", record: record))
     }
 
-    @Test(arguments: ["", "vk_", "vk_abc_def", "xx_0123456789abcdef_" + String(repeating: "a", count: 43), "Bearer"])
+    @Test(arguments: [
+        "", "vk_", "vk_abc_def", "xx_0123456789abcdef_" + String(repeating: "a", count: 43), "Bearer",
+        "vk_0123456789abcdeg_" + String(repeating: "a", count: 43),
+        "vk_0123456789abcdef-" + String(repeating: "a", count: 43),
+        "vk_0123456789abcdef_" + String(repeating: "a", count: 39),
+        "vk_0123456789abcde_" + String(repeating: "a", count: 44),
+    ])
     func malformedKeysHaveNoID(_ key: String) {
         #expect(APIKeyFormat.id(of: key) == nil)
+    }
+
+    @Test func aKeyIDIsItsSixteenHexDigits() {
+        #expect(APIKeyFormat.id(of: "vk_0123456789ABCdef_" + String(repeating: "x", count: 40)) == "0123456789ABCdef")
+    }
+
+    @Test(
+        arguments: [
+            ("Bearer abc", "abc"), ("bearer abc", "abc"), ("BEARER \tabc  ", "abc"), ("Bearer a b", "a b"),
+            ("Bearer  ", nil), ("Basic abc", nil), ("Bearerabc", nil), ("Bearer", nil), ("Bear\u{0}r abc", nil),
+        ] as [(String, String?)])
+    func theBearerCredentialIsTheHeaderAfterItsScheme(_ header: String, _ credential: String?) {
+        #expect(AuthMiddleware.bearerCredential(header) == credential)
     }
 }
 

@@ -25,9 +25,9 @@ import VolleyCore
             apns: .object([:]), fcm: .object([:]), platforms: [.ios])
         job.shard = ShardRef(parent: "p", index: 0, count: 2)
         job.debug = true
-        let object = try #require(try JSONSerialization.jsonObject(with: JSONEncoder().encode(job)) as? [String: Any])
+        let object = try #require(try JSONValue(parsing: JSONEncoder().encode(job)).objectValue)
         #expect(Set(object.keys) == JobKeys.job)
-        #expect(Set((object["notification"] as? [String: Any] ?? [:]).keys) == JobKeys.notification)
+        #expect(Set((object["notification"]?.objectValue ?? [:]).keys) == JobKeys.notification)
         #expect(JobKeys.unknownKeys(in: object).isEmpty)
     }
 

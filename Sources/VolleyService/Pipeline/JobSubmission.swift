@@ -105,7 +105,7 @@ public enum JobSubmission {
         logger: Logger, progress: ((_ resolved: Int, _ done: Int) -> Void)? = nil
     ) throws -> (entry: StreamEntryID, job: JobID, report: JobReport?) {
         var job = job
-        let id = job.id ?? JobID("job-\(UUID().uuidString.lowercased())")
+        let id = job.id ?? JobID.generated()
         job.id = id
         let producer = JobProducer(client: settings.client(name: "send", logger: logger), store: settings.store)
         let start = try waitSeconds == nil ? "0-0" : producer.lastReportID()

@@ -81,7 +81,7 @@ public enum TestPush {
                 status: nil, reason: "UnknownApp", outcome: OutcomeDecision.fixApp.rawValue,
                 message: "no app named \(request.app) in the config (apps: \(known.isEmpty ? "none" : known))")
         }
-        let jobID = JobID("test-push-" + UUID().uuidString.lowercased())
+        let jobID = JobID.generated(prefix: "test-push-")
         let device = Device(
             platform: request.platform, token: DeviceToken(request.token),
             environment: request.environment, locale: request.locale)

@@ -1,0 +1,180 @@
+import Foundation
+import Testing
+import VolleyCore
+
+struct JSONParserTests {
+    /// Documents of every kind read as Foundation's decoder reads them.
+    @Test(arguments: [
+        #"{"a":1,"b":[true,false,null],"c":{"d":"e"},"f":-2.5e3,"g":"","h":[],"i":{}}"#,
+        " \n\t[1, 2.25, -0, 1E2, 0.001, 123456789012345678901234567890]\r\n",
+        #""plain""#, "42", "null", "true",
+        #"{"unicode":"héllo wörld ✓ 😀","escaped":"\"\\\/\b\f\n\r\t\u0041\u00e9\ud83d\ude00"}"#,
+        #"{"k":1,"k":2}"#,
+    ])
+    func documentsParseAsFoundationReadsThem(_ text: String) throws {
+        let ours = try JSONValue(parsing: text)
+        let foundation = try JSONDecoder().decode(JSONValue.self, from: Data(text.utf8))
+        #expect(ours == foundation)
+    }
+
+    @Test func escapesAndSurrogatePairsDecode() throws {
+        let value = try JSONValue(parsing: #"["\u00e9\ud83d\ude00\n\"\\\/", "a\u0000b"]"#)
+        #expect(value == .array([.string("é😀\n\"\\/"), .string("a\u{0}b")]))
+    }
+
+    @Test func aByteOrderMarkIsSkipped() throws {
+        #expect(try JSONValue(parsing: [0xEF, 0xBB, 0xBF] + Array(#"{"a":1}"#.utf8)) == .object(["a": .number(1)]))
+    }
+
+    @Test func numbersKeepTheirValue() throws {
+        #expect(try JSONValue(parsing: "123456789012345678") == .number(1.2345678901234568e17))
+        #expect(try JSONValue(parsing: "0.30000000000000004") == .number(0.30000000000000004))
+        #expect(try JSONValue(parsing: "-123456789012345") == .number(-123_456_789_012_345))
+        #expect(try JSONValue(parsing: "0.1") == .number(0.1))
+        #expect(try JSONValue(parsing: "1e-2") == .number(0.01))
+    }
+
+    /// Text that is not JSON is refused with where and why, whatever the other parsers forgive.
+    @Test(arguments: [
+        ("", "unexpected end of the text"),
+        ("{\"a\":1,}", "expected a key in double quotes"),
+        ("[1,]", "expected a JSON value"),
+        ("{'a':1}", "expected a key in double quotes"),
+        ("{\"a\" 1}", "expected ':' after a key"),
+        ("{\"a\":1 \"b\":2}", "expected ',' or '}' in an object"),
+        ("[1 2]", "expected ',' or ']' in an array"),
+        ("[1", "unexpected end of the text in an array"),
+        ("\"abc", "a string without its closing quote"),
+        ("\"a\tb\"", "a control character inside a string"),
+        ("\"\\x\"", "an unknown escape"),
+        ("\"\\u12\"", "\\u needs four hex digits"),
+        ("\"\\ud83d\"", "without its low surrogate"),
+        ("\"\\ude00\"", "a lone surrogate"),
+        ("01", "after the JSON value"),
+        ("-", "a '-' without digits"),
+        ("1.", "a '.' without digits after it"),
+        ("1e+", "an exponent without digits"),
+        (".5", "expected a JSON value"),
+        ("+1", "expected a JSON value"),
+        ("NaN", "expected a JSON value"),
+        ("1e999", "a number out of range"),
+        ("tru", "unexpected end of the text"),
+        ("nul1", "expected a JSON value"),
+        ("{} {}", "after the JSON value"),
+        ("// comment\n{}", "expected a JSON value"),
+    ])
+    func textThatIsNotJSONIsRefused(_ text: String, _ problem: String) {
+        do {
+            let value = try JSONValue(parsing: text)
+            Issue.record("parsed \(text.debugDescription) as \(value)")
+        } catch {
+            #expect(error.message.contains(problem), "\(text.debugDescription): \(error)")
+        }
+    }
+
+    @Test func invalidUTF8IsRefused() {
+        let bytes: [UInt8] = [0x22, 0x61, 0xC3, 0x28, 0x22]
+        #expect(throws: JSONSyntaxError(offset: 1, message: "a string that is not valid UTF-8")) {
+            try JSONValue(parsing: bytes)
+        }
+    }
+
+    @Test func nestingStopsAtItsLimit() throws {
+        let depth = JSONValue.maxParseDepth
+        _ = try JSONValue(parsing: String(repeating: "[", count: depth) + String(repeating: "]", count: depth))
+        let deeper = String(repeating: "[", count: depth + 1) + String(repeating: "]", count: depth + 1)
+        #expect(throws: JSONSyntaxError.self) { try JSONValue(parsing: deeper) }
+    }
+}
+
+struct JobJSONReadingTests {
+    /// A job with every field set. `everyFieldIsSet` fails when PushJob or Notification gains a field this leaves
+    /// out, so the round trip below covers each field the reading by hand must know.
+    static var fullJob: PushJob {
+        let n = Notification(
+            title: "t", subtitle: "s", body: "b", localized: ["es": .init(title: "T", subtitle: "S", body: "B")],
+            sound: "ping.caf", badge: 3, badgeIncrement: 1, data: ["k": .string("v"), "n": .array([.number(1)])],
+            contentAvailable: true, mutableContent: false, category: "c", threadId: "th", collapseId: "co",
+            interruptionLevel: "time-sensitive", relevanceScore: 0.5, targetContentId: "tc", ttl: 60, priority: .high,
+            pushType: "alert", imageUrl: "https://i", url: "https://u", channelId: "ch", type: "ty", targetId: "001",
+            apns: .object(["aps": .object([:])]), fcm: .object(["data": .object([:])]))
+        var notification = n
+        notification.targetPageRef = #"{"type":"standard__recordPage"}"#
+        var job = PushJob(
+            id: "j", org: "o", app: "a", recipients: ["005A"],
+            devices: [JobDevice(platform: .ios, token: DeviceToken("beef"), environment: .sandbox)],
+            notification: notification, apns: .object(["aps": .object(["alert": .string("x")])]),
+            fcm: .object(["k": .bool(true)]), platforms: [.ios, .android])
+        job.shard = ShardRef(parent: "p", index: 1, count: 4)
+        job.debug = true
+        return job
+    }
+
+    @Test func everyFieldIsSet() {
+        func unset(_ value: Any) -> [String] {
+            Mirror(reflecting: value).children.compactMap { child in
+                let m = Mirror(reflecting: child.value)
+                return m.displayStyle == .optional && m.children.isEmpty ? child.label : nil
+            }
+        }
+        #expect(unset(Self.fullJob) == [])
+        #expect(unset(Self.fullJob.notification) == [])
+        #expect(unset(Self.fullJob.notification.localized?["es"] as Any) == [])
+        #expect(unset(Self.fullJob.devices?.first as Any) == [])
+    }
+
+    /// What `Codable` writes, the reading by hand reads back whole.
+    @Test func aJobReadsBackWhatCodableWrites() throws {
+        let data = try JSONEncoder().encode(Self.fullJob)
+        #expect(try PushJob(json: JSONValue(parsing: data), defaultOrg: nil) == Self.fullJob)
+        #expect(try JSONDecoder().decode(PushJob.self, from: data) == Self.fullJob)
+    }
+
+    @Test func aMissingOrgIsTheDefaultOrRequired() throws {
+        let json = try JSONValue(parsing: #"{"app":"a","notification":{}}"#)
+        #expect(try PushJob(json: json, defaultOrg: "caller").org == "caller")
+        #expect(throws: JSONFieldError(path: [.key("org")], problem: .missing)) {
+            try PushJob(json: json, defaultOrg: nil)
+        }
+    }
+
+    /// A field of the wrong kind is named by its path, and `Codable` callers get the same path.
+    @Test func faultsNameTheirPath() throws {
+        let json =
+            #"{"org":"o","app":"a","devices":[{"platform":"ios","token":"t"},{"platform":"web","token":"t"}],"#
+            + #""notification":{}}"#
+        #expect(
+            throws: JSONFieldError(
+                path: [.key("devices"), .index(1), .key("platform")], problem: .expected("one of ios, android"))
+        ) { try PushJob(json: JSONValue(parsing: json), defaultOrg: nil) }
+        do {
+            _ = try JSONDecoder().decode(PushJob.self, from: Data(json.utf8))
+            Issue.record("decoded")
+        } catch DecodingError.dataCorrupted(let context) {
+            #expect(
+                context.codingPath.map { $0.intValue.map { "[\($0)]" } ?? $0.stringValue } == [
+                    "devices", "[1]", "platform",
+                ])
+            #expect(context.debugDescription == "expected one of ios, android")
+        }
+        let missing = #"{"org":"o","notification":{"title":"t"}}"#
+        #expect(throws: JSONFieldError(path: [.key("app")], problem: .missing)) {
+            try PushJob(json: JSONValue(parsing: missing), defaultOrg: nil)
+        }
+        #expect(throws: JSONFieldError(path: [.key("notification"), .key("ttl")], problem: .expected("an integer"))) {
+            try Notification(json: JSONValue(parsing: #"{"ttl":"60"}"#), at: [.key("notification")])
+        }
+    }
+
+    @Test func generatedJobIDsAreVersion4UUIDs() {
+        let ids = (0..<100).map { _ in JobID.generated().rawValue }
+        #expect(Set(ids).count == 100)
+        for id in ids {
+            #expect(id.hasPrefix("job-"))
+            let uuid = UUID(uuidString: String(id.dropFirst(4)))
+            #expect(uuid != nil, "\(id)")
+            #expect(uuid?.uuidString.lowercased() == String(id.dropFirst(4)))
+            #expect(Array(id.utf8)[4 + 14] == UInt8(ascii: "4"))
+        }
+    }
+}
