@@ -15,6 +15,10 @@ enum Input {
     ]
     static let localizedKeys: Set<String> = ["title", "subtitle", "body"]
     static let jobDeviceKeys: Set<String> = ["platform", "token", "environment"]
+    /// What `POST /v1/jobs` takes: a job as producers write it (no `shard`, which workers set when they split a
+    /// campaign).
+    static let jobSchema = JobKeys.Schema(
+        job: jobKeys, notification: notificationKeys, localizedText: localizedKeys, device: jobDeviceKeys, shard: [])
 
     /// Parses a JSON object body; a 400 naming `field` (default: the body) when it is not one.
     static func object(_ data: Data) throws -> [String: Any] {
@@ -152,25 +156,10 @@ struct JobBody {
         guard case .object(let top) = parsed else {
             throw APIProblem.badRequest("body", "the body must be a JSON object")
         }
-        try Input.rejectUnknownKeys(top.keys, known: Input.jobKeys, at: "")
         // A value of the wrong type is left to the job's own decoding below, which names the field and the type.
-        if case .object(let n)? = top["notification"] {
-            try Input.rejectUnknownKeys(n.keys, known: Input.notificationKeys, at: "notification")
-            if case .object(let localized)? = n["localized"] {
-                for (language, text) in localized.sorted(by: { $0.key < $1.key }) {
-                    if case .object(let text) = text {
-                        try Input.rejectUnknownKeys(
-                            text.keys, known: Input.localizedKeys, at: "notification.localized.\(language)")
-                    }
-                }
-            }
-        }
-        if case .array(let devices)? = top["devices"] {
-            for (index, device) in devices.enumerated() {
-                if case .object(let device) = device {
-                    try Input.rejectUnknownKeys(device.keys, known: Input.jobDeviceKeys, at: "devices[\(index)]")
-                }
-            }
+        if let unknown = JobKeys.unknownKeys(in: top, schema: Input.jobSchema).first {
+            throw APIProblem.badRequest(
+                unknown.path, "unknown key" + (unknown.suggestion.map { "; did you mean '\($0)'?" } ?? ""))
         }
         do { job = try PushJob(json: parsed, defaultOrg: org) } catch {
             throw APIProblem.badRequest(error.field, error.message)

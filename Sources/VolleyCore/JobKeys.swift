@@ -17,26 +17,51 @@ public enum JobKeys {
     public static let device: Set<String> = ["platform", "token", "environment"]
     public static let shard: Set<String> = ["parent", "index", "count"]
 
-    /// Every unknown key of a job's JSON object, in document-independent (sorted) order, each with its path.
-    /// Free-form maps (`data`, `apns`, `fcm`) are not checked; a member of the wrong kind is left to decoding.
-    public static func unknownKeys(in job: [String: JSONValue]) -> [UnknownKey] {
-        var out = check(job, known: Self.job, at: "")
+    /// The key sets one reader checks a job against, level by level.
+    public struct Schema: Sendable {
+        public var job: Set<String>
+        public var notification: Set<String>
+        public var localizedText: Set<String>
+        public var device: Set<String>
+        public var shard: Set<String>
+        public init(
+            job: Set<String>, notification: Set<String>, localizedText: Set<String>, device: Set<String>,
+            shard: Set<String>
+        ) {
+            self.job = job
+            self.notification = notification
+            self.localizedText = localizedText
+            self.device = device
+            self.shard = shard
+        }
+
+        /// Every key a job on the stream may carry: what workers accept.
+        public static let stream = Schema(
+            job: JobKeys.job, notification: JobKeys.notification, localizedText: JobKeys.localizedText,
+            device: JobKeys.device, shard: JobKeys.shard)
+    }
+
+    /// Every unknown key of a job's JSON object, each with its path: the top level first, then `notification`, its
+    /// `localized` texts, `devices` and `shard`, each level's keys sorted. Free-form maps (`data`, `apns`, `fcm`) are
+    /// not checked; a member of the wrong kind is left to decoding.
+    public static func unknownKeys(in job: [String: JSONValue], schema: Schema = .stream) -> [UnknownKey] {
+        var out = check(job, known: schema.job, at: "")
         if case .object(let n)? = job["notification"] {
-            out += check(n, known: notification, at: "notification")
+            out += check(n, known: schema.notification, at: "notification")
             if case .object(let localized)? = n["localized"] {
                 for (language, text) in localized.sorted(by: { $0.key < $1.key }) {
                     if case .object(let text) = text {
-                        out += check(text, known: localizedText, at: "notification.localized.\(language)")
+                        out += check(text, known: schema.localizedText, at: "notification.localized.\(language)")
                     }
                 }
             }
         }
         if case .array(let devices)? = job["devices"] {
             for (i, d) in devices.enumerated() {
-                if case .object(let d) = d { out += check(d, known: device, at: "devices[\(i)]") }
+                if case .object(let d) = d { out += check(d, known: schema.device, at: "devices[\(i)]") }
             }
         }
-        if case .object(let s)? = job["shard"] { out += check(s, known: shard, at: "shard") }
+        if case .object(let s)? = job["shard"] { out += check(s, known: schema.shard, at: "shard") }
         return out
     }
 

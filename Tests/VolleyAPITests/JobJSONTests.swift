@@ -54,6 +54,7 @@ struct JobJSONTests {
             "notification.localized.es.title"
         ),
         (#"{"app":"a","recipients":["u"]}"#, "notification"),
+        (#"{"app":"a","recipients":["u"],"shard":{"parent":"p","index":0,"count":2},"notification":{}}"#, "shard"),
     ])
     func badBodiesNameTheirField(_ json: String, _ field: String) throws {
         do {
@@ -63,6 +64,13 @@ struct JobJSONTests {
             #expect(p.field == field, "\(p)")
             #expect(p.status == .badRequest)
         }
+    }
+
+    @Test func anUnknownKeySaysWhatItProbablyMeant() throws {
+        let json = #"{"app":"a","recipients":["u"],"notification":{"titel":"x"}}"#
+        let problem = try #require(throws: APIProblem.self) { try JobBody(Data(json.utf8), org: "o") }
+        #expect(problem.field == "notification.titel")
+        #expect(problem.detail == "unknown key; did you mean 'title'?")
     }
 
     @Test func freeFormMapsAreNotChecked() throws {
