@@ -128,6 +128,7 @@ final class JobRun {
         let job: PushJob
         do { job = try PushJob(json: parsed, defaultOrg: nil) } catch {
             switch error.problem {
+            case .expected where error.path.isEmpty: throw JobRejection(.invalidJSON, "the job is not a JSON object")
             case .missing: throw JobRejection(.invalidJSON, "missing key '\(error.field)'")
             case .expected: throw JobRejection(.invalidJSON, "wrong type at '\(error.field)': \(error.message)")
             }

@@ -161,6 +161,13 @@ import VolleyTestSupport
         #expect(dead.contains { $0["reason"] == "unknown-app" && $0["detail"]?.contains("org 'org1' may not") == true })
         #expect(dead.allSatisfy { $0["worker"] == "w1" && $0["sourceEntry"] != nil && $0["detail"] != nil })
         #expect(dead.contains { $0["job"] == "{not json" }) // original fields kept
+        // A fault names where it is and what was expected.
+        #expect(
+            dead.first { $0["job"] == "{not json" }?["detail"]
+                == "not valid JSON: expected a key in double quotes at byte 1")
+        #expect(
+            dead.first { $0["job"]?.contains("blackberry") == true }?["detail"]
+                == "wrong type at 'devices[0].platform': expected one of ios, android")
         #expect(dead.contains { $0["other"] == "x" })
         let reports = try h.producer.allReports()
         #expect(Set(reports.map(\.job.rawValue)) == ["good-0", "good-1", "good-2", "good-3"])
