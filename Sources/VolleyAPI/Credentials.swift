@@ -43,19 +43,10 @@ public enum APIKeyFormat {
         let bytes = key.utf8
         guard bytes.count >= 60, bytes.starts(with: "vk_".utf8) else { return nil }
         let id = bytes.dropFirst(3).prefix(16)
-        guard id.allSatisfy(isHexDigit), bytes.dropFirst(19).first == UInt8(ascii: "_"),
+        guard id.allSatisfy({ hexDigitValue($0) != nil }), bytes.dropFirst(19).first == UInt8(ascii: "_"),
             key.unicodeScalars.count >= 60
         else { return nil }
         return String(decoding: id, as: UTF8.self)
-    }
-
-    private static func isHexDigit(_ c: UInt8) -> Bool {
-        switch c {
-        case UInt8(ascii: "0")...UInt8(ascii: "9"), UInt8(ascii: "a")...UInt8(ascii: "f"),
-            UInt8(ascii: "A")...UInt8(ascii: "F"):
-            true
-        default: false
-        }
     }
 
     public static func digest(_ key: String) -> String {
@@ -64,7 +55,13 @@ public enum APIKeyFormat {
 
     /// Constant-time comparison of the presented key's digest with the stored one.
     public static func matches(_ key: String, record: APIKeyRecord) -> Bool {
-        constantTimeEqual(Array(digest(key).utf8), Array(record.sha256.utf8))
+        guard let stored = [UInt8](hex: record.sha256) else { return false }
+        return matches(key, digest: stored)
+    }
+
+    /// True when `key` hashes to `digest` (a stored SHA-256, as bytes), compared in constant time.
+    static func matches(_ key: String, digest: [UInt8]) -> Bool {
+        constantTimeEqual(SHA256.hash(data: Data(key.utf8)).withUnsafeBytes { Array($0) }, digest)
     }
 
     /// True when `a` and `b` hold the same bytes, in a time that depends only on their lengths.

@@ -1,4 +1,3 @@
-import Crypto
 import Dispatch
 import Foundation
 import Hummingbird
@@ -207,7 +206,7 @@ final class APIKeyRecordCache: Sendable {
 
         /// True when `key` hashes to the stored digest, compared in constant time.
         func matches(_ key: String) -> Bool {
-            APIKeyFormat.constantTimeEqual(SHA256.hash(data: Data(key.utf8)).withUnsafeBytes { Array($0) }, digest)
+            APIKeyFormat.matches(key, digest: digest)
         }
     }
 
@@ -229,7 +228,7 @@ final class APIKeyRecordCache: Sendable {
     /// Decodes the record the lookup script returned and keeps it; nil when it is not a valid record of `id`.
     func store(id: String, json: String, now: UInt64) -> Entry? {
         guard let record = try? APIKeyStore.decoder.decode(APIKeyRecord.self, from: Data(json.utf8)),
-            record.id == id, let digest = Self.bytes(hex: record.sha256)
+            record.id == id, let digest = [UInt8](hex: record.sha256)
         else { return nil }
         let e = Entry(record: record, digest: digest, readAt: now)
         if lifetime > 0 {
@@ -239,26 +238,5 @@ final class APIKeyRecordCache: Sendable {
             }
         }
         return e
-    }
-
-    private static func bytes(hex: String) -> [UInt8]? {
-        let digits = Array(hex.utf8)
-        guard digits.count % 2 == 0 else { return nil }
-        var out: [UInt8] = []
-        out.reserveCapacity(digits.count / 2)
-        for i in stride(from: 0, to: digits.count, by: 2) {
-            guard let hi = Self.nibble(digits[i]), let lo = Self.nibble(digits[i + 1]) else { return nil }
-            out.append(hi << 4 | lo)
-        }
-        return out
-    }
-
-    private static func nibble(_ c: UInt8) -> UInt8? {
-        switch c {
-        case UInt8(ascii: "0")...UInt8(ascii: "9"): c - UInt8(ascii: "0")
-        case UInt8(ascii: "a")...UInt8(ascii: "f"): c - UInt8(ascii: "a") + 10
-        case UInt8(ascii: "A")...UInt8(ascii: "F"): c - UInt8(ascii: "A") + 10
-        default: nil
-        }
     }
 }

@@ -73,7 +73,7 @@ private final class Lane: @unchecked Sendable {
     private var channel: (any Channel)?
     private var connecting = false
     /// Calls made while the connection opens.
-    private var waiting: [(RedisCommand, EventLoopPromise<RedisReply>)] = []
+    private var waiting: [RedisCall] = []
     private var flushScheduled = false
 
     init(eventLoop: any EventLoop, endpoint: RedisEndpoint, options: RedisClient.Options, logger: Logger) {
@@ -86,15 +86,15 @@ private final class Lane: @unchecked Sendable {
     func send(_ command: RedisCommand, _ promise: EventLoopPromise<RedisReply>) {
         eventLoop.preconditionInEventLoop()
         guard let channel else {
-            waiting.append((command, promise))
+            waiting.append(RedisCall(command: command, promise: promise))
             connect()
             return
         }
-        write(command, promise, on: channel)
+        write(RedisCall(command: command, promise: promise), on: channel)
     }
 
-    private func write(_ command: RedisCommand, _ promise: EventLoopPromise<RedisReply>, on channel: any Channel) {
-        channel.write(RedisCall(command: command, promise: promise), promise: nil)
+    private func write(_ call: RedisCall, on channel: any Channel) {
+        channel.write(call, promise: nil)
         if !flushScheduled {
             flushScheduled = true
             // After the other tasks of this pass of the loop: their calls leave in the same flush.
@@ -134,17 +134,16 @@ private final class Lane: @unchecked Sendable {
                 }
                 // AUTH and SELECT go first; a refusal fails them, and the calls after them get Redis's own
                 // NOAUTH errors, which the API reports as a store failure.
-                for handshake in self.handshake() { self.write(handshake.0, handshake.1, on: channel) }
-                for (command, promise) in calls { self.write(command, promise, on: channel) }
+                for call in self.handshake() + calls { self.write(call, on: channel) }
             case .failure(let error):
                 let failure = RedisError(.connection, "cannot connect to Redis at \(self.endpoint): \(error)")
-                for (_, promise) in calls { promise.fail(failure) }
+                for call in calls { call.promise.fail(failure) }
             }
         }
     }
 
-    private func handshake() -> [(RedisCommand, EventLoopPromise<RedisReply>)] {
-        var out: [(RedisCommand, EventLoopPromise<RedisReply>)] = []
+    private func handshake() -> [RedisCall] {
+        var out: [RedisCall] = []
         func add(_ args: [String], _ what: String) {
             let promise = eventLoop.makePromise(of: RedisReply.self)
             promise.futureResult.whenComplete { result in
@@ -155,7 +154,7 @@ private final class Lane: @unchecked Sendable {
                     }
                 if let message { self.logger.error("Redis \(what) failed: \(message)") }
             }
-            out.append((RedisCommand(args), promise))
+            out.append(RedisCall(command: RedisCommand(args), promise: promise))
         }
         if let password = endpoint.password {
             add(["AUTH"] + (endpoint.user.map { [$0] } ?? []) + [password], "AUTH")

@@ -81,7 +81,7 @@ extension APIServer {
             let field = r.reason == .invalidJob ? "id" : "recipients"
             throw APIProblem.badRequest(field, r.message)
         }
-        let id = job.id ?? JobID(headerKey ?? JobID.generated().rawValue)
+        let id = job.id ?? headerKey.map(JobID.init) ?? .generated()
         // The stream entry is the body as sent, with the key's org and the job id added in front when it leaves them
         // out: the worker decodes exactly the bytes decoded and checked here. A body that cannot take them that way
         // (an "id": null, a byte-order mark) is written from the decoded job instead.

@@ -13,7 +13,34 @@ extension Sequence<UInt8> {
     }
 }
 
+/// The lower-case hex digit of a value 0–15.
 @inline(__always)
-private func hexDigit(_ nibble: UInt8) -> UInt8 {
+func hexDigit(_ nibble: UInt8) -> UInt8 {
     nibble < 10 ? UInt8(ascii: "0") + nibble : UInt8(ascii: "a") - 10 + nibble
+}
+
+/// The value 0–15 of a hex digit in either case; nil for any other byte.
+@inlinable
+public func hexDigitValue(_ c: UInt8) -> UInt8? {
+    switch c {
+    case UInt8(ascii: "0")...UInt8(ascii: "9"): c - UInt8(ascii: "0")
+    case UInt8(ascii: "a")...UInt8(ascii: "f"): c - UInt8(ascii: "a") + 10
+    case UInt8(ascii: "A")...UInt8(ascii: "F"): c - UInt8(ascii: "A") + 10
+    default: nil
+    }
+}
+
+extension [UInt8] {
+    /// The bytes that `hex` spells, two digits (either case) per byte; nil when it is not such a string.
+    public init?(hex: String) {
+        let digits = Array(hex.utf8)
+        guard digits.count % 2 == 0 else { return nil }
+        var out: [UInt8] = []
+        out.reserveCapacity(digits.count / 2)
+        for i in stride(from: 0, to: digits.count, by: 2) {
+            guard let hi = hexDigitValue(digits[i]), let lo = hexDigitValue(digits[i + 1]) else { return nil }
+            out.append(hi << 4 | lo)
+        }
+        self = out
+    }
 }

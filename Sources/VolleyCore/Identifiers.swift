@@ -81,13 +81,12 @@ public struct JobID: StringIdentifier {
         var bytes = withUnsafeBytes(of: (rng.next() as UInt64, rng.next() as UInt64)) { Array($0) }
         bytes[6] = bytes[6] & 0x0F | 0x40
         bytes[8] = bytes[8] & 0x3F | 0x80
-        let digits = Array("0123456789abcdef".utf8)
         var out = Array(prefix.utf8)
         out.reserveCapacity(out.count + 36)
         for (i, byte) in bytes.enumerated() {
             if i == 4 || i == 6 || i == 8 || i == 10 { out.append(UInt8(ascii: "-")) }
-            out.append(digits[Int(byte >> 4)])
-            out.append(digits[Int(byte & 0x0F)])
+            out.append(hexDigit(byte >> 4))
+            out.append(hexDigit(byte & 0x0F))
         }
         return JobID(String(decoding: out, as: UTF8.self))
     }

@@ -209,21 +209,8 @@ private struct JSONReader {
                 }
                 return s
             case UInt8(ascii: "\\"):
-                at += 1
-                guard at < bytes.count else { break }
-                let escape = bytes[at]
-                at += 1
-                switch escape {
-                case UInt8(ascii: "\""), UInt8(ascii: "\\"), UInt8(ascii: "/"): out.append(escape)
-                case UInt8(ascii: "b"): out.append(0x08)
-                case UInt8(ascii: "f"): out.append(0x0C)
-                case UInt8(ascii: "n"): out.append(0x0A)
-                case UInt8(ascii: "r"): out.append(0x0D)
-                case UInt8(ascii: "t"): out.append(0x09)
-                case UInt8(ascii: "u"): out.append(contentsOf: String(try unicodeEscape()).utf8)
-                default:
-                    at -= 1
-                    throw fail("an unknown escape \\\(Character(Unicode.Scalar(escape)))")
+                do { try JSONEscape.decode(bytes, at: &at, into: &out) } catch {
+                    throw JSONSyntaxError(offset: error.offset, message: error.message)
                 }
             case 0..<0x20: throw fail("a control character inside a string; escape it")
             default:
@@ -232,45 +219,6 @@ private struct JSONReader {
             }
         }
         throw JSONSyntaxError(offset: start - 1, message: "a string without its closing quote")
-    }
-
-    /// The scalar of `\uXXXX` (`at` past the `u`), joining a surrogate pair.
-    private mutating func unicodeEscape() throws(JSONSyntaxError) -> Unicode.Scalar {
-        let first = try hex4()
-        var code = UInt32(first)
-        if (0xD800..<0xDC00).contains(first) {
-            guard at + 1 < bytes.count, bytes[at] == UInt8(ascii: "\\"), bytes[at + 1] == UInt8(ascii: "u") else {
-                throw fail("a high surrogate \\u\(String(first, radix: 16)) without its low surrogate")
-            }
-            at += 2
-            let second = try hex4()
-            guard (0xDC00..<0xE000).contains(second) else {
-                throw fail("a high surrogate \\u\(String(first, radix: 16)) without its low surrogate")
-            }
-            code = 0x10000 + ((UInt32(first) - 0xD800) << 10) + (UInt32(second) - 0xDC00)
-        }
-        guard let scalar = Unicode.Scalar(code) else {
-            throw fail("a lone surrogate \\u\(String(first, radix: 16))")
-        }
-        return scalar
-    }
-
-    private mutating func hex4() throws(JSONSyntaxError) -> UInt16 {
-        guard at + 4 <= bytes.count else { throw fail("\\u needs four hex digits") }
-        var v: UInt16 = 0
-        for _ in 0..<4 {
-            let b = bytes[at]
-            let digit: UInt8
-            switch b {
-            case UInt8(ascii: "0")...UInt8(ascii: "9"): digit = b - UInt8(ascii: "0")
-            case UInt8(ascii: "a")...UInt8(ascii: "f"): digit = b - UInt8(ascii: "a") + 10
-            case UInt8(ascii: "A")...UInt8(ascii: "F"): digit = b - UInt8(ascii: "A") + 10
-            default: throw fail("\\u needs four hex digits")
-            }
-            v = v << 4 | UInt16(digit)
-            at += 1
-        }
-        return v
     }
 
     /// A number as RFC 8259 writes it. Integers of up to 15 digits are exact without parsing text; others go
@@ -319,5 +267,74 @@ private struct JSONReader {
         let start = at
         while at < bytes.count, (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(bytes[at]) { at += 1 }
         if at == start { throw fail(problem) }
+    }
+}
+
+/// The escapes of JSON strings (RFC 8259 §7), for the readers that decode strings by hand: `JSONValue(parsing:)`
+/// and the registry's device-record reader.
+public enum JSONEscape {
+    /// An escape that cannot be decoded: where (a byte offset) and why.
+    public struct Fault: Error, Sendable, Hashable {
+        public var offset: Int
+        public var message: String
+    }
+
+    /// Decodes the escape whose backslash is at `at`: appends its UTF-8 to `out` and moves `at` past it. `\uXXXX`
+    /// escapes join a surrogate pair; a lone surrogate is a fault.
+    public static func decode(
+        _ bytes: UnsafeRawBufferPointer, at: inout Int, into out: inout [UInt8]
+    ) throws(Fault) {
+        at += 1
+        guard at < bytes.count else { throw Fault(offset: at, message: "a string without its closing quote") }
+        let escape = bytes[at]
+        switch escape {
+        case UInt8(ascii: "\""), UInt8(ascii: "\\"), UInt8(ascii: "/"): out.append(escape)
+        case UInt8(ascii: "b"): out.append(0x08)
+        case UInt8(ascii: "f"): out.append(0x0C)
+        case UInt8(ascii: "n"): out.append(0x0A)
+        case UInt8(ascii: "r"): out.append(0x0D)
+        case UInt8(ascii: "t"): out.append(0x09)
+        case UInt8(ascii: "u"):
+            at += 1
+            UTF8.encode(try unicodeScalar(bytes, at: &at)) { out.append($0) }
+            return
+        default:
+            throw Fault(offset: at, message: "an unknown escape \\\(Character(Unicode.Scalar(escape)))")
+        }
+        at += 1
+    }
+
+    /// The scalar of `\uXXXX` (`at` past the `u`), joining a surrogate pair.
+    private static func unicodeScalar(_ bytes: UnsafeRawBufferPointer, at: inout Int) throws(Fault) -> Unicode.Scalar {
+        let first = try hex4(bytes, at: &at)
+        var code = UInt32(first)
+        if (0xD800..<0xDC00).contains(first) {
+            let unpaired = Fault(
+                offset: at, message: "a high surrogate \\u\(String(first, radix: 16)) without its low surrogate")
+            guard at + 1 < bytes.count, bytes[at] == UInt8(ascii: "\\"), bytes[at + 1] == UInt8(ascii: "u") else {
+                throw unpaired
+            }
+            at += 2
+            let second = try hex4(bytes, at: &at)
+            guard (0xDC00..<0xE000).contains(second) else { throw unpaired }
+            code = 0x10000 + ((UInt32(first) - 0xD800) << 10) + (UInt32(second) - 0xDC00)
+        }
+        guard let scalar = Unicode.Scalar(code) else {
+            throw Fault(offset: at, message: "a lone surrogate \\u\(String(first, radix: 16))")
+        }
+        return scalar
+    }
+
+    private static func hex4(_ bytes: UnsafeRawBufferPointer, at: inout Int) throws(Fault) -> UInt16 {
+        guard at + 4 <= bytes.count else { throw Fault(offset: at, message: "\\u needs four hex digits") }
+        var v: UInt16 = 0
+        for _ in 0..<4 {
+            guard let digit = hexDigitValue(bytes[at]) else {
+                throw Fault(offset: at, message: "\\u needs four hex digits")
+            }
+            v = v << 4 | UInt16(digit)
+            at += 1
+        }
+        return v
     }
 }

@@ -211,54 +211,9 @@ public enum DeviceRecordReader {
                     i += 1
                     continue
                 }
-                i += 1
-                guard i < b.count else { return nil }
-                let e = b[i]
-                i += 1
-                switch e {
-                case UInt8(ascii: "\""), UInt8(ascii: "\\"), UInt8(ascii: "/"): out.append(e)
-                case UInt8(ascii: "b"): out.append(0x08)
-                case UInt8(ascii: "f"): out.append(0x0C)
-                case UInt8(ascii: "n"): out.append(0x0A)
-                case UInt8(ascii: "r"): out.append(0x0D)
-                case UInt8(ascii: "t"): out.append(0x09)
-                case UInt8(ascii: "u"):
-                    guard var scalar = hex4() else { return nil }
-                    if scalar >= 0xD800 && scalar < 0xDC00 {
-                        guard i + 1 < b.count, b[i] == UInt8(ascii: "\\"), b[i + 1] == UInt8(ascii: "u") else {
-                            return nil
-                        }
-                        i += 2
-                        guard let low = hex4(), low >= 0xDC00 && low < 0xE000 else { return nil }
-                        scalar = 0x10000 + ((scalar - 0xD800) << 10) + (low - 0xDC00)
-                    } else if scalar >= 0xDC00 && scalar < 0xE000 {
-                        return nil
-                    }
-                    guard let u = Unicode.Scalar(scalar) else { return nil }
-                    out.append(contentsOf: Array(String(Character(u)).utf8))
-                default:
-                    return nil
-                }
+                do { try JSONEscape.decode(UnsafeRawBufferPointer(b), at: &i, into: &out) } catch { return nil }
             }
             return nil
-        }
-
-        mutating func hex4() -> UInt32? {
-            guard i + 4 <= b.count else { return nil }
-            var v: UInt32 = 0
-            for _ in 0..<4 {
-                let c = b[i]
-                let d: UInt32
-                switch c {
-                case 0x30...0x39: d = UInt32(c - 0x30)
-                case 0x41...0x46: d = UInt32(c - 0x41 + 10)
-                case 0x61...0x66: d = UInt32(c - 0x61 + 10)
-                default: return nil
-                }
-                v = v << 4 | d
-                i += 1
-            }
-            return v
         }
     }
 }

@@ -9,3 +9,12 @@ import VolleyCore
     let all = (0...255).map { UInt8($0) }
     #expect(all.lowercaseHex == all.map { String(format: "%02x", $0) }.joined())
 }
+
+@Test func hexReadsBackInEitherCase() {
+    let all = (0...255).map { UInt8($0) }
+    #expect([UInt8](hex: all.lowercaseHex) == all)
+    #expect([UInt8](hex: "00FFa5") == [0x00, 0xFF, 0xA5])
+    #expect([UInt8](hex: "") == [])
+    #expect([UInt8](hex: "abc") == nil)
+    #expect([UInt8](hex: "zz") == nil)
+}
