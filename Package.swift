@@ -1,14 +1,15 @@
 // swift-tools-version: 6.1
-// Volley: push-notification fan-out engine. Module map: README "Layout". Arrows point down only:
-// volley (CLI) → VolleyBench → VolleyService → VolleyEngine, VolleyAPNs/VolleyFCM, VolleyStore → VolleyCore;
+// Volley: push-notification fan-out engine for Linux. Module map: docs/architecture.md. Arrows point down only:
+// volley (CLI) → VolleyService → VolleyAPI, VolleyEngine, VolleyAPNs/VolleyFCM, VolleyStore → VolleyCore;
+// volley-bench → VolleyBench → VolleyService (the load tools, never linked into `volley`);
 // the providers → VolleyHTTP2, VolleyStore → VolleyRedis; the mock → VolleyHTTP2Server → VolleyHTTP2.
 import PackageDescription
 
 let package = Package(
     name: "Volley",
-    platforms: [.macOS(.v14)],
     products: [
         .executable(name: "volley", targets: ["volley"]),
+        .executable(name: "volley-bench", targets: ["volley-bench"]),
         .executable(name: "volley-mock", targets: ["VolleyMockMain"]),
         .library(name: "VolleyHTTP2", targets: ["VolleyHTTP2"]),
         .library(name: "VolleyService", targets: ["VolleyService"]),
@@ -135,7 +136,7 @@ let package = Package(
                 .product(name: "Metrics", package: "swift-metrics"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ]),
-        // Behind `volley bench`: transport, end-to-end, sweep and provider benchmarks, the processes they start
+        // Behind `volley-bench`: transport, end-to-end, sweep and provider benchmarks, the processes they start
         // (redis-server, volley-mock, workers, h2load, the aioapns peer), charts, and `bench serve`.
         .target(
             name: "VolleyBench",
@@ -144,22 +145,31 @@ let package = Package(
                 "VolleyAPNs",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Histogram", package: "hdrhistogram-swift"),
-                // ES256 JWTs for `volley bench transport` requests to the mock.
+                // ES256 JWTs for `volley-bench transport` requests to the mock.
                 .product(name: "Crypto", package: "swift-crypto"),
             ]),
-        // The CLI: worker, demo, send, devices, … and `bench`.
+        // The CLI: worker, api, demo, send, devices, … (the product that runs in production).
         .executableTarget(
             name: "volley",
             dependencies: [
-                "VolleyBench", "VolleyService", "VolleyAPI",
+                "VolleyService", "VolleyAPI", "VolleyCore",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "Logging", package: "swift-log"),
+            ]),
+        // `volley-bench`: the benchmarks' command line (transport, e2e, api, serve); starts `volley` and `volley-mock`.
+        .executableTarget(
+            name: "volley-bench",
+            dependencies: [
+                "VolleyBench", "VolleyService", "VolleyCore",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "Logging", package: "swift-log"),
             ]),
 
         // The mock APNs/FCM server (library so tests can run it in-process; `volley-mock` wraps it).
         .target(
             name: "VolleyMock",
             dependencies: [
-                "VolleyHTTP2", "VolleyHTTP2Server",
+                "VolleyCore", "VolleyHTTP2", "VolleyHTTP2Server",
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "CryptoExtras", package: "swift-crypto"),
                 .product(name: "X509", package: "swift-certificates"),
@@ -175,6 +185,8 @@ let package = Package(
         // Test helpers: start redis-server on a unix socket, start the mock on a free port.
         // In-memory stand-ins for the engine's seams (a sender, the storage backend), no sockets and no Redis.
         .target(name: "VolleyTestDoubles", dependencies: ["VolleyCore"], path: "Tests/VolleyTestDoubles"),
+        // The `unit` and `integration` tags every suite carries (`tools/test --unit` runs the first lane alone).
+        .target(name: "VolleyTestTags", path: "Tests/VolleyTestTags"),
         .target(
             name: "VolleyTestSupport",
             dependencies: [
@@ -182,67 +194,73 @@ let package = Package(
             ], path: "Tests/VolleyTestSupport"),
 
         // Unit tests, one target per module; real redis-server and the mock only where the module owns the wire.
-        .testTarget(name: "VolleyCoreTests", dependencies: ["VolleyCore"]),
+        .testTarget(name: "VolleyCoreTests", dependencies: ["VolleyCore", "VolleyTestTags"]),
         .testTarget(
             name: "VolleyHTTP2Tests",
             dependencies: [
-                "VolleyHTTP2", "VolleyHTTP2Server", "CNGHTTP2", "VolleyTestDoubles",
+                "VolleyTestTags", "VolleyHTTP2", "VolleyHTTP2Server", "CNGHTTP2", "VolleyTestDoubles",
                 .product(name: "Logging", package: "swift-log"),
             ]),
-        .testTarget(name: "VolleyHTTP2ServerTests", dependencies: ["VolleyHTTP2", "VolleyHTTP2Server"]),
-        .testTarget(name: "VolleyRedisTests", dependencies: ["VolleyRedis", "VolleyTestSupport", "VolleyTestDoubles"]),
+        .testTarget(
+            name: "VolleyHTTP2ServerTests", dependencies: ["VolleyHTTP2", "VolleyHTTP2Server", "VolleyTestTags"]),
+        .testTarget(
+            name: "VolleyRedisTests",
+            dependencies: ["VolleyRedis", "VolleyTestSupport", "VolleyTestDoubles", "VolleyTestTags"]),
         .testTarget(
             name: "VolleyStoreTests",
             dependencies: [
-                "VolleyStore", "VolleyRedis", "VolleyCore", "VolleyTestSupport", "VolleyTestDoubles",
+                "VolleyTestTags", "VolleyStore", "VolleyRedis", "VolleyCore", "VolleyTestSupport", "VolleyTestDoubles",
                 .product(name: "Logging", package: "swift-log"),
             ]),
         .testTarget(
             name: "VolleyAPNsTests",
             dependencies: [
-                "VolleyAPNs", "VolleyCore", "VolleyHTTP2", .product(name: "Crypto", package: "swift-crypto"),
+                "VolleyTestTags", "VolleyAPNs", "VolleyCore", "VolleyHTTP2",
+                .product(name: "Crypto", package: "swift-crypto"),
             ]),
         .testTarget(
             name: "VolleyFCMTests",
             dependencies: [
-                "VolleyFCM", "VolleyCore", "VolleyHTTP2",
+                "VolleyTestTags", "VolleyFCM", "VolleyCore", "VolleyHTTP2",
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "CryptoExtras", package: "swift-crypto"),
             ]),
         .testTarget(
             name: "VolleyEngineTests",
             dependencies: [
-                "VolleyEngine", "VolleyCore", "VolleyTestDoubles", .product(name: "Logging", package: "swift-log"),
+                "VolleyTestTags", "VolleyEngine", "VolleyCore", "VolleyTestDoubles",
+                .product(name: "Logging", package: "swift-log"),
                 .product(name: "MetricsTestKit", package: "swift-metrics"),
             ]),
         .testTarget(
             name: "VolleyAPITests",
             dependencies: [
-                "VolleyAPI", "VolleyCore", "VolleyRedis", "VolleyConnect", "VolleyStore",
+                "VolleyTestTags", "VolleyAPI", "VolleyCore", "VolleyRedis", "VolleyConnect", "VolleyStore",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Yams", package: "Yams"),
             ]),
         .testTarget(
             name: "VolleyConnectTests",
             dependencies: [
-                "VolleyConnect", "VolleyStore", "VolleyRedis", "VolleyCore", "VolleyTestSupport",
+                "VolleyTestTags", "VolleyConnect", "VolleyStore", "VolleyRedis", "VolleyCore", "VolleyTestSupport",
                 .product(name: "Logging", package: "swift-log"),
             ]),
         .testTarget(
             name: "VolleyServiceTests",
             dependencies: [
-                "VolleyService", "VolleyCore", "VolleyStore", .product(name: "Logging", package: "swift-log"),
+                "VolleyTestTags", "VolleyService", "VolleyCore", "VolleyStore",
+                .product(name: "Logging", package: "swift-log"),
             ]),
         .testTarget(
             name: "VolleyBenchTests",
             dependencies: [
-                "VolleyBench", .product(name: "Logging", package: "swift-log"),
+                "VolleyTestTags", "VolleyBench", .product(name: "Logging", package: "swift-log"),
             ]),
         // The mock's own tests: its decisions in-process, and over real TLS with curl and h2load.
         .testTarget(
             name: "VolleyMockTests",
             dependencies: [
-                "VolleyMock", "VolleyHTTP2", "VolleyHTTP2Server", "VolleyTestSupport",
+                "VolleyTestTags", "VolleyCore", "VolleyMock", "VolleyHTTP2", "VolleyHTTP2Server", "VolleyTestSupport",
                 .product(name: "Logging", package: "swift-log"),
             ]),
         // Across modules: engine + stores on a real redis-server, providers against the mock, `volley worker`
@@ -250,7 +268,8 @@ let package = Package(
         .testTarget(
             name: "VolleyIntegrationTests",
             dependencies: [
-                "VolleyEngine", "VolleyService", "VolleyStore", "VolleyRedis", "VolleyCore", "VolleyAPNs", "VolleyFCM",
+                "VolleyTestTags", "VolleyEngine", "VolleyService", "VolleyStore", "VolleyRedis", "VolleyCore",
+                "VolleyAPNs", "VolleyFCM",
                 "VolleyHTTP2", "VolleyMock", "VolleyTestSupport", "VolleyTestDoubles", "VolleyAPI",
                 "VolleyConnect",
                 .product(name: "Crypto", package: "swift-crypto"),

@@ -6,7 +6,10 @@ alert has a runbook anchor that docs/operations-deploy.md defines; every Deploym
 is above the ConfigMap's worker.drainSeconds; every Deployment's probes use /livez and /readyz.
 
 With --ldd BINARY: the binary's shared libraries (ldd) map, through dpkg, to exactly the runtime packages plus the
-base packages; a library no package provides (a Swift runtime library from the toolchain) fails the check.
+base packages; a library no package provides fails the check. With --toolchain-lib DIR, the Swift runtime libraries
+under DIR (the standard library, Foundation, Dispatch) are set aside: the container's release build links them
+statically (--static-swift-stdlib), so an ordinary debug or release binary answers the same question, which C
+libraries Volley needs at run time, without a static build of its own.
 """
 import argparse
 import json
@@ -99,10 +102,11 @@ def package_of(path):
     return None
 
 
-def check_ldd(binary, runtime, base):
+def check_ldd(binary, runtime, base, toolchain_lib=None):
     out = subprocess.run(["ldd", binary], capture_output=True, text=True, check=True).stdout
     allowed = set(runtime) | set(base)
     used = set()
+    toolchain = os.path.realpath(toolchain_lib) + os.sep if toolchain_lib else None
     for line in out.splitlines():
         m = re.match(r"\s*(\S+) => (\S+)", line)
         if not m:
@@ -111,6 +115,8 @@ def check_ldd(binary, runtime, base):
         if path == "not":
             problems.append(f"{binary}: {lib} is not found")
             continue
+        if toolchain and os.path.realpath(path).startswith(toolchain):
+            continue  # linked statically into the container's binary
         pkg = package_of(path)
         if pkg is None:
             problems.append(f"{binary}: {lib} ({path}) comes from no Debian package (a toolchain library?)")
@@ -129,9 +135,10 @@ def main():
     parser.add_argument("--ldd")
     parser.add_argument("--runtime-packages", default="")
     parser.add_argument("--base-packages", default="")
+    parser.add_argument("--toolchain-lib")
     args = parser.parse_args()
     if args.ldd:
-        check_ldd(args.ldd, args.runtime_packages.split(), args.base_packages.split())
+        check_ldd(args.ldd, args.runtime_packages.split(), args.base_packages.split(), args.toolchain_lib)
     else:
         check_dashboard()
         check_alerts()

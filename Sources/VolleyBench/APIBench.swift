@@ -1,7 +1,7 @@
 import Foundation
 import Logging
 
-/// `volley bench api`: wrk against a `volley api` process on its own redis-server. Each workload runs for the same
+/// `volley-bench api`: wrk against a `volley api` process on its own redis-server. Each workload runs for the same
 /// duration at the same connection count, back to back in one run: `GET /livez` (the HTTP framework's own ceiling,
 /// no Redis), `POST /v1/jobs` with a small job (key lookup + rate-limit script + one XADD script), and the
 /// Salesforce-compatible custom notification action.

@@ -1,4 +1,4 @@
-// `volley bench serve`: a minimal APNs-shaped HTTP/2 server on VolleyHTTP2's HTTP2Server (answers 200,
+// `volley-bench serve`: a minimal APNs-shaped HTTP/2 server on VolleyHTTP2's HTTP2Server (answers 200,
 // optional latency), for transport benchmarks when volley-mock is not wanted. Writes endpoints.json.
 import Dispatch
 import Foundation

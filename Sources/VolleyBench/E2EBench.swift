@@ -9,7 +9,7 @@ import VolleyRedis
 import VolleyService
 import VolleyStore
 
-/// `volley bench e2e`: the whole pipeline under load, from XADD to XACK.
+/// `volley-bench e2e`: the whole pipeline under load, from XADD to XACK.
 ///
 /// What it does, in order:
 /// 1. starts a redis-server (unix socket, temp dir) and a `volley-mock` unless given (`--redis`, `--mock-endpoints`);

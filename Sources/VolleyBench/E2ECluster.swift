@@ -169,7 +169,7 @@ public final class BenchRedisCluster: @unchecked Sendable {
     }
 }
 
-/// `volley bench e2e --redis-cluster N`: the same campaign (devices, workers, connections, mock) against one
+/// `volley-bench e2e --redis-cluster N`: the same campaign (devices, workers, connections, mock) against one
 /// redis-server and against an N-primary Redis Cluster, in one run, both over loopback TCP. Reports each rate, the
 /// ratio cluster / single, and Redis CPU per device: of the single Redis, of each primary and their sum.
 public struct E2EClusterBench {

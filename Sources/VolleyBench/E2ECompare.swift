@@ -5,9 +5,9 @@ import Foundation
 import Logging
 import VolleyAPNs
 
-/// `volley bench e2e --compare`: after the end-to-end run, against the same mock (same latency and stream limit),
+/// `volley-bench e2e --compare`: after the end-to-end run, against the same mock (same latency and stream limit),
 /// with the same body size, connections and per-connection concurrency, measures
-/// (a) the bare transport (`volley bench transport --target … --vs-h2load`, the transport's own benchmark, run as a
+/// (a) the bare transport (`volley-bench transport --target … --vs-h2load`, the transport's own benchmark, run as a
 ///     child process so its figures are exactly what that command prints),
 /// (b) h2load (from (a); or run here when (a) is unavailable),
 /// (c) the Python peer aioapns (PyPI, in a virtualenv under `.build/`), driven by `tools/bench/aioapns_peer.py`.
@@ -94,9 +94,9 @@ public struct E2ECompare {
                 + "connection(s), \(o.concurrency) streams each)…\n"
         )
         let (status, text) = Self.capture(
-            volleyExecutablePath(),
+            benchExecutablePath(),
             [
-                "bench", "transport", "--json", "--vs-h2load", "--target", "https://\(e.host):\(e.port)", "--ca-file",
+                "transport", "--json", "--vs-h2load", "--target", "https://\(e.host):\(e.port)", "--ca-file",
                 e.caFile,
                 "--endpoints", e.file, "--requests", "\(o.requests)", "--connections", "\(o.connections)",
                 "--concurrency", "\(o.concurrency)", "--body-bytes", "\(o.bodyBytes)",
@@ -109,7 +109,7 @@ public struct E2ECompare {
             r.h2load_cpu_us = j["h2load_cpu_us"] as? Double
         } else {
             r.notes.append(
-                "`volley bench transport` unavailable or failed (status \(status.map(String.init) ?? "none")); "
+                "`volley-bench transport` unavailable or failed (status \(status.map(String.init) ?? "none")); "
                     + "h2load run directly"
             )
         }

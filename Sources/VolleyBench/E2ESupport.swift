@@ -5,7 +5,7 @@ import Foundation
 import Logging
 import VolleyHTTP2
 
-// Helpers of the end-to-end benchmark (`volley bench e2e`): child processes, /proc sampling, a redis-server and a
+// Helpers of the end-to-end benchmark (`volley-bench e2e`): child processes, /proc sampling, a redis-server and a
 // volley-mock started for the run, and a small HTTP/2 client for the mock's stats. Benchmark code: it runs in the
 // `volley` CLI only, never inside a test or a worker.
 
@@ -129,15 +129,18 @@ func which(_ name: String) -> String? {
     return nil
 }
 
-/// The folder of the running `volley` executable (volley-mock is built next to it).
-public func volleyExecutableDirectory() -> String {
-    let exe = (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe")) ?? CommandLine.arguments[0]
-    return URL(fileURLWithPath: exe).deletingLastPathComponent().path
-}
-
-public func volleyExecutablePath() -> String {
+/// The running benchmark executable (`volley-bench`), which runs its own subcommands as child processes.
+public func benchExecutablePath() -> String {
     (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe")) ?? CommandLine.arguments[0]
 }
+
+/// The folder of the running executable: `volley` and `volley-mock` are built next to `volley-bench`.
+public func volleyExecutableDirectory() -> String {
+    URL(fileURLWithPath: benchExecutablePath()).deletingLastPathComponent().path
+}
+
+/// The `volley` executable the benchmarks start (workers, the API, `keys create`).
+public func volleyExecutablePath() -> String { volleyExecutableDirectory() + "/volley" }
 
 /// A redis-server on a unix socket in a temporary folder, no persistence; with `tcpPort`, on that loopback port too
 /// (and `url` names the port: a cluster is reached over TCP, so a comparison with one uses TCP on both sides).

@@ -1,4 +1,4 @@
-// `volley bench transport --vs-provider`: the same closed loop, but every request goes through `APNSProvider`
+// `volley-bench transport --vs-provider`: the same closed loop, but every request goes through `APNSProvider`
 // (prepared once per job; per device: request build, apns-id, cached provider token, outcome table), against the
 // same server in the same run, so the provider's overhead over the bare transport shows as a ratio.
 import Dispatch

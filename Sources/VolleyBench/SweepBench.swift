@@ -4,11 +4,11 @@
 import Foundation
 import Logging
 
-/// `volley bench e2e --sweep`:
+/// `volley-bench e2e --sweep`:
 /// 1. transport grid: connections {1,2,4,8} × mock latency {0,20,100 ms} × stream limit {100,1000}, each point one
-///    `volley bench transport --json` child (it starts its own mock with that latency and limit); concurrency per
+///    `volley-bench transport --json` child (it starts its own mock with that latency and limit); concurrency per
 ///    connection = the stream limit, so the Little's-law bound is connections × streams / latency;
-/// 2. worker scaling: `volley bench e2e` with 1, 2 and 4 worker processes on one Redis and one mock.
+/// 2. worker scaling: `volley-bench e2e` with 1, 2 and 4 worker processes on one Redis and one mock.
 /// Writes `<out>/sweep.csv`, `<out>/sweep.json` and SVG charts (`<out>/*.svg`).
 public struct SweepBench {
     public struct Options: Sendable {
@@ -76,7 +76,7 @@ public struct SweepBench {
         defer { try? FileManager.default.removeItem(atPath: tmp) }
         if !o.skipTransport {
             // One volley-mock for the grid, reconfigured at run time (POST /_mock/config: latency and advertised
-            // max concurrent streams, applied to new connections); each point is one `volley bench transport
+            // max concurrent streams, applied to new connections); each point is one `volley-bench transport
             // --target` child against it, so every point measures the same server.
             let mock = try BenchMock(directory: tmp, configJSON: mockConfigJSON(latencyMs: 0, maxStreams: 1000))
             defer { mock.stop() }
@@ -93,9 +93,9 @@ public struct SweepBench {
                         stderrLine("sweep: \(c) conn × \(s) streams, latency \(lat) ms, \(n) requests… ")
                         let log = tmp + "/t-\(c)-\(s)-\(lat).log"
                         let (st, out) = E2ECompare.capture(
-                            volleyExecutablePath(),
+                            benchExecutablePath(),
                             [
-                                "bench", "transport", "--json", "--requests", "\(n)", "--connections", "\(c)",
+                                "transport", "--json", "--requests", "\(n)", "--connections", "\(c)",
                                 "--concurrency", "\(s)", "--body-bytes", "\(o.bodyBytes)",
                                 "--target", "https://\(e.host):\(e.port)", "--ca-file", e.caFile, "--endpoints", e.file,
                             ], log: log, timeout: 240)

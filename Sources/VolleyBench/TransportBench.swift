@@ -1,7 +1,7 @@
 // swift-format-ignore-file: AlwaysUseLowerCamelCase
 
 // The result types' properties are the `--json` keys (snake_case, a contract with users' scripts), named as written.
-// `volley bench transport`: closed-loop HTTP/2 load through HTTP2ConnectionPool against the mock (or any
+// `volley-bench transport`: closed-loop HTTP/2 load through HTTP2ConnectionPool against the mock (or any
 // TLS HTTP/2 server), optionally beside h2load on the same server in the same run.
 import Crypto
 import Dispatch
@@ -28,7 +28,7 @@ public struct TransportBenchOptions: Sendable {
     public var caFile: String?
     /// An endpoints.json to read credentials (and target) from when `target` is set.
     public var endpointsFile: String?
-    /// "mock" (volley-mock next to the executable) or "builtin" (`volley bench serve`, our own HTTP2Server).
+    /// "mock" (volley-mock next to the executable) or "builtin" (`volley-bench serve`, our own HTTP2Server).
     public var server = "mock"
     /// Directory holding the `volley` / `volley-mock` executables.
     public var executableDirectory: String
@@ -77,7 +77,7 @@ public struct TransportBenchResult: Sendable, Codable {
     public var rounds: [TransportBenchRound] = []
 }
 
-/// One round of `volley bench transport`: the contenders measured back to back.
+/// One round of `volley-bench transport`: the contenders measured back to back.
 public struct TransportBenchRound: Sendable, Codable {
     public var rate: Double
     public var cpu_us: Double
@@ -103,7 +103,7 @@ func median(_ xs: [Double]) -> Double {
     return s.count % 2 == 1 ? s[s.count / 2] : (s[s.count / 2 - 1] + s[s.count / 2]) / 2
 }
 
-/// The endpoints file the mock (and `volley bench serve`) writes into its state dir.
+/// The endpoints file the mock (and `volley-bench serve`) writes into its state dir.
 public struct BenchEndpoints: Codable, Sendable {
     public struct APNs: Codable, Sendable {
         public var p8_file: String
@@ -185,9 +185,9 @@ public enum TransportBench {
                 .write(toFile: cfg, atomically: true, encoding: .utf8)
             args += ["--config", cfg, "--no-duplicate-tracking"]
         } else {
-            p.executableURL = URL(fileURLWithPath: o.executableDirectory + "/volley")
+            p.executableURL = URL(fileURLWithPath: benchExecutablePath())
             args =
-                ["bench", "serve"] + args + [
+                ["serve"] + args + [
                     "--latency-ms", String(o.mockLatencyMs), "--max-streams", String(o.mockMaxStreams),
                 ]
         }

@@ -1,4 +1,4 @@
-// HTTP/2 + TLS server on nghttp2's server side. Used by the mock APNs/FCM server, `volley bench serve` and tests.
+// HTTP/2 + TLS server on nghttp2's server side. Used by the mock APNs/FCM server, `volley-bench serve` and tests.
 // Runs on the connection machinery of VolleyHTTP2: its socket + TLS driver and its nghttp2 session wrapper.
 import Dispatch
 import Foundation

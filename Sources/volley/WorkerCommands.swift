@@ -265,13 +265,6 @@ struct Devices: AsyncParsableCommand {
     }
 }
 
-/// Runs blocking Redis work off the cooperative pool.
-func runBlocking<T: Sendable>(_ body: @escaping @Sendable () throws -> T) async throws -> T {
-    try await withCheckedThrowingContinuation { (cont: CheckedContinuation<T, Error>) in
-        Thread { do { cont.resume(returning: try body()) } catch { cont.resume(throwing: error) } }.start()
-    }
-}
-
 struct Demo: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "Run Volley end to end on local defaults (own Redis, bundled mock).",

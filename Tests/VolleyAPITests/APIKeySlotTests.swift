@@ -1,11 +1,12 @@
 import Testing
 import VolleyCore
 import VolleyRedis
+import VolleyTestTags
 
 @testable import VolleyAPI
 
 /// Each API script's keys fall in one Redis Cluster slot (a cluster refuses a script whose keys do not: CROSSSLOT).
-@Suite struct APIKeySlotTests {
+@Suite(.tags(.unit)) struct APIKeySlotTests {
     let keys = APIKeys(prefix: "volley")
 
     @Test func theAdmitScriptsCredentialsAndBucketShareASlot() {

@@ -1,9 +1,11 @@
 import Foundation
 import Testing
 import VolleyCore
+import VolleyTestTags
 
 @testable import VolleyAPI
 
+@Suite(.tags(.unit))
 struct UserTokenTests {
     let current = UserTokenKey(id: "k2", secret: Array(repeating: 7, count: 32))
     let previous = UserTokenKey(id: "k1", secret: Array(repeating: 9, count: 32))
@@ -50,6 +52,7 @@ struct UserTokenTests {
     }
 }
 
+@Suite(.tags(.unit))
 struct APIKeyTests {
     @Test func aKeyMatchesOnlyItsOwnRecord() {
         let (id, key) = APIKeyFormat.generate()
@@ -87,6 +90,7 @@ struct APIKeyTests {
     }
 }
 
+@Suite(.tags(.unit))
 struct InputTests {
     @Test func decodingErrorsNameTheField() throws {
         let body = Data(#"{"org":"o","app":"a","recipients":["u"],"notification":{"badge":"x"}}"#.utf8)
@@ -116,6 +120,7 @@ struct InputTests {
     }
 }
 
+@Suite(.tags(.unit))
 struct APIKeyRecordCacheTests {
     func json(role: String, sha: String = String(repeating: "a", count: 64)) -> String {
         #"{"createdAt":"2026-11-24T00:00:00Z","id":"0123456789abcdef","org":"orgA","role":"\#(role)","#

@@ -1,9 +1,11 @@
 import Foundation
 import Testing
 import VolleyCore
+import VolleyTestTags
 
 @testable import VolleyAPI
 
+@Suite(.tags(.unit))
 struct JobJSONTests {
     static let everyKey = #"""
         {"id":"j-1","org":"orgA","app":"app1","recipients":["005A","00G1"],

@@ -4,12 +4,14 @@ import Testing
 import VolleyConnect
 import VolleyRedis
 import VolleyStore
+import VolleyTestTags
 import Yams
 
 @testable import VolleyAPI
 
 /// The served document describes exactly the routes the server has: every (method, path) the router registers,
 /// with the Salesforce-compatible resources taken from the table `ConnectService` routes by.
+@Suite(.tags(.unit))
 struct OpenAPIDocumentTests {
     static let methods: Set<String> = ["get", "put", "post", "patch", "delete", "head", "options", "trace"]
 

@@ -4,6 +4,7 @@ import Testing
 import VolleyAPNs
 import VolleyCore
 import VolleyHTTP2
+import VolleyTestTags
 
 func jsonObject(_ bytes: [UInt8]) -> [String: Any] {
     ((try? JSONSerialization.jsonObject(with: Data(bytes))) as? [String: Any]) ?? [:]
@@ -11,7 +12,7 @@ func jsonObject(_ bytes: [UInt8]) -> [String: Any] {
 
 func headerValue(_ r: HTTP2Request, _ name: String) -> String? { r.headers.first(where: { $0.name == name })?.value }
 
-@Suite struct APNSEncoderTests {
+@Suite(.tags(.unit)) struct APNSEncoderTests {
     let now = Date(timeIntervalSince1970: 1_800_000_000)
     let device = Device(platform: .ios, token: DeviceToken(String(repeating: "ab", count: 32)))
 

@@ -1,9 +1,10 @@
 import Foundation
 import Testing
+import VolleyTestTags
 
 @testable import VolleyAPNs
 
-@Suite struct SipHashTests {
+@Suite(.tags(.unit)) struct SipHashTests {
     /// Reference vectors of SipHash-2-4 with 128-bit output (key 00…0f, message 00…(n-1)).
     @Test func sipHash128ReferenceVectors() {
         let key = (0..<16).map { UInt8($0) }.withUnsafeBytes { SipHashKey($0) }

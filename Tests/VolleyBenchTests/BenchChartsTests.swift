@@ -2,10 +2,12 @@ import Foundation
 import Logging
 import Testing
 import VolleyService
+import VolleyTestTags
 
 @testable import VolleyBench
 
 /// The benchmark's SVG renderer and summaries (pure logic; the benchmarks themselves are not run by `swift test`).
+@Suite(.tags(.unit))
 struct BenchChartsTests {
     @Test func rendersOnePolylinePerSeriesWithLegend() {
         let chart = SVGLineChart(
@@ -53,7 +55,8 @@ struct BenchChartsTests {
     }
 }
 
-/// `volley bench transport --rounds`: every round measures every contender; the summary is the median.
+/// `volley-bench transport --rounds`: every round measures every contender; the summary is the median.
+@Suite(.tags(.unit))
 struct TransportBenchRoundsTests {
     @Test func medianOfOddAndEvenCounts() {
         #expect(median([3, 1, 2]) == 2)
@@ -116,6 +119,7 @@ struct TransportBenchRoundsTests {
     }
 }
 
+@Suite(.tags(.unit))
 struct E2EBenchOptionsTests {
     @Test func workerEnvironmentEntriesAreKeyEqualsValue() {
         let env = E2EBench.Options.environment([
@@ -133,6 +137,7 @@ struct E2EBenchOptionsTests {
     }
 }
 
+@Suite(.tags(.unit))
 struct E2EClusterConfigurationTests {
     /// Writes a volley-mock endpoints file whose referenced files exist (the configuration checks they are readable).
     func endpoints(in dir: URL) throws -> MockEndpoints {

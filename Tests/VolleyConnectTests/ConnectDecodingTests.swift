@@ -1,6 +1,7 @@
 import Foundation
 import Testing
 import VolleyCore
+import VolleyTestTags
 
 @testable import VolleyConnect
 
@@ -30,7 +31,7 @@ private func thrown(_ body: () throws -> Void) -> ConnectError? {
     }
 }
 
-@Test func resourcePathAcceptsAnyVersion() {
+@Test(.tags(.unit)) func resourcePathAcceptsAnyVersion() {
     #expect(ConnectRequest.resourcePath("/services/data/v58.0/connect/notifications") == "/connect/notifications")
     #expect(
         ConnectRequest.resourcePath("/services/data/v46.0/actions/standard/customNotificationAction")
@@ -42,7 +43,7 @@ private func thrown(_ body: () throws -> Void) -> ConnectError? {
 
 // MARK: customNotificationAction
 
-@Test func actionInputOfTheGuideDecodes() throws {
+@Test(.tags(.unit)) func actionInputOfTheGuideDecodes() throws {
     let raw = try parse(
         """
         {"customNotifTypeId": "0MLR0000000008eOAA", "recipientIds": ["005R0000000LSqtIAG"],
@@ -63,7 +64,7 @@ private func thrown(_ body: () throws -> Void) -> ConnectError? {
     try job.validate()
 }
 
-@Test func actionRecipientsMayMixKindsAndRepeat() throws {
+@Test(.tags(.unit)) func actionRecipientsMayMixKindsAndRepeat() throws {
     // A user, a group, a queue, an account (team) and an opportunity (team), one id twice.
     let raw = try parse(
         """
@@ -79,7 +80,7 @@ private func thrown(_ body: () throws -> Void) -> ConnectError? {
     #expect(try parse(ref)["attributes"]?["recordId"] == .string("x"))
 }
 
-@Test func actionInputProblemsNameTheirFields() throws {
+@Test(.tags(.unit)) func actionInputProblemsNameTheirFields() throws {
     let long = String(repeating: "é", count: 251)
     let cases: [(String, String, [String])] = [
         (
@@ -150,7 +151,7 @@ private func thrown(_ body: () throws -> Void) -> ConnectError? {
     #expect(try inputErrors(#"{"customNotifTypeId": "T"}"#).count == 4)
 }
 
-@Test(arguments: [500, 501])
+@Test(.tags(.unit), arguments: [500, 501])
 func actionRecipientLimit(count: Int) throws {
     let ids = (0..<count).map { "\"u\($0)\"" }.joined(separator: ",")
     let errors = try inputErrors(
@@ -158,7 +159,7 @@ func actionRecipientLimit(count: Int) throws {
     #expect(errors.map(\.statusCode) == (count > 500 ? ["LIMIT_EXCEEDED"] : []))
 }
 
-@Test func actionBodyMustHoldInputs() {
+@Test(.tags(.unit)) func actionBodyMustHoldInputs() {
     #expect(thrown { _ = try CustomNotificationAction.inputs(json("not json")) }?.errorCode == "JSON_PARSER_ERROR")
     #expect(thrown { _ = try CustomNotificationAction.inputs(json("{}")) }?.message.hasPrefix("inputs:") == true)
     #expect(thrown { _ = try CustomNotificationAction.inputs(json(#"{"inputs": {}}"#)) }?.status == 400)
@@ -168,7 +169,7 @@ func actionRecipientLimit(count: Int) throws {
             .contains("extra") == true)
 }
 
-@Test func actionResultsHaveSalesforceShape() throws {
+@Test(.tags(.unit)) func actionResultsHaveSalesforceShape() throws {
     let ok = try object(try ConnectJSON.encoder.encode([CustomNotificationAction.Result.success]))
     let expected = try object(
         json(
@@ -192,7 +193,7 @@ func actionRecipientLimit(count: Int) throws {
 
 // MARK: Connect push
 
-@Test func pushAcceptsTheGuidesSingleQuotedPayload() throws {
+@Test(.tags(.unit)) func pushAcceptsTheGuidesSingleQuotedPayload() throws {
     let body = json(
         """
         {"appName": "TestApp", "namespace": "abc", "userIds": ["005x00000013dPK", "005x00000013dPL"],
@@ -212,7 +213,7 @@ func actionRecipientLimit(count: Int) throws {
     #expect(job.effectiveNotification.inAppText?.body == "test")
 }
 
-@Test func pushWithoutAPSGoesToAndroidAsData() throws {
+@Test(.tags(.unit)) func pushWithoutAPSGoesToAndroidAsData() throws {
     let push = try ConnectPush.decode(
         json(#"{"appName": "A", "userIds": ["u"], "payload": "{\"number\": 1, \"name\": \"test\"}"}"#))
     let job = ConnectPush.job(push, id: "j", org: "o")
@@ -220,7 +221,7 @@ func actionRecipientLimit(count: Int) throws {
     #expect(job.fcm?["data"] == .object(["number": .string("1"), "name": .string("test")]))
 }
 
-@Test func pushProblemsNameTheirFields() {
+@Test(.tags(.unit)) func pushProblemsNameTheirFields() {
     func field(_ s: String) -> String? {
         thrown { _ = try ConnectPush.decode(json(s)) }.map { String($0.message.prefix { $0 != ":" }) }
     }
@@ -241,7 +242,7 @@ func actionRecipientLimit(count: Int) throws {
             .errorCode == "JSON_PARSER_ERROR")
 }
 
-@Test func singleQuotedTextBecomesJSON() {
+@Test(.tags(.unit)) func singleQuotedTextBecomesJSON() {
     #expect(ConnectJSON.doubleQuoted(#"{'a': 'it\'s "x"'}"#) == #"{"a": "it's \"x\""}"#)
     #expect(ConnectJSON.doubleQuoted(#"{"a": "don't"}"#) == #"{"a": "don't"}"#)
     #expect(ConnectJSON.doubleQuoted(#"{'a': 'open}"#) == nil)
@@ -250,7 +251,7 @@ func actionRecipientLimit(count: Int) throws {
 
 // MARK: Notifications parameters
 
-@Test func listParametersFollowSalesforce() throws {
+@Test(.tags(.unit)) func listParametersFollowSalesforce() throws {
     let d = try NotificationListParameters(query: [])
     #expect(d.size == 10 && d.trimMessages && d.after == nil && d.before == nil)
     func q(_ pairs: (String, String)...) -> [ConnectQueryItem] { pairs.map { ConnectQueryItem(name: $0, value: $1) } }
@@ -270,7 +271,7 @@ func actionRecipientLimit(count: Int) throws {
     }
 }
 
-@Test func markParametersFollowSalesforce() throws {
+@Test(.tags(.unit)) func markParametersFollowSalesforce() throws {
     func mark(_ s: String, single: Bool = false) throws(ConnectError) -> NotificationMarkParameters {
         try NotificationMarkParameters(body: json(s), query: [], single: single)
     }
@@ -305,7 +306,7 @@ func actionRecipientLimit(count: Int) throws {
     #expect(fromQuery.read == false && fromQuery.seen == nil)
 }
 
-@Test func notificationsAreTrimmedByDefault() throws {
+@Test(.tags(.unit)) func notificationsAreTrimmedByDefault() throws {
     let n = InboxNotification(
         id: "n1", type: "T", title: String(repeating: "t", count: 200), body: String(repeating: "b", count: 700),
         target: nil, targetPageRef: nil, createdAt: Date(timeIntervalSince1970: 1_561_487_071.5))
@@ -324,14 +325,14 @@ func actionRecipientLimit(count: Int) throws {
     #expect(out["count"] as? Int == 1 && out["target"] is NSNull && out["organizationId"] as? String == "o")
 }
 
-@Test func errorsHaveSalesforceShape() throws {
+@Test(.tags(.unit)) func errorsHaveSalesforceShape() throws {
     let r = ConnectError.invalidInput("size: must be from 1 through 50").response
     #expect(r.status == 400)
     let a = try #require(try object(r.body) as? [[String: String]])
     #expect(a == [["errorCode": "INVALID_API_INPUT", "message": "size: must be from 1 through 50"]])
 }
 
-@Test func orgSettingsOnlyTurnChannelsOff() {
+@Test(.tags(.unit)) func orgSettingsOnlyTurnChannelsOff() {
     let type = NotificationType(id: "T", name: "Label", mobile: true, desktop: false)
     let on = NotificationOrgSetting(desktopEnabled: true, mobileEnabled: true).effective(for: type)
     #expect(on.mobile && !on.desktop && !on.email && !on.slack)
@@ -339,7 +340,7 @@ func actionRecipientLimit(count: Int) throws {
 }
 
 /// The jobs the resources write are jobs the worker takes: no key it does not know, and structurally valid.
-@Test func writtenJobsPassTheWorkersChecks() throws {
+@Test(.tags(.unit)) func writtenJobsPassTheWorkersChecks() throws {
     let input = try parse(
         #"{"customNotifTypeId": "T", "recipientIds": ["u", "00G"], "title": "t", "body": "b", "targetPageRef": "{}"}"#)
     guard case .valid(let decoded) = CustomNotificationAction.decode(input) else {

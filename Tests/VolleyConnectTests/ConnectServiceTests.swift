@@ -5,6 +5,7 @@ import VolleyCore
 import VolleyRedis
 import VolleyStore
 import VolleyTestSupport
+import VolleyTestTags
 
 @testable import VolleyConnect
 
@@ -89,7 +90,7 @@ private let action = "/actions/standard/customNotificationAction"
 private let backend = ConnectCaller(org: "o1")
 private let alice = ConnectCaller(org: "o1", user: "alice", app: "sales")
 
-@Test func customNotificationActionWritesOneJobPerValidInput() throws {
+@Test(.tags(.integration)) func customNotificationActionWritesOneJobPerValidInput() throws {
     let h = try Harness()
     defer { h.stop() }
     try h.types.setType(org: "o1", NotificationType(id: "0ML1", name: "Deal won"))
@@ -128,7 +129,7 @@ private let alice = ConnectCaller(org: "o1", user: "alice", app: "sales")
     #expect(try h.jobs().count == 1)
 }
 
-@Test func connectPushAnswers202WithTheJobAndStaysInItsOrg() throws {
+@Test(.tags(.integration)) func connectPushAnswers202WithTheJobAndStaysInItsOrg() throws {
     let h = try Harness()
     defer { h.stop() }
     let path = "/connect/notifications/push"
@@ -149,7 +150,7 @@ private let alice = ConnectCaller(org: "o1", user: "alice", app: "sales")
     #expect(try h.jobs().count == 1)
 }
 
-@Test func notificationsListReadMarkAndCountForTheContextUser() throws {
+@Test(.tags(.integration)) func notificationsListReadMarkAndCountForTheContextUser() throws {
     let h = try Harness()
     defer { h.stop() }
     try h.types.setType(org: "o1", NotificationType(id: "T", name: "Shown"))
@@ -224,7 +225,7 @@ private let alice = ConnectCaller(org: "o1", user: "alice", app: "sales")
     #expect(h.call("GET", "/connect/notifications", caller: backend).status == 403)
 }
 
-@Test func appAndOrgSettingsDefaultSetAndReset() throws {
+@Test(.tags(.integration)) func appAndOrgSettingsDefaultSetAndReset() throws {
     let h = try Harness()
     defer { h.stop() }
     try h.types.setType(org: "o1", NotificationType(id: "T", name: "Deal won", mobile: true, desktop: false))
@@ -286,7 +287,7 @@ private let alice = ConnectCaller(org: "o1", user: "alice", app: "sales")
             == 404)
 }
 
-@Test func unknownResourcesAndMethodsAnswerInSalesforceShape() throws {
+@Test(.tags(.integration)) func unknownResourcesAndMethodsAnswerInSalesforceShape() throws {
     let h = try Harness()
     defer { h.stop() }
     let r = h.call("GET", "/connect/nothing", caller: alice)
@@ -295,7 +296,7 @@ private let alice = ConnectCaller(org: "o1", user: "alice", app: "sales")
     #expect(try m.status == 405 && (try errorCode(m)) == "METHOD_NOT_ALLOWED")
 }
 
-@Test func concurrentRequestsShareTheStoresSafely() async throws {
+@Test(.tags(.integration)) func concurrentRequestsShareTheStoresSafely() async throws {
     let h = try Harness()
     defer { h.stop() }
     let body = Data(#"{"appName": "sales", "userIds": ["alice"], "payload": "{'aps': {'alert': 'hi'}}"}"#.utf8)
@@ -316,7 +317,7 @@ private let alice = ConnectCaller(org: "o1", user: "alice", app: "sales")
     #expect(jobs.count == 40 && Set(jobs.compactMap(\.id)).count == 40)
 }
 
-@Test func headAndPercentEncodedSegmentsRouteLikeGet() throws {
+@Test(.tags(.integration)) func headAndPercentEncodedSegmentsRouteLikeGet() throws {
     let h = try Harness()
     defer { h.stop() }
     try h.types.setType(org: "o1", NotificationType(id: "A B", name: "Spaced"))
@@ -328,7 +329,7 @@ private let alice = ConnectCaller(org: "o1", user: "alice", app: "sales")
 
 /// The resource table the API's document is checked against says what `handle` routes: each listed method reaches
 /// its resource (never the unknown-resource 404 or a 405), and every other method on it answers 405.
-@Test func resourceTableMatchesTheRouting() throws {
+@Test(.tags(.integration)) func resourceTableMatchesTheRouting() throws {
     let h = try Harness()
     defer { h.stop() }
     let unknown = ConnectError.notFound().response

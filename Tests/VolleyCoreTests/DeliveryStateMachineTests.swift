@@ -2,6 +2,7 @@ import Foundation
 import Synchronization
 import Testing
 import VolleyCore
+import VolleyTestTags
 
 /// A seeded random source (SplitMix64), so the jitter a test sees is the same on every run.
 struct SeededRandom: RandomNumberGenerator, Sendable {
@@ -78,7 +79,7 @@ struct Drive {
     }
 }
 
-@Suite("DeliveryStateMachine") struct DeliveryStateMachineTests {
+@Suite("DeliveryStateMachine", .tags(.unit)) struct DeliveryStateMachineTests {
     @Test func acceptedOnTheFirstAnswer() {
         let d = Drive([apns(200)])
         #expect(d.outcome == .accepted)
@@ -257,7 +258,7 @@ struct Drive {
 }
 
 /// The provider side of a delivery: a scripted sender whose timers and attempts run when the test says.
-@Suite("DeliveryStateMachine run") struct DeliveryRunTests {
+@Suite("DeliveryStateMachine run", .tags(.unit)) struct DeliveryRunTests {
     final class ScriptedSender: DeliverySender, DeliveryReceiver, @unchecked Sendable {
         let retryPolicy = RetryPolicy(
             maxAttempts: 3, baseDelaySeconds: 1, maxDelaySeconds: 30,

@@ -1,6 +1,7 @@
 import Foundation
 import Testing
 import VolleyCore
+import VolleyTestTags
 
 private let start = Date(timeIntervalSince1970: 1_800_000_000)
 private func token(_ name: String, at seconds: Double) -> FleetToken {
@@ -8,7 +9,7 @@ private func token(_ name: String, at seconds: Double) -> FleetToken {
 }
 private func at(_ seconds: Double) -> Date { start.addingTimeInterval(seconds) }
 
-@Suite struct FleetTokenStateMachineTests {
+@Suite(.tags(.unit)) struct FleetTokenStateMachineTests {
     @Test func firstSendMintsUnderTheLeaseAndAdoptsWhatWasPublished() {
         var m = FleetTokenStateMachine()
         #expect(m.access(now: at(0)) == .syncFirst)
@@ -120,7 +121,7 @@ private func at(_ seconds: Double) -> Date { start.addingTimeInterval(seconds) }
     }
 }
 
-@Suite struct FleetPauseStateMachineTests {
+@Suite(.tags(.unit)) struct FleetPauseStateMachineTests {
     @Test func retryAfterSetsThePause() {
         var m = FleetPauseStateMachine()
         #expect(m.holdSeconds(now: at(0)) == nil)
@@ -198,7 +199,7 @@ final class MemoryBudgetStore: FleetBudgetStore, @unchecked Sendable {
     }
 }
 
-@Suite struct FleetBudgetGateTests {
+@Suite(.tags(.unit)) struct FleetBudgetGateTests {
     @Test func twoWorkersTogetherSendNoMoreThanTheSecondsBudget() throws {
         let store = MemoryBudgetStore()
         let clock = ManualClock(start)

@@ -1,8 +1,9 @@
 import Foundation
 import Testing
 import VolleyCore
+import VolleyTestTags
 
-@Test func hexIsLowerCaseTwoDigitsPerByte() {
+@Test(.tags(.unit)) func hexIsLowerCaseTwoDigitsPerByte() {
     #expect(([0x00, 0x0F, 0xA5, 0xFF] as [UInt8]).lowercaseHex == "000fa5ff")
     #expect(([] as [UInt8]).lowercaseHex == "")
     // The same digits `String(format: "%02x")` prints, for every byte value.
@@ -10,7 +11,7 @@ import VolleyCore
     #expect(all.lowercaseHex == all.map { String(format: "%02x", $0) }.joined())
 }
 
-@Test func hexReadsBackInEitherCase() {
+@Test(.tags(.unit)) func hexReadsBackInEitherCase() {
     let all = (0...255).map { UInt8($0) }
     #expect([UInt8](hex: all.lowercaseHex) == all)
     #expect([UInt8](hex: "00FFa5") == [0x00, 0xFF, 0xA5])

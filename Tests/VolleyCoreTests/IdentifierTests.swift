@@ -1,15 +1,16 @@
 import Foundation
 import Testing
+import VolleyTestTags
 
 @testable import VolleyCore
 
-@Test func deviceTokenPrintsRedacted() {
+@Test(.tags(.unit)) func deviceTokenPrintsRedacted() {
     let t = DeviceToken("0123456789abcdef0123456789abcdef")
     #expect("\(t)" == "012345…cdef")
     #expect(!"\(t)".contains("6789abcdef0123"))
 }
 
-@Test func notificationDecodesCamelCaseKeys() throws {
+@Test(.tags(.unit)) func notificationDecodesCamelCaseKeys() throws {
     let json =
         #"{"title":"Hi","contentAvailable":true,"localized":{"es":{"title":"Hola"}},"data":{"k":"v","n":2},"apns":{"#
         + #""aps":{"alert":"x"}}}"#
@@ -21,7 +22,7 @@ import Testing
     #expect(n.apns?["aps"]?["alert"] == .string("x"))
 }
 
-@Test func appStopSwitchKeepsTheFirstStop() {
+@Test(.tags(.unit)) func appStopSwitchKeepsTheFirstStop() {
     let s = AppStopSwitch()
     #expect(s.outcome == nil && s.message == nil)
     let first = DeliveryOutcome.rejected(status: 403, reason: "InvalidProviderToken", action: .fixApp)
@@ -31,6 +32,6 @@ import Testing
     #expect(s.message == "first")
 }
 
-@Test func platformIndexMatchesAllCases() {
+@Test(.tags(.unit)) func platformIndexMatchesAllCases() {
     for (i, p) in Platform.allCases.enumerated() { #expect(p.index == i) }
 }

@@ -1,8 +1,9 @@
 import Foundation
 import Testing
 import VolleyCore
+import VolleyTestTags
 
-@Suite struct JobKeysTests {
+@Suite(.tags(.unit)) struct JobKeysTests {
     /// Every key the job types encode is a known key: adding a field to a job type without listing it here fails.
     @Test func everyEncodedKeyIsKnown() throws {
         var n = Notification(
@@ -67,7 +68,7 @@ import VolleyCore
     }
 }
 
-@Suite struct InAppTextTests {
+@Suite(.tags(.unit)) struct InAppTextTests {
     @Test func titleAndBodyWin() {
         let n = Notification(title: "T", body: "B", apns: .object(["aps": .object(["alert": .string("raw")])]))
         #expect(n.inAppText?.title == "T" && n.inAppText?.body == "B")
@@ -98,7 +99,7 @@ import VolleyCore
     }
 }
 
-@Suite struct OutstandingChargesTests {
+@Suite(.tags(.unit)) struct OutstandingChargesTests {
     @Test func settlesOldestHourFirstRefundsBeforeDeliveries() {
         var c = OutstandingCharges()
         c.add(3, hour: QuotaHour(index: 1))

@@ -1,8 +1,9 @@
 import Foundation
 import Testing
 import VolleyCore
+import VolleyTestTags
 
-@Suite struct OutcomeTableTests {
+@Suite(.tags(.unit)) struct OutcomeTableTests {
     static let apnsRows: [(Int, String?, OutcomeDecision)] = [
         (200, nil, .accepted),
         (410, "Unregistered", .removeToken), (410, "ExpiredToken", .removeToken),

@@ -1,9 +1,10 @@
 import Foundation
 import Testing
+import VolleyTestTags
 
 @testable import VolleyCore
 
-@Test func closureWalksNestedGroupsWithCycleOnce() throws {
+@Test(.tags(.unit)) func closureWalksNestedGroupsWithCycleOnce() throws {
     // g1 → g2 → g3 → g1 (cycle), g1 → q1 → g2 (diamond), t1 standalone
     let graph: [RecipientID: [RecipientID]] = ["g1": ["g2", "q1"], "g2": ["g3"], "g3": ["g1"], "q1": ["g2"], "t1": []]
     var calls = 0
@@ -16,7 +17,7 @@ import Testing
     #expect(calls == 3) // levels: {g1,t1} → {g2,q1} → {g3}
 }
 
-@Test func closureStopsARunawayGraph() {
+@Test(.tags(.unit)) func closureStopsARunawayGraph() {
     #expect(throws: DirectoryError.self) {
         _ = try ContainerClosure.compute(roots: ["0"], maxContainers: 100) { level in
             level.map { [RecipientID(String(Int($0.rawValue)! + 1))] }
@@ -24,7 +25,7 @@ import Testing
     }
 }
 
-@Test func directoryRecordDecodesAndValidates() throws {
+@Test(.tags(.unit)) func directoryRecordDecodesAndValidates() throws {
     let r = try JSONDecoder().decode(
         DirectoryRecord.self, from: Data(#"{"org":"o","kind":"accountTeam","id":"001A","members":["u1","u2"]}"#.utf8))
     #expect(r.kind == .accountTeam && r.members == ["u1", "u2"] && r.problems().isEmpty)
@@ -35,7 +36,7 @@ import Testing
     }
 }
 
-@Test func quotaHourFollowsTheUTCClock() {
+@Test(.tags(.unit)) func quotaHourFollowsTheUTCClock() {
     // 2026-11-22T04:59:59Z and 05:00:00Z
     let before = Date(timeIntervalSince1970: 1_795_323_599)
     let after = Date(timeIntervalSince1970: 1_795_323_600)
@@ -49,14 +50,14 @@ import Testing
     #expect(QuotaHour(containing: Date(timeIntervalSince1970: 1_795_323_600 + 3599)) == h2)
 }
 
-@Test func quotaGrantRetriesOnlyWhileSomethingIsPending() {
+@Test(.tags(.unit)) func quotaGrantRetriesOnlyWhileSomethingIsPending() {
     let h = QuotaHour(index: 1)
     #expect(QuotaGrant(granted: 0, denied: 5, pending: 3, hour: h, limit: 10).shouldRetryDenied)
     #expect(!QuotaGrant(granted: 0, denied: 5, pending: 0, hour: h, limit: 10).shouldRetryDenied)
     #expect(!QuotaGrant(granted: 5, denied: 0, pending: 5, hour: h, limit: 10).shouldRetryDenied)
 }
 
-@Test func inboxMarkFollowsSalesforceRules() throws {
+@Test(.tags(.unit)) func inboxMarkFollowsSalesforceRules() throws {
     #expect(throws: InboxError.self) { _ = try InboxMark(.ids(["n1"]), read: true, seen: false) }
     #expect(throws: InboxError.self) { _ = try InboxMark(.ids(["n1"]), read: nil, seen: nil) }
     #expect(throws: InboxError.self) { _ = try InboxMark(.ids((0..<51).map(String.init)), read: true, seen: nil) }
@@ -66,21 +67,23 @@ import Testing
     #expect(u.seen == nil && u.read == false)
 }
 
-@Test func inboxClipsTitleAndBody() {
+@Test(.tags(.unit)) func inboxClipsTitleAndBody() {
     let c = InboxContent(
         id: "n", type: nil, title: String(repeating: "é", count: 300), body: String(repeating: "x", count: 800),
         target: nil, createdAt: Date())
     #expect(c.title.count == 250 && c.body.count == 750)
 }
 
-@Test(arguments: [
-    (nil as String?, nil as NotificationType?, nil as NotificationAppSetting?, "push"),
-    ("t", nil, nil, "not"),
-    ("t", NotificationType(id: "t", name: "T"), nil, "push"),
-    ("t", NotificationType(id: "t", name: "T"), NotificationAppSetting(enabled: false), "not"),
-    ("t", NotificationType(id: "t", name: "T"), NotificationAppSetting(pushEnabled: false), "inbox"),
-    ("t", NotificationType(id: "t", name: "T", mobile: false, desktop: true), nil, "inbox"),
-])
+@Test(
+    .tags(.unit),
+    arguments: [
+        (nil as String?, nil as NotificationType?, nil as NotificationAppSetting?, "push"),
+        ("t", nil, nil, "not"),
+        ("t", NotificationType(id: "t", name: "T"), nil, "push"),
+        ("t", NotificationType(id: "t", name: "T"), NotificationAppSetting(enabled: false), "not"),
+        ("t", NotificationType(id: "t", name: "T"), NotificationAppSetting(pushEnabled: false), "inbox"),
+        ("t", NotificationType(id: "t", name: "T", mobile: false, desktop: true), nil, "inbox"),
+    ])
 func deliveryPolicy(typeID: String?, type: NotificationType?, setting: NotificationAppSetting?, expected: String) {
     let p = DeliveryPolicy.decide(typeID: typeID, type: type, setting: setting, app: "app")
     switch (p, expected) {

@@ -1,9 +1,10 @@
 import Testing
+import VolleyTestTags
 
 @testable import VolleyEngine
 
 /// Chunks are bounded in devices, whatever the devices per user.
-@Suite struct ChunkSizerTests {
+@Suite(.tags(.unit)) struct ChunkSizerTests {
     @Test func firstReadIsSmallThenFollowsDevicesPerUser() {
         var s = ChunkSizer()
         #expect(s.usersForNextRead(devicesWanted: 500, cap: 500) == 16)

@@ -4,10 +4,11 @@ import Testing
 import VolleyCore
 import VolleyEngine
 import VolleyTestDoubles
+import VolleyTestTags
 
 /// The engine's counters agree with the job's report, and every series of the closed label sets exists at zero
 /// before anything happens. A test factory, not the process-wide bootstrap.
-@Suite struct EngineMetricsTests {
+@Suite(.tags(.unit)) struct EngineMetricsTests {
     @Test func seriesExistAtZeroBeforeAnyJob() throws {
         let m = TestMetrics()
         _ = EngineMetrics(apps: ["app1", "app2"], factory: m)

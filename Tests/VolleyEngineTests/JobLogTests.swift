@@ -4,6 +4,7 @@ import Testing
 import VolleyCore
 import VolleyEngine
 import VolleyTestDoubles
+import VolleyTestTags
 
 /// Collects log lines (message and merged metadata) in memory.
 final class CapturedLog: @unchecked Sendable {
@@ -28,7 +29,7 @@ final class CapturedLog: @unchecked Sendable {
     var logger: Logger { Logger(label: "test") { _ in Handler(log: self) } }
 }
 
-@Suite struct JobLogTests {
+@Suite(.tags(.unit)) struct JobLogTests {
     @Test func jobLinesCarryJobEntryOrgAppAndFailuresAreCountedPerReason() async throws {
         let backend = InMemoryBackend()
         let devices = (0..<6).map { Device(platform: .ios, token: DeviceToken("tok-\($0)"), user: "user0") }

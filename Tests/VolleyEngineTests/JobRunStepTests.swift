@@ -3,10 +3,11 @@ import Testing
 import VolleyCore
 import VolleyEngine
 import VolleyTestDoubles
+import VolleyTestTags
 
 /// The steps of a delivery (accept, send chunk by chunk, await, publish and acknowledge; dead-letter; abandon on
 /// drain) against the in-memory backend: no Redis, no provider, only the engine's own threads.
-@Suite struct JobRunStepTests {
+@Suite(.tags(.unit)) struct JobRunStepTests {
     let backend = InMemoryBackend()
 
     func worker(_ senders: [Platform: any PushSender], drainSeconds: Double = 1) -> PipelineWorker {

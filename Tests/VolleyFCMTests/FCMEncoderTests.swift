@@ -5,12 +5,13 @@ import Testing
 import VolleyCore
 import VolleyFCM
 import VolleyHTTP2
+import VolleyTestTags
 
 private func jsonObject(_ bytes: [UInt8]) -> [String: Any] {
     ((try? JSONSerialization.jsonObject(with: Data(bytes))) as? [String: Any]) ?? [:]
 }
 
-@Suite struct FCMEncoderTests {
+@Suite(.tags(.unit)) struct FCMEncoderTests {
     let device = Device(platform: .android, token: DeviceToken("fcm-token:APA91b_xyz"))
 
     @Test func messageShape() throws {
@@ -182,7 +183,7 @@ final class UnreachableSubmitter: HTTP2RequestSubmitter, @unchecked Sendable {
     func shutdown(completion: @escaping @Sendable () -> Void) { completion() }
 }
 
-@Suite struct FCMAssertionTests {
+@Suite(.tags(.unit)) struct FCMAssertionTests {
     @Test func rs256AssertionClaimsAndSignature() throws {
         let key = try _RSA.Signing.PrivateKey(keySize: .bits2048)
         let account = FCMServiceAccount(

@@ -1,12 +1,13 @@
 import Foundation
 import Testing
 import VolleyHTTP2
+import VolleyTestTags
 
 @testable import VolleyHTTP2Server
 
 /// The server's batched delayed answers (the mock's injected latency) and the packed request fields.
 
-@Suite struct DelayedResponseQueueTests {
+@Suite(.tags(.integration)) struct DelayedResponseQueueTests {
     @Test func popsInDeadlineOrderWithTiesInArrivalOrder() {
         var q = DelayedResponseQueue()
         var rng = SystemRandomNumberGenerator()
@@ -39,7 +40,7 @@ import VolleyHTTP2
     }
 }
 
-@Suite struct ServerRequestFieldsTests {
+@Suite(.tags(.integration)) struct ServerRequestFieldsTests {
     @Test func requestFieldsRoundTrip() {
         var r = HTTP2ServerRequest(
             method: "POST", path: "/3/device/abc", authority: "example", scheme: "https",

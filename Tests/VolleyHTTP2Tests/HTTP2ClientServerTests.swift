@@ -3,6 +3,7 @@ import Foundation
 import Synchronization
 import Testing
 import VolleyTestDoubles
+import VolleyTestTags
 
 @testable import VolleyHTTP2
 @testable import VolleyHTTP2Server
@@ -19,7 +20,7 @@ private func clientConfig(
         maxResends: 3, reconnectBaseSeconds: 0.01, reconnectMaxSeconds: 0.2)
 }
 
-@Suite("HTTP/2 client and server over real TLS")
+@Suite("HTTP/2 client and server over real TLS", .tags(.integration))
 struct HTTP2ClientServerTests {
 
     @Test func multiplexesManyStreamsOnOneConnection() async throws {
@@ -357,7 +358,7 @@ struct HTTP2ClientServerTests {
     }
 }
 
-@Suite("TLS client certificates")
+@Suite("TLS client certificates", .tags(.integration))
 struct TLSClientCertificateTests {
     private func mtls(_ cert: TLSClientCertificate?) async throws -> (Result<HTTP2Response, HTTP2Error>, [String]) {
         let pki = try TestPKI.get()

@@ -1,9 +1,10 @@
 import Glibc
 import Testing
 import VolleyHTTP2
+import VolleyTestTags
 
 /// The C libraries' errors become `HTTP2Error`s in one place each; the phase decides whether a resend is safe.
-@Suite struct HTTP2ErrorMappingTests {
+@Suite(.tags(.unit)) struct HTTP2ErrorMappingTests {
     @Test(
         arguments: [
             (HTTP2ConnectionPhase.connecting, HTTP2Error.Kind.connectFailed, true),

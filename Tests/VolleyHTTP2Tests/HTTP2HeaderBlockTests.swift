@@ -1,10 +1,11 @@
 import Foundation
 import Synchronization
 import Testing
+import VolleyTestTags
 
 @testable import VolleyHTTP2
 
-@Suite("Pre-encoded header fields")
+@Suite("Pre-encoded header fields", .tags(.integration))
 struct HTTP2HeaderBlockTests {
     @Test func roundTripsFieldsInOrderWithFlags() {
         var b = HTTP2HeaderBlock()

@@ -1,9 +1,10 @@
 import Testing
+import VolleyTestTags
 
 @testable import VolleyHTTP2
 
 /// The pool's decisions, driven event by event with a manual clock: no sockets, no queues, no waiting.
-@Suite("HTTP2PoolStateMachine")
+@Suite("HTTP2PoolStateMachine", .tags(.unit))
 struct HTTP2PoolStateMachineTests {
     typealias Machine = HTTP2PoolStateMachine<ManualClock, FixedRandom>
     typealias ID = HTTP2PoolConnectionID

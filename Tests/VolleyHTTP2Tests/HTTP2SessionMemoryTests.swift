@@ -1,11 +1,12 @@
 import CNGHTTP2
 import Testing
+import VolleyTestTags
 
 @testable import VolleyHTTP2
 
 /// The per-session allocator nghttp2 runs on (the client/server tests drive it under real traffic; these check
 /// its contract directly).
-@Suite("nghttp2 session memory")
+@Suite("nghttp2 session memory", .tags(.unit))
 struct HTTP2SessionMemoryTests {
     @Test func everySizeGetsTheSmallestClassThatHoldsIt() {
         #expect(

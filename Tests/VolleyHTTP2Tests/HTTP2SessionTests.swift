@@ -1,4 +1,5 @@
 import Testing
+import VolleyTestTags
 
 @testable import VolleyHTTP2
 
@@ -75,7 +76,7 @@ private func submit(_ request: HTTP2Request, on peer: Peer, body: OutgoingBody? 
     return sid
 }
 
-@Suite("nghttp2 session wrapper, client and server in memory")
+@Suite("nghttp2 session wrapper, client and server in memory", .tags(.unit))
 struct HTTP2SessionTests {
     @Test func settingsAreExchangedAndAcknowledged() throws {
         let client = try Peer(.client)

@@ -5,12 +5,13 @@ import Testing
 import VolleyRedis
 import VolleyTestDoubles
 import VolleyTestSupport
+import VolleyTestTags
 
 @testable import VolleyAPI
 
 /// The API's auto-pipeline on a real redis-server: concurrent calls share pipelines on few connections, and each
 /// caller gets its own reply.
-@Suite struct APIRedisPipelineTests {
+@Suite(.tags(.integration)) struct APIRedisPipelineTests {
     static let echo = RedisScript("redis.call('INCR', KEYS[1]) return ARGV[1]")
     static let failing = RedisScript("return redis.error_reply('refused ' .. ARGV[1])")
 

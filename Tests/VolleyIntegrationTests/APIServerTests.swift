@@ -8,6 +8,7 @@ import VolleyService
 import VolleyStore
 import VolleyTestDoubles
 import VolleyTestSupport
+import VolleyTestTags
 
 #if canImport(FoundationNetworking)
     import FoundationNetworking
@@ -80,7 +81,7 @@ final class NSLockBox<T>: @unchecked Sendable {
 }
 
 /// Real Redis, the real mock, a real `volley worker` process and the API in process.
-@Suite(.serialized) struct APIServerTests {
+@Suite(.serialized, .tags(.integration)) struct APIServerTests {
     static let tokenKeys = """
           userTokens:
             keys:
@@ -435,7 +436,7 @@ final class NSLockBox<T>: @unchecked Sendable {
 
 /// `POST /v1/jobs` and `GET /v1/jobs/{id}` with `worker.streamShards: 3`: the job and its idempotency record go to
 /// the shard of its id, a replay finds them there, and a worker process reading every shard finishes it.
-@Suite(.serialized) struct APIStreamShardsTests {
+@Suite(.serialized, .tags(.integration)) struct APIStreamShardsTests {
     @Test func aJobGoesToTheShardOfItsIDAndItsStatusIsReadThere() async throws {
         let w = try MockWorld()
         defer { w.stop() }

@@ -3,10 +3,11 @@ import Testing
 import VolleyAPI
 import VolleyMock
 import VolleyService
+import VolleyTestTags
 
 /// `api.tls`: the API over HTTPS with a throwaway CA and server certificate (the mock's), checked by curl trusting
 /// only that CA; and startup refusing files that cannot serve, naming the key to fix.
-@Suite(.serialized) struct APITLSTests {
+@Suite(.serialized, .tags(.integration)) struct APITLSTests {
     struct CurlAnswer {
         var exitCode: Int32
         /// `%{http_code} %{http_version}`, e.g. `202 1.1`; `000 0` when no HTTP answer came.

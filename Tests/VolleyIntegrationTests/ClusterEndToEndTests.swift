@@ -8,10 +8,11 @@ import VolleyService
 import VolleyStore
 import VolleyTestDoubles
 import VolleyTestSupport
+import VolleyTestTags
 
 /// A campaign through a real worker and the real mock, with every Redis command routed on a real Redis Cluster
 /// (3 primaries, 3 replicas).
-@Suite(.serialized) struct ClusterEndToEndTests {
+@Suite(.serialized, .tags(.integration)) struct ClusterEndToEndTests {
     @Test func campaignsOfTwoOrgsRunOnACluster() async throws {
         let cluster = try RedisClusterFixture()
         defer { cluster.stop() }
@@ -96,7 +97,7 @@ import VolleyTestSupport
 
 /// The cluster changes under a running campaign: a primary dies and its replica is promoted, or the org's slot moves
 /// to another primary; the worker carries on.
-@Suite(.serialized) struct ClusterFailoverTests {
+@Suite(.serialized, .tags(.integration)) struct ClusterFailoverTests {
     @Test func aPrimaryKilledMidCampaignLosesNoDevice() async throws {
         let cluster = try RedisClusterFixture()
         defer { cluster.stop() }

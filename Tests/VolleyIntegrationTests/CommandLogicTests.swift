@@ -4,8 +4,9 @@ import VolleyCore
 import VolleyService
 import VolleyStore
 import VolleyTestSupport
+import VolleyTestTags
 
-@Suite struct CommandLogicTests {
+@Suite(.tags(.integration)) struct CommandLogicTests {
     @Test func devicesImportReadsJSONLAndCSVAndReportsBadLines() throws {
         let h = try EngineHarness()
         defer { h.redis.stop() }

@@ -4,9 +4,10 @@ import VolleyAPI
 import VolleyCore
 import VolleyTestDoubles
 import VolleyTestSupport
+import VolleyTestTags
 
 /// The Salesforce-compatible paths through the real API, a real worker and the real mock.
-@Suite(.serialized) struct ConnectAPITests {
+@Suite(.serialized, .tags(.integration)) struct ConnectAPITests {
     static let v = "/services/data/v60.0"
 
     @Test func customActionAndConnectPushReachTheMockAndTheInbox() async throws {

@@ -8,11 +8,12 @@ import VolleyRedis
 import VolleyStore
 import VolleyTestDoubles
 import VolleyTestSupport
+import VolleyTestTags
 
 /// The Salesforce-compatible resources in front of the real engine on a real redis-server (fake senders stand in
 /// for APNs and FCM): what the action and the Connect push write, a worker delivers and stores, and the
 /// Notifications resources then list, mark and count.
-@Suite(.serialized) struct ConnectEngineTests {
+@Suite(.serialized, .tags(.integration)) struct ConnectEngineTests {
     final class IDs: @unchecked Sendable {
         private let lock = NSLock()
         private var n = 0

@@ -8,9 +8,10 @@ import VolleyService
 import VolleyStore
 import VolleyTestDoubles
 import VolleyTestSupport
+import VolleyTestTags
 
 /// Debug events and `volley status` on a real Redis, the real mock (TLS, HTTP/2) and a worker.
-@Suite(.serialized) struct DebugEventsTests {
+@Suite(.serialized, .tags(.integration)) struct DebugEventsTests {
     /// Token of user u's device d: every 10th device is unregistered at the mock.
     static func token(_ u: Int, _ d: Int) -> String {
         ((u * 3 + d) % 10 == 0 ? "dead" : "beef") + String(format: "%08x%02x", u, d) + String(repeating: "0", count: 54)

@@ -6,10 +6,11 @@ import VolleyRedis
 import VolleyStore
 import VolleyTestDoubles
 import VolleyTestSupport
+import VolleyTestTags
 
 /// Four `volley worker` processes share one campaign (split into shard jobs) through one app: what they share
 /// through Redis is seen at the mock — one APNs provider token, and one pause after an FCM 429.
-@Suite(.serialized) struct FleetProcessTests {
+@Suite(.serialized, .tags(.integration)) struct FleetProcessTests {
     static let users = 500
 
     func enqueueCampaign(_ w: MockWorld) throws {

@@ -8,6 +8,7 @@ import VolleyService
 import VolleyStore
 import VolleyTestDoubles
 import VolleyTestSupport
+import VolleyTestTags
 
 /// Real Redis + the real mock APNs/FCM server (TLS, HTTP/2) + the real providers.
 struct MockWorld {
@@ -57,7 +58,7 @@ struct MockWorld {
     }
 }
 
-@Suite(.serialized) struct MockEndToEndTests {
+@Suite(.serialized, .tags(.integration)) struct MockEndToEndTests {
     @Test func jobFlowsToTheMockForIOSAndAndroid() async throws {
         let w = try MockWorld(
             mockConfig: #"{"apns": {"unregisteredPrefixes": ["dead"]}, "fcm": {"unregisteredPrefixes": ["dead"]}}"#)

@@ -6,6 +6,7 @@ import VolleyService
 import VolleyStore
 import VolleyTestDoubles
 import VolleyTestSupport
+import VolleyTestTags
 
 #if canImport(FoundationNetworking)
     import FoundationNetworking
@@ -13,7 +14,7 @@ import VolleyTestSupport
 
 /// A `volley worker` process's operations endpoint, against real Redis and the mock: `/metrics` agrees with the
 /// job reports, `/readyz` follows Redis, SIGHUP reloads the apps without dropping a send.
-@Suite(.serialized) struct OperationsProcessTests {
+@Suite(.serialized, .tags(.integration)) struct OperationsProcessTests {
     /// A worker whose endpoint listens on a free loopback port, read from its log.
     struct OperatedWorker {
         let process: WorkerProcess

@@ -6,8 +6,9 @@ import VolleyRedis
 import VolleyStore
 import VolleyTestDoubles
 import VolleyTestSupport
+import VolleyTestTags
 
-@Suite(.serialized) struct PipelineWorkerTests {
+@Suite(.serialized, .tags(.integration)) struct PipelineWorkerTests {
     @Test func jobFlowsEndToEndThroughRegistryAndReport() async throws {
         let h = try EngineHarness()
         defer { h.redis.stop() }

@@ -7,6 +7,7 @@ import VolleyCore
 import VolleyFCM
 import VolleyHTTP2
 import VolleyTestSupport
+import VolleyTestTags
 
 // The providers against the in-process mock APNs/FCM server: real TLS, real HTTP/2, real JWT/OAuth.
 
@@ -47,7 +48,7 @@ func fcmApp(_ mock: MockServerFixture, name: String = "Test_App") -> FCMAppConfi
 
 let pools = HTTP2ConnectionPool.submitterFactory(logger: testLogger)
 
-@Suite(.serialized) struct APNSMockTests {
+@Suite(.serialized, .tags(.integration)) struct APNSMockTests {
     @Test func everyRowOfTheTable() async throws {
         let mock = try MockServerFixture()
         defer { mock.stop() }
@@ -307,7 +308,7 @@ let pools = HTTP2ConnectionPool.submitterFactory(logger: testLogger)
     }
 }
 
-@Suite(.serialized) struct FCMMockTests {
+@Suite(.serialized, .tags(.integration)) struct FCMMockTests {
     @Test func everyRowOfTheTable() async throws {
         let mock = try MockServerFixture()
         defer { mock.stop() }

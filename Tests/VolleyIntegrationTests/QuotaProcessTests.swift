@@ -8,12 +8,13 @@ import VolleyService
 import VolleyStore
 import VolleyTestDoubles
 import VolleyTestSupport
+import VolleyTestTags
 
 func pushesSent(_ s: MockStatsSnapshot) -> Int { s.totalRequests - s.tokenRequests }
 
 /// Quota exactness: 4 `volley worker` processes against the real mock, iOS limit 1,000 per hour,
 /// 5,000 deliverable devices + 1,000 users without a device, 100 of the devices unregistered at the mock.
-@Suite(.serialized) struct QuotaProcessTests {
+@Suite(.serialized, .tags(.integration)) struct QuotaProcessTests {
     @Test func fourWorkerProcessesAcceptExactlyTheHourlyLimit() async throws {
         let w = try MockWorld(mockConfig: #"{"apns": {"unregisteredPrefixes": ["dead"]}, "latencyMs": 2}"#)
         defer { w.stop() }

@@ -6,11 +6,12 @@ import VolleyRedis
 import VolleyStore
 import VolleyTestDoubles
 import VolleyTestSupport
+import VolleyTestTags
 
 /// Recipients, inbox, types and quotas through the real engine and a real redis-server (fake senders stand in for
 /// APNs/FCM here; the
 /// quota test against the real mock is `tools/quota-exactness.sh`).
-@Suite(.serialized) struct RecipientsEngineTests {
+@Suite(.serialized, .tags(.integration)) struct RecipientsEngineTests {
     struct Stores {
         let directory: RedisDirectory
         let inbox: RedisInboxStore

@@ -6,8 +6,9 @@ import VolleyRedis
 import VolleyStore
 import VolleyTestDoubles
 import VolleyTestSupport
+import VolleyTestTags
 
-@Suite(.serialized) struct ResilienceTests {
+@Suite(.serialized, .tags(.integration)) struct ResilienceTests {
     @Test func redisRestartedMidJobLosesNothing() async throws {
         let h = try EngineHarness(persistent: true)
         defer { h.redis.stop() }

@@ -9,10 +9,11 @@ import VolleyService
 import VolleyStore
 import VolleyTestDoubles
 import VolleyTestSupport
+import VolleyTestTags
 
 /// Job stream shards (`worker.streamShards` = 3): a campaign split into campaign shard jobs runs through real
 /// workers to the real mock, on one redis-server and on a real Redis Cluster.
-@Suite(.serialized) struct StreamShardsTests {
+@Suite(.serialized, .tags(.integration)) struct StreamShardsTests {
     /// One sharded campaign: `users` users with one device each (every 10th token unregistered at the mock), in a
     /// directory group split into campaign shards of `campaignShardSize` users, worked on by `workers` workers.
     struct Campaign {

@@ -3,8 +3,9 @@ import Testing
 import VolleyCore
 import VolleyService
 import VolleyTestSupport
+import VolleyTestTags
 
-@Suite(.serialized) struct TestPushTests {
+@Suite(.serialized, .tags(.integration)) struct TestPushTests {
     func apps(_ mock: MockServerFixture) -> [ProviderApp] {
         [ProviderApp(name: "Test_App", apns: apnsApp(mock), fcm: fcmApp(mock))]
     }

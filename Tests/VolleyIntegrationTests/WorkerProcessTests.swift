@@ -8,6 +8,7 @@ import VolleyService
 import VolleyStore
 import VolleyTestDoubles
 import VolleyTestSupport
+import VolleyTestTags
 
 /// A `volley worker` child process. Stopped with SIGKILL (children of the test process inherit its blocked signal
 /// mask; the worker unblocks SIGTERM/SIGINT itself, so SIGTERM is tested explicitly).
@@ -53,7 +54,7 @@ final class WorkerProcess: @unchecked Sendable {
 /// Push requests the mock received (its total also counts FCM OAuth token requests).
 func pushes(_ s: MockStatsSnapshot) -> Int { s.totalRequests - s.tokenRequests }
 
-@Suite(.serialized) struct WorkerProcessTests {
+@Suite(.serialized, .tags(.integration)) struct WorkerProcessTests {
     static let devices = 20_000
     static let inFlight = 400
     static let recordBatch = 200

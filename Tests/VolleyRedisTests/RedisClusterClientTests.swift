@@ -2,10 +2,11 @@ import Foundation
 import Testing
 import VolleyRedis
 import VolleyTestSupport
+import VolleyTestTags
 
 /// `RedisClient` routing on a real 3-primary, 3-replica cluster. One test starts one cluster (a few seconds) and
 /// checks each behaviour on it in turn.
-@Suite struct RedisClusterClientTests {
+@Suite(.tags(.integration)) struct RedisClusterClientTests {
     @Test func routesOnARealCluster() throws {
         let fx = try RedisClusterFixture()
         defer { fx.stop() }

@@ -1,5 +1,6 @@
 import Testing
 import VolleyRedis
+import VolleyTestTags
 
 private let a = RedisClusterNode(host: "10.0.0.1", port: 7000)
 private let b = RedisClusterNode(host: "10.0.0.2", port: 7001)
@@ -17,7 +18,7 @@ private func slot(_ n: Int) -> RedisClusterSlot {
     return s
 }
 
-@Suite struct RedisClusterRouterTests {
+@Suite(.tags(.unit)) struct RedisClusterRouterTests {
     @Test func parsesClusterSlots() throws {
         let reply = RedisReply.array([
             .array([

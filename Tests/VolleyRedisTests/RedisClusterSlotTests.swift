@@ -1,8 +1,9 @@
 import Testing
 import VolleyRedis
+import VolleyTestTags
 
 /// Redis Cluster specification, "Keys distribution model" and "Hash tags", and the CLUSTER KEYSLOT examples.
-@Suite struct RedisClusterSlotTests {
+@Suite(.tags(.unit)) struct RedisClusterSlotTests {
     @Test func crc16MatchesTheSpecificationCheckValue() {
         #expect(RedisClusterSlot.crc16("123456789") == 0x31C3)
         #expect(RedisClusterSlot(key: "123456789").rawValue == 0x31C3 & 0x3FFF)

@@ -3,8 +3,9 @@ import Testing
 import VolleyRedis
 import VolleyTestDoubles
 import VolleyTestSupport
+import VolleyTestTags
 
-@Suite struct RedisEndpointTests {
+@Suite(.tags(.integration)) struct RedisEndpointTests {
     @Test func parsesTCPWithUserPasswordAndDatabase() throws {
         let e = try RedisEndpoint(url: "redis://alice:s3cr%40t@cache.internal:6380/2")
         #expect(e.address == .tcp(host: "cache.internal", port: 6380))
@@ -36,7 +37,7 @@ import VolleyTestSupport
     }
 }
 
-@Suite struct RedisCommandTests {
+@Suite(.tags(.integration)) struct RedisCommandTests {
     @Test func wireFormIsARESPArrayOfBulkStrings() {
         #expect(
             String(decoding: RedisCommand(["SET", "k", "v"]).wireBytes, as: UTF8.self)
@@ -53,7 +54,7 @@ import VolleyTestSupport
     }
 }
 
-@Suite struct RedisReplyParserTests {
+@Suite(.tags(.integration)) struct RedisReplyParserTests {
     @Test func parsesCompleteRepliesAndIgnoresAnIncompleteTail() throws {
         let bytes = Array("+OK\r\n:42\r\n$-1\r\n*2\r\n$1\r\na\r\n$0\r\n\r\n-ERR no\r\n$5\r\nhel".utf8)
         #expect(
@@ -69,7 +70,7 @@ import VolleyTestSupport
     }
 }
 
-@Suite struct RedisConnectionTests {
+@Suite(.tags(.integration)) struct RedisConnectionTests {
     @Test func pipelinesThousandsOfCommandsInOrder() throws {
         let redis = try RedisServerFixture()
         defer { redis.stop() }

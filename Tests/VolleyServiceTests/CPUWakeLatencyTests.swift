@@ -1,12 +1,13 @@
 import Foundation
 import Logging
 import Testing
+import VolleyTestTags
 
 @testable import VolleyService
 
 // worker.cpuWakeLatencyUs and `--cpu-wake-latency-us`: the config key and the PM QoS request against the real device.
 
-@Test func cpuWakeLatencyIsUnsetByDefaultAndReadFromTheFileAndTheEnvironment() throws {
+@Test(.tags(.unit)) func cpuWakeLatencyIsUnsetByDefaultAndReadFromTheFileAndTheEnvironment() throws {
     #expect(
         try VolleyConfiguration.parse(yaml: "worker: {inFlight: 10}", baseDirectory: nil).worker.cpuWakeLatencyUs == nil
     )
@@ -17,7 +18,7 @@ import Testing
     #expect(try VolleyConfiguration.parse(yaml: "", baseDirectory: nil, environment: env).worker.cpuWakeLatencyUs == 25)
 }
 
-@Test func aBadCPUWakeLatencyStopsStartupNamingTheKey() {
+@Test(.tags(.unit)) func aBadCPUWakeLatencyStopsStartupNamingTheKey() {
     for bad in ["-1", "2000000", "soon"] {
         do {
             _ = try VolleyConfiguration.parse(yaml: "worker: {cpuWakeLatencyUs: \(bad)}", baseDirectory: nil)
@@ -31,7 +32,7 @@ import Testing
     }
 }
 
-@Test func aMissingDeviceIsAnErrorNamingItAndTheWorkerRunsOnWithoutIt() throws {
+@Test(.tags(.unit)) func aMissingDeviceIsAnErrorNamingItAndTheWorkerRunsOnWithoutIt() throws {
     // The worker's path (`worker.cpuWakeLatencyUs`): a warning and no request, not a stop.
     let logger = Logger(label: "test")
     let path = FileManager.default.temporaryDirectory.appendingPathComponent("no-such-\(UUID().uuidString)").path
@@ -54,7 +55,7 @@ private var deviceWritable: Bool { access(CPUWakeLatencyRequest.devicePath, W_OK
 
 /// On the real device (CI runs as root): the kernel enforces the strictest request while it is held, and forgets
 /// it on release. 7 µs is a value nothing else on a test machine asks for.
-@Test(.enabled(if: deviceWritable, "needs a writable /dev/cpu_dma_latency (root)"))
+@Test(.tags(.unit), .enabled(if: deviceWritable, "needs a writable /dev/cpu_dma_latency (root)"))
 func aHeldRequestIsEnforcedByTheKernelUntilReleased() throws {
     let before = try #require(CPUWakeLatencyRequest.currentTarget())
     let request = try CPUWakeLatencyRequest(microseconds: 7)

@@ -1,6 +1,7 @@
 import Foundation
 import Testing
 import VolleyCore
+import VolleyTestTags
 
 @testable import VolleyService
 
@@ -10,7 +11,7 @@ private func tempDir() throws -> URL {
     return dir
 }
 
-@Test func parsesTheContractKeysAndResolvesRelativePaths() throws {
+@Test(.tags(.unit)) func parsesTheContractKeysAndResolvesRelativePaths() throws {
     let dir = try tempDir()
     defer { try? FileManager.default.removeItem(at: dir) }
     try "k".write(to: dir.appendingPathComponent("AuthKey_ABC123DEFG.p8"), atomically: true, encoding: .utf8)
@@ -51,7 +52,7 @@ private func tempDir() throws -> URL {
     #expect(c.worker.stream == "volley:jobs")
 }
 
-@Test func productionIsTheDefaultEnvironmentHost() throws {
+@Test(.tags(.unit)) func productionIsTheDefaultEnvironmentHost() throws {
     let dir = try tempDir()
     defer { try? FileManager.default.removeItem(at: dir) }
     try "k".write(to: dir.appendingPathComponent("k.p8"), atomically: true, encoding: .utf8)
@@ -65,7 +66,7 @@ private func tempDir() throws -> URL {
     #expect(c.apps.first?.apns?.effectivePort == 443)
 }
 
-@Test func everyProblemIsListedWithItsKey() throws {
+@Test(.tags(.unit)) func everyProblemIsListedWithItsKey() throws {
     let yaml = """
         apps:
           - name: Bad
@@ -98,7 +99,7 @@ private func tempDir() throws -> URL {
     }
 }
 
-@Test func environmentVariablesOverrideEveryKey() throws {
+@Test(.tags(.unit)) func environmentVariablesOverrideEveryKey() throws {
     let dir = try tempDir()
     defer { try? FileManager.default.removeItem(at: dir) }
     try "k".write(to: dir.appendingPathComponent("k.p8"), atomically: true, encoding: .utf8)
@@ -122,14 +123,14 @@ private func tempDir() throws -> URL {
     #expect(c.apps.first?.apns?.effectivePort == 2197)
 }
 
-@Test func envNamesAreUpperSnakeCase() {
+@Test(.tags(.unit)) func envNamesAreUpperSnakeCase() {
     #expect(EnvironmentOverrides.envName(["worker", "inFlight"]) == "VOLLEY_WORKER_IN_FLIGHT")
     #expect(
         EnvironmentOverrides.envName(["apps", "Test_App", "fcm", "serviceAccountFile"])
             == "VOLLEY_APPS_TEST_APP_FCM_SERVICE_ACCOUNT_FILE")
 }
 
-@Test func appOrgsDefaultToEveryOrgAndWarnWhenSeveralAppsExist() throws {
+@Test(.tags(.unit)) func appOrgsDefaultToEveryOrgAndWarnWhenSeveralAppsExist() throws {
     let dir = try tempDir()
     defer { try? FileManager.default.removeItem(at: dir) }
     try "k".write(to: dir.appendingPathComponent("k.p8"), atomically: true, encoding: .utf8)
@@ -163,7 +164,7 @@ private func tempDir() throws -> URL {
     #expect(ProviderApps.from(several).first { $0.name == "B" }?.fcm?.maxConcurrentStreams == 7)
 }
 
-@Test func badOrgsAndBadMetricsKeysStopStartupNamingTheKey() throws {
+@Test(.tags(.unit)) func badOrgsAndBadMetricsKeysStopStartupNamingTheKey() throws {
     let dir = try tempDir()
     defer { try? FileManager.default.removeItem(at: dir) }
     try "k".write(to: dir.appendingPathComponent("k.p8"), atomically: true, encoding: .utf8)
@@ -193,7 +194,7 @@ private func tempDir() throws -> URL {
     }
 }
 
-@Test func metricsSectionDefaultsAndOverrides() throws {
+@Test(.tags(.unit)) func metricsSectionDefaultsAndOverrides() throws {
     let defaults = try VolleyConfiguration.parse(yaml: "", baseDirectory: nil)
     #expect(defaults.metrics == MetricsSettings())
     #expect(defaults.metrics.enabled && defaults.metrics.host == "0.0.0.0" && defaults.metrics.port == 9464)
@@ -208,7 +209,7 @@ private func tempDir() throws -> URL {
     #expect(c.metrics.port == 0)
 }
 
-@Test func streamShardsDefaultsToOneAndReachesTheStore() throws {
+@Test(.tags(.unit)) func streamShardsDefaultsToOneAndReachesTheStore() throws {
     let one = try VolleyConfiguration.parse(yaml: "redis:\n  url: unix:///tmp/r.sock\n", baseDirectory: nil)
     #expect(one.worker.streamShards == 1)
     #expect(try PipelineSettings(one).store.jobStreams == ["volley:jobs"])
@@ -224,13 +225,18 @@ private func tempDir() throws -> URL {
     #expect(env.worker.streamShards == 4)
 }
 
-@Test(arguments: [
-    ("streamShards: 0", "worker.streamShards: must be between 1 and 1024, got 0"),
-    ("streamShards: many", "worker.streamShards: must be an integer"),
-    ("streamShards: 5000", "worker.streamShards: must be between 1 and 1024, got 5000"),
-    ("streamShards: 2\n  stream: \"{volley}:jobs\"", "worker.stream: must not contain '{' when worker.streamShards"),
-    ("streamShards: 2\n  reportStream: \"r{x}\"", "worker.reportStream: must not contain '{'"),
-])
+@Test(
+    .tags(.unit),
+    arguments: [
+        ("streamShards: 0", "worker.streamShards: must be between 1 and 1024, got 0"),
+        ("streamShards: many", "worker.streamShards: must be an integer"),
+        ("streamShards: 5000", "worker.streamShards: must be between 1 and 1024, got 5000"),
+        (
+            "streamShards: 2\n  stream: \"{volley}:jobs\"",
+            "worker.stream: must not contain '{' when worker.streamShards"
+        ),
+        ("streamShards: 2\n  reportStream: \"r{x}\"", "worker.reportStream: must not contain '{'"),
+    ])
 func invalidStreamShardsStopStartupNamingTheKey(worker: String, problem: String) throws {
     do {
         _ = try VolleyConfiguration.parse(

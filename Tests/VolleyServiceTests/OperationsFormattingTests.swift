@@ -3,8 +3,10 @@ import Testing
 import VolleyCore
 import VolleyService
 import VolleyStore
+import VolleyTestTags
 
 /// The operator-facing renderings: progress bars, `volley status` text and JSON.
+@Suite(.tags(.unit))
 struct OperationsFormattingTests {
     @Test func progressBarShowsFractionCountsRateAndDetail() {
         #expect(
@@ -80,6 +82,7 @@ struct OperationsFormattingTests {
     }
 }
 
+@Suite(.tags(.unit))
 struct JSONLogLineTests {
     @Test func jobMetadataAndCountsPerReasonAreFieldsOfTheLine() throws {
         let data = try #require(

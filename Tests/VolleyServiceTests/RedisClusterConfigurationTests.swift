@@ -1,10 +1,11 @@
 import Foundation
 import Testing
 import VolleyRedis
+import VolleyTestTags
 
 @testable import VolleyService
 
-@Test func redisClusterSeedsBuildAClusterEndpointWithTheURLsCredentials() throws {
+@Test(.tags(.unit)) func redisClusterSeedsBuildAClusterEndpointWithTheURLsCredentials() throws {
     let c = try VolleyConfiguration.parse(
         yaml: """
             redis:
@@ -29,7 +30,7 @@ import VolleyRedis
             .isCluster == false)
 }
 
-@Test func badRedisClusterSeedsAreNamed() throws {
+@Test(.tags(.unit)) func badRedisClusterSeedsAreNamed() throws {
     do {
         _ = try VolleyConfiguration.parse(yaml: "redis: {cluster: [10.0.0.1, 'h:99999']}", baseDirectory: nil)
         Issue.record("expected a ConfigurationError")

@@ -4,11 +4,12 @@ import Testing
 import VolleyCore
 import VolleyRedis
 import VolleyTestSupport
+import VolleyTestTags
 
 @testable import VolleyStore
 
 /// The fast registry-record reader must read exactly what `JSONDecoder` reads, and decline what it cannot.
-@Suite struct DeviceRecordReaderTests {
+@Suite(.tags(.integration)) struct DeviceRecordReaderTests {
     private func encoded(_ r: DeviceRecord) throws -> String {
         String(decoding: try DeviceRecord.encoder.encode(r), as: UTF8.self)
     }
@@ -85,7 +86,7 @@ import VolleyTestSupport
 
 /// The registry read on the send path (HVALS replies read in place): records the fast reader takes, records only
 /// `JSONDecoder` reads (nested values), and unreadable ones (skipped), per user, in the users' order.
-@Test func registryReadTakesFastFallbackAndSkipsUnreadable() throws {
+@Test(.tags(.integration)) func registryReadTakesFastFallbackAndSkipsUnreadable() throws {
     let redis = try RedisServerFixture()
     defer { redis.stop() }
     let store = StoreConfiguration()
@@ -110,7 +111,7 @@ import VolleyTestSupport
 }
 
 /// The ledger's per-device field is written as bytes on the send path and as a String elsewhere: the same argument.
-@Test func deviceFieldBytesMatchTheString() {
+@Test(.tags(.integration)) func deviceFieldBytesMatchTheString() {
     for (platform, token) in [(Platform.ios, String(repeating: "ab", count: 32)), (.android, "fcm:APA91b-_x/y+z==é")] {
         var built = RedisCommand(["HMGET", "k"])
         StoreConfiguration.appendDeviceField(platform, DeviceToken(token), to: &built)
@@ -122,7 +123,7 @@ import VolleyTestSupport
 
 /// Accepted-list entries are length-prefixed, so a token may hold any character (the registry takes any string up
 /// to 4,096 characters), and a damaged element is refused rather than half read.
-@Test func acceptedListEntriesRoundTripAnyToken() {
+@Test(.tags(.integration)) func acceptedListEntriesRoundTripAnyToken() {
     let devices: [(Platform, String)] = [
         (.ios, String(repeating: "ab", count: 32)),
         (.android, "fcm:APA91b-_x/y+z==é"), (.android, "line\nbreak:12:colons"),

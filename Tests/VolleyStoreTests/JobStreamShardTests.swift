@@ -2,11 +2,12 @@ import Foundation
 import Testing
 import VolleyCore
 import VolleyRedis
+import VolleyTestTags
 
 @testable import VolleyStore
 
 /// Job stream shard names and the job id → shard mapping (`worker.streamShards`).
-@Suite struct JobStreamShardTests {
+@Suite(.tags(.unit)) struct JobStreamShardTests {
     static func store(_ shards: Int) -> StoreConfiguration {
         var s = StoreConfiguration()
         s.streamShards = shards

@@ -4,6 +4,7 @@ import VolleyCore
 import VolleyRedis
 import VolleyTestDoubles
 import VolleyTestSupport
+import VolleyTestTags
 
 @testable import VolleyStore
 
@@ -31,7 +32,7 @@ private let sampleDirectory = """
     {"org":"o2","kind":"group","id":"gA","members":["x1"]}
     """
 
-@Test func resolvesMixedRecipientsToEachActiveUserOnce() throws {
+@Test(.tags(.integration)) func resolvesMixedRecipientsToEachActiveUserOnce() throws {
     let fx = try RedisServerFixture()
     defer { fx.stop() }
     let dir = RedisDirectory(client: fx.client())
@@ -64,7 +65,7 @@ private let sampleDirectory = """
     #expect(show.kind == .queue && show.directMembers == 2 && show.resolvedUsers == 4 && show.nestedContainers == 3)
 }
 
-@Test func resolvesALargeGroupInChunksWithoutRepeats() throws {
+@Test(.tags(.integration)) func resolvesALargeGroupInChunksWithoutRepeats() throws {
     let fx = try RedisServerFixture()
     defer { fx.stop() }
     let dir = RedisDirectory(client: fx.client())
@@ -85,7 +86,7 @@ private let sampleDirectory = """
     #expect(seen.count == 20_000 && s.users == 20_000 && chunks == 20)
 }
 
-@Test func quotaGrantsPartiallyRefundsAndRollsOverAtTheHour() throws {
+@Test(.tags(.integration)) func quotaGrantsPartiallyRefundsAndRollsOverAtTheHour() throws {
     let fx = try RedisServerFixture()
     defer { fx.stop() }
     // 04:59:58 UTC
@@ -125,7 +126,7 @@ private let sampleDirectory = """
     #expect(try q.usage(org: "o").first { $0.platform == .ios }?.hour == "2026112205")
 }
 
-@Test func quotaNeverOverAdmitsUnderConcurrencyAndRefundsRefill() async throws {
+@Test(.tags(.integration)) func quotaNeverOverAdmitsUnderConcurrencyAndRefundsRefill() async throws {
     let fx = try RedisServerFixture()
     defer { fx.stop() }
     let limit = 1000
@@ -177,7 +178,7 @@ final class LockedCounter: @unchecked Sendable {
     var value: Int { lock.withLock { n } }
 }
 
-@Test func inboxStoresListsAndMarksLikeSalesforce() throws {
+@Test(.tags(.integration)) func inboxStoresListsAndMarksLikeSalesforce() throws {
     let fx = try RedisServerFixture()
     defer { fx.stop() }
     let clock = ManualClock(Date(timeIntervalSince1970: 1_795_323_000))
@@ -234,7 +235,7 @@ final class LockedCounter: @unchecked Sendable {
     #expect(try inbox.status(org: "o", user: "e").unreadCount == 1)
 }
 
-@Test func notificationTypesDecideThePolicy() throws {
+@Test(.tags(.integration)) func notificationTypesDecideThePolicy() throws {
     let fx = try RedisServerFixture()
     defer { fx.stop() }
     let types = RedisNotificationTypeStore(client: fx.client())
@@ -257,7 +258,7 @@ final class LockedCounter: @unchecked Sendable {
 
 /// A redelivery adopts the charges of the devices a killed delivery charged and never recorded: each device of the
 /// job is charged once. The ledger write releases a batch's charges with its outcomes, in one transaction.
-@Test func redeliveryAdoptsOnlyTheChargesOfUnrecordedDevices() throws {
+@Test(.tags(.integration)) func redeliveryAdoptsOnlyTheChargesOfUnrecordedDevices() throws {
     let fx = try RedisServerFixture()
     defer { fx.stop() }
     let clock = ManualClock(Date(timeIntervalSince1970: 1_795_320_000))

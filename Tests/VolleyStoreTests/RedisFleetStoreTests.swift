@@ -3,11 +3,12 @@ import Testing
 import VolleyCore
 import VolleyRedis
 import VolleyTestSupport
+import VolleyTestTags
 
 @testable import VolleyStore
 
 /// The fleet's scripts against a real redis-server.
-@Suite struct RedisFleetStoreTests {
+@Suite(.tags(.integration)) struct RedisFleetStoreTests {
     let credential = FleetCredential(teamID: "TEAM", keyID: "KEY")
 
     @Test func onlyOneWorkerGetsTheLeaseAndTheCompareAndSetKeepsOneToken() throws {

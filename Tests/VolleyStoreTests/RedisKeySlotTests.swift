@@ -2,12 +2,13 @@ import Foundation
 import Testing
 import VolleyCore
 import VolleyRedis
+import VolleyTestTags
 
 @testable import VolleyStore
 
 /// Every Lua script's keys, declared and derived, and every MULTI/EXEC's keys hash to one Redis Cluster slot, so
 /// the same layout runs on one Redis and on a cluster (CROSSSLOT otherwise).
-@Suite struct RedisKeySlotTests {
+@Suite(.tags(.unit)) struct RedisKeySlotTests {
     static let orgs: [OrgID] = ["o1", "00D5e000000XyZ1EAK", "org:with:colons", "org with spaces", "x{y"]
     static let jobs: [JobID] = ["j1", "1732400000000-0", "job{tagged}"]
     static let users: [UserID] = ["u1", "005xx000001Sv6AAAS", "{u}"]

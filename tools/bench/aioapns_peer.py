@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""The Python peer for `volley bench e2e --compare`: aioapns (from PyPI) sending APNs token-auth pushes to volley-mock.
+"""The Python peer for `volley-bench e2e --compare`: aioapns (from PyPI) sending APNs token-auth pushes to volley-mock.
 
 aioapns hard-codes Apple's hosts: this driver points its protocol classes at the mock's host/port and trusts the
 mock's CA through an ssl context (certificate and host name are still verified). Everything else is stock aioapns.

@@ -2,15 +2,21 @@ import ArgumentParser
 import Foundation
 import Logging
 import VolleyBench
+import VolleyCore
 import VolleyService
 
-struct Bench: AsyncParsableCommand {
+/// `volley-bench`: Volley's load tools, kept out of the `volley` binary that production runs. It starts the `volley`
+/// and `volley-mock` executables built next to it.
+@main
+struct VolleyBenchCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
-        abstract: "Benchmarks (transport; end to end).",
+        commandName: "volley-bench",
+        abstract: "Benchmarks: the transport against h2load, the pipeline end to end, the HTTP API.",
+        version: VolleyVersion.current,
         subcommands: [BenchTransport.self, BenchServe.self, BenchE2E.self, BenchAPI.self])
 }
 
-/// `volley bench transport`: HTTP/2 client throughput and latency against the mock, optionally beside h2load.
+/// `volley-bench transport`: HTTP/2 client throughput and latency against the mock, optionally beside h2load.
 struct BenchTransport: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "transport",
@@ -37,7 +43,7 @@ struct BenchTransport: AsyncParsableCommand {
     @Option(help: "https://host:port of a running server (default: start one).") var target: String?
     @Option(name: .customLong("ca-file"), help: "CA file for --target.") var caFile: String?
     @Option(help: "endpoints.json with APNs credentials for --target.") var endpoints: String?
-    @Option(help: "Server to start: mock (volley-mock) or builtin (volley bench serve).") var server = "mock"
+    @Option(help: "Server to start: mock (volley-mock) or builtin (volley-bench serve).") var server = "mock"
     @Option(help: "Measured rounds; each runs every contender back to back. Figures are medians over rounds.")
     var rounds = 1
     @Option(name: .customLong("cpu-wake-latency-us"), help: ArgumentHelp(cpuWakeLatencyHelp)) var cpuWakeLatencyUs: Int?
@@ -128,7 +134,7 @@ func cpuWakeLatencyLine(_ r: CPUWakeLatencyRequest?) -> String {
     return "idle CPUs: held to wake within \(r.microseconds) µs for this run (PM QoS, \(r.path))"
 }
 
-/// `volley bench serve`: a minimal TLS HTTP/2 server for transport benchmarks; writes <state-dir>/endpoints.json.
+/// `volley-bench serve`: a minimal TLS HTTP/2 server for transport benchmarks; writes <state-dir>/endpoints.json.
 struct BenchServe: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "serve", abstract: "Minimal HTTP/2 server for benchmarks.")
@@ -146,7 +152,7 @@ struct BenchServe: AsyncParsableCommand {
     }
 }
 
-/// `volley bench api`: wrk against `volley api` on its own redis-server.
+/// `volley-bench api`: wrk against `volley api` on its own redis-server.
 struct BenchAPI: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "api",

@@ -2,9 +2,10 @@ import ArgumentParser
 import Foundation
 import Logging
 import VolleyBench
+import VolleyCore
 import VolleyService
 
-/// `volley bench e2e`: the pipeline end to end (XADD → XACK) against volley-mock, with `--compare` (bare transport,
+/// `volley-bench e2e`: the pipeline end to end (XADD → XACK) against volley-mock, with `--compare` (bare transport,
 /// h2load, aioapns on the same mock) and `--sweep` (connections × latency × streams; 1/2/4 workers).
 struct BenchE2E: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
@@ -73,8 +74,11 @@ struct BenchE2E: AsyncParsableCommand {
     @Flag(name: .customLong("sweep-skip-workers"), help: "--sweep: only the transport grid.") var sweepSkipWorkers =
         false
     @Option(
-        name: .customLong("charts"), help: "Output folder for --sweep (CSV, JSON, SVG) and the rate-over-time chart.")
-    var charts = "docs/charts"
+        name: .customLong("charts"),
+        help: ArgumentHelp(
+            "Output folder for --sweep (CSV, JSON, SVG) and the rate-over-time chart (default: a new temporary "
+                + "folder, so a run never writes into the checkout)."))
+    var charts: String?
     @Flag(help: "Print one JSON object.") var json = false
     @Option(name: .customLong("cpu-wake-latency-us"), help: ArgumentHelp(cpuWakeLatencyHelp)) var cpuWakeLatencyUs: Int?
     @Option(
@@ -165,7 +169,7 @@ struct BenchE2E: AsyncParsableCommand {
             s.e2e = e2eOptions()
             s.workers = Self.parseList(sweepWorkers) ?? [1, 2, 4]
             s.bodyBytes = bodyBytes
-            s.outputDirectory = charts
+            s.outputDirectory = try chartsDirectory()
             s.skipTransport = sweepSkipTransport
             s.skipWorkers = sweepSkipWorkers
             let opts = s
@@ -177,7 +181,7 @@ struct BenchE2E: AsyncParsableCommand {
             } else {
                 print(Self.sweepTable(r))
                 print(cpuWakeLatencyLine(wakeLatency))
-                print("wrote \(charts)/sweep.csv, sweep.json and charts")
+                print("wrote \(s.outputDirectory)/sweep.csv, sweep.json and charts")
             }
             return
         }
@@ -212,7 +216,7 @@ struct BenchE2E: AsyncParsableCommand {
         c.bodyBytes = bodyBytes
         c.venv = venv
         let copts = c
-        let chartsDir = charts
+        let chartsDir = try chartsDirectory()
         let (r, cmp) = try await runBlocking { () throws -> (E2EBench.Result, E2ECompare.Result?) in
             let bench = E2EBench(options: opts, logger: logger)
             let stage = try bench.makeStage()
@@ -221,13 +225,16 @@ struct BenchE2E: AsyncParsableCommand {
             stage.stopWorkers()
             var cmp: E2ECompare.Result?
             if compare { cmp = try E2ECompare(options: copts, logger: logger).run(stage: stage) }
-            if FileManager.default.fileExists(atPath: chartsDir) {
+            do {
                 let pts = r.rate_per_second.enumerated().map { (Double($0.offset + 1), $0.element) }
-                try? SVGLineChart(
+                try SVGLineChart(
                     title: "Accepted per second during the run (\(r.devices) devices, \(r.workers) worker(s))",
                     xLabel: "second", yLabel: "devices/s", series: [.init(label: "accepted/s", points: pts)]
                 )
                 .write(to: chartsDir + "/e2e-rate-over-time.svg")
+                FileHandle.standardError.write(Data("wrote \(chartsDir)/e2e-rate-over-time.svg\n".utf8))
+            } catch {
+                FileHandle.standardError.write(Data("the rate chart was not written to \(chartsDir): \(error)\n".utf8))
             }
             return (r, cmp)
         }
@@ -365,5 +372,19 @@ extension BenchE2E {
                 format: "  ratio on/off: %.3f (rate), %.3f (CPU per notification)", ratio,
                 offCPU > 0 ? onCPU / offCPU : 0))
         print("command: \(command)")
+    }
+}
+
+extension BenchE2E {
+    /// `--charts`, created if missing, else a new temporary folder: a benchmark never dirties the checkout unless
+    /// asked to (`--charts docs/charts` refreshes the committed charts).
+    func chartsDirectory() throws -> String {
+        let dir =
+            charts
+            ?? FileManager.default.temporaryDirectory.appendingPathComponent(
+                "volley-bench-charts-\(JobID.generated(prefix: "").rawValue.prefix(8))"
+            ).path
+        try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
+        return dir
     }
 }
