@@ -20,7 +20,7 @@ public enum APNSPayload {
         var aps: [String: JSONValue] = [:]
         if let alert, !alert.isEmpty { aps["alert"] = .string(alert) }
         if let sound, !sound.isEmpty { aps["sound"] = .string(sound) }
-        if let badgeCount { aps["badge"] = .number(Double(badgeCount)) }
+        if let badgeCount { aps["badge"] = .number(JSONNumber(badgeCount)) }
         return try finishApple(aps: aps, userData: userData)
     }
 
@@ -41,7 +41,7 @@ public enum APNSPayload {
         // An alert needs something to show: body or a localization key.
         if alert["body"] != nil || alert["loc-key"] != nil { aps["alert"] = .object(alert) }
         if let sound, !sound.isEmpty { aps["sound"] = .string(sound) }
-        if let badgeCount { aps["badge"] = .number(Double(badgeCount)) }
+        if let badgeCount { aps["badge"] = .number(JSONNumber(badgeCount)) }
         return try finishApple(aps: aps, userData: userData)
     }
 
@@ -83,7 +83,7 @@ public enum APNSPayload {
             if let s = text.subtitle { alert["subtitle"] = .string(s) }
             if let b = text.body { alert["body"] = .string(b) }
             if !alert.isEmpty { aps["alert"] = .object(alert) }
-            if let badge = n.badge { aps["badge"] = .number(Double(badge)) }
+            if let badge = n.badge { aps["badge"] = .number(JSONNumber(badge)) }
             if let sound = n.sound { aps["sound"] = .string(sound) }
             if n.contentAvailable == true { aps["content-available"] = .number(1) }
             if n.mutableContent == true || n.imageUrl != nil { aps["mutable-content"] = .number(1) }
@@ -101,7 +101,7 @@ public enum APNSPayload {
                 guard score >= 0, score <= 1 else {
                     throw NotificationError("BadPayload", "relevanceScore \(score) must be between 0 and 1")
                 }
-                aps["relevance-score"] = .number(score)
+                aps["relevance-score"] = .number(JSONNumber(score))
             }
             if let t = n.targetContentId { aps["target-content-id"] = .string(t) }
             if aps.isEmpty {
@@ -123,17 +123,13 @@ public enum APNSPayload {
         // Volley's choice: the image for a Notification Service Extension, and a badge increase the app
         // applies itself (APNs only sets absolute badges; Volley keeps no per-device badge state).
         if let image = n.imageUrl { root["image-url"] = .string(image) }
-        if let inc = n.badgeIncrement, n.badge == nil { root["badge-increment"] = .number(Double(inc)) }
+        if let inc = n.badgeIncrement, n.badge == nil { root["badge-increment"] = .number(JSONNumber(inc)) }
         root["aps"] = .object(aps)
         return .object(root)
     }
 
     /// Compact JSON bytes, keys sorted (stable output for tests and caches).
-    public static func encode(_ value: JSONValue) throws -> [UInt8] {
-        let encoder = JSONEncoder()
-        encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
-        return Array(try encoder.encode(value))
-    }
+    public static func encode(_ value: JSONValue) throws -> [UInt8] { value.encoded() }
 
     /// Refuses a payload over the limit before sending, saying by how many bytes.
     public static func checkSize(_ bytes: Int, pushType: APNSPushType) throws {

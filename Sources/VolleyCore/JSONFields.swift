@@ -127,7 +127,7 @@ public struct JSONObjectReader {
     public func double(_ key: String) throws(JSONFieldError) -> Double? {
         switch value(key) {
         case nil: return nil
-        case .number(let n)?: return n
+        case .number(let n)? where n.doubleValue.isFinite: return n.doubleValue
         default: throw fault(key, "a number")
         }
     }
@@ -136,7 +136,9 @@ public struct JSONObjectReader {
     public func int(_ key: String) throws(JSONFieldError) -> Int? {
         switch value(key) {
         case nil: return nil
-        case .number(let n)? where n.rounded() == n && abs(n) < 9.2e18: return Int(n)
+        case .number(let n)?:
+            guard let i = n.intValue else { throw fault(key, "an integer") }
+            return i
         default: throw fault(key, "an integer")
         }
     }

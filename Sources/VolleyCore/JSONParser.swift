@@ -221,46 +221,28 @@ private struct JSONReader {
         throw JSONSyntaxError(offset: start - 1, message: "a string without its closing quote")
     }
 
-    /// A number as RFC 8259 writes it. Integers of up to 15 digits are exact without parsing text; others go
-    /// through the standard library's correctly rounded conversion.
-    private mutating func number() throws(JSONSyntaxError) -> Double {
+    /// A number as RFC 8259 writes it, kept as its text: no digit of a pass-through payload is rounded.
+    private mutating func number() throws(JSONSyntaxError) -> JSONNumber {
         let start = at
-        var negative = false
-        if bytes[at] == UInt8(ascii: "-") {
-            negative = true
-            at += 1
-        }
-        var integer: Int64 = 0
-        var digits = 0
+        if bytes[at] == UInt8(ascii: "-") { at += 1 }
         if at < bytes.count, bytes[at] == UInt8(ascii: "0") {
             at += 1
-            digits = 1
         } else {
-            while at < bytes.count, (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(bytes[at]) {
-                if digits < 18 { integer = integer * 10 + Int64(bytes[at] - UInt8(ascii: "0")) }
-                digits += 1
-                at += 1
-            }
-            guard digits > 0 else { throw fail("a '-' without digits") }
+            let first = at
+            while at < bytes.count, (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(bytes[at]) { at += 1 }
+            guard at > first else { throw fail("a '-' without digits") }
         }
-        var plain = true
         if at < bytes.count, bytes[at] == UInt8(ascii: ".") {
-            plain = false
             at += 1
             try someDigits("a '.' without digits after it")
         }
         if at < bytes.count, bytes[at] == UInt8(ascii: "e") || bytes[at] == UInt8(ascii: "E") {
-            plain = false
             at += 1
             if at < bytes.count, bytes[at] == UInt8(ascii: "+") || bytes[at] == UInt8(ascii: "-") { at += 1 }
             try someDigits("an exponent without digits")
         }
-        if plain && digits <= 15 { return negative ? -Double(integer) : Double(integer) }
-        let text = String(decoding: UnsafeRawBufferPointer(rebasing: bytes[start..<at]), as: UTF8.self)
-        guard let value = Double(text), value.isFinite else {
-            throw JSONSyntaxError(offset: start, message: "a number out of range")
-        }
-        return value
+        return JSONNumber(
+            validatedText: String(decoding: UnsafeRawBufferPointer(rebasing: bytes[start..<at]), as: UTF8.self))
     }
 
     private mutating func someDigits(_ problem: String) throws(JSONSyntaxError) {

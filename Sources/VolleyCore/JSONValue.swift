@@ -1,8 +1,9 @@
-/// A JSON value kept as it came: used for pass-through payloads (`apns`, `fcm`, `data`).
+/// A JSON value kept as it came: used for pass-through payloads (`apns`, `fcm`, `data`). Numbers keep their text
+/// (`JSONNumber`), so what a job carries reaches the provider digit for digit.
 public enum JSONValue: Sendable, Hashable, Codable {
     case null
     case bool(Bool)
-    case number(Double)
+    case number(JSONNumber)
     case string(String)
     case array([JSONValue])
     case object([String: JSONValue])
@@ -17,7 +18,7 @@ public enum JSONValue: Sendable, Hashable, Codable {
             self = .bool(b)
             return
         }
-        if let n = try? c.decode(Double.self) {
+        if let n = try? c.decode(JSONNumber.self) {
             self = .number(n)
             return
         }
@@ -41,8 +42,7 @@ public enum JSONValue: Sendable, Hashable, Codable {
         switch self {
         case .null: try c.encodeNil()
         case .bool(let b): try c.encode(b)
-        case .number(let n):
-            if n.rounded() == n, abs(n) < 9.007e15 { try c.encode(Int64(n)) } else { try c.encode(n) }
+        case .number(let n): try c.encode(n)
         case .string(let s): try c.encode(s)
         case .array(let a): try c.encode(a)
         case .object(let o): try c.encode(o)
@@ -61,5 +61,81 @@ public enum JSONValue: Sendable, Hashable, Codable {
     public var objectValue: [String: JSONValue]? {
         if case .object(let o) = self { return o }
         return nil
+    }
+    public var arrayValue: [JSONValue]? {
+        if case .array(let a) = self { return a }
+        return nil
+    }
+    public var boolValue: Bool? {
+        if case .bool(let b) = self { return b }
+        return nil
+    }
+    public var numberValue: JSONNumber? {
+        if case .number(let n) = self { return n }
+        return nil
+    }
+    /// A number's nearest `Double`; nil for anything else.
+    public var doubleValue: Double? { numberValue?.doubleValue }
+    /// A number that is a whole `Int`; nil for anything else.
+    public var intValue: Int? { numberValue?.intValue }
+    /// `encoded()` as text.
+    public var jsonText: String { String(decoding: encoded(), as: UTF8.self) }
+}
+
+extension JSONValue {
+    /// Compact UTF-8 JSON with object keys sorted (stable bytes for tests, digests and caches) and `/` unescaped:
+    /// the bytes Volley sends to a provider. Numbers are written as their text, so none is rounded.
+    public func encoded() -> [UInt8] {
+        var out: [UInt8] = []
+        out.reserveCapacity(256)
+        append(to: &out)
+        return out
+    }
+
+    /// Appends `encoded()`'s bytes to `out`.
+    public func append(to out: inout [UInt8]) {
+        switch self {
+        case .null: out.append(contentsOf: "null".utf8)
+        case .bool(let b): out.append(contentsOf: (b ? "true" : "false").utf8)
+        case .number(let n): out.append(contentsOf: n.text.utf8)
+        case .string(let s): Self.appendString(s, to: &out)
+        case .array(let a):
+            out.append(UInt8(ascii: "["))
+            for (i, v) in a.enumerated() {
+                if i > 0 { out.append(UInt8(ascii: ",")) }
+                v.append(to: &out)
+            }
+            out.append(UInt8(ascii: "]"))
+        case .object(let o):
+            out.append(UInt8(ascii: "{"))
+            for (i, key) in o.keys.sorted().enumerated() {
+                if i > 0 { out.append(UInt8(ascii: ",")) }
+                Self.appendString(key, to: &out)
+                out.append(UInt8(ascii: ":"))
+                o[key]?.append(to: &out)
+            }
+            out.append(UInt8(ascii: "}"))
+        }
+    }
+
+    /// A quoted string, escaped as Foundation's `JSONEncoder` escapes it (short forms for `\b \f \n \r \t`).
+    static func appendString(_ s: String, to out: inout [UInt8]) {
+        out.append(UInt8(ascii: "\""))
+        for b in s.utf8 {
+            switch b {
+            case UInt8(ascii: "\""): out.append(contentsOf: [0x5C, 0x22])
+            case UInt8(ascii: "\\"): out.append(contentsOf: [0x5C, 0x5C])
+            case 0x08: out.append(contentsOf: [0x5C, UInt8(ascii: "b")])
+            case 0x0C: out.append(contentsOf: [0x5C, UInt8(ascii: "f")])
+            case 0x0A: out.append(contentsOf: [0x5C, UInt8(ascii: "n")])
+            case 0x0D: out.append(contentsOf: [0x5C, UInt8(ascii: "r")])
+            case 0x09: out.append(contentsOf: [0x5C, UInt8(ascii: "t")])
+            case 0..<0x20:
+                let hex = Array("0123456789abcdef".utf8)
+                out.append(contentsOf: [0x5C, UInt8(ascii: "u"), 0x30, 0x30, hex[Int(b >> 4)], hex[Int(b & 0xF)]])
+            default: out.append(b)
+            }
+        }
+        out.append(UInt8(ascii: "\""))
     }
 }

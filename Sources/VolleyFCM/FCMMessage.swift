@@ -55,7 +55,7 @@ public enum FCMMessage {
             // Same meaning as APNs' apns-collapse-id: a newer notification replaces the displayed one.
             if let c = n.collapseId { an["tag"] = .string(c) }
             if let i = n.imageUrl { an["image"] = .string(i) }
-            if let badge = n.badge { an["notification_count"] = .number(Double(badge)) }
+            if let badge = n.badge { an["notification_count"] = .number(JSONNumber(badge)) }
             if !an.isEmpty { android["notification"] = .object(an) }
         }
         message["android"] = .object(android)
@@ -101,10 +101,7 @@ public enum FCMMessage {
         switch v {
         case .string(let s): return s
         case .null: return ""
-        default:
-            let encoder = JSONEncoder()
-            encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
-            return String(decoding: try encoder.encode(v), as: UTF8.self)
+        default: return String(decoding: v.encoded(), as: UTF8.self)
         }
     }
 }
@@ -152,9 +149,7 @@ public struct FCMPreparedNotification: PreparedNotification {
     public init(_ n: VolleyCore.Notification, projectID: String, validateOnly: Bool = false) throws {
         func tail(_ text: VolleyCore.Notification.LocalizedText) throws -> [UInt8] {
             let m = try FCMMessage.message(for: n, text: text)
-            let encoder = JSONEncoder()
-            encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
-            let bytes = Array(try encoder.encode(JSONValue.object(m)))
+            let bytes = JSONValue.object(m).encoded()
             return bytes.count <= 2 ? [] : Array(bytes.dropFirst()) // drop "{", keep the closing "}"
         }
         let defaultTail = try tail(n.text(variant: nil))

@@ -1,6 +1,8 @@
 import Foundation
 import Testing
+import VolleyCore
 import VolleyHTTP2
+import VolleyTestTags
 
 @testable import VolleyMock
 
@@ -47,10 +49,10 @@ func apnsRequest(
 }
 
 func reason(_ r: HTTP2Response) -> String? {
-    MockJSONValue.parse(r.body)?["reason"]?.stringValue
+    JSONValue.parse(r.body)?["reason"]?.stringValue
 }
 
-@Suite struct MockStateDirectoryTests {
+@Suite(.tags(.integration)) struct MockStateDirectoryTests {
     @Test func createdThenReused() throws {
         let dir = NSTemporaryDirectory() + "volley-mock-state-" + UUID().uuidString.prefix(8)
         defer { try? FileManager.default.removeItem(atPath: dir) }
@@ -86,7 +88,7 @@ func reason(_ r: HTTP2Response) -> String? {
     @Test func serviceAccountJSONHasGoogleShape() throws {
         let creds = try mockTestCredentials.get()
         let text = try creds.serviceAccountJSON(host: "127.0.0.1", port: 4443)
-        let doc = try #require(MockJSONValue.parse(text))
+        let doc = try #require(JSONValue.parse(text))
         #expect(doc["type"]?.stringValue == "service_account")
         #expect(doc["project_id"]?.stringValue == creds.fcmProjectID)
         #expect(doc["private_key_id"]?.stringValue == creds.fcmPrivateKeyID)
@@ -109,7 +111,7 @@ func runTool(_ path: String, _ args: [String]) throws -> String {
     return String(decoding: data, as: UTF8.self)
 }
 
-@Suite struct MockJSONValidatorTests {
+@Suite(.tags(.integration)) struct MockJSONValidatorTests {
     @Test(arguments: [
         (#"{}"#, MockJSONKind?.some(.object)), (#" {"a":1} "#, .object), (#"[1,2,3]"#, .array), (#""x""#, .string),
         (#"{"a":"\u00e9\n","b":[true,false,null],"c":-0.5e-3}"#, .object), ("{\"é\":\"日本\"}", .object),
@@ -123,7 +125,7 @@ func runTool(_ path: String, _ args: [String]) throws -> String {
     }
 
     @Test func parseUnescapes() throws {
-        let v = try #require(MockJSONValue.parse(#"{"a":"x\"y\u00e9\ud83d\ude00","n":12}"#))
+        let v = try #require(JSONValue.parse(#"{"a":"x\"y\u00e9\ud83d\ude00","n":12}"#))
         #expect(v["a"]?.stringValue == "x\"yé😀")
         #expect(v["n"]?.intValue == 12)
     }
@@ -145,7 +147,7 @@ struct APNsCase: Sendable, CustomTestStringConvertible {
     var testDescription: String { name }
 }
 
-@Suite struct MockAPNsValidationTests {
+@Suite(.tags(.integration)) struct MockAPNsValidationTests {
     static let cases: [APNsCase] = [
         APNsCase(name: "valid", status: 200, reason: ""),
         APNsCase(name: "GET", status: 405, reason: "MethodNotAllowed", method: "GET"),
@@ -300,7 +302,7 @@ struct APNsCase: Sendable, CustomTestStringConvertible {
     }
 }
 
-@Suite struct MockFaultInjectionTests {
+@Suite(.tags(.integration)) struct MockFaultInjectionTests {
     func jwt() throws -> String { try MockTokenMinter.apnsProviderToken(credentials: try mockTestCredentials.get()) }
 
     @Test func unregisteredInvalidAndReasons() throws {
@@ -324,7 +326,7 @@ struct APNsCase: Sendable, CustomTestStringConvertible {
             #expect(r.status == status, "\(token)")
             if status != 200 { #expect(reason(r) == why, "\(token)") }
             if status == 410 {
-                let ts = MockJSONValue.parse(r.body)?["timestamp"]?.intValue ?? 0
+                let ts = JSONValue.parse(r.body)?["timestamp"]?.intValue ?? 0
                 #expect(ts > 1_600_000_000_000)
             }
         }
@@ -435,7 +437,7 @@ struct APNsCase: Sendable, CustomTestStringConvertible {
         // Admin routes are not counted.
         let statsAnswer = try #require(
             engine.process(MockRequest(method: "GET", path: "/_mock/stats"), state: state).response)
-        let doc = try #require(MockJSONValue.parse(statsAnswer.body))
+        let doc = try #require(JSONValue.parse(statsAnswer.body))
         #expect(doc["total_requests"]?.intValue == 2)
         #expect(doc["accepted"]?["apns"]?.intValue == 1)
         #expect(doc["connections_open"]?.intValue == 1)
@@ -449,7 +451,7 @@ struct APNsCase: Sendable, CustomTestStringConvertible {
     }
 }
 
-@Suite struct MockFCMTests {
+@Suite(.tags(.integration)) struct MockFCMTests {
     func token(_ engine: MockEngine, _ state: MockConnectionState, lifetime: Int64 = 3600) throws -> String {
         let creds = try mockTestCredentials.get()
         let assertion = try MockTokenMinter.fcmAssertion(
@@ -462,7 +464,7 @@ struct APNsCase: Sendable, CustomTestStringConvertible {
                     body: Array(body.utf8)), state: state
             ).response)
         #expect(r.status == 200)
-        let doc = try #require(MockJSONValue.parse(r.body))
+        let doc = try #require(JSONValue.parse(r.body))
         #expect(doc["token_type"]?.stringValue == "Bearer")
         return try #require(doc["access_token"]?.stringValue)
     }
@@ -490,7 +492,7 @@ struct APNsCase: Sendable, CustomTestStringConvertible {
             engine, state, access: access,
             body: #"{"message":{"token":"tok-1","data":{"k":"v"},"android":{"priority":"HIGH","ttl":"3.5s"}}}"#)
         #expect(r.status == 200)
-        let name = MockJSONValue.parse(r.body)?["name"]?.stringValue ?? ""
+        let name = JSONValue.parse(r.body)?["name"]?.stringValue ?? ""
         #expect(name.hasPrefix("projects/\(try mockTestCredentials.get().fcmProjectID)/messages/"))
         let s = engine.stats()
         #expect(s.tokenRequests == 1 && s.acceptedFCM == 1)
@@ -506,8 +508,8 @@ struct APNsCase: Sendable, CustomTestStringConvertible {
         let assertion = try MockTokenMinter.fcmAssertion(credentials: creds, audience: "https://127.0.0.1:8443/token")
         let body = "grant_type=urn:ietf:params:oauth:grant-type:jwt-bearer&assertion=" + assertion
         let r = try #require(engine.process(MockRequest(path: "/token", body: Array(body.utf8)), state: state).response)
-        #expect(MockJSONValue.parse(r.body)?["expires_in"]?.intValue == 120)
-        let access = try #require(MockJSONValue.parse(r.body)?["access_token"]?.stringValue)
+        #expect(JSONValue.parse(r.body)?["expires_in"]?.intValue == 120)
+        let access = try #require(JSONValue.parse(r.body)?["access_token"]?.stringValue)
         // Past its lifetime the access token is refused.
         let later = MockRequest(
             path: "/v1/projects/\(creds.fcmProjectID)/messages:send",
@@ -516,7 +518,7 @@ struct APNsCase: Sendable, CustomTestStringConvertible {
         let expired = try #require(
             engine.process(later, state: state, now: Date().timeIntervalSince1970 + 200).response)
         #expect(expired.status == 401)
-        #expect(MockJSONValue.parse(expired.body)?["error"]?["status"]?.stringValue == "UNAUTHENTICATED")
+        #expect(JSONValue.parse(expired.body)?["error"]?["status"]?.stringValue == "UNAUTHENTICATED")
     }
 
     @Test func badAssertions() throws {
@@ -533,7 +535,7 @@ struct APNsCase: Sendable, CustomTestStringConvertible {
             let r = try #require(
                 engine.process(MockRequest(path: "/token", body: Array(body.utf8)), state: state).response)
             #expect(r.status == 400)
-            #expect(MockJSONValue.parse(r.body)?["error"]?.stringValue == "invalid_grant")
+            #expect(JSONValue.parse(r.body)?["error"]?.stringValue == "invalid_grant")
         }
         #expect(engine.stats().tokenRequests == 4)
         #expect(engine.stats().count(.oauth, 400, "invalid_grant") == 4)
@@ -565,7 +567,7 @@ struct APNsCase: Sendable, CustomTestStringConvertible {
         let access = try token(engine, state)
         let bad = try send(engine, state, access: access, body: #"{"message":{"token":"bad-token"}}"#)
         #expect(bad.status == 400)
-        let doc = try #require(MockJSONValue.parse(bad.body))
+        let doc = try #require(JSONValue.parse(bad.body))
         #expect(doc["error"]?["status"]?.stringValue == "INVALID_ARGUMENT")
         let details = doc["error"]?["details"]?.arrayValue ?? []
         #expect(
@@ -594,7 +596,7 @@ struct APNsCase: Sendable, CustomTestStringConvertible {
             #expect(r.status == status, "\(body.prefix(60))")
             if status != 200 {
                 #expect(
-                    MockJSONValue.parse(r.body)?["error"]?["status"]?.stringValue == googleStatus, "\(body.prefix(60))")
+                    JSONValue.parse(r.body)?["error"]?["status"]?.stringValue == googleStatus, "\(body.prefix(60))")
             }
             if body.contains("\"q\"") { #expect(r.header("retry-after") == "30") }
         }

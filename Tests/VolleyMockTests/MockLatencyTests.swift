@@ -3,13 +3,14 @@ import Testing
 import VolleyHTTP2
 import VolleyHTTP2Server
 import VolleyTestSupport
+import VolleyTestTags
 
 @testable import VolleyMock
 
 /// The mock's injected latency over the wire, and the byte-level APNs checks that must decide exactly what the
 /// String checks they replaced decided.
 
-@Suite struct MockByteRulesTests {
+@Suite(.tags(.integration)) struct MockByteRulesTests {
     func decide(path: String? = nil, fields extra: [(String, [UInt8])] = [], jwt: Bool = true) throws -> (Int, String?)
     {
         let engine = try makeEngine()
@@ -66,7 +67,7 @@ import VolleyTestSupport
 
 /// Injected latency over the wire (h2load): every answer waits at least the latency, none is lost, and GOAWAY /
 /// reset still cut the run where they did without latency.
-@Suite(.serialized) struct MockLatencyWireTests {
+@Suite(.serialized, .tags(.integration)) struct MockLatencyWireTests {
     /// h2load's "time for request:  min  max  mean ..." in milliseconds.
     func requestTimes(_ output: String) -> (min: Double, max: Double)? {
         guard let line = output.split(separator: "\n").first(where: { $0.hasPrefix("time for request:") }) else {
@@ -128,7 +129,7 @@ import VolleyTestSupport
 
 /// The JSON validator skips plain string bytes eight at a time: every special byte at every offset around the word
 /// boundaries must still be seen.
-@Suite struct MockJSONWordScanTests {
+@Suite(.tags(.integration)) struct MockJSONWordScanTests {
     func check(_ inner: [UInt8], closed: Bool = true) -> MockJSONKind? {
         var doc = Array(#"{"k":""#.utf8) + inner
         if closed { doc += Array(#""}"#.utf8) }

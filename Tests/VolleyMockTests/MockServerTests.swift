@@ -1,9 +1,11 @@
 import Foundation
 import Logging
 import Testing
+import VolleyCore
 import VolleyHTTP2
 import VolleyMock
 import VolleyTestSupport
+import VolleyTestTags
 
 /// Over-the-wire tests of the mock: real TLS + HTTP/2 from curl and h2load (nghttp2-client) against the in-process
 /// server started by `MockServerFixture`.
@@ -50,12 +52,12 @@ func apnsHeaders(_ mock: MockServerFixture, jwt: String?) -> [String] {
 
 let wireBody = #"{"aps":{"alert":{"title":"Hi","body":"there"}}}"#
 
-@Suite(.serialized) struct MockServerWireTests {
+@Suite(.serialized, .tags(.integration)) struct MockServerWireTests {
     @Test func endpointsFileAndValidRequest() throws {
         let mock = try MockServerFixture()
         defer { mock.stop() }
         let text = try String(contentsOfFile: mock.endpoints.endpointsFile, encoding: .utf8)
-        let doc = try #require(MockJSONValue.parse(text))
+        let doc = try #require(JSONValue.parsed(text))
         #expect(doc["host"]?.stringValue == "127.0.0.1")
         #expect(doc["port"]?.intValue == mock.port)
         #expect(doc["ca_file"]?.stringValue == mock.caFile)
@@ -70,7 +72,7 @@ let wireBody = #"{"aps":{"alert":{"title":"Hi","body":"there"}}}"#
         for path in [mock.caFile, mock.apnsKeyFile, mock.serviceAccountFile, mock.clientCertificateFile] {
             #expect(path.hasPrefix("/") && FileManager.default.fileExists(atPath: path))
         }
-        let sa = try #require(MockJSONValue.parse(try String(contentsOfFile: mock.serviceAccountFile, encoding: .utf8)))
+        let sa = try #require(JSONValue.parsed(try String(contentsOfFile: mock.serviceAccountFile, encoding: .utf8)))
         #expect(sa["token_uri"]?.stringValue == "https://127.0.0.1:\(mock.port)/token")
 
         let jwt = try MockTokenMinter.apnsProviderToken(credentials: mock.server.credentials)
@@ -82,7 +84,7 @@ let wireBody = #"{"aps":{"alert":{"title":"Hi","body":"there"}}}"#
         #expect(body == #"{"reason":"MissingProviderToken"}"#)
         let (statsCode, statsBody) = try curl(mock, "/_mock/stats", method: "GET")
         #expect(statsCode == 200)
-        let stats = try #require(MockJSONValue.parse(statsBody))
+        let stats = try #require(JSONValue.parsed(statsBody))
         #expect(stats["accepted"]?["apns"]?.intValue == 1)
         #expect(stats["total_requests"]?.intValue == 2)
     }
@@ -108,7 +110,7 @@ let wireBody = #"{"aps":{"alert":{"title":"Hi","body":"there"}}}"#
         let jwt = try MockTokenMinter.apnsProviderToken(credentials: mock.server.credentials)
         let (gone, body) = try curl(mock, "/3/device/deadbeef", headers: apnsHeaders(mock, jwt: jwt), body: wireBody)
         #expect(gone == 410)
-        #expect(MockJSONValue.parse(body)?["reason"]?.stringValue == "Unregistered")
+        #expect(JSONValue.parsed(body)?["reason"]?.stringValue == "Unregistered")
         let (bad, _) = try curl(mock, "/_mock/config", body: #"{"nonsense": 1}"#)
         #expect(bad == 400)
         let (reset, _) = try curl(mock, "/_mock/reset-stats", body: "")
@@ -135,7 +137,7 @@ let wireBody = #"{"aps":{"alert":{"title":"Hi","body":"there"}}}"#
             mock, "/token", headers: ["content-type: application/x-www-form-urlencoded"],
             body: "grant_type=urn%3Aietf%3Aparams%3Aoauth%3Agrant-type%3Ajwt-bearer&assertion=\(assertion)")
         #expect(code == 200)
-        let access = try #require(MockJSONValue.parse(body)?["access_token"]?.stringValue)
+        let access = try #require(JSONValue.parsed(body)?["access_token"]?.stringValue)
         let path = "/v1/projects/\(mock.fcmProjectID)/messages:send"
         let (sent, _) = try curl(
             mock, path, headers: ["authorization: Bearer \(access)", "content-type: application/json"],
@@ -145,7 +147,7 @@ let wireBody = #"{"aps":{"alert":{"title":"Hi","body":"there"}}}"#
             mock, path, headers: ["authorization: Bearer \(access)"], body: #"{"message":{"token":"gone"}}"#)
         #expect(gone == 404)
         #expect(
-            MockJSONValue.parse(goneBody)?["error"]?["details"]?.arrayValue?.first?["errorCode"]?.stringValue
+            JSONValue.parsed(goneBody)?["error"]?["details"]?.arrayValue?.first?["errorCode"]?.stringValue
                 == "UNREGISTERED")
         #expect(mock.stats().tokenRequests == 1)
         #expect(mock.stats().acceptedFCM == 1)
@@ -248,4 +250,9 @@ let wireBody = #"{"aps":{"alert":{"title":"Hi","body":"there"}}}"#
         // The limit was lifted to 8 after the first accepted request, and never exceeded.
         #expect(s.maxConcurrentStreamsSeen > 1 && s.maxConcurrentStreamsSeen <= 8)
     }
+}
+
+extension JSONValue {
+    /// The document `text` holds, or nil when it is not JSON.
+    static func parsed(_ text: String) -> JSONValue? { try? JSONValue(parsing: text) }
 }

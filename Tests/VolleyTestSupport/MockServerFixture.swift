@@ -63,6 +63,7 @@ public final class MockServerFixture: @unchecked Sendable {
     public func configure(_ json: String) throws { try server.configure(json: json) }
     public func stats() -> MockStatsSnapshot { server.stats() }
     public func resetStats() { server.resetStats() }
+    public func capturedPushes() -> [MockCapturedPush] { server.capturedPushes() }
 
     public func stop() {
         guard !stopped else { return }

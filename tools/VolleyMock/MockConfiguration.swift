@@ -1,3 +1,5 @@
+import VolleyCore
+
 /// Runtime behaviour of the mock: fault injection and limits. Loaded from `--config FILE` at start and merged at run
 /// time from `POST /_mock/config` (same JSON). Merging: every key present replaces that setting (lists and maps are
 /// replaced whole, not appended); absent keys keep their value; `"replace": true` first resets everything to defaults.
@@ -38,7 +40,9 @@
 ///   "resetAfterStreams": 0,                 // 0 = off; the Mth request on a connection gets no answer: TCP reset
 ///   "maxConcurrentStreams": 1000,           // advertised SETTINGS_MAX_CONCURRENT_STREAMS (applied to open
 ///                                           // connections too)
-///   "duplicateTracking": true               // count duplicate apns-id / x-volley-delivery-id among accepted sends
+///   "duplicateTracking": true,              // count duplicate apns-id / x-volley-delivery-id among accepted sends
+///   "capturePushes": 0                      // keep the last N accepted pushes (token, headers, body) for
+///                                           // `GET /_mock/pushes` and `MockServer.capturedPushes()`
 /// }
 /// ```
 public struct MockConfiguration: Sendable, Equatable {
@@ -108,12 +112,14 @@ public struct MockConfiguration: Sendable, Equatable {
     public var resetAfterStreams: Int = 0
     public var maxConcurrentStreams: UInt32 = 1000
     public var duplicateTracking = true
+    /// How many accepted pushes (APNs and FCM) the mock keeps, newest last, for tests to read what a device got.
+    public var capturePushes = 0
 
     public init() {}
 
     /// Applies a configuration document (see the type's comment). Throws with a message naming the bad key.
     public mutating func merge(json text: String) throws {
-        guard let doc = MockJSONValue.parse(text), case .object(let members) = doc else {
+        guard let doc = JSONValue.parse(text), case .object(let members) = doc else {
             throw MockConfigurationError("configuration must be a JSON object")
         }
         if doc["replace"]?.boolValue == true { self = MockConfiguration() }
@@ -181,34 +187,35 @@ public struct MockConfiguration: Sendable, Equatable {
                 }
                 maxConcurrentStreams = UInt32(n)
             case "duplicateTracking": duplicateTracking = try Self.bool(value, key)
+            case "capturePushes": capturePushes = try Self.int(value, key)
             default:
                 throw MockConfigurationError("unknown configuration key \"\(key)\"")
             }
         }
     }
 
-    static func int(_ v: MockJSONValue, _ key: String) throws -> Int {
+    static func int(_ v: JSONValue, _ key: String) throws -> Int {
         guard let i = v.intValue, i >= 0 else { throw MockConfigurationError("\(key) must be a non-negative integer") }
         return i
     }
-    static func double(_ v: MockJSONValue, _ key: String) throws -> Double {
+    static func double(_ v: JSONValue, _ key: String) throws -> Double {
         guard let d = v.doubleValue, d >= 0, d.isFinite else {
             throw MockConfigurationError("\(key) must be a non-negative number")
         }
         return d
     }
-    static func bool(_ v: MockJSONValue, _ key: String) throws -> Bool {
+    static func bool(_ v: JSONValue, _ key: String) throws -> Bool {
         guard let b = v.boolValue else { throw MockConfigurationError("\(key) must be true or false") }
         return b
     }
-    static func strings(_ v: MockJSONValue, _ key: String) throws -> [String] {
+    static func strings(_ v: JSONValue, _ key: String) throws -> [String] {
         guard let a = v.arrayValue else { throw MockConfigurationError("\(key) must be an array of strings") }
         return try a.map {
             guard let s = $0.stringValue else { throw MockConfigurationError("\(key) must be an array of strings") }
             return s
         }
     }
-    static func reason(_ v: MockJSONValue, _ key: String, defaultStatus: (String) -> Int) throws -> Reason {
+    static func reason(_ v: JSONValue, _ key: String, defaultStatus: (String) -> Int) throws -> Reason {
         guard let r = v["reason"]?.stringValue else {
             throw MockConfigurationError(
                 "\(key) entries need {\"reason\": String, \"status\"?: Int, \"retryAfter\"?: Int}")
@@ -221,8 +228,8 @@ public struct MockConfiguration: Sendable, Equatable {
     }
 
     static func mergeRules(
-        _ rules: inout TokenRules, _ value: MockJSONValue, provider: String,
-        extra: (String, MockJSONValue) throws -> Bool, defaultStatus: (String) -> Int
+        _ rules: inout TokenRules, _ value: JSONValue, provider: String,
+        extra: (String, JSONValue) throws -> Bool, defaultStatus: (String) -> Int
     ) throws {
         guard let members = value.objectValue else { throw MockConfigurationError("\(provider) must be an object") }
         for (k, v) in members {
@@ -239,7 +246,10 @@ public struct MockConfiguration: Sendable, Equatable {
                 rules.tokenReasons = out
             case "reasonPrefixes":
                 guard let m = v.objectValue else { throw MockConfigurationError("\(name) must be an object") }
-                rules.reasonPrefixes = try m.map { ($0.0, try reason($0.1, name, defaultStatus: defaultStatus)) }
+                // The longest prefix is tried first: a more specific rule wins over a general one.
+                rules.reasonPrefixes = try m.sorted { ($0.key.count, $1.key) > ($1.key.count, $0.key) }.map {
+                    ($0.key, try reason($0.value, name, defaultStatus: defaultStatus))
+                }
             default:
                 guard try extra(k, v) else { throw MockConfigurationError("unknown configuration key \"\(name)\"") }
             }
@@ -248,52 +258,47 @@ public struct MockConfiguration: Sendable, Equatable {
 
     /// The configuration as a JSON document in the same schema (what `GET /_mock/config` answers).
     public var json: String {
-        func rules(_ r: TokenRules) -> [(String, MockJSONValue)] {
-            func reasonJSON(_ x: Reason) -> MockJSONValue {
-                var m: [(String, MockJSONValue)] = [
-                    ("status", .number(String(x.status))), ("reason", .string(x.reason)),
-                ]
-                if let ra = x.retryAfter { m.append(("retryAfter", .number(String(ra)))) }
+        func rules(_ r: TokenRules) -> [String: JSONValue] {
+            func reasonJSON(_ x: Reason) -> JSONValue {
+                var m: [String: JSONValue] = ["status": .number(JSONNumber(x.status)), "reason": .string(x.reason)]
+                if let ra = x.retryAfter { m["retryAfter"] = .number(JSONNumber(ra)) }
                 return .object(m)
             }
             return [
-                ("unregisteredTokens", .array(r.unregisteredTokens.sorted().map { .string($0) })),
-                ("unregisteredPrefixes", .array(r.unregisteredPrefixes.map { .string($0) })),
-                ("invalidTokens", .array(r.invalidTokens.sorted().map { .string($0) })),
-                ("invalidPrefixes", .array(r.invalidPrefixes.map { .string($0) })),
-                (
-                    "tokenReasons",
-                    .object(r.tokenReasons.sorted { $0.key < $1.key }.map { ($0.key, reasonJSON($0.value)) })
-                ),
-                ("reasonPrefixes", .object(r.reasonPrefixes.map { ($0.0, reasonJSON($0.1)) })),
+                "unregisteredTokens": .array(r.unregisteredTokens.sorted().map { .string($0) }),
+                "unregisteredPrefixes": .array(r.unregisteredPrefixes.map { .string($0) }),
+                "invalidTokens": .array(r.invalidTokens.sorted().map { .string($0) }),
+                "invalidPrefixes": .array(r.invalidPrefixes.map { .string($0) }),
+                "tokenReasons": .object(r.tokenReasons.mapValues(reasonJSON)),
+                "reasonPrefixes": .object(
+                    Dictionary(r.reasonPrefixes.map { ($0.0, reasonJSON($0.1)) }, uniquingKeysWith: { a, _ in a })),
             ]
         }
-        let doc: MockJSONValue = .object([
-            (
-                "apns",
-                .object(
-                    rules(apns) + [
-                        ("jwtMaxAgeSeconds", .number(String(jwtMaxAgeSeconds))),
-                        ("tokenUpdateLimitSeconds", .number(String(tokenUpdateLimitSeconds))),
-                        ("oneStreamUntilAuthenticated", .bool(oneStreamUntilAuthenticated)),
-                    ])
-            ),
-            (
-                "fcm",
-                .object(rules(fcm) + [("accessTokenLifetimeSeconds", .number(String(accessTokenLifetimeSeconds)))])
-            ),
-            ("errorRate", .number(String(errorRate))),
-            ("errorStatuses", .array(errorStatuses.map { .number(String($0)) })),
-            ("retryAfterSeconds", .number(String(retryAfterSeconds))),
-            ("latencyMs", .number(String(latencyMs))),
-            ("latencyJitterMs", .number(String(latencyJitterMs))),
-            ("goAwayAfterStreams", .number(String(goAwayAfterStreams))),
-            ("goAwayReason", goAwayReason.map { .string($0) } ?? .null),
-            ("resetAfterStreams", .number(String(resetAfterStreams))),
-            ("maxConcurrentStreams", .number(String(maxConcurrentStreams))),
-            ("duplicateTracking", .bool(duplicateTracking)),
+        func n(_ i: some BinaryInteger) -> JSONValue { .number(JSONNumber(i)) }
+        let doc: JSONValue = .object([
+            "apns": .object(
+                rules(apns).merging(
+                    [
+                        "jwtMaxAgeSeconds": n(jwtMaxAgeSeconds),
+                        "tokenUpdateLimitSeconds": n(tokenUpdateLimitSeconds),
+                        "oneStreamUntilAuthenticated": .bool(oneStreamUntilAuthenticated),
+                    ], uniquingKeysWith: { a, _ in a })),
+            "fcm": .object(
+                rules(fcm).merging(
+                    ["accessTokenLifetimeSeconds": n(accessTokenLifetimeSeconds)], uniquingKeysWith: { a, _ in a })),
+            "errorRate": .number(JSONNumber(errorRate)),
+            "errorStatuses": .array(errorStatuses.map(n)),
+            "retryAfterSeconds": n(retryAfterSeconds),
+            "latencyMs": .number(JSONNumber(latencyMs)),
+            "latencyJitterMs": .number(JSONNumber(latencyJitterMs)),
+            "goAwayAfterStreams": n(goAwayAfterStreams),
+            "goAwayReason": goAwayReason.map { .string($0) } ?? .null,
+            "resetAfterStreams": n(resetAfterStreams),
+            "maxConcurrentStreams": n(maxConcurrentStreams),
+            "duplicateTracking": .bool(duplicateTracking),
+            "capturePushes": n(capturePushes),
         ])
-        return doc.serialized
+        return doc.jsonText
     }
 }
 

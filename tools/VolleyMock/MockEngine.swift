@@ -2,6 +2,7 @@ import Crypto
 import CryptoExtras
 import Foundation
 import Synchronization
+import VolleyCore
 import VolleyHTTP2
 import VolleyHTTP2Server
 
@@ -150,6 +151,8 @@ public final class MockEngine: Sendable {
         }
     }
     let duplicateTrackingAllowed: Bool
+    /// The last accepted pushes, when `capturePushes` asks for them (tests read what each device got).
+    let captured = Mutex(MockCaptureLog())
     /// `credentials.apnsTopic` as bytes, for the per-request comparison.
     let apnsTopicBytes: [UInt8]
     /// `projects/<project>/messages/`, the start of an accepted answer's `name`.
@@ -354,6 +357,9 @@ public final class MockEngine: Sendable {
         return UInt64(ts.tv_sec) * 1_000_000_000 + UInt64(ts.tv_nsec)
     }
 
+    /// The accepted pushes kept by `capturePushes`, oldest first.
+    public func capturedPushes() -> [MockCapturedPush] { captured.withLock { $0.pushes } }
+
     public func resetStats() {
         let open = registry.withLock { r -> [MockConnectionState] in
             r.closedTotals = MockCounters()
@@ -363,6 +369,7 @@ public final class MockEngine: Sendable {
         }
         for s in open { s.counters.withLock { $0 = MockCounters() } }
         duplicates.reset()
+        captured.withLock { $0 = MockCaptureLog() }
         lastAcceptedNanos.store(0, ordering: .relaxed)
         providerTokens.withLock { $0 = ProviderTokens() }
     }
@@ -645,6 +652,18 @@ public final class MockEngine: Sendable {
             if duplicate { c.duplicates += 1 }
         }
         noteAccepted()
+        if config.capturePushes > 0 {
+            var headers: [String: String] = [:]
+            for (name, value) in [
+                ("apns-push-type", raw.pushType), ("apns-priority", raw.priority), ("apns-expiration", raw.expiration),
+                ("apns-collapse-id", raw.collapseID), ("apns-topic", raw.topic),
+            ] {
+                if let value { headers[name] = String(decoding: value, as: UTF8.self) }
+            }
+            let push = MockCapturedPush(
+                provider: .apns, token: String(decoding: token, as: UTF8.self), headers: headers, body: req.body)
+            captured.withLock { $0.append(push, keep: config.capturePushes) }
+        }
         // Never indexed (RFC 7541 §6.2.3): a value unique per response would only churn both HPACK tables.
         return HTTP2Response(status: 200, headers: [HTTP2Header("apns-id", apnsID ?? state.uuid(), sensitive: true)])
     }
@@ -814,7 +833,7 @@ public final class MockEngine: Sendable {
                 errorCode: nil)
         }
         authenticated = true
-        guard let doc = MockJSONValue.parse(req.body), case .object = doc else {
+        guard let doc = JSONValue.parse(req.body), case .object = doc else {
             return fcmError(
                 state, 400, status: "INVALID_ARGUMENT",
                 message: "Invalid JSON payload received. Unexpected token.", errorCode: nil)
@@ -844,15 +863,15 @@ public final class MockEngine: Sendable {
                     errorCode: "INVALID_ARGUMENT", field: ("message.data", "Invalid value"))
             }
             var size = 0
-            for (i, (k, v)) in members.enumerated() {
+            for (i, (k, v)) in members.sorted(by: { $0.key < $1.key }).enumerated() {
                 guard let s = v.stringValue else {
                     return fcmError(
                         state, 400, status: "INVALID_ARGUMENT",
-                        message: "Invalid value at 'message.data[\(i)].value' (TYPE_STRING), \(v.serialized)",
+                        message: "Invalid value at 'message.data[\(i)].value' (TYPE_STRING), \(v.jsonText)",
                         errorCode: nil,
                         field: (
                             "message.data[\(i)].value",
-                            "Invalid value at 'message.data[\(i)].value' (TYPE_STRING), \(v.serialized)"
+                            "Invalid value at 'message.data[\(i)].value' (TYPE_STRING), \(v.jsonText)"
                         ))
                 }
                 size += k.utf8.count + s.utf8.count
@@ -870,7 +889,7 @@ public final class MockEngine: Sendable {
                         state, 400, status: "INVALID_ARGUMENT",
                         message:
                             "Invalid value at 'message.android.priority' "
-                            + "(type.googleapis.com/google.firebase.fcm.v1.AndroidMessagePriority), \(p.serialized)",
+                            + "(type.googleapis.com/google.firebase.fcm.v1.AndroidMessagePriority), \(p.jsonText)",
                         errorCode: nil, field: ("message.android.priority", "Invalid value"))
                 }
             }
@@ -880,7 +899,7 @@ public final class MockEngine: Sendable {
                         state, 400, status: "INVALID_ARGUMENT",
                         message:
                             "Invalid value at 'message.android.ttl' "
-                            + "(type.googleapis.com/google.protobuf.Duration), \(ttl.serialized)",
+                            + "(type.googleapis.com/google.protobuf.Duration), \(ttl.jsonText)",
                         errorCode: nil, field: ("message.android.ttl", "Invalid value"))
                 }
             }
@@ -936,6 +955,10 @@ public final class MockEngine: Sendable {
             if duplicate { c.duplicates += 1 }
         }
         if !validateOnly { noteAccepted() }
+        if !validateOnly, config.capturePushes > 0 {
+            let push = MockCapturedPush(provider: .fcm, token: target ?? "", headers: [:], body: req.body)
+            captured.withLock { $0.append(push, keep: config.capturePushes) }
+        }
         // {"name":"projects/<project>/messages/<id>"}, id "0:<unix µs>%<counter, hex>" (or Google's validate_only id).
         var body: [UInt8] = []
         body.reserveCapacity(fcmNamePrefixBytes.count + 48)
@@ -1026,6 +1049,15 @@ public final class MockEngine: Sendable {
         switch (req.method, req.path) {
         case ("GET", "/_mock/stats"):
             d.response = HTTP2Response(status: 200, headers: json, body: Array(stats().json.utf8))
+        case ("GET", "/_mock/pushes"):
+            let pushes = capturedPushes().map { p -> JSONValue in
+                .object([
+                    "provider": .string(p.provider.rawValue), "token": .string(p.token),
+                    "headers": .object(p.headers.mapValues { .string($0) }),
+                    "body": .string(String(decoding: p.body, as: UTF8.self)),
+                ])
+            }
+            d.response = HTTP2Response(status: 200, headers: json, body: JSONValue.array(pushes).encoded())
         case ("POST", "/_mock/reset-stats"):
             resetStats()
             d.response = HTTP2Response(status: 200, headers: json, body: Array("{\"ok\":true}".utf8))
@@ -1196,5 +1228,26 @@ enum MockBytes {
     static func decodedCount(_ a: UnsafeBufferPointer<UInt8>) -> Int {
         for c in a where c >= 0x80 { return String(decoding: a, as: UTF8.self).utf8.count }
         return a.count
+    }
+}
+
+/// One accepted push as the mock received it.
+public struct MockCapturedPush: Sendable {
+    public var provider: MockProvider
+    /// The APNs device token (hex, from the path) or the FCM registration token (`message.token`).
+    public var token: String
+    /// APNs: `apns-push-type`, `apns-priority`, `apns-expiration`, `apns-collapse-id`, `apns-topic` when sent.
+    public var headers: [String: String]
+    public var body: [UInt8]
+    /// The body as a JSON tree (nil when it is not JSON, which an accepted push never is).
+    public var json: JSONValue? { JSONValue.parse(body) }
+}
+
+/// The last `keep` accepted pushes.
+struct MockCaptureLog {
+    private(set) var pushes: [MockCapturedPush] = []
+    mutating func append(_ push: MockCapturedPush, keep: Int) {
+        pushes.append(push)
+        if pushes.count > keep { pushes.removeFirst(pushes.count - keep) }
     }
 }

@@ -1,12 +1,13 @@
 import Crypto
 import CryptoExtras
 import Foundation
+import VolleyCore
 
 /// JWT parsing and verification for the mock (APNs ES256 provider tokens, FCM RS256 assertions).
 enum MockJWT {
     struct Parsed {
-        var header: MockJSONValue
-        var claims: MockJSONValue
+        var header: JSONValue
+        var claims: JSONValue
         var signingInput: [UInt8]
         var signature: [UInt8]
     }
@@ -50,7 +51,7 @@ enum MockJWT {
         else { return nil }
         guard let h = base64URLDecode(bytes[..<d1]), let c = base64URLDecode(bytes[(d1 + 1)..<d2]),
             let s = base64URLDecode(bytes[(d2 + 1)...]),
-            let header = MockJSONValue.parse(h), let claims = MockJSONValue.parse(c)
+            let header = JSONValue.parse(h), let claims = JSONValue.parse(c)
         else { return nil }
         guard case .object = header, case .object = claims else { return nil }
         return Parsed(header: header, claims: claims, signingInput: Array(bytes[..<d2]), signature: s)

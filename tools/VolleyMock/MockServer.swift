@@ -130,6 +130,8 @@ public final class MockServer: HTTP2ServerHandler, @unchecked Sendable {
 
     public func stats() -> MockStatsSnapshot { engine.stats() }
     public func resetStats() { engine.resetStats() }
+    /// The accepted pushes the mock kept (`capturePushes` in its configuration), oldest first.
+    public func capturedPushes() -> [MockCapturedPush] { engine.capturedPushes() }
     /// See `MockEngine.trustAPNsKey(keyID:publicKey:)`.
     public func trustAPNsKey(keyID: String, publicKey: P256.Signing.PublicKey) {
         engine.trustAPNsKey(keyID: keyID, publicKey: publicKey)
