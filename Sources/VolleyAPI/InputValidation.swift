@@ -3,22 +3,11 @@ import VolleyCore
 
 /// Turns request bodies into values, or into a 400 that names the field at fault.
 enum Input {
-    /// The keys a job may carry (README "Jobs"); anything else is a 400 naming it.
-    static let jobKeys: Set<String> = [
-        "id", "org", "app", "recipients", "devices", "notification", "apns", "fcm", "platforms", "debug",
-    ]
-    static let notificationKeys: Set<String> = [
-        "title", "subtitle", "body", "localized", "sound", "badge", "badgeIncrement", "data", "contentAvailable",
-        "mutableContent", "category", "threadId", "collapseId", "interruptionLevel", "relevanceScore",
-        "targetContentId", "ttl", "priority", "pushType", "imageUrl", "url", "channelId", "type", "targetId", "apns",
-        "fcm",
-    ]
-    static let localizedKeys: Set<String> = ["title", "subtitle", "body"]
-    static let jobDeviceKeys: Set<String> = ["platform", "token", "environment"]
-    /// What `POST /v1/jobs` takes: a job as producers write it (no `shard`, which workers set when they split a
-    /// campaign).
+    /// What `POST /v1/jobs` takes: a job as producers write it, with the keys workers accept (`JobKeys`), less
+    /// `shard`, which workers set when they split a campaign. Anything else is a 400 naming it.
     static let jobSchema = JobKeys.Schema(
-        job: jobKeys, notification: notificationKeys, localizedText: localizedKeys, device: jobDeviceKeys, shard: [])
+        job: JobKeys.job.subtracting(["shard"]), notification: JobKeys.notification,
+        localizedText: JobKeys.localizedText, device: JobKeys.device, shard: [])
 
     /// Parses a JSON object body; a 400 naming `field` (default: the body) when it is not one.
     static func object(_ data: Data) throws -> [String: Any] {

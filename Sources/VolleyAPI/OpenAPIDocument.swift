@@ -1317,6 +1317,7 @@ components:
         channelId: {type: string}
         type: {type: string}
         targetId: {type: string}
+        targetPageRef: {type: string, description: "The in-app navigation target (a page reference as JSON text)."}
         apns: {type: object}
         fcm: {type: object}
     JobAccepted:

@@ -419,7 +419,7 @@ extension APIServer {
         try Input.rejectUnknownKeys(
             object, known: ["app", "platform", "token", "environment", "notification", "dryRun"], at: "")
         if let n = object["notification"] as? [String: Any] {
-            try Input.rejectUnknownKeys(n, known: Input.notificationKeys, at: "notification")
+            try Input.rejectUnknownKeys(n, known: JobKeys.notification, at: "notification")
         }
         struct Body: Decodable {
             var app: String

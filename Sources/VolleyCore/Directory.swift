@@ -24,6 +24,9 @@ public struct DirectoryRecord: Sendable, Hashable, Codable {
     /// Containers only: user ids (groups and queues may also name groups).
     public var members: [RecipientID]?
 
+    /// The keys a record may carry; any other refuses the line, naming the key.
+    public static let keys: Set<String> = ["org", "kind", "id", "active", "members"]
+
     public init(org: OrgID, kind: DirectoryKind, id: RecipientID, active: Bool? = nil, members: [RecipientID]? = nil) {
         self.org = org
         self.kind = kind

@@ -71,6 +71,13 @@ public enum JobKeys {
         return unknownKeys(in: job)
     }
 
+    /// Unknown keys of one JSON object of a fixed shape (an import line, a `--notification` argument), each with a
+    /// "did you mean": records refuse a key they do not know instead of dropping it (`"activ": false` must not
+    /// import an active user).
+    public static func unknownKeys(in object: [String: JSONValue], known: Set<String>) -> [UnknownKey] {
+        check(object, known: known, at: "")
+    }
+
     private static func check(_ object: [String: JSONValue], known: Set<String>, at path: String) -> [UnknownKey] {
         var unknown: [String] = []
         for key in object.keys where !known.contains(key) { unknown.append(key) }

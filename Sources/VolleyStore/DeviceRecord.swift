@@ -51,6 +51,8 @@ public struct DeviceImportRecord: Sendable, Hashable, Codable {
     public var token: DeviceToken
     public var environment: APNSEnvironment?
     public var locale: String?
+    /// The keys a JSONL record may carry; any other refuses the line, naming the key.
+    public static let keys: Set<String> = ["org", "app", "user", "platform", "token", "environment", "locale"]
     public init(
         org: OrgID, app: AppName, user: UserID, platform: Platform, token: DeviceToken,
         environment: APNSEnvironment? = nil, locale: String? = nil

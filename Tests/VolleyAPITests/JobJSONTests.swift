@@ -21,7 +21,21 @@ struct JobJSONTests {
         let body = try JobBody(data, org: nil)
         #expect(body.job == (try PushJob(json: JSONValue(parsing: data), defaultOrg: nil)))
         #expect(body.job == (try JSONDecoder().decode(PushJob.self, from: data)))
-        #expect(Set(body.keys) == Set(Input.jobKeys))
+        #expect(Set(body.keys) == Input.jobSchema.job)
+    }
+
+    /// The API takes every notification key a worker takes (`targetPageRef` included), and refuses `shard`.
+    @Test func theAPITakesTheWorkersNotificationKeys() throws {
+        #expect(Input.jobSchema.notification == JobKeys.notification)
+        let body = #"{"app":"a","recipients":["u"],"notification":{"title":"t","targetPageRef":"{\"type\":\"x\"}"}}"#
+        guard case .object(let job) = try JSONValue(parsing: body) else {
+            Issue.record("not an object")
+            return
+        }
+        #expect(JobKeys.unknownKeys(in: job, schema: Input.jobSchema).isEmpty)
+        var sharded = job
+        sharded["shard"] = .object(["parent": .string("p"), "index": .number(0), "count": .number(2)])
+        #expect(JobKeys.unknownKeys(in: sharded, schema: Input.jobSchema).first?.path == "shard")
     }
 
     /// A body without an org takes the caller's; one with an org keeps it for the caller to check.

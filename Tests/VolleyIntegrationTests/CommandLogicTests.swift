@@ -22,13 +22,16 @@ import VolleyTestTags
                 + "\n"
         }
         jsonl += #"{"org":"o","app":"a","user":"x","platform":"windows","token":"t"}"# + "\n" + "not json\n"
+        // A misspelt key refuses the line, naming the key, instead of importing a device without its token.
+        jsonl += #"{"org":"o","app":"a","user":"y","platform":"ios","tokn":"t"}"# + "\n"
         let jsonlPath = dir.appendingPathComponent("d.jsonl").path
         try jsonl.write(toFile: jsonlPath, atomically: true, encoding: .utf8)
         var progressCalls = 0
         let r = try DeviceImport.run(path: jsonlPath, session: h.admin, batchSize: 1000) { _ in progressCalls += 1 }
         #expect(r.imported == 2_500)
-        #expect(r.invalid == 2)
-        #expect(r.problems.count == 2 && r.problems[0].hasPrefix("line 2501"))
+        #expect(r.invalid == 3)
+        #expect(r.problems.count == 3 && r.problems[0].hasPrefix("line 2501"))
+        #expect(r.problems[2] == "line 2503: unknown key 'tokn' (did you mean 'token'?)")
         #expect(progressCalls == 3)
         let counts = try h.admin.counts(org: "o", app: "a")
         #expect(counts.users == 1000)
@@ -84,6 +87,33 @@ import VolleyTestTags
         var nothing = JobSubmission.Options(org: "o", app: "a")
         nothing.users = ["u"]
         #expect(throws: JobSubmission.InputError.self) { try JobSubmission.buildJob(nothing) }
+        // --notification refuses a key the API and the workers would refuse, naming it.
+        var typo = JobSubmission.Options(org: "o", app: "a")
+        typo.users = ["u"]
+        typo.notificationJSON = #"{"titel":"Hi","localized":{"es":{"bdy":"Hola"}}}"#
+        #expect {
+            try JobSubmission.buildJob(typo)
+        } throws: { error in
+            "\(error)".contains("'notification.titel' (did you mean 'title'?)")
+                && "\(error)".contains("'notification.localized.es.bdy' (did you mean 'body'?)")
+        }
+    }
+
+    /// A directory line with a key the record does not know is skipped, naming the key: `"activ": false` must not
+    /// import an active user.
+    @Test func directoryImportRefusesUnknownKeys() throws {
+        let h = try EngineHarness()
+        defer { h.redis.stop() }
+        let path = FileManager.default.temporaryDirectory.appendingPathComponent(
+            "volley-dir-\(UUID().uuidString.prefix(6)).jsonl"
+        ).path
+        defer { try? FileManager.default.removeItem(atPath: path) }
+        try
+            (#"{"org":"o","kind":"user","id":"u1"}"# + "\n" + #"{"org":"o","kind":"user","id":"u2","activ":false}"#
+            + "\n").write(toFile: path, atomically: true, encoding: .utf8)
+        let r = try DirectoryImport.run(path: path, into: RedisDirectory(client: h.redis.client(name: "dir"))) { _ in }
+        #expect(r.counts.users == 1)
+        #expect(r.skipped == ["line 2: unknown key 'activ' (did you mean 'active'?)"])
     }
 
     @Test func recordedOutcomesRoundTrip() {

@@ -9,8 +9,7 @@ import VolleyTestSupport
 import VolleyTestTags
 
 /// Recipients, inbox, types and quotas through the real engine and a real redis-server (fake senders stand in for
-/// APNs/FCM here; the
-/// quota test against the real mock is `tools/quota-exactness.sh`).
+/// APNs/FCM here; quotas against the real mock and `volley worker` processes are `QuotaProcessTests`).
 @Suite(.serialized, .tags(.integration)) struct RecipientsEngineTests {
     struct Stores {
         let directory: RedisDirectory

@@ -44,8 +44,9 @@ private func tempDir() throws -> URL {
                 keyFile: dir.appendingPathComponent("AuthKey_ABC123DEFG.p8").path, keyId: "ABC123DEFG",
                 teamId: "DEF123GHIJ"))
     #expect(apns.environment == .sandbox)
-    #expect(apns.effectiveHost == "127.0.0.1")
-    #expect(apns.effectivePort == 8443)
+    let client = try #require(ProviderApps.from(c).first?.apns).clientConfiguration(for: apns.environment)
+    #expect(client.host == "127.0.0.1")
+    #expect(client.port == 8443)
     #expect(app.fcm?.endpoint == "https://127.0.0.1:8443")
     #expect(c.redis.url == "unix:///tmp/r.sock")
     #expect(c.worker.inFlight == 100)
@@ -62,8 +63,10 @@ private func tempDir() throws -> URL {
               - name: A
                 apns: {keyFile: k.p8, keyId: K, teamId: T, topic: com.x}
             """, baseDirectory: dir)
-    #expect(c.apps.first?.apns?.effectiveHost == "api.push.apple.com")
-    #expect(c.apps.first?.apns?.effectivePort == 443)
+    let apns = try #require(ProviderApps.from(c).first?.apns)
+    #expect(apns.clientConfiguration(for: .production).host == "api.push.apple.com")
+    #expect(apns.clientConfiguration(for: .sandbox).host == "api.sandbox.push.apple.com")
+    #expect(apns.clientConfiguration(for: .production).port == 443)
 }
 
 @Test(.tags(.unit)) func everyProblemIsListedWithItsKey() throws {
@@ -120,7 +123,7 @@ private func tempDir() throws -> URL {
     #expect(
         c.apps.first?.apns?.auth
             == .token(keyFile: dir.appendingPathComponent("k.p8").path, keyId: "OVERRIDDEN", teamId: "T"))
-    #expect(c.apps.first?.apns?.effectivePort == 2197)
+    #expect(ProviderApps.from(c).first?.apns?.clientConfiguration(for: .production).port == 2197)
 }
 
 @Test(.tags(.unit)) func envNamesAreUpperSnakeCase() {

@@ -68,12 +68,6 @@ public struct APNSSettings: Sendable, Hashable {
     public var caFile: String?
     public var connections: Int
     public var maxStreams: Int
-
-    /// The host the environment implies unless `host` overrides it.
-    public var effectiveHost: String {
-        host ?? (environment == .production ? "api.push.apple.com" : "api.sandbox.push.apple.com")
-    }
-    public var effectivePort: Int { port ?? 443 }
 }
 
 public struct FCMSettings: Sendable, Hashable {

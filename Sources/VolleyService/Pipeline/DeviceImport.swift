@@ -51,6 +51,10 @@ public enum DeviceImport {
             if line.isEmpty || line.hasPrefix("#") { return }
             switch fmt {
             case .jsonl:
+                if let unknown = unknownKeysProblem(line, known: DeviceImportRecord.keys) {
+                    problem(lineNo, unknown)
+                    return
+                }
                 do {
                     let rec = try decoder.decode(DeviceImportRecord.self, from: Data(line.utf8))
                     if let why = invalidReason(rec) { problem(lineNo, why) } else { batch.append(rec) }

@@ -64,6 +64,13 @@ public enum JobSubmission {
             if o.title != nil || o.body != nil || o.silent {
                 throw InputError("--notification carries the whole notification: drop --title, --body and --silent")
             }
+            if case .object(let n)? = try? JSONValue(parsing: json) {
+                let unknown = JobKeys.unknownKeys(in: ["notification": .object(n)])
+                if !unknown.isEmpty {
+                    throw InputError(
+                        "--notification: unknown key " + unknown.map(\.description).joined(separator: ", "))
+                }
+            }
             do { notification = try JSONDecoder().decode(VolleyCore.Notification.self, from: Data(json.utf8)) } catch {
                 throw InputError(
                     "--notification must be a JSON object with camelCase keys (title, body, data, …): \(error)")

@@ -123,6 +123,7 @@ public enum DirectoryImport {
             let trimmed = line.trimmingCharacters(in: .whitespaces)
             if trimmed.isEmpty { continue }
             do {
+                if let p = unknownKeysProblem(trimmed, known: DirectoryRecord.keys) { throw DirectoryError(p) }
                 let r = try decoder.decode(DirectoryRecord.self, from: Data(trimmed.utf8))
                 let p = r.problems()
                 if !p.isEmpty { throw DirectoryError(p.joined(separator: "; ")) }
