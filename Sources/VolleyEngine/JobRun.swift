@@ -2,7 +2,7 @@ import Foundation
 import Logging
 import VolleyCore
 
-/// One delivery of one job entry, on a lane thread.
+/// One delivery of one job entry, on a lane thread: the I/O of a delivery whose decisions `StateMachine` makes.
 final class JobRun {
     let worker: PipelineWorker
     let session: any PipelineSession
@@ -16,6 +16,8 @@ final class JobRun {
     /// Set once the entry parsed as a job with `"debug": true`: where its debug events go, and how many more it
     /// may record.
     private var debug: (org: OrgID, job: JobID, remaining: Int)?
+    /// The delivery's decisions (`JobRun+StateMachine.swift`); this class carries out its actions.
+    private var machine: StateMachine
 
     init(
         worker: PipelineWorker, session: any PipelineSession, prefetcher: ChunkPrefetcher, entry: JobEntry, credits: Int
@@ -25,6 +27,7 @@ final class JobRun {
         self.prefetcher = prefetcher
         self.entry = entry
         self.credits = credits
+        machine = StateMachine(quotaWait: worker.quota?.waitPolicy)
         logger = worker.logger
         logger[metadataKey: "entry"] = "\(entry.entryID)"
     }
@@ -34,17 +37,20 @@ final class JobRun {
 
     func process() {
         let metrics = worker.metrics
-        let started = DispatchTime.now().uptimeNanoseconds
+        let started = worker.clock.now()
         // Queue wait: from the entry id's time (when it was added) to now; a redelivery's would include the
         // earlier attempts, so only first deliveries count.
         if entry.deliveryCount <= 1, let ms = entry.entryID.milliseconds {
-            let waited = Date().timeIntervalSince1970 * 1000 - Double(ms)
+            let waited = started.timeIntervalSince1970 * 1000 - Double(ms)
             metrics.queueWait.recordNanoseconds(Int64(max(0, waited) * 1_000_000))
         }
         do {
-            try run()
-            metrics.jobDuration.recordNanoseconds(Int64(DispatchTime.now().uptimeNanoseconds - started))
+            if try run() {
+                let took = max(0, worker.clock.now().timeIntervalSince(started))
+                metrics.jobDuration.recordNanoseconds(Int64(took * 1e9))
+            }
         } catch let r as JobRejection {
+            // A job error found after the delivery opened (a resolver may find one): dead-lettered all the same.
             deadLetter(r)
         } catch let a as Abandoned {
             worker.addStats { $0.jobsAbandoned += 1 }
@@ -77,12 +83,38 @@ final class JobRun {
         }
     }
 
-    /// A delivery in its steps: accept the entry (or find it reported already), resolve and send chunk by chunk
-    /// (skip what is recorded, charge the quota, send within the lane's credits, record outcomes), wait for the
-    /// sends still out, then publish the report and acknowledge. A `JobRejection` dead-letters the entry; an
-    /// `Abandoned` (drain) leaves it pending with the outcomes so far recorded.
-    private func run() throws {
-        guard let plan = try accept() else { return }
+    /// The worker's clock, after telling the machine of a drain that began since its last event.
+    private func now() -> Date {
+        if machine.drain == nil, let d = worker.state.drainDeadlines { machine.drainBegan(d) }
+        return worker.clock.now()
+    }
+
+    /// How long to block, in real time, for a wait the machine set to end at `until` on the worker's clock.
+    private func seconds(until: Date) -> TimeInterval { max(0, until.timeIntervalSince(worker.clock.now())) }
+
+    /// A delivery, carrying out the machine's actions: accept the entry (or find it reported already), open it,
+    /// then chunk by chunk skip what is recorded, charge the quota, send within the lane's credits and record
+    /// outcomes; wait for the sends still out, then publish the report and acknowledge. A `JobRejection`
+    /// dead-letters the entry; a drain past its deadline abandons it (throws `Abandoned`) with the outcomes so far
+    /// recorded. Returns true when the entry was acknowledged.
+    private func run() throws -> Bool {
+        let claim: Claim
+        do {
+            claim = try accept()
+        } catch let r as JobRejection {
+            return try end(machine.entryRejected(r))
+        }
+        let readLedger: Bool
+        switch machine.ledgerRead(claim.ledger, deliveryCount: entry.deliveryCount) {
+        case .openDelivery(let r): readLedger = r
+        case let other: return try end(other)
+        }
+        let plan: Plan
+        do {
+            plan = try open(claim, readLedger: readLedger)
+        } catch let r as JobRejection {
+            return try end(machine.entryRejected(r))
+        }
         var report = JobReport(
             job: plan.jobID, entry: entry.entryID, org: plan.job.org, app: plan.job.app,
             startedAt: worker.clock.now())
@@ -94,12 +126,127 @@ final class JobRun {
         cursorJob.id = plan.jobID
         // The cursor reads on the prefetch session, one or two chunks ahead of the sends (ChunkPrefetcher).
         let cursor = try worker.resolver.cursor(for: cursorJob, session: prefetcher.session)
-        let finished = try sendChunks(of: cursor, plan, &report)
-        try awaitOutstanding(plan, &report, stoppedEarly: !finished)
-        try complete(plan, facts: cursor.facts, &report)
+        let config = worker.configuration
+        let ahead = prefetcher.start(
+            cursor: cursor, job: plan.job, jobID: plan.jobID, chunkSize: config.chunkSize,
+            readLedger: plan.readLedger)
+        defer { ahead.cancelAndWait() }
+        var facts = RecipientFacts()
+        var action = machine.deliveryOpened()
+        while true {
+            switch action {
+            case .takeChunk:
+                switch ahead.take() {
+                case .end:
+                    ahead.cancelAndWait()
+                    let t = now()
+                    action = machine.devicesExhausted(outstanding: mailbox.pending.outstanding, now: t)
+                case .failed(let error): throw error
+                case .chunk(let chunk, let recorded):
+                    count(chunk, recorded: recorded, plan, &report)
+                    let t = now()
+                    action = machine.chunkResolved(chunk.devices, recorded: recorded, now: t)
+                }
+            case .charge(let platform, let count):
+                guard let quota else {
+                    // Charged only with a quota configured; without one every push goes.
+                    let t = now()
+                    action = machine.quotaGranted(count: count, now: t)
+                    continue
+                }
+                let g = try quota.charge(platform: platform, count: count)
+                let t = now()
+                action =
+                    g.denied == 0
+                    ? machine.quotaGranted(count: g.granted, now: t)
+                    : machine.quotaDenied(granted: g.granted, retryable: g.shouldRetryDenied, now: t)
+            case .waitForQuota(let until):
+                // Outcomes arriving settle charges, which may refund some: record each at once.
+                let batch = mailbox.wait(outstandingBelow: 1, flushAt: 1, timeout: seconds(until: until))
+                if !batch.isEmpty { try record(batch, plan, &report) }
+                action = machine.quotaWaitEnded()
+            case .refuseOverQuota(let devices):
+                // Over quota: a terminal `quotaExceeded` without a send, recorded with the other outcomes.
+                for d in devices {
+                    mailbox.willSend()
+                    mailbox.post(d, .quotaExceeded)
+                }
+                let t = now()
+                action = machine.overQuotaRefused(now: t)
+            case .reserveCredits(let upTo, let until):
+                // Credits in bursts (one lock for many sends): block until a slice is free, record what came
+                // back meanwhile, then take as many as are free.
+                let batch = mailbox.wait(
+                    outstandingBelow: credits, flushAt: config.recordBatch, timeout: seconds(until: until))
+                if !batch.isEmpty { try record(batch, plan, &report) }
+                let granted = mailbox.reserve(upTo: upTo, outstandingBelow: credits)
+                let t = now()
+                action = machine.creditsReserved(granted, now: t)
+            case .send(let devices):
+                send(devices, plan)
+                let t = now()
+                action = machine.devicesSent(now: t)
+            case .recordReadyOutcomes:
+                // Record what has arrived, so a crash repeats at most what is in flight plus one batch.
+                let batch = mailbox.wait(outstandingBelow: .max, flushAt: config.recordBatch, timeout: 0)
+                if !batch.isEmpty { try record(batch, plan, &report) }
+                action = machine.outcomesRecorded()
+            case .stopSending:
+                ahead.cancelAndWait()
+                let t = now()
+                action = machine.sendingStopped(outstanding: mailbox.pending.outstanding, now: t)
+            case .awaitOutcomes(let until):
+                let batch = mailbox.wait(
+                    outstandingBelow: 1, flushAt: config.recordBatch, timeout: seconds(until: until))
+                if !batch.isEmpty { try record(batch, plan, &report) }
+                let t = now()
+                action = machine.outcomesAwaited(outstanding: mailbox.pending.outstanding, now: t)
+            case .recordRemaining:
+                let rest = mailbox.takeAll()
+                if !rest.isEmpty { try record(rest, plan, &report) }
+                facts = cursor.facts
+                action = machine.remainingRecorded(
+                    outstanding: mailbox.pending.outstanding, shardedInto: facts.shardedInto)
+            case .publishReport:
+                try publish(plan, facts: facts, &report)
+                action = machine.reportPublished()
+            case .acknowledge(let completion):
+                try acknowledge(completion, plan: plan, facts: facts, report: report)
+                return true
+            case .openDelivery, .deadLetter, .abandon:
+                return try end(action)
+            }
+        }
     }
 
-    /// What `accept` decided for a delivery: the job, its id, and what is sent per platform.
+    /// Carries out an action that ends a delivery before it was opened (or abandons it): returns whether the
+    /// entry was acknowledged.
+    private func end(_ action: StateMachine.Action) throws -> Bool {
+        switch action {
+        case .acknowledge(.duplicate):
+            try session.ack(entry.entryID)
+            worker.addStats { $0.jobsCompleted += 1 }
+            worker.metrics.job("duplicate")
+            return true
+        case .deadLetter(let r):
+            deadLetter(r)
+            return false
+        case .abandon(let why):
+            throw Abandoned(why: why)
+        default:
+            preconditionFailure("\(action) does not end a delivery")
+        }
+    }
+
+    /// What `accept` found: the job, its id, its app's senders and what earlier deliveries left in the ledger.
+    struct Claim {
+        let job: PushJob
+        let jobID: JobID
+        let senders: [Platform: any PushSender]
+        let ledger: LedgerState
+    }
+
+    /// What `open` decided for a delivery: the job, its id, and what is sent per platform.
     struct Plan {
         let job: PushJob
         let jobID: JobID
@@ -111,10 +258,8 @@ final class JobRun {
         var progressJob: JobID { job.shard?.parent ?? jobID }
     }
 
-    /// Step 1: parse and validate the entry, find its app for its org, read what earlier deliveries left, open the
-    /// quota account and prepare the notification once per platform. Returns nil when an earlier delivery already
-    /// published the report (it crashed before the ack): the entry is acknowledged and nothing is sent.
-    private func accept() throws -> Plan? {
+    /// Step 1: parse and validate the entry, find its app for its org, and read what earlier deliveries left.
+    private func accept() throws -> Claim {
         let config = worker.configuration
         guard let json = entry.fields["job"] else {
             throw JobRejection(
@@ -163,155 +308,77 @@ final class JobRun {
         let jobID = job.id ?? JobID(entry.entryID.rawValue)
         logger[metadataKey: "job"] = "\(jobID)"
         let ledger = try session.ledgerState(org: job.org, job: jobID)
-        if ledger == .reported {
-            // Crashed after the report, before the ack: nothing left to do.
-            try session.ack(entry.entryID)
-            worker.addStats { $0.jobsCompleted += 1 }
-            worker.metrics.job("duplicate")
-            return nil
-        }
-        // A first delivery that finds no ledger has nothing to skip, so its chunks are not looked up: that saves
-        // an HMGET of every device (a fifth of Redis's CPU in `bench e2e`). Any redelivery looks, even with no
-        // ledger yet: the delivery before it may still be running and recording.
-        let readLedger = ledger == .partial || entry.deliveryCount > 1
+        return Claim(job: job, jobID: jobID, senders: senders, ledger: ledger)
+    }
+
+    /// Step 2: open the quota account and prepare the notification once per platform. An invalid notification is
+    /// a job error (`JobRejection`), found before anything is sent.
+    private func open(_ claim: Claim, readLedger: Bool) throws -> Plan {
+        let job = claim.job
         // A redelivery adopts the quota charges an earlier delivery left unsettled: it resends those devices.
         quota = try worker.quota?.account(
-            org: job.org, job: jobID,
-            delivery: "\(config.consumer)#\(entry.deliveryCount)",
+            org: job.org, job: claim.jobID,
+            delivery: "\(worker.configuration.consumer)#\(entry.deliveryCount)",
             adoptingEarlierCharges: readLedger)
-        // Prepare once per targeted platform: an invalid notification is a job error, before anything is sent.
         let notification = job.effectiveNotification
         var prepared = [(any PushSender, any PreparedNotification)?](repeating: nil, count: Platform.allCases.count)
         for platform in Platform.allCases where job.targets(platform) {
-            guard let sender = senders[platform] else { continue }
+            guard let sender = claim.senders[platform] else { continue }
             do {
-                prepared[platform.index] = (sender, try sender.prepare(notification, jobID: jobID))
+                prepared[platform.index] = (sender, try sender.prepare(notification, jobID: claim.jobID))
             } catch let e as NotificationError {
                 throw JobRejection(.invalidNotification, "\(platform): \(e)")
             }
         }
-        return Plan(job: job, jobID: jobID, prepared: prepared, readLedger: readLedger)
+        return Plan(job: job, jobID: claim.jobID, prepared: prepared, readLedger: readLedger)
     }
 
-    /// Step 2, chunk by chunk: skip devices an earlier delivery recorded, charge the quota, send within the lane's
-    /// credits, record what came back. Returns false when a drain stopped it before every device was sent.
-    private func sendChunks(of cursor: any DeviceCursor, _ plan: Plan, _ report: inout JobReport) throws -> Bool {
-        let config = worker.configuration
-        let ahead = prefetcher.start(
-            cursor: cursor, job: plan.job, jobID: plan.jobID, chunkSize: config.chunkSize,
-            readLedger: plan.readLedger)
-        defer { ahead.cancelAndWait() }
-        while true {
-            let chunk: DeviceChunk
-            let recorded: [RecordedOutcome?]
-            switch ahead.take() {
-            case .end: return true
-            case .failed(let error): throw error
-            case .chunk(let c, let r):
-                chunk = c
-                recorded = r
-            }
-            report.users += chunk.users
-            report.noDevices += chunk.usersWithoutDevices
-            if debug != nil, !chunk.usersWithoutDevicesIDs.isEmpty {
-                let now = worker.clock.now()
-                let answer = "no registered device for app \(plan.job.app)"
-                recordDebugEvents(
-                    chunk.usersWithoutDevicesIDs.map { DebugEvent(.noDevices, at: now, user: $0, answer: answer) })
-            }
-            report.unknownRecipients += chunk.unknownRecipients
-            worker.metrics.recipients("no_devices", chunk.usersWithoutDevices, app: plan.job.app)
-            worker.metrics.recipients("unknown_recipient", chunk.unknownRecipients, app: plan.job.app)
-            let devices = chunk.devices // the job's platforms only (the prefetcher filtered them)
-            if devices.isEmpty { continue }
-            report.devices += devices.count
-            session.noteProgress(org: plan.job.org, job: plan.progressJob, resolved: devices.count, done: 0)
-            var toSend: [Device] = []
-            toSend.reserveCapacity(devices.count)
-            var skipped = 0
-            for (d, rec) in zip(devices, recorded) {
-                if let rec {
-                    report.count(rec.outcome, platform: d.platform)
-                    skipped += 1
-                } else {
-                    toSend.append(d)
-                }
-            }
-            report.alreadyRecorded += skipped
-            if skipped > 0 { worker.addStats { $0.devicesSkippedAsRecorded += skipped } }
-
-            // Quota: devices over quota get a terminal `quotaExceeded` without a send.
-            if let quota, !toSend.isEmpty {
-                toSend = try admit(toSend, quota: quota, plan, &report)
-            }
-            if !(try send(toSend, plan, &report)) { return false }
-            // Record what has arrived, so a crash repeats at most what is in flight plus one batch.
-            let batch = mailbox.wait(outstandingBelow: .max, flushAt: config.recordBatch, until: Date())
-            if !batch.isEmpty { try record(batch, plan, &report) }
+    /// Step 3, per chunk: counts what resolution found into the report, and the devices an earlier delivery
+    /// recorded (the machine skips them).
+    private func count(_ chunk: DeviceChunk, recorded: [RecordedOutcome?], _ plan: Plan, _ report: inout JobReport) {
+        report.users += chunk.users
+        report.noDevices += chunk.usersWithoutDevices
+        if debug != nil, !chunk.usersWithoutDevicesIDs.isEmpty {
+            let now = worker.clock.now()
+            let answer = "no registered device for app \(plan.job.app)"
+            recordDebugEvents(
+                chunk.usersWithoutDevicesIDs.map { DebugEvent(.noDevices, at: now, user: $0, answer: answer) })
         }
+        report.unknownRecipients += chunk.unknownRecipients
+        worker.metrics.recipients("no_devices", chunk.usersWithoutDevices, app: plan.job.app)
+        worker.metrics.recipients("unknown_recipient", chunk.unknownRecipients, app: plan.job.app)
+        let devices = chunk.devices // the job's platforms only (the prefetcher filtered them)
+        if devices.isEmpty { return }
+        report.devices += devices.count
+        session.noteProgress(org: plan.job.org, job: plan.progressJob, resolved: devices.count, done: 0)
+        var skipped = 0
+        for (d, rec) in zip(devices, recorded) {
+            if let rec {
+                report.count(rec.outcome, platform: d.platform)
+                skipped += 1
+            }
+        }
+        report.alreadyRecorded += skipped
+        if skipped > 0 { worker.addStats { $0.devicesSkippedAsRecorded += skipped } }
     }
 
-    /// Sends `devices`, taking credits in bursts (one lock for many sends): the lane blocks until a slice of
-    /// credits is free, records what came back meanwhile, then starts as many sends as it was granted. Returns
-    /// false when a drain stops new sends.
-    private func send(_ devices: [Device], _ plan: Plan, _ report: inout JobReport) throws -> Bool {
-        let config = worker.configuration
-        var next = 0
-        while next < devices.count {
-            var granted = 0
-            while granted == 0 {
-                if !worker.state.mayStartSends { return false }
-                let batch = mailbox.wait(
-                    outstandingBelow: credits, flushAt: config.recordBatch,
-                    until: Date().addingTimeInterval(0.2))
-                if !batch.isEmpty { try record(batch, plan, &report) }
-                granted = mailbox.reserve(upTo: devices.count - next, outstandingBelow: credits)
+    /// Sends devices whose credits are reserved.
+    private func send(_ devices: ArraySlice<Device>, _ plan: Plan) {
+        var sent = 0
+        for d in devices {
+            guard let (sender, prep) = plan.prepared[d.platform.index] else {
+                mailbox.post(d, .failed(reason: "PlatformNotConfigured", resendWasSafe: true))
+                continue
             }
-            var sent = 0
-            for d in devices[next..<(next + granted)] {
-                guard let (sender, prep) = plan.prepared[d.platform.index] else {
-                    mailbox.post(d, .failed(reason: "PlatformNotConfigured", resendWasSafe: true))
-                    continue
-                }
-                sender.send(prep, to: d, jobID: plan.jobID, receiver: mailbox)
-                sent += 1
-            }
-            next += granted
-            if sent > 0 { worker.addStats { $0.sends += sent } }
+            sender.send(prep, to: d, jobID: plan.jobID, receiver: mailbox)
+            sent += 1
         }
-        return true
+        if sent > 0 { worker.addStats { $0.sends += sent } }
     }
 
-    /// Step 3: waits for every outstanding send and records it. Throws `Abandoned` when a drain stopped the sends
-    /// or its deadline passed with sends still out: what finished is recorded, the entry stays pending.
-    private func awaitOutstanding(_ plan: Plan, _ report: inout JobReport, stoppedEarly: Bool) throws {
-        let config = worker.configuration
-        while mailbox.pending.outstanding > 0 {
-            if worker.state.shouldAbandon { break }
-            let until = min(Date().addingTimeInterval(0.2), worker.state.abandonDeadline())
-            let batch = mailbox.wait(outstandingBelow: 1, flushAt: config.recordBatch, until: until)
-            if !batch.isEmpty { try record(batch, plan, &report) }
-        }
-        let rest = mailbox.takeAll()
-        if !rest.isEmpty { try record(rest, plan, &report) }
-        if stoppedEarly || mailbox.pending.outstanding > 0 {
-            throw Abandoned(
-                why: "drain deadline reached with \(mailbox.pending.outstanding) sends outstanding; "
-                    + "outcomes so far are recorded")
-        }
-    }
-
-    /// Step 4: every device has a recorded outcome. Publishes the report (once per job), lets a shard count into
-    /// its parent, and only then acknowledges the entry.
-    private func complete(_ plan: Plan, facts: RecipientFacts, _ report: inout JobReport) throws {
-        if facts.shardedInto > 0 {
-            // Split into shard jobs; the last shard publishes this job's report.
-            try session.ack(entry.entryID)
-            worker.addStats { $0.jobsCompleted += 1 }
-            worker.metrics.job("sharded")
-            logger.info("job split into shards", metadata: ["shards": "\(facts.shardedInto)"])
-            return
-        }
+    /// Step 4: every device has a recorded outcome. Publishes the report (once per job) and lets a shard count
+    /// into its parent; the machine acknowledges only after this.
+    private func publish(_ plan: Plan, facts: RecipientFacts, _ report: inout JobReport) throws {
         report.inAppStored = facts.inAppStored
         if !facts.unknownRecipientIDs.isEmpty { report.unknownRecipientIDs = facts.unknownRecipientIDs.map(\.rawValue) }
         if let why = facts.notEnabledReason {
@@ -328,8 +395,24 @@ final class JobRun {
         {
             if try session.publish(parent) { worker.onReport?(parent) }
         }
+    }
+
+    /// Step 5: acknowledges the entry of a delivery that sent (or split) its job.
+    private func acknowledge(
+        _ completion: StateMachine.Completion, plan: Plan, facts: RecipientFacts, report: JobReport
+    ) throws {
+        if completion == .duplicate {
+            _ = try end(.acknowledge(.duplicate))
+            return
+        }
         try session.ack(entry.entryID)
         worker.addStats { $0.jobsCompleted += 1 }
+        if completion == .sharded {
+            // Split into shard jobs; the last shard publishes this job's report.
+            worker.metrics.job("sharded")
+            logger.info("job split into shards", metadata: ["shards": "\(facts.shardedInto)"])
+            return
+        }
         worker.metrics.job("completed")
         worker.onReport?(report)
         // Per-device failures are summarised here, a count per reason, never a line per device.
@@ -358,58 +441,6 @@ final class JobRun {
         } catch {
             logger.warning("recording debug events failed", metadata: ["error": "\(error)"])
         }
-    }
-
-    /// Charges each platform's devices of the chunk; the first `granted` of each platform are sent, the rest get
-    /// `quotaExceeded`. When everything is granted (the usual case) the chunk is returned as it is, uncopied.
-    private func admit(
-        _ devices: [Device], quota: any QuotaAccount, _ plan: Plan,
-        _ report: inout JobReport
-    ) throws -> [Device] {
-        var wanted = [Int](repeating: 0, count: Platform.allCases.count)
-        for d in devices { wanted[d.platform.index] += 1 }
-        var granted = wanted
-        for platform in Platform.allCases where wanted[platform.index] > 0 {
-            granted[platform.index] = try admit(
-                wanted[platform.index], platform: platform, quota: quota, plan,
-                &report)
-        }
-        if granted == wanted { return devices }
-        var out: [Device] = []
-        out.reserveCapacity(devices.count)
-        var taken = [Int](repeating: 0, count: Platform.allCases.count)
-        for d in devices {
-            let p = d.platform.index
-            if taken[p] < granted[p] {
-                taken[p] += 1
-                out.append(d)
-            } else {
-                mailbox.willSend()
-                mailbox.post(d, .quotaExceeded)
-            }
-        }
-        return out
-    }
-
-    /// Charges `count` pushes; while some are denied but others' charges are still in flight (they may be
-    /// refunded), records arriving outcomes (which settles them) and asks again, for at most the policy's wait.
-    private func admit(
-        _ count: Int, platform: Platform, quota: any QuotaAccount, _ plan: Plan,
-        _ report: inout JobReport
-    ) throws -> Int {
-        let policy = worker.quota?.waitPolicy ?? QuotaWaitPolicy()
-        var granted = 0
-        let deadline = Date().addingTimeInterval(policy.maxWait)
-        while granted < count {
-            let g = try quota.charge(platform: platform, count: count - granted)
-            granted += g.granted
-            if granted >= count || !g.shouldRetryDenied || Date() >= deadline || worker.state.shouldAbandon { break }
-            let batch = mailbox.wait(
-                outstandingBelow: 1, flushAt: 1,
-                until: min(deadline, Date().addingTimeInterval(policy.pollInterval)))
-            if !batch.isEmpty { try record(batch, plan, &report) }
-        }
-        return granted
     }
 
     /// Records a batch of outcomes (one pipelined write), removes dead tokens, refunds quota, counts the report.

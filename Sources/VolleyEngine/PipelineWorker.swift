@@ -26,7 +26,7 @@ public final class PipelineWorker: @unchecked Sendable {
     /// The engine's counters and timers (swift-metrics; a no-op unless `main` bootstrapped a backend).
     public let metrics: EngineMetrics
     /// Liveness: when each loop last went round (reader) and how many lanes run (see `liveness`).
-    private let heartbeat = Heartbeat()
+    private let heartbeat: Heartbeat
     private let statsLock = NSLock()
     private var _stats = WorkerStats()
     private let startLock = NSLock()
@@ -50,7 +50,10 @@ public final class PipelineWorker: @unchecked Sendable {
         var l = logger
         l[metadataKey: "worker"] = "\(configuration.consumer)"
         self.logger = l
-        self.state = WorkerState(lanes: configuration.concurrentJobs)
+        self.state = WorkerState(
+            lanes: configuration.concurrentJobs, keepAliveIntervalMillis: configuration.keepAliveIntervalMillis,
+            reclaimIntervalMillis: configuration.reclaimIntervalMillis, clock: clock)
+        self.heartbeat = Heartbeat(clock: clock)
     }
 
     public var stats: WorkerStats { statsLock.withLock { _stats } }
@@ -108,8 +111,10 @@ public final class PipelineWorker: @unchecked Sendable {
 
     /// Whether the worker's threads are alive, for `/livez`: the reader went round its loop recently (it wakes at
     /// least every `blockMillis`, Redis up or down) and no lane thread has exited before a drain. Never touches
-    /// Redis. Before `start` and after a drain it reports what it finds, without judging.
-    public func liveness(now: Date = Date()) -> WorkerLiveness {
+    /// Redis. Before `start` and after a drain it reports what it finds, without judging. `now` defaults to the
+    /// worker's clock.
+    public func liveness(now: Date? = nil) -> WorkerLiveness {
+        let now = now ?? clock.now()
         let (lastBeat, readerStarted) = heartbeat.last
         let (lanes, reader, draining) = state.withLock {
             (state.runningLaneCount, state.isReaderRunning, state.draining)
@@ -131,21 +136,17 @@ public final class PipelineWorker: @unchecked Sendable {
     private func readLoop(_ session: any PipelineSession) {
         defer { state.readerStopped() }
         let c = configuration
-        var lastReclaim = Date.distantPast
-        var lastKeepAlive = Date()
         while !state.draining {
             heartbeat.beat()
             do {
-                let now = Date()
-                if now.timeIntervalSince(lastKeepAlive) * 1000 >= Double(c.keepAliveIntervalMillis) {
-                    lastKeepAlive = now
+                // The cadence (keep-alive, reclaim) is decided by `WorkerStateMachine` on the worker's clock.
+                if state.readerLooped() == .keepAlive {
                     try session.keepAlive(state.activeEntries())
                 }
                 let free = min(c.readBatch, state.waitForFreeSlots(timeout: Double(c.blockMillis) / 1000))
                 if free == 0 { continue }
                 var entries: [JobEntry] = []
-                if Date().timeIntervalSince(lastReclaim) * 1000 >= Double(c.reclaimIntervalMillis) {
-                    lastReclaim = Date()
+                if state.slotsFreed() == .reclaimIdle {
                     entries = try session.claimIdle(minIdleMillis: c.reclaimIdleMillis, count: free)
                     if !entries.isEmpty {
                         addStats { $0.reclaimed += entries.count }

@@ -2,20 +2,26 @@ import Foundation
 import VolleyCore
 
 /// The one piece of state the reader thread and the job lanes share: the hand-off queue of entries (bounded by
-/// the number of lanes), which entries are being worked on, and the drain state. Behind one condition lock.
+/// the number of lanes), which entries are being worked on, and the worker's decisions in time (the drain, the
+/// reader's keep-alive and reclaim cadence: `WorkerStateMachine`, on the injected clock). Behind one condition lock.
 final class WorkerState: @unchecked Sendable {
     private let cond = NSCondition()
     private var queue: [JobEntry] = []
     private var idleLanes: Int
     private var active: [StreamEntryID: Int] = [:]
     private(set) var draining = false
-    /// After this, lanes send nothing new; after `abandonAt`, they stop waiting for outcomes.
-    private var sendCutoff: Date = .distantFuture
-    private var abandonAt: Date = .distantFuture
+    private var machine: WorkerStateMachine
+    private let clock: any WallClock
     private var runningLanes = 0
     private var readerRunning = false
 
-    init(lanes: Int) { idleLanes = lanes }
+    init(lanes: Int, keepAliveIntervalMillis: Int, reclaimIntervalMillis: Int, clock: any WallClock) {
+        idleLanes = lanes
+        self.clock = clock
+        machine = WorkerStateMachine(
+            keepAliveIntervalMillis: keepAliveIntervalMillis, reclaimIntervalMillis: reclaimIntervalMillis,
+            now: clock.now())
+    }
 
     func withLock<T>(_ body: () -> T) -> T {
         cond.lock()
@@ -25,12 +31,19 @@ final class WorkerState: @unchecked Sendable {
 
     // MARK: reader side
 
+    /// The reader went round its loop: whether a keep-alive is due.
+    func readerLooped() -> WorkerStateMachine.ReaderAction { withLock { machine.readerLooped(now: clock.now()) } }
+
+    /// Lanes are free: whether to look for idle entries to reclaim first.
+    func slotsFreed() -> WorkerStateMachine.SlotsAction { withLock { machine.slotsFreed(now: clock.now()) } }
+
     /// Slots free for new entries: idle lanes not already promised to a queued entry. Waits up to `timeout`
     /// for one to free up (no reading while every lane is busy: admission by credits).
     func waitForFreeSlots(timeout: TimeInterval) -> Int {
         cond.lock()
         defer { cond.unlock() }
-        let until = Date().addingTimeInterval(timeout)
+        // Real time, for how long to block only: nothing is decided from it.
+        let until = Date(timeIntervalSinceNow: timeout)
         while !draining && idleLanes - queue.count <= 0 {
             if !cond.wait(until: until) { break }
         }
@@ -71,9 +84,10 @@ final class WorkerState: @unchecked Sendable {
         cond.unlock()
     }
 
-    var mayStartSends: Bool { withLock { Date() < sendCutoff } }
-    var shouldAbandon: Bool { withLock { Date() >= abandonAt } }
-    func abandonDeadline() -> Date { withLock { abandonAt } }
+    /// The drain's deadlines, once a drain began (the same for every lane).
+    var drainDeadlines: DrainDeadlines? { withLock { machine.drain } }
+    /// Past the drain's abandon deadline: blocking Redis calls of the lanes give up.
+    var shouldAbandon: Bool { withLock { machine.shouldAbandon(now: clock.now()) } }
 
     // MARK: lifecycle
 
@@ -88,7 +102,12 @@ final class WorkerState: @unchecked Sendable {
         cond.broadcast()
         cond.unlock()
     }
-    func readerStarted() { withLock { readerRunning = true } }
+    func readerStarted() {
+        withLock {
+            readerRunning = true
+            machine.readerStarted(now: clock.now())
+        }
+    }
     func readerStopped() {
         cond.lock()
         readerRunning = false
@@ -98,11 +117,8 @@ final class WorkerState: @unchecked Sendable {
 
     func beginDrain(deadline: TimeInterval, grace: TimeInterval) {
         cond.lock()
-        if !draining {
-            draining = true
-            sendCutoff = Date().addingTimeInterval(deadline)
-            abandonAt = sendCutoff.addingTimeInterval(grace)
-        }
+        _ = machine.drainBegan(deadline: deadline, grace: grace, now: clock.now())
+        draining = true
         // Entries queued but not started are simply left pending.
         for e in queue { active[e.entryID] = nil }
         queue.removeAll()
@@ -114,7 +130,7 @@ final class WorkerState: @unchecked Sendable {
     func waitStopped(timeout: TimeInterval) -> Bool {
         cond.lock()
         defer { cond.unlock() }
-        let until = Date().addingTimeInterval(timeout)
+        let until = Date(timeIntervalSinceNow: timeout) // real time: how long to block
         while runningLanes > 0 || readerRunning {
             if !cond.wait(until: until) { return runningLanes == 0 && !readerRunning }
         }
@@ -158,15 +174,17 @@ final class LaneMailbox: DeliveryReceiver, @unchecked Sendable {
         cond.unlock()
     }
 
-    /// Waits until fewer than `limit` sends are outstanding, or `flushAt` outcomes are ready, or `until`.
+    /// Waits until fewer than `limit` sends are outstanding, or `flushAt` outcomes are ready, or `timeout` seconds
+    /// passed (real time: the lane decides on its clock how long to wait, this only blocks that long).
     /// Once it has to block on credits, it waits for an eighth of `limit` to free up (hysteresis), so the caller
     /// then sends a burst. Returns the ready outcomes when at least `flushAt` are waiting (or `takeAll`), else [].
-    func wait(outstandingBelow limit: Int, flushAt: Int, until: Date, takeAll: Bool = false) -> [(
+    func wait(outstandingBelow limit: Int, flushAt: Int, timeout: TimeInterval, takeAll: Bool = false) -> [(
         Device, DeliveryOutcome
     )] {
         cond.lock()
         defer { cond.unlock() }
         if outstanding >= limit && ready.count < flushAt {
+            let until = Date(timeIntervalSinceNow: max(0, timeout))
             let resumeBelow = limit == .max ? limit : max(1, limit - max(1, limit / 8))
             waiterWantsOutstandingBelow = resumeBelow
             waiterWantsReady = flushAt
@@ -211,14 +229,20 @@ public struct WorkerStats: Sendable, Hashable {
     public init() {}
 }
 
-/// When the reader last went round its loop.
+/// When the reader last went round its loop, on the worker's clock.
 final class Heartbeat: @unchecked Sendable {
     private let lock = NSLock()
-    private var at = Date()
+    private let clock: any WallClock
+    private var at: Date
     private var started = false
+    init(clock: any WallClock) {
+        self.clock = clock
+        at = clock.now()
+    }
     func beat() {
+        let now = clock.now()
         lock.withLock {
-            at = Date()
+            at = now
             started = true
         }
     }
