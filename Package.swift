@@ -13,6 +13,9 @@ let package = Package(
         .executable(name: "volley-mock", targets: ["VolleyMockMain"]),
         .library(name: "VolleyHTTP2", targets: ["VolleyHTTP2"]),
         .library(name: "VolleyService", targets: ["VolleyService"]),
+        // For the fuzz targets in Fuzz/: the readers of untrusted JSON.
+        .library(name: "VolleyCore", targets: ["VolleyCore"]),
+        .library(name: "VolleyConnect", targets: ["VolleyConnect"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.5.0"),

@@ -123,6 +123,41 @@ let benchmarks: @Sendable () -> Void = {
         }
     }
 
+    // MARK: hand-written readers beside Foundation's decoding of the same bytes
+    // tools/release fails unless each hand-written reader is at least twice as fast as its Foundation twin
+    // (tools/reader_ratio.py): a reader that is not earns no place beside JSONDecoder.
+
+    let jobBytes = Array(benchJobJSON.utf8)
+    let jobData = Data(jobBytes)
+    Benchmark("reader: job, JSONValue(parsing:) + PushJob(json:)") { benchmark in
+        for _ in benchmark.scaledIterations {
+            blackHole(try PushJob(json: JSONValue(parsing: jobBytes), defaultOrg: nil))
+        }
+    }
+    Benchmark("reader: job, Foundation JSONDecoder") { benchmark in
+        let decoder = JSONDecoder()
+        for _ in benchmark.scaledIterations {
+            blackHole(try decoder.decode(PushJob.self, from: jobData))
+        }
+    }
+
+    let record =
+        #"{"platform":"ios","token":"\#(String(repeating: "ab", count: 32))","environment":"production","#
+        + #""locale":"en_US","user":"005000000000001","registeredAt":1795323600,"lastSeenAt":1795323600}"#
+    let recordData = Data(record.utf8)
+    Benchmark("reader: device record, DeviceRecordReader") { benchmark in
+        for _ in benchmark.scaledIterations {
+            blackHole(DeviceRecordReader.device(fromJSON: record))
+        }
+    }
+    Benchmark("reader: device record, Foundation JSONDecoder") { benchmark in
+        let decoder = JSONDecoder()
+        decoder.dateDecodingStrategy = .secondsSince1970
+        for _ in benchmark.scaledIterations {
+            blackHole(try decoder.decode(DeviceRecord.self, from: recordData).device)
+        }
+    }
+
     // MARK: resolution chunk (real redis-server)
 
     Benchmark(
@@ -163,6 +198,13 @@ let benchmarks: @Sendable () -> Void = {
         }
     }
 }
+
+/// A campaign job as a producer writes it: recipients, a localized notification, data.
+let benchJobJSON =
+    #"{"app":"app","id":"job-0f6c3b1e-7d2a-4c55-9b8e-2a1d3c4b5e6f","org":"00D000000000001","#
+    + #""recipients":["005000000000001","005000000000002","00G000000000003"],"notification":{"title":"Deal closed","#
+    + #""body":"Opportunity Acme - 200 Widgets moved to Closed Won","localized":{"fr":{"title":"Affaire conclue"}},"#
+    + #""badge":1,"sound":"default","data":{"recordId":"006000000000001","amount":125000.5},"ttl":3600}}"#
 
 /// A RESP XREADGROUP reply: [[stream, [[id, [job, json]] × entries]]] with a typical targeted-job JSON per entry.
 func xreadgroupReply(entries: Int) -> [UInt8] {
