@@ -137,7 +137,8 @@ public struct RedisEndpoint: Sendable, Hashable, CustomStringConvertible {
         }
     }
 
-    static func redactURL(_ url: String) -> String {
+    /// `url` with its user and password replaced by `***`, for messages and logs.
+    public static func redactURL(_ url: String) -> String {
         guard let schemeEnd = url.range(of: "://"), let at = url.lastIndex(of: "@"), at > schemeEnd.upperBound else {
             return url
         }

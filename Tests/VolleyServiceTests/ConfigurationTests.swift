@@ -250,3 +250,36 @@ func invalidStreamShardsStopStartupNamingTheKey(worker: String, problem: String)
         #expect(e.description.contains(problem), "\(e.description)")
     }
 }
+
+/// `redis.url` takes what the Redis client takes, and its problems never show the password.
+@Test(.tags(.unit)) func redisURLsAreCheckedByTheClientsParserWithoutShowingThePassword() throws {
+    for good in ["redis://127.0.0.1:6379/0", "redis://:pw@h:6380", "unix:///tmp/r.sock", "unix://u:pw@/tmp/r.sock"] {
+        #expect(RedisURLCheck.problem(good) == nil, "\(good)")
+    }
+    for bad in ["http://u:s3cret@h", "redis://u:s3cret@h:99999", "redis://u:s3cret@:6379", "unix://u:s3cret@rel.sock"] {
+        let problem = try #require(RedisURLCheck.problem(bad), "\(bad)")
+        #expect(!problem.contains("s3cret"), "\(problem)")
+        #expect(problem.contains("***@"), "\(problem)")
+    }
+}
+
+/// An empty APNs host or CA file stops startup naming the key, instead of a campaign failing device by device.
+@Test(.tags(.unit)) func emptyHostsAndCAFilesStopStartupNamingTheKey() throws {
+    let dir = try tempDir()
+    defer { try? FileManager.default.removeItem(at: dir) }
+    try "k".write(to: dir.appendingPathComponent("k.p8"), atomically: true, encoding: .utf8)
+    let yaml = """
+        apps:
+          - name: A
+            apns: {keyFile: k.p8, keyId: K, teamId: T, topic: com.x, host: "", caFile: ""}
+            fcm: {serviceAccountFile: k.p8, caFile: " "}
+        """
+    #expect {
+        try VolleyConfiguration.parse(yaml: yaml, baseDirectory: dir)
+    } throws: { error in
+        let text = "\(error)"
+        return text.contains("apps[A].apns.host: must name a host")
+            && text.contains("apps[A].apns.caFile: must name a file")
+            && text.contains("apps[A].fcm.caFile: must name a file")
+    }
+}

@@ -93,13 +93,32 @@ struct ConfigReader {
     }
 
     /// A file path: resolved against the configuration file's folder and checked to be readable.
+    /// A readable file (not a folder), its path resolved against the configuration's folder. An empty value is a
+    /// problem, not "the configuration's folder".
     mutating func file(_ node: [String: Any], _ key: String, at path: String) -> String? {
         guard let raw = string(node, key, at: path) else { return nil }
+        if raw.trimmingCharacters(in: .whitespaces).isEmpty {
+            problem(join(path, key), "must name a file (it is empty); leave the key out for the default")
+            return nil
+        }
         let resolved = resolve(raw)
-        if !FileManager.default.isReadableFile(atPath: resolved) {
+        var isFolder: ObjCBool = false
+        if !FileManager.default.isReadableFile(atPath: resolved)
+            || (FileManager.default.fileExists(atPath: resolved, isDirectory: &isFolder) && isFolder.boolValue)
+        {
             problem(join(path, key), "file not found or not readable: \(resolved)")
         }
         return resolved
+    }
+
+    /// A host name or address; an empty one is a problem naming the key (it would send every request nowhere).
+    mutating func host(_ node: [String: Any], _ key: String, at path: String) -> String? {
+        guard let raw = string(node, key, at: path) else { return nil }
+        if raw.trimmingCharacters(in: .whitespaces).isEmpty {
+            problem(join(path, key), "must name a host (it is empty); leave the key out for the default")
+            return nil
+        }
+        return raw
     }
 
     func resolve(_ raw: String) -> String {

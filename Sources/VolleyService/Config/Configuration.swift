@@ -1,5 +1,6 @@
 import Foundation
 import VolleyCore
+import VolleyRedis
 import Yams
 
 /// Volley's configuration: one YAML file (`--config FILE`), every key overridable by a `VOLLEY_*` environment
@@ -426,7 +427,7 @@ extension VolleyConfiguration {
         }
         let port = r.int(a, "port", at: p, range: 1...65535)
         let caFile = r.file(a, "caFile", at: p)
-        let host = r.string(a, "host", at: p)
+        let host = r.host(a, "host", at: p)
         let connections = r.int(a, "connections", at: p, range: 1...256) ?? 2
         let maxStreams = r.int(a, "maxStreams", at: p, range: 1...100_000) ?? 1000
         guard let auth, let topic else { return nil }
@@ -460,19 +461,17 @@ extension VolleyConfiguration {
     }
 }
 
-/// Syntax check for `redis.url`; the Redis wrapper parses it for real.
+/// The check of `redis.url`: the Redis wrapper's own parser decides, so every form a client takes passes
+/// (`unix://user:pass@/path` included), and a URL that names no host is refused. The message never repeats the
+/// user or the password.
 enum RedisURLCheck {
     static func problem(_ url: String) -> String? {
-        if url.hasPrefix("unix://") {
-            return url.dropFirst("unix://".count).hasPrefix("/")
-                ? nil : "unix URL needs an absolute socket path: unix:///path/to/redis.sock"
+        let shape = "must look like redis://[user:pass@]host:port/db or unix://[user:pass@]/path/to/redis.sock"
+        let shown = RedisEndpoint.redactURL(url)
+        guard let endpoint = try? RedisEndpoint(url: url) else { return "\(shape), got '\(shown)'" }
+        if case .tcp = endpoint.address, URL(string: url)?.host?.isEmpty != false {
+            return "\(shape): no host in '\(shown)'"
         }
-        guard let u = URL(string: url), u.scheme == "redis", let host = u.host, !host.isEmpty else {
-            return "must look like redis://[user:pass@]host:port/db or unix:///path/to/sock, got '\(url)'"
-        }
-        if let port = u.port, !(1...65535).contains(port) { return "port out of range in '\(url)'" }
-        let db = u.path.trimmingCharacters(in: CharacterSet(charactersIn: "/"))
-        if !db.isEmpty, Int(db) == nil { return "database must be a number in '\(url)'" }
         return nil
     }
 }
