@@ -39,11 +39,11 @@ let package = Package(
 
         // Value types, protocols, errors, clocks. No C, no I/O, no Dispatch.
         .target(name: "VolleyCore"),
-        // TLS + nghttp2 + Dispatch sockets: client connections and the pool.
+        // TLS + nghttp2 + Dispatch sockets: client connections and the pool (its reconnect back-off from VolleyCore).
         .target(
             name: "VolleyHTTP2",
             dependencies: [
-                "CNGHTTP2", "COpenSSL",
+                "VolleyCore", "CNGHTTP2", "COpenSSL",
                 .product(name: "Logging", package: "swift-log"),
             ]),
         // The server side of HTTP/2 (listener, delayed answers, arrival-time BIO): only the mock and `bench serve`.
@@ -53,11 +53,11 @@ let package = Package(
                 "VolleyHTTP2", "CNGHTTP2", "COpenSSL",
                 .product(name: "Logging", package: "swift-log"),
             ]),
-        // hiredis behind one small wrapper: pipelining, reconnect, AUTH, scripts.
+        // hiredis behind one small wrapper: pipelining, reconnect (VolleyCore's back-off), AUTH, scripts.
         .target(
             name: "VolleyRedis",
             dependencies: [
-                "CHiredis",
+                "VolleyCore", "CHiredis",
                 .product(name: "Logging", package: "swift-log"),
             ]),
         // Redis-backed implementations of VolleyCore's stores: job stream, device registry, ledger, quotas, reports.

@@ -35,9 +35,9 @@ IO = SYSTEM | {"Dispatch", "Glibc", "Logging"}
 # Lower layers first: `--table` prints the rows, and each row's modules, in this order.
 ALLOWED = {
     "VolleyCore": SYSTEM,
-    "VolleyHTTP2": IO | {"CNGHTTP2", "COpenSSL"},
+    "VolleyHTTP2": IO | {"CNGHTTP2", "COpenSSL", "VolleyCore"},
     "VolleyHTTP2Server": IO | {"CNGHTTP2", "COpenSSL", "VolleyHTTP2"},
-    "VolleyRedis": IO | {"CHiredis"},
+    "VolleyRedis": IO | {"CHiredis", "VolleyCore"},
     "VolleyStore": IO | {"VolleyCore", "VolleyRedis"},
     "VolleyAPNs": IO | {"Crypto", "VolleyCore", "VolleyHTTP2"},
     "VolleyFCM": IO | {"Crypto", "CryptoExtras", "VolleyCore", "VolleyHTTP2"},

@@ -13,14 +13,13 @@ public typealias HTTP2SubmitterFactory = @Sendable (HTTP2ClientConfiguration) th
 /// different teams never share a connection: a pool belongs to one app, an app to one team).
 /// Each send is one `DeliveryStateMachine` run (retries, credential refresh, the outcome table); `send` completes
 /// once with a terminal outcome.
-public final class APNSProvider: PushSender, DeliverySender, @unchecked Sendable {
+public final class APNSProvider: PushSender, ShellSender, @unchecked Sendable {
     public var platform: Platform { .ios }
     public let app: APNSAppConfiguration
     public let tokenProvider: APNSTokenProvider?
 
-    package let clock: any WallClock
-    package let retryPolicy: RetryPolicy
-    private let logger: Logger
+    /// The stop switch, the fleet's pause, the retry timers: what APNs shares with FCM around its requests.
+    package let shell: ProviderSendShell
     private let makeTransport: HTTP2SubmitterFactory
     private let lock = NSLock()
     /// One pool per environment endpoint, made on first use (two slots: no hashing on the per-send lookup).
@@ -50,11 +49,6 @@ public final class APNSProvider: PushSender, DeliverySender, @unchecked Sendable
             }
         }
     }
-    /// Set by the first `fix-app` answer: every later send of this app fails fast with the same outcome.
-    package let stopSwitch = AppStopSwitch()
-    /// The fleet's pause for this app: read once per send (one atomic load), set by a 503.
-    private let pauseGate: FleetPauseGate?
-
     /// Builds the app's pool for its environment now (connections open on first use): a client certificate that
     /// is expired, not yet valid or unreadable stops the app here, with an error naming it.
     public init(
@@ -63,15 +57,18 @@ public final class APNSProvider: PushSender, DeliverySender, @unchecked Sendable
         makeTransport: @escaping HTTP2SubmitterFactory
     ) throws {
         self.app = app
-        // `pauses`: an APNs 503 (ServiceUnavailable, Shutdown) pauses every worker's sends for this app.
-        pauseGate = pauses?.gate(for: FleetPauseKey(provider: .apns, target: app.topic))
-        self.clock = clock
-        self.retryPolicy = retryPolicy
         self.makeTransport = makeTransport
         var logger = logger
         logger[metadataKey: "app"] = "\(app.name)"
         logger[metadataKey: "provider"] = "apns"
-        self.logger = logger
+        // This app's own timer queue: sends held through the fleet's pause, the back-off between retries.
+        let timers = DispatchQueue(label: "volley.apns.timers.\(app.name)")
+        // `pauses`: an APNs 503 (ServiceUnavailable, Shutdown) pauses every worker's sends for this app.
+        shell = ProviderSendShell(
+            app: app.name, providerName: "APNs", retryPolicy: retryPolicy, clock: clock,
+            pauseGate: pauses?.gate(for: FleetPauseKey(provider: .apns, target: app.topic)), pausingStatuses: [503],
+            logStop: { [logger] message in logger.error("\(message)") },
+            schedule: { seconds, work in timers.asyncAfter(deadline: .now() + seconds, execute: work) })
         switch app.credentials {
         case .token(let keyFile, let keyID, let teamID):
             tokenProvider = try tokens.provider(app: app.name, keyFile: keyFile, keyID: keyID, teamID: teamID)
@@ -87,7 +84,7 @@ public final class APNSProvider: PushSender, DeliverySender, @unchecked Sendable
     }
 
     /// Why this app stopped sending (a `fix-app` answer), if it did.
-    public var stopReason: String? { stopSwitch.message }
+    public var stopReason: String? { shell.stopSwitch.message }
 
     public func prepare(_ notification: VolleyCore.Notification, jobID: JobID) throws -> any PreparedNotification {
         try APNSPreparedNotification(notification, jobID: jobID, bundleID: app.topic, now: clock.now())
@@ -99,23 +96,14 @@ public final class APNSProvider: PushSender, DeliverySender, @unchecked Sendable
         _ prepared: any PreparedNotification, to device: Device, jobID: JobID,
         receiver: any DeliveryReceiver
     ) {
-        send(prepared, to: device, jobID: jobID, receiver: receiver, heldSince: nil)
+        sendThroughShell(prepared, to: device, receiver: receiver)
     }
 
-    private func send(
-        _ prepared: any PreparedNotification, to device: Device, jobID: JobID,
-        receiver: any DeliveryReceiver, heldSince: Date?
+    /// A send the app's stop switch and the fleet's pause let through (`sendThroughShell`).
+    package func sendFirstAttempt(
+        _ apns: APNSPreparedNotification, prepared: any PreparedNotification, to device: Device,
+        receiver: any DeliveryReceiver
     ) {
-        if let stopped = stopSwitch.outcome { return receiver.delivered(device, stopped) }
-        guard let apns = prepared as? APNSPreparedNotification else {
-            return receiver.delivered(device, .wrongPlatform)
-        }
-        if let gate = pauseGate, let wait = gate.hold(policy: retryPolicy, clock: clock, heldSince: heldSince) {
-            let since = heldSince ?? clock.now()
-            return schedule(after: wait) { [self] in
-                send(prepared, to: device, jobID: jobID, receiver: receiver, heldSince: since)
-            }
-        }
         let attempt: Attempt
         do {
             attempt = try makeAttempt(apns, to: device, statusOnlyOnSuccess: true)
@@ -165,40 +153,9 @@ public final class APNSProvider: PushSender, DeliverySender, @unchecked Sendable
         submitter.retireConnection(connection)
     }
 
-    /// A retry or the resend after a refresh (`DeliveryRun`).
-    package func attempt(
-        _ prepared: any PreparedNotification, to device: Device,
-        completion: @escaping @Sendable (AttemptResult, String?) -> Void
-    ) {
-        guard let apns = prepared as? APNSPreparedNotification else {
-            return completion(AttemptSetupError(message: "not an APNs notification").result, nil)
-        }
-        attemptHeld(apns, to: device, heldSince: nil, completion: completion)
-    }
-
-    /// A retry waits for the fleet's pause like a first send.
-    private func attemptHeld(
-        _ apns: APNSPreparedNotification, to device: Device, heldSince: Date?,
-        completion: @escaping @Sendable (AttemptResult, String?) -> Void
-    ) {
-        if let gate = pauseGate, let wait = gate.hold(policy: retryPolicy, clock: clock, heldSince: heldSince) {
-            let since = heldSince ?? clock.now()
-            return schedule(after: wait) { [self] in
-                attemptHeld(apns, to: device, heldSince: since, completion: completion)
-            }
-        }
-        attemptOnce(apns, to: device, completion: completion)
-    }
-
-    /// A 503 pauses the app across the fleet (Retry-After, else exponential back-off with jitter).
-    package func answered(_ result: AttemptResult) {
-        if result.answer.status == 503, let gate = pauseGate {
-            gate.throttled(retryAfter: result.retryAfter, clock: clock)
-        }
-    }
-
-    package func schedule(after seconds: Double, _ work: @escaping @Sendable () -> Void) {
-        DispatchQueue.global().asyncAfter(deadline: .now() + seconds, execute: work)
+    /// A retry handed a notification prepared for FCM.
+    package static var wrongPlatformAttempt: AttemptResult {
+        AttemptSetupError(message: "not an APNs notification").result
     }
 
     /// `ExpiredProviderToken`: a newer token when another send already made one or the current one is old enough.
@@ -298,12 +255,6 @@ public final class APNSProvider: PushSender, DeliverySender, @unchecked Sendable
             throw APNSConfigurationError(
                 app: app.name, "APNs \(env.rawValue) endpoint \(config.host):\(config.port): \(error)")
         }
-    }
-
-    package func stopApp(_ outcome: DeliveryOutcome) {
-        guard case .rejected(let status, let reason, _) = outcome else { return }
-        let message = "app \(app.name): APNs answered \(status) \(reason) — " + OutcomeTable.explanation(.fixApp)
-        if stopSwitch.stop(outcome, message: message) { logger.error("\(message)") }
     }
 }
 

@@ -294,12 +294,3 @@ public final class APNSTokenRegistry: @unchecked Sendable {
         }
     }
 }
-
-enum Base64URL {
-    static func encode(_ bytes: [UInt8]) -> String {
-        var s = Data(bytes).base64EncodedString()
-        s = s.replacingOccurrences(of: "+", with: "-").replacingOccurrences(of: "/", with: "_")
-        while s.hasSuffix("=") { s.removeLast() }
-        return s
-    }
-}

@@ -34,6 +34,9 @@ public struct FleetPauseStateMachine: Sendable, Hashable {
     /// Throttles in a row without a quiet `resetAfterSeconds` in between.
     public private(set) var consecutive = 0
 
+    /// `baseSeconds` doubling up to `maxSeconds`, between half and all of it at random.
+    public var backoff: ExponentialBackoff { ExponentialBackoff(base: baseSeconds, max: maxSeconds, jitter: 0.5) }
+
     public init(baseSeconds: Double = 1, maxSeconds: Double = 60, resetAfterSeconds: Double = 30) {
         self.baseSeconds = baseSeconds
         self.maxSeconds = maxSeconds
@@ -49,8 +52,8 @@ public struct FleetPauseStateMachine: Sendable, Hashable {
         if let ra = retryAfterSeconds {
             seconds = min(ra, maxSeconds)
         } else {
-            let backoff = min(maxSeconds, baseSeconds * Double(1 << min(consecutive - 1, 20)))
-            seconds = backoff * (0.5 + 0.5 * min(max(random, 0), 1))
+            // Twenty doublings at most; the cap comes first for any base that is not tiny.
+            seconds = backoff.delay(afterFailures: min(consecutive, 21), unit: random)
         }
         let end = now.addingTimeInterval(seconds)
         if let until, until >= end { return nil }

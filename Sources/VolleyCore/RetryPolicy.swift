@@ -22,30 +22,23 @@ public struct RetryPolicy: Sendable, Hashable {
         self.maxRetryAfterSeconds = maxRetryAfterSeconds
     }
 
+    /// The back-off between attempts: `baseDelaySeconds` doubling up to `maxDelaySeconds`, half fixed and half
+    /// random (never less than half of it, and a burst of retries is spread).
+    public var backoff: ExponentialBackoff {
+        ExponentialBackoff(base: baseDelaySeconds, max: maxDelaySeconds, jitter: 0.5)
+    }
+
     /// Delay before attempt number `attempt + 1` (attempt counts sends made so far, ≥ 1), or nil when the
     /// retries are used up or Retry-After asks for more than we wait. `random` in 0..<1 supplies the jitter:
     /// the delay is between half and all of `base × 2^(attempt − 1)` (capped), and never less than Retry-After.
     public func delay(afterAttempt attempt: Int, retryAfterSeconds: Double?, random: Double) -> Double? {
         guard attempt < maxAttempts else { return nil }
-        let exponent = Double(max(0, attempt - 1))
-        let backoff = min(maxDelaySeconds, baseDelaySeconds * pow2(exponent))
-        // Half fixed, half random: never less than half the backoff, spreads a burst of retries.
-        let jittered = backoff * (0.5 + 0.5 * min(max(random, 0), 1))
+        let jittered = backoff.delay(afterFailures: attempt, unit: random)
         if let ra = retryAfterSeconds {
             if ra > maxRetryAfterSeconds { return nil }
             return max(ra, jittered)
         }
         return jittered
-    }
-
-    private func pow2(_ e: Double) -> Double {
-        var r = 1.0
-        var i = 0.0
-        while i < e {
-            r *= 2
-            i += 1
-        }
-        return r
     }
 }
 

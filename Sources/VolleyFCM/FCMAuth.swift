@@ -242,12 +242,3 @@ struct FCMEndpoint: Sendable, Hashable {
         if let q = u.percentEncodedQuery { self.path += "?" + q }
     }
 }
-
-enum Base64URL {
-    static func encode(_ bytes: [UInt8]) -> String {
-        var s = Data(bytes).base64EncodedString()
-        s = s.replacingOccurrences(of: "+", with: "-").replacingOccurrences(of: "/", with: "_")
-        while s.hasSuffix("=") { s.removeLast() }
-        return s
-    }
-}

@@ -49,45 +49,42 @@ public struct FCMAppConfiguration: Sendable, Hashable {
 
 /// The FCM HTTP v1 sender for one app. Each send is one `DeliveryStateMachine` run (retries, access token refresh,
 /// the outcome table); `send` completes once with a terminal outcome.
-public final class FCMProvider: PushSender, DeliverySender, @unchecked Sendable {
+public final class FCMProvider: PushSender, ShellSender, @unchecked Sendable {
     public var platform: Platform { .android }
     public let app: FCMAppConfiguration
     public let account: FCMServiceAccount
     public let tokens: FCMAccessTokenProvider
 
-    package let retryPolicy: RetryPolicy
-    package let clock: any WallClock
-    private let logger: Logger
+    /// The stop switch, the fleet's pause and budget, the retry timers: what FCM shares with APNs around its requests.
+    package let shell: ProviderSendShell
     private let transport: any HTTP2RequestSubmitter
     private let tokenTransport: any HTTP2RequestSubmitter
     private let authority: String
     /// `:authority` and `authorization` encoded for the current access token: re-encoded when the token changes,
     /// not per send (an allocation and a copy of the token each time; Google allows access tokens up to 2 KB).
     private let authorizationFields = Mutex<(authorization: String, fields: HTTP2HeaderBlock)?>(nil)
-    /// Set by the first `fix-app` answer: every later send of this app fails fast with the same outcome.
-    package let stopSwitch = AppStopSwitch()
-    /// The fleet's pause for this project: read once per send (one atomic load), set by a 429 or 503.
-    private let pauseGate: FleetPauseGate?
-    /// The fleet's send budget for this project: one atomic decrement per send, a block from Redis now and then.
-    private let budgetGate: FleetBudgetGate?
 
     public init(
         app: FCMAppConfiguration, clock: any WallClock = SystemClock(), retryPolicy: RetryPolicy = RetryPolicy(),
         logger: Logger, pauses: FleetPauses? = nil, makeTransport: @escaping FCMSubmitterFactory
     ) throws {
         self.app = app
-        self.retryPolicy = retryPolicy
-        self.clock = clock
         var logger = logger
         logger[metadataKey: "app"] = "\(app.name)"
         logger[metadataKey: "provider"] = "fcm"
-        self.logger = logger
         account = try FCMServiceAccount.load(file: app.serviceAccountFile, app: app.name)
+        // This app's own timer queue: sends held through the fleet's pause or budget, the back-off between retries.
+        let timers = DispatchQueue(label: "volley.fcm.timers.\(app.name)")
         // `pauses`: this project's 429/503 pauses are shared with the fleet; a throttle pauses every worker's sends
-        // to the project, and this worker holds its sends while any worker's pause lasts.
+        // to the project, and this worker holds its sends while any worker's pause lasts. The project's send budget
+        // (one atomic decrement per send, a block from Redis now and then) holds them the same way.
         let projectKey = FleetPauseKey(provider: .fcm, target: account.projectID)
-        pauseGate = pauses?.gate(for: projectKey)
-        budgetGate = pauses?.budget(for: projectKey, perMinute: app.maxPerMinute)
+        shell = ProviderSendShell(
+            app: app.name, providerName: "FCM", retryPolicy: retryPolicy, clock: clock,
+            pauseGate: pauses?.gate(for: projectKey),
+            budgetGate: pauses?.budget(for: projectKey, perMinute: app.maxPerMinute), pausingStatuses: [429, 503],
+            logStop: { [logger] message in logger.error("\(message)") },
+            schedule: { seconds, work in timers.asyncAfter(deadline: .now() + seconds, execute: work) })
         let endpoint = try FCMEndpoint(url: app.endpoint, app: app.name, what: "fcm.endpoint")
         let tokenEndpoint = try FCMEndpoint(url: account.tokenURI, app: app.name, what: "token_uri")
         authority = endpoint.authority
@@ -109,15 +106,7 @@ public final class FCMProvider: PushSender, DeliverySender, @unchecked Sendable 
             clock: clock, logger: logger)
     }
 
-    public var stopReason: String? { stopSwitch.message }
-
-    /// A 429 or a 503 pauses the project (Retry-After, else exponential back-off with jitter).
-    package func answered(_ result: AttemptResult) {
-        let status = result.answer.status
-        if status == 429 || status == 503, let gate = pauseGate {
-            gate.throttled(retryAfter: result.retryAfter, clock: clock)
-        }
-    }
+    public var stopReason: String? { shell.stopSwitch.message }
 
     public func prepare(_ notification: VolleyCore.Notification, jobID: JobID) throws -> any PreparedNotification {
         try FCMPreparedNotification(notification, projectID: account.projectID)
@@ -135,26 +124,14 @@ public final class FCMProvider: PushSender, DeliverySender, @unchecked Sendable 
         _ prepared: any PreparedNotification, to device: Device, jobID: JobID,
         receiver: any DeliveryReceiver
     ) {
-        send(prepared, to: device, jobID: jobID, receiver: receiver, heldSince: nil)
+        sendThroughShell(prepared, to: device, receiver: receiver)
     }
 
-    private func send(
-        _ prepared: any PreparedNotification, to device: Device, jobID: JobID,
-        receiver: any DeliveryReceiver, heldSince: Date?
+    /// A send the app's stop switch and the fleet's pause and budget let through (`sendThroughShell`).
+    package func sendFirstAttempt(
+        _ fcm: FCMPreparedNotification, prepared: any PreparedNotification, to device: Device,
+        receiver: any DeliveryReceiver
     ) {
-        if let stopped = stopSwitch.outcome { return receiver.delivered(device, stopped) }
-        guard let fcm = prepared as? FCMPreparedNotification else { return receiver.delivered(device, .wrongPlatform) }
-        if let gate = pauseGate, let wait = gate.hold(policy: retryPolicy, clock: clock, heldSince: heldSince) {
-            let since = heldSince ?? clock.now()
-            return schedule(after: wait) { [self] in
-                send(prepared, to: device, jobID: jobID, receiver: receiver, heldSince: since)
-            }
-        }
-        if let budget = budgetGate, let wait = budget.take(clock: clock) {
-            return schedule(after: wait) { [self] in
-                send(prepared, to: device, jobID: jobID, receiver: receiver, heldSince: heldSince)
-            }
-        }
         guard let auth = tokens.cachedAuthorization() else {
             return attemptOnce(fcm, to: device) { [self] first, credential in
                 PendingDelivery(
@@ -197,41 +174,9 @@ public final class FCMProvider: PushSender, DeliverySender, @unchecked Sendable 
         }
     }
 
-    /// A retry or the resend after a refresh (`DeliveryRun`).
-    package func attempt(
-        _ prepared: any PreparedNotification, to device: Device,
-        completion: @escaping @Sendable (AttemptResult, String?) -> Void
-    ) {
-        guard let fcm = prepared as? FCMPreparedNotification else {
-            return completion(
-                .transportFailure(
-                    .fcm, reason: "WrongPlatform", resendIsSafe: false,
-                    message: "not an FCM notification"), nil)
-        }
-        attemptHeld(fcm, to: device, heldSince: nil, completion: completion)
-    }
-
-    /// A retry waits for the fleet's pause like a first send.
-    private func attemptHeld(
-        _ fcm: FCMPreparedNotification, to device: Device, heldSince: Date?,
-        completion: @escaping @Sendable (AttemptResult, String?) -> Void
-    ) {
-        if let gate = pauseGate, let wait = gate.hold(policy: retryPolicy, clock: clock, heldSince: heldSince) {
-            let since = heldSince ?? clock.now()
-            return schedule(after: wait) { [self] in
-                attemptHeld(fcm, to: device, heldSince: since, completion: completion)
-            }
-        }
-        if let budget = budgetGate, let wait = budget.take(clock: clock) {
-            return schedule(after: wait) { [self] in
-                attemptHeld(fcm, to: device, heldSince: heldSince, completion: completion)
-            }
-        }
-        attemptOnce(fcm, to: device, completion: completion)
-    }
-
-    package func schedule(after seconds: Double, _ work: @escaping @Sendable () -> Void) {
-        DispatchQueue.global().asyncAfter(deadline: .now() + seconds, execute: work)
+    /// A retry handed a notification prepared for APNs.
+    package static var wrongPlatformAttempt: AttemptResult {
+        .transportFailure(.fcm, reason: "WrongPlatform", resendIsSafe: false, message: "not an FCM notification")
     }
 
     /// 401: drop the rejected token; the resend's `authorization` call refreshes (single-flight).
@@ -275,12 +220,6 @@ public final class FCMProvider: PushSender, DeliverySender, @unchecked Sendable 
     public func shutdown() {
         transport.shutdown(completion: {})
         tokenTransport.shutdown(completion: {})
-    }
-
-    package func stopApp(_ outcome: DeliveryOutcome) {
-        guard case .rejected(let status, let reason, _) = outcome else { return }
-        let message = "app \(app.name): FCM answered \(status) \(reason) — " + OutcomeTable.explanation(.fixApp)
-        if stopSwitch.stop(outcome, message: message) { logger.error("\(message)") }
     }
 }
 

@@ -7,6 +7,8 @@
 // a lock, so tests drive it with a manual clock. `HTTP2ConnectionPool` keeps it behind its Mutex and carries out
 // the actions after releasing the lock.
 
+import VolleyCore
+
 /// A point on a monotonic clock, in nanoseconds from an arbitrary origin.
 struct HTTP2PoolInstant: Comparable, Hashable, Sendable {
     var nanoseconds: UInt64
@@ -456,10 +458,9 @@ struct HTTP2PoolStateMachine<Clock: HTTP2PoolClock, Random: RandomNumberGenerato
     /// capped, times a jitter between 0.5 and 1 so that many pools that lost the same endpoint do not reconnect in
     /// step.
     mutating func backoffSeconds(afterFailures failures: Int) -> Double {
-        let doublings = min(max(failures, 1), 30) - 1
-        let exponential = configuration.reconnectBaseSeconds * Double(UInt64(1) << UInt64(doublings))
         let unit = Double(random.next() >> 11) * 0x1p-53
-        return min(configuration.reconnectMaxSeconds, exponential) * (0.5 + 0.5 * unit)
+        // Twenty-nine doublings at most, far past any cap.
+        return configuration.reconnectBackoff.delay(afterFailures: min(failures, 30), unit: unit)
     }
 
     /// How long a retired connection's replacement waits: uniform in [retireBackoffMinSeconds,

@@ -1,3 +1,5 @@
+import VolleyCore
+
 /// Public value types of the transport. Classes that own sockets live beside this file;
 /// nothing here touches C.
 
@@ -191,6 +193,11 @@ public struct HTTP2ClientConfiguration: Sendable, Hashable {
     /// Reconnect backoff: base and cap, exponential with jitter.
     public var reconnectBaseSeconds: Double
     public var reconnectMaxSeconds: Double
+    /// The wait before a connect after failed ones: `reconnectBaseSeconds` doubling up to `reconnectMaxSeconds`,
+    /// between half and all of it at random, so that many pools that lost the same endpoint do not reconnect in step.
+    var reconnectBackoff: ExponentialBackoff {
+        ExponentialBackoff(base: reconnectBaseSeconds, max: reconnectMaxSeconds, jitter: 0.5)
+    }
     /// A connection retired on request (`retireConnection(_:)`) is replaced after a back-off drawn uniformly from
     /// these bounds.
     public var retireBackoffMinSeconds: Double = 1

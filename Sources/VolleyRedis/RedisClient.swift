@@ -1,5 +1,6 @@
 import Foundation
 import Logging
+import VolleyCore
 
 /// A `RedisConnection` that reconnects with exponential backoff and retries what was interrupted.
 ///
@@ -27,6 +28,10 @@ public final class RedisClient: @unchecked Sendable {
             self.maxBackoff = maxBackoff
             self.giveUpAfter = giveUpAfter
         }
+
+        /// The wait after failed attempts to reach Redis: `initialBackoff` doubling up to `maxBackoff`, no jitter
+        /// (one client per thread, each retrying on its own).
+        var backoff: ExponentialBackoff { ExponentialBackoff(base: initialBackoff, max: maxBackoff) }
     }
 
     public let endpoint: RedisEndpoint
@@ -196,7 +201,6 @@ public final class RedisClient: @unchecked Sendable {
     private func ensureConnection() throws -> RedisConnection {
         if let c = connection, !c.isBroken { return c }
         connection = nil
-        var backoff = options.initialBackoff
         let started = Date()
         var attempt = 0
         while true {
@@ -231,8 +235,8 @@ public final class RedisClient: @unchecked Sendable {
                             "attempt": "\(attempt)",
                         ])
                 }
-                Thread.sleep(forTimeInterval: backoff) // a dedicated thread owns this client: sleeping is fine here
-                backoff = min(options.maxBackoff, backoff * 2)
+                // A dedicated thread owns this client: sleeping is fine here.
+                Thread.sleep(forTimeInterval: options.backoff.delay(afterFailures: attempt))
             }
         }
     }

@@ -1,5 +1,6 @@
 import Foundation
 import Logging
+import VolleyCore
 
 /// The I/O half of cluster routing for one `RedisClient`: a connection per primary, the slot map loaded with
 /// `CLUSTER SLOTS`, and the loop that carries out `RedisClusterRouter`'s decisions. Owned by the client's thread.
@@ -383,7 +384,6 @@ struct Backoff {
     let name: String
     let logger: Logger
     let isCancelled: @Sendable () -> Bool
-    private var delay: Double
     private var attempt = 0
     private let started = Date()
 
@@ -392,7 +392,6 @@ struct Backoff {
         self.name = name
         self.logger = logger
         self.isCancelled = isCancelled
-        delay = options.initialBackoff
     }
 
     mutating func wait(after error: RedisError) throws {
@@ -406,7 +405,7 @@ struct Backoff {
                 "redis cluster node unavailable, retrying",
                 metadata: ["conn": "\(name)", "error": "\(error.message)", "attempt": "\(attempt)"])
         }
-        Thread.sleep(forTimeInterval: delay) // a dedicated thread owns this client: sleeping is fine here
-        delay = min(options.maxBackoff, delay * 2)
+        // A dedicated thread owns this client: sleeping is fine here.
+        Thread.sleep(forTimeInterval: options.backoff.delay(afterFailures: attempt))
     }
 }

@@ -1,3 +1,5 @@
+import VolleyCore
+
 /// A primary of a Redis Cluster, as `CLUSTER SLOTS` and redirections name it.
 public struct RedisClusterNode: Sendable, Hashable, CustomStringConvertible {
     public var host: String
@@ -72,6 +74,8 @@ public struct RedisClusterRouter: Sendable {
         /// First retry pause, doubled per retry up to `maxPause`, then between half and all of it (jitter).
         public var firstPause: Double
         public var maxPause: Double
+        /// `firstPause` doubling up to `maxPause`, between half and all of it at random.
+        public var backoff: ExponentialBackoff { ExponentialBackoff(base: firstPause, max: maxPause, jitter: 0.5) }
         /// Minimum time between two slot-map reloads.
         public var refreshInterval: Double
         public init(
@@ -184,8 +188,8 @@ public struct RedisClusterRouter: Sendable {
 
     /// `firstPause · 2^attempt`, capped at `maxPause`, then scaled into [½, 1] of itself by `random`.
     public func pause(attempt: Int, random: Double) -> Double {
-        let full = min(policy.maxPause, policy.firstPause * Double(1 << min(attempt, 20)))
-        return full * (0.5 + 0.5 * min(max(random, 0), 1))
+        // `attempt` counts the retries before this one: the first pause follows one failure. Twenty doublings at most.
+        policy.backoff.delay(afterFailures: min(attempt, 20) + 1, unit: random)
     }
 
     private mutating func index(of node: RedisClusterNode) -> Int16 {

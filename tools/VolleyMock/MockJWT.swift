@@ -12,45 +12,13 @@ enum MockJWT {
         var signature: [UInt8]
     }
 
-    static func base64URLDecode<S: Sequence>(_ text: S) -> [UInt8]? where S.Element == UInt8 {
-        var out: [UInt8] = []
-        var acc: UInt32 = 0
-        var bits = 0
-        for c in text {
-            let v: UInt32
-            switch c {
-            case UInt8(ascii: "A")...UInt8(ascii: "Z"): v = UInt32(c - UInt8(ascii: "A"))
-            case UInt8(ascii: "a")...UInt8(ascii: "z"): v = UInt32(c - UInt8(ascii: "a")) + 26
-            case UInt8(ascii: "0")...UInt8(ascii: "9"): v = UInt32(c - UInt8(ascii: "0")) + 52
-            case UInt8(ascii: "-"), UInt8(ascii: "+"): v = 62
-            case UInt8(ascii: "_"), UInt8(ascii: "/"): v = 63
-            case UInt8(ascii: "="): continue
-            default: return nil
-            }
-            acc = acc << 6 | v
-            bits += 6
-            if bits >= 8 {
-                bits -= 8
-                out.append(UInt8((acc >> UInt32(bits)) & 0xFF))
-            }
-        }
-        return out
-    }
-
-    static func base64URLEncode(_ bytes: [UInt8]) -> String {
-        Data(bytes).base64EncodedString()
-            .replacingOccurrences(of: "+", with: "-")
-            .replacingOccurrences(of: "/", with: "_")
-            .replacingOccurrences(of: "=", with: "")
-    }
-
     static func parse(_ token: Substring) -> Parsed? {
         let bytes = Array(token.utf8)
         guard let d1 = bytes.firstIndex(of: UInt8(ascii: ".")),
             let d2 = bytes[(d1 + 1)...].firstIndex(of: UInt8(ascii: "."))
         else { return nil }
-        guard let h = base64URLDecode(bytes[..<d1]), let c = base64URLDecode(bytes[(d1 + 1)..<d2]),
-            let s = base64URLDecode(bytes[(d2 + 1)...]),
+        guard let h = Base64URL.decode(bytes: bytes[..<d1]), let c = Base64URL.decode(bytes: bytes[(d1 + 1)..<d2]),
+            let s = Base64URL.decode(bytes: bytes[(d2 + 1)...]),
             let header = JSONValue.parse(h), let claims = JSONValue.parse(c)
         else { return nil }
         guard case .object = header, case .object = claims else { return nil }
@@ -130,9 +98,9 @@ public enum MockTokenMinter {
         let key = try P256.Signing.PrivateKey(pemRepresentation: pem)
         let header = "{\"alg\":\"ES256\",\"kid\":\(MockJSONWriter.quote(keyID ?? credentials.apnsKeyID))}"
         let claims = "{\"iss\":\(MockJSONWriter.quote(teamID ?? credentials.apnsTeamID)),\"iat\":\(issuedAt)}"
-        let input = MockJWT.base64URLEncode(Array(header.utf8)) + "." + MockJWT.base64URLEncode(Array(claims.utf8))
+        let input = Base64URL.encode(Array(header.utf8)) + "." + Base64URL.encode(Array(claims.utf8))
         let sig = try key.signature(for: Array(input.utf8))
-        return input + "." + MockJWT.base64URLEncode(Array(sig.rawRepresentation))
+        return input + "." + Base64URL.encode(Array(sig.rawRepresentation))
     }
 
     /// RS256 assertion for `POST /token` (RFC 7523) signed with the service account's key.
@@ -147,8 +115,8 @@ public enum MockTokenMinter {
         let claims =
             "{\"iss\":\(MockJSONWriter.quote(credentials.fcmClientEmail)),\"scope\":\(MockJSONWriter.quote(scope)),"
             + "\"aud\":\(MockJSONWriter.quote(audience)),\"iat\":\(issuedAt),\"exp\":\(issuedAt + lifetime)}"
-        let input = MockJWT.base64URLEncode(Array(header.utf8)) + "." + MockJWT.base64URLEncode(Array(claims.utf8))
+        let input = Base64URL.encode(Array(header.utf8)) + "." + Base64URL.encode(Array(claims.utf8))
         let sig = try key.signature(for: Array(input.utf8), padding: .insecurePKCS1v1_5)
-        return input + "." + MockJWT.base64URLEncode(Array(sig.rawRepresentation))
+        return input + "." + Base64URL.encode(Array(sig.rawRepresentation))
     }
 }
