@@ -49,12 +49,16 @@ let package = Package(
                 "VolleyHTTP2", "CNGHTTP2", "COpenSSL",
                 .product(name: "Logging", package: "swift-log"),
             ]),
-        // hiredis behind one small wrapper: pipelining, reconnect, AUTH, scripts.
+        // hiredis behind one small wrapper: pipelining, reconnect, AUTH, scripts; and the API's connections on NIO's
+        // event loops (RESP in and out, NOSCRIPT answered in one place).
         .target(
             name: "VolleyRedis",
             dependencies: [
                 "CHiredis",
+                .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "Logging", package: "swift-log"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
             ]),
         // Redis-backed implementations of VolleyCore's stores: job stream, device registry, ledger, quotas, reports.
         .target(
@@ -104,7 +108,7 @@ let package = Package(
         .target(
             name: "VolleyConnect",
             dependencies: [
-                "VolleyCore", "VolleyStore",
+                "VolleyCore",
                 .product(name: "Logging", package: "swift-log"),
             ]),
         // Configuration, bootstrap, lifecycle, the demo: the one place that wires things together.
@@ -113,6 +117,7 @@ let package = Package(
             dependencies: [
                 "VolleyCore", "VolleyHTTP2", "VolleyRedis", "VolleyStore", "VolleyAPNs", "VolleyFCM", "VolleyEngine",
                 "VolleyObservability", "VolleyAPI", "VolleyConnect",
+                .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "Yams", package: "Yams"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Metrics", package: "swift-metrics"),
@@ -123,7 +128,7 @@ let package = Package(
         .target(
             name: "VolleyAPI",
             dependencies: [
-                "VolleyCore", "VolleyStore", "VolleyRedis", "VolleyConnect",
+                "VolleyCore", "VolleyConnect",
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "HummingbirdCore", package: "hummingbird"),
                 .product(name: "HummingbirdTLS", package: "hummingbird"),
@@ -173,7 +178,8 @@ let package = Package(
             ], path: "tools/VolleyMockMain"),
 
         // Test helpers: start redis-server on a unix socket, start the mock on a free port.
-        // In-memory stand-ins for the engine's seams (a sender, the storage backend), no sockets and no Redis.
+        // In-memory stand-ins for the engine's seams (a sender, the storage backend) and for the API's stores
+        // (credentials, jobs, devices, types, inbox, quota): no sockets and no Redis.
         .target(name: "VolleyTestDoubles", dependencies: ["VolleyCore"], path: "Tests/VolleyTestDoubles"),
         .target(
             name: "VolleyTestSupport",
@@ -218,14 +224,15 @@ let package = Package(
         .testTarget(
             name: "VolleyAPITests",
             dependencies: [
-                "VolleyAPI", "VolleyCore", "VolleyRedis", "VolleyConnect", "VolleyStore",
+                "VolleyAPI", "VolleyCore", "VolleyConnect", "VolleyTestDoubles",
+                .product(name: "HummingbirdTesting", package: "hummingbird"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Yams", package: "Yams"),
             ]),
         .testTarget(
             name: "VolleyConnectTests",
             dependencies: [
-                "VolleyConnect", "VolleyStore", "VolleyRedis", "VolleyCore", "VolleyTestSupport",
+                "VolleyConnect", "VolleyCore", "VolleyTestDoubles",
                 .product(name: "Logging", package: "swift-log"),
             ]),
         .testTarget(

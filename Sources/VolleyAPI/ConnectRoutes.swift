@@ -51,8 +51,8 @@ extension APIServer {
         for (name, value) in request.uri.queryParameters {
             query.append(ConnectQueryItem(name: String(name), value: String(value)))
         }
-        let answer = await service.respond(
-            to: ConnectRequest(method: method, path: resource, query: query, body: body), caller: connectCaller)
+        let answer = await service.handle(
+            ConnectRequest(method: method, path: resource, query: query, body: body), caller: connectCaller)
         let status = HTTPResponse.Status(code: answer.status)
         if answer.body.isEmpty { return Response(status: status) }
         return Response(

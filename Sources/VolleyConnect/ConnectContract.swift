@@ -133,23 +133,3 @@ public struct ConnectError: Error, Sendable, Hashable, CustomStringConvertible {
         return ConnectResponse(status: status, body: body)
     }
 }
-
-/// Where a custom notification action's or a Connect push's job goes (the job stream, or a wrapper that adds
-/// idempotency). Called from many requests at once: implementations must be safe to share.
-public protocol ConnectJobWriter: Sendable {
-    func write(_ job: PushJob) throws
-}
-
-/// A `JobProducer` shared behind a lock (the producer's client is one blocking connection).
-public final class LockedJobWriter: ConnectJobWriter, @unchecked Sendable {
-    private let lock = NSLock()
-    private let write: (PushJob) throws -> Void
-
-    public init(_ write: @escaping (PushJob) throws -> Void) { self.write = write }
-
-    public func write(_ job: PushJob) throws {
-        lock.lock()
-        defer { lock.unlock() }
-        try write(job)
-    }
-}

@@ -2,8 +2,8 @@ import Foundation
 import Logging
 import Testing
 import VolleyConnect
-import VolleyRedis
-import VolleyStore
+import VolleyCore
+import VolleyTestDoubles
 import Yams
 
 @testable import VolleyAPI
@@ -29,14 +29,7 @@ struct OpenAPIDocumentTests {
 
     /// "GET /v1/jobs/{id}" for every route the server answers (HEAD counts only where it is registered alone).
     static func served() -> (routes: Set<String>, connectMethods: Set<String>) {
-        // Nothing connects to Redis until a request needs it: the router is built without a server.
-        let redis = RedisClient(endpoint: .unix("/nonexistent/redis.sock"), name: "unused", logger: Logger(label: "t"))
-        let connect = ConnectService(
-            types: RedisNotificationTypeStore(client: redis), inbox: RedisInboxStore(client: redis),
-            jobs: LockedJobWriter { _ in }, logger: Logger(label: "t"))
-        let server = APIServer(
-            configuration: APIConfiguration(redisEndpoint: .unix("/nonexistent/redis.sock"), store: .init()),
-            openAPIDocument: OpenAPIDocument.yaml, logger: Logger(label: "t"), connect: connect)
+        let server = InMemoryAPI().server
         var routes = Set<String>()
         var connectMethods = Set<String>()
         for route in server.router().routes {

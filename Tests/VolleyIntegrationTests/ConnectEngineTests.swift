@@ -26,8 +26,8 @@ import VolleyTestSupport
 
     func call(
         _ service: ConnectService, _ method: String, _ path: String, body: String = "", caller: ConnectCaller
-    ) throws -> (status: Int, json: Any?) {
-        let r = service.handle(ConnectRequest(method: method, path: path, body: Data(body.utf8)), caller: caller)
+    ) async throws -> (status: Int, json: Any?) {
+        let r = await service.handle(ConnectRequest(method: method, path: path, body: Data(body.utf8)), caller: caller)
         return (r.status, r.body.isEmpty ? nil : try JSONSerialization.jsonObject(with: r.body))
     }
 
@@ -45,16 +45,19 @@ import VolleyTestSupport
         try types.setType(org: "org1", NotificationType(id: "0MLdeal", name: "Deal won"))
         try types.setType(org: "org1", NotificationType(id: "0MLquiet", name: "Quiet"))
         let ids = IDs()
+        let jobsClient = h.redis.client(name: "api-jobs")
         let service = ConnectService(
-            types: RedisNotificationTypeStore(client: h.redis.client(name: "api-types")),
-            inbox: RedisInboxStore(client: h.redis.client(name: "api-inbox")),
-            jobs: LockedJobWriter(producer: JobProducer(client: h.redis.client(name: "api-jobs"), store: h.store)),
+            types: RedisNotificationTypeRepository(client: h.redis.client(name: "api-types")),
+            inbox: RedisInboxRepository(store: RedisInboxStore(client: h.redis.client(name: "api-inbox"))),
+            jobs: RedisJobSubmitter(
+                redis: .lanes(SerialLanes(count: 1, label: "test.jobs") { _ in jobsClient }),
+                store: h.store),
             options: .init(apps: { $0 == "org1" ? ["app1"] : [] }, newJobID: { ids.next() }),
             logger: Logger(label: "connect"))
         let backend = ConnectCaller(org: "org1")
         // The org turns the quiet type's mobile channel off: stored in-app, not pushed.
         #expect(
-            try call(
+            try await call(
                 service, "POST", "/connect/notifications/settings/organization/0MLquiet",
                 body: #"{"mobileEnabled": false}"#, caller: backend
             ).status == 200)
@@ -74,7 +77,7 @@ import VolleyTestSupport
         try w.start()
         defer { w.drain(deadline: 1) }
 
-        let action = try call(
+        let action = try await call(
             service, "POST", "/actions/standard/customNotificationAction",
             body: """
                 {"inputs": [
@@ -86,7 +89,7 @@ import VolleyTestSupport
                 """, caller: backend)
         #expect(action.status == 200)
         #expect((action.json as? [[String: Any]])?.map { $0["isSuccess"] as? Bool } == [true, true])
-        let push = try call(
+        let push = try await call(
             service, "POST", "/connect/notifications/push",
             body: #"{"appName": "app1", "userIds": ["user1"], "payload": "{ 'aps':{ 'alert': 'test' } }"}"#,
             caller: backend)
@@ -105,26 +108,26 @@ import VolleyTestSupport
 
         // user2 lists both notifications of the action, reads one, and the counts follow.
         let user2 = ConnectCaller(org: "org1", user: "user2", app: "app1")
-        let list = try call(service, "GET", "/connect/notifications", caller: user2)
+        let list = try await call(service, "GET", "/connect/notifications", caller: user2)
         let items = try #require((list.json as? [String: Any])?["notifications"] as? [[String: Any]])
         #expect(Set(items.compactMap { $0["id"] as? String }) == ["job-1", "job-2"])
         let quietItem = try #require(items.first { $0["id"] as? String == "job-2" })
         #expect(quietItem["targetPageRef"] as? String == #"{"type":"standard__recordPage"}"#)
         #expect(quietItem["messageTitle"] as? String == "FYI" && quietItem["type"] as? String == "0MLquiet")
-        var status = try #require(try call(service, "GET", "/connect/notifications/status", caller: user2).json)
+        var status = try #require(try await call(service, "GET", "/connect/notifications/status", caller: user2).json)
         #expect((status as? [String: Any])?["unreadCount"] as? Int == 2)
         #expect(
-            try call(service, "PATCH", "/connect/notifications/job-1", body: #"{"read": "true"}"#, caller: user2)
+            try await call(service, "PATCH", "/connect/notifications/job-1", body: #"{"read": "true"}"#, caller: user2)
                 .status == 200)
-        status = try #require(try call(service, "GET", "/connect/notifications/status", caller: user2).json)
+        status = try #require(try await call(service, "GET", "/connect/notifications/status", caller: user2).json)
         #expect((status as? [String: Any])?["unreadCount"] as? Int == 1)
         #expect((status as? [String: Any])?["unseenCount"] as? Int == 1)
 
         // user1 has the Connect push's alert; another org sees none of it.
         let user1 = ConnectCaller(org: "org1", user: "user1", app: "app1")
-        let one = try call(service, "GET", "/connect/notifications/job-3", caller: user1)
+        let one = try await call(service, "GET", "/connect/notifications/job-3", caller: user1)
         #expect(one.status == 200 && (one.json as? [String: Any])?["messageBody"] as? String == "test")
         let stranger = ConnectCaller(org: "org2", user: "user1", app: "app1")
-        #expect(try call(service, "GET", "/connect/notifications/job-3", caller: stranger).status == 404)
+        #expect(try await call(service, "GET", "/connect/notifications/job-3", caller: stranger).status == 404)
     }
 }

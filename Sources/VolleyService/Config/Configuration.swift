@@ -200,7 +200,7 @@ extension VolleyConfiguration {
         "log": ["level", "format"],
         "metrics": ["enabled", "host", "port"],
         "api": [
-            "host", "port", "maxBodyBytes", "drainSeconds", "redisConnections", "redisPipelines", "keyCacheSeconds",
+            "host", "port", "maxBodyBytes", "drainSeconds", "redisConnections", "keyCacheSeconds",
         ],
     ]
     static let appSchema: [String: [String]] = [

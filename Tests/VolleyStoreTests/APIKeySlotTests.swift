@@ -1,8 +1,7 @@
 import Testing
 import VolleyCore
 import VolleyRedis
-
-@testable import VolleyAPI
+import VolleyStore
 
 /// Each API script's keys fall in one Redis Cluster slot (a cluster refuses a script whose keys do not: CROSSSLOT).
 @Suite struct APIKeySlotTests {
