@@ -196,7 +196,13 @@ let package = Package(
                 .product(name: "Logging", package: "swift-log"),
             ]),
         .testTarget(name: "VolleyHTTP2ServerTests", dependencies: ["VolleyHTTP2", "VolleyHTTP2Server"]),
-        .testTarget(name: "VolleyRedisTests", dependencies: ["VolleyRedis", "VolleyTestSupport", "VolleyTestDoubles"]),
+        .testTarget(
+            name: "VolleyRedisTests",
+            dependencies: [
+                "VolleyRedis", "VolleyTestSupport", "VolleyTestDoubles",
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOEmbedded", package: "swift-nio"),
+            ]),
         .testTarget(
             name: "VolleyStoreTests",
             dependencies: [
