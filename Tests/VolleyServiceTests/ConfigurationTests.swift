@@ -241,3 +241,21 @@ func invalidStreamShardsStopStartupNamingTheKey(worker: String, problem: String)
         #expect(e.description.contains(problem), "\(e.description)")
     }
 }
+
+@Test func theRemovedRedisPipelinesKeyStopsStartupNamingIt() throws {
+    do {
+        _ = try VolleyConfiguration.parse(
+            yaml: """
+                api:
+                  redisPipelines: 2
+                  redisConnections: 8
+                """, baseDirectory: nil)
+        Issue.record("expected a configuration error")
+    } catch let e as ConfigurationError {
+        #expect(e.problems.count == 1, "\(e.problems)")
+        #expect(e.problems.first?.hasPrefix("api.redisPipelines: removed: ") == true, "\(e.problems)")
+        #expect(e.problems.first?.hasSuffix("delete this key") == true)
+    }
+    let c = try VolleyConfiguration.parse(yaml: "api:\n  redisConnections: 8\n", baseDirectory: nil)
+    #expect(c.api.redisConnections == 8)
+}

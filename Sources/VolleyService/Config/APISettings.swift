@@ -30,12 +30,19 @@ public struct APISettings: Sendable, Hashable {
     static let keys: Set<String> = [
         "host", "port", "maxBodyBytes", "drainSeconds", "redisConnections", "keyCacheSeconds",
     ]
+    /// Keys that were removed, with what to do instead: named at startup rather than reported as unknown.
+    static let removed: [String: String] = [
+        "redisPipelines":
+            "removed: the API sends credential checks and job submissions on each event loop's own Redis "
+            + "connection, always; delete this key"
+    ]
     static let sections: Set<String> = ["tls", "rateLimit", "userTokens"]
 
     static func read(_ s: [String: Any], _ r: inout ConfigReader) -> APISettings {
         let p = "api"
         var a = APISettings()
-        r.rejectUnknownKeys(s, known: keys.union(sections), at: p)
+        r.rejectUnknownKeys(s, known: keys.union(sections).union(removed.keys), at: p)
+        for (key, why) in removed.sorted(by: { $0.key < $1.key }) where s[key] != nil { r.problem("\(p).\(key)", why) }
         if let v = r.string(s, "host", at: p) { a.host = v }
         if let v = r.int(s, "port", at: p, range: 0...65535) { a.port = v }
         if let v = r.int(s, "maxBodyBytes", at: p, range: 1024...(64 << 20)) { a.maxBodyBytes = v }
