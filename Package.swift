@@ -103,8 +103,8 @@ let package = Package(
                 .product(name: "Prometheus", package: "swift-prometheus"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ]),
-        // The Salesforce-compatible resources (custom notification action, Connect push, Notifications, settings)
-        // behind a transport-neutral request/response contract; the HTTP layer routes to it.
+        // The Salesforce-compatible resources (custom notification action, Connect push, Notifications, settings):
+        // one method per operation on VolleyCore's store protocols; VolleyAPI's router routes to them.
         .target(
             name: "VolleyConnect",
             dependencies: [

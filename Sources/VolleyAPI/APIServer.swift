@@ -106,7 +106,7 @@ public final class APIServer: Sendable {
             records: APIKeyRecordCache(lifetimeSeconds: configuration.keyCacheSeconds))
         let v1 = router.group("/v1").add(middleware: auth)
         addV1Routes(v1)
-        if let connect { addConnectRoutes(router.group("").add(middleware: auth), connect) }
+        if let connect { addConnectRoutes(router, auth: auth, connect) }
         // Hummingbird names a request's route by the same path description, and a request no route takes "NotFound".
         metrics.prime(endpoints: Set(router.routes.map(\.path.description) + ["NotFound"]))
         return router

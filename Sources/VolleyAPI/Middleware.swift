@@ -20,9 +20,13 @@ struct ObservingMiddleware: RouterMiddleware {
         let start = DispatchTime.now().uptimeNanoseconds
         let response: Response
         do { response = try await next(request, context) } catch {
-            let problem = Self.problem(error, logger: logger)
-            response =
-                request.uri.path.hasPrefix("/services/data/") ? problem.salesforceResponse() : problem.response()
+            let salesforce = request.uri.path.hasPrefix("/services/data/")
+            var problem = Self.problem(error, logger: logger)
+            if salesforce && problem.status == .notFound && error is HTTPError {
+                // No route takes the path: Salesforce's words for it.
+                problem = APIProblem(.notFound, "The requested resource does not exist")
+            }
+            response = salesforce ? problem.salesforceResponse() : problem.response()
         }
         metrics.record(endpoint: context.endpointPath, status: Int(response.status.code), start: start)
         return response

@@ -2,9 +2,10 @@ import Foundation
 import Logging
 import VolleyCore
 
-/// The Salesforce-compatible resources under `/services/data/v{NN.N}/`, behind one transport-neutral entry point:
-/// `handle(_:caller:)` routes a `ConnectRequest` and answers a `ConnectResponse` (JSON, Salesforce's error array on
-/// failure). The HTTP layer authenticates, builds the `ConnectCaller` and maps the answer; nothing here knows HTTP.
+/// The Salesforce-compatible resources under `/services/data/v{NN.N}/`, one method per operation, free of any HTTP
+/// framework. The HTTP layer routes to them (each route declares the credential it takes), authenticates, builds
+/// the `ConnectCaller`, and runs the method through `answer(_:_:)`, which turns whatever it throws into Salesforce's
+/// error array.
 ///
 /// Everything is keyed by the caller's org: another org's notifications, types and apps answer 404.
 /// The stores are VolleyCore protocols (Redis in `volley api`, in memory in tests); nothing here blocks a thread.
@@ -51,98 +52,22 @@ public final class ConnectService: Sendable {
         self.logger = logger
     }
 
-    /// Routes one request. Never throws: every failure is a Salesforce-shaped error response.
-    public func handle(_ request: ConnectRequest, caller: ConnectCaller) async -> ConnectResponse {
+    /// Runs one operation and answers it: a `ConnectError` as its Salesforce error array, any other failure (a store
+    /// that cannot answer) as `UNKNOWN_EXCEPTION`, logged with `path`. Never throws.
+    public func answer(_ path: String, _ operation: () async throws -> ConnectResponse) async -> ConnectResponse {
         do {
-            return try await route(request, caller: caller)
+            return try await operation()
         } catch let e as ConnectError {
             return e.response
         } catch {
-            logger.error(
-                "connect request failed", metadata: ["path": "\(request.path)", "error": "\(error)"])
+            logger.error("connect request failed", metadata: ["path": "\(path)", "error": "\(error)"])
             return ConnectError.internalError("the request could not be completed; try again").response
         }
     }
 
-    // MARK: Routing
-
-    /// One resource `handle(_:caller:)` answers: its path after the version, as the OpenAPI document writes it,
-    /// and the methods it takes (`HEAD` is taken wherever `GET` is; another method answers 405).
-    public struct Resource: Sendable, Hashable {
-        public var path: String
-        public var methods: [String]
-    }
-
-    /// Every resource `route` answers, kept beside it so the API's document can be checked against it.
-    public static let resources: [Resource] = [
-        Resource(path: "/actions/standard/customNotificationAction", methods: ["GET", "POST"]),
-        Resource(path: "/connect/notifications/push", methods: ["POST"]),
-        Resource(path: "/connect/notifications", methods: ["GET", "PATCH"]),
-        Resource(path: "/connect/notifications/status", methods: ["GET"]),
-        Resource(path: "/connect/notifications/app-settings/organization", methods: ["GET"]),
-        Resource(
-            path: "/connect/notifications/app-settings/organization/{notificationTypeId}",
-            methods: ["GET", "POST", "DELETE"]),
-        Resource(path: "/connect/notifications/settings/organization", methods: ["GET"]),
-        Resource(
-            path: "/connect/notifications/settings/organization/{notificationTypeOrId}",
-            methods: ["GET", "POST", "DELETE"]),
-        Resource(path: "/connect/notifications/{notificationId}", methods: ["GET", "PATCH"]),
-    ]
-
-    private func route(_ r: ConnectRequest, caller: ConnectCaller) async throws -> ConnectResponse {
-        let parts = r.path.split(separator: "/", omittingEmptySubsequences: true).map {
-            $0.removingPercentEncoding ?? String($0)
-        }
-        func allow(_ methods: String...) throws {
-            let accepted = methods.contains("GET") ? methods + ["HEAD"] : methods
-            if !accepted.contains(r.method) { throw ConnectError.methodNotAllowed(r.method, allowed: methods) }
-        }
-        switch parts {
-        case ["actions", "standard", "customNotificationAction"]:
-            try allow("GET", "POST")
-            return r.method == "POST"
-                ? try await customNotificationAction(caller: caller, body: r.body)
-                : .json(200, CustomNotificationAction.describe)
-        case ["connect", "notifications", "push"]:
-            try allow("POST")
-            return try await push(caller: caller, body: r.body)
-        case ["connect", "notifications"]:
-            try allow("GET", "PATCH")
-            return r.method == "PATCH"
-                ? try await markNotifications(caller: caller, query: r.query, body: r.body)
-                : try await listNotifications(caller: caller, query: r.query)
-        case ["connect", "notifications", "status"]:
-            try allow("GET")
-            return try await notificationStatus(caller: caller)
-        case ["connect", "notifications", "app-settings", "organization"]:
-            try allow("GET")
-            return try await appSettings(caller: caller, typeID: nil, query: r.query)
-        case let p where p.count == 5 && p.starts(with: ["connect", "notifications", "app-settings", "organization"]):
-            try allow("GET", "POST", "DELETE")
-            switch r.method {
-            case "POST": return try await setAppSetting(caller: caller, typeID: p[4], query: r.query, body: r.body)
-            case "DELETE": return try await resetAppSetting(caller: caller, typeID: p[4], query: r.query)
-            default: return try await appSettings(caller: caller, typeID: p[4], query: r.query)
-            }
-        case ["connect", "notifications", "settings", "organization"]:
-            try allow("GET")
-            return try await orgSettings(caller: caller)
-        case let p where p.count == 5 && p.starts(with: ["connect", "notifications", "settings", "organization"]):
-            try allow("GET", "POST", "DELETE")
-            switch r.method {
-            case "POST": return try await setOrgSetting(caller: caller, typeOrID: p[4], body: r.body)
-            case "DELETE": return try await resetOrgSetting(caller: caller, typeOrID: p[4])
-            default: return try await orgSetting(caller: caller, typeOrID: p[4])
-            }
-        case let p where p.count == 3 && p.starts(with: ["connect", "notifications"]):
-            try allow("GET", "PATCH")
-            return r.method == "PATCH"
-                ? try await markNotification(caller: caller, id: p[2], query: r.query, body: r.body)
-                : try await notification(caller: caller, id: p[2], query: r.query)
-        default:
-            throw ConnectError.notFound()
-        }
+    /// `GET /actions/standard/customNotificationAction`: the action's description.
+    public func describeCustomNotificationAction() -> ConnectResponse {
+        .json(200, CustomNotificationAction.describe)
     }
 
     // MARK: Sending

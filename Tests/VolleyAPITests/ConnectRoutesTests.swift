@@ -1,10 +1,14 @@
 import Foundation
+import HTTPTypes
+import Hummingbird
+import HummingbirdTesting
 import Logging
 import Testing
+import VolleyConnect
 import VolleyCore
 import VolleyTestDoubles
 
-@testable import VolleyConnect
+@testable import VolleyAPI
 
 /// Job ids job-1, job-2, … in call order.
 private final class IDs: @unchecked Sendable {
@@ -18,34 +22,82 @@ private final class IDs: @unchecked Sendable {
     }
 }
 
-/// The service on in-memory stores: jobs land on an in-memory job stream, the inbox and settings live in memory.
+/// The Salesforce-compatible routes of the API's router on in-memory stores: jobs land on an in-memory job stream,
+/// the inbox and settings live in memory. A `ConnectCaller` stands for the credential that decides it: an admin key
+/// of its org, or a user token of its org, user and app.
 private final class Harness: @unchecked Sendable {
     let clock = ManualClock(Date(timeIntervalSince1970: 1_800_000_000))
     let types = InMemoryNotificationTypes()
     let inbox = InMemoryInbox()
     let stream = InMemoryJobs()
+    let credentials: InMemoryCredentialStore
     let service: ConnectService
+    let server: APIServer
+    private let lock = NSLock()
+    private var adminKeys: [OrgID: String] = [:]
 
     init(apps: [OrgID: [AppName]] = ["o1": ["sales", "field"], "o2": ["other"]]) throws {
         let ids = IDs()
+        credentials = InMemoryCredentialStore(clock: clock)
         service = ConnectService(
             types: types, inbox: inbox, jobs: stream,
             options: ConnectService.Options(apps: { apps[$0] }, newJobID: { ids.next() }, clock: clock),
             logger: Logger(label: "test"))
+        var configuration = APIConfiguration()
+        configuration.rateLimit = .init(requestsPerSecond: 0, burst: 1)
+        configuration.userTokenKeys = [UserTokenKey(id: "k1", secret: Array(repeating: 1, count: 32))]
+        server = APIServer(
+            configuration: configuration,
+            stores: APIServer.Stores(
+                credentials: credentials, jobs: stream, jobStatus: stream, devices: InMemoryDevices(), types: types,
+                quota: InMemoryQuota(clock: clock)),
+            openAPIDocument: "", logger: Logger(label: "test"), connect: service)
     }
 
     func stop() {}
 
+    /// The bearer credential `caller` stands for.
+    func credential(_ caller: ConnectCaller) throws -> String {
+        if let user = caller.user {
+            return try server.signer.sign(
+                UserTokenClaims(org: caller.org, user: user, app: AppName(caller.app ?? ""), exp: 4_000_000_000))
+        }
+        return try lock.withLock {
+            if let key = adminKeys[caller.org] { return key }
+            let key = try APIKeyStore(registry: credentials).create(org: caller.org, role: .admin, name: nil).key
+            adminKeys[caller.org] = key
+            return key
+        }
+    }
+
+    /// `method` on `/services/data/v60.0` + `path` through the router; a request that cannot be made is recorded as
+    /// an issue and answers status 0.
     func call(
         _ method: String, _ path: String, query: [String: String] = [:], body: String = "",
         caller: ConnectCaller
     ) async -> ConnectResponse {
-        await service.handle(
-            ConnectRequest(
-                method: method, path: path,
-                query: query.sorted { $0.key < $1.key }.map { ConnectQueryItem(name: $0.key, value: $0.value) },
-                body: Data(body.utf8)),
-            caller: caller)
+        do {
+            let token = try credential(caller)
+            let safe = CharacterSet.alphanumerics.union(CharacterSet(charactersIn: "-._~:"))
+            func encode(_ s: String) -> String { s.addingPercentEncoding(withAllowedCharacters: safe) ?? s }
+            let items = query.sorted { $0.key < $1.key }.map { "\(encode($0.key))=\(encode($0.value))" }
+            let uri =
+                "/services/data/v60.0" + path.replacingOccurrences(of: " ", with: "%20")
+                + (items.isEmpty ? "" : "?" + items.joined(separator: "&"))
+            let requestMethod = try #require(HTTPRequest.Method(method.uppercased()))
+            let app = Application(router: server.router())
+            return try await app.test(.router) { client in
+                try await client.execute(
+                    uri: uri, method: requestMethod, headers: [.authorization: "Bearer \(token)"],
+                    body: body.isEmpty ? nil : ByteBuffer(string: body)
+                ) { response in
+                    ConnectResponse(status: Int(response.status.code), body: Data(buffer: response.body))
+                }
+            }
+        } catch {
+            Issue.record(error)
+            return ConnectResponse(status: 0, body: Data())
+        }
     }
 
     /// Jobs on the stream, in order.
@@ -173,7 +225,8 @@ private let alice = ConnectCaller(org: "o1", user: "alice", app: "sales")
     #expect(await h.call("GET", "/connect/notifications/o2-n", caller: alice).status == 404)
     #expect(await h.call("GET", "/connect/notifications/n3", caller: alice).status == 404)
     #expect(
-        await h.call("GET", "/connect/notifications/n4", caller: ConnectCaller(org: "o2", user: "alice")).status == 404)
+        await h.call("GET", "/connect/notifications/n4", caller: ConnectCaller(org: "o2", user: "alice", app: "other"))
+            .status == 404)
 
     // The hidden type is not counted either.
     var status = try dict(await h.call("GET", "/connect/notifications/status", caller: alice))
@@ -227,7 +280,9 @@ private let alice = ConnectCaller(org: "o1", user: "alice", app: "sales")
     #expect(list[0]["applicationId"] as? String == "sales" && list[0]["notificationLabel"] as? String == "Deal won")
     #expect(list[0]["applicationNamespace"] is NSNull)
 
-    r = await h.call("POST", one, body: #"{"enabled": "false"}"#, caller: alice)
+    // Changing settings takes an admin key, which names the app; the app's user may not.
+    #expect(await h.call("POST", one, body: #"{"enabled": "false"}"#, caller: alice).status == 403)
+    r = await h.call("POST", one, body: #"{"enabled": "false", "applicationId": "sales"}"#, caller: backend)
     #expect(try r.status == 200 && (try dict(r)["enabled"] as? Bool) == false)
     #expect(try !(try h.types.policy(org: "o1", app: "sales", typeID: "T").storesInbox))
     // Another app's setting is separate; an app of another org is 404; without an app, 400.
@@ -237,9 +292,9 @@ private let alice = ConnectCaller(org: "o1", user: "alice", app: "sales")
     #expect(await h.call("GET", one, query: ["applicationId": "other"], caller: alice).status == 404)
     #expect(await h.call("GET", one, caller: backend).status == 400)
     #expect(await h.call("GET", "/connect/notifications/app-settings/organization/X", caller: alice).status == 404)
-    #expect(await h.call("POST", one, body: #"{"enabeld": false}"#, caller: alice).status == 400)
+    #expect(await h.call("POST", one, body: #"{"enabeld": false}"#, caller: backend).status == 400)
 
-    r = await h.call("DELETE", one, caller: alice)
+    r = await h.call("DELETE", one, query: ["applicationId": "sales"], caller: backend)
     #expect(r.status == 204 && r.body.isEmpty)
     #expect(try h.types.policy(org: "o1", app: "sales", typeID: "T").sendsPush)
 
@@ -287,13 +342,11 @@ private let alice = ConnectCaller(org: "o1", user: "alice", app: "sales")
 @Test func concurrentRequestsShareTheStoresSafely() async throws {
     let h = try Harness()
     defer { h.stop() }
-    let body = Data(#"{"appName": "sales", "userIds": ["alice"], "payload": "{'aps': {'alert': 'hi'}}"}"#.utf8)
+    let body = #"{"appName": "sales", "userIds": ["alice"], "payload": "{'aps': {'alert': 'hi'}}"}"#
     let statuses = await withTaskGroup(of: Int.self) { group in
         for _ in 0..<40 {
             group.addTask {
-                await h.service.handle(
-                    ConnectRequest(method: "post", path: "/connect/notifications/push", body: body), caller: backend
-                ).status
+                await h.call("POST", "/connect/notifications/push", body: body, caller: backend).status
             }
         }
         var out: [Int] = []
@@ -309,25 +362,26 @@ private let alice = ConnectCaller(org: "o1", user: "alice", app: "sales")
     let h = try Harness()
     defer { h.stop() }
     try await h.types.setType(org: "o1", NotificationType(id: "A B", name: "Spaced"))
-    let r = await h.call("HEAD", "/connect/notifications/settings/organization/A%20B", caller: backend)
-    #expect(r.status == 200)
+    let head = await h.call("HEAD", "/connect/notifications/settings/organization/A%20B", caller: backend)
+    #expect(head.status == 200)
+    let r = await h.call("GET", "/connect/notifications/settings/organization/A%20B", caller: backend)
     #expect(try dict(r)["notificationTypeOrId"] as? String == "A B")
     #expect(await h.call("HEAD", "/connect/notifications/push", caller: backend).status == 405)
 }
 
-/// The resource table the API's document is checked against says what `handle` routes: each listed method reaches
-/// its resource (never the unknown-resource 404 or a 405), and every other method on it answers 405.
+/// The resource table the router is built from and the API's document is checked against: each listed method
+/// reaches its resource (never the unknown-resource 404 or a 405), and every other method on it answers 405.
 @Test func resourceTableMatchesTheRouting() async throws {
     let h = try Harness()
     defer { h.stop() }
     let unknown = ConnectError.notFound().response
-    for resource in ConnectService.resources {
+    for resource in APIServer.connectResources {
         let path = resource.path.replacingOccurrences(
-            of: #"\{[A-Za-z]+\}"#, with: "missing-id", options: .regularExpression)
+            of: #":[A-Za-z]+"#, with: "missing-id", options: String.CompareOptions.regularExpression)
+        let methods = APIServer.methods(of: resource).map { $0.rawValue.uppercased() }
         for method in ["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE"] {
-            let listed = resource.methods.contains(method) || (method == "HEAD" && resource.methods.contains("GET"))
-            let r = await h.call(method, path, caller: alice)
-            if listed {
+            let r = await h.call(method, path, caller: backend)
+            if methods.contains(method) {
                 #expect(r.status != 405 && r != unknown, "\(method) \(resource.path): \(r.status)")
             } else {
                 #expect(r.status == 405, "\(method) \(resource.path) should not be routed: \(r.status)")
