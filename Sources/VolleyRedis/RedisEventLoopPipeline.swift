@@ -38,6 +38,11 @@ public final class RedisEventLoopPipeline: Sendable {
     /// Runs `script` (EVALSHA; EVAL when Redis does not have it).
     public func eval(_ script: RedisScript, keys: [String], args: [String]) async throws -> RedisReply {
         var command = RedisCommand()
+        // One allocation for the whole command: each argument's bytes plus room for its `$<length>\r\n…\r\n`.
+        var bytes = 64 + script.sha1.utf8.count
+        for key in keys { bytes += key.utf8.count + 16 }
+        for arg in args { bytes += arg.utf8.count + 16 }
+        command.reserveCapacity(bytes)
         command.append("EVALSHA")
         command.append(script.sha1)
         RedisCommand.decimal(keys.count) { command.append(bytes: $0) }
