@@ -256,6 +256,13 @@ func invalidStreamShardsStopStartupNamingTheKey(worker: String, problem: String)
         #expect(e.problems.first?.hasPrefix("api.redisPipelines: removed: ") == true, "\(e.problems)")
         #expect(e.problems.first?.hasSuffix("delete this key") == true)
     }
+    do {
+        _ = try VolleyConfiguration.parse(
+            yaml: "", baseDirectory: nil, environment: ["VOLLEY_API_REDIS_PIPELINES": "0"])
+        Issue.record("expected a configuration error")
+    } catch let e as ConfigurationError {
+        #expect(e.problems.first?.hasPrefix("api.redisPipelines: removed: ") == true, "\(e.problems)")
+    }
     let c = try VolleyConfiguration.parse(yaml: "api:\n  redisConnections: 8\n", baseDirectory: nil)
     #expect(c.api.redisConnections == 8)
 }
