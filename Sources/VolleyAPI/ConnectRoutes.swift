@@ -159,8 +159,8 @@ extension APIServer {
         return taken.contains(.get) && !taken.contains(.head) ? taken + [.head] : taken
     }
 
-    /// Registers every resource's operations under `/services/data/:version`, behind `auth`, and on each resource the
-    /// methods it does not take as 405 answers.
+    /// Registers every resource's operations under `/services/data/:version`, behind `auth`, on each resource the
+    /// methods it does not take as 405 answers, and below the version any other path as Salesforce's 404.
     func addConnectRoutes(_ router: Router<APIRequestContext>, auth: AuthMiddleware, _ service: ConnectService) {
         let group = router.group("/services/data/:version").add(middleware: auth)
             .add(middleware: ConnectVersionMiddleware())
@@ -197,6 +197,13 @@ extension APIServer {
                     return Self.response(
                         ConnectError.methodNotAllowed(method.rawValue.uppercased(), allowed: allowed).response)
                 }
+            }
+        }
+        // A path no resource has: the credential first, as everywhere under the version, then the 404.
+        for method in Self.connectMethods {
+            group.on("**", method: method) { _, context in
+                guard context.caller != nil else { throw APIProblem.unauthorized }
+                return Self.response(ConnectError.notFound().response)
             }
         }
     }

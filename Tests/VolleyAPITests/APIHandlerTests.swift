@@ -194,7 +194,12 @@ private func object(_ text: String) throws -> [String: Any] {
                 .post, "/services/data/v60.0/connect/notifications/push", token: read, json: "{}")
             #expect(refused.status == 403)
             #expect(refused.text.contains("errorCode"))
-            #expect(try await client.call(.get, "/services/data/v60.0/nothing/here", token: read).status == 404)
+            let unknown = try await client.call(.get, "/services/data/v60.0/nothing/here", token: read)
+            #expect(unknown.status == 404 && unknown.text.contains("NOT_FOUND"))
+            // The credential is checked before the path, and the version before the resource.
+            #expect(try await client.call(.get, "/services/data/v60.0/nothing/here").status == 401)
+            let version = try await client.call(.get, "/services/data/60/connect/notifications/status", token: read)
+            #expect(version.status == 404 && version.text.contains("version segment"))
         }
         #expect(api.jobs.jobs().count == 1)
     }

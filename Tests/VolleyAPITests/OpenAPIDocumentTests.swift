@@ -67,6 +67,11 @@ struct OpenAPIDocumentTests {
             let parts = entry.split(separator: " ", maxSplits: 1)
             methods[String(parts[1]), default: []].insert(String(parts[0]))
         }
+        // Below the version, a path no resource has answers Salesforce's 404, whatever the method.
+        #expect(
+            methods.removeValue(forKey: "/services/data/{version}/**") == [
+                "GET", "HEAD", "POST", "PUT", "PATCH", "DELETE",
+            ])
         #expect(methods.count == APIServer.connectResources.count)
         for (path, taken) in methods {
             let all = taken.contains("GET") ? taken.union(["HEAD"]) : taken
