@@ -53,12 +53,16 @@ let package = Package(
                 "VolleyHTTP2", "CNGHTTP2", "COpenSSL",
                 .product(name: "Logging", package: "swift-log"),
             ]),
-        // hiredis behind one small wrapper: pipelining, reconnect (VolleyCore's back-off), AUTH, scripts.
+        // hiredis behind one small wrapper: pipelining, reconnect (VolleyCore's back-off), AUTH, scripts; and the
+        // API's connections on NIO's event loops (RESP in and out, NOSCRIPT answered in one place).
         .target(
             name: "VolleyRedis",
             dependencies: [
                 "VolleyCore", "CHiredis",
+                .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "Logging", package: "swift-log"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
             ]),
         // Redis-backed implementations of VolleyCore's stores: job stream, device registry, ledger, quotas, reports.
         .target(
@@ -103,12 +107,12 @@ let package = Package(
                 .product(name: "Prometheus", package: "swift-prometheus"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ]),
-        // The Salesforce-compatible resources (custom notification action, Connect push, Notifications, settings)
-        // behind a transport-neutral request/response contract; the HTTP layer routes to it.
+        // The Salesforce-compatible resources (custom notification action, Connect push, Notifications, settings):
+        // one method per operation on VolleyCore's store protocols; VolleyAPI's router routes to them.
         .target(
             name: "VolleyConnect",
             dependencies: [
-                "VolleyCore", "VolleyStore",
+                "VolleyCore",
                 .product(name: "Logging", package: "swift-log"),
             ]),
         // Configuration, bootstrap, lifecycle, the demo: the one place that wires things together.
@@ -117,6 +121,7 @@ let package = Package(
             dependencies: [
                 "VolleyCore", "VolleyHTTP2", "VolleyRedis", "VolleyStore", "VolleyAPNs", "VolleyFCM", "VolleyEngine",
                 "VolleyObservability", "VolleyAPI", "VolleyConnect",
+                .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "Yams", package: "Yams"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Metrics", package: "swift-metrics"),
@@ -127,7 +132,7 @@ let package = Package(
         .target(
             name: "VolleyAPI",
             dependencies: [
-                "VolleyCore", "VolleyStore", "VolleyRedis", "VolleyConnect",
+                "VolleyCore", "VolleyConnect",
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "HummingbirdCore", package: "hummingbird"),
                 .product(name: "HummingbirdTLS", package: "hummingbird"),
@@ -186,7 +191,8 @@ let package = Package(
             ], path: "tools/VolleyMockMain"),
 
         // Test helpers: start redis-server on a unix socket, start the mock on a free port.
-        // In-memory stand-ins for the engine's seams (a sender, the storage backend), no sockets and no Redis.
+        // In-memory stand-ins for the engine's seams (a sender, the storage backend) and for the API's stores
+        // (credentials, jobs, devices, types, inbox, quota): no sockets and no Redis.
         .target(name: "VolleyTestDoubles", dependencies: ["VolleyCore"], path: "Tests/VolleyTestDoubles"),
         // The `unit` and `integration` tags every suite carries (`tools/test --unit` runs the first lane alone).
         .target(name: "VolleyTestTags", path: "Tests/VolleyTestTags"),
@@ -208,7 +214,11 @@ let package = Package(
             name: "VolleyHTTP2ServerTests", dependencies: ["VolleyHTTP2", "VolleyHTTP2Server", "VolleyTestTags"]),
         .testTarget(
             name: "VolleyRedisTests",
-            dependencies: ["VolleyRedis", "VolleyTestSupport", "VolleyTestDoubles", "VolleyTestTags"]),
+            dependencies: [
+                "VolleyRedis", "VolleyTestSupport", "VolleyTestDoubles", "VolleyTestTags",
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOEmbedded", package: "swift-nio"),
+            ]),
         .testTarget(
             name: "VolleyStoreTests",
             dependencies: [
@@ -238,14 +248,15 @@ let package = Package(
         .testTarget(
             name: "VolleyAPITests",
             dependencies: [
-                "VolleyTestTags", "VolleyAPI", "VolleyCore", "VolleyRedis", "VolleyConnect", "VolleyStore",
+                "VolleyTestTags", "VolleyAPI", "VolleyCore", "VolleyConnect", "VolleyTestDoubles",
+                .product(name: "HummingbirdTesting", package: "hummingbird"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Yams", package: "Yams"),
             ]),
         .testTarget(
             name: "VolleyConnectTests",
             dependencies: [
-                "VolleyTestTags", "VolleyConnect", "VolleyStore", "VolleyRedis", "VolleyCore", "VolleyTestSupport",
+                "VolleyTestTags", "VolleyConnect", "VolleyCore", "VolleyTestDoubles",
                 .product(name: "Logging", package: "swift-log"),
             ]),
         .testTarget(

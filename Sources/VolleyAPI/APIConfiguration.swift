@@ -1,9 +1,8 @@
 import Foundation
 import VolleyCore
-import VolleyRedis
-import VolleyStore
 
-/// What `volley api` needs from the configuration file (section `api`, plus `redis`, `worker`, `apps`, `quotas`).
+/// What `volley api` needs from the configuration file (section `api`, plus `apps`); the stores it talks to are
+/// wired by the caller (`APIServer.Stores`).
 public struct APIConfiguration: Sendable {
     /// Address to listen on (`api.host`, default 127.0.0.1).
     public var host: String = "127.0.0.1"
@@ -21,21 +20,11 @@ public struct APIConfiguration: Sendable {
     public var userTokenMaxTTLSeconds: Int = 86_400
     /// `api.drainSeconds`: after SIGTERM, `/readyz` answers 503 for this long before the listener closes.
     public var drainSeconds: Double = 5
-    /// `api.redisConnections`: Redis connections the process keeps for request handling.
-    public var redisConnections: Int = 16
-    /// `api.redisPipelines`: connections that carry the credential and job-submission script calls of concurrent
-    /// requests as shared pipelines; 0 sends each call through the `redisConnections` pool instead.
-    public var redisPipelines: Int = 1
     /// `api.keyCacheSeconds`: a process reads an API key's record from Redis at most once in this long, so a revoked
     /// or changed key takes effect within it; 0 reads it on every request.
     public var keyCacheSeconds: Double = 5
     /// Apps by name and the orgs allowed to use each (`apps[].orgs`).
     public var apps: [AppName: AppOrgs] = [:]
-    public var redisEndpoint: RedisEndpoint
-    public var redisOptions: RedisClient.Options
-    public var store: StoreConfiguration
-    public var quotaDefaults = QuotaLimits()
-    public var quotaOverrides: [String: (ios: Int?, android: Int?)] = [:]
 
     public struct RateLimit: Sendable, Hashable {
         /// Steady rate allowed per key (`api.rateLimit.requestsPerSecond`, default 100; 0 turns limiting off).
@@ -48,11 +37,10 @@ public struct APIConfiguration: Sendable {
         }
     }
 
-    public init(redisEndpoint: RedisEndpoint, redisOptions: RedisClient.Options = .init(), store: StoreConfiguration) {
-        self.redisEndpoint = redisEndpoint
-        self.redisOptions = redisOptions
-        self.store = store
-    }
+    public init() {}
+
+    /// The bucket every credential gets.
+    var bucket: RateBucket { RateBucket(requestsPerSecond: rateLimit.requestsPerSecond, burst: rateLimit.burst) }
 
     /// True when `org` may send through `app`; false for an app that does not exist.
     func org(_ org: OrgID, mayUse app: AppName) -> Bool { apps[app]?.allows(org) ?? false }

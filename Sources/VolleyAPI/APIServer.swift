@@ -6,21 +6,14 @@ import NIOPosix
 import ServiceLifecycle
 import VolleyConnect
 import VolleyCore
-import VolleyRedis
-import VolleyStore
 
-/// `volley api`: Volley's HTTP API in one process. It writes jobs and reads and writes the stores in Redis; it never
-/// talks to APNs or FCM itself, except through `testPush`.
+/// `volley api`: Volley's HTTP API in one process. It writes jobs and reads and writes the stores it is given; it
+/// never talks to APNs or FCM itself, except through `testPush`.
 public final class APIServer: Sendable {
     public let configuration: APIConfiguration
     let logger: Logger
-    let pool: RedisPool
-    /// The credential and job-submission scripts: auto-pipelined (`api.redisPipelines`), else through `pool`.
-    let scripts: RedisScripts
-    let keys: APIKeys
+    let stores: Stores
     let signer: UserTokenSigner
-    let types: RedisNotificationTypeStore
-    let quota: RedisQuotaStore
     let testPush: TestPushHandler?
     /// The Salesforce-compatible resources under `/services/data/v{NN.N}/`, when wired.
     let connect: ConnectService?
@@ -52,47 +45,45 @@ public final class APIServer: Sendable {
         }
     }
 
+    /// What the handlers read and write, each behind its VolleyCore protocol (Redis in `volley api`, in memory in
+    /// tests); the composition root picks.
+    public struct Stores: Sendable {
+        public var credentials: any CredentialStore
+        public var jobs: any JobSubmitter
+        public var jobStatus: any JobStatusReader
+        public var devices: any DeviceStore
+        public var types: any NotificationTypeRepository
+        public var quota: any QuotaLedger
+
+        public init(
+            credentials: any CredentialStore, jobs: any JobSubmitter, jobStatus: any JobStatusReader,
+            devices: any DeviceStore, types: any NotificationTypeRepository, quota: any QuotaLedger
+        ) {
+            self.credentials = credentials
+            self.jobs = jobs
+            self.jobStatus = jobStatus
+            self.devices = devices
+            self.types = types
+            self.quota = quota
+        }
+    }
+
     public init(
-        configuration: APIConfiguration, openAPIDocument: String, logger: Logger, testPush: TestPushHandler? = nil,
-        connect: ConnectService? = nil
+        configuration: APIConfiguration, stores: Stores, openAPIDocument: String, logger: Logger,
+        testPush: TestPushHandler? = nil, connect: ConnectService? = nil
     ) {
         self.connect = connect
         self.configuration = configuration
+        self.stores = stores
         self.logger = logger
         self.openAPIDocument = openAPIDocument
         self.testPush = testPush
-        keys = APIKeys(prefix: configuration.store.prefix)
         signer = UserTokenSigner(keys: configuration.userTokenKeys)
-        let endpoint = configuration.redisEndpoint
-        let options = configuration.redisOptions
-        func client(_ name: String) -> RedisClient {
-            RedisClient(endpoint: endpoint, options: options, name: name, logger: logger)
-        }
-        pool = RedisPool(size: configuration.redisConnections) { n in
-            RedisClient(endpoint: endpoint, options: options, name: "api-\(n)", logger: logger)
-        }
-        // Pipelined calls go out from the event loop that runs the request, on its own connection; the cluster
-        // client routes by slot on threads of its own, so a cluster keeps those.
-        let pipelined = configuration.redisPipelines > 0
-        scripts = RedisScripts(
-            eventLoops: pipelined && !endpoint.isCluster
-                ? RedisEventLoopPipeline(
-                    group: .singleton, connections: configuration.redisPipelines, endpoint: endpoint,
-                    options: options, logger: logger)
-                : nil,
-            pipeline: pipelined && endpoint.isCluster
-                ? RedisAutoPipeline(connections: configuration.redisPipelines) { n in client("api-pipeline-\(n)") }
-                : nil,
-            pool: pool)
-        types = RedisNotificationTypeStore(client: client("api-types"))
-        quota = RedisQuotaStore(
-            client: client("api-quota"), defaults: configuration.quotaDefaults,
-            configured: configuration.quotaOverrides)
     }
 
     /// Makes NIO's event loops Swift Concurrency's global executor for this process, so a request's handler runs on
     /// the event loop that read it and answers without a hop between thread pools. Call once, before serving; the
-    /// API keeps blocking work (its Redis clients, the Salesforce stores) on Dispatch queues, never on this pool.
+    /// stores keep any blocking work on serial queues of their own, never on this pool.
     @discardableResult
     public static func runTasksOnEventLoops() -> Bool {
         NIOSingletons.unsafeTryInstallSingletonPosixEventLoopGroupAsConcurrencyGlobalExecutor()
@@ -111,11 +102,11 @@ public final class APIServer: Sendable {
                 body: .init(byteBuffer: ByteBuffer(string: self.openAPIDocument)))
         }
         let auth = AuthMiddleware(
-            configuration: configuration, signer: signer, scripts: scripts, keys: keys,
+            configuration: configuration, signer: signer, credentials: stores.credentials,
             records: APIKeyRecordCache(lifetimeSeconds: configuration.keyCacheSeconds))
         let v1 = router.group("/v1").add(middleware: auth)
         addV1Routes(v1)
-        if let connect { addConnectRoutes(router.group("").add(middleware: auth), connect) }
+        if let connect { addConnectRoutes(router, auth: auth, connect) }
         // Hummingbird names a request's route by the same path description, and a request no route takes "NotFound".
         metrics.prime(endpoints: Set(router.routes.map(\.path.description) + ["NotFound"]))
         return router
@@ -148,13 +139,12 @@ public final class APIServer: Sendable {
         try await group.run()
     }
 
-    /// Readiness as `/readyz` decides it: not draining, and a Redis round trip that runs a script. nil: ready;
-    /// else what is wrong.
+    /// Readiness as `/readyz` decides it: not draining, and a round trip to the credential store that runs a script.
+    /// nil: ready; else what is wrong.
     public func readinessProblem() async -> String? {
         if isDraining { return "draining: this process is shutting down" }
         do {
-            let r = try await pool.run { client in try client.eval(APIScripts.ping, keys: [], args: []) }
-            try r.throwIfError("readyz")
+            try await stores.credentials.ping()
         } catch {
             return "Redis is not answering: \(error)"
         }

@@ -4,7 +4,6 @@ import Hummingbird
 import Logging
 import Metrics
 import VolleyCore
-import VolleyRedis
 
 /// Outermost: maps every error to a problem answer and counts requests.
 ///
@@ -21,9 +20,13 @@ struct ObservingMiddleware: RouterMiddleware {
         let start = DispatchTime.now().uptimeNanoseconds
         let response: Response
         do { response = try await next(request, context) } catch {
-            let problem = Self.problem(error, logger: logger)
-            response =
-                request.uri.path.hasPrefix("/services/data/") ? problem.salesforceResponse() : problem.response()
+            let salesforce = request.uri.path.hasPrefix("/services/data/")
+            var problem = Self.problem(error, logger: logger)
+            if salesforce && problem.status == .notFound && error is HTTPError {
+                // No route takes the path: Salesforce's words for it.
+                problem = APIProblem(.notFound, "The requested resource does not exist")
+            }
+            response = salesforce ? problem.salesforceResponse() : problem.response()
         }
         metrics.record(endpoint: context.endpointPath, status: Int(response.status.code), start: start)
         return response
@@ -43,8 +46,8 @@ struct ObservingMiddleware: RouterMiddleware {
             let status = e.status
             let field: String? = status == .contentTooLarge ? "body" : nil
             return APIProblem(status, e.body ?? status.reasonPhrase, field: field)
-        case let e as RedisError:
-            logger.error("redis: \(e)")
+        case let e as StoreUnavailable:
+            logger.error("store: \(e)")
             var p = APIProblem(.serviceUnavailable, "the store is unavailable; retry shortly")
             p.headers[.retryAfter] = "1"
             return p
@@ -111,17 +114,28 @@ final class NSLockedBox<Value>: @unchecked Sendable {
 
 /// Authenticates the bearer credential and charges the caller's rate limit, before any handler runs.
 ///
-/// A user token (`vut1.…`) is verified locally. An API key (`vk_…`) is checked against its record: read from Redis
-/// together with the bucket charge in one script call, then kept for `api.keyCacheSeconds`, during which only the
-/// bucket is charged (and nothing is read when rate limiting is off). Unknown or malformed credentials get 401; an
-/// exhausted bucket 429 with `Retry-After` (seconds).
+/// A user token (`vut1.…`) is verified locally. An API key (`vk_…`) is checked against its record: read from the
+/// credential store together with the bucket charge in one call, then kept for `api.keyCacheSeconds`, during which
+/// only the bucket is charged (and nothing is read when rate limiting is off). Unknown or malformed credentials get
+/// 401; an exhausted bucket 429 with `Retry-After` (seconds).
 struct AuthMiddleware: RouterMiddleware {
     typealias Context = APIRequestContext
     let configuration: APIConfiguration
     let signer: UserTokenSigner
-    let scripts: RedisScripts
-    let keys: APIKeys
+    let credentials: any CredentialStore
     let records: APIKeyRecordCache
+    let bucket: RateBucket
+
+    init(
+        configuration: APIConfiguration, signer: UserTokenSigner, credentials: any CredentialStore,
+        records: APIKeyRecordCache
+    ) {
+        self.configuration = configuration
+        self.signer = signer
+        self.credentials = credentials
+        self.records = records
+        bucket = configuration.bucket
+    }
 
     func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws
         -> Response
@@ -130,17 +144,14 @@ struct AuthMiddleware: RouterMiddleware {
             throw APIProblem.unauthorized
         }
         var context = context
-        let limit = configuration.rateLimit
-        let limited = limit.requestsPerSecond > 0
-        /// One script call: takes a token from `subject`'s bucket and, when `lookup` names a key id, reads its record.
-        func admit(_ subject: String, lookup: String = "") async throws -> RedisReply {
-            try await scripts.eval(
-                APIScripts.admit, keys: [keys.apiKeys, keys.rate(subject)],
-                args: [lookup, String(limit.requestsPerSecond), String(limit.burst)])
-        }
+        let limited = bucket.requestsPerSecond > 0
         if credential.hasPrefix("vut1.") {
             guard let claims = signer.verify(credential, now: Date()) else { throw APIProblem.unauthorized }
-            if limited { try Self.checkAdmitted(try await admit("u:\(claims.org):\(claims.app):\(claims.user)")) }
+            if limited {
+                try Self.checkAdmitted(
+                    try await credentials.admit(
+                        subject: "u:\(claims.org):\(claims.app):\(claims.user)", keyID: nil, bucket: bucket))
+            }
             context.caller = .user(claims)
         } else {
             guard let id = APIKeyFormat.id(of: credential) else { throw APIProblem.unauthorized }
@@ -148,15 +159,15 @@ struct AuthMiddleware: RouterMiddleware {
             let key: APIKeyRecordCache.Entry
             if let known = records.entry(id: id, now: now) {
                 key = known
-                if limited { try Self.checkAdmitted(try await admit("k:\(id)")) }
+                if limited {
+                    try Self.checkAdmitted(try await credentials.admit(subject: "k:\(id)", keyID: nil, bucket: bucket))
+                }
             } else {
-                let reply = try await admit("k:\(id)", lookup: id)
-                try reply.throwIfError("admit")
-                guard let parts = reply.array, parts.count == 3, let json = parts[1].string,
-                    let read = records.store(id: id, json: json, now: now)
+                let admission = try await credentials.admit(subject: "k:\(id)", keyID: id, bucket: bucket)
+                guard let admission, let json = admission.record, let read = records.store(id: id, json: json, now: now)
                 else { throw APIProblem.unauthorized }
                 key = read
-                try Self.checkAdmitted(reply)
+                try Self.checkAdmitted(admission)
             }
             guard key.matches(credential) else { throw APIProblem.unauthorized }
             context.caller = .key(id: id, org: key.record.org, role: key.record.role)
@@ -178,11 +189,9 @@ struct AuthMiddleware: RouterMiddleware {
         return String(decoding: rest[first...last], as: UTF8.self)
     }
 
-    private static func checkAdmitted(_ reply: RedisReply) throws {
-        try reply.throwIfError("admit")
-        guard let parts = reply.array, parts.count == 3, let wait = parts[2].integer else {
-            throw APIProblem.unauthorized
-        }
+    private static func checkAdmitted(_ admission: CredentialAdmission?) throws {
+        guard let admission else { throw APIProblem.unauthorized }
+        let wait = admission.retryAfterMilliseconds
         if wait > 0 {
             var p = APIProblem(
                 .tooManyRequests, "rate limit exceeded for this credential (api.rateLimit); retry after the delay")
@@ -192,9 +201,9 @@ struct AuthMiddleware: RouterMiddleware {
     }
 }
 
-/// API-key records read from Redis, each used for `lifetime` after it was read (`api.keyCacheSeconds`).
+/// API-key records read from the credential store, each used for `lifetime` after it was read (`api.keyCacheSeconds`).
 ///
-/// A revoked or changed key therefore takes effect within that time on every process; a key Redis does not hold is
+/// A revoked or changed key therefore takes effect within that time on every process; a key the store does not hold is
 /// never kept, so it is looked up again on each try. Bounded: emptied when it reaches `limit` entries.
 final class APIKeyRecordCache: Sendable {
     struct Entry: Sendable {

@@ -2,8 +2,6 @@ import Crypto
 import Foundation
 import Hummingbird
 import VolleyCore
-import VolleyRedis
-import VolleyStore
 
 /// Volley's own resources under `/v1` (openapi/volley.yaml). Thin handlers: parse and validate, call a store or the
 /// job stream, answer; errors are `APIProblem`s rendered in one place (`ObservingMiddleware`).
@@ -97,50 +95,30 @@ extension APIServer {
         }
         // A replay is the same request again: the body's bytes name it (its SHA-256), as they arrived.
         let digest = SHA256.hash(data: data).withUnsafeBytes { $0.lowercaseHex }
-        // The job id picks the stream shard; the record carries that shard's hash tag, so the script's two keys
-        // share a slot and a replay of the id finds the record beside the stream it wrote to.
-        let stream = configuration.store.jobStream(for: id)
-        let recordKey = keys.job(org, id, stream: stream)
-        let args = [
-            digest, String(decoding: entry, as: UTF8.self), Date().ISO8601Format(), job.app.rawValue,
-            String(configuration.store.ledgerTTLSeconds),
-        ]
-        let reply = try await scripts.eval(APIScripts.submit, keys: [recordKey, stream], args: args)
-        try reply.throwIfError("submit job")
-        guard let parts = reply.array, let code = parts.first?.integer else {
-            throw RedisError(.unexpectedReply, "submit: \(reply)")
-        }
-        switch code {
-        case 0, 1:
-            let entry = parts.count > 1 ? parts[1].string ?? "" : ""
+        let submission = try await stores.jobs.submit(
+            org: org, job: id, app: job.app, digest: digest, entry: String(decoding: entry, as: UTF8.self),
+            createdAt: Date().ISO8601Format())
+        switch submission {
+        case .accepted(let entry), .replayed(let entry):
             var headers: HTTPFields = [.location: "/v1/jobs/\(id)"]
-            if code == 1 { headers[.init("Idempotent-Replayed")!] = "true" }
+            if case .replayed = submission { headers[.init("Idempotent-Replayed")!] = "true" }
             let answer = JSONResponse.object([
                 ("entry", .text(entry)), ("id", .text(id.rawValue)), ("state", .text("queued")),
             ])
             return JSONResponse.raw(answer, status: .accepted, headers: headers)
-        default:
+        case .conflict:
             throw APIProblem(
                 .unprocessableContent, "a different job was already accepted with this id", field: "Idempotency-Key")
         }
-    }
-
-    /// A job of `org` as `GET /v1/jobs/{id}` shows it, read from the job stream shard of its id; nil when the org
-    /// has no such job.
-    func jobStatus(_ client: RedisClient, org: OrgID, job: JobID) throws -> JobStatus? {
-        let store = configuration.store
-        return try JobStatus.read(
-            client: client, store: store, shard: store.streamShard(of: job),
-            recordKey: keys.job(org, job, stream: store.jobStream(for: job)), ledgerKey: store.ledgerKey(org, job))
     }
 
     func getJob(_ context: APIRequestContext) async throws -> Response {
         let org = try context.key([.send, .read, .admin])
         let id = try parameter(context, "id")
         guard Input.isSafeID(id) else { throw APIProblem.notFound("no job '\(id)' in this org", field: "id") }
-        let job = JobID(id)
-        let status = try await pool.run { client in try self.jobStatus(client, org: org, job: job) }
-        guard var status else { throw APIProblem.notFound("no job '\(id)' in this org", field: "id") }
+        guard var status = try await stores.jobStatus.status(org: org, job: JobID(id)) else {
+            throw APIProblem.notFound("no job '\(id)' in this org", field: "id")
+        }
         status.id = id
         return JSONResponse.raw(try ReportCoding.encoder.encode(status))
     }
@@ -151,20 +129,14 @@ extension APIServer {
         let org = try context.key([.send, .read, .admin])
         let id = try parameter(context, "id")
         guard Input.isSafeID(id) else { throw APIProblem.notFound("no job '\(id)' in this org", field: "id") }
-        let job = JobID(id)
-        let store = configuration.store
-        let found = try await pool.run { client -> (events: [DebugEvent], known: Bool) in
-            let events = try RedisDebugEvents(client: client, store: store).events(org: org, job: job)
-            if !events.isEmpty { return (events, true) }
-            let status = try self.jobStatus(client, org: org, job: job)
-            return ([], status != nil)
+        guard let events = try await stores.jobStatus.events(org: org, job: JobID(id)) else {
+            throw APIProblem.notFound("no job '\(id)' in this org", field: "id")
         }
-        guard found.known else { throw APIProblem.notFound("no job '\(id)' in this org", field: "id") }
         struct Body: Encodable {
             var job: String
             var events: [DebugEvent]
         }
-        return JSONResponse.raw(try ReportCoding.encoder.encode(Body(job: id, events: found.events)))
+        return JSONResponse.raw(try ReportCoding.encoder.encode(Body(job: id, events: events)))
     }
 
     // MARK: - user tokens
@@ -254,13 +226,8 @@ extension APIServer {
         let record = DeviceImportRecord(
             org: claims.org, app: claims.app, user: claims.user, platform: platform, token: DeviceToken(token),
             environment: environment, locale: locale)
-        let store = configuration.store
-        let logger = logger
         let now = Date()
-        try await pool.run { client in
-            _ = try RedisPipelineSession(client: client, store: store, consumer: "api", logger: logger)
-                .register([record], now: now)
-        }
+        try await stores.devices.register(record, now: now)
         return try JSONResponse.make(
             DeviceBody(
                 app: claims.app.rawValue, user: claims.user.rawValue, platform: platform.rawValue, token: token,
@@ -274,16 +241,9 @@ extension APIServer {
             throw APIProblem.notFound("platform must be ios or android", field: "platform")
         }
         let token = DeviceToken(try parameter(context, "token"))
-        let store = configuration.store
-        let logger = logger
-        let index = store.tokenIndexKey(claims.org, claims.app)
-        let removed = try await pool.run { client -> Bool in
-            // Only the user's own token: another user's (or an unknown) token answers 404.
-            let owner = try client.checked(["HGET", index, "\(platform.rawValue):\(token.rawValue)"])
-            guard owner.string == claims.user.rawValue else { return false }
-            return try RedisPipelineSession(client: client, store: store, consumer: "api", logger: logger)
-                .unregister(org: claims.org, app: claims.app, platform: platform, token: token)
-        }
+        // Only the user's own token: another user's (or an unknown) token answers 404.
+        let removed = try await stores.devices.unregister(
+            org: claims.org, app: claims.app, user: claims.user, platform: platform, token: token)
         guard removed else { throw APIProblem.notFound("no such device registered to this user", field: "token") }
         return JSONResponse.noContent()
     }
@@ -299,23 +259,17 @@ extension APIServer {
             }
             chosen = [AppName(app)]
         }
-        let apps = chosen
-        let store = configuration.store
-        let logger = logger
-        let devices = try await pool.run { client -> [DeviceBody] in
-            let session = RedisPipelineSession(client: client, store: store, consumer: "api", logger: logger)
-            var out: [DeviceBody] = []
-            for app in apps {
-                for r in try session.records(org: org, app: app, user: UserID(user)) {
-                    out.append(
-                        DeviceBody(
-                            app: app.rawValue, user: user, platform: r.platform.rawValue, token: r.token.rawValue,
-                            environment: r.environment?.rawValue, locale: r.locale, registeredAt: r.registeredAt,
-                            lastSeenAt: r.lastSeenAt))
-                }
+        var devices: [DeviceBody] = []
+        for app in chosen {
+            for r in try await stores.devices.devices(org: org, app: app, user: UserID(user)) {
+                devices.append(
+                    DeviceBody(
+                        app: app.rawValue, user: user, platform: r.platform.rawValue, token: r.token.rawValue,
+                        environment: r.environment?.rawValue, locale: r.locale, registeredAt: r.registeredAt,
+                        lastSeenAt: r.lastSeenAt))
             }
-            return out.sorted { ($0.app, $0.platform, $0.token) < ($1.app, $1.platform, $1.token) }
         }
+        devices.sort { ($0.app, $0.platform, $0.token) < ($1.app, $1.platform, $1.token) }
         // A user unknown to this org (or another org's user) looks the same: nothing here.
         guard !devices.isEmpty else {
             throw APIProblem.notFound("no devices for user '\(user)' in this org", field: "user")
@@ -331,16 +285,14 @@ extension APIServer {
 
     func listTypes(_ context: APIRequestContext) async throws -> Response {
         let org = try context.key([.send, .read, .admin])
-        let types = types
-        let list = try await offload { try types.types(org: org) }
+        let list = try await stores.types.types(org: org)
         return try JSONResponse.make(["types": list])
     }
 
     func getType(_ context: APIRequestContext) async throws -> Response {
         let org = try context.key([.send, .read, .admin])
         let id = try parameter(context, "id")
-        let types = types
-        guard let t = try await offload({ try types.types(org: org).first { $0.id == id } }) else {
+        guard let t = try await stores.types.types(org: org).first(where: { $0.id == id }) else {
             throw APIProblem.notFound("no notification type '\(id)' in this org", field: "id")
         }
         return try JSONResponse.make(t)
@@ -366,20 +318,15 @@ extension APIServer {
             throw APIProblem.badRequest("name", "required: the type's label (1–255 characters)")
         }
         let type = NotificationType(id: id, name: name, mobile: b.mobile ?? true, desktop: b.desktop ?? false)
-        let types = types
-        try await offload { try types.setType(org: org, type) }
+        try await stores.types.setType(org: org, type)
         return try JSONResponse.make(type)
     }
 
     func deleteType(_ context: APIRequestContext) async throws -> Response {
         let org = try context.key([.admin])
         let id = try parameter(context, "id")
-        let types = types
-        let existed = try await offload { () -> Bool in
-            guard try types.types(org: org).contains(where: { $0.id == id }) else { return false }
-            try types.removeType(org: org, id: id)
-            return true
-        }
+        let existed = try await stores.types.types(org: org).contains(where: { $0.id == id })
+        if existed { try await stores.types.removeType(org: org, id: id) }
         guard existed else { throw APIProblem.notFound("no notification type '\(id)' in this org", field: "id") }
         return JSONResponse.noContent()
     }
@@ -388,8 +335,7 @@ extension APIServer {
 
     func getQuota(_ context: APIRequestContext) async throws -> Response {
         let org = try context.key([.send, .read, .admin])
-        let quota = quota
-        let usage = try await offload { try quota.usage(org: org) }
+        let usage = try await stores.quota.usage(org: org)
         struct PlatformQuota: Encodable {
             var limit: Int
             var used: Int
@@ -438,11 +384,11 @@ extension APIServer {
             throw APIProblem(.notImplemented, "this API process was started without provider credentials")
         }
         let dryRun = b.dryRun ?? false
-        let quota = quota
+        let quota = stores.quota
         let platform = b.platform
         // Test pushes count against the hourly quota, like any push (the Salesforce guide counts them too).
         if !dryRun {
-            let grant = try await offload { try quota.charge(org: org, platform: platform, count: 1) }
+            let grant = try await quota.charge(org: org, platform: platform, count: 1)
             if grant.granted == 0 {
                 var p = APIProblem(
                     .tooManyRequests, "this hour's \(platform) push quota (\(grant.limit)) is used up",
@@ -458,10 +404,8 @@ extension APIServer {
                 environment: b.environment, dryRun: dryRun))
         if !dryRun {
             let delivered = answer.delivered
-            try await offload {
-                try quota.settle(
-                    org: org, platform: platform, delivered: delivered ? 1 : 0, refunded: delivered ? 0 : 1)
-            }
+            try await quota.settle(
+                org: org, platform: platform, delivered: delivered ? 1 : 0, refunded: delivered ? 0 : 1)
         }
         return JSONResponse.raw(answer.json)
     }

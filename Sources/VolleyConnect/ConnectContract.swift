@@ -29,38 +29,6 @@ public struct ConnectQueryItem: Sendable, Hashable {
     }
 }
 
-/// A request to a Salesforce-compatible resource, free of any HTTP framework.
-public struct ConnectRequest: Sendable, Hashable {
-    /// "GET", "POST", "PATCH", "DELETE", "HEAD" (upper case).
-    public var method: String
-    /// The path after `/services/data/v{NN.N}`, such as `/connect/notifications/status` (see `resourcePath(_:)`).
-    public var path: String
-    public var query: [ConnectQueryItem]
-    /// The request body (JSON), empty when there is none.
-    public var body: Data
-
-    public init(method: String, path: String, query: [ConnectQueryItem] = [], body: Data = Data()) {
-        self.method = method.uppercased()
-        self.path = path
-        self.query = query
-        self.body = body
-    }
-
-    /// The part of a full request path after `/services/data/v{NN.N}` (any version, as Salesforce accepts), or nil
-    /// when `fullPath` is not under that prefix. `"/services/data/v58.0/connect/notifications"` →
-    /// `"/connect/notifications"`.
-    public static func resourcePath(_ fullPath: String) -> String? {
-        let prefix = "/services/data/v"
-        guard fullPath.hasPrefix(prefix) else { return nil }
-        let rest = fullPath.dropFirst(prefix.count)
-        let version = rest.prefix { $0 != "/" }
-        let parts = version.split(separator: ".", omittingEmptySubsequences: false)
-        guard parts.count == 2, parts.allSatisfy({ !$0.isEmpty && $0.allSatisfy(\.isASCIIDigit) }) else { return nil }
-        let tail = rest.dropFirst(version.count)
-        return tail.isEmpty ? "/" : String(tail)
-    }
-}
-
 /// What a handler answers: a status and a JSON body (empty for 204).
 public struct ConnectResponse: Sendable, Hashable {
     public static let contentType = "application/json;charset=UTF-8"
@@ -131,25 +99,5 @@ public struct ConnectError: Error, Sendable, Hashable, CustomStringConvertible {
             (try? ConnectJSON.encoder.encode([Wire(errorCode: errorCode, message: message)]))
             ?? Data("[{\"errorCode\":\"UNKNOWN_EXCEPTION\",\"message\":\"error\"}]".utf8)
         return ConnectResponse(status: status, body: body)
-    }
-}
-
-/// Where a custom notification action's or a Connect push's job goes (the job stream, or a wrapper that adds
-/// idempotency). Called from many requests at once: implementations must be safe to share.
-public protocol ConnectJobWriter: Sendable {
-    func write(_ job: PushJob) throws
-}
-
-/// A `JobProducer` shared behind a lock (the producer's client is one blocking connection).
-public final class LockedJobWriter: ConnectJobWriter, @unchecked Sendable {
-    private let lock = NSLock()
-    private let write: (PushJob) throws -> Void
-
-    public init(_ write: @escaping (PushJob) throws -> Void) { self.write = write }
-
-    public func write(_ job: PushJob) throws {
-        lock.lock()
-        defer { lock.unlock() }
-        try write(job)
     }
 }

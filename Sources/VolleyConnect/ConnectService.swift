@@ -1,15 +1,14 @@
-import Dispatch
 import Foundation
 import Logging
 import VolleyCore
-import VolleyStore
 
-/// The Salesforce-compatible resources under `/services/data/v{NN.N}/`, behind one transport-neutral entry point:
-/// `handle(_:caller:)` routes a `ConnectRequest` and answers a `ConnectResponse` (JSON, Salesforce's error array on
-/// failure). The HTTP layer authenticates, builds the `ConnectCaller` and maps the answer; nothing here knows HTTP.
+/// The Salesforce-compatible resources under `/services/data/v{NN.N}/`, one method per operation, free of any HTTP
+/// framework. The HTTP layer routes to them (each route declares the credential it takes), authenticates, builds
+/// the `ConnectCaller`, and runs the method through `answer(_:_:)`, which turns whatever it throws into Salesforce's
+/// error array.
 ///
 /// Everything is keyed by the caller's org: another org's notifications, types and apps answer 404.
-/// Handlers block on Redis: call `handle` from a thread that may block, or `respond` from async code.
+/// The stores are VolleyCore protocols (Redis in `volley api`, in memory in tests); nothing here blocks a thread.
 public final class ConnectService: Sendable {
     public struct Options: Sendable {
         /// The apps an org may push through (configuration `apps[].orgs`), in configuration order; nil when the
@@ -36,15 +35,14 @@ public final class ConnectService: Sendable {
         }
     }
 
-    let types: RedisNotificationTypeStore
-    let inbox: RedisInboxStore
-    let jobs: any ConnectJobWriter
+    let types: any NotificationTypeRepository
+    let inbox: any InboxRepository
+    let jobs: any JobSubmitter
     let options: Options
     let logger: Logger
-    private let queue = DispatchQueue(label: "volley.connect", attributes: .concurrent)
 
     public init(
-        types: RedisNotificationTypeStore, inbox: RedisInboxStore, jobs: any ConnectJobWriter,
+        types: any NotificationTypeRepository, inbox: any InboxRepository, jobs: any JobSubmitter,
         options: Options = Options(), logger: Logger
     ) {
         self.types = types
@@ -54,111 +52,28 @@ public final class ConnectService: Sendable {
         self.logger = logger
     }
 
-    /// `handle` on a Dispatch queue, so async callers do not block the cooperative pool on Redis.
-    public func respond(to request: ConnectRequest, caller: ConnectCaller) async -> ConnectResponse {
-        await withCheckedContinuation { (c: CheckedContinuation<ConnectResponse, Never>) in
-            queue.async { c.resume(returning: self.handle(request, caller: caller)) }
-        }
-    }
-
-    /// Routes one request. Never throws: every failure is a Salesforce-shaped error response.
-    public func handle(_ request: ConnectRequest, caller: ConnectCaller) -> ConnectResponse {
+    /// Runs one operation and answers it: a `ConnectError` as its Salesforce error array, any other failure (a store
+    /// that cannot answer) as `UNKNOWN_EXCEPTION`, logged with `path`. Never throws.
+    public func answer(_ path: String, _ operation: () async throws -> ConnectResponse) async -> ConnectResponse {
         do {
-            return try route(request, caller: caller)
+            return try await operation()
         } catch let e as ConnectError {
             return e.response
         } catch {
-            logger.error(
-                "connect request failed", metadata: ["path": "\(request.path)", "error": "\(error)"])
+            logger.error("connect request failed", metadata: ["path": "\(path)", "error": "\(error)"])
             return ConnectError.internalError("the request could not be completed; try again").response
         }
     }
 
-    // MARK: Routing
-
-    /// One resource `handle(_:caller:)` answers: its path after the version, as the OpenAPI document writes it,
-    /// and the methods it takes (`HEAD` is taken wherever `GET` is; another method answers 405).
-    public struct Resource: Sendable, Hashable {
-        public var path: String
-        public var methods: [String]
-    }
-
-    /// Every resource `route` answers, kept beside it so the API's document can be checked against it.
-    public static let resources: [Resource] = [
-        Resource(path: "/actions/standard/customNotificationAction", methods: ["GET", "POST"]),
-        Resource(path: "/connect/notifications/push", methods: ["POST"]),
-        Resource(path: "/connect/notifications", methods: ["GET", "PATCH"]),
-        Resource(path: "/connect/notifications/status", methods: ["GET"]),
-        Resource(path: "/connect/notifications/app-settings/organization", methods: ["GET"]),
-        Resource(
-            path: "/connect/notifications/app-settings/organization/{notificationTypeId}",
-            methods: ["GET", "POST", "DELETE"]),
-        Resource(path: "/connect/notifications/settings/organization", methods: ["GET"]),
-        Resource(
-            path: "/connect/notifications/settings/organization/{notificationTypeOrId}",
-            methods: ["GET", "POST", "DELETE"]),
-        Resource(path: "/connect/notifications/{notificationId}", methods: ["GET", "PATCH"]),
-    ]
-
-    private func route(_ r: ConnectRequest, caller: ConnectCaller) throws -> ConnectResponse {
-        let parts = r.path.split(separator: "/", omittingEmptySubsequences: true).map {
-            $0.removingPercentEncoding ?? String($0)
-        }
-        func allow(_ methods: String...) throws {
-            let accepted = methods.contains("GET") ? methods + ["HEAD"] : methods
-            if !accepted.contains(r.method) { throw ConnectError.methodNotAllowed(r.method, allowed: methods) }
-        }
-        switch parts {
-        case ["actions", "standard", "customNotificationAction"]:
-            try allow("GET", "POST")
-            return r.method == "POST"
-                ? try customNotificationAction(caller: caller, body: r.body)
-                : .json(200, CustomNotificationAction.describe)
-        case ["connect", "notifications", "push"]:
-            try allow("POST")
-            return try push(caller: caller, body: r.body)
-        case ["connect", "notifications"]:
-            try allow("GET", "PATCH")
-            return r.method == "PATCH"
-                ? try markNotifications(caller: caller, query: r.query, body: r.body)
-                : try listNotifications(caller: caller, query: r.query)
-        case ["connect", "notifications", "status"]:
-            try allow("GET")
-            return try notificationStatus(caller: caller)
-        case ["connect", "notifications", "app-settings", "organization"]:
-            try allow("GET")
-            return try appSettings(caller: caller, typeID: nil, query: r.query)
-        case let p where p.count == 5 && p.starts(with: ["connect", "notifications", "app-settings", "organization"]):
-            try allow("GET", "POST", "DELETE")
-            switch r.method {
-            case "POST": return try setAppSetting(caller: caller, typeID: p[4], query: r.query, body: r.body)
-            case "DELETE": return try resetAppSetting(caller: caller, typeID: p[4], query: r.query)
-            default: return try appSettings(caller: caller, typeID: p[4], query: r.query)
-            }
-        case ["connect", "notifications", "settings", "organization"]:
-            try allow("GET")
-            return try orgSettings(caller: caller)
-        case let p where p.count == 5 && p.starts(with: ["connect", "notifications", "settings", "organization"]):
-            try allow("GET", "POST", "DELETE")
-            switch r.method {
-            case "POST": return try setOrgSetting(caller: caller, typeOrID: p[4], body: r.body)
-            case "DELETE": return try resetOrgSetting(caller: caller, typeOrID: p[4])
-            default: return try orgSetting(caller: caller, typeOrID: p[4])
-            }
-        case let p where p.count == 3 && p.starts(with: ["connect", "notifications"]):
-            try allow("GET", "PATCH")
-            return r.method == "PATCH"
-                ? try markNotification(caller: caller, id: p[2], query: r.query, body: r.body)
-                : try notification(caller: caller, id: p[2], query: r.query)
-        default:
-            throw ConnectError.notFound()
-        }
+    /// `GET /actions/standard/customNotificationAction`: the action's description.
+    public func describeCustomNotificationAction() -> ConnectResponse {
+        .json(200, CustomNotificationAction.describe)
     }
 
     // MARK: Sending
 
     /// `POST /actions/standard/customNotificationAction`: one result per input; each valid input is one job.
-    public func customNotificationAction(caller: ConnectCaller, body: Data) throws -> ConnectResponse {
+    public func customNotificationAction(caller: ConnectCaller, body: Data) async throws -> ConnectResponse {
         let inputs = try CustomNotificationAction.inputs(body)
         guard let app = caller.appName ?? options.apps(caller.org)?.first else {
             throw ConnectError.invalidInput(
@@ -174,7 +89,9 @@ public final class ConnectService: Sendable {
                 results.append(.init(errors: errors))
             case .valid(let input):
                 let typeID = input.customNotifTypeId
-                if known[typeID] == nil { known[typeID] = try types.type(org: caller.org, id: typeID) != nil }
+                if known[typeID] == nil {
+                    known[typeID] = try await types.type(org: caller.org, id: typeID) != nil
+                }
                 guard known[typeID] == true else {
                     results.append(
                         .init(errors: [
@@ -186,7 +103,7 @@ public final class ConnectService: Sendable {
                 }
                 let job = CustomNotificationAction.job(input, id: options.newJobID(), org: caller.org, app: app)
                 do {
-                    try jobs.write(job)
+                    try await jobs.enqueue(job)
                     results.append(.success)
                 } catch {
                     logger.error("custom notification not enqueued", metadata: ["error": "\(error)"])
@@ -201,11 +118,11 @@ public final class ConnectService: Sendable {
     }
 
     /// `POST /connect/notifications/push`: 202 with the job id.
-    public func push(caller: ConnectCaller, body: Data) throws -> ConnectResponse {
+    public func push(caller: ConnectCaller, body: Data) async throws -> ConnectResponse {
         let request = try ConnectPush.decode(body)
         try checkApp(request.appName, org: caller.org)
         let job = ConnectPush.job(request, id: options.newJobID(), org: caller.org)
-        try jobs.write(job)
+        try await jobs.enqueue(job)
         return .json(202, ["id": job.id?.rawValue ?? ""])
     }
 
@@ -227,7 +144,7 @@ public final class ConnectService: Sendable {
 
     /// Which notification types the calling app shows: types the org defines and the app has not disabled (its app
     /// settings), as the worker decides when it stores them. Without an app, types enabled for desktop.
-    struct Visibility {
+    struct Visibility: Sendable {
         var types: [String: NotificationType]
         var settings: [String: NotificationAppSetting]
         var orgSettings: [String: NotificationOrgSetting]
@@ -245,24 +162,30 @@ public final class ConnectService: Sendable {
         }
     }
 
-    func visibility(_ caller: ConnectCaller) throws -> Visibility {
+    func visibility(_ caller: ConnectCaller) async throws -> Visibility {
         let org = caller.org
-        let all = try types.types(org: org)
+        let all = try await types.types(org: org)
+        var settings: [String: NotificationAppSetting] = [:]
+        var orgSettings: [String: NotificationOrgSetting] = [:]
+        if let app = caller.appName {
+            settings = try await types.settings(org: org, app: app)
+        } else {
+            orgSettings = try await types.orgSettings(org: org)
+        }
         return Visibility(
-            types: Dictionary(all.map { ($0.id, $0) }, uniquingKeysWith: { a, _ in a }),
-            settings: try caller.appName.map { try types.settings(org: org, app: $0) } ?? [:],
-            orgSettings: caller.appName == nil ? try types.orgSettings(org: org) : [:], app: caller.appName)
+            types: Dictionary(all.map { ($0.id, $0) }, uniquingKeysWith: { a, _ in a }), settings: settings,
+            orgSettings: orgSettings, app: caller.appName)
     }
 
     /// Newest first, only what the app shows, paging past hidden ones (at most ten store pages per request).
-    func visibleList(org: OrgID, user: UserID, size: Int, before: Date?, after: Date?, _ vis: Visibility) throws
-        -> [InboxNotification]
-    {
+    func visibleList(
+        org: OrgID, user: UserID, size: Int, before: Date?, after: Date?, _ vis: Visibility
+    ) async throws -> [InboxNotification] {
         var out: [InboxNotification] = []
         var cursor = before
         let page = max(size, 10)
         for _ in 0..<10 {
-            let batch = try inbox.list(org: org, user: user, size: page, before: cursor, after: after)
+            let batch = try await inbox.list(org: org, user: user, size: page, before: cursor, after: after)
             out += batch.filter { vis.shows($0.type) }
             guard out.count < size, batch.count == page, let last = batch.last else { break }
             cursor = last.createdAt
@@ -270,74 +193,81 @@ public final class ConnectService: Sendable {
         return Array(out.prefix(size))
     }
 
-    public func listNotifications(caller: ConnectCaller, query: [ConnectQueryItem]) throws -> ConnectResponse {
+    public func listNotifications(caller: ConnectCaller, query: [ConnectQueryItem]) async throws -> ConnectResponse {
         let user = try contextUser(caller)
         let p = try NotificationListParameters(query: query)
-        let vis = try visibility(caller)
-        let list = try visibleList(
+        let vis = try await visibility(caller)
+        let list = try await visibleList(
             org: caller.org, user: user, size: p.size, before: p.before, after: p.after, vis)
         return .json(200, collection(list, caller: caller, user: user, trim: p.trimMessages))
     }
 
-    public func markNotifications(caller: ConnectCaller, query: [ConnectQueryItem], body: Data) throws
+    public func markNotifications(caller: ConnectCaller, query: [ConnectQueryItem], body: Data) async throws
         -> ConnectResponse
     {
         let user = try contextUser(caller)
         let p = try NotificationMarkParameters(body: body, query: query, single: false)
         let trim = try trimMessages(query)
         let mark = try p.mark(now: options.clock.now())
-        try inbox.mark(org: caller.org, user: user, mark)
-        let vis = try visibility(caller)
+        try await inbox.mark(org: caller.org, user: user, mark)
+        let vis = try await visibility(caller)
         let touched: [InboxNotification]
         switch mark.selection {
         case .ids(let ids):
-            touched = try ids.compactMap { try inbox.notification(org: caller.org, user: user, id: $0) }
-                .filter { vis.shows($0.type) }.sorted { $0.createdAt > $1.createdAt }
+            var found: [InboxNotification] = []
+            for id in ids {
+                if let n = try await inbox.notification(org: caller.org, user: user, id: id), vis.shows(n.type) {
+                    found.append(n)
+                }
+            }
+            touched = found.sorted { $0.createdAt > $1.createdAt }
         case .before(let date):
-            touched = try visibleList(
+            touched = try await visibleList(
                 org: caller.org, user: user, size: NotificationListParameters.maxSize, before: date, after: nil, vis)
         }
         return .json(200, collection(touched, caller: caller, user: user, trim: trim))
     }
 
-    public func notification(caller: ConnectCaller, id: String, query: [ConnectQueryItem]) throws
+    public func notification(caller: ConnectCaller, id: String, query: [ConnectQueryItem]) async throws
         -> ConnectResponse
     {
         let user = try contextUser(caller)
         let trim = try trimMessages(query)
-        let n = try visibleNotification(caller: caller, user: user, id: id)
+        let n = try await visibleNotification(caller: caller, user: user, id: id)
         return .json(200, ConnectNotification(n, org: caller.org, user: user, trim: trim))
     }
 
-    public func markNotification(caller: ConnectCaller, id: String, query: [ConnectQueryItem], body: Data) throws
+    public func markNotification(caller: ConnectCaller, id: String, query: [ConnectQueryItem], body: Data) async throws
         -> ConnectResponse
     {
         let user = try contextUser(caller)
         let p = try NotificationMarkParameters(body: body, query: query, single: true)
         let trim = try trimMessages(query)
-        _ = try visibleNotification(caller: caller, user: user, id: id)
+        _ = try await visibleNotification(caller: caller, user: user, id: id)
         var one = p
         one.notificationIds = [id]
-        try inbox.mark(org: caller.org, user: user, try one.mark(now: options.clock.now()))
-        let n = try visibleNotification(caller: caller, user: user, id: id)
+        try await inbox.mark(org: caller.org, user: user, try one.mark(now: options.clock.now()))
+        let n = try await visibleNotification(caller: caller, user: user, id: id)
         return .json(200, ConnectNotification(n, org: caller.org, user: user, trim: trim))
     }
 
     /// Counts over what the app shows, dates now when there is nothing to date. When the app hides no type of the
     /// org, the counts come from two ZCARDs; otherwise every notification's type is read and filtered.
-    public func notificationStatus(caller: ConnectCaller) throws -> ConnectResponse {
+    public func notificationStatus(caller: ConnectCaller) async throws -> ConnectResponse {
         let user = try contextUser(caller)
-        let vis = try visibility(caller)
-        let s =
-            vis.hidesAnyType
-            ? try inbox.status(org: caller.org, user: user, includes: vis.shows)
-            : try inbox.status(org: caller.org, user: user)
+        let vis = try await visibility(caller)
+        let s: InboxStatus
+        if vis.hidesAnyType {
+            s = try await inbox.status(org: caller.org, user: user, includes: { vis.shows($0) })
+        } else {
+            s = try await inbox.status(org: caller.org, user: user)
+        }
         return .json(200, ConnectNotificationStatus(s, now: options.clock.now()))
     }
 
-    func visibleNotification(caller: ConnectCaller, user: UserID, id: String) throws -> InboxNotification {
-        guard let n = try inbox.notification(org: caller.org, user: user, id: id),
-            try visibility(caller).shows(n.type)
+    func visibleNotification(caller: ConnectCaller, user: UserID, id: String) async throws -> InboxNotification {
+        guard let n = try await inbox.notification(org: caller.org, user: user, id: id),
+            try await visibility(caller).shows(n.type)
         else { throw ConnectError.notFound("notificationId: no notification '\(id)' for the context user") }
         return n
     }
@@ -378,20 +308,20 @@ public final class ConnectService: Sendable {
     }
 
     /// A type of the caller's org by id or API name; another org's type answers 404.
-    func orgType(_ caller: ConnectCaller, _ idOrName: String) throws -> NotificationType {
-        if let t = try types.type(org: caller.org, id: idOrName) { return t }
-        if let t = try types.types(org: caller.org).first(where: { $0.name == idOrName }) { return t }
+    func orgType(_ caller: ConnectCaller, _ idOrName: String) async throws -> NotificationType {
+        if let t = try await types.type(org: caller.org, id: idOrName) { return t }
+        if let t = try await types.types(org: caller.org).first(where: { $0.name == idOrName }) { return t }
         throw ConnectError.notFound("notificationTypeId: no notification type '\(idOrName)' in this org")
     }
 
     /// GET on the collection, or on one type: Salesforce answers a collection for both.
-    public func appSettings(caller: ConnectCaller, typeID: String?, query: [ConnectQueryItem]) throws
+    public func appSettings(caller: ConnectCaller, typeID: String?, query: [ConnectQueryItem]) async throws
         -> ConnectResponse
     {
         let app = try settingsApp(caller: caller, query: query)
-        let list = try typeID.map { [try orgType(caller, $0)] } ?? types.types(org: caller.org)
-        let settings = try types.settings(org: caller.org, app: app)
-        let orgSettings = try types.orgSettings(org: caller.org)
+        let list = if let typeID { [try await orgType(caller, typeID)] } else { try await types.types(org: caller.org) }
+        let settings = try await types.settings(org: caller.org, app: app)
+        let orgSettings = try await types.orgSettings(org: caller.org)
         return .json(
             200,
             ConnectAppSettingCollection(
@@ -400,29 +330,30 @@ public final class ConnectService: Sendable {
                 }))
     }
 
-    public func setAppSetting(caller: ConnectCaller, typeID: String, query: [ConnectQueryItem], body: Data) throws
+    public func setAppSetting(caller: ConnectCaller, typeID: String, query: [ConnectQueryItem], body: Data) async throws
         -> ConnectResponse
     {
         let o = try ConnectJSON.object(body, allowed: Self.appSettingKeys)
         let enabled = try ConnectJSON.bool(o["enabled"], field: "enabled")
         let pushEnabled = try ConnectJSON.bool(o["pushEnabled"], field: "pushEnabled")
         let app = try settingsApp(caller: caller, query: query, body: o)
-        let type = try orgType(caller, typeID)
+        let type = try await orgType(caller, typeID)
         if enabled == nil && pushEnabled == nil {
             throw ConnectError.invalidInput("enabled: give enabled, pushEnabled or both")
         }
-        try types.setSetting(org: caller.org, app: app, typeID: type.id, enabled: enabled, pushEnabled: pushEnabled)
-        let setting = try types.settings(org: caller.org, app: app)[type.id]
-        let orgSetting = try types.orgSettings(org: caller.org)[type.id]
+        try await types.setSetting(
+            org: caller.org, app: app, typeID: type.id, enabled: enabled, pushEnabled: pushEnabled)
+        let setting = try await types.settings(org: caller.org, app: app)[type.id]
+        let orgSetting = try await types.orgSettings(org: caller.org)[type.id]
         return .json(200, ConnectAppSetting(type: type, app: app, setting: setting, org: orgSetting))
     }
 
-    public func resetAppSetting(caller: ConnectCaller, typeID: String, query: [ConnectQueryItem]) throws
+    public func resetAppSetting(caller: ConnectCaller, typeID: String, query: [ConnectQueryItem]) async throws
         -> ConnectResponse
     {
         let app = try settingsApp(caller: caller, query: query)
-        let type = try orgType(caller, typeID)
-        try types.resetSetting(org: caller.org, app: app, typeID: type.id)
+        let type = try await orgType(caller, typeID)
+        try await types.resetSetting(org: caller.org, app: app, typeID: type.id)
         return .noContent
     }
 
@@ -430,31 +361,31 @@ public final class ConnectService: Sendable {
 
     static let orgSettingKeys: Set<String> = ["desktopEnabled", "emailEnabled", "mobileEnabled", "slackEnabled"]
 
-    public func orgSettings(caller: ConnectCaller) throws -> ConnectResponse {
-        let settings = try types.orgSettings(org: caller.org)
+    public func orgSettings(caller: ConnectCaller) async throws -> ConnectResponse {
+        let settings = try await types.orgSettings(org: caller.org)
         return .json(
             200,
             ConnectOrgSettingCollection(
-                notificationSettings: try types.types(org: caller.org).map {
+                notificationSettings: try await types.types(org: caller.org).map {
                     ConnectOrgSetting(type: $0, setting: settings[$0.id])
                 }))
     }
 
-    public func orgSetting(caller: ConnectCaller, typeOrID: String) throws -> ConnectResponse {
-        let type = try orgType(caller, typeOrID)
-        return .json(200, ConnectOrgSetting(type: type, setting: try types.orgSettings(org: caller.org)[type.id]))
+    public func orgSetting(caller: ConnectCaller, typeOrID: String) async throws -> ConnectResponse {
+        let type = try await orgType(caller, typeOrID)
+        return .json(200, ConnectOrgSetting(type: type, setting: try await types.orgSettings(org: caller.org)[type.id]))
     }
 
     /// Sets channel switches. As in Salesforce, an org can turn off a channel its type has, not turn on one the
     /// type lacks (desktop, mobile); email and Slack are recorded as given (Volley delivers neither).
-    public func setOrgSetting(caller: ConnectCaller, typeOrID: String, body: Data) throws -> ConnectResponse {
+    public func setOrgSetting(caller: ConnectCaller, typeOrID: String, body: Data) async throws -> ConnectResponse {
         let o = try ConnectJSON.object(body, allowed: Self.orgSettingKeys)
         let change = NotificationOrgSetting(
             desktopEnabled: try ConnectJSON.bool(o["desktopEnabled"], field: "desktopEnabled"),
             emailEnabled: try ConnectJSON.bool(o["emailEnabled"], field: "emailEnabled"),
             mobileEnabled: try ConnectJSON.bool(o["mobileEnabled"], field: "mobileEnabled"),
             slackEnabled: try ConnectJSON.bool(o["slackEnabled"], field: "slackEnabled"))
-        let type = try orgType(caller, typeOrID)
+        let type = try await orgType(caller, typeOrID)
         if change == NotificationOrgSetting() {
             throw ConnectError.invalidInput(
                 "desktopEnabled: give at least one of desktopEnabled, emailEnabled, mobileEnabled, slackEnabled")
@@ -467,20 +398,13 @@ public final class ConnectService: Sendable {
             throw ConnectError.invalidInput(
                 "mobileEnabled: type '\(type.id)' has no mobile channel, so it can't be enabled")
         }
-        let stored = try types.setOrgSetting(org: caller.org, typeID: type.id, change)
+        let stored = try await types.setOrgSetting(org: caller.org, typeID: type.id, change)
         return .json(200, ConnectOrgSetting(type: type, setting: stored))
     }
 
-    public func resetOrgSetting(caller: ConnectCaller, typeOrID: String) throws -> ConnectResponse {
-        let type = try orgType(caller, typeOrID)
-        try types.resetOrgSetting(org: caller.org, typeID: type.id)
+    public func resetOrgSetting(caller: ConnectCaller, typeOrID: String) async throws -> ConnectResponse {
+        let type = try await orgType(caller, typeOrID)
+        try await types.resetOrgSetting(org: caller.org, typeID: type.id)
         return .noContent
-    }
-}
-
-extension LockedJobWriter {
-    /// Jobs XADDed by `producer` (its client is used by this writer only, one call at a time).
-    public convenience init(producer: JobProducer) {
-        self.init { job in _ = try producer.enqueue(job) }
     }
 }

@@ -1,3 +1,4 @@
+import Crypto
 import Foundation
 import Logging
 import VolleyCore
@@ -261,5 +262,13 @@ public final class RedisClient: @unchecked Sendable {
 /// A Lua script run with EVALSHA (and loaded on NOSCRIPT).
 public struct RedisScript: Sendable, Hashable {
     public let source: String
-    public init(_ source: String) { self.source = source }
+    /// The name EVALSHA calls it by: the SHA-1 of `source`, lower-case hex.
+    public let sha1: String
+    public init(_ source: String) {
+        self.source = source
+        sha1 = Insecure.SHA1.hash(data: Array(source.utf8)).map { byte in
+            let digits = Array("0123456789abcdef".utf8)
+            return String(decoding: [digits[Int(byte >> 4)], digits[Int(byte & 0xf)]], as: UTF8.self)
+        }.joined()
+    }
 }

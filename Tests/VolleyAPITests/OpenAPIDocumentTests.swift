@@ -2,8 +2,8 @@ import Foundation
 import Logging
 import Testing
 import VolleyConnect
-import VolleyRedis
-import VolleyStore
+import VolleyCore
+import VolleyTestDoubles
 import VolleyTestTags
 import Yams
 
@@ -29,41 +29,63 @@ struct OpenAPIDocumentTests {
         return out
     }
 
-    /// "GET /v1/jobs/{id}" for every route the server answers (HEAD counts only where it is registered alone).
-    static func served() -> (routes: Set<String>, connectMethods: Set<String>) {
-        // Nothing connects to Redis until a request needs it: the router is built without a server.
-        let redis = RedisClient(endpoint: .unix("/nonexistent/redis.sock"), name: "unused", logger: Logger(label: "t"))
-        let connect = ConnectService(
-            types: RedisNotificationTypeStore(client: redis), inbox: RedisInboxStore(client: redis),
-            jobs: LockedJobWriter { _ in }, logger: Logger(label: "t"))
-        let server = APIServer(
-            configuration: APIConfiguration(redisEndpoint: .unix("/nonexistent/redis.sock"), store: .init()),
-            openAPIDocument: OpenAPIDocument.yaml, logger: Logger(label: "t"), connect: connect)
-        var routes = Set<String>()
-        var connectMethods = Set<String>()
-        for route in server.router().routes {
+    /// "GET /v1/jobs/{id}" for every operation the router registers, and apart the routes that only answer 405 on
+    /// a Salesforce-compatible resource (a method the resource does not take). HEAD beside GET is the GET operation.
+    static func served() -> (operations: Set<String>, refused: Set<String>) {
+        let connect = Set(
+            APIServer.connectResources.flatMap { resource in
+                resource.operations.map {
+                    "\($0.method.rawValue.uppercased()) /services/data/{version}"
+                        + ObservingMiddleware.template(resource.path)
+                }
+            })
+        var operations = Set<String>()
+        var refused = Set<String>()
+        for route in InMemoryAPI().server.router().routes {
             let path = ObservingMiddleware.template(route.path.description)
-            let method = route.method.rawValue.uppercased()
-            if path.hasPrefix("/services/data/") {
-                #expect(path == "/services/data/{version}/**")
-                connectMethods.insert(method)
+            let entry = "\(route.method.rawValue.uppercased()) \(path)"
+            if route.method == .head && connect.contains("GET \(path)") { continue }
+            if path.hasPrefix("/services/data/") && !connect.contains(entry) {
+                refused.insert(entry)
             } else {
-                routes.insert("\(method) \(path)")
+                operations.insert(entry)
             }
         }
-        for resource in ConnectService.resources {
-            for method in resource.methods { routes.insert("\(method) /services/data/{version}\(resource.path)") }
-        }
-        return (routes, connectMethods)
+        return (operations, refused)
     }
 
     @Test func documentDescribesEveryRouteAndNoOther() throws {
         let documented = try Self.documented()
-        let (served, connectMethods) = Self.served()
+        let (served, _) = Self.served()
         #expect(served.subtracting(documented).sorted() == [], "routes missing from openapi/volley.yaml")
         #expect(documented.subtracting(served).sorted() == [], "operations the server does not route")
-        // The one wildcard route hands these methods to ConnectService, whose table the loop above read.
-        #expect(connectMethods == ["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE"])
+    }
+
+    /// Each Salesforce-compatible path answers every method: its operations, HEAD with GET, and 405 for the rest.
+    @Test func everySalesforcePathAnswersEveryMethod() throws {
+        let (served, refused) = Self.served()
+        var methods: [String: Set<String>] = [:]
+        for entry in served.union(refused) where entry.contains(" /services/data/") {
+            let parts = entry.split(separator: " ", maxSplits: 1)
+            methods[String(parts[1]), default: []].insert(String(parts[0]))
+        }
+        // Below the version, a path no resource has answers Salesforce's 404, whatever the method.
+        #expect(
+            methods.removeValue(forKey: "/services/data/{version}/**") == [
+                "GET", "HEAD", "POST", "PUT", "PATCH", "DELETE",
+            ])
+        #expect(methods.count == APIServer.connectResources.count)
+        for (path, taken) in methods {
+            let all = taken.contains("GET") ? taken.union(["HEAD"]) : taken
+            #expect(all == ["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE"], "\(path): \(taken.sorted())")
+        }
+    }
+
+    @Test func theVersionSegmentIsVAndTwoNumbers() {
+        #expect(ConnectVersionMiddleware.isVersion("v58.0") && ConnectVersionMiddleware.isVersion("v46.10"))
+        for bad in ["v5x.0", "v58", "58.0", "v.0", "v58.", "v58.0.1", ""] {
+            #expect(!ConnectVersionMiddleware.isVersion(bad), "\(bad)")
+        }
     }
 
     @Test func everyOperationHasAnIdCredentialAndErrorAnswers() throws {

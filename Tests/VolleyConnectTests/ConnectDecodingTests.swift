@@ -31,16 +31,6 @@ private func thrown(_ body: () throws -> Void) -> ConnectError? {
     }
 }
 
-@Test(.tags(.unit)) func resourcePathAcceptsAnyVersion() {
-    #expect(ConnectRequest.resourcePath("/services/data/v58.0/connect/notifications") == "/connect/notifications")
-    #expect(
-        ConnectRequest.resourcePath("/services/data/v46.0/actions/standard/customNotificationAction")
-            == "/actions/standard/customNotificationAction")
-    #expect(ConnectRequest.resourcePath("/services/data/v5x.0/connect") == nil)
-    #expect(ConnectRequest.resourcePath("/services/data/v58/connect") == nil)
-    #expect(ConnectRequest.resourcePath("/v1/jobs") == nil)
-}
-
 // MARK: customNotificationAction
 
 @Test(.tags(.unit)) func actionInputOfTheGuideDecodes() throws {

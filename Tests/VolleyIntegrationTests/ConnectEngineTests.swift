@@ -25,10 +25,11 @@ import VolleyTestTags
         }
     }
 
+    /// One operation of `service`, answered as the API answers it (Salesforce's error array for a failure).
     func call(
-        _ service: ConnectService, _ method: String, _ path: String, body: String = "", caller: ConnectCaller
-    ) throws -> (status: Int, json: Any?) {
-        let r = service.handle(ConnectRequest(method: method, path: path, body: Data(body.utf8)), caller: caller)
+        _ service: ConnectService, _ operation: (ConnectService) async throws -> ConnectResponse
+    ) async throws -> (status: Int, json: Any?) {
+        let r = await service.answer("test") { try await operation(service) }
         return (r.status, r.body.isEmpty ? nil : try JSONSerialization.jsonObject(with: r.body))
     }
 
@@ -46,19 +47,22 @@ import VolleyTestTags
         try types.setType(org: "org1", NotificationType(id: "0MLdeal", name: "Deal won"))
         try types.setType(org: "org1", NotificationType(id: "0MLquiet", name: "Quiet"))
         let ids = IDs()
+        let jobsClient = h.redis.client(name: "api-jobs")
         let service = ConnectService(
-            types: RedisNotificationTypeStore(client: h.redis.client(name: "api-types")),
-            inbox: RedisInboxStore(client: h.redis.client(name: "api-inbox")),
-            jobs: LockedJobWriter(producer: JobProducer(client: h.redis.client(name: "api-jobs"), store: h.store)),
+            types: RedisNotificationTypeRepository(client: h.redis.client(name: "api-types")),
+            inbox: RedisInboxRepository(store: RedisInboxStore(client: h.redis.client(name: "api-inbox"))),
+            jobs: RedisJobSubmitter(
+                redis: .lanes(SerialLanes(count: 1, label: "test.jobs") { _ in jobsClient }),
+                store: h.store),
             options: .init(apps: { $0 == "org1" ? ["app1"] : [] }, newJobID: { ids.next() }),
             logger: Logger(label: "connect"))
         let backend = ConnectCaller(org: "org1")
         // The org turns the quiet type's mobile channel off: stored in-app, not pushed.
         #expect(
-            try call(
-                service, "POST", "/connect/notifications/settings/organization/0MLquiet",
-                body: #"{"mobileEnabled": false}"#, caller: backend
-            ).status == 200)
+            try await call(service) {
+                try await $0.setOrgSetting(
+                    caller: backend, typeOrID: "0MLquiet", body: Data(#"{"mobileEnabled": false}"#.utf8))
+            }.status == 200)
 
         let ios = FakePushSender(platform: .ios)
         let android = FakePushSender(platform: .android)
@@ -75,22 +79,21 @@ import VolleyTestTags
         try w.start()
         defer { w.drain(deadline: 1) }
 
-        let action = try call(
-            service, "POST", "/actions/standard/customNotificationAction",
-            body: """
-                {"inputs": [
-                  {"customNotifTypeId": "0MLdeal", "recipientIds": ["00Gall", "user0"], "title": "Deal won",
-                   "body": "Acme signed", "targetId": "006X"},
-                  {"customNotifTypeId": "0MLquiet", "recipientIds": ["user2"], "title": "FYI", "body": "Quiet",
-                   "targetPageRef": {"type": "standard__recordPage"}}
-                ]}
-                """, caller: backend)
+        let actionBody = """
+            {"inputs": [
+              {"customNotifTypeId": "0MLdeal", "recipientIds": ["00Gall", "user0"], "title": "Deal won",
+               "body": "Acme signed", "targetId": "006X"},
+              {"customNotifTypeId": "0MLquiet", "recipientIds": ["user2"], "title": "FYI", "body": "Quiet",
+               "targetPageRef": {"type": "standard__recordPage"}}
+            ]}
+            """
+        let action = try await call(service) {
+            try await $0.customNotificationAction(caller: backend, body: Data(actionBody.utf8))
+        }
         #expect(action.status == 200)
         #expect((action.json as? [[String: Any]])?.map { $0["isSuccess"] as? Bool } == [true, true])
-        let push = try call(
-            service, "POST", "/connect/notifications/push",
-            body: #"{"appName": "app1", "userIds": ["user1"], "payload": "{ 'aps':{ 'alert': 'test' } }"}"#,
-            caller: backend)
+        let pushBody = #"{"appName": "app1", "userIds": ["user1"], "payload": "{ 'aps':{ 'alert': 'test' } }"}"#
+        let push = try await call(service) { try await $0.push(caller: backend, body: Data(pushBody.utf8)) }
         #expect(push.status == 202 && (push.json as? [String: Any])?["id"] as? String == "job-3")
 
         try await waitUntil("the reports of job-1, job-2 and job-3") {
@@ -106,26 +109,30 @@ import VolleyTestTags
 
         // user2 lists both notifications of the action, reads one, and the counts follow.
         let user2 = ConnectCaller(org: "org1", user: "user2", app: "app1")
-        let list = try call(service, "GET", "/connect/notifications", caller: user2)
+        let list = try await call(service) { try await $0.listNotifications(caller: user2, query: []) }
         let items = try #require((list.json as? [String: Any])?["notifications"] as? [[String: Any]])
         #expect(Set(items.compactMap { $0["id"] as? String }) == ["job-1", "job-2"])
         let quietItem = try #require(items.first { $0["id"] as? String == "job-2" })
         #expect(quietItem["targetPageRef"] as? String == #"{"type":"standard__recordPage"}"#)
         #expect(quietItem["messageTitle"] as? String == "FYI" && quietItem["type"] as? String == "0MLquiet")
-        var status = try #require(try call(service, "GET", "/connect/notifications/status", caller: user2).json)
+        var status = try #require(try await call(service) { try await $0.notificationStatus(caller: user2) }.json)
         #expect((status as? [String: Any])?["unreadCount"] as? Int == 2)
         #expect(
-            try call(service, "PATCH", "/connect/notifications/job-1", body: #"{"read": "true"}"#, caller: user2)
-                .status == 200)
-        status = try #require(try call(service, "GET", "/connect/notifications/status", caller: user2).json)
+            try await call(service) {
+                try await $0.markNotification(
+                    caller: user2, id: "job-1", query: [], body: Data(#"{"read": "true"}"#.utf8))
+            }.status == 200)
+        status = try #require(try await call(service) { try await $0.notificationStatus(caller: user2) }.json)
         #expect((status as? [String: Any])?["unreadCount"] as? Int == 1)
         #expect((status as? [String: Any])?["unseenCount"] as? Int == 1)
 
         // user1 has the Connect push's alert; another org sees none of it.
         let user1 = ConnectCaller(org: "org1", user: "user1", app: "app1")
-        let one = try call(service, "GET", "/connect/notifications/job-3", caller: user1)
+        let one = try await call(service) { try await $0.notification(caller: user1, id: "job-3", query: []) }
         #expect(one.status == 200 && (one.json as? [String: Any])?["messageBody"] as? String == "test")
         let stranger = ConnectCaller(org: "org2", user: "user1", app: "app1")
-        #expect(try call(service, "GET", "/connect/notifications/job-3", caller: stranger).status == 404)
+        #expect(
+            try await call(service) { try await $0.notification(caller: stranger, id: "job-3", query: []) }.status
+                == 404)
     }
 }

@@ -283,3 +283,28 @@ func invalidStreamShardsStopStartupNamingTheKey(worker: String, problem: String)
             && text.contains("apps[A].fcm.caFile: must name a file")
     }
 }
+
+@Test(.tags(.unit)) func theRemovedRedisPipelinesKeyStopsStartupNamingIt() throws {
+    do {
+        _ = try VolleyConfiguration.parse(
+            yaml: """
+                api:
+                  redisPipelines: 2
+                  redisConnections: 8
+                """, baseDirectory: nil)
+        Issue.record("expected a configuration error")
+    } catch let e as ConfigurationError {
+        #expect(e.problems.count == 1, "\(e.problems)")
+        #expect(e.problems.first?.hasPrefix("api.redisPipelines: removed: ") == true, "\(e.problems)")
+        #expect(e.problems.first?.hasSuffix("delete this key") == true)
+    }
+    do {
+        _ = try VolleyConfiguration.parse(
+            yaml: "", baseDirectory: nil, environment: ["VOLLEY_API_REDIS_PIPELINES": "0"])
+        Issue.record("expected a configuration error")
+    } catch let e as ConfigurationError {
+        #expect(e.problems.first?.hasPrefix("api.redisPipelines: removed: ") == true, "\(e.problems)")
+    }
+    let c = try VolleyConfiguration.parse(yaml: "api:\n  redisConnections: 8\n", baseDirectory: nil)
+    #expect(c.api.redisConnections == 8)
+}

@@ -1,5 +1,6 @@
 import Foundation
 import Logging
+import NIOPosix
 import VolleyAPI
 import VolleyConnect
 import VolleyCore
@@ -33,38 +34,79 @@ public enum APIRunner {
             let json = (try? encoder.encode(result)) ?? Data("{}".utf8)
             return APIServer.TestPushAnswer(json: json, delivered: result.accepted)
         }
+        let stores = try RedisAPIStores(configuration: c, logger: logger)
         return APIServer(
-            configuration: apiConfiguration, openAPIDocument: OpenAPIDocument.yaml, logger: logger,
-            testPush: testPush, connect: try connectService(configuration: c, logger: logger))
+            configuration: apiConfiguration, stores: stores.api, openAPIDocument: OpenAPIDocument.yaml,
+            logger: logger, testPush: testPush, connect: stores.connect(configuration: c, logger: logger))
+    }
+}
+
+/// The API's stores on the configured Redis: the hot path (credentials, job submissions) on each event loop's own
+/// connection, or on serial lanes of cluster clients for Redis Cluster (the event loops' connections do not route by
+/// slot); devices and job status on `api.redisConnections` serial lanes; types, inbox and quota each on one.
+struct RedisAPIStores {
+    let api: APIServer.Stores
+    let types: RedisNotificationTypeRepository
+    let jobs: RedisJobSubmitter
+    let inbox: RedisInboxRepository
+
+    init(configuration c: VolleyConfiguration, logger: Logger) throws {
+        let settings = try PipelineSettings(c)
+        let endpoint = settings.endpoint
+        let options = settings.redisOptions
+        func client(_ name: String) -> RedisClient {
+            RedisClient(endpoint: endpoint, options: options, name: name, logger: logger)
+        }
+        let route: RedisScriptRoute =
+            endpoint.isCluster
+            ? .lanes(SerialLanes(count: 4, label: "volley.api.scripts") { n in client("api-scripts-\(n)") })
+            : .eventLoops(
+                RedisEventLoopPipeline(
+                    group: .singleton, connections: 1, endpoint: endpoint, options: options, logger: logger))
+        let lanes = SerialLanes(count: c.api.redisConnections, label: "volley.api.redis") { n in client("api-\(n)") }
+        types = RedisNotificationTypeRepository(client: client("api-types"))
+        jobs = RedisJobSubmitter(redis: route, store: settings.store)
+        inbox = RedisInboxRepository(
+            store: RedisInboxStore(
+                client: client("api-inbox"),
+                retention: InboxRetention(maxCount: c.inbox.maxCount, maxAgeSeconds: c.inbox.maxAgeSeconds)))
+        api = APIServer.Stores(
+            credentials: RedisCredentialStore(redis: route, prefix: settings.store.prefix), jobs: jobs,
+            jobStatus: RedisJobStatusReader(lanes: lanes, store: settings.store),
+            devices: RedisDeviceStore(lanes: lanes, store: settings.store, logger: logger), types: types,
+            quota: RedisQuotaLedger(
+                store: RedisQuotaStore(
+                    client: client("api-quota"), defaults: QuotaLimits(ios: c.quotas.ios, android: c.quotas.android),
+                    configured: c.quotas.orgs.mapValues { ($0.ios, $0.android) })))
     }
 
     /// The Salesforce-compatible resources on the same stores as the worker (types, inbox, job stream).
-    static func connectService(configuration c: VolleyConfiguration, logger: Logger) throws -> ConnectService {
-        let settings = try PipelineSettings(c)
-        func client(_ name: String) -> RedisClient {
-            RedisClient(endpoint: settings.endpoint, options: settings.redisOptions, name: name, logger: logger)
-        }
-        let producer = JobProducer(client: client("api-connect-jobs"), store: settings.store)
+    func connect(configuration c: VolleyConfiguration, logger: Logger) -> ConnectService {
         let apps = c.apps
         return ConnectService(
-            types: RedisNotificationTypeStore(client: client("api-connect-types")),
-            inbox: RedisInboxStore(
-                client: client("api-connect-inbox"),
-                retention: InboxRetention(maxCount: c.inbox.maxCount, maxAgeSeconds: c.inbox.maxAgeSeconds)),
-            jobs: LockedJobWriter { job in _ = try producer.enqueue(job) },
+            types: types, inbox: inbox, jobs: jobs,
             options: ConnectService.Options(apps: { org in apps.filter { $0.orgs.allows(org) }.map(\.name) }),
             logger: logger)
     }
+}
 
+extension APIRunner {
     /// Runs until SIGTERM/SIGINT (drains first: `/readyz` answers 503 for `api.drainSeconds`).
     public static func run(
         configuration c: VolleyConfiguration, logger: Logger,
         onListening: @escaping @Sendable (Int) async -> Void = { _ in }
     ) async throws {
         for warning in c.warnings { logger.warning("\(warning)") }
-        let server = try server(configuration: c, logger: logger)
+        let server = try APIRunner.server(configuration: c, logger: logger)
         logger.info("volley api listening on \(c.api.host):\(c.api.port)")
         try await server.run(
             onListening: onListening, services: operations(configuration: c, server: server, logger: logger))
+    }
+}
+
+extension APIKeyStore {
+    /// Key administration on the API-key records in Redis (`volley keys`), under the store prefix.
+    public convenience init(client: RedisClient, prefix: String = "volley") {
+        self.init(registry: RedisAPIKeyRegistry(client: client, prefix: prefix))
     }
 }

@@ -10,9 +10,9 @@ public struct APISettings: Sendable, Hashable {
     public var port: Int = 8080
     public var maxBodyBytes: Int = 1 << 20
     public var drainSeconds: Double = 5
+    /// `api.redisConnections`: blocking Redis connections, each on its own serial queue, for the calls off the hot
+    /// path (devices, job status and events). Credentials and job submissions use each event loop's own connection.
     public var redisConnections: Int = 16
-    /// `api.redisPipelines`: auto-pipelined connections for the hot path's script calls (0: the pool).
-    public var redisPipelines: Int = 1
     /// `api.keyCacheSeconds`: how long a process uses an API key's record before reading it again (0: every request).
     public var keyCacheSeconds: Double = 5
     /// `api.tls.certFile` / `api.tls.keyFile`: both or neither.
@@ -28,20 +28,26 @@ public struct APISettings: Sendable, Hashable {
     public init() {}
 
     static let keys: Set<String> = [
-        "host", "port", "maxBodyBytes", "drainSeconds", "redisConnections", "redisPipelines", "keyCacheSeconds",
+        "host", "port", "maxBodyBytes", "drainSeconds", "redisConnections", "keyCacheSeconds",
+    ]
+    /// Keys that were removed, with what to do instead: named at startup rather than reported as unknown.
+    static let removed: [String: String] = [
+        "redisPipelines":
+            "removed: the API sends credential checks and job submissions on each event loop's own Redis "
+            + "connection, always; delete this key"
     ]
     static let sections: Set<String> = ["tls", "rateLimit", "userTokens"]
 
     static func read(_ s: [String: Any], _ r: inout ConfigReader) -> APISettings {
         let p = "api"
         var a = APISettings()
-        r.rejectUnknownKeys(s, known: keys.union(sections), at: p)
+        r.rejectUnknownKeys(s, known: keys.union(sections).union(removed.keys), at: p)
+        for (key, why) in removed.sorted(by: { $0.key < $1.key }) where s[key] != nil { r.problem("\(p).\(key)", why) }
         if let v = r.string(s, "host", at: p) { a.host = v }
         if let v = r.int(s, "port", at: p, range: 0...65535) { a.port = v }
         if let v = r.int(s, "maxBodyBytes", at: p, range: 1024...(64 << 20)) { a.maxBodyBytes = v }
         if let v = r.double(s, "drainSeconds", at: p, min: 0) { a.drainSeconds = v }
         if let v = r.int(s, "redisConnections", at: p, range: 1...1024) { a.redisConnections = v }
-        if let v = r.int(s, "redisPipelines", at: p, range: 0...64) { a.redisPipelines = v }
         if let v = r.double(s, "keyCacheSeconds", at: p, min: 0) {
             if v > 300 { r.problem("api.keyCacheSeconds", "at most 300 (a revoked key works this long)") }
             a.keyCacheSeconds = v
@@ -101,24 +107,18 @@ public struct APISettings: Sendable, Hashable {
 }
 
 extension VolleyConfiguration {
-    /// What `volley api` needs, from the `api`, `redis`, `worker`, `apps` and `quotas` sections.
+    /// What `volley api` needs, from the `api` and `apps` sections (the stores are wired by `APIRunner`).
     public func apiConfiguration() throws -> APIConfiguration {
-        let settings = try PipelineSettings(self)
-        var c = APIConfiguration(
-            redisEndpoint: settings.endpoint, redisOptions: settings.redisOptions, store: settings.store)
+        var c = APIConfiguration()
         c.host = api.host
         c.port = api.port
         c.maxBodyBytes = api.maxBodyBytes
         c.drainSeconds = api.drainSeconds
-        c.redisConnections = api.redisConnections
-        c.redisPipelines = api.redisPipelines
         c.keyCacheSeconds = api.keyCacheSeconds
         c.rateLimit = .init(requestsPerSecond: api.requestsPerSecond, burst: api.burst)
         c.userTokenKeys = api.userTokenKeys
         c.userTokenMaxTTLSeconds = api.userTokenMaxTTLSeconds
         c.apps = Dictionary(apps.map { ($0.name, $0.orgs) }, uniquingKeysWith: { a, _ in a })
-        c.quotaDefaults = QuotaLimits(ios: quotas.ios, android: quotas.android)
-        c.quotaOverrides = quotas.orgs.mapValues { ($0.ios, $0.android) }
         return c
     }
 }

@@ -194,8 +194,9 @@ extension VolleyConfiguration {
         "inbox": ["maxCount", "maxAgeSeconds"],
         "log": ["level", "format"],
         "metrics": ["enabled", "host", "port"],
+        // `redisPipelines` was removed; its environment override is still read so that it stops startup by name.
         "api": [
-            "host", "port", "maxBodyBytes", "drainSeconds", "redisConnections", "redisPipelines", "keyCacheSeconds",
+            "host", "port", "maxBodyBytes", "drainSeconds", "redisConnections", "keyCacheSeconds", "redisPipelines",
         ],
     ]
     static let appSchema: [String: [String]] = [

@@ -1,13 +1,15 @@
 import Foundation
+import HTTPTypes
+import Hummingbird
+import HummingbirdTesting
 import Logging
 import Testing
+import VolleyConnect
 import VolleyCore
-import VolleyRedis
-import VolleyStore
-import VolleyTestSupport
+import VolleyTestDoubles
 import VolleyTestTags
 
-@testable import VolleyConnect
+@testable import VolleyAPI
 
 /// Job ids job-1, job-2, … in call order.
 private final class IDs: @unchecked Sendable {
@@ -21,55 +23,92 @@ private final class IDs: @unchecked Sendable {
     }
 }
 
-/// The service on a real redis-server: jobs land on the job stream, the inbox and settings live in Redis.
+/// The Salesforce-compatible routes of the API's router on in-memory stores: jobs land on an in-memory job stream,
+/// the inbox and settings live in memory. A `ConnectCaller` stands for the credential that decides it: an admin key
+/// of its org, or a user token of its org, user and app.
 private final class Harness: @unchecked Sendable {
-    let fx: RedisServerFixture
     let clock = ManualClock(Date(timeIntervalSince1970: 1_800_000_000))
-    let types: RedisNotificationTypeStore
-    let inbox: RedisInboxStore
-    let producer: JobProducer
+    let types = InMemoryNotificationTypes()
+    let inbox = InMemoryInbox()
+    let stream = InMemoryJobs()
+    let credentials: InMemoryCredentialStore
     let service: ConnectService
+    let server: APIServer
+    private let lock = NSLock()
+    private var adminKeys: [OrgID: String] = [:]
 
     init(apps: [OrgID: [AppName]] = ["o1": ["sales", "field"], "o2": ["other"]]) throws {
-        fx = try RedisServerFixture()
-        types = RedisNotificationTypeStore(client: fx.client())
-        inbox = RedisInboxStore(client: fx.client(), clock: clock)
-        producer = JobProducer(client: fx.client())
         let ids = IDs()
+        credentials = InMemoryCredentialStore(clock: clock)
         service = ConnectService(
-            types: types, inbox: inbox, jobs: LockedJobWriter(producer: JobProducer(client: fx.client())),
+            types: types, inbox: inbox, jobs: stream,
             options: ConnectService.Options(apps: { apps[$0] }, newJobID: { ids.next() }, clock: clock),
             logger: Logger(label: "test"))
+        var configuration = APIConfiguration()
+        configuration.rateLimit = .init(requestsPerSecond: 0, burst: 1)
+        configuration.userTokenKeys = [UserTokenKey(id: "k1", secret: Array(repeating: 1, count: 32))]
+        server = APIServer(
+            configuration: configuration,
+            stores: APIServer.Stores(
+                credentials: credentials, jobs: stream, jobStatus: stream, devices: InMemoryDevices(), types: types,
+                quota: InMemoryQuota(clock: clock)),
+            openAPIDocument: "", logger: Logger(label: "test"), connect: service)
     }
 
-    func stop() { fx.stop() }
+    func stop() {}
 
+    /// The bearer credential `caller` stands for.
+    func credential(_ caller: ConnectCaller) throws -> String {
+        if let user = caller.user {
+            return try server.signer.sign(
+                UserTokenClaims(org: caller.org, user: user, app: AppName(caller.app ?? ""), exp: 4_000_000_000))
+        }
+        return try lock.withLock {
+            if let key = adminKeys[caller.org] { return key }
+            let key = try APIKeyStore(registry: credentials).create(org: caller.org, role: .admin, name: nil).key
+            adminKeys[caller.org] = key
+            return key
+        }
+    }
+
+    /// `method` on `/services/data/v60.0` + `path` through the router; a request that cannot be made is recorded as
+    /// an issue and answers status 0.
     func call(
         _ method: String, _ path: String, query: [String: String] = [:], body: String = "",
         caller: ConnectCaller
-    ) -> ConnectResponse {
-        service.handle(
-            ConnectRequest(
-                method: method, path: path,
-                query: query.sorted { $0.key < $1.key }.map { ConnectQueryItem(name: $0.key, value: $0.value) },
-                body: Data(body.utf8)),
-            caller: caller)
+    ) async -> ConnectResponse {
+        do {
+            let token = try credential(caller)
+            let safe = CharacterSet.alphanumerics.union(CharacterSet(charactersIn: "-._~:"))
+            func encode(_ s: String) -> String { s.addingPercentEncoding(withAllowedCharacters: safe) ?? s }
+            let items = query.sorted { $0.key < $1.key }.map { "\(encode($0.key))=\(encode($0.value))" }
+            let uri =
+                "/services/data/v60.0" + path.replacingOccurrences(of: " ", with: "%20")
+                + (items.isEmpty ? "" : "?" + items.joined(separator: "&"))
+            let requestMethod = try #require(HTTPRequest.Method(method.uppercased()))
+            let app = Application(router: server.router())
+            return try await app.test(.router) { client in
+                try await client.execute(
+                    uri: uri, method: requestMethod, headers: [.authorization: "Bearer \(token)"],
+                    body: body.isEmpty ? nil : ByteBuffer(string: body)
+                ) { response in
+                    ConnectResponse(status: Int(response.status.code), body: Data(buffer: response.body))
+                }
+            }
+        } catch {
+            Issue.record(error)
+            return ConnectResponse(status: 0, body: Data())
+        }
     }
 
     /// Jobs on the stream, in order.
-    func jobs() throws -> [PushJob] {
-        let r = try fx.client().checked(["XRANGE", producer.store.jobStream, "-", "+"])
-        return try (r.array ?? []).map { e in
-            let json = try #require(e.array?[1].fieldPairs.first { $0.0 == "job" }?.1)
-            return try JSONDecoder().decode(PushJob.self, from: Data(json.utf8))
-        }
-    }
+    func jobs() throws -> [PushJob] { stream.jobs() }
 
     /// What the worker would store for a job of `type` to `users`.
     func deliver(_ id: String, type: String?, title: String = "Title", to users: [UserID], org: OrgID = "o1")
         throws
     {
-        try inbox.deliver(
+        inbox.deliver(
             org: org,
             content: InboxContent(
                 id: id, type: type, title: title, body: "Body of \(id)", target: "001X", targetPageRef: nil,
@@ -90,12 +129,12 @@ private let action = "/actions/standard/customNotificationAction"
 private let backend = ConnectCaller(org: "o1")
 private let alice = ConnectCaller(org: "o1", user: "alice", app: "sales")
 
-@Test(.tags(.integration)) func customNotificationActionWritesOneJobPerValidInput() throws {
+@Test(.tags(.unit)) func customNotificationActionWritesOneJobPerValidInput() async throws {
     let h = try Harness()
     defer { h.stop() }
-    try h.types.setType(org: "o1", NotificationType(id: "0ML1", name: "Deal won"))
-    try h.types.setType(org: "o2", NotificationType(id: "0ML2", name: "Other org's"))
-    let r = h.call(
+    try await h.types.setType(org: "o1", NotificationType(id: "0ML1", name: "Deal won"))
+    try await h.types.setType(org: "o2", NotificationType(id: "0ML2", name: "Other org's"))
+    let r = await h.call(
         "POST", action,
         body: """
             {"inputs": [
@@ -120,20 +159,20 @@ private let alice = ConnectCaller(org: "o1", user: "alice", app: "sales")
     #expect(job.notification.type == "0ML1" && job.notification.title == "Won" && job.notification.targetId == "006X")
 
     // The describe lists the inputs.
-    let d = try dict(h.call("GET", action, caller: backend))
+    let d = try dict(await h.call("GET", action, caller: backend))
     let names = try #require(d["inputs"] as? [[String: Any]]).compactMap { $0["name"] as? String }
     #expect(names.contains("customNotifTypeId") && names.contains("targetPageRef"))
-    #expect(h.call("DELETE", action, caller: backend).status == 405)
+    #expect(await h.call("DELETE", action, caller: backend).status == 405)
     // Nothing is written for a malformed body.
-    #expect(h.call("POST", action, body: "{\"inputs\": 3}", caller: backend).status == 400)
+    #expect(await h.call("POST", action, body: "{\"inputs\": 3}", caller: backend).status == 400)
     #expect(try h.jobs().count == 1)
 }
 
-@Test(.tags(.integration)) func connectPushAnswers202WithTheJobAndStaysInItsOrg() throws {
+@Test(.tags(.unit)) func connectPushAnswers202WithTheJobAndStaysInItsOrg() async throws {
     let h = try Harness()
     defer { h.stop() }
     let path = "/connect/notifications/push"
-    let r = h.call(
+    let r = await h.call(
         "POST", path,
         body: #"{"appName": "field", "userIds": ["alice"], "payload": "{ 'aps':{ 'alert': 'test' } }"}"#,
         caller: backend)
@@ -142,20 +181,20 @@ private let alice = ConnectCaller(org: "o1", user: "alice", app: "sales")
     let job = try #require(try h.jobs().first)
     #expect(job.app == "field" && job.org == "o1" && job.apns?["aps"]?["alert"] == .string("test"))
     // Org o1 cannot push through o2's app: it does not exist for o1.
-    let foreign = h.call(
+    let foreign = await h.call(
         "POST", path, body: #"{"appName": "other", "userIds": ["alice"], "payload": "{'a': 1}"}"#, caller: backend)
     #expect(try foreign.status == 404 && (try errorCode(foreign)) == "NOT_FOUND")
-    let bad = h.call("POST", path, body: #"{"appName": "field", "userIds": ["alice"]}"#, caller: backend)
+    let bad = await h.call("POST", path, body: #"{"appName": "field", "userIds": ["alice"]}"#, caller: backend)
     #expect(bad.status == 400)
     #expect(try h.jobs().count == 1)
 }
 
-@Test(.tags(.integration)) func notificationsListReadMarkAndCountForTheContextUser() throws {
+@Test(.tags(.unit)) func notificationsListReadMarkAndCountForTheContextUser() async throws {
     let h = try Harness()
     defer { h.stop() }
-    try h.types.setType(org: "o1", NotificationType(id: "T", name: "Shown"))
-    try h.types.setType(org: "o1", NotificationType(id: "H", name: "Hidden for sales"))
-    try h.types.setSetting(org: "o1", app: "sales", typeID: "H", enabled: false, pushEnabled: nil)
+    try await h.types.setType(org: "o1", NotificationType(id: "T", name: "Shown"))
+    try await h.types.setType(org: "o1", NotificationType(id: "H", name: "Hidden for sales"))
+    try await h.types.setSetting(org: "o1", app: "sales", typeID: "H", enabled: false, pushEnabled: nil)
     for i in 1...4 {
         h.clock.advance(by: 10)
         try h.deliver("n\(i)", type: i == 3 ? "H" : "T", title: String(repeating: "x", count: 130), to: ["alice"])
@@ -165,147 +204,150 @@ private let alice = ConnectCaller(org: "o1", user: "alice", app: "sales")
     try h.deliver("o2-n", type: "T", to: ["alice"], org: "o2")
 
     // Newest first, hidden type left out, trimmed by default.
-    var r = h.call("GET", "/connect/notifications", caller: alice)
+    var r = await h.call("GET", "/connect/notifications", caller: alice)
     #expect(r.status == 200)
     #expect(try ids(r) == ["plain", "n4", "n2", "n1"])
     let first = try #require(try dict(r)["notifications"] as? [[String: Any]])[1]
     #expect((first["messageTitle"] as? String)?.count == 120)
     #expect(first["recipientId"] as? String == "alice" && first["organizationId"] as? String == "o1")
-    r = h.call("GET", "/connect/notifications", query: ["size": "2", "trimMessages": "false"], caller: alice)
+    r = await h.call("GET", "/connect/notifications", query: ["size": "2", "trimMessages": "false"], caller: alice)
     #expect(try ids(r) == ["plain", "n4"])
     // Paging with before skips past the hidden one.
-    r = h.call(
+    r = await h.call(
         "GET", "/connect/notifications", query: ["size": "1", "before": "2027-01-15T08:00:40.000Z"], caller: alice)
     #expect(try ids(r) == ["n2"])
-    r = h.call("GET", "/connect/notifications", query: ["after": "2027-01-15T08:00:30Z"], caller: alice)
+    r = await h.call("GET", "/connect/notifications", query: ["after": "2027-01-15T08:00:30Z"], caller: alice)
     #expect(try ids(r) == ["plain", "n4"])
-    #expect(h.call("GET", "/connect/notifications", query: ["size": "0"], caller: alice).status == 400)
+    #expect(await h.call("GET", "/connect/notifications", query: ["size": "0"], caller: alice).status == 400)
 
     // One notification; the other org's id and the hidden type's id answer 404.
-    r = h.call("GET", "/connect/notifications/n4", query: ["trimMessages": "false"], caller: alice)
+    r = await h.call("GET", "/connect/notifications/n4", query: ["trimMessages": "false"], caller: alice)
     #expect(try r.status == 200 && (try dict(r)["messageTitle"] as? String)?.count == 130)
-    #expect(h.call("GET", "/connect/notifications/o2-n", caller: alice).status == 404)
-    #expect(h.call("GET", "/connect/notifications/n3", caller: alice).status == 404)
-    #expect(h.call("GET", "/connect/notifications/n4", caller: ConnectCaller(org: "o2", user: "alice")).status == 404)
+    #expect(await h.call("GET", "/connect/notifications/o2-n", caller: alice).status == 404)
+    #expect(await h.call("GET", "/connect/notifications/n3", caller: alice).status == 404)
+    #expect(
+        await h.call("GET", "/connect/notifications/n4", caller: ConnectCaller(org: "o2", user: "alice", app: "other"))
+            .status == 404)
 
     // The hidden type is not counted either.
-    var status = try dict(h.call("GET", "/connect/notifications/status", caller: alice))
+    var status = try dict(await h.call("GET", "/connect/notifications/status", caller: alice))
     #expect(status["unreadCount"] as? Int == 4 && status["unseenCount"] as? Int == 4)
     #expect(status["lastActivity"] as? String == "2027-01-15T08:00:50.000Z")
 
     // Mark one read (booleans as strings): it is also seen.
-    r = h.call("PATCH", "/connect/notifications/n4", body: #"{"read": "true"}"#, caller: alice)
+    r = await h.call("PATCH", "/connect/notifications/n4", body: #"{"read": "true"}"#, caller: alice)
     #expect(r.status == 200)
     #expect(try dict(r)["read"] as? Bool == true && (try dict(r)["seen"] as? Bool) == true)
-    #expect(h.call("PATCH", "/connect/notifications/o2-n", body: #"{"read": true}"#, caller: alice).status == 404)
+    #expect(await h.call("PATCH", "/connect/notifications/o2-n", body: #"{"read": true}"#, caller: alice).status == 404)
     #expect(
-        h.call("PATCH", "/connect/notifications/n4", body: #"{"read": true, "seen": false}"#, caller: alice).status
+        await h.call("PATCH", "/connect/notifications/n4", body: #"{"read": true, "seen": false}"#, caller: alice)
+            .status
             == 400)
     // Mark by ids, then everything before a date as seen.
-    r = h.call(
+    r = await h.call(
         "PATCH", "/connect/notifications", body: #"{"notificationIds": ["n1", "n2", "o2-n"], "read": true}"#,
         caller: alice)
     #expect(try r.status == 200 && (try ids(r)) == ["n2", "n1"])
-    status = try dict(h.call("GET", "/connect/notifications/status", caller: alice))
+    status = try dict(await h.call("GET", "/connect/notifications/status", caller: alice))
     #expect(status["unreadCount"] as? Int == 1 && status["unseenCount"] as? Int == 1)
-    r = h.call("PATCH", "/connect/notifications", body: #"{"seen": "true"}"#, caller: alice)
+    r = await h.call("PATCH", "/connect/notifications", body: #"{"seen": "true"}"#, caller: alice)
     #expect(r.status == 200)
-    status = try dict(h.call("GET", "/connect/notifications/status", caller: alice))
+    status = try dict(await h.call("GET", "/connect/notifications/status", caller: alice))
     #expect(status["unreadCount"] as? Int == 1 && status["unseenCount"] as? Int == 0)
     #expect(status["oldestUnread"] as? String == "2027-01-15T08:00:50.000Z")
     // With the type shown again, its notification counts (unread, but seen by the PATCH before now).
-    try h.types.resetSetting(org: "o1", app: "sales", typeID: "H")
-    status = try dict(h.call("GET", "/connect/notifications/status", caller: alice))
+    try await h.types.resetSetting(org: "o1", app: "sales", typeID: "H")
+    status = try dict(await h.call("GET", "/connect/notifications/status", caller: alice))
     #expect(status["unreadCount"] as? Int == 2 && status["unseenCount"] as? Int == 0)
     #expect(status["oldestUnread"] as? String == "2027-01-15T08:00:30.000Z")
     // The other org's inbox is untouched.
     let other = ConnectCaller(org: "o2", user: "alice", app: "other")
-    #expect(try dict(h.call("GET", "/connect/notifications/status", caller: other))["unseenCount"] as? Int == 1)
+    #expect(try dict(await h.call("GET", "/connect/notifications/status", caller: other))["unseenCount"] as? Int == 1)
     // Without a context user, the resources refuse.
-    #expect(h.call("GET", "/connect/notifications", caller: backend).status == 403)
+    #expect(await h.call("GET", "/connect/notifications", caller: backend).status == 403)
 }
 
-@Test(.tags(.integration)) func appAndOrgSettingsDefaultSetAndReset() throws {
+@Test(.tags(.unit)) func appAndOrgSettingsDefaultSetAndReset() async throws {
     let h = try Harness()
     defer { h.stop() }
-    try h.types.setType(org: "o1", NotificationType(id: "T", name: "Deal won", mobile: true, desktop: false))
-    try h.types.setType(org: "o2", NotificationType(id: "X", name: "Other org's"))
+    try await h.types.setType(org: "o1", NotificationType(id: "T", name: "Deal won", mobile: true, desktop: false))
+    try await h.types.setType(org: "o2", NotificationType(id: "X", name: "Other org's"))
     let one = "/connect/notifications/app-settings/organization/T"
 
-    var r = h.call("GET", "/connect/notifications/app-settings/organization", caller: alice)
+    var r = await h.call("GET", "/connect/notifications/app-settings/organization", caller: alice)
     var list = try #require(try dict(r)["notificationAppSettings"] as? [[String: Any]])
     #expect(list.count == 1)
     #expect(list[0]["enabled"] as? Bool == true && list[0]["pushEnabled"] as? Bool == true)
     #expect(list[0]["applicationId"] as? String == "sales" && list[0]["notificationLabel"] as? String == "Deal won")
     #expect(list[0]["applicationNamespace"] is NSNull)
 
-    r = h.call("POST", one, body: #"{"enabled": "false"}"#, caller: alice)
+    // Changing settings takes an admin key, which names the app; the app's user may not.
+    #expect(await h.call("POST", one, body: #"{"enabled": "false"}"#, caller: alice).status == 403)
+    r = await h.call("POST", one, body: #"{"enabled": "false", "applicationId": "sales"}"#, caller: backend)
     #expect(try r.status == 200 && (try dict(r)["enabled"] as? Bool) == false)
     #expect(try !(try h.types.policy(org: "o1", app: "sales", typeID: "T").storesInbox))
     // Another app's setting is separate; an app of another org is 404; without an app, 400.
-    r = h.call("GET", one, query: ["applicationId": "field"], caller: alice)
+    r = await h.call("GET", one, query: ["applicationId": "field"], caller: alice)
     list = try #require(try dict(r)["notificationAppSettings"] as? [[String: Any]])
     #expect(list.first?["enabled"] as? Bool == true)
-    #expect(h.call("GET", one, query: ["applicationId": "other"], caller: alice).status == 404)
-    #expect(h.call("GET", one, caller: backend).status == 400)
-    #expect(h.call("GET", "/connect/notifications/app-settings/organization/X", caller: alice).status == 404)
-    #expect(h.call("POST", one, body: #"{"enabeld": false}"#, caller: alice).status == 400)
+    #expect(await h.call("GET", one, query: ["applicationId": "other"], caller: alice).status == 404)
+    #expect(await h.call("GET", one, caller: backend).status == 400)
+    #expect(await h.call("GET", "/connect/notifications/app-settings/organization/X", caller: alice).status == 404)
+    #expect(await h.call("POST", one, body: #"{"enabeld": false}"#, caller: backend).status == 400)
 
-    r = h.call("DELETE", one, caller: alice)
+    r = await h.call("DELETE", one, query: ["applicationId": "sales"], caller: backend)
     #expect(r.status == 204 && r.body.isEmpty)
     #expect(try h.types.policy(org: "o1", app: "sales", typeID: "T").sendsPush)
 
     // Org settings: defaults from the type; mobile off keeps the tray but stops the push.
     let setting = "/connect/notifications/settings/organization/T"
-    var s = try dict(h.call("GET", setting, caller: backend))
+    var s = try dict(await h.call("GET", setting, caller: backend))
     #expect(s["mobileEnabled"] as? Bool == true && s["desktopEnabled"] as? Bool == false)
     #expect(s["emailEnabled"] as? Bool == false && s["slackEnabled"] as? Bool == false)
-    r = h.call("POST", setting, body: #"{"mobileEnabled": "false", "emailEnabled": true}"#, caller: backend)
+    r = await h.call("POST", setting, body: #"{"mobileEnabled": "false", "emailEnabled": true}"#, caller: backend)
     s = try dict(r)
     #expect(r.status == 200 && s["mobileEnabled"] as? Bool == false && s["emailEnabled"] as? Bool == true)
     let policy = try h.types.policy(org: "o1", app: "sales", typeID: "T")
     #expect(policy.storesInbox && !policy.sendsPush)
-    let push = try dict(h.call("GET", one, caller: alice))["notificationAppSettings"] as? [[String: Any]]
+    let push = try dict(await h.call("GET", one, caller: alice))["notificationAppSettings"] as? [[String: Any]]
     #expect(push?.first?["pushEnabled"] as? Bool == false)
     // A channel the type lacks can't be turned on; the type may be named by its API name (path percent-decoded).
     #expect(
-        h.call("POST", "/connect/notifications/settings/organization/Deal%20won", body: "{}", caller: backend)
+        await h.call("POST", "/connect/notifications/settings/organization/Deal%20won", body: "{}", caller: backend)
             .status == 400)
-    #expect(h.call("GET", "/connect/notifications/settings/organization/Nope", caller: backend).status == 404)
-    r = h.call(
+    #expect(await h.call("GET", "/connect/notifications/settings/organization/Nope", caller: backend).status == 404)
+    r = await h.call(
         "POST", "/connect/notifications/settings/organization/Deal won", body: #"{"desktopEnabled": true}"#,
         caller: backend)
     let message = (try json(r) as? [[String: String]])?.first?["message"]
     #expect(r.status == 400 && message?.hasPrefix("desktopEnabled:") == true)
-    let all = try dict(h.call("GET", "/connect/notifications/settings/organization", caller: backend))
+    let all = try dict(await h.call("GET", "/connect/notifications/settings/organization", caller: backend))
     #expect((all["notificationSettings"] as? [[String: Any]])?.count == 1)
-    #expect(h.call("DELETE", setting, caller: backend).status == 204)
+    #expect(await h.call("DELETE", setting, caller: backend).status == 204)
     #expect(try h.types.policy(org: "o1", app: "sales", typeID: "T").sendsPush)
     // Another org's type is 404.
     #expect(
-        h.call("GET", "/connect/notifications/settings/organization/T", caller: ConnectCaller(org: "o2")).status
+        await h.call("GET", "/connect/notifications/settings/organization/T", caller: ConnectCaller(org: "o2")).status
             == 404)
 }
 
-@Test(.tags(.integration)) func unknownResourcesAndMethodsAnswerInSalesforceShape() throws {
+@Test(.tags(.unit)) func unknownResourcesAndMethodsAnswerInSalesforceShape() async throws {
     let h = try Harness()
     defer { h.stop() }
-    let r = h.call("GET", "/connect/nothing", caller: alice)
+    let r = await h.call("GET", "/connect/nothing", caller: alice)
     #expect(try r.status == 404 && (try errorCode(r)) == "NOT_FOUND")
-    let m = h.call("PUT", "/connect/notifications", caller: alice)
+    let m = await h.call("PUT", "/connect/notifications", caller: alice)
     #expect(try m.status == 405 && (try errorCode(m)) == "METHOD_NOT_ALLOWED")
 }
 
-@Test(.tags(.integration)) func concurrentRequestsShareTheStoresSafely() async throws {
+@Test(.tags(.unit)) func concurrentRequestsShareTheStoresSafely() async throws {
     let h = try Harness()
     defer { h.stop() }
-    let body = Data(#"{"appName": "sales", "userIds": ["alice"], "payload": "{'aps': {'alert': 'hi'}}"}"#.utf8)
+    let body = #"{"appName": "sales", "userIds": ["alice"], "payload": "{'aps': {'alert': 'hi'}}"}"#
     let statuses = await withTaskGroup(of: Int.self) { group in
         for _ in 0..<40 {
             group.addTask {
-                await h.service.respond(
-                    to: ConnectRequest(method: "post", path: "/connect/notifications/push", body: body), caller: backend
-                ).status
+                await h.call("POST", "/connect/notifications/push", body: body, caller: backend).status
             }
         }
         var out: [Int] = []
@@ -317,34 +359,35 @@ private let alice = ConnectCaller(org: "o1", user: "alice", app: "sales")
     #expect(jobs.count == 40 && Set(jobs.compactMap(\.id)).count == 40)
 }
 
-@Test(.tags(.integration)) func headAndPercentEncodedSegmentsRouteLikeGet() throws {
+@Test(.tags(.unit)) func headAndPercentEncodedSegmentsRouteLikeGet() async throws {
     let h = try Harness()
     defer { h.stop() }
-    try h.types.setType(org: "o1", NotificationType(id: "A B", name: "Spaced"))
-    let r = h.call("HEAD", "/connect/notifications/settings/organization/A%20B", caller: backend)
-    #expect(r.status == 200)
+    try await h.types.setType(org: "o1", NotificationType(id: "A B", name: "Spaced"))
+    let head = await h.call("HEAD", "/connect/notifications/settings/organization/A%20B", caller: backend)
+    #expect(head.status == 200)
+    let r = await h.call("GET", "/connect/notifications/settings/organization/A%20B", caller: backend)
     #expect(try dict(r)["notificationTypeOrId"] as? String == "A B")
-    #expect(h.call("HEAD", "/connect/notifications/push", caller: backend).status == 405)
+    #expect(await h.call("HEAD", "/connect/notifications/push", caller: backend).status == 405)
 }
 
-/// The resource table the API's document is checked against says what `handle` routes: each listed method reaches
-/// its resource (never the unknown-resource 404 or a 405), and every other method on it answers 405.
-@Test(.tags(.integration)) func resourceTableMatchesTheRouting() throws {
+/// The resource table the router is built from and the API's document is checked against: each listed method
+/// reaches its resource (never the unknown-resource 404 or a 405), and every other method on it answers 405.
+@Test(.tags(.unit)) func resourceTableMatchesTheRouting() async throws {
     let h = try Harness()
     defer { h.stop() }
     let unknown = ConnectError.notFound().response
-    for resource in ConnectService.resources {
+    for resource in APIServer.connectResources {
         let path = resource.path.replacingOccurrences(
-            of: #"\{[A-Za-z]+\}"#, with: "missing-id", options: .regularExpression)
+            of: #":[A-Za-z]+"#, with: "missing-id", options: String.CompareOptions.regularExpression)
+        let methods = APIServer.methods(of: resource).map { $0.rawValue.uppercased() }
         for method in ["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE"] {
-            let listed = resource.methods.contains(method) || (method == "HEAD" && resource.methods.contains("GET"))
-            let r = h.call(method, path, caller: alice)
-            if listed {
+            let r = await h.call(method, path, caller: backend)
+            if methods.contains(method) {
                 #expect(r.status != 405 && r != unknown, "\(method) \(resource.path): \(r.status)")
             } else {
                 #expect(r.status == 405, "\(method) \(resource.path) should not be routed: \(r.status)")
             }
         }
     }
-    #expect(h.call("GET", "/connect/notifications/missing-id/more", caller: alice) == unknown)
+    #expect(await h.call("GET", "/connect/notifications/missing-id/more", caller: alice) == unknown)
 }

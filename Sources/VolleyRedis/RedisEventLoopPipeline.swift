@@ -2,7 +2,6 @@ import Foundation
 import Logging
 import NIOCore
 import NIOPosix
-import VolleyRedis
 
 /// Redis calls made on NIO's event loops, each written to a connection owned by the calling event loop and answered
 /// there: a request that runs on an event loop (as `volley api`'s do) reaches Redis and gets its reply without
@@ -11,14 +10,15 @@ import VolleyRedis
 ///
 /// Every connection's state lives on its event loop. A broken connection fails the calls it carried (the caller sees
 /// a `RedisError`, which the API answers with 503) and the next call opens a new one. A call whose reply takes
-/// longer than the command timeout closes its connection, failing every call on it.
-final class RedisEventLoopPipeline: Sendable {
+/// longer than the command timeout closes its connection, failing every call on it. Scripts run by EVALSHA; the
+/// connection's handler answers Redis's NOSCRIPT (after a restart or SCRIPT FLUSH) by running the script with EVAL,
+/// which also loads it again, and that is the only place NOSCRIPT is handled.
+public final class RedisEventLoopPipeline: Sendable {
     private let lanes: [ObjectIdentifier: [Lane]]
     private let all: [Lane]
-    private let shas = ScriptSHAs()
 
-    /// `connections` per event loop of `group`.
-    init(
+    /// `connections` per event loop of `group`. Nothing connects until the first call.
+    public init(
         group: MultiThreadedEventLoopGroup, connections: Int, endpoint: RedisEndpoint,
         options: RedisClient.Options, logger: Logger
     ) {
@@ -35,19 +35,28 @@ final class RedisEventLoopPipeline: Sendable {
         self.all = all
     }
 
-    /// Runs `script` (EVALSHA; EVAL when Redis does not have it yet).
-    func eval(_ script: RedisScript, keys: [String], args: [String]) async throws -> RedisReply {
-        let sha = shas.sha1(of: script)
-        let reply = try await send(RedisCommand(["EVALSHA", sha, String(keys.count)] + keys + args))
-        if let e = reply.errorMessage, e.hasPrefix("NOSCRIPT") {
-            // Redis restarted or its scripts were flushed: EVAL runs the script and caches it again.
-            return try await send(RedisCommand(["EVAL", script.source, String(keys.count)] + keys + args))
-        }
-        return reply
+    /// Runs `script` (EVALSHA; EVAL when Redis does not have it).
+    public func eval(_ script: RedisScript, keys: [String], args: [String]) async throws -> RedisReply {
+        var command = RedisCommand()
+        // One allocation for the whole command: each argument's bytes plus room for its `$<length>\r\n…\r\n`.
+        var bytes = 64 + script.sha1.utf8.count
+        for key in keys { bytes += key.utf8.count + 16 }
+        for arg in args { bytes += arg.utf8.count + 16 }
+        command.reserveCapacity(bytes)
+        command.append("EVALSHA")
+        command.append(script.sha1)
+        RedisCommand.decimal(keys.count) { command.append(bytes: $0) }
+        for key in keys { command.append(key) }
+        for arg in args { command.append(arg) }
+        return try await send(RedisCall.Script(script: script, keys: keys, args: args), command)
     }
 
     /// Sends one command on a connection of the calling event loop (any loop's when called from elsewhere).
-    func send(_ command: RedisCommand) async throws -> RedisReply {
+    public func send(_ command: RedisCommand) async throws -> RedisReply {
+        try await send(nil, command)
+    }
+
+    private func send(_ script: RedisCall.Script?, _ command: RedisCommand) async throws -> RedisReply {
         let lane: Lane
         if let loop = MultiThreadedEventLoopGroup.currentEventLoop, let own = lanes[ObjectIdentifier(loop)] {
             lane = own.count == 1 ? own[0] : own[Int.random(in: 0..<own.count)]
@@ -55,10 +64,11 @@ final class RedisEventLoopPipeline: Sendable {
             lane = all[Int.random(in: 0..<all.count)]
         }
         let promise = lane.eventLoop.makePromise(of: RedisReply.self)
+        let call = RedisCall(command: command, promise: promise, script: script)
         if lane.eventLoop.inEventLoop {
-            lane.send(command, promise)
+            lane.send(call)
         } else {
-            lane.eventLoop.execute { lane.send(command, promise) }
+            lane.eventLoop.execute { lane.send(call) }
         }
         return try await promise.futureResult.get()
     }
@@ -83,14 +93,14 @@ private final class Lane: @unchecked Sendable {
         self.logger = logger
     }
 
-    func send(_ command: RedisCommand, _ promise: EventLoopPromise<RedisReply>) {
+    func send(_ call: RedisCall) {
         eventLoop.preconditionInEventLoop()
         guard let channel else {
-            waiting.append(RedisCall(command: command, promise: promise))
+            waiting.append(call)
             connect()
             return
         }
-        write(RedisCall(command: command, promise: promise), on: channel)
+        write(call, on: channel)
     }
 
     private func write(_ call: RedisCall, on channel: any Channel) {
@@ -154,7 +164,7 @@ private final class Lane: @unchecked Sendable {
                     }
                 if let message { self.logger.error("Redis \(what) failed: \(message)") }
             }
-            out.append(RedisCall(command: RedisCommand(args), promise: promise))
+            out.append(RedisCall(command: RedisCommand(args), promise: promise, script: nil))
         }
         if let password = endpoint.password {
             add(["AUTH"] + (endpoint.user.map { [$0] } ?? []) + [password], "AUTH")
@@ -165,20 +175,38 @@ private final class Lane: @unchecked Sendable {
 }
 
 /// A command and where its reply goes.
-private struct RedisCall {
+struct RedisCall: Sendable {
+    /// What an EVALSHA runs, to run it with EVAL when Redis answers NOSCRIPT.
+    struct Script: Sendable {
+        var script: RedisScript
+        var keys: [String]
+        var args: [String]
+    }
+
     var command: RedisCommand
     var promise: EventLoopPromise<RedisReply>
+    var script: Script?
 }
 
 /// Writes calls as RESP and hands each reply, in order, to the call it answers. Any failure (a broken socket,
 /// bytes that are not RESP, a reply late by more than the command timeout) closes the channel and fails every call
 /// still waiting.
-private final class RedisCallHandler: ChannelDuplexHandler {
+///
+/// NOSCRIPT is decided here, once for every caller: an EVALSHA answered NOSCRIPT is written again as EVAL (which
+/// runs the script and puts it back in Redis's cache), and the call waits for that reply instead, behind the calls
+/// already written. A NOSCRIPT answer to the EVAL itself is handed to the caller as it is.
+final class RedisCallHandler: ChannelDuplexHandler {
     typealias InboundIn = ByteBuffer
     typealias OutboundIn = RedisCall
     typealias OutboundOut = ByteBuffer
 
-    private var pending = CircularBuffer<(promise: EventLoopPromise<RedisReply>, sentAt: NIODeadline)>()
+    private struct Pending {
+        var promise: EventLoopPromise<RedisReply>
+        var script: RedisCall.Script?
+        var sentAt: NIODeadline
+    }
+
+    private var pending = CircularBuffer<Pending>()
     private let reader: RedisReplyReader?
     private let timeout: TimeAmount
     private var scratch: [UInt8] = []
@@ -207,8 +235,11 @@ private final class RedisCallHandler: ChannelDuplexHandler {
     }
 
     func write(context: ChannelHandlerContext, data: NIOAny, promise: EventLoopPromise<Void>?) {
-        let call = unwrapOutboundIn(data)
-        pending.append((call.promise, .now()))
+        write(unwrapOutboundIn(data), context: context, promise: promise)
+    }
+
+    private func write(_ call: RedisCall, context: ChannelHandlerContext, promise: EventLoopPromise<Void>?) {
+        pending.append(Pending(promise: call.promise, script: call.script, sentAt: .now()))
         let buffer = call.command.withWireBytes(into: &scratch) { context.channel.allocator.buffer(bytes: $0) }
         context.write(wrapOutboundOut(buffer), promise: promise)
     }
@@ -218,12 +249,25 @@ private final class RedisCallHandler: ChannelDuplexHandler {
         do {
             guard let reader else { throw RedisError(.unexpectedReply, "no reply reader (out of memory)") }
             try buffer.withUnsafeReadableBytes { try reader.feed($0) }
+            var rewritten = false
             while let reply = try reader.next() {
                 guard let call = pending.popFirst() else {
                     throw RedisError(.unexpectedReply, "Redis sent a reply nobody asked for")
                 }
-                call.promise.succeed(reply)
+                if let script = call.script, let e = reply.errorMessage, e.hasPrefix("NOSCRIPT") {
+                    var eval = RedisCommand()
+                    eval.append("EVAL")
+                    eval.append(script.script.source)
+                    RedisCommand.decimal(script.keys.count) { eval.append(bytes: $0) }
+                    for key in script.keys { eval.append(key) }
+                    for arg in script.args { eval.append(arg) }
+                    write(RedisCall(command: eval, promise: call.promise, script: nil), context: context, promise: nil)
+                    rewritten = true
+                } else {
+                    call.promise.succeed(reply)
+                }
             }
+            if rewritten { context.flush() }
         } catch {
             failAll(error)
             context.close(promise: nil)

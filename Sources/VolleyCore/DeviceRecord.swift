@@ -1,5 +1,4 @@
 import Foundation
-import VolleyCore
 
 /// A device as stored in the registry hash (JSON).
 public struct DeviceRecord: Sendable, Hashable, Codable {
@@ -28,17 +27,6 @@ public struct DeviceRecord: Sendable, Hashable, Codable {
         Device(platform: platform, token: token, environment: environment, locale: locale, user: user)
     }
 
-    static let encoder: JSONEncoder = {
-        let e = JSONEncoder()
-        e.dateEncodingStrategy = .secondsSince1970
-        e.outputFormatting = [.sortedKeys]
-        return e
-    }()
-    static let decoder: JSONDecoder = {
-        let d = JSONDecoder()
-        d.dateDecodingStrategy = .secondsSince1970
-        return d
-    }()
 }
 
 /// One line of `volley devices import` (JSONL) or one CSV row: `org, app, user, platform, token[, environment,

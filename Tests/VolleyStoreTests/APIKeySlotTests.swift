@@ -1,9 +1,7 @@
 import Testing
 import VolleyCore
 import VolleyRedis
-import VolleyTestTags
-
-@testable import VolleyAPI
+import VolleyStore
 
 /// Each API script's keys fall in one Redis Cluster slot (a cluster refuses a script whose keys do not: CROSSSLOT).
 @Suite(.tags(.unit)) struct APIKeySlotTests {

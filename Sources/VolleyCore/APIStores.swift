@@ -1,0 +1,185 @@
+import Foundation
+
+// The stores the HTTP API and the Salesforce-compatible resources see. Handlers call these protocols only; the Redis
+// implementations live in VolleyStore, in-memory ones in VolleyTestDoubles, and the composition root picks.
+// Calls that do I/O are `async`: an implementation never blocks the caller's thread (an event loop, in `volley api`).
+
+/// A store that cannot answer right now (connection refused or lost, a timeout, an error reply). The API answers
+/// 503 with `Retry-After`; the request may be retried as it is.
+public struct StoreUnavailable: Error, Sendable, Hashable, CustomStringConvertible {
+    public var description: String
+    public init(_ description: String) { self.description = description }
+}
+
+/// The steady rate and burst of one credential's token bucket (`api.rateLimit`).
+public struct RateBucket: Sendable, Hashable {
+    /// Tokens added per second; 0 turns limiting off.
+    public var requestsPerSecond: Double
+    /// The bucket's size: requests allowed at once after a quiet period.
+    public var burst: Int
+    public init(requestsPerSecond: Double, burst: Int) {
+        self.requestsPerSecond = requestsPerSecond
+        self.burst = burst
+    }
+}
+
+/// What one admission decided: the key's stored record (when one was looked up) and how long to wait.
+public struct CredentialAdmission: Sendable, Hashable {
+    /// The API key's record as stored (JSON), when the admission looked one up; nil otherwise.
+    public var record: String?
+    /// 0: admitted; else the caller's bucket is empty and a token comes back after this many milliseconds.
+    public var retryAfterMilliseconds: Int
+    public init(record: String?, retryAfterMilliseconds: Int) {
+        self.record = record
+        self.retryAfterMilliseconds = retryAfterMilliseconds
+    }
+}
+
+/// API-key records and the rate buckets of every credential, shared by the fleet: the hot path of every request.
+public protocol CredentialStore: Sendable {
+    /// Takes one token from `subject`'s bucket and, when `keyID` is given, reads that key's record, in one round
+    /// trip. nil: `keyID` names no key (nothing was charged).
+    func admit(subject: String, keyID: String?, bucket: RateBucket) async throws -> CredentialAdmission?
+    /// Proves the store answers and runs its scripts (`/readyz`).
+    func ping() async throws
+}
+
+/// The API-key records by id, for `volley keys` (records are JSON; only the key's SHA-256 is stored, never the key).
+/// Blocking: for command-line tools, not for request handlers.
+public protocol APIKeyRegistry: Sendable {
+    func put(id: String, record: String) throws
+    /// Every record by key id.
+    func records() throws -> [String: String]
+    func record(id: String) throws -> String?
+    /// True when the key existed.
+    func remove(id: String) throws -> Bool
+}
+
+/// How a job submission ended.
+public enum JobSubmission: Sendable, Hashable {
+    /// A new job, now on the job stream at `entry`.
+    case accepted(entry: String)
+    /// The same body was accepted before under this id, at `entry`: nothing was added.
+    case replayed(entry: String)
+    /// A different body was accepted before under this id.
+    case conflict
+}
+
+/// Puts jobs on the job stream.
+public protocol JobSubmitter: Sendable {
+    /// Accepts `entry` (the job's JSON, as the worker will decode it) once per (org, job): a replay of the same
+    /// `digest` answers the first entry, another digest `conflict`. The check and the write are one step, so two
+    /// racing requests with one id never both enqueue. `createdAt` is ISO 8601.
+    func submit(
+        org: OrgID, job: JobID, app: AppName, digest: String, entry: String, createdAt: String
+    ) async throws -> JobSubmission
+    /// Adds `job` to the job stream (no idempotency record); answers the stream entry id.
+    @discardableResult
+    func enqueue(_ job: PushJob) async throws -> String
+}
+
+/// `GET /v1/jobs/{id}`: where a job is, as its stores show it.
+///
+/// - `done`: the outcome ledger holds the published report, which comes along.
+/// - `running`: the job's stream entry is pending in the worker group (read, not yet acknowledged).
+/// - `queued`: the entry is past the group's last delivered id (not read yet), or no group exists yet.
+/// - `dead-lettered`: read and acknowledged without a report; the dead letter gives the reason.
+public struct JobStatus: Sendable, Encodable {
+    public var id: String = ""
+    public var state: String
+    public var entry: String?
+    public var app: String?
+    public var createdAt: String?
+    public var report: JobReport?
+    public var reason: String?
+    public var detail: String?
+
+    public init(
+        state: String, entry: String? = nil, app: String? = nil, createdAt: String? = nil, report: JobReport? = nil,
+        reason: String? = nil, detail: String? = nil
+    ) {
+        self.state = state
+        self.entry = entry
+        self.app = app
+        self.createdAt = createdAt
+        self.report = report
+        self.reason = reason
+        self.detail = detail
+    }
+
+    /// Stream ids `ms-seq` compared numerically.
+    public static func isAfter(_ a: String, _ b: String) -> Bool {
+        func parts(_ s: String) -> (UInt64, UInt64) {
+            let p = s.split(separator: "-")
+            return (UInt64(p.first ?? "0") ?? 0, p.count > 1 ? UInt64(p[1]) ?? 0 : 0)
+        }
+        return parts(a) > parts(b)
+    }
+}
+
+/// Jobs accepted through the API: their state and their debug events.
+public protocol JobStatusReader: Sendable {
+    /// nil when `org` submitted no job `job` (or its record expired).
+    func status(org: OrgID, job: JobID) async throws -> JobStatus?
+    /// The job's debug events, oldest first; nil when `org` has no such job (an empty list: known, no events).
+    func events(org: OrgID, job: JobID) async throws -> [DebugEvent]?
+}
+
+/// The device registry as the API changes it: one user's devices in one org and app.
+public protocol DeviceStore: Sendable {
+    /// Registers (or refreshes) a device; a token registered to another user moves to this one.
+    func register(_ device: DeviceImportRecord, now: Date) async throws
+    /// Removes `user`'s token; false when the token is unknown or belongs to someone else.
+    func unregister(org: OrgID, app: AppName, user: UserID, platform: Platform, token: DeviceToken) async throws
+        -> Bool
+    /// The user's devices in `app`.
+    func devices(org: OrgID, app: AppName, user: UserID) async throws -> [DeviceRecord]
+}
+
+/// An org's custom notification types, its channel switches per type, and each app's settings per type.
+/// (The worker reads the same data through `NotificationTypeStore.policy`.)
+public protocol NotificationTypeRepository: Sendable {
+    /// Every type of `org`, by id.
+    func types(org: OrgID) async throws -> [NotificationType]
+    /// One type, nil when the org does not define it.
+    func type(org: OrgID, id: String) async throws -> NotificationType?
+    func setType(org: OrgID, _ type: NotificationType) async throws
+    func removeType(org: OrgID, id: String) async throws
+    /// The (type, app) settings of `app`, by type id.
+    func settings(org: OrgID, app: AppName) async throws -> [String: NotificationAppSetting]
+    /// Merges the (type, app) setting; nil fields keep their value.
+    func setSetting(org: OrgID, app: AppName, typeID: String, enabled: Bool?, pushEnabled: Bool?) async throws
+    /// Back to the defaults.
+    func resetSetting(org: OrgID, app: AppName, typeID: String) async throws
+    /// The org's channel switches by type id; absent types take the defaults.
+    func orgSettings(org: OrgID) async throws -> [String: NotificationOrgSetting]
+    /// Merges `change` into the type's switches and answers what is stored.
+    func setOrgSetting(org: OrgID, typeID: String, _ change: NotificationOrgSetting) async throws
+        -> NotificationOrgSetting
+    func resetOrgSetting(org: OrgID, typeID: String) async throws
+}
+
+/// One user's in-app notifications as the Notifications resources read and mark them.
+/// (The worker stores them through `InboxStore.deliver`.)
+public protocol InboxRepository: Sendable {
+    /// Newest first, at most `size`; `before` pages back, `after` keeps those newer than it.
+    func list(org: OrgID, user: UserID, size: Int, before: Date?, after: Date?) async throws -> [InboxNotification]
+    func notification(org: OrgID, user: UserID, id: String) async throws -> InboxNotification?
+    /// Counts over every notification of the user.
+    func status(org: OrgID, user: UserID) async throws -> InboxStatus
+    /// Counts over the notifications whose type `includes` takes.
+    func status(org: OrgID, user: UserID, includes: @escaping @Sendable (String?) -> Bool) async throws
+        -> InboxStatus
+    /// Answers how many notifications the mark touched.
+    @discardableResult
+    func mark(org: OrgID, user: UserID, _ mark: InboxMark) async throws -> Int
+}
+
+/// An org's hourly push quota as the API shows and charges it (test pushes).
+public protocol QuotaLedger: Sendable {
+    /// This hour's limit and use, per platform.
+    func usage(org: OrgID) async throws -> [QuotaUsage]
+    func charge(org: OrgID, platform: Platform, count: Int) async throws -> QuotaGrant
+    /// Settles this hour's charge: `delivered` stays charged, `refunded` is given back.
+    func settle(org: OrgID, platform: Platform, delivered: Int, refunded: Int) async throws
+}

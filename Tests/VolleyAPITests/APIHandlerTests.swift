@@ -1,0 +1,207 @@
+import Foundation
+import HTTPTypes
+import Hummingbird
+import HummingbirdTesting
+import Logging
+import Testing
+import VolleyConnect
+import VolleyCore
+import VolleyTestDoubles
+import VolleyTestTags
+
+@testable import VolleyAPI
+
+/// The API's router on in-memory stores: every handler and the credential checks, without Redis or a socket.
+struct InMemoryAPI {
+    let clock = ManualClock(Date(timeIntervalSince1970: 1_800_000_000))
+    let credentials: InMemoryCredentialStore
+    let jobs = InMemoryJobs()
+    let devices = InMemoryDevices()
+    let types = InMemoryNotificationTypes()
+    let inbox = InMemoryInbox()
+    let quota: InMemoryQuota
+    let outage = StoreOutageSwitch()
+    let server: APIServer
+
+    init(rate: APIConfiguration.RateLimit = .init(requestsPerSecond: 1000, burst: 1000)) {
+        credentials = InMemoryCredentialStore(clock: clock, outage: outage)
+        quota = InMemoryQuota(limits: QuotaLimits(ios: 2, android: 2), clock: clock)
+        var configuration = APIConfiguration()
+        configuration.rateLimit = rate
+        configuration.userTokenKeys = [UserTokenKey(id: "k1", secret: Array(repeating: 1, count: 32))]
+        configuration.apps = ["app1": AppOrgs(allowed: ["orgA"]), "app2": AppOrgs(allowed: nil)]
+        let connect = ConnectService(
+            types: types, inbox: inbox, jobs: jobs,
+            options: .init(apps: { $0 == "orgA" ? ["app1", "app2"] : ["app2"] }, clock: clock),
+            logger: Logger(label: "test"))
+        server = APIServer(
+            configuration: configuration,
+            stores: APIServer.Stores(
+                credentials: credentials, jobs: jobs, jobStatus: jobs, devices: devices, types: types, quota: quota),
+            openAPIDocument: OpenAPIDocument.yaml, logger: Logger(label: "test"), connect: connect)
+    }
+
+    func key(org: OrgID = "orgA", role: APIRole) throws -> String {
+        try APIKeyStore(registry: credentials).create(org: org, role: role, name: nil).key
+    }
+
+    func userToken(org: OrgID = "orgA", user: UserID = "005A", app: AppName = "app1") throws -> String {
+        try server.signer.sign(UserTokenClaims(org: org, user: user, app: app, exp: 1_900_000_000_000))
+    }
+
+    /// Runs `body` with a client of the router (no socket).
+    func test(_ body: @escaping @Sendable (any TestClientProtocol) async throws -> Void) async throws {
+        let app = Application(router: server.router())
+        try await app.test(.router) { client in try await body(client) }
+    }
+}
+
+extension TestClientProtocol {
+    /// One request with `token` as the bearer credential; answers the status, body and headers.
+    func call(
+        _ method: HTTPRequest.Method, _ uri: String, token: String? = nil, json: String? = nil,
+        headers: HTTPFields = [:]
+    ) async throws -> (status: Int, text: String, headers: HTTPFields) {
+        var h = headers
+        if let token { h[.authorization] = "Bearer \(token)" }
+        if json != nil { h[.contentType] = "application/json" }
+        return try await execute(
+            uri: uri, method: method, headers: h, body: json.map { ByteBuffer(string: $0) }
+        ) { response in
+            (Int(response.status.code), String(buffer: response.body), response.headers)
+        }
+    }
+}
+
+private func object(_ text: String) throws -> [String: Any] {
+    try #require(try JSONSerialization.jsonObject(with: Data(text.utf8)) as? [String: Any])
+}
+
+@Suite(.tags(.unit)) struct APIHandlerTests {
+    static let job = #"{"app":"app1","recipients":["005A"],"notification":{"title":"Hi","body":"There"}}"#
+
+    @Test func aJobIsAcceptedOnceAndItsReplayAnswersTheSameEntry() async throws {
+        let api = InMemoryAPI()
+        let send = try api.key(role: .send)
+        let read = try api.key(role: .read)
+        try await api.test { client async throws in
+            let first = try await client.call(
+                .post, "/v1/jobs", token: send, json: Self.job, headers: [HTTPField.Name("Idempotency-Key")!: "j-1"])
+            #expect(first.status == 202, "\(first.text)")
+            let entry = try object(first.text)["entry"] as? String
+            #expect(first.headers[.location] == "/v1/jobs/j-1")
+            let again = try await client.call(
+                .post, "/v1/jobs", token: send, json: Self.job, headers: [HTTPField.Name("Idempotency-Key")!: "j-1"])
+            #expect(again.status == 202)
+            #expect(try object(again.text)["entry"] as? String == entry)
+            #expect(again.headers[HTTPField.Name("Idempotent-Replayed")!] == "true")
+            let other = try await client.call(
+                .post, "/v1/jobs", token: send, json: Self.job.replacingOccurrences(of: "Hi", with: "Ho"),
+                headers: [HTTPField.Name("Idempotency-Key")!: "j-1"])
+            #expect(other.status == 422)
+            #expect(try object(other.text)["field"] as? String == "Idempotency-Key")
+            // A read key may look, not send.
+            #expect(try await client.call(.post, "/v1/jobs", token: read, json: Self.job).status == 403)
+            let status = try await client.call(.get, "/v1/jobs/j-1", token: read)
+            #expect(status.status == 200)
+            #expect(try object(status.text)["state"] as? String == "queued")
+            #expect(try await client.call(.get, "/v1/jobs/nope", token: read).status == 404)
+            let events = try await client.call(.get, "/v1/jobs/j-1/events", token: read)
+            #expect(try object(events.text)["events"] as? [Any] != nil)
+        }
+        let stream = api.jobs.jobs()
+        #expect(stream.count == 1)
+        #expect(stream.first?.id == "j-1" && stream.first?.org == "orgA")
+    }
+
+    @Test func credentialsAreCheckedAndChargedBeforeAnyHandler() async throws {
+        let api = InMemoryAPI(rate: .init(requestsPerSecond: 1, burst: 2))
+        let send = try api.key(role: .send)
+        try await api.test { client async throws in
+            #expect(try await client.call(.get, "/v1/types").status == 401)
+            let forged = "vk_" + String(repeating: "0", count: 16) + "_" + String(repeating: "x", count: 43)
+            #expect(try await client.call(.get, "/v1/types", token: forged).status == 401)
+            #expect(try await client.call(.get, "/v1/types", token: send).status == 200)
+            #expect(try await client.call(.get, "/v1/types", token: send).status == 200)
+            let limited = try await client.call(.get, "/v1/types", token: send)
+            #expect(limited.status == 429)
+            #expect(limited.headers[.retryAfter] == "1")
+            api.clock.advance(by: 1)
+            #expect(try await client.call(.get, "/v1/types", token: send).status == 200)
+        }
+    }
+
+    @Test func aStoreOutageAnswers503AndReadyzSaysWhy() async throws {
+        let api = InMemoryAPI()
+        let send = try api.key(role: .send)
+        try await api.test { client async throws in
+            #expect(try await client.call(.get, "/readyz").status == 200)
+            api.outage.isOn = true
+            let down = try await client.call(.post, "/v1/jobs", token: send, json: Self.job)
+            #expect(down.status == 503)
+            #expect(down.headers[.retryAfter] == "1")
+            #expect(try await client.call(.get, "/readyz").status == 503)
+        }
+    }
+
+    @Test func devicesBelongToTheUserThatRegisteredThem() async throws {
+        let api = InMemoryAPI()
+        let admin = try api.key(role: .admin)
+        let alice = try api.userToken(user: "alice")
+        let bob = try api.userToken(user: "bob")
+        try await api.test { client async throws in
+            let put = try await client.call(
+                .put, "/v1/devices", token: alice, json: #"{"platform":"android","token":"fcm-1","locale":"en-US"}"#)
+            #expect(put.status == 200, "\(put.text)")
+            #expect(try await client.call(.delete, "/v1/devices/android/fcm-1", token: bob).status == 404)
+            let listed = try await client.call(.get, "/v1/users/alice/devices", token: admin)
+            #expect(listed.status == 200)
+            #expect((try object(listed.text)["devices"] as? [Any])?.count == 1)
+            #expect(try await client.call(.delete, "/v1/devices/android/fcm-1", token: alice).status == 204)
+            #expect(try await client.call(.get, "/v1/users/alice/devices", token: admin).status == 404)
+        }
+    }
+
+    @Test func typesAreAnOrgsOwnAndOnlyAdminsChangeThem() async throws {
+        let api = InMemoryAPI()
+        let admin = try api.key(role: .admin)
+        let send = try api.key(role: .send)
+        let otherOrg = try api.key(org: "orgB", role: .admin)
+        try await api.test { client async throws in
+            #expect(try await client.call(.put, "/v1/types/deal", token: send, json: #"{"name":"Deal"}"#).status == 403)
+            #expect(
+                try await client.call(.put, "/v1/types/deal", token: admin, json: #"{"name":"Deal"}"#).status == 200)
+            #expect(try await client.call(.get, "/v1/types/deal", token: send).status == 200)
+            #expect(try await client.call(.get, "/v1/types/deal", token: otherOrg).status == 404)
+            #expect(try await client.call(.delete, "/v1/types/deal", token: admin).status == 204)
+            #expect(try await client.call(.delete, "/v1/types/deal", token: admin).status == 404)
+        }
+    }
+
+    @Test func theSalesforceResourcesAnswerInSalesforcesShape() async throws {
+        let api = InMemoryAPI()
+        let send = try api.key(role: .send)
+        let read = try api.key(role: .read)
+        try await api.test { client async throws in
+            let push = try await client.call(
+                .post, "/services/data/v60.0/connect/notifications/push", token: send,
+                json: #"{"appName":"app1","userIds":["005A"],"payload":"{'aps':{'alert':'Hello'}}"}"#)
+            #expect(push.status == 202, "\(push.text)")
+            let wrong = try await client.call(.delete, "/services/data/v60.0/connect/notifications/push", token: send)
+            #expect(wrong.status == 405)
+            let errors = try #require(try JSONSerialization.jsonObject(with: Data(wrong.text.utf8)) as? [[String: Any]])
+            #expect(errors.first?["errorCode"] as? String == "METHOD_NOT_ALLOWED")
+            let refused = try await client.call(
+                .post, "/services/data/v60.0/connect/notifications/push", token: read, json: "{}")
+            #expect(refused.status == 403)
+            #expect(refused.text.contains("errorCode"))
+            let unknown = try await client.call(.get, "/services/data/v60.0/nothing/here", token: read)
+            #expect(unknown.status == 404 && unknown.text.contains("NOT_FOUND"))
+            // The credential is checked before the path, and the version before the resource.
+            #expect(try await client.call(.get, "/services/data/v60.0/nothing/here").status == 401)
+            let version = try await client.call(.get, "/services/data/60/connect/notifications/status", token: read)
+            #expect(version.status == 404 && version.text.contains("version segment"))
+        }
+        #expect(api.jobs.jobs().count == 1)
+    }
+}
