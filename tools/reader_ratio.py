@@ -22,14 +22,18 @@ def main():
     for path in files:
         with open(path) as f:
             for element in json.load(f):
-                name = element["benchmark"].split(".", 1)[-1]
-                if name.startswith("reader: "):
-                    throughput[name] = element["primaryMetric"]["score"]
+                # "package.benchmark.VolleyMicro.reader:_job,_Foundation_JSONDecoder": the export writes spaces as _.
+                name = element["benchmark"].replace("_", " ")
+                at = name.find("reader: ")
+                if at >= 0:
+                    throughput[name[at:]] = element["primaryMetric"]["score"]
     inputs = {}
     for name, score in throughput.items():
         subject, _, reader = name[len("reader: "):].partition(", ")
         inputs.setdefault(subject, {})[reader] = score
-    failed = False
+    failed = not inputs
+    if not inputs:
+        print("reader_ratio: no reader: benchmarks in the export", file=sys.stderr)
     for subject, readers in sorted(inputs.items()):
         foundation = readers.pop("Foundation JSONDecoder", None)
         if foundation is None or len(readers) != 1:
