@@ -262,7 +262,7 @@ let package = Package(
         .testTarget(
             name: "VolleyServiceTests",
             dependencies: [
-                "VolleyTestTags", "VolleyService", "VolleyCore", "VolleyStore",
+                "VolleyTestTags", "VolleyService", "VolleyCore", "VolleyStore", "VolleyHTTP2",
                 .product(name: "Logging", package: "swift-log"),
             ]),
         .testTarget(

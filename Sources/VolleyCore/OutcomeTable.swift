@@ -146,6 +146,12 @@ public enum OutcomeTable {
         "transport:configuration", "transport:certificate-verification", "transport:alpn-not-h2",
     ]
 
+    /// Transport failures that end the delivery although the request never left: the connection pool already
+    /// waited its outage budget (`worker.providerOutageSeconds`) for a connection, resending the request meanwhile,
+    /// and another attempt would wait as long again. They end as `failed(resendWasSafe: true)`, apart from requests
+    /// written and unanswered (`transport:written-unanswered`, `failed(resendWasSafe: false)`).
+    public static let transportGaveUpReasons: Set<String> = ["transport:provider-unreachable"]
+
     /// A status that means accepted whatever else the answer says (`decide` gives `.accepted`): the senders' fan-out
     /// path checks it before decoding anything.
     @inlinable public static func isAccepted(status: Int) -> Bool { status == 200 }
@@ -157,6 +163,7 @@ public enum OutcomeTable {
             // trusted, no h2) is the app's configuration; otherwise the transport says whether the request
             // provably never reached the provider.
             if let r = answer.reason?.rawValue, transportConfigurationReasons.contains(r) { return .fixApp }
+            if let r = answer.reason?.rawValue, transportGaveUpReasons.contains(r) { return .unknown }
             return answer.transportResendIsSafe ? .retry : .unknown
         }
         if isAccepted(status: answer.status) { return .accepted }

@@ -16,6 +16,12 @@ open class HTTP2PendingRequest: @unchecked Sendable {
     public let request: HTTP2Request
     /// Set by the pool when it accepts the request: past it the request fails with `.timeout`.
     var deadline = HTTP2PoolInstant.zero
+    /// Set by the pool when it accepts the request: while it was never written it may wait for a connection until
+    /// then (`HTTP2ClientConfiguration.providerOutageSeconds`).
+    var giveUpAt = HTTP2PoolInstant.zero
+    /// It waited in the queue while no connection was ready: it gets a whole `requestTimeoutSeconds` from when a
+    /// connection takes it.
+    var heldThroughOutage = false
     var resends = 0
     /// Who holds the request inside the pool (its state machine's bookkeeping).
     var custody = HTTP2PoolCustody.outside
@@ -481,10 +487,17 @@ package final class HTTP2ClientConnection: HTTP2Channel, HTTP2SessionDelegate, @
         timer = nil
         for (_, st) in streams where !st.done {
             st.done = true
+            // Never written: the pool resends it. Written: it may have reached the server, so it is not resent
+            // (at most once), and its own kind counts it apart from requests that never left.
             let safe = isUnwritten(st)
-            let e = HTTP2Error(
-                error.kind == .goAway ? .connectionReset : error.kind, resendIsSafe: safe,
-                safe ? "\(error.message) (request never written)" : error.message)
+            let e =
+                safe
+                ? HTTP2Error(
+                    error.kind == .goAway ? .connectionReset : error.kind, resendIsSafe: true,
+                    "\(error.message) (request never written)")
+                : HTTP2Error(
+                    .writtenUnanswered, resendIsSafe: false,
+                    "\(error.message) (written, no answer: not resent)")
             finished.append(st.pending.finished(.failure(e)))
         }
         streams.removeAll()

@@ -18,6 +18,12 @@ public struct HTTP2PoolStatistics: Sendable, Hashable {
     public var requestsSubmitted = 0
     public var requestsSucceeded = 0
     public var requestsFailed = 0
+    /// Of the failed: requests that were never sent and waited `providerOutageSeconds` for a connection in vain.
+    public var requestsUnreachable = 0
+    /// Of the failed: requests written whose connection died before the answer (not resent: at most once).
+    public var requestsWrittenUnanswered = 0
+    /// Connects that failed (the connection closed before it was established).
+    public var connectsFailed = 0
     /// Requests resent after a safe-to-resend failure (refused stream, GOAWAY, never written).
     public var resends = 0
     /// Highest number of streams in flight on any one connection.

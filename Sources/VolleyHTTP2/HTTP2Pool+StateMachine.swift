@@ -105,6 +105,13 @@ struct HTTP2PoolRequestQueue {
 /// established counts as a failed connect: the next one waits an exponential back-off with jitter. Requests that
 /// failed "safe to resend" are resent (up to `maxResends`), first in line; a connection that received GOAWAY
 /// takes none of them.
+///
+/// A request that was never written is never given up for want of a connection before its outage budget
+/// (`providerOutageSeconds` from its submit) is spent: while no connection is ready it stays queued (its queue
+/// deadline does not apply), and when the connection it was on dies or goes away it is resent even past
+/// `maxResends`, since the next try waits for a new connection and its back-off. Past the budget it fails with
+/// `.providerUnreachable` and the last connect error. A request written and not answered is not resent (at most
+/// once): it fails with `.writtenUnanswered`, counted apart.
 struct HTTP2PoolStateMachine<Clock: HTTP2PoolClock, Random: RandomNumberGenerator> {
     typealias ConnectionID = HTTP2PoolConnectionID
     typealias Request = HTTP2PendingRequest
@@ -175,6 +182,8 @@ struct HTTP2PoolStateMachine<Clock: HTTP2PoolClock, Random: RandomNumberGenerato
     private(set) var replaceAt = HTTP2PoolInstant.zero
     /// Someone submitted a request: connections are opened lazily, on the first one.
     private var hasDemand = false
+    /// Why the last connect failed, for the error of requests that outwait their outage budget.
+    private var lastConnectError: HTTP2Error?
     /// The instant the caller was last asked to arm the timer for, while it has not fired.
     private(set) var timerAt: HTTP2PoolInstant?
     private(set) var shuttingDown = false
@@ -208,7 +217,9 @@ struct HTTP2PoolStateMachine<Clock: HTTP2PoolClock, Random: RandomNumberGenerato
         }
         stats.requestsSubmitted += 1
         hasDemand = true
-        request.deadline = clock.now.advanced(bySeconds: max(configuration.requestTimeoutSeconds, 0.001))
+        let now = clock.now
+        request.deadline = now.advanced(bySeconds: max(configuration.requestTimeoutSeconds, 0.001))
+        request.giveUpAt = now.advanced(bySeconds: max(configuration.providerOutageSeconds, 0.001))
         if let i = bestConnection() {
             assign(request, to: i, &a)
         } else if waiting.count >= configuration.maxQueuedRequests {
@@ -237,6 +248,7 @@ struct HTTP2PoolStateMachine<Clock: HTTP2PoolClock, Random: RandomNumberGenerato
         connections[i].wasEstablished = true
         connections[i].limit = maxStreams
         failures = 0
+        lastConnectError = nil
         nextConnectAt = .zero
         stats.connectionsReady += 1
         if shuttingDown {
@@ -274,7 +286,7 @@ struct HTTP2PoolStateMachine<Clock: HTTP2PoolClock, Random: RandomNumberGenerato
             return a
         }
         if peakStreams > stats.peakStreamsPerConnection { stats.peakStreamsPerConnection = peakStreams }
-        process(batch, from: i, &a)
+        process(batch, from: i, connectionLost: connections[i].state == .draining, &a)
         if connections[i].state == .ready { a.start = take(i) }
         if !waiting.isEmpty { assignWaiting(excluding: i, &a) }
         if !a.complete.isEmpty && !connections[i].drainScheduled {
@@ -332,7 +344,8 @@ struct HTTP2PoolStateMachine<Clock: HTTP2PoolClock, Random: RandomNumberGenerato
     /// The connection closed. `finished` are requests whose result is set (they complete or are resent),
     /// `unstarted` ones it held without a stream (they wait again). A connection that closes before it was
     /// established is a failed connect: the next connect waits a back-off, and when no connection is ready the
-    /// waiting requests fail with the connection's error (not resent, so a dead endpoint does not keep them).
+    /// waiting requests keep waiting, each until its outage budget is spent (then it fails with
+    /// `.providerUnreachable` and this connection's error).
     mutating func connectionClosed(
         _ id: ConnectionID, error: HTTP2Error, finished: [Request], unstarted: [Request],
         peakStreams: Int
@@ -343,7 +356,7 @@ struct HTTP2PoolStateMachine<Clock: HTTP2PoolClock, Random: RandomNumberGenerato
             return a
         }
         if peakStreams > stats.peakStreamsPerConnection { stats.peakStreamsPerConnection = peakStreams }
-        process(finished, from: i, &a)
+        process(finished, from: i, connectionLost: true, &a)
         let returned = accepted(unstarted, from: id, &a) + connections[i].inbox
         let wasEstablished = connections[i].wasEstablished
         connections.remove(at: i)
@@ -362,13 +375,23 @@ struct HTTP2PoolStateMachine<Clock: HTTP2PoolClock, Random: RandomNumberGenerato
             nextConnectAt = .zero
         } else {
             failures += 1
+            stats.connectsFailed += 1
+            lastConnectError = error
             nextConnectAt = clock.now.advanced(bySeconds: backoffSeconds(afterFailures: failures))
-            if !connections.contains(where: { $0.state == .ready }) {
-                let e = HTTP2Error(error.kind, resendIsSafe: false, error.message)
-                for p in waiting.drain() {
-                    stats.requestsFailed += 1
-                    complete(p, .failure(e), &a)
+            if !hasReadyConnection {
+                // Nothing could take the queue: each request waits out its own budget (timers only: the
+                // reconnect after the back-off, and the earliest queue deadline).
+                let now = clock.now
+                for p in waiting.removeAll(where: { p in
+                    if now < p.giveUpAt {
+                        p.heldThroughOutage = true
+                        return false
+                    }
+                    return true
+                }) {
+                    giveUp(p, &a)
                 }
+                if let next = waiting.earliestDeadline { armTimer(next, &a) }
             }
         }
         assignWaiting(excluding: nil, &a)
@@ -377,8 +400,10 @@ struct HTTP2PoolStateMachine<Clock: HTTP2PoolClock, Random: RandomNumberGenerato
     }
 
     /// The timer armed by `scheduleTimer` fired: queued requests past their deadline fail (never sent, so safe to
-    /// resend), and a connect waiting for its back-off starts. A fire well before the armed instant is stale (an
-    /// instant since superseded): ignored. A fire just before it is taken for the armed timer come early (Dispatch's
+    /// resend), and a connect waiting for its back-off starts. While no connection is ready the queue deadline
+    /// does not apply: a request waits until its outage budget is spent, then fails with `.providerUnreachable`.
+    /// A fire well before the armed instant is stale (an instant since superseded): ignored. A fire just before it
+    /// is taken for the armed timer come early (Dispatch's
     /// timer clock and ours may disagree by a tick): it is armed again for the same instant, so that a fire always
     /// follows it.
     mutating func timerFired() -> Action {
@@ -391,16 +416,31 @@ struct HTTP2PoolStateMachine<Clock: HTTP2PoolClock, Random: RandomNumberGenerato
         }
         timerAt = nil
         if !waiting.isEmpty {
-            for p in waiting.removeAll(where: { $0.deadline <= now }) {
-                stats.requestsFailed += 1
-                complete(
-                    p,
-                    .failure(
-                        HTTP2Error(
-                            .timeout, resendIsSafe: true,
-                            "no connection to \(configuration.host):\(configuration.port) could take the request "
-                                + "within "
-                                + "\(configuration.requestTimeoutSeconds) s (never sent)")), &a)
+            // With a connection ready the queue is only waiting for streams: its deadline applies. Without one,
+            // a request waits on until its budget is spent (the timer comes back then).
+            let outage = !hasReadyConnection
+            let expired = waiting.removeAll(where: { p in
+                guard p.deadline <= now else { return false }
+                guard outage else { return true }
+                guard now < p.giveUpAt else { return true }
+                p.heldThroughOutage = true
+                p.deadline = p.giveUpAt
+                return false
+            })
+            if outage {
+                for p in expired { giveUp(p, &a) }
+            } else {
+                for p in expired {
+                    stats.requestsFailed += 1
+                    complete(
+                        p,
+                        .failure(
+                            HTTP2Error(
+                                .timeout, resendIsSafe: true,
+                                "no connection to \(configuration.host):\(configuration.port) could take the request "
+                                    + "within "
+                                    + "\(configuration.requestTimeoutSeconds) s (never sent)")), &a)
+                }
             }
         }
         ensureConnections(&a)
@@ -497,6 +537,7 @@ struct HTTP2PoolStateMachine<Clock: HTTP2PoolClock, Random: RandomNumberGenerato
     }
 
     private mutating func assign(_ p: Request, to i: Int, _ a: inout Action) {
+        if p.heldThroughOutage { refreshDeadline(p) }
         p.custody = .connection(connections[i].id)
         connections[i].reserved += 1
         connections[i].inbox.append(p)
@@ -531,6 +572,7 @@ struct HTTP2PoolStateMachine<Clock: HTTP2PoolClock, Random: RandomNumberGenerato
         if connections[i].state == .ready {
             let id = connections[i].id
             while connections[i].reserved < connections[i].limit, let p = waiting.popFirst() {
+                if p.heldThroughOutage { refreshDeadline(p) }
                 p.custody = .connection(id)
                 work.append(p)
                 connections[i].reserved += 1
@@ -575,10 +617,14 @@ struct HTTP2PoolStateMachine<Clock: HTTP2PoolClock, Random: RandomNumberGenerato
     }
 
     /// Sorts a batch of finished requests of connection `i`: completions, or resends when the failure is safe to
-    /// resend and resends are left. Requests the connection did not hold go to `ignored`.
-    private mutating func process(_ batch: [Request], from i: Int, _ a: inout Action) {
+    /// resend and resends are left. When the connection is lost or going away (`connectionLost`), a request that
+    /// never left is resent past `maxResends` while its outage budget lasts: it waits for another connection, not
+    /// for this one again, so this cannot spin. Requests the connection did not hold go to `ignored`.
+    private mutating func process(_ batch: [Request], from i: Int, connectionLost: Bool, _ a: inout Action) {
         let id = connections[i].id
-        let resendAllowed = !shuttingDown && configuration.maxResends > 0
+        let resendAllowed = !shuttingDown && (configuration.maxResends > 0 || connectionLost)
+        let now = connectionLost ? clock.now : .zero
+        var unanswered = 0
         var failed = 0
         var resend = 0
         var foreign = 0
@@ -593,11 +639,16 @@ struct HTTP2PoolStateMachine<Clock: HTTP2PoolClock, Random: RandomNumberGenerato
             switch f.outcome {
             case .succeeded:
                 f.custody = .completed
-            case .failedResendable where resendAllowed && f.resends < configuration.maxResends:
+            case .failedResendable
+            where resendAllowed && (f.resends < configuration.maxResends || (connectionLost && now < f.giveUpAt)):
                 resend += 1
-            case .failedResendable, .failed:
+            case .failedResendable:
                 failed += 1
                 f.custody = .completed
+            case .failed:
+                failed += 1
+                f.custody = .completed
+                if case .failure(let e)? = f.result, e.kind == .writtenUnanswered { unanswered += 1 }
             case .pending:
                 // A request reported finished without a result: complete it as a failure rather than lose it.
                 failed += 1
@@ -607,6 +658,7 @@ struct HTTP2PoolStateMachine<Clock: HTTP2PoolClock, Random: RandomNumberGenerato
         }
         connections[i].reserved -= batch.count - foreign
         stats.requestsFailed += failed
+        stats.requestsWrittenUnanswered += unanswered
         stats.requestsSucceeded += batch.count - foreign - failed - resend
         if resend == 0 && foreign == 0 {
             if a.complete.isEmpty { a.complete = batch } else { a.complete.append(contentsOf: batch) }
@@ -642,6 +694,32 @@ struct HTTP2PoolStateMachine<Clock: HTTP2PoolClock, Random: RandomNumberGenerato
             p.custody = .queued
             waiting.pushFront(p)
         }
+    }
+
+    /// A connection is ready to take requests (one that received GOAWAY or is connecting is not).
+    private var hasReadyConnection: Bool { connections.contains { $0.state == .ready } }
+
+    /// A request that waited out a provider outage gets its whole request timeout from when a connection takes it.
+    private func refreshDeadline(_ p: Request) {
+        p.heldThroughOutage = false
+        p.deadline = clock.now.advanced(bySeconds: max(configuration.requestTimeoutSeconds, 0.001))
+    }
+
+    /// A request never sent whose outage budget is spent: it fails, safe to resend, naming why no connection was
+    /// made. The outcome table ends the delivery there (retrying would wait another budget).
+    private mutating func giveUp(_ p: Request, _ a: inout Action) {
+        stats.requestsFailed += 1
+        stats.requestsUnreachable += 1
+        let budget = configuration.providerOutageSeconds
+        let seconds = budget < 1e9 && budget == budget.rounded() ? String(Int(budget)) : String(budget)
+        let why = lastConnectError.map { "\($0.kind): \($0.message)" } ?? "no connection became ready"
+        complete(
+            p,
+            .failure(
+                HTTP2Error(
+                    .providerUnreachable, resendIsSafe: true,
+                    "\(configuration.host):\(configuration.port) unreachable for \(seconds) s: \(why) (never sent)")),
+            &a)
     }
 
     private func complete(_ p: Request, _ result: Result<HTTP2Response, HTTP2Error>, _ a: inout Action) {

@@ -149,6 +149,12 @@ public struct HTTP2Error: Error, Sendable, Hashable, CustomStringConvertible {
         public static let configuration = Kind("configuration")
         /// The pool's bounded queue of requests waiting for a stream is full.
         public static let queueFull = Kind("queue-full")
+        /// No connection to the endpoint could be made within the pool's outage budget
+        /// (`HTTP2ClientConfiguration.providerOutageSeconds`): the request was never sent.
+        public static let providerUnreachable = Kind("provider-unreachable")
+        /// The request was written and its connection died before the answer came: it may have reached the
+        /// server, so it is not resent (at most once).
+        public static let writtenUnanswered = Kind("written-unanswered")
     }
     public var kind: Kind
     public var resendIsSafe: Bool
@@ -204,6 +210,11 @@ public struct HTTP2ClientConfiguration: Sendable, Hashable {
     public var retireBackoffMaxSeconds: Double = 5
     /// Requests that may wait for a free stream; beyond this `submit` fails at once with `.queueFull`.
     public var maxQueuedRequests: Int
+    /// How long a request that was never written may wait for a connection, counted from its submit: while no
+    /// connection to the endpoint is ready (connects failing, the endpoint restarting, a load balancer failing
+    /// over) it stays queued, connects are retried with the back-off above, and it is resent after a refused
+    /// stream or a GOAWAY past `maxResends`. Past it the request fails with `.providerUnreachable`.
+    public var providerOutageSeconds: Double = 120
 
     public init(
         host: String, port: Int = 443, caFile: String? = nil, clientCertificate: TLSClientCertificate? = nil,

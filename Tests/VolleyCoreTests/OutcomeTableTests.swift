@@ -57,6 +57,24 @@ import VolleyTestTags
         #expect(r.terminalOutcome() == .failed(reason: "timeout", resendWasSafe: false))
     }
 
+    /// The pool already waited its outage budget for a connection: the delivery ends there, safe-to-resend, and
+    /// apart from a request written and unanswered.
+    @Test func aSendThatNeverLeftWithinTheOutageBudgetFailsWithoutAnotherRetry() {
+        let gaveUp = AttemptResult.transportFailure(
+            .apns, reason: "transport:provider-unreachable", resendIsSafe: true,
+            message: "provider-unreachable: api.example:443 unreachable for 120 s")
+        #expect(gaveUp.decision == .unknown)
+        #expect(gaveUp.terminalOutcome() == .failed(reason: "transport:provider-unreachable", resendWasSafe: true))
+        let unanswered = AttemptResult.transportFailure(
+            .fcm, reason: "transport:written-unanswered", resendIsSafe: false, message: nil)
+        #expect(unanswered.decision == .unknown)
+        #expect(unanswered.terminalOutcome() == .failed(reason: "transport:written-unanswered", resendWasSafe: false))
+        // Another never-sent failure is still retried by the senders.
+        let refused = AttemptResult.transportFailure(
+            .fcm, reason: "transport:connect-failed", resendIsSafe: true, message: nil)
+        #expect(refused.decision == .retry)
+    }
+
     @Test func markdownCarriesEveryReason() throws {
         let md = OutcomeTable.markdown()
         for row in OutcomeTable.apnsReasons { #expect(md.contains(row.reason)) }

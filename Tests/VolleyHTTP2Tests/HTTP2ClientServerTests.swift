@@ -224,7 +224,7 @@ struct HTTP2ClientServerTests {
             if case .failure(let e) = r[0] { return e } else { return nil }
         }
         #expect(
-            failures.allSatisfy { $0.kind == .connectionReset && !$0.resendIsSafe },
+            failures.allSatisfy { $0.kind == .writtenUnanswered && !$0.resendIsSafe },
             "\(failures.count) failures: \(failures.prefix(3))")
         #expect(stats.connectionsOpened >= 3)
     }

@@ -43,13 +43,14 @@ struct HTTP2PoolStateMachineTests {
 
     func machine(
         connections: Int = 1, timeout: Double = 10, maxResends: Int = 3, base: Double = 0.1,
-        max: Double = 1.0, random: UInt64 = 0, maxQueued: Int = 100
+        max: Double = 1.0, random: UInt64 = 0, maxQueued: Int = 100, outage: Double = 120
     ) -> Machine {
-        let configuration = HTTP2ClientConfiguration(
+        var configuration = HTTP2ClientConfiguration(
             host: "api.example", connections: connections,
             requestTimeoutSeconds: timeout, maxResends: maxResends,
             reconnectBaseSeconds: base, reconnectMaxSeconds: max,
             maxQueuedRequests: maxQueued)
+        configuration.providerOutageSeconds = outage
         return Machine(configuration: configuration, clock: clock, random: FixedRandom(value: random))
     }
 
@@ -293,15 +294,14 @@ struct HTTP2PoolStateMachineTests {
             let r = TestRequest(attempt)
             _ = m.requestSubmitted(r)
             let a = run(m.connectionClosed(c, error: connectFailed, finished: [], unstarted: [], peakStreams: 0))
-            // Nobody can serve the queue: it fails with the connect error, not resent.
-            #expect(r.error?.kind == .connectFailed)
-            #expect(r.error?.resendIsSafe == false)
+            // Nobody can serve the queue: it waits for the next connect (its outage budget is far off).
+            #expect(r.completions.isEmpty && r.custody == .queued)
             #expect(a.open.isEmpty)
-            // The next request arms the timer for the end of the back-off instead of connecting.
+            // The timer is armed for the end of the back-off instead of connecting; more demand connects no sooner.
+            let at = m.nextConnectAt
+            #expect(a.scheduleTimer == at)
             let next = m.requestSubmitted(TestRequest(100 + attempt))
             #expect(next.open.isEmpty)
-            let at = m.nextConnectAt
-            #expect(next.scheduleTimer == at)
             waits.append(Double(at.nanoseconds - failedAt.nanoseconds) / 1e9)
             // Early: nothing happens.
             clock.now = HTTP2PoolInstant(nanoseconds: at.nanoseconds - 1)
@@ -356,7 +356,8 @@ struct HTTP2PoolStateMachineTests {
     // MARK: timeouts
 
     @Test func aTimerFiringJustBeforeItsInstantIsArmedAgain() {
-        var m = machine(timeout: 2)
+        // No connection becomes ready: the request's outage budget (2 s, as its timeout) is what the timer ends.
+        var m = machine(timeout: 2, outage: 2)
         let r0 = TestRequest(0)
         let deadline = clock.now.advanced(bySeconds: 2)
         #expect(m.requestSubmitted(r0).scheduleTimer == deadline)
@@ -366,11 +367,17 @@ struct HTTP2PoolStateMachineTests {
         #expect(early.scheduleTimer == deadline, "armed again, or the request would wait for nothing")
         clock.advance(seconds: 0.004)
         run(m.timerFired())
-        #expect(r0.error?.kind == .timeout)
+        #expect(r0.error?.kind == .providerUnreachable)
     }
 
     @Test func queuedRequestTimesOutAtItsDeadlineSafeToResend() {
         var m = machine(timeout: 2)
+        // A connection is ready and its one stream taken: the queue waits for streams, and its deadline applies.
+        let busy = TestRequest(99)
+        let c = m.requestSubmitted(busy).open[0]
+        #expect(numbers(m.connectionEstablished(c, maxStreams: 1).start) == [99])
+        clock.advance(seconds: 2)
+        #expect(run(m.timerFired()).complete.isEmpty, "the busy request is on its connection, not queued")
         let r0 = TestRequest(0)
         let a = m.requestSubmitted(r0)
         #expect(a.scheduleTimer == clock.now.advanced(bySeconds: 2))
@@ -391,6 +398,131 @@ struct HTTP2PoolStateMachineTests {
         #expect(r1.error?.kind == .timeout)
         #expect(m.queuedCount == 0)
         #expect(m.statistics.requestsFailed == 2)
+    }
+
+    // MARK: provider outages
+
+    static let connectRefused = HTTP2Error(.connectFailed, resendIsSafe: true, "connection refused")
+
+    /// Fails connect `c` and follows the pool's timer to the next connect; returns it. Every timer armed lies in the
+    /// future (no busy loop) and nothing is opened except when the timer fires.
+    func failConnect(_ m: inout Machine, _ c: ID) -> ID? {
+        let a = run(m.connectionClosed(c, error: Self.connectRefused, finished: [], unstarted: [], peakStreams: 0))
+        #expect(a.open.isEmpty, "a failed connect is retried after its back-off, not at once")
+        // The timer the driver has armed (the latest arming wins).
+        while let t = m.timerAt {
+            #expect(t > clock.now, "a timer armed for now or the past would spin")
+            clock.now = t
+            let fired = run(m.timerFired())
+            if let next = fired.open.first { return next }
+        }
+        return nil
+    }
+
+    @Test func connectsFailingThenSucceedingWithinTheBudgetSendEveryQueuedRequest() throws {
+        var m = machine(timeout: 2, base: 0.5, max: 4, outage: 60)
+        let requests = (0..<5).map { TestRequest($0) }
+        var c = m.requestSubmitted(requests[0]).open[0]
+        for r in requests.dropFirst() { _ = m.requestSubmitted(r) }
+        let start = clock.now
+        for _ in 0..<6 { c = try #require(failConnect(&m, c)) }
+        // Back-offs of 0.25, 0.5, 1, 2, 2, 2 s: well past the 2 s request timeout, inside the budget.
+        #expect(clock.now.nanoseconds - start.nanoseconds > 2_000_000_000)
+        #expect(requests.allSatisfy { $0.completions.isEmpty && $0.custody == .queued })
+        #expect(m.statistics.connectsFailed == 6 && m.statistics.requestsFailed == 0)
+        // The connect succeeds: every request goes out, each with its whole request timeout from now.
+        let a = m.connectionEstablished(c, maxStreams: 10)
+        #expect(numbers(a.start) == [0, 1, 2, 3, 4])
+        #expect(requests.allSatisfy { $0.deadline == clock.now.advanced(bySeconds: 2) })
+        for r in requests { _ = close(&m, r, on: c) }
+        #expect(requests.allSatisfy { $0.succeeded })
+        #expect(m.statistics.requestsSucceeded == 5 && m.statistics.requestsUnreachable == 0)
+    }
+
+    @Test func requestsFailOnlyPastTheirBudgetNamingTheLastConnectError() throws {
+        var m = machine(timeout: 2, base: 0.5, max: 4, outage: 10)
+        let early = TestRequest(0)
+        let first = m.requestSubmitted(early)
+        var c = first.open[0]
+        // The connect hangs past the queue deadline: the timer fires, and with no connection ready the request
+        // waits on.
+        clock.now = try #require(first.scheduleTimer)
+        #expect(run(m.timerFired()).complete.isEmpty)
+        clock.advance(seconds: 3)
+        let late = TestRequest(1)
+        _ = m.requestSubmitted(late)
+        var connects = 0
+        while early.completions.isEmpty, let next = failConnect(&m, c) {
+            c = next
+            connects += 1
+        }
+        // The first request's budget ended 10 s after its submit; the second waits on (its budget ends at 15 s).
+        let error = try #require(early.error)
+        #expect(error.kind == .providerUnreachable && error.resendIsSafe)
+        #expect(error.message.contains("unreachable for 10 s"), "\(error.message)")
+        #expect(error.message.contains("connection refused"), "\(error.message)")
+        #expect(late.completions.isEmpty && late.custody == .queued)
+        while late.completions.isEmpty, let next = failConnect(&m, c) { c = next }
+        #expect(late.error?.kind == .providerUnreachable)
+        #expect(m.statistics.requestsUnreachable == 2 && m.statistics.requestsFailed == 2)
+        #expect(connects >= 3)
+    }
+
+    @Test func refusedStreamsAndStreamsAboveGoAwayAreResent() {
+        // Refused on a live connection: resent within maxResends.
+        var m = machine(maxResends: 1)
+        let r = TestRequest(0)
+        let c = m.requestSubmitted(r).open[0]
+        _ = m.connectionEstablished(c, maxStreams: 10)
+        let refused = HTTP2Error(.refusedStream, resendIsSafe: true, "refused")
+        #expect(numbers(close(&m, r, on: c, .failure(refused)).start) == [0])
+        // Above GOAWAY's last-stream-id, after its resends are spent: the connection is going away, so it waits
+        // for the replacement (within its budget) instead of failing.
+        let g = m.goAwayReceived(c, unstarted: [])
+        let replacement = g.open[0]
+        _ = close(&m, r, on: c, .failure(Self.refusedAboveLastStream))
+        #expect(r.completions.isEmpty && r.custody == .queued && r.resends == 2)
+        #expect(numbers(m.connectionEstablished(replacement, maxStreams: 10).start) == [0])
+        _ = close(&m, r, on: replacement)
+        #expect(r.succeeded)
+    }
+
+    @Test func aRequestWrittenWhenItsConnectionDiedIsNotResentAndCountedApart() {
+        var m = machine(maxResends: 0)
+        let written = TestRequest(0)
+        let unwritten = TestRequest(1)
+        let c = m.requestSubmitted(written).open[0]
+        _ = m.requestSubmitted(unwritten)
+        #expect(numbers(m.connectionEstablished(c, maxStreams: 10).start) == [0, 1])
+        let lost = HTTP2Error.peerClosed
+        let a = run(
+            m.connectionClosed(
+                c, error: lost,
+                finished: [
+                    written.finished(
+                        .failure(HTTP2Error(.writtenUnanswered, resendIsSafe: false, "the peer closed"))),
+                    unwritten.finished(
+                        .failure(HTTP2Error(.connectionReset, resendIsSafe: true, "closed (request never written)"))),
+                ], unstarted: [], peakStreams: 2))
+        #expect(written.error?.kind == .writtenUnanswered && written.error?.resendIsSafe == false)
+        // The one never written waits for the new connection, past maxResends (0), within its budget.
+        #expect(unwritten.completions.isEmpty && unwritten.custody == .queued)
+        #expect(m.statistics.requestsWrittenUnanswered == 1 && m.statistics.requestsFailed == 1)
+        #expect(numbers(m.connectionEstablished(a.open[0], maxStreams: 10).start) == [1])
+    }
+
+    @Test func shutdownDuringAnOutageFailsTheWaitingRequestsAtOnce() {
+        var m = machine(outage: 600)
+        let requests = (0..<3).map { TestRequest($0) }
+        let c = m.requestSubmitted(requests[0]).open[0]
+        for r in requests.dropFirst() { _ = m.requestSubmitted(r) }
+        let a = run(m.connectionClosed(c, error: Self.connectRefused, finished: [], unstarted: [], peakStreams: 0))
+        #expect(a.complete.isEmpty)
+        let done = ShutdownFlag()
+        let s = run(m.shutdownRequested(completion: { done.set() }))
+        #expect(requests.allSatisfy { $0.error?.kind == .shutdown })
+        #expect(s.shutdownCompleted.count == 1)
+        #expect(m.queuedCount == 0)
     }
 
     // MARK: shutdown

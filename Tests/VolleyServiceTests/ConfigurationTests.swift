@@ -1,6 +1,8 @@
 import Foundation
+import Logging
 import Testing
 import VolleyCore
+import VolleyHTTP2
 import VolleyTestTags
 
 @testable import VolleyService
@@ -307,4 +309,40 @@ func invalidStreamShardsStopStartupNamingTheKey(worker: String, problem: String)
     }
     let c = try VolleyConfiguration.parse(yaml: "api:\n  redisConnections: 8\n", baseDirectory: nil)
     #expect(c.api.redisConnections == 8)
+}
+
+@Test(.tags(.unit)) func providerOutageSecondsDefaultsTo120AndReachesThePools() throws {
+    let base = try VolleyConfiguration.parse(yaml: "redis:\n  url: unix:///tmp/r.sock\n", baseDirectory: nil)
+    #expect(base.worker.providerOutageSeconds == 120)
+    let set = try VolleyConfiguration.parse(
+        yaml: "redis:\n  url: unix:///tmp/r.sock\nworker:\n  providerOutageSeconds: 45.5\n", baseDirectory: nil)
+    #expect(set.worker.providerOutageSeconds == 45.5)
+    let env = try VolleyConfiguration.parse(
+        yaml: "redis:\n  url: unix:///tmp/r.sock\n", baseDirectory: nil,
+        environment: ["VOLLEY_WORKER_PROVIDER_OUTAGE_SECONDS": "7"])
+    #expect(env.worker.providerOutageSeconds == 7)
+    // The pools the providers get carry it (APNs and FCM share the factory).
+    let pools = ProviderTransport.pools(logger: Logger(label: "test"), providerOutageSeconds: 45.5)
+    let pool = try pools(HTTP2ClientConfiguration(host: "127.0.0.1", port: 21_999))
+    #expect((pool as? HTTP2ConnectionPool)?.configuration.providerOutageSeconds == 45.5)
+    pool.shutdown {}
+}
+
+@Test(
+    .tags(.unit),
+    arguments: [
+        ("providerOutageSeconds: 0", "worker.providerOutageSeconds: must be at least 0.001, got 0.0"),
+        ("providerOutageSeconds: -3", "worker.providerOutageSeconds: must be at least 0.001"),
+        ("providerOutageSeconds: soon", "worker.providerOutageSeconds: must be a number"),
+        ("providerOutageSeconds: 100000", "worker.providerOutageSeconds: must be at most 86400"),
+    ])
+func invalidProviderOutageSecondsStopsStartupNamingTheKey(worker: String, problem: String) throws {
+    do {
+        _ = try VolleyConfiguration.parse(
+            yaml: "redis:\n  url: unix:///tmp/r.sock\nworker:\n  \(worker)\n", baseDirectory: nil)
+        Issue.record("expected a ConfigurationError for \(worker)")
+    } catch let e as ConfigurationError {
+        #expect(e.problems.count == 1)
+        #expect(e.description.contains(problem), "\(e.description)")
+    }
 }

@@ -131,6 +131,10 @@ public struct WorkerSettings: Sendable, Hashable {
     /// When set, the worker holds a Linux PM QoS request (/dev/cpu_dma_latency) that idle CPUs wake within this many
     /// microseconds while it runs (0: idle CPUs poll instead of halting). Unset: the system's own setting.
     public var cpuWakeLatencyUs: Int?
+    /// How long a send that never left waits for a connection to its provider (connects failing, the provider
+    /// restarting or failing over) before it fails `transport:provider-unreachable`. 120 s rides out a load
+    /// balancer's failover (health checks every 10–30 s, a few failed checks before the switch) with room to spare.
+    public var providerOutageSeconds: Double = 120
     public init() {}
 }
 
@@ -188,7 +192,7 @@ extension VolleyConfiguration {
             "stream", "group", "consumer", "deadLetterStream", "reportStream", "batchSize", "blockMs",
             "inFlight", "reclaimIdleMs", "maxDeliveries", "drainSeconds", "recordBatchSize", "shardSize",
             "concurrentJobs", "reclaimIntervalMs", "keepAliveIntervalMs", "chunkSize", "cpuWakeLatencyUs",
-            "streamShards",
+            "streamShards", "providerOutageSeconds",
         ],
         "quotas": ["ios", "android"],
         "inbox": ["maxCount", "maxAgeSeconds"],
@@ -292,6 +296,13 @@ extension VolleyConfiguration {
             if let v = r.int(s, "chunkSize", at: p, range: 1...100_000) { c.worker.chunkSize = v }
             if let v = r.int(s, "cpuWakeLatencyUs", at: p, range: 0...1_000_000) { c.worker.cpuWakeLatencyUs = v }
             if let v = r.int(s, "streamShards", at: p, range: 1...1024) { c.worker.streamShards = v }
+            if let v = r.double(s, "providerOutageSeconds", at: p, min: 0.001) {
+                if v > 86_400 {
+                    r.problem("\(p).providerOutageSeconds", "must be at most 86400 (one day), got \(v)")
+                } else {
+                    c.worker.providerOutageSeconds = v
+                }
+            }
             // A shard's name adds its own hash tag (`:{jobs0}`); a tag already in the name would win and put every
             // shard in one Redis Cluster slot.
             let w = c.worker

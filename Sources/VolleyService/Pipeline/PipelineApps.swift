@@ -44,7 +44,8 @@ public final class PipelineApps: AppDirectory, @unchecked Sendable {
         PipelineApps(
             senders: ProviderApps.senders(
                 for: ProviderApps.from(configuration), clock: clock, logger: logger,
-                makeTransport: ProviderTransport.pools(logger: logger)),
+                makeTransport: ProviderTransport.pools(
+                    logger: logger, providerOutageSeconds: configuration.worker.providerOutageSeconds)),
             orgs: Dictionary(uniqueKeysWithValues: configuration.apps.map { ($0.name, $0.orgs) }))
     }
 }

@@ -97,7 +97,8 @@ public final class ReloadableApps: AppDirectory, @unchecked Sendable {
         if !toBuild.isEmpty {
             var c = configuration
             c.apps = toBuild
-            let pools = ProviderTransport.pools(logger: logger)
+            let pools = ProviderTransport.pools(
+                logger: logger, providerOutageSeconds: configuration.worker.providerOutageSeconds)
             built = ProviderApps.senders(
                 for: ProviderApps.from(c), clock: clock, logger: logger, fleet: fleet,
                 makeTransport: providerMetrics.transportFactory(.apns, pools),
