@@ -1,0 +1,122 @@
+import Foundation
+import Synchronization
+import Testing
+import VolleyAPNs
+import VolleyCore
+import VolleyHTTP2
+import VolleyMock
+import VolleyService
+import VolleyTestDoubles
+import VolleyTestSupport
+import VolleyTestTags
+
+// A provider outage in the middle of a campaign, against the real mock over real TLS: the mock stops (its
+// connections cut, its port refusing), stays down through several failed connects, and starts again on the same
+// port. Sends that never left wait for it; only sends written and unanswered when it stopped end failed, apart.
+
+/// A campaign of `devices` APNs sends with at most `window` in flight, each completion starting the next.
+final class OutageCampaign: Sendable {
+    struct State {
+        var next = 0
+        var outcomes: [Int: [DeliveryOutcome]] = [:]
+    }
+    let devices: Int
+    let window: Int
+    let sender: any PushSender
+    let prepared: any PreparedNotification
+    let state = Mutex(State())
+
+    init(devices: Int, window: Int, sender: any PushSender) throws {
+        self.devices = devices
+        self.window = window
+        self.sender = sender
+        prepared = try sender.prepare(VolleyCore.Notification(title: "Outage", body: "drill"), jobID: "job-outage")
+    }
+
+    func start() { for _ in 0..<window { sendNext() } }
+
+    private func sendNext() {
+        let i: Int? = state.withLock { s in
+            guard s.next < devices else { return nil }
+            s.next += 1
+            return s.next - 1
+        }
+        guard let i else { return }
+        let device = Device(platform: .ios, token: DeviceToken(hexToken("", 10_000 + i)))
+        sender.send(prepared, to: device, jobID: "job-outage") { [self] outcome in
+            state.withLock { $0.outcomes[i, default: []].append(outcome) }
+            sendNext()
+        }
+    }
+
+    var finished: Int { state.withLock { $0.outcomes.count } }
+    var outcomes: [Int: [DeliveryOutcome]] { state.withLock { $0.outcomes } }
+}
+
+@Suite(.serialized, .tags(.integration)) struct ProviderOutageTests {
+    @Test func aProviderStoppedMidCampaignLosesNoSendThatNeverLeft() async throws {
+        let mock = try MockServerFixture()
+        defer { mock.stop() }
+        let port = mock.port
+        // The pool the provider makes, to watch its connects (the production factory, with the outage budget).
+        let made = Mutex<HTTP2ConnectionPool?>(nil)
+        let factory = ProviderTransport.pools(logger: testLogger, providerOutageSeconds: 60)
+        var app = apnsApp(mock)
+        app.connections = 2
+        let provider = try APNSProvider(
+            app: app, tokens: APNSTokenRegistry(), retryPolicy: fastRetry, logger: testLogger,
+            makeTransport: { configuration in
+                let submitter = try factory(configuration)
+                made.withLock { $0 = submitter as? HTTP2ConnectionPool }
+                return submitter
+            })
+        defer { provider.shutdown() }
+        let pool = try #require(made.withLock { $0 })
+        #expect(pool.configuration.providerOutageSeconds == 60)
+
+        let devices = 3000
+        let campaign = try OutageCampaign(devices: devices, window: 300, sender: provider)
+        campaign.start()
+        try await waitUntil("1000 pushes at the mock") { mock.stats().acceptedAPNs >= 1000 }
+        mock.server.stop()
+        // Down through four failed connects (back-offs of 0.05–0.1, 0.1–0.2, 0.2–0.4 s…: about 1 s in all).
+        try await waitUntil("four failed connects", timeout: .seconds(30)) { pool.statistics.connectsFailed >= 4 }
+        #expect(campaign.finished < devices, "the outage came after the campaign")
+        let again = try MockServer(
+            options: MockServerOptions(stateDirectory: mock.stateDirectory, port: port), logger: testLogger)
+        try again.start()
+        defer { again.stop() }
+        try await waitUntil("every device finished", timeout: .seconds(60)) { campaign.finished == devices }
+
+        let outcomes = campaign.outcomes
+        #expect(outcomes.count == devices)
+        #expect(outcomes.values.allSatisfy { $0.count == 1 }, "a device completed twice")
+        var accepted = 0
+        var unanswered = 0
+        var other: [DeliveryOutcome] = []
+        for case let o? in outcomes.values.map(\.first) {
+            switch o {
+            case .accepted: accepted += 1
+            case .failed(let reason, false) where reason.rawValue == "transport:written-unanswered": unanswered += 1
+            default: other.append(o)
+            }
+        }
+        // Every device accepted, except those written and unanswered when the mock stopped, counted apart; none
+        // failed for a connect that never happened.
+        #expect(other.isEmpty, "\(other.count) other outcomes: \(other.prefix(3))")
+        #expect(accepted + unanswered == devices)
+        #expect(unanswered <= 300, "at most the sends in flight when the connections were cut")
+        let stats = pool.statistics
+        #expect(stats.requestsWrittenUnanswered == unanswered)
+        #expect(stats.requestsUnreachable == 0)
+        #expect(stats.connectsFailed >= 4)
+        // The restarted mock took the rest, each once; with what the first one accepted, that is every device
+        // accepted (a send written and unanswered may have been accepted before the cut, and is then counted here).
+        let first = mock.stats()
+        let second = again.stats()
+        #expect(second.acceptedAPNs > 0)
+        #expect(first.duplicateDeliveries == 0 && second.duplicateDeliveries == 0)
+        #expect(first.acceptedAPNs + second.acceptedAPNs >= accepted)
+        #expect(first.acceptedAPNs + second.acceptedAPNs <= devices)
+    }
+}
