@@ -345,7 +345,8 @@ struct HTTP2PoolStateMachine<Clock: HTTP2PoolClock, Random: RandomNumberGenerato
     /// `unstarted` ones it held without a stream (they wait again). A connection that closes before it was
     /// established is a failed connect: the next connect waits a back-off, and when no connection is ready the
     /// waiting requests keep waiting, each until its outage budget is spent (then it fails with
-    /// `.providerUnreachable` and this connection's error).
+    /// `.providerUnreachable` and this connection's error). A connect error that says the endpoint's settings are
+    /// wrong (`settingsErrors`) fails them at once instead (not resent).
     mutating func connectionClosed(
         _ id: ConnectionID, error: HTTP2Error, finished: [Request], unstarted: [Request],
         peakStreams: Int
@@ -378,7 +379,15 @@ struct HTTP2PoolStateMachine<Clock: HTTP2PoolClock, Random: RandomNumberGenerato
             stats.connectsFailed += 1
             lastConnectError = error
             nextConnectAt = clock.now.advanced(bySeconds: backoffSeconds(afterFailures: failures))
-            if !hasReadyConnection {
+            if !hasReadyConnection && Self.settingsErrors.contains(error.kind) {
+                // The endpoint's settings are wrong (certificate not trusted, no h2): waiting cannot help, the
+                // queue fails with the error at once, not resent.
+                let e = HTTP2Error(error.kind, resendIsSafe: false, error.message)
+                for p in waiting.drain() {
+                    stats.requestsFailed += 1
+                    complete(p, .failure(e), &a)
+                }
+            } else if !hasReadyConnection {
                 // Nothing could take the queue: each request waits out its own budget (timers only: the
                 // reconnect after the back-off, and the earliest queue deadline).
                 let now = clock.now
@@ -695,6 +704,10 @@ struct HTTP2PoolStateMachine<Clock: HTTP2PoolClock, Random: RandomNumberGenerato
             waiting.pushFront(p)
         }
     }
+
+    /// Connect failures that say the endpoint's settings are wrong rather than that it is down: they fail the
+    /// queue at once instead of waiting out the outage budget (the outcome table makes them fix-app).
+    static var settingsErrors: Set<HTTP2Error.Kind> { [.certificateVerification, .alpnNotH2, .configuration] }
 
     /// A connection is ready to take requests (one that received GOAWAY or is connecting is not).
     private var hasReadyConnection: Bool { connections.contains { $0.state == .ready } }

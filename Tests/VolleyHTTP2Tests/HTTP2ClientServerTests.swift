@@ -313,22 +313,24 @@ struct HTTP2ClientServerTests {
         await shutdown(pool)
     }
 
-    /// A request no connection could take fails at its deadline through the pool's own timer, safe to resend: the
-    /// only connection hangs in its TLS handshake (the listener never accepts), well inside its connect timeout.
-    @Test func queuedRequestTimesOutWhileNoConnectionIsReady() async throws {
+    /// A request no connection could take fails past its outage budget through the pool's own timer, safe to
+    /// resend: the only connection hangs in its TLS handshake (the listener never accepts), well inside its connect
+    /// timeout. Its request timeout (shorter) does not fail it while no connection is ready.
+    @Test func queuedRequestFailsPastItsOutageBudgetWhileNoConnectionIsReady() async throws {
         let pki = try TestPKI.get()
         let listener = try SilentListener()
-        // A connect timeout far beyond the request's: however loaded the machine, the failure is the request's own.
-        let pool = HTTP2ConnectionPool(
-            configuration: clientConfig(pki, port: listener.port, timeout: 0.3, connectTimeout: 60),
-            logger: testLogger)
+        // A connect timeout far beyond the budget: however loaded the machine, the failure is the request's own.
+        var configuration = clientConfig(pki, port: listener.port, timeout: 0.1, connectTimeout: 60)
+        configuration.providerOutageSeconds = 0.3
+        let pool = HTTP2ConnectionPool(configuration: configuration, logger: testLogger)
         let (r, waited) = await timedSend(pool, request(1, port: listener.port))
         guard case .failure(let e) = r else {
-            Issue.record("expected timeout")
+            Issue.record("expected a failure past the outage budget")
             return
         }
-        #expect(e.kind == .timeout)
+        #expect(e.kind == .providerUnreachable)
         #expect(e.resendIsSafe)
+        #expect(e.message.contains("no connection became ready"), "\(e.message)")
         #expect(waited >= .milliseconds(300) && waited < .seconds(30), "\(waited)")
         #expect(pool.statistics.queued == 0)
         await shutdown(pool)

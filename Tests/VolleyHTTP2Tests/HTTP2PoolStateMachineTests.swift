@@ -511,6 +511,16 @@ struct HTTP2PoolStateMachineTests {
         #expect(numbers(m.connectionEstablished(a.open[0], maxStreams: 10).start) == [1])
     }
 
+    @Test func aConnectErrorThatSaysTheSettingsAreWrongFailsTheQueueAtOnce() {
+        var m = machine(outage: 600)
+        let r = TestRequest(0)
+        let c = m.requestSubmitted(r).open[0]
+        let untrusted = HTTP2Error(.certificateVerification, resendIsSafe: false, "certificate verify failed")
+        run(m.connectionClosed(c, error: untrusted, finished: [], unstarted: [], peakStreams: 0))
+        #expect(r.error?.kind == .certificateVerification && r.error?.resendIsSafe == false)
+        #expect(m.statistics.requestsUnreachable == 0)
+    }
+
     @Test func shutdownDuringAnOutageFailsTheWaitingRequestsAtOnce() {
         var m = machine(outage: 600)
         let requests = (0..<3).map { TestRequest($0) }

@@ -80,7 +80,9 @@ final class OutageCampaign: Sendable {
         try await waitUntil("1000 pushes at the mock") { mock.stats().acceptedAPNs >= 1000 }
         mock.server.stop()
         // Down through four failed connects (back-offs of 0.05–0.1, 0.1–0.2, 0.2–0.4 s…: about 1 s in all).
-        try await waitUntil("four failed connects", timeout: .seconds(30)) { pool.statistics.connectsFailed >= 4 }
+        try await waitUntil(
+            "four failed connects (\(pool.statistics), \(campaign.finished) devices finished)", timeout: .seconds(30)
+        ) { pool.statistics.connectsFailed >= 4 }
         #expect(campaign.finished < devices, "the outage came after the campaign")
         let again = try MockServer(
             options: MockServerOptions(stateDirectory: mock.stateDirectory, port: port), logger: testLogger)
