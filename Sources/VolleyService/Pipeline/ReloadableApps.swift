@@ -174,16 +174,10 @@ public final class ReloadableApps: AppDirectory, @unchecked Sendable {
         for s in all { if let g = s.replace(with: nil) { Self.shutdown(g.sender) } }
     }
 
-    /// A replaced provider keeps its connections until its sends have answered (at most two minutes: every
-    /// request has a deadline well below that), then closes them.
-    static func shutdownWhenIdle(_ g: ManagedSender.Generation, logger: Logger, started: Date = Date()) {
-        DispatchQueue.global().asyncAfter(deadline: .now() + 0.5) {
-            if g.inFlight.load(ordering: .acquiring) == 0 || Date().timeIntervalSince(started) > 120 {
-                shutdown(g.sender)
-            } else {
-                shutdownWhenIdle(g, logger: logger, started: started)
-            }
-        }
+    /// A replaced provider keeps its connections until its last send has answered, then closes them; at most two
+    /// minutes after the replacement (every request has a deadline well below that) it closes regardless.
+    static func shutdownWhenIdle(_ g: ManagedSender.Generation, logger: Logger) {
+        g.retire(graceSeconds: 120) { shutdown(g.sender) }
     }
 
     static func shutdown(_ sender: any PushSender) {
@@ -225,9 +219,38 @@ public final class ManagedSender: PushSender, @unchecked Sendable {
         let sender: any PushSender
         let number: Int
         let inFlight = Atomic<Int>(0)
+        /// nil while current; once replaced, what closes it, taken by whoever closes it first.
+        private let retirement = Mutex<Retirement>(.current)
+        enum Retirement {
+            case current
+            case retired(@Sendable () -> Void)
+            case closed
+        }
+
         init(sender: any PushSender, number: Int) {
             self.sender = sender
             self.number = number
+        }
+
+        /// Replaced: `close` runs when the last send out has answered (now, if none is), or after `graceSeconds`.
+        func retire(graceSeconds: Double, close: @escaping @Sendable () -> Void) {
+            retirement.withLock { if case .current = $0 { $0 = .retired(close) } }
+            if inFlight.load(ordering: .acquiring) == 0 { closeIfRetired() }
+            DispatchQueue.global().asyncAfter(deadline: .now() + graceSeconds) { [self] in closeIfRetired() }
+        }
+
+        /// One send answered.
+        func sendFinished() {
+            if inFlight.subtract(1, ordering: .acquiringAndReleasing).newValue == 0 { closeIfRetired() }
+        }
+
+        private func closeIfRetired() {
+            let close: (@Sendable () -> Void)? = retirement.withLock { state in
+                guard case .retired(let close) = state else { return nil }
+                state = .closed
+                return close
+            }
+            close?()
         }
     }
 
@@ -337,7 +360,7 @@ final class MeasuredReceiver: DeliveryReceiver, @unchecked Sendable {
 
     func delivered(_ device: Device, _ outcome: DeliveryOutcome) {
         provider.answered(outcome, nanoseconds: DispatchTime.now().uptimeNanoseconds &- started)
-        generation.inFlight.subtract(1, ordering: .releasing)
+        generation.sendFinished()
         provider.inFlight.subtract(1, ordering: .relaxed)
         receiver.delivered(device, outcome)
     }
