@@ -127,6 +127,12 @@ public enum SalesforcePushBuilder {
         let limit = platform == .ios ? apnsMaxBytes : fcmMaxDataBytes
         let texts = Texts(content)
         let secretBytes = key.map { base64Length($0.secretBytes) } ?? 0
+        // The custom keys of the untrimmed push, written once: what nearly every push encrypts.
+        let fullCut = Cut(alertBody: texts.alertBody.utf8.count, title: texts.title.utf8.count)
+        let fullCustomKeys = key == nil ? [] : customKeys(content, texts.cut(fullCut), platform: platform)
+        func customKeysLength(_ cut: Cut) -> Int {
+            cut == fullCut ? fullCustomKeys.count : customKeys(content, texts.cut(cut), platform: platform).count
+        }
         func size(_ cut: Cut) -> Int {
             let t = texts.cut(cut)
             switch (platform, key != nil) {
@@ -134,10 +140,10 @@ public enum SalesforcePushBuilder {
             case (.android, false):
                 return androidClearData(content, t).reduce(0) { $0 + $1.key.utf8.count + $1.value.utf8.count }
             case (.ios, true):
-                let contentBytes = base64Length(cbcLength(customKeys(content, t, platform: .ios).count))
+                let contentBytes = base64Length(cbcLength(customKeysLength(cut)))
                 return iosEncrypted(content, t, secret: [], content: []).count + secretBytes + contentBytes
             case (.android, true):
-                let contentBytes = base64Length(cbcLength(customKeys(content, t, platform: .android).count))
+                let contentBytes = base64Length(cbcLength(customKeysLength(cut)))
                 return "encrypted".utf8.count + "true".utf8.count + "secret".utf8.count + secretBytes
                     + "content".utf8.count + contentBytes
             }
@@ -146,7 +152,7 @@ public enum SalesforcePushBuilder {
         let t = texts.cut(cut)
         let payload: SalesforcePush.Payload
         if let key {
-            let json = customKeys(content, t, platform: platform)
+            let json = cut == fullCut ? fullCustomKeys : customKeys(content, t, platform: platform)
             let (secret, ciphertext) = try encrypt(json, key: key)
             switch platform {
             case .ios: payload = .apns(iosEncrypted(content, t, secret: secret, content: ciphertext))

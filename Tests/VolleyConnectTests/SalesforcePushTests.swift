@@ -238,15 +238,27 @@ struct SalesforcePushFitTests {
     }
 
     @Test func aLongTitleIsTrimmedAfterTheBodyIsEmpty() throws {
+        // Without full content `alertBody` is the title, and Android's `alert` is the title too: the body goes
+        // first, then the title.
+        let title = String(repeating: "T", count: 6000)
+        let p = try SalesforcePushBuilder.build(content(title: title, fullContent: false), platform: .android)
+        let d = try fcm(p)
+        #expect(p.trimmedFields == 2)
+        #expect(d["alertBody"] == "" && d["alertTitle"] == "")
+        let alert = try #require(d["alert"])
+        #expect(alert.count > 3500 && alert.count < 4096)
+        #expect(title.hasPrefix(alert))
+        #expect(p.bytes <= 4096 && p.bytes > 4096 - 1)
+        #expect(p.trimmedBytes == 6000 + (6000 - alert.utf8.count))
+    }
+
+    @Test func inClearOnIOSTheTitleTravelsAsAlertBodyAndIsTrimmedAsIt() throws {
         let title = String(repeating: "T", count: 6000)
         let p = try SalesforcePushBuilder.build(content(title: title, fullContent: false), platform: .ios)
         let o = try apns(p)
-        #expect(p.trimmedFields == 2)
-        #expect(o["alertBody"] == str(""))
-        let alert = try #require(o["aps"]?["alert"]?["body"]?.stringValue)
-        #expect(alert.count > 3000 && alert.count < 4096)
-        #expect(p.bytes <= 4096)
-        #expect(p.trimmedBytes == 6000 + (6000 - alert.utf8.count))
+        let body = try #require(o["alertBody"]?.stringValue)
+        #expect(o["aps"]?["alert"]?["body"] == str(body))
+        #expect(p.trimmedFields == 1 && body.count < 2048 && p.bytes <= 4096)
     }
 
     @Test func aPushThatCannotFitEvenWithEmptyTextsIsAnError() {
