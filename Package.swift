@@ -112,7 +112,9 @@ let package = Package(
         .target(
             name: "VolleyConnect",
             dependencies: [
-                "VolleyCore",
+                "VolleyCore", "COpenSSL",
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "CryptoExtras", package: "swift-crypto"),
                 .product(name: "Logging", package: "swift-log"),
             ]),
         // Configuration, bootstrap, lifecycle, the demo: the one place that wires things together.
@@ -257,6 +259,8 @@ let package = Package(
             name: "VolleyConnectTests",
             dependencies: [
                 "VolleyTestTags", "VolleyConnect", "VolleyCore", "VolleyTestDoubles",
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "CryptoExtras", package: "swift-crypto"),
                 .product(name: "Logging", package: "swift-log"),
             ]),
         .testTarget(

@@ -43,7 +43,7 @@ ALLOWED = {
     "VolleyFCM": IO | {"Crypto", "CryptoExtras", "VolleyCore", "VolleyHTTP2"},
     "VolleyEngine": IO | {"Metrics", "VolleyCore"},
     "VolleyObservability": IO | {"Hummingbird", "Metrics", "Prometheus", "ServiceLifecycle"},
-    "VolleyConnect": IO | {"VolleyCore"},
+    "VolleyConnect": IO | {"COpenSSL", "Crypto", "CryptoExtras", "VolleyCore"},
     "VolleyAPI": IO | {"Crypto", "Hummingbird", "Metrics", "ServiceLifecycle", "VolleyConnect", "VolleyCore",
                        "HummingbirdCore", "HummingbirdTLS", "NIOSSL", "NIOCore", "NIOPosix"},
     "VolleyService": IO | {"Metrics", "Prometheus", "ServiceLifecycle", "Yams", "NIOPosix", "VolleyCore", "VolleyHTTP2",
@@ -68,6 +68,7 @@ WRAPPERS = {
     "Sources/VolleyHTTP2/HTTP2SessionMemory.swift",
     "Sources/VolleyHTTP2/HTTP2Error+C.swift",
     "Sources/VolleyHTTP2Server/ArrivalTimeBIO.swift",
+    "Sources/VolleyConnect/RSAOAEP+OpenSSL.swift",
     "Sources/VolleyRedis/RedisConnection.swift",
     "Sources/VolleyRedis/RedisReplyParser.swift",
 }
