@@ -102,7 +102,8 @@ import VolleyTestTags
         let p = try VolleyProcess(
             ["worker", "--config", config, "--consumer", "w"], logFile: dir.appendingPathComponent("w.log").path)
         defer { if p.exited == nil { p.kill9() } }
-        try await Self.stops(p, on: signal, when: "redis unavailable, retrying", drainSeconds: 2)
+        // The reader's wait for Redis: the worker runs under its service group, which takes the signals.
+        try await Self.stops(p, on: signal, when: "conn=reader", drainSeconds: 2)
         #expect(p.log.contains("stopped before Redis answered"))
     }
 
@@ -115,6 +116,7 @@ import VolleyTestTags
         let config = try Self.config(dir: dir, mock: mock, extra: "api:\n  port: 0\n  drainSeconds: 1\n")
         let p = try VolleyProcess(["api", "--config", config], logFile: dir.appendingPathComponent("api.log").path)
         defer { if p.exited == nil { p.kill9() } }
-        try await Self.stops(p, on: signal, when: "volley api listening", drainSeconds: 1)
+        // Hummingbird's line, logged once the service group (which takes the signals) runs the server.
+        try await Self.stops(p, on: signal, when: "Server started and listening", drainSeconds: 1)
     }
 }
