@@ -215,7 +215,11 @@ public final class APNSProvider: PushSender, ShellSender, @unchecked Sendable {
     }
 
     /// Closes the app's connections.
-    public func shutdown() {
+    public func shutdown() { shutdown(completion: {}) }
+
+    /// Closes the app's connections; `completion` runs once every one is closed and freed (a process may then exit
+    /// without a connection still inside OpenSSL).
+    public func shutdown(completion: @escaping @Sendable () -> Void) {
         let all = lock.withLock { () -> [any HTTP2RequestSubmitter] in
             isShutDown = true
             let t = [production, sandbox].compactMap { $0?.submitter }
@@ -223,7 +227,12 @@ public final class APNSProvider: PushSender, ShellSender, @unchecked Sendable {
             sandbox = nil
             return t
         }
-        for t in all { t.shutdown(completion: {}) }
+        let group = DispatchGroup()
+        for t in all {
+            group.enter()
+            t.shutdown { group.leave() }
+        }
+        group.notify(queue: .global(), execute: completion)
     }
 
     /// The pool for a device's environment when it is not the app's own (made on first use).

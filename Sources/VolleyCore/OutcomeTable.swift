@@ -141,9 +141,12 @@ public enum OutcomeTable {
         return d
     }()
 
-    /// Transport failures (reason `transport:<HTTP2Error.Kind>`) that mean the app's endpoint settings are wrong.
+    /// Transport failures (reason `transport:<HTTP2Error.Kind>`) that mean the app's endpoint settings are wrong:
+    /// a bad CA file, a server certificate the app does not trust, a TLS handshake the server refuses, no h2. A
+    /// connection refused, reset or timed out is none of these (the transport says whether a resend is safe).
     public static let transportConfigurationReasons: Set<String> = [
-        "transport:configuration", "transport:certificate-verification", "transport:alpn-not-h2",
+        "transport:configuration", "transport:certificate-verification", "transport:tls-handshake",
+        "transport:alpn-not-h2",
     ]
 
     /// Transport failures that end the delivery although the request never left: the connection pool already
@@ -223,7 +226,7 @@ public enum OutcomeTable {
             case .fixApp:
                 fcm +=
                     "; OAuth token endpoint refusing the service account (4xx); transport misconfigured (CA file, "
-                    + "server certificate, no h2)"
+                    + "server certificate, TLS handshake, no h2), the token endpoint's included"
             case .unknown:
                 answer = "APNs any other reason"
                 fcm = "any other code; transport failure not safe to resend"

@@ -71,7 +71,9 @@ package final class ProviderSendShell: Sendable {
     /// A `fix-app` answer stops the app; the first stop logs why.
     package func stopApp(_ outcome: DeliveryOutcome) {
         guard case .rejected(let status, let reason, _) = outcome else { return }
-        let message = "\(stopMessagePrefix) answered \(status) \(reason) — " + OutcomeTable.explanation(.fixApp)
+        // Status 0: no answer, the transport could not be set up (`transport:certificate-verification`, …).
+        let what = status == 0 ? "failed: \(reason)" : "answered \(status) \(reason)"
+        let message = "\(stopMessagePrefix) \(what) — " + OutcomeTable.explanation(.fixApp)
         if stopSwitch.stop(outcome, message: message) { logStop(message) }
     }
 }

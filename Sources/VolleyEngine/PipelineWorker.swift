@@ -60,14 +60,22 @@ public final class PipelineWorker: @unchecked Sendable {
     func addStats(_ body: (inout WorkerStats) -> Void) { statsLock.withLock { body(&_stats) } }
 
     /// Connects, creates the consumer group, and starts the threads. Throws when Redis refuses the setup
-    /// (authentication, wrong type at the stream key); waits and retries while Redis is unreachable.
-    public func start() throws {
+    /// (authentication, wrong type at the stream key); waits and retries while Redis is unreachable, until
+    /// `stopStarting()`. Returns false when it was stopped before Redis answered (nothing was started).
+    @discardableResult
+    public func start() throws -> Bool {
         try startLock.withLock {
-            guard !started else { return }
+            guard !started else { return true }
             started = true
             let st = state
-            let readerSession = try backend.makeSession(name: "reader") { st.draining }
-            try readerSession.ensureGroup()
+            let readerSession: any PipelineSession
+            do {
+                readerSession = try backend.makeSession(name: "reader") { st.draining || st.isStartCancelled }
+                try readerSession.ensureGroup()
+            } catch  where st.isStartCancelled {
+                logger.notice("stopped before Redis answered: no job was read", metadata: ["error": "\(error)"])
+                return false
+            }
             state.readerStarted()
             let readerBox = Handoff(readerSession)
             let reader = Thread { [self] in self.readLoop(readerBox.value) }
@@ -90,8 +98,13 @@ public final class PipelineWorker: @unchecked Sendable {
                     "concurrentJobs": "\(configuration.concurrentJobs)",
                     "inFlight": "\(configuration.inFlight)",
                 ])
+            return true
         }
     }
+
+    /// Told to stop (SIGTERM/SIGINT) while `start` may still wait for Redis: that wait gives up within one
+    /// connect attempt, so a worker whose Redis never answers still exits. No effect once the threads run.
+    public func stopStarting() { state.cancelStart() }
 
     /// Graceful drain: stop reading, let lanes finish within `drainDeadlineSeconds` (then stop sending, record
     /// what finished, leave unfinished jobs pending for other workers). Blocks the calling thread until stopped.

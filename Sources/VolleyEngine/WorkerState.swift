@@ -10,6 +10,8 @@ final class WorkerState: @unchecked Sendable {
     private var idleLanes: Int
     private var active: [StreamEntryID: Int] = [:]
     private(set) var draining = false
+    /// Set when the worker is told to stop while `start` still waits for Redis: that wait gives up.
+    private(set) var startCancelled = false
     private var machine: WorkerStateMachine
     private let clock: any WallClock
     private var runningLanes = 0
@@ -114,6 +116,9 @@ final class WorkerState: @unchecked Sendable {
         cond.broadcast()
         cond.unlock()
     }
+
+    func cancelStart() { withLock { startCancelled = true } }
+    var isStartCancelled: Bool { withLock { startCancelled } }
 
     func beginDrain(deadline: TimeInterval, grace: TimeInterval) {
         cond.lock()

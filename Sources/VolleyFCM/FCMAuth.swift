@@ -14,11 +14,27 @@ public struct FCMConfigurationError: Error, Sendable, Hashable, CustomStringConv
     public var oauthError: String?
     /// The token request failed in the transport before reaching the endpoint (worth retrying).
     public var resendIsSafe = false
+    /// How the token request failed in the transport, as `transport:<kind>` (nil: the endpoint answered).
+    public var transportReason: OutcomeReason?
     public init(app: String, _ message: String) {
         self.app = app
         self.message = message
     }
     public var description: String { "app \(app): \(message)" }
+
+    /// What a send that could not get an access token answers, for the outcome table. The token endpoint refused
+    /// the service account (4xx): `oauth:<error>`, fix-app. Its transport cannot be set up for this app (server
+    /// certificate not trusted, TLS handshake refused, no h2, bad CA file): the same `transport:<kind>` as the FCM
+    /// endpoint's own, fix-app. Unreachable, timed out, 5xx: nothing reached FCM, so the send may be retried.
+    public var answer: ProviderAnswer {
+        if let oauthError, !resendIsSafe {
+            return ProviderAnswer(provider: .fcm, status: status, reason: OutcomeReason("oauth:" + oauthError))
+        }
+        if let transportReason, OutcomeTable.transportConfigurationReasons.contains(transportReason.rawValue) {
+            return ProviderAnswer(provider: .fcm, status: 0, reason: transportReason)
+        }
+        return ProviderAnswer(provider: .fcm, status: 0, reason: "transport:oauth-token", transportResendIsSafe: true)
+    }
 }
 
 /// A Google service account key file (the JSON downloaded from the Firebase console).
@@ -171,6 +187,7 @@ public final class FCMAccessTokenProvider: @unchecked Sendable {
             case .failure(let error):
                 var e = FCMConfigurationError(app: app, "OAuth token request to \(account.tokenURI) failed: \(error)")
                 e.resendIsSafe = error.resendIsSafe
+                e.transportReason = OutcomeReason("transport:" + error.kind.rawValue)
                 finish(.failure(e), expiresIn: 0)
             case .success(let response):
                 let json = (try? JSONSerialization.jsonObject(with: Data(response.body))) as? [String: Any]

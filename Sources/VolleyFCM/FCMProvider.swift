@@ -198,18 +198,10 @@ public final class FCMProvider: PushSender, ShellSender, @unchecked Sendable {
         tokens.authorization { [self] result in
             switch result {
             case .failure(let error):
-                // No access token. Refused (4xx, e.g. invalid_grant): the service account is wrong → fix-app.
-                // Unreachable or 5xx: nothing was sent to FCM, so retrying is safe.
-                let answer: ProviderAnswer
-                if let oauth = error.oauthError, !error.resendIsSafe {
-                    answer = ProviderAnswer(
-                        provider: .fcm, status: error.status, reason: OutcomeReason("oauth:" + oauth))
-                } else {
-                    answer = ProviderAnswer(
-                        provider: .fcm, status: 0, reason: "transport:oauth-token",
-                        transportResendIsSafe: true)
-                }
-                completion(AttemptResult(answer: answer, message: error.description), nil)
+                // No access token. Refused (4xx, e.g. invalid_grant) or a token endpoint this app's TLS settings
+                // cannot reach (untrusted certificate, handshake refused) → fix-app. Unreachable or 5xx: nothing
+                // was sent to FCM, so retrying is safe.
+                completion(AttemptResult(answer: error.answer, message: error.description), nil)
             case .success(let auth):
                 let request = prepared.request(for: device, authority: authority, authorization: auth)
                 transport.submit(request) { result in completion(FCMResponseDecoder.decode(result), auth) }
@@ -217,9 +209,17 @@ public final class FCMProvider: PushSender, ShellSender, @unchecked Sendable {
         }
     }
 
-    public func shutdown() {
-        transport.shutdown(completion: {})
-        tokenTransport.shutdown(completion: {})
+    public func shutdown() { shutdown(completion: {}) }
+
+    /// Closes the app's connections (FCM's and the token endpoint's); `completion` runs once every one is closed
+    /// and freed (a process may then exit without a connection still inside OpenSSL).
+    public func shutdown(completion: @escaping @Sendable () -> Void) {
+        let group = DispatchGroup()
+        for t in [transport, tokenTransport] {
+            group.enter()
+            t.shutdown { group.leave() }
+        }
+        group.notify(queue: .global(), execute: completion)
     }
 }
 

@@ -132,6 +132,14 @@ package final class HTTP2ClientConnection: HTTP2Channel, HTTP2SessionDelegate, @
         super.init(queue: queue)
     }
 
+    // Nothing else refers to the connection now: free its session and `SSL*` here, before telling the pool (the
+    // channel's own properties would go only after this subclass's deinit).
+    deinit {
+        session = nil
+        tls = nil
+        pool.connectionFreed()
+    }
+
     /// On `queue`: resolve, non-blocking connect, then TLS handshake from the socket sources.
     func connect() {
         dispatchPrecondition(condition: .onQueue(queue))

@@ -48,6 +48,9 @@ public final class HTTP2ConnectionPool: @unchecked Sendable {
     private let context: Result<TLSContext, HTTP2Error>
     private let state: Mutex<Locked>
     private let timerQueue = DispatchQueue(label: "volley.http2.pool.timer")
+    /// Connection objects made and not yet freed, and who waits for none to be left (`shutdown`'s completion).
+    /// Its own lock: a connection may be freed while `state` is held (taken in the order state → released).
+    private let released = Mutex<(live: Int, waiters: [@Sendable () -> Void])>((0, []))
 
     /// Serial queues that connection queues target (≈ core count), shared by every pool in the process.
     static let sharedTargets: [DispatchQueue] = (0..<max(1, ProcessInfo.processInfo.activeProcessorCount)).map {
@@ -103,9 +106,32 @@ public final class HTTP2ConnectionPool: @unchecked Sendable {
     }
 
     /// Graceful shutdown: queued requests fail with `.shutdown`, connections send GOAWAY and close once
-    /// their open streams are answered; `completion` runs when every connection is closed.
+    /// their open streams are answered; `completion` runs when every connection is closed and freed (socket
+    /// closed, `SSL*` and nghttp2 session released on its queue), so a process may exit right after it: nothing of
+    /// the pool's is still inside OpenSSL while `exit` runs its cleanup.
     public func shutdown(completion: @escaping @Sendable () -> Void = {}) {
-        run(state.withLock { s in resolve(s.machine.shutdownRequested(completion: completion), &s) })
+        let closed: @Sendable () -> Void = { [self] in whenConnectionsFreed(completion) }
+        run(state.withLock { s in resolve(s.machine.shutdownRequested(completion: closed), &s) })
+    }
+
+    private func whenConnectionsFreed(_ body: @escaping @Sendable () -> Void) {
+        let now = released.withLock { r -> Bool in
+            if r.live == 0 { return true }
+            r.waiters.append(body)
+            return false
+        }
+        if now { body() }
+    }
+
+    /// From a connection's `deinit` (any thread, possibly while `state` is held): one fewer left to free.
+    func connectionFreed() {
+        let waiters = released.withLock { r -> [@Sendable () -> Void] in
+            r.live -= 1
+            guard r.live == 0 else { return [] }
+            defer { r.waiters = [] }
+            return r.waiters
+        }
+        if !waiters.isEmpty { timerQueue.async { for w in waiters { w() } } }
     }
 
     /// Retires `connection` (see `HTTP2RequestSubmitter.retireConnection(_:)`); nothing when it is already gone or
@@ -188,6 +214,7 @@ public final class HTTP2ConnectionPool: @unchecked Sendable {
                 let c = HTTP2ClientConnection(
                     id: id, pool: self, configuration: configuration, context: ctx, queue: q,
                     logger: logger)
+                released.withLock { $0.live += 1 }
                 s.connections.append(c)
                 fx.open.append(c)
             }

@@ -10,11 +10,14 @@ import VolleyRedis
 /// volley:apns-token:{<team>:<key>}:lease  STRING the minting worker's name; PX = FleetTokenStateMachine leaseSeconds
 /// volley:pause:{<provider>:<target>}      STRING pause end, milliseconds since 1970; PX = until the end
 /// volley:budget:{<provider>:<target>}:<s> STRING sends taken in second <s> (since 1970); PX = 5 s
+/// volley:pause-events                     STREAM one entry per pause moved later: key, until (ms); ~1,000 kept
 /// ```
 public enum FleetKeys {
     public static func apnsToken(_ c: FleetCredential) -> String { "volley:apns-token:{\(c.teamID):\(c.keyID)}" }
     public static func apnsTokenLease(_ c: FleetCredential) -> String { apnsToken(c) + ":lease" }
     public static func pause(_ k: FleetPauseKey) -> String { "volley:pause:{\(k.provider.rawValue):\(k.target)}" }
+    /// Every worker blocks on this stream (XREAD) to learn of a pause the moment it is published.
+    public static let pauseEvents = "volley:pause-events"
     public static func budget(_ k: FleetPauseKey, window: Int64) -> String {
         "volley:budget:{\(k.provider.rawValue):\(k.target)}:\(window)"
     }
@@ -125,6 +128,43 @@ public final class RedisFleetStore: FleetTokenStore, FleetPauseStore, FleetBudge
         try r.throwIfError("extend pause")
         guard let ms = r.integer else { throw RedisError(.unexpectedReply, "extend pause: \(r)") }
         return Date(timeIntervalSince1970: Double(ms) / 1000)
+    }
+
+    /// Announces that `key`'s pause now ends at `until` to every worker blocked in `pauseEvents(after:blockMillis:)`
+    /// (one XADD; the stream keeps about the last 1,000 announcements).
+    public func announcePause(_ key: FleetPauseKey, until: Date) throws {
+        let ms = String(Int64((until.timeIntervalSince1970 * 1000).rounded(.up)))
+        let r = try redis.with {
+            try $0.command([
+                "XADD", FleetKeys.pauseEvents, "MAXLEN", "~", "1000", "*", "key", FleetKeys.pause(key), "until", ms,
+            ])
+        }
+        try r.throwIfError("XADD pause event")
+    }
+
+    /// Waits up to `blockMillis` for pause announcements after stream id `lastID` (`$`: from now on). Returns them
+    /// as (pause key as stored, end) and the id to continue after. Blocks its client: use a store of its own.
+    public func pauseEvents(after lastID: String, blockMillis: Int) throws -> (
+        events: [(key: String, until: Date)], lastID: String
+    ) {
+        let args = ["XREAD", "COUNT", "100", "BLOCK", String(blockMillis), "STREAMS", FleetKeys.pauseEvents, lastID]
+        // The socket timeout must outlast BLOCK, or hiredis reports the wait as a timeout.
+        let r = try redis.with { try $0.command(args, timeout: Double(blockMillis) / 1000 + 2) }
+        try r.throwIfError("XREAD pause events")
+        var events: [(key: String, until: Date)] = []
+        var last = lastID
+        // [[stream, [[id, [field, value, …]], …]]]; nil when BLOCK ran out.
+        for stream in r.array ?? [] {
+            for entry in stream.array?.last?.array ?? [] {
+                guard let parts = entry.array, parts.count == 2, let id = parts[0].string else { continue }
+                last = id
+                let fields = Dictionary(parts[1].fieldPairs, uniquingKeysWith: { _, new in new })
+                if let key = fields["key"], let ms = fields["until"].flatMap(Int64.init) {
+                    events.append((key, Date(timeIntervalSince1970: Double(ms) / 1000)))
+                }
+            }
+        }
+        return (events, last)
     }
 
     /// One pipelined GET per key (not MGET: the keys have different hash tags).

@@ -59,6 +59,8 @@ struct TestPush: AsyncParsableCommand {
         } else {
             print(result.text)
         }
+        // Written before exit's own cleanup runs, whatever happens in it.
+        fflush(nil)
         if !result.accepted { throw ExitCode(1) }
     }
 

@@ -215,3 +215,68 @@ final class UnreachableSubmitter: HTTP2RequestSubmitter, @unchecked Sendable {
                 padding: .insecurePKCS1v1_5))
     }
 }
+
+/// A token endpoint whose transport always fails with one error.
+final class FailingSubmitter: HTTP2RequestSubmitter, @unchecked Sendable {
+    let error: HTTP2Error
+    init(_ error: HTTP2Error) { self.error = error }
+    func submit(_ request: HTTP2PendingRequest) { request.complete(.failure(error)) }
+    func shutdown(completion: @escaping @Sendable () -> Void) { completion() }
+}
+
+/// How a failed access-token request decides the send that waited for it (the outcome table's rows).
+@Suite(.tags(.unit)) struct FCMTokenFailureTests {
+    static let key = try? _RSA.Signing.PrivateKey(keySize: .bits2048)
+
+    static let rows: [(HTTP2Error, String, OutcomeDecision)] = [
+        // TLS: the app's trust settings or the endpoint are wrong; retrying cannot help.
+        (
+            HTTP2Error(.certificateVerification, resendIsSafe: false, "unable to get local issuer certificate"),
+            "transport:certificate-verification", .fixApp
+        ),
+        (
+            HTTP2Error(.tlsHandshake, resendIsSafe: false, "sslv3 alert handshake failure"), "transport:tls-handshake",
+            .fixApp
+        ),
+        (HTTP2Error(.alpnNotH2, resendIsSafe: false, "no h2"), "transport:alpn-not-h2", .fixApp),
+        (HTTP2Error(.configuration, resendIsSafe: false, "cannot read CA file"), "transport:configuration", .fixApp),
+        // Unreachable or slow: nothing reached FCM, the send is retried.
+        (HTTP2Error(.connectFailed, resendIsSafe: true, "Connection refused"), "transport:oauth-token", .retry),
+        (HTTP2Error(.timeout, resendIsSafe: false, "no answer in 30 s"), "transport:oauth-token", .retry),
+        (
+            HTTP2Error(.connectionReset, resendIsSafe: true, "peer closed mid-handshake"), "transport:oauth-token",
+            .retry
+        ),
+    ]
+
+    @Test(arguments: rows.indices)
+    func tokenEndpointTransportFailure(_ i: Int) async throws {
+        let (error, reason, decision) = Self.rows[i]
+        let key = try #require(Self.key)
+        let account = FCMServiceAccount(
+            clientEmail: "sender@proj.iam.gserviceaccount.com", privateKeyPEM: key.pemRepresentation,
+            tokenURI: "https://oauth2.googleapis.com/token", projectID: "proj")
+        let tokens = try FCMAccessTokenProvider(
+            app: "A", account: account, transport: FailingSubmitter(error), logger: .init(label: "t"))
+        let result = await withCheckedContinuation { c in tokens.authorization { c.resume(returning: $0) } }
+        guard case .failure(let failure) = result else {
+            Issue.record("a token despite \(error)")
+            return
+        }
+        #expect(failure.answer.reason?.rawValue == reason, "\(error)")
+        #expect(OutcomeTable.decide(failure.answer) == decision, "\(error)")
+        #expect(failure.description.contains(error.message), "the reason is in the message")
+    }
+
+    @Test func refusedServiceAccountIsFixAppAndServerErrorIsRetried() {
+        var refused = FCMConfigurationError(app: "A", "refused")
+        refused.status = 400
+        refused.oauthError = "invalid_grant"
+        #expect(OutcomeTable.decide(refused.answer) == .fixApp)
+        var unavailable = FCMConfigurationError(app: "A", "503")
+        unavailable.status = 503
+        unavailable.oauthError = "oauth_error"
+        unavailable.resendIsSafe = true
+        #expect(OutcomeTable.decide(unavailable.answer) == .retry)
+    }
+}

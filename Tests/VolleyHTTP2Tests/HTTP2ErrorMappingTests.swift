@@ -18,6 +18,15 @@ import VolleyTestTags
         #expect(e.message == "connect failed: Connection refused")
     }
 
+    @Test func handshakeRefusalIsTLSAndAClosedSocketIsAConnectionFailure() {
+        // OpenSSL's SSL_get_error: SSL_ERROR_SSL is 1 (a protocol failure: alert, no shared cipher),
+        // SSL_ERROR_SYSCALL is 5 (the socket failed or the peer closed it).
+        let refused = HTTP2Error.openSSL("TLS handshake failed", sslError: 1, in: .handshake)
+        #expect(refused.kind == .tlsHandshake && !refused.resendIsSafe)
+        let closed = HTTP2Error.openSSL("TLS handshake failed", sslError: 5, in: .handshake)
+        #expect(closed.kind == .connectionReset && closed.resendIsSafe, "no request leaves before the handshake ends")
+    }
+
     @Test func nghttp2ErrorsAreSafeOnlyBeforeARequestIsQueued() {
         // NGHTTP2_ERR_NOMEM is -901.
         #expect(HTTP2Error.nghttp2(-901, "submit", in: .submitting).resendIsSafe)

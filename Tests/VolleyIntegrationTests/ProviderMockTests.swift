@@ -398,6 +398,30 @@ let pools = HTTP2ConnectionPool.submitterFactory(logger: testLogger)
         #expect(provider.tokens.tokenRequestCount == 1)
     }
 
+    @Test func untrustedTokenEndpointStopsTheApp() async throws {
+        let mock = try MockServerFixture()
+        defer { mock.stop() }
+        var app = fcmApp(mock, name: "Wrong_CA")
+        app.caFile = mock.clientCertificateFile // not the CA that signed the token endpoint's certificate
+        let provider = try FCMProvider(app: app, retryPolicy: fastRetry, logger: testLogger, makeTransport: pools)
+        defer { provider.shutdown() }
+        let d = Device(platform: .android, token: DeviceToken("tok-untrusted"))
+        // The first send asks for an access token: the token endpoint's certificate does not verify.
+        let out = try await send(provider, .init(title: "t"), to: d)
+        guard case .rejected(0, let reason, .fixApp) = out else {
+            Issue.record("\(out)")
+            return
+        }
+        #expect(reason == "transport:certificate-verification")
+        #expect(provider.stopReason?.contains("Wrong_CA") == true)
+        #expect(provider.stopReason?.contains("transport:certificate-verification") == true)
+        // Not retried: one token request, and the app's later sends stop without another.
+        #expect(provider.tokens.tokenRequestCount == 1)
+        #expect(try await send(provider, .init(title: "u"), to: d) == out)
+        #expect(provider.tokens.tokenRequestCount == 1)
+        #expect(mock.stats().tokenRequests == 0 && mock.stats().acceptedFCM == 0)
+    }
+
     @Test func maxStreamsCapsStreamsPerConnection() async throws {
         let mock = try MockServerFixture()
         defer { mock.stop() }

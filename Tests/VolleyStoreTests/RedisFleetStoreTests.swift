@@ -2,6 +2,7 @@ import Foundation
 import Testing
 import VolleyCore
 import VolleyRedis
+import VolleyTestDoubles
 import VolleyTestSupport
 import VolleyTestTags
 
@@ -60,6 +61,33 @@ import VolleyTestTags
         #expect(try store.takeBudget(key, window: 7, count: 6, limit: 10) == 4)
         #expect(try store.takeBudget(key, window: 7, count: 6, limit: 10) == 0)
         #expect(try store.takeBudget(key, window: 8, count: 6, limit: 10) == 6)
+    }
+
+    @Test func aWaitingWorkerLearnsOfAnAnnouncedPauseAtOnce() async throws {
+        let redis = try RedisServerFixture()
+        defer { redis.stop() }
+        let key = FleetPauseKey(provider: .fcm, target: "proj")
+        let publisher = RedisFleetStore(client: redis.client())
+        let watcher = RedisFleetStore(client: redis.client())
+        // Nothing announced: the wait runs out with no event and the same position.
+        let none = try watcher.pauseEvents(after: "0", blockMillis: 10)
+        #expect(none.events.isEmpty && none.lastID == "0")
+        // A watcher blocked from now on (`$`) wakes with the announcement, well before its 20 s block runs out.
+        let until = Date(timeIntervalSince1970: 1_800_000_003.5)
+        let woke: Task<(events: [(key: String, until: Date)], lastID: String), Error> = Task.detached {
+            try watcher.pauseEvents(after: "$", blockMillis: 20_000)
+        }
+        // The watcher's XREAD is blocked once Redis lists a client waiting on the stream.
+        try await waitUntil("the watcher blocked on the stream", timeout: .seconds(10)) {
+            (try redis.client().checked(["INFO", "clients"]).string ?? "").contains("blocked_clients:1")
+        }
+        try publisher.announcePause(key, until: until)
+        let got = try await woke.value
+        #expect(got.events.count == 1)
+        #expect(got.events.first?.key == FleetKeys.pause(key))
+        #expect(got.events.first?.until == until)
+        // Continuing after the last id seen finds nothing new.
+        #expect(try watcher.pauseEvents(after: got.lastID, blockMillis: 10).events.isEmpty)
     }
 
     @Test func everyScriptsKeysShareOneSlot() {

@@ -20,7 +20,14 @@ public struct WorkerService: Service {
 
     public func run() async throws {
         let w = worker
-        try await onThread { try w.start() }
+        // SIGTERM/SIGINT while the worker still waits for Redis (down, unreachable, loading): the wait gives up and
+        // the worker stops without having read anything.
+        let started = try await withGracefulShutdownHandler {
+            try await onThread { try w.start() }
+        } onGracefulShutdown: {
+            w.stopStarting()
+        }
+        guard started else { return }
         // Suspends until the group signals graceful shutdown (or the task is cancelled).
         try? await gracefulShutdown()
         _ = await onThread { w.drain() }

@@ -94,52 +94,76 @@ public enum TestPush {
                     app: config, tokens: APNSTokenRegistry(clock: clock), clock: clock,
                     logger: logger, makeTransport: makeTransport)
             } catch { return configurationFailure(error) }
-            defer { provider.shutdown() }
-            let prepared: APNSPreparedNotification
-            do {
-                prepared = try APNSPreparedNotification(
-                    request.notification, jobID: jobID, bundleID: config.topic, now: clock.now())
-            } catch { return invalid(error) }
-            if request.dryRun {
-                // APNs has no validate-only mode: the request is built, signed and size-checked, not sent.
-                _ = try? provider.tokenProvider?.authorization()
-                return TestPushResult(
-                    status: nil, reason: "DryRun", outcome: OutcomeDecision.accepted.rawValue,
-                    apnsId: APNSPreparedNotification.apnsID(jobID: jobID, token: device.token),
-                    message:
-                        "dry run: \(prepared.payloadBytes)-byte payload, push type \(prepared.pushType.rawValue), "
-                        + "topic \(prepared.topic), priority \(prepared.priority); validated locally, not sent "
-                        + "(APNs has no validate-only mode)"
-                )
-            }
-            let result = await attemptWithRefresh(
-                attempt: { done in provider.attemptOnce(prepared, to: device, completion: done) },
-                refresh: { auth in auth.map { provider.tokenProvider?.refreshAfterRejection(of: $0) ?? false } ?? false
-                })
-            var out = summary(result)
-            out.apnsId = result.messageID ?? APNSPreparedNotification.apnsID(jobID: jobID, token: device.token)
-            return out
+            let result = await apns(
+                request, provider: provider, config: config, device: device, jobID: jobID, clock: clock)
+            await closed(provider.shutdown(completion:))
+            return result
         case .android:
             guard let config = app.fcm else { return missing(app: app.name, platform: "fcm") }
             let provider: FCMProvider
             do {
                 provider = try FCMProvider(app: config, clock: clock, logger: logger, makeTransport: makeTransport)
             } catch { return configurationFailure(error) }
-            defer { provider.shutdown() }
-            let prepared: FCMPreparedNotification
-            do { prepared = try provider.prepare(request.notification, validateOnly: request.dryRun) } catch {
-                return invalid(error)
-            }
-            let result = await attemptWithRefresh(
-                attempt: { done in provider.attemptOnce(prepared, to: device, completion: done) },
-                refresh: { auth in
-                    if let auth { provider.tokens.invalidate(auth) }
-                    return true
-                })
-            var out = summary(result)
-            out.messageName = result.messageID
-            return out
+            let result = await fcm(request, provider: provider, device: device)
+            await closed(provider.shutdown(completion:))
+            return result
         }
+    }
+
+    /// Waits until a provider's connections are closed and freed, so `volley test-push` exits with nothing of them
+    /// still inside OpenSSL (its exit-time cleanup would crash under them). Bounded: a connection the peer never
+    /// lets go does not keep the command from printing its answer.
+    private static func closed(_ shutdown: (@escaping @Sendable () -> Void) -> Void) async {
+        let done = DispatchGroup()
+        done.enter()
+        shutdown { done.leave() }
+        _ = try? await runBlocking { done.wait(timeout: .now() + 5) }
+    }
+
+    private static func apns(
+        _ request: Request, provider: APNSProvider, config: APNSAppConfiguration, device: Device, jobID: JobID,
+        clock: any WallClock
+    ) async -> TestPushResult {
+        let prepared: APNSPreparedNotification
+        do {
+            prepared = try APNSPreparedNotification(
+                request.notification, jobID: jobID, bundleID: config.topic, now: clock.now())
+        } catch { return invalid(error) }
+        if request.dryRun {
+            // APNs has no validate-only mode: the request is built, signed and size-checked, not sent.
+            _ = try? provider.tokenProvider?.authorization()
+            return TestPushResult(
+                status: nil, reason: "DryRun", outcome: OutcomeDecision.accepted.rawValue,
+                apnsId: APNSPreparedNotification.apnsID(jobID: jobID, token: device.token),
+                message:
+                    "dry run: \(prepared.payloadBytes)-byte payload, push type \(prepared.pushType.rawValue), "
+                    + "topic \(prepared.topic), priority \(prepared.priority); validated locally, not sent "
+                    + "(APNs has no validate-only mode)"
+            )
+        }
+        let result = await attemptWithRefresh(
+            attempt: { done in provider.attemptOnce(prepared, to: device, completion: done) },
+            refresh: { auth in auth.map { provider.tokenProvider?.refreshAfterRejection(of: $0) ?? false } ?? false
+            })
+        var out = summary(result)
+        out.apnsId = result.messageID ?? APNSPreparedNotification.apnsID(jobID: jobID, token: device.token)
+        return out
+    }
+
+    private static func fcm(_ request: Request, provider: FCMProvider, device: Device) async -> TestPushResult {
+        let prepared: FCMPreparedNotification
+        do { prepared = try provider.prepare(request.notification, validateOnly: request.dryRun) } catch {
+            return invalid(error)
+        }
+        let result = await attemptWithRefresh(
+            attempt: { done in provider.attemptOnce(prepared, to: device, completion: done) },
+            refresh: { auth in
+                if let auth { provider.tokens.invalidate(auth) }
+                return true
+            })
+        var out = summary(result)
+        out.messageName = result.messageID
+        return out
     }
 
     /// One attempt; on `refresh-credential` refresh and resend once (as a real send would). No backoff retries:
