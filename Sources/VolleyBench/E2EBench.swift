@@ -68,6 +68,8 @@ public struct E2EBench {
         public var workerEnvironment: [String: String] = [:]
         /// `metrics.enabled` of the workers (each serves its endpoint on a free loopback port).
         public var metricsEnabled = true
+        /// `worker.reclaimIdleMs` when set (how long a dead worker's entries wait before another takes them).
+        public var reclaimIdleMs: Int?
         public init() {}
 
         /// `KEY=VALUE` entries (`--worker-env`) as a dictionary, the last one winning; nil when an entry has no `=`
@@ -277,7 +279,7 @@ public struct E2EBench {
               inFlight: \(o.inFlight)
               batchSize: \(o.batchSize)
               blockMs: \(o.blockMs)
-              recordBatchSize: \(o.recordBatchSize)
+              recordBatchSize: \(o.recordBatchSize)\(o.reclaimIdleMs.map { "\n  reclaimIdleMs: \($0)" } ?? "")
             quotas:
               ios: 2000000000
               android: 2000000000

@@ -77,39 +77,34 @@ func benchFreePorts(_ count: Int, bus: Bool) throws -> [Int] {
     return out
 }
 
-/// A Redis Cluster of `primaries` primaries and no replicas, started for a benchmark run: cluster-enabled
-/// redis-servers on free loopback ports (no persistence) in `directory`, joined with
-/// `redis-cli --cluster create … --cluster-replicas 0 --cluster-yes`, ready once every node says `cluster_state:ok`.
+/// A Redis Cluster of `primaries` primaries and `replicas` replicas each, started for a benchmark run:
+/// cluster-enabled redis-servers on free loopback ports (no persistence) in `directory`, joined with
+/// `redis-cli --cluster create … --cluster-replicas N --cluster-yes`, ready once every node says `cluster_state:ok`.
+/// `nodeTimeoutMs` is `cluster-node-timeout` (how long a primary may be unreachable before its replica is promoted).
 public final class BenchRedisCluster: @unchecked Sendable {
     public private(set) var nodes: [BenchChild] = []
     public let ports: [Int]
-    /// `host:port` of every node (all primaries), for `redis.cluster`.
+    /// `host:port` of every node, for `redis.cluster`.
     public var seeds: [String] { ports.map { "127.0.0.1:\($0)" } }
+    private let server: String
+    private let directory: String
+    private let nodeTimeoutMs: Int?
 
-    public init(directory: String, primaries: Int) throws {
+    public init(directory: String, primaries: Int, replicas: Int = 0, nodeTimeoutMs: Int? = nil) throws {
         guard let server = which("redis-server"), let cli = which("redis-cli") else {
             throw BenchError("redis-server and redis-cli are needed: apt-get install -y redis-server redis-tools")
         }
+        self.server = server
+        self.directory = directory
+        self.nodeTimeoutMs = nodeTimeoutMs
         try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
-        ports = try benchFreePorts(primaries, bus: true)
+        ports = try benchFreePorts(primaries * (1 + replicas), bus: true)
         do {
-            for port in ports {
-                let dir = directory + "/\(port)"
-                try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
-                nodes.append(
-                    try BenchChild(
-                        name: "redis-cluster-\(port)", executable: server,
-                        arguments: [
-                            "--port", String(port), "--bind", "127.0.0.1", "--cluster-enabled", "yes",
-                            "--cluster-config-file", dir + "/nodes.conf", "--save", "", "--appendonly", "no",
-                            "--dir", dir, "--maxclients", "1000",
-                        ],
-                        logFile: dir + "/redis.log"))
-            }
+            for port in ports { nodes.append(try startNode(port, log: "redis.log")) }
             for (port, child) in zip(ports, nodes) { try Self.waitForPing(port, child) }
             let create = try BenchChild(
                 name: "redis-cli", executable: cli,
-                arguments: ["--cluster", "create"] + seeds + ["--cluster-replicas", "0", "--cluster-yes"],
+                arguments: ["--cluster", "create"] + seeds + ["--cluster-replicas", String(replicas), "--cluster-yes"],
                 logFile: directory + "/create.log")
             guard create.wait(timeout: 60) == 0 else {
                 throw BenchError("redis-cli --cluster create failed:\n\(create.logTail())")
@@ -120,6 +115,51 @@ public final class BenchRedisCluster: @unchecked Sendable {
             throw error
         }
     }
+
+    private func startNode(_ port: Int, log: String) throws -> BenchChild {
+        let dir = directory + "/\(port)"
+        try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
+        var arguments = [
+            "--port", String(port), "--bind", "127.0.0.1", "--cluster-enabled", "yes",
+            "--cluster-config-file", dir + "/nodes.conf", "--save", "", "--appendonly", "no",
+            "--dir", dir, "--maxclients", "1000",
+        ]
+        if let nodeTimeoutMs { arguments += ["--cluster-node-timeout", String(nodeTimeoutMs)] }
+        return try BenchChild(
+            name: "redis-cluster-\(port)", executable: server, arguments: arguments, logFile: dir + "/" + log)
+    }
+
+    /// The node serving `key`'s slot as primary now (from any live node's `CLUSTER SLOTS`).
+    public func primary(for key: String) throws -> Int {
+        let slot = RedisClusterSlot(key: key).rawValue
+        for port in ports {
+            guard let reply = try? Self.command(port, ["CLUSTER", "SLOTS"]),
+                let topology = try? RedisClusterTopology(
+                    clusterSlots: reply, queried: RedisClusterNode(host: "127.0.0.1", port: port)),
+                let range = topology.ranges.first(where: { $0.slots.contains(slot) })
+            else { continue }
+            return range.primary.port
+        }
+        throw BenchError("no node of the cluster says which primary serves \(key)")
+    }
+
+    /// SIGKILL to the node on `port` (no shutdown: what a crashed host looks like to the cluster).
+    public func kill9(port: Int) {
+        guard let i = ports.firstIndex(of: port), nodes[i].isRunning else { return }
+        kill(nodes[i].pid, SIGKILL)
+        nodes[i].process.waitUntilExit()
+    }
+
+    /// Starts the node on `port` again with its `nodes.conf`: it rejoins the cluster (as a replica once another
+    /// node has taken its slots over).
+    public func restart(port: Int) throws {
+        guard let i = ports.firstIndex(of: port), !nodes[i].isRunning else { return }
+        nodes[i] = try startNode(port, log: "redis.restarted.log")
+        try Self.waitForPing(port, nodes[i])
+    }
+
+    /// Every node up says `cluster_state:ok` with all slots mapped.
+    public func waitUntilHealthy(timeout: Double) throws { try waitUntilReady(timeout: timeout) }
 
     private static func command(_ port: Int, _ args: [String]) throws -> RedisReply {
         try RedisConnection(endpoint: RedisEndpoint(address: .tcp(host: "127.0.0.1", port: port)), connectTimeout: 1)

@@ -144,25 +144,35 @@ public func volleyExecutablePath() -> String { volleyExecutableDirectory() + "/v
 
 /// A redis-server on a unix socket in a temporary folder, no persistence; with `tcpPort`, on that loopback port too
 /// (and `url` names the port: a cluster is reached over TCP, so a comparison with one uses TCP on both sides).
+/// With `appendOnly`, an append-only file in the folder (`appendfsync everysec`, Redis's default), so `shutDown()`
+/// and `start()` keep the data, as a deployment with persistence does.
 public final class BenchRedis: @unchecked Sendable {
-    public let child: BenchChild
+    public private(set) var child: BenchChild
     public let socket: String
     public let tcpPort: Int?
     public var url: String { tcpPort.map { "redis://127.0.0.1:\($0)/0" } ?? "unix://\(socket)" }
+    private let executable: String
+    private let arguments: [String]
+    private let logFile: String
+    private var starts = 0
 
-    public init(directory: String, tcpPort: Int? = nil) throws {
+    public init(directory: String, tcpPort: Int? = nil, appendOnly: Bool = false) throws {
         guard let exe = which("redis-server") else {
             throw BenchError("redis-server not found: apt-get install -y redis-server (or pass --redis URL)")
         }
         socket = directory + "/r.sock"
         self.tcpPort = tcpPort
-        child = try BenchChild(
-            name: "redis-server", executable: exe,
-            arguments: [
-                "--port", String(tcpPort ?? 0), "--bind", "127.0.0.1", "--unixsocket", socket, "--save", "",
-                "--appendonly", "no", "--dir", directory, "--maxclients", "1000",
-            ],
-            logFile: directory + "/redis.log")
+        executable = exe
+        arguments = [
+            "--port", String(tcpPort ?? 0), "--bind", "127.0.0.1", "--unixsocket", socket, "--save", "",
+            "--appendonly", appendOnly ? "yes" : "no", "--dir", directory, "--maxclients", "1000",
+        ]
+        logFile = directory + "/redis.log"
+        child = try BenchChild(name: "redis-server", executable: exe, arguments: arguments, logFile: logFile)
+        try waitForSocket()
+    }
+
+    private func waitForSocket() throws {
         let until = benchNow() + 10
         while !FileManager.default.fileExists(atPath: socket) {
             if !child.isRunning || benchNow() > until {
@@ -170,6 +180,20 @@ public final class BenchRedis: @unchecked Sendable {
             }
             usleep(10_000)
         }
+    }
+
+    /// Stops the server (SIGTERM: Redis writes its append-only file and removes the socket) and leaves it down.
+    public func shutDown() { child.stop(grace: 10) }
+
+    /// Starts the server again with the same arguments (same socket, port and folder), logging to
+    /// `redis.log.<n>` for the n-th start.
+    public func start() throws {
+        guard !child.isRunning else { return }
+        try? FileManager.default.removeItem(atPath: socket)
+        starts += 1
+        child = try BenchChild(
+            name: "redis-server", executable: executable, arguments: arguments, logFile: logFile + ".\(starts)")
+        try waitForSocket()
     }
 
     public func stop() { child.stop(grace: 3) }
@@ -212,13 +236,18 @@ public struct MockEndpoints: Sendable, Hashable, Codable {
     }
 }
 
-/// A `volley-mock` started for the run (next to the `volley` executable).
+/// A `volley-mock` started for the run (next to the `volley` executable). With `port`, on that port (a restart
+/// takes the port it had); with `acceptJournal`, every accepted send is appended to that file (`MockAcceptJournal`).
+/// The state folder is `directory/mock`: a mock started again in the same directory has the same CA and keys.
 public final class BenchMock: @unchecked Sendable {
     public let child: BenchChild
     public let endpoints: MockEndpoints
 
-    public init(directory: String, configJSON: String) throws {
-        let exe = volleyExecutableDirectory() + "/volley-mock"
+    public init(
+        directory: String, configJSON: String, port: Int = 0, acceptJournal: String? = nil,
+        executableDirectory: String = volleyExecutableDirectory(), logName: String = "mock.log"
+    ) throws {
+        let exe = executableDirectory + "/volley-mock"
         guard FileManager.default.isExecutableFile(atPath: exe) else {
             throw BenchError(
                 "\(exe) not found: build it with `swift build -c release --product volley-mock` (or pass "
@@ -231,13 +260,13 @@ public final class BenchMock: @unchecked Sendable {
         try? FileManager.default.removeItem(atPath: endpointsFile)
         let config = directory + "/mock-config.json"
         try configJSON.write(toFile: config, atomically: true, encoding: .utf8)
+        var arguments = [
+            "--port", String(port), "--state-dir", state, "--config", config,
+            "--no-duplicate-tracking", "--log-level", "error",
+        ]
+        if let acceptJournal { arguments += ["--accept-journal", acceptJournal] }
         child = try BenchChild(
-            name: "volley-mock", executable: exe,
-            arguments: [
-                "--port", "0", "--state-dir", state, "--config", config,
-                "--no-duplicate-tracking", "--log-level", "error",
-            ],
-            logFile: directory + "/mock.log")
+            name: "volley-mock", executable: exe, arguments: arguments, logFile: directory + "/" + logName)
         let until = benchNow() + 30
         while !FileManager.default.fileExists(atPath: endpointsFile) {
             if !child.isRunning || benchNow() > until {

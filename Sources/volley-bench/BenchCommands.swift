@@ -13,7 +13,7 @@ struct VolleyBenchCommand: AsyncParsableCommand {
         commandName: "volley-bench",
         abstract: "Benchmarks: the transport against h2load, the pipeline end to end, the HTTP API.",
         version: VolleyVersion.current,
-        subcommands: [BenchTransport.self, BenchServe.self, BenchE2E.self, BenchAPI.self])
+        subcommands: [BenchTransport.self, BenchServe.self, BenchE2E.self, BenchAPI.self, BenchChaos.self])
 }
 
 /// `volley-bench transport`: HTTP/2 client throughput and latency against the mock, optionally beside h2load.

@@ -151,6 +151,8 @@ public final class MockEngine: Sendable {
         }
     }
     let duplicateTrackingAllowed: Bool
+    /// Every accepted send, appended to a file as it is accepted (`MockServerOptions.acceptJournal`).
+    let acceptJournal: MockAcceptJournal?
     /// The last accepted pushes, when `capturePushes` asks for them (tests read what each device got).
     let captured = Mutex(MockCaptureLog())
     /// `credentials.apnsTopic` as bytes, for the per-request comparison.
@@ -166,8 +168,10 @@ public final class MockEngine: Sendable {
     }
 
     public init(
-        credentials: MockCredentials, host: String, configuration: MockConfiguration, duplicateTracking: Bool = true
+        credentials: MockCredentials, host: String, configuration: MockConfiguration, duplicateTracking: Bool = true,
+        acceptJournal: MockAcceptJournal? = nil
     ) {
+        self.acceptJournal = acceptJournal
         self.credentials = credentials
         self.host = host
         self.port = Mutex(0)
@@ -652,6 +656,7 @@ public final class MockEngine: Sendable {
             if duplicate { c.duplicates += 1 }
         }
         noteAccepted()
+        acceptJournal?.recordAPNs(token: token, apnsID: apnsIDBytes)
         if config.capturePushes > 0 {
             var headers: [String: String] = [:]
             for (name, value) in [
@@ -954,7 +959,10 @@ public final class MockEngine: Sendable {
             if validateOnly { c.fcmValidateOnly += 1 } else { c.fcmAccepted += 1 }
             if duplicate { c.duplicates += 1 }
         }
-        if !validateOnly { noteAccepted() }
+        if !validateOnly {
+            noteAccepted()
+            acceptJournal?.recordFCM(token: target ?? "-")
+        }
         if !validateOnly, config.capturePushes > 0 {
             let push = MockCapturedPush(provider: .fcm, token: target ?? "", headers: [:], body: req.body)
             captured.withLock { $0.append(push, keep: config.capturePushes) }

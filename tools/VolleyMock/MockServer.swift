@@ -19,12 +19,15 @@ public struct MockServerOptions: Sendable {
     public var duplicateTracking: Bool
     /// Shared serial queues connection queues target (nil: active cores).
     public var queues: Int?
+    /// A file every accepted send is appended to as it is accepted (`MockAcceptJournal`); nil: none.
+    public var acceptJournal: String?
 
     public init(
         stateDirectory: String, host: String = "127.0.0.1", port: Int = 0,
         configuration: MockConfiguration = MockConfiguration(), requireClientCertificate: Bool = false,
-        duplicateTracking: Bool = true, queues: Int? = nil
+        duplicateTracking: Bool = true, queues: Int? = nil, acceptJournal: String? = nil
     ) {
+        self.acceptJournal = acceptJournal
         self.stateDirectory = stateDirectory
         self.host = host
         self.port = port
@@ -76,7 +79,8 @@ public final class MockServer: HTTP2ServerHandler, @unchecked Sendable {
         let credentials = try MockCredentials.loadOrCreate(stateDirectory: options.stateDirectory)
         self.engine = MockEngine(
             credentials: credentials, host: options.host, configuration: options.configuration,
-            duplicateTracking: options.duplicateTracking)
+            duplicateTracking: options.duplicateTracking,
+            acceptJournal: try options.acceptJournal.map { try MockAcceptJournal(path: $0) })
         self.serverMaxStreams =
             options.configuration.oneStreamUntilAuthenticated ? 1 : options.configuration.maxConcurrentStreams
     }

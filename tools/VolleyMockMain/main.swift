@@ -26,6 +26,12 @@ struct VolleyMockCommand: ParsableCommand {
     @Flag(name: .customLong("no-duplicate-tracking"), help: "Do not track duplicate deliveries (benchmarks).")
     var noDuplicateTracking = false
     @Option(help: "Shared serial queues for connections (default: active cores).") var queues: Int?
+    @Option(
+        name: .customLong("accept-journal"),
+        help: ArgumentHelp(
+            "Append one line per accepted send (provider, token, apns-id) to FILE as it is accepted; kept across "
+                + "restarts and kill -9 (fault runs count pushes per device from it)."))
+    var acceptJournal: String?
     @Flag(
         name: .customLong("print-apns-jwt"),
         help: "Print a fresh APNs provider token for the state dir's key and exit (for h2load).")
@@ -57,7 +63,7 @@ struct VolleyMockCommand: ParsableCommand {
         let options = MockServerOptions(
             stateDirectory: stateDir, host: host, port: port, configuration: configuration,
             requireClientCertificate: requireClientCert,
-            duplicateTracking: !noDuplicateTracking, queues: queues)
+            duplicateTracking: !noDuplicateTracking, queues: queues, acceptJournal: acceptJournal)
         let server = try MockServer(options: options, logger: Logger(label: "volley.mock"))
         let bound = try server.start()
         let shownHost = host.contains(":") ? "[\(host)]" : host

@@ -1,0 +1,527 @@
+// swift-format-ignore-file: AlwaysUseLowerCamelCase
+
+// The result type's properties are the `--json` keys (snake_case, a contract with users' scripts), named as written.
+import Foundation
+import Logging
+import VolleyCore
+import VolleyRedis
+import VolleyService
+import VolleyStore
+
+/// `volley-bench chaos`: one campaign through one fault, and what came out of it.
+///
+/// What it does, in order:
+/// 1. starts a redis-server (append-only for `redis-restart`) or a Redis Cluster with one replica per primary
+///    (`cluster-primary-kill`), a `volley-mock` writing an accept journal (`MockAcceptJournal`: one line per push
+///    it took, kept across its own `kill -9`), and `workers` `volley worker` processes;
+/// 2. registers `devices` devices (the `e2e` population) and warms every worker up;
+/// 3. XADDs one campaign job naming a group of every user, split into shards so every worker sends;
+/// 4. when the mock has accepted `triggerShare` of the devices, injects the fault, holds it `seconds`, ends it;
+/// 5. waits for the campaign's report and for nothing pending, stops the workers (drain), then reads:
+///    the report (accepted, rejected/failed by reason, written and unanswered), the journal (pushes per device at the
+///    provider: duplicates, devices never reached) and the org's quota counters (used and pending, over the run).
+public struct ChaosBench {
+    public enum Fault: String, CaseIterable, Sendable, Codable {
+        /// `kill -9` the mock; start it again on the same port after `seconds`.
+        case providerKill = "provider-kill"
+        /// For `seconds`, every connection gets GOAWAY after `stormStreams` requests.
+        case providerGoAway = "provider-goaway"
+        /// For `seconds`, the `stormStreams`-th request of every connection gets a TCP reset instead of an answer.
+        case providerReset = "provider-reset"
+        /// SIGSTOP to redis-server for `seconds`, then SIGCONT.
+        case redisStop = "redis-stop"
+        /// redis-server shut down (SIGTERM; append-only file) and started again after `seconds`.
+        case redisRestart = "redis-restart"
+        /// `kill -9` one worker; a replacement (a new consumer) starts after `seconds`.
+        case workerKill = "worker-kill"
+        /// `kill -9` the primary serving the org's slot; its replica takes over; the node starts again after
+        /// `seconds` (and rejoins as a replica).
+        case clusterPrimaryKill = "cluster-primary-kill"
+    }
+
+    public struct Options: Sendable {
+        public var fault = Fault.providerKill
+        public var seconds = 3.0
+        public var devices = 20_000
+        public var workers = 2
+        /// The fault starts when the mock has accepted this share of the devices.
+        public var triggerShare = 0.25
+        public var iosShare = 0.6
+        public var devicesPerUser = 200
+        /// Shards the campaign is split into (`worker.shardSize` is set from it), so that every worker sends.
+        public var shards = 4
+        public var connections = 2
+        public var inFlight = 4000
+        public var recordBatchSize = 512
+        /// `worker.reclaimIdleMs` of the workers: how long a killed worker's entries wait for another. nil: 5,000
+        /// for `worker-kill` (the run would otherwise wait a minute for the takeover), the product's default for the
+        /// other faults (a shorter one would change what a Redis stall does).
+        public var reclaimIdleMs: Int?
+        /// Requests per connection before the GOAWAY or reset of a storm.
+        public var stormStreams = 50
+        /// `cluster-node-timeout` of the cluster nodes (`cluster-primary-kill`).
+        public var clusterNodeTimeoutMs = 2000
+        public var timeoutSeconds = 600.0
+        /// Where `volley` and `volley-mock` are (default: next to the running executable).
+        public var executableDirectory = volleyExecutableDirectory()
+        public var workDirectory: String?
+        public var keep = false
+        public var progress = true
+        public init() {}
+    }
+
+    public struct Result: Sendable, Codable {
+        public var fault: String
+        public var seconds: Double
+        public var devices: Int
+        public var workers: Int
+        /// `debug` or `release`: the build of the `volley` executable the workers ran.
+        public var build: String
+        /// Devices the mock had accepted when the fault started, and how long it lasted (injection to its end).
+        public var fault_at_accepted: Int
+        public var fault_held_s: Double
+        /// XADD of the campaign → its report published and nothing pending.
+        public var campaign_s: Double
+        /// From the campaign's report.
+        public var report_devices: Int
+        public var accepted: Int
+        public var rejected: Int
+        public var rejected_by_reason: [String: Int]
+        public var failed: Int
+        public var failed_by_reason: [String: Int]
+        /// Devices whose request was written and never answered, when the report tells them apart
+        /// (`transport:written-unanswered`); absent when it does not.
+        public var written_unanswered: Int?
+        /// Failed for any other reason: the request never reached the provider, or a reason of its own.
+        public var failed_other: Int
+        /// From the mock's accept journal, campaign devices only.
+        public var provider_pushes: Int
+        public var provider_devices: Int
+        /// Pushes beyond the first per device (the provider took the same device's push again).
+        public var duplicate_pushes: Int
+        public var duplicated_devices: Int
+        /// Campaign devices the provider never took a push for.
+        public var never_reached: Int
+        /// Devices the provider took a push for that the report does not count accepted (the answer was lost).
+        public var reached_not_accepted: Int
+        /// The org's quota over the campaign (every hour key it touched): `used` added, `pending` left after the
+        /// workers drained.
+        public var quota_used: Int
+        public var quota_pending: Int
+        /// `quota_used` = accepted: only delivered notifications count, each device once (docs/recipients.md).
+        public var quota_exact: Bool
+        /// `worker-kill`: the documented bound on resent devices (`inFlight + recordBatchSize`, one worker).
+        public var duplicate_window: Int?
+        /// Workers that exited by themselves during the run (not the one `worker-kill` killed).
+        public var worker_exits: [String]
+        public var command: String
+    }
+
+    public let options: Options
+    let logger: Logger
+
+    public init(options: Options, logger: Logger = Logger(label: "volley.bench.chaos")) {
+        self.options = options
+        self.logger = logger
+    }
+
+    var e2eOptions: E2EBench.Options {
+        let o = options
+        var e = E2EBench.Options()
+        e.devices = o.devices
+        e.iosShare = o.iosShare
+        e.devicesPerUser = o.devicesPerUser
+        e.workers = o.workers
+        e.connections = o.connections
+        e.inFlight = o.inFlight
+        e.recordBatchSize = o.recordBatchSize
+        e.reclaimIdleMs = o.reclaimIdleMs ?? (o.fault == .workerKill ? 5000 : nil)
+        e.probes = 1
+        let users = (o.devices + max(1, o.devicesPerUser) - 1) / max(1, o.devicesPerUser)
+        e.shardSize = max(1, (users + max(1, o.shards) - 1) / max(1, o.shards))
+        e.workDirectory = o.workDirectory
+        e.keep = o.keep
+        e.progress = o.progress
+        return e
+    }
+
+    var buildName: String {
+        let dir = options.executableDirectory
+        if dir.hasSuffix("/release") || dir.contains("/release/") { return "release" }
+        if dir.hasSuffix("/debug") || dir.contains("/debug/") { return "debug" }
+        return "unknown"
+    }
+
+    func say(_ s: String) { if options.progress { stderrLine(s + "\n") } }
+
+    // MARK: - stage
+
+    /// Redis (or a cluster), the mock with its journal, and the configuration.
+    func makeStage(_ bench: E2EBench) throws -> E2EBench.Stage {
+        let o = options
+        let dir =
+            o.workDirectory
+            ?? (NSTemporaryDirectory() + "volley-chaos-\(getpid())-\(Int(Date().timeIntervalSince1970))")
+        try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
+        var redis: BenchRedis?
+        var cluster: BenchRedisCluster?
+        let target: RedisTarget
+        if o.fault == .clusterPrimaryKill {
+            let c = try BenchRedisCluster(
+                directory: dir + "/cluster", primaries: 3, replicas: 1, nodeTimeoutMs: o.clusterNodeTimeoutMs)
+            cluster = c
+            target = .cluster(seeds: c.seeds)
+        } else {
+            let r = try BenchRedis(directory: dir, appendOnly: o.fault == .redisRestart)
+            redis = r
+            target = .single(url: r.url)
+        }
+        let mock: BenchMock
+        do {
+            mock = try BenchMock(
+                directory: dir, configJSON: mockConfigJSON(latencyMs: 0, maxStreams: 1000),
+                acceptJournal: Self.journal(dir),
+                executableDirectory: o.executableDirectory)
+        } catch {
+            redis?.stop()
+            cluster?.stop()
+            throw error
+        }
+        let configFile = dir + "/volley.yaml"
+        let stage = E2EBench.Stage(
+            directory: dir, redis: redis, mock: mock, redisURL: target.url, endpoints: mock.endpoints,
+            control: MockControl(endpoints: mock.endpoints, logger: logger), configFile: configFile, keep: o.keep)
+        stage.cluster = cluster
+        try bench.yaml(endpoints: mock.endpoints, redis: target).write(
+            toFile: configFile, atomically: true, encoding: .utf8)
+        return stage
+    }
+
+    /// The mock's accept journal in the run's folder (every mock of the run appends to it).
+    static func journal(_ directory: String) -> String { directory + "/accepted.journal" }
+
+    func startWorker(_ stage: E2EBench.Stage, consumer: String) throws {
+        var env = ProcessInfo.processInfo.environment
+        env["VOLLEY_LOG_LEVEL"] = "warning"
+        let w = try BenchChild(
+            name: consumer, executable: options.executableDirectory + "/volley",
+            arguments: ["worker", "--config", stage.configFile, "--consumer", consumer],
+            logFile: stage.directory + "/\(consumer).log", environment: env)
+        stage.workers.append(w)
+    }
+
+    // MARK: - run
+
+    public func run(command: String) throws -> Result {
+        let bench = E2EBench(options: e2eOptions, logger: logger)
+        let stage = try makeStage(bench)
+        defer { stage.stop() }
+        return try run(stage: stage, bench: bench, command: command)
+    }
+
+    func run(stage: E2EBench.Stage, bench: E2EBench, command: String) throws -> Result {
+        let o = options
+        let config = try VolleyConfiguration.load(path: stage.configFile)
+        let settings = try PipelineSettings(config)
+        let client = settings.client(name: "bench", logger: logger)
+        let producer = JobProducer(
+            client: settings.client(name: "bench-reports", logger: logger), store: settings.store)
+
+        say("chaos \(o.fault.rawValue) \(o.seconds) s: loading \(grouped(Double(o.devices))) devices…")
+        let (pop, _) = try bench.load(stage: stage, settings: settings)
+        for i in 0..<o.workers { try startWorker(stage, consumer: "bench-\(i)") }
+        try bench.warmUp(stage: stage, producer: producer, client: client)
+
+        let hour = QuotaHour(containing: Date())
+        let hours = [hour, QuotaHour(index: hour.index + 1)]
+        let quota0 = try quota(client, hours: hours)
+        try stage.control.resetStats()
+        let campaign = "chaos-\(UUID().uuidString.prefix(8).lowercased())"
+        let json = try bench.job(id: campaign, users: [E2EBench.campaignGroup.rawValue])
+        say("\(o.workers) worker(s) warm; campaign \(campaign): \(grouped(Double(pop.ios + pop.android))) devices")
+        let journalStart = Self.fileSize(Self.journal(stage.directory))
+        let t0 = benchNow()
+        _ = try client.checked(["XADD", settings.store.jobStream(for: JobID(campaign)), "*", "job", json])
+
+        // Trigger: the mock has accepted the share of the campaign. Read from the journal's new lines (a stat and a
+        // read of what was appended): the mock's stats endpoint answers late while it is busy with the campaign.
+        let trigger = max(1, Int((Double(o.devices) * o.triggerShare).rounded()))
+        let watch = try JournalWatch(path: Self.journal(stage.directory), from: journalStart)
+        var atFault = 0
+        while true {
+            atFault = watch.linesAppended()
+            if atFault >= trigger { break }
+            if benchNow() - t0 > o.timeoutSeconds {
+                throw BenchError(
+                    "the mock accepted \(atFault) of \(trigger) devices before the fault; logs in \(stage.directory)")
+            }
+            for w in stage.workers where !w.isRunning {
+                throw BenchError("\(w.name) exited before the fault:\n\(w.logTail())")
+            }
+            usleep(1_000)
+        }
+        say("fault \(o.fault.rawValue) at \(atFault) accepted, for \(o.seconds) s…")
+        let f0 = benchNow()
+        try inject(stage)
+        let held = benchNow() - f0
+        say(String(format: "fault over after %.1f s; waiting for the report…", held))
+
+        // The report of the campaign (a sharded campaign's parent report counts every shard) and nothing pending.
+        var report: (JobReport, [String: Any])?
+        var exited: [String] = []
+        var lastProgress = benchNow()
+        while true {
+            for w in stage.workers where !w.isRunning && !exited.contains(w.name) {
+                exited.append(w.name)
+                say("  \(w.name) exited by itself (status \(w.process.terminationStatus)): \(w.logTail(3))")
+            }
+            if !stage.workers.contains(where: \.isRunning) {
+                throw BenchError("every worker exited; logs in \(stage.directory) (use --keep)")
+            }
+            if report == nil { report = try? findReport(client, settings.store, job: campaign) }
+            if report != nil, (try? producer.pendingCount()) == 0 { break }
+            if benchNow() - t0 > o.timeoutSeconds {
+                throw BenchError(
+                    "no report for \(campaign) after \(Int(o.timeoutSeconds)) s; logs in \(stage.directory) "
+                        + "(use --keep)")
+            }
+            if benchNow() - lastProgress > 5 {
+                lastProgress = benchNow()
+                say(
+                    String(
+                        format: "  %.0f s, mock accepted %@", benchNow() - t0,
+                        (try? stage.control.counts().accepted).map { grouped(Double($0)) } ?? "?"))
+            }
+            usleep(100_000)
+        }
+        let campaignSeconds = benchNow() - t0
+        // Outcomes and quota settle before a worker exits (drain): read the quota after.
+        stage.stopWorkers()
+        let quota1 = try quota(client, hours: hours)
+        guard let found = report else { throw BenchError("no report for \(campaign)") }
+        let (rep, raw) = found
+
+        let perDevice = try journalCounts(stage.directory)
+        let distinct = perDevice.count
+        let total = perDevice.values.reduce(0, +)
+        let unanswered = Self.writtenUnanswered(rep, raw: raw)
+        let used = zip(quota1.used, quota0.used).reduce(0) { $0 + $1.0 - $1.1 }
+        let pending = zip(quota1.pending, quota0.pending).reduce(0) { $0 + $1.0 - $1.1 }
+        return Result(
+            fault: o.fault.rawValue, seconds: o.seconds, devices: pop.ios + pop.android, workers: o.workers,
+            build: buildName, fault_at_accepted: atFault, fault_held_s: held, campaign_s: campaignSeconds,
+            report_devices: rep.devices, accepted: rep.accepted, rejected: rep.rejected,
+            rejected_by_reason: rep.rejectedByReason, failed: rep.failed, failed_by_reason: rep.failedByReason,
+            written_unanswered: unanswered, failed_other: rep.failed - (unanswered ?? 0),
+            provider_pushes: total, provider_devices: distinct, duplicate_pushes: total - distinct,
+            duplicated_devices: perDevice.values.filter { $0 > 1 }.count,
+            never_reached: max(0, pop.ios + pop.android - distinct),
+            reached_not_accepted: max(0, distinct - rep.accepted),
+            quota_used: used, quota_pending: pending, quota_exact: used == rep.accepted,
+            duplicate_window: o.fault == .workerKill ? o.inFlight + o.recordBatchSize : nil, worker_exits: exited,
+            command: command)
+    }
+
+    // MARK: - faults
+
+    /// Injects the fault, holds it `seconds`, and ends it. Returns when the fault is over (the service may still be
+    /// recovering).
+    func inject(_ stage: E2EBench.Stage) throws {
+        let o = options
+        let hold = UInt32(max(0, o.seconds) * 1_000_000)
+        switch o.fault {
+        case .providerKill:
+            guard let mock = stage.mock else { throw BenchError("provider-kill needs the mock the run started") }
+            kill(mock.child.pid, SIGKILL)
+            mock.child.process.waitUntilExit()
+            usleep(hold)
+            stage.mock = try BenchMock(
+                directory: stage.directory, configJSON: mockConfigJSON(latencyMs: 0, maxStreams: 1000),
+                port: stage.endpoints.port, acceptJournal: Self.journal(stage.directory),
+                executableDirectory: o.executableDirectory, logName: "mock.restarted.log")
+        case .providerGoAway:
+            try stage.control.configure("{\"goAwayAfterStreams\":\(o.stormStreams)}")
+            usleep(hold)
+            try stage.control.configure("{\"goAwayAfterStreams\":0}")
+        case .providerReset:
+            try stage.control.configure("{\"resetAfterStreams\":\(o.stormStreams)}")
+            usleep(hold)
+            try stage.control.configure("{\"resetAfterStreams\":0}")
+        case .redisStop:
+            guard let redis = stage.redis else { throw BenchError("redis-stop needs the Redis the run started") }
+            kill(redis.child.pid, SIGSTOP)
+            usleep(hold)
+            kill(redis.child.pid, SIGCONT)
+        case .redisRestart:
+            guard let redis = stage.redis else { throw BenchError("redis-restart needs the Redis the run started") }
+            redis.shutDown()
+            usleep(hold)
+            try redis.start()
+        case .workerKill:
+            guard let victim = stage.workers.first(where: { $0.isRunning }) else {
+                throw BenchError("worker-kill: no worker running")
+            }
+            kill(victim.pid, SIGKILL)
+            victim.process.waitUntilExit()
+            stage.workers.removeAll { $0 === victim }
+            usleep(hold)
+            try startWorker(stage, consumer: "bench-replacement")
+        case .clusterPrimaryKill:
+            guard let cluster = stage.cluster else {
+                throw BenchError("cluster-primary-kill needs the cluster the run started")
+            }
+            let key = RecipientKeys(org: E2EBench.org).quotaLimits
+            let port = try cluster.primary(for: key)
+            say("  killing primary 127.0.0.1:\(port) (serves the org's slot)")
+            cluster.kill9(port: port)
+            usleep(hold)
+            // The node has no persistence: back before its replica took over, it would serve its slots empty.
+            let until = benchNow() + 60
+            while (try? cluster.primary(for: key)) == port || (try? cluster.primary(for: key)) == nil {
+                if benchNow() > until { throw BenchError("no replica took over from 127.0.0.1:\(port) in 60 s") }
+                usleep(100_000)
+            }
+            say("  a replica took over; restarting 127.0.0.1:\(port)")
+            try cluster.restart(port: port)
+        }
+    }
+
+    // MARK: - readings
+
+    static func fileSize(_ path: String) -> UInt64 {
+        ((try? FileManager.default.attributesOfItem(atPath: path))?[.size] as? NSNumber)?.uint64Value ?? 0
+    }
+
+    /// Counts the lines appended to the journal since `from` (a byte offset), reading only what is new.
+    final class JournalWatch {
+        let handle: FileHandle
+        var lines = 0
+
+        init(path: String, from offset: UInt64) throws {
+            guard let h = FileHandle(forReadingAtPath: path) else { throw BenchError("cannot read \(path)") }
+            try h.seek(toOffset: offset)
+            handle = h
+        }
+
+        deinit { try? handle.close() }
+
+        func linesAppended() -> Int {
+            if let data = try? handle.readToEnd() {
+                lines += data.reduce(0) { $0 + ($1 == UInt8(ascii: "\n") ? 1 : 0) }
+            }
+            return lines
+        }
+    }
+
+    /// The campaign's report as published (typed, and as raw JSON for fields this build does not know).
+    func findReport(_ client: RedisClient, _ store: StoreConfiguration, job: String) throws -> (
+        JobReport, [String: Any]
+    )? {
+        for stream in store.reportStreams {
+            for e in try client.checked(["XRANGE", stream, "-", "+"]).array ?? [] {
+                guard let entry = e.array, entry.count == 2,
+                    let json = entry[1].fieldPairs.first(where: { $0.0 == "report" })?.1,
+                    let rep = try? ReportCoding.decoder.decode(JobReport.self, from: Data(json.utf8)),
+                    rep.job.rawValue == job
+                else { continue }
+                let raw = (try? JSONSerialization.jsonObject(with: Data(json.utf8)) as? [String: Any]) ?? [:]
+                return (rep, raw)
+            }
+        }
+        return nil
+    }
+
+    /// Written and unanswered: the failure reason `transport:written-unanswered`, or a report field naming
+    /// "unanswered"; nil when the report has neither.
+    static func writtenUnanswered(_ rep: JobReport, raw: [String: Any]) -> Int? {
+        if let n = rep.failedByReason["transport:written-unanswered"] { return n }
+        for (k, v) in raw where k.lowercased().contains("unanswered") {
+            if let n = v as? Int { return n }
+        }
+        return nil
+    }
+
+    /// `used` and `pending` of the org's quota per platform and hour (the campaign's hour and the next one).
+    func quota(_ client: RedisClient, hours: [QuotaHour]) throws -> (used: [Int], pending: [Int]) {
+        let keys = RecipientKeys(org: E2EBench.org)
+        var used: [Int] = []
+        var pending: [Int] = []
+        for hour in hours {
+            for p in [Platform.ios, Platform.android] {
+                let v = try client.checked(["HMGET", keys.quota(p, hour), "used", "pending"]).array ?? []
+                used.append(v.first.flatMap { $0.integer.map(Int.init) ?? $0.string.flatMap { Int($0) } } ?? 0)
+                pending.append(
+                    v.count > 1 ? (v[1].integer.map(Int.init) ?? v[1].string.flatMap { Int($0) } ?? 0) : 0)
+            }
+        }
+        return (used, pending)
+    }
+
+    /// Pushes per campaign device from the accept journal (warm-up and probe devices left out).
+    func journalCounts(_ directory: String) throws -> [String: Int] {
+        guard let data = FileManager.default.contents(atPath: Self.journal(directory)) else {
+            throw BenchError("no accept journal at \(Self.journal(directory))")
+        }
+        var campaign = Set<String>()
+        campaign.reserveCapacity(options.devices)
+        let iosPerMille = Int((options.iosShare * 1000).rounded())
+        for i in 0..<options.devices {
+            campaign.insert(
+                i % 1000 < iosPerMille ? E2EBench.iosToken(i).rawValue : E2EBench.fcmToken(i).rawValue)
+        }
+        var counts: [String: Int] = [:]
+        for line in String(decoding: data, as: UTF8.self).split(separator: "\n") {
+            let parts = line.split(separator: " ")
+            guard parts.count >= 2 else { continue }
+            let token = String(parts[1])
+            if campaign.contains(token) { counts[token, default: 0] += 1 }
+        }
+        return counts
+    }
+
+    // MARK: - output
+
+    /// Human-readable summary.
+    public static func table(_ r: Result) -> String {
+        func n(_ v: Int) -> String { grouped(Double(v)) }
+        func reasons(_ d: [String: Int]) -> String {
+            d.isEmpty ? "none" : d.sorted { $0.key < $1.key }.map { "\($0.key) \(n($0.value))" }.joined(separator: ", ")
+        }
+        var rows: [(String, String)] = [
+            (
+                "fault",
+                "\(r.fault) for \(String(format: "%g", r.seconds)) s, at \(n(r.fault_at_accepted)) accepted "
+                    + "(held \(String(format: "%.1f", r.fault_held_s)) s)"
+            ),
+            ("setup", "\(n(r.devices)) devices, \(r.workers) worker(s), \(r.build) build"),
+            ("campaign", String(format: "%.1f s XADD → report", r.campaign_s)),
+            (
+                "report",
+                "devices \(n(r.report_devices)), accepted \(n(r.accepted)), rejected \(n(r.rejected)), "
+                    + "failed \(n(r.failed))"
+            ),
+            ("failed by reason", reasons(r.failed_by_reason)),
+            ("written, unanswered", r.written_unanswered.map(n) ?? "not told apart by this build"),
+            ("rejected by reason", reasons(r.rejected_by_reason)),
+            (
+                "at the provider",
+                "\(n(r.provider_pushes)) pushes to \(n(r.provider_devices)) devices; "
+                    + "never reached \(n(r.never_reached)); reached, not reported accepted \(n(r.reached_not_accepted))"
+            ),
+            (
+                "duplicates",
+                "\(n(r.duplicate_pushes)) pushes (\(n(r.duplicated_devices)) devices)"
+                    + (r.duplicate_window.map { " — window \(n($0))" } ?? "")
+            ),
+            (
+                "quota",
+                "used \(n(r.quota_used)) for \(n(r.accepted)) accepted, pending \(n(r.quota_pending)): "
+                    + (r.quota_exact ? "exact" : "NOT exact")
+            ),
+        ]
+        if !r.worker_exits.isEmpty { rows.append(("workers exited", r.worker_exits.joined(separator: ", "))) }
+        rows.append(("command", r.command))
+        let w = rows.map(\.0.count).max() ?? 0
+        return rows.map { $0.0.padding(toLength: w, withPad: " ", startingAt: 0) + "  " + $0.1 }.joined(separator: "\n")
+    }
+}
