@@ -84,10 +84,10 @@ extension HTTP2Error {
         case .setup, .listening: return HTTP2Error(.configuration, resendIsSafe: false, text)
         // An SSL object that cannot be made: nothing was sent.
         case .connecting, .submitting: return HTTP2Error(.configuration, resendIsSafe: true, text)
-        // The peer closed or reset the socket mid-handshake: a connection failure, not a TLS refusal, and no
-        // request is written before the handshake completes.
+        // The connection cut during the handshake without a TLS alert (a load balancer whose backend is down, a
+        // server going away): nothing was sent, and the endpoint may come back, so it counts as a failed connect.
         case .handshake where sslError == SSL_ERROR_SYSCALL:
-            return HTTP2Error(.connectionReset, resendIsSafe: true, text)
+            return HTTP2Error(.connectFailed, resendIsSafe: true, text)
         case .handshake: return HTTP2Error(.tlsHandshake, resendIsSafe: false, text)
         case .established: return HTTP2Error(.connectionReset, resendIsSafe: false, "connection failed: \(text)")
         }

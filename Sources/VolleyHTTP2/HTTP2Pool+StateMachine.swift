@@ -345,8 +345,9 @@ struct HTTP2PoolStateMachine<Clock: HTTP2PoolClock, Random: RandomNumberGenerato
     /// `unstarted` ones it held without a stream (they wait again). A connection that closes before it was
     /// established is a failed connect: the next connect waits a back-off, and when no connection is ready the
     /// waiting requests keep waiting, each until its outage budget is spent (then it fails with
-    /// `.providerUnreachable` and this connection's error). A connect error that says the endpoint's settings are
-    /// wrong (`settingsErrors`) fails them at once instead (not resent).
+    /// `.providerUnreachable` and this connection's error). That is for an endpoint that is down
+    /// (`.connectFailed`: refused, unreachable, timed out, cut during the TLS handshake); one that answered and
+    /// refused (certificate not trusted, a TLS alert, no h2) fails them at once instead, not resent.
     mutating func connectionClosed(
         _ id: ConnectionID, error: HTTP2Error, finished: [Request], unstarted: [Request],
         peakStreams: Int
@@ -379,9 +380,9 @@ struct HTTP2PoolStateMachine<Clock: HTTP2PoolClock, Random: RandomNumberGenerato
             stats.connectsFailed += 1
             lastConnectError = error
             nextConnectAt = clock.now.advanced(bySeconds: backoffSeconds(afterFailures: failures))
-            if !hasReadyConnection && Self.settingsErrors.contains(error.kind) {
-                // The endpoint's settings are wrong (certificate not trusted, no h2): waiting cannot help, the
-                // queue fails with the error at once, not resent.
+            if !hasReadyConnection && error.kind != .connectFailed {
+                // The endpoint answered and said no (certificate not trusted, a TLS alert, no h2): waiting cannot
+                // help, the queue fails with the error at once, not resent.
                 let e = HTTP2Error(error.kind, resendIsSafe: false, error.message)
                 for p in waiting.drain() {
                     stats.requestsFailed += 1
@@ -704,10 +705,6 @@ struct HTTP2PoolStateMachine<Clock: HTTP2PoolClock, Random: RandomNumberGenerato
             waiting.pushFront(p)
         }
     }
-
-    /// Connect failures that say the endpoint's settings are wrong rather than that it is down: they fail the
-    /// queue at once instead of waiting out the outage budget (the outcome table makes them fix-app).
-    static var settingsErrors: Set<HTTP2Error.Kind> { [.certificateVerification, .alpnNotH2, .configuration] }
 
     /// A connection is ready to take requests (one that received GOAWAY or is connecting is not).
     private var hasReadyConnection: Bool { connections.contains { $0.state == .ready } }

@@ -24,7 +24,7 @@ import VolleyTestTags
         let refused = HTTP2Error.openSSL("TLS handshake failed", sslError: 1, in: .handshake)
         #expect(refused.kind == .tlsHandshake && !refused.resendIsSafe)
         let closed = HTTP2Error.openSSL("TLS handshake failed", sslError: 5, in: .handshake)
-        #expect(closed.kind == .connectionReset && closed.resendIsSafe, "no request leaves before the handshake ends")
+        #expect(closed.kind == .connectFailed && closed.resendIsSafe, "no request leaves before the handshake ends")
     }
 
     @Test func nghttp2ErrorsAreSafeOnlyBeforeARequestIsQueued() {

@@ -14,37 +14,55 @@ import VolleyTestTags
 // connections cut, its port refusing), stays down through several failed connects, and starts again on the same
 // port. Sends that never left wait for it; only sends written and unanswered when it stopped end failed, apart.
 
-/// A campaign of `devices` APNs sends with at most `window` in flight, each completion starting the next.
+/// A campaign of `devices` APNs sends with at most `window` in flight, each completion starting the next. It sends
+/// the first `holdAt` devices, then holds the rest until `release()`: however fast the machine, the rest go out
+/// after the provider is down.
 final class OutageCampaign: Sendable {
     struct State {
         var next = 0
+        var limit: Int
+        var inFlight = 0
         var outcomes: [Int: [DeliveryOutcome]] = [:]
     }
     let devices: Int
     let window: Int
     let sender: any PushSender
     let prepared: any PreparedNotification
-    let state = Mutex(State())
+    let state: Mutex<State>
 
-    init(devices: Int, window: Int, sender: any PushSender) throws {
+    init(devices: Int, window: Int, holdAt: Int, sender: any PushSender) throws {
         self.devices = devices
         self.window = window
         self.sender = sender
+        state = Mutex(State(limit: holdAt))
         prepared = try sender.prepare(VolleyCore.Notification(title: "Outage", body: "drill"), jobID: "job-outage")
     }
 
     func start() { for _ in 0..<window { sendNext() } }
 
+    /// Sends the rest of the devices.
+    func release() {
+        let free = state.withLock { s in
+            s.limit = devices
+            return window - s.inFlight
+        }
+        for _ in 0..<max(0, free) { sendNext() }
+    }
+
     private func sendNext() {
         let i: Int? = state.withLock { s in
-            guard s.next < devices else { return nil }
+            guard s.next < min(devices, s.limit), s.inFlight < window else { return nil }
             s.next += 1
+            s.inFlight += 1
             return s.next - 1
         }
         guard let i else { return }
         let device = Device(platform: .ios, token: DeviceToken(hexToken("", 10_000 + i)))
         sender.send(prepared, to: device, jobID: "job-outage") { [self] outcome in
-            state.withLock { $0.outcomes[i, default: []].append(outcome) }
+            state.withLock { s in
+                s.inFlight -= 1
+                s.outcomes[i, default: []].append(outcome)
+            }
             sendNext()
         }
     }
@@ -75,10 +93,12 @@ final class OutageCampaign: Sendable {
         #expect(pool.configuration.providerOutageSeconds == 60)
 
         let devices = 3000
-        let campaign = try OutageCampaign(devices: devices, window: 300, sender: provider)
+        let campaign = try OutageCampaign(devices: devices, window: 300, holdAt: 1500, sender: provider)
         campaign.start()
         try await waitUntil("1000 pushes at the mock") { mock.stats().acceptedAPNs >= 1000 }
+        // Down with sends in flight (those written are cut unanswered), then the rest of the campaign goes out.
         mock.server.stop()
+        campaign.release()
         // Down through four failed connects (back-offs of 0.05–0.1, 0.1–0.2, 0.2–0.4 s…: about 1 s in all).
         try await waitUntil(
             "four failed connects (\(pool.statistics), \(campaign.finished) devices finished)", timeout: .seconds(30)
