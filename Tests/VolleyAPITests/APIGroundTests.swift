@@ -55,7 +55,7 @@ struct StalledCredentials: CredentialStore {
         #expect(problem.contains("api.readinessTimeoutSeconds"), "\(problem)")
     }
 
-    @Test func theFirstAnswerIsTaken() async {
+    @Test func theFirstAnswerIsTaken() async throws {
         let fast = await APIServer.answer(within: 30) { 7 }
         #expect(try fast?.get() == 7)
         struct Refused: Error {}
