@@ -23,6 +23,17 @@ public struct APIConfiguration: Sendable {
     /// `api.keyCacheSeconds`: a process reads an API key's record from Redis at most once in this long, so a revoked
     /// or changed key takes effect within it; 0 reads it on every request.
     public var keyCacheSeconds: Double = 5
+    /// `api.headerTimeoutSeconds`: a new connection that has not sent a whole request head (or finished its TLS
+    /// handshake) within this long is closed. Default 10.
+    public var headerTimeoutSeconds: Double = 10
+    /// `api.idleTimeoutSeconds`: a keep-alive connection with no request in progress, or a request body that stops
+    /// arriving, is closed after this long. Default 60.
+    public var idleTimeoutSeconds: Double = 60
+    /// `api.maxConnections`: open connections the API serves at once; beyond it a new connection is answered 503 and
+    /// closed. Nil: `ConnectionLimits.defaultCap(fileLimit:)` of the process's file limit.
+    public var maxConnections: Int?
+    /// `api.readinessTimeoutSeconds`: `/readyz` answers 503 when Redis has not answered within this long. Default 2.
+    public var readinessTimeoutSeconds: Double = 2
     /// Apps by name and the orgs allowed to use each (`apps[].orgs`).
     public var apps: [AppName: AppOrgs] = [:]
 

@@ -44,6 +44,7 @@ public struct APIProblem: Error, Sendable, CustomStringConvertible {
         case 403: code = "INSUFFICIENT_ACCESS"
         case 404: code = "NOT_FOUND"
         case 405: code = "METHOD_NOT_ALLOWED"
+        case 415: code = "UNSUPPORTED_MEDIA_TYPE"
         case 429: code = "REQUEST_LIMIT_EXCEEDED"
         case 503: code = "SERVER_UNAVAILABLE"
         default: code = "UNKNOWN_EXCEPTION"

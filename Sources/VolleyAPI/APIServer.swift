@@ -1,5 +1,6 @@
 import Foundation
 import Hummingbird
+import HummingbirdCore
 import Logging
 import NIOCore
 import NIOPosix
@@ -20,6 +21,8 @@ public final class APIServer: Sendable {
     let draining = NSLockedBox(false)
     /// The OpenAPI document served at `GET /openapi.yaml`.
     let openAPIDocument: String
+    /// The workers' preparation of a notification, run before a job is accepted.
+    let notificationCheck: NotificationCheck
 
     /// Sends one notification to one device and says what the provider answered (`volley test-push`).
     public typealias TestPushHandler = @Sendable (TestPushInput) async -> TestPushAnswer
@@ -70,9 +73,10 @@ public final class APIServer: Sendable {
 
     public init(
         configuration: APIConfiguration, stores: Stores, openAPIDocument: String, logger: Logger,
-        testPush: TestPushHandler? = nil, connect: ConnectService? = nil
+        testPush: TestPushHandler? = nil, connect: ConnectService? = nil, notificationCheck: NotificationCheck = .none
     ) {
         self.connect = connect
+        self.notificationCheck = notificationCheck
         self.configuration = configuration
         self.stores = stores
         self.logger = logger
@@ -94,6 +98,7 @@ public final class APIServer: Sendable {
         let router = Router(context: APIRequestContext.self)
         let metrics = RouteMetrics()
         router.add(middleware: ObservingMiddleware(logger: logger, metrics: metrics))
+        router.add(middleware: JSONContentTypeMiddleware())
         router.get("/livez") { _, _ in try JSONResponse.make(["status": "ok"]) }
         router.get("/readyz") { _, _ in try await self.readyz() }
         router.get("/openapi.yaml") { _, _ in
@@ -113,16 +118,39 @@ public final class APIServer: Sendable {
     }
 
     /// The application: HTTP/1.1 with keep-alive on `api.host`:`api.port`, over TLS when `api.tls` is set.
+    ///
+    /// A connection must send a whole request head within `api.headerTimeoutSeconds` and is closed after
+    /// `api.idleTimeoutSeconds` without a request; beyond `api.maxConnections` open connections a new one is answered
+    /// 503 and closed. Without a configured cap, the default is taken from the process's file limit.
     public func application(onListening: @escaping @Sendable (Int) async -> Void = { _ in }) -> some ApplicationProtocol
     {
-        Application(
+        let headerTimeout = TimeAmount.fromSeconds(configuration.headerTimeoutSeconds)
+        let http = HTTP1Channel.Configuration(
+            additionalChannelHandlers: [RequestHeadTimeoutHandler(timeout: headerTimeout)],
+            idleTimeout: .fromSeconds(configuration.idleTimeoutSeconds))
+        let cap =
+            configuration.maxConnections
+            ?? ((try? ConnectionLimits.cap(configured: nil, fileLimit: ConnectionLimits.fileLimit()))
+                ?? ConnectionLimits.defaultMaximum)
+        let connections = ConnectionCount(cap: cap)
+        let builder =
+            configuration.tls?.serverBuilder(http: http, connections: connections)
+            ?? HTTPServerBuilder { responder in
+                CappedChildChannel(base: HTTP1Channel(responder: responder, configuration: http), count: connections)
+            }
+        return Application(
             router: router(),
-            server: configuration.tls?.serverBuilder() ?? .http1(),
+            server: builder,
             configuration: .init(
-                address: .hostname(configuration.host, port: configuration.port), serverName: nil),
+                address: .hostname(configuration.host, port: configuration.port), serverName: nil,
+                backlog: Self.backlog),
             onServerRunning: { channel in await onListening(channel.localAddress?.port ?? 0) },
             logger: logger)
     }
+
+    /// The listener's accept queue: connections the kernel completes before the accept loop takes them (and sheds
+    /// those over the cap).
+    static let backlog = 1024
 
     /// Runs until SIGTERM/SIGINT. On the signal `/readyz` answers 503 for `api.drainSeconds` (load balancers stop
     /// sending), then the listener closes and requests in progress finish.
@@ -143,12 +171,36 @@ public final class APIServer: Sendable {
     /// nil: ready; else what is wrong.
     public func readinessProblem() async -> String? {
         if isDraining { return "draining: this process is shutting down" }
-        do {
-            try await stores.credentials.ping()
-        } catch {
+        let seconds = configuration.readinessTimeoutSeconds
+        let credentials = stores.credentials
+        switch await Self.answer(within: seconds, { try await credentials.ping() }) {
+        case nil:
+            return "Redis has not answered within \(seconds) s (api.readinessTimeoutSeconds)"
+        case .failure(let error)?:
             return "Redis is not answering: \(error)"
+        case .success?:
+            return nil
         }
-        return nil
+    }
+
+    /// `body`'s result, or nil when it has not finished within `seconds`. `body` keeps running after the deadline
+    /// (a stalled Redis call ends when its connection gives up), but the caller no longer waits for it.
+    static func answer<T: Sendable>(
+        within seconds: Double, _ body: @escaping @Sendable () async throws -> T
+    ) async -> Result<T, any Error>? {
+        let waiter = FirstAnswer<Result<T, any Error>?>()
+        return await withCheckedContinuation { continuation in
+            waiter.wait(continuation)
+            let work = Task {
+                let result: Result<T, any Error>
+                do { result = .success(try await body()) } catch { result = .failure(error) }
+                waiter.resume(result)
+            }
+            Task {
+                try? await Task.sleep(for: .milliseconds(Int((seconds * 1000).rounded())))
+                if waiter.resume(nil) { work.cancel() }
+            }
+        }
     }
 
     /// True once SIGTERM/SIGINT began the drain.
@@ -161,6 +213,26 @@ public final class APIServer: Sendable {
 
     /// Marks the process as draining (`/readyz` → 503).
     public func beginDraining() { draining.withLocked { $0 = true } }
+}
+
+/// One continuation resumed by whichever answer comes first; later answers are dropped.
+final class FirstAnswer<T: Sendable>: Sendable {
+    private let state = NSLockedBox<(continuation: CheckedContinuation<T, Never>?, done: Bool)>((nil, false))
+
+    func wait(_ continuation: CheckedContinuation<T, Never>) { state.withLocked { $0.continuation = continuation } }
+
+    /// Resumes the waiter with `value` unless an answer came first; true when this one was taken.
+    @discardableResult
+    func resume(_ value: T) -> Bool {
+        let continuation: CheckedContinuation<T, Never>? = state.withLocked { s in
+            guard !s.done else { return nil }
+            s.done = true
+            defer { s.continuation = nil }
+            return s.continuation
+        }
+        continuation?.resume(returning: value)
+        return continuation != nil
+    }
 }
 
 /// Shut down before the HTTP server (ServiceGroup stops services in reverse order): holds the listener open while

@@ -48,10 +48,12 @@ public struct APITLS: Sendable {
     }
 
     /// The listener's channel: TLS first, then HTTP/1.1.
-    func serverBuilder() -> HTTPServerBuilder {
+    func serverBuilder(http: HTTP1Channel.Configuration, connections: ConnectionCount) -> HTTPServerBuilder {
         let c = configuration
         return HTTPServerBuilder { responder in
-            try TLSChannel(HTTP1Channel(responder: responder), tlsConfiguration: c)
+            CappedChildChannel(
+                base: try TLSChannel(HTTP1Channel(responder: responder, configuration: http), tlsConfiguration: c),
+                count: connections)
         }
     }
 }

@@ -9,17 +9,30 @@ enum Input {
         job: JobKeys.job.subtracting(["shard"]), notification: JobKeys.notification,
         localizedText: JobKeys.localizedText, device: JobKeys.device, shard: [])
 
-    /// Parses a JSON object body; a 400 naming `field` (default: the body) when it is not one.
-    static func object(_ data: Data) throws -> [String: Any] {
+    /// Reads a JSON object body with Volley's one JSON reader (`JSONValue(parsing:)`, the job reader's: RFC 8259
+    /// only, so no trailing commas, comments or single quotes); a 400 naming `body` when it is not one.
+    static func object(_ data: Data) throws -> JSONObjectReader {
         guard !data.isEmpty else { throw APIProblem.badRequest("body", "the request needs a JSON object body") }
-        let parsed: Any
-        do { parsed = try JSONSerialization.jsonObject(with: data, options: [.fragmentsAllowed]) } catch {
-            throw APIProblem.badRequest("body", "malformed JSON: \(shortError(error))")
+        let parsed: JSONValue
+        do { parsed = try JSONValue(parsing: data) } catch {
+            throw APIProblem.badRequest("body", "malformed JSON: \(error)")
         }
-        guard let object = parsed as? [String: Any] else {
-            throw APIProblem.badRequest("body", "the body must be a JSON object")
+        guard case .object = parsed else { throw APIProblem.badRequest("body", "the body must be a JSON object") }
+        return try fields { () throws(JSONFieldError) in try JSONObjectReader(parsed, at: []) }
+    }
+
+    /// Runs a reading of fields, turning a field's fault into a 400 naming it (`notification.title`, `ttlSeconds`).
+    static func fields<T>(_ read: () throws(JSONFieldError) -> T) throws -> T {
+        do { return try read() } catch { throw APIProblem.badRequest(error.field, error.message) }
+    }
+
+    /// Reads a `JSONReadable` body (a job, a notification) with the same reader; a 400 names the field at fault.
+    static func read<T: JSONReadable>(_ type: T.Type, from data: Data) throws -> T {
+        let parsed: JSONValue
+        do { parsed = try JSONValue(parsing: data) } catch {
+            throw APIProblem.badRequest("body", "malformed JSON: \(error)")
         }
-        return object
+        return try fields { () throws(JSONFieldError) in try T(json: parsed, at: []) }
     }
 
     /// `data`, a UTF-8 JSON object without the keys of `members`, with each `"key": "value"` added in front of its
@@ -48,11 +61,6 @@ enum Input {
         return out
     }
 
-    /// A 400 naming the first key of `object` outside `known`.
-    static func rejectUnknownKeys(_ object: [String: Any], known: Set<String>, at path: String) throws {
-        try rejectUnknownKeys(object.keys, known: known, at: path)
-    }
-
     /// A 400 naming the first of `keys` (sorted) outside `known`.
     static func rejectUnknownKeys(_ keys: some Collection<String>, known: Set<String>, at path: String) throws {
         if let unknown = keys.filter({ !known.contains($0) }).min() {
@@ -60,64 +68,6 @@ enum Input {
             throw APIProblem.badRequest(
                 field, "unknown key '\(unknown)'; known keys: \(known.sorted().joined(separator: ", "))")
         }
-    }
-
-    /// Decodes `T`, turning a decoding error into a 400 naming its coding path.
-    static func decode<T: Decodable>(
-        _ type: T.Type, from data: Data, userInfo: [CodingUserInfoKey: any Sendable] = [:]
-    ) throws -> T {
-        let decoder = JSONDecoder()
-        decoder.userInfo = userInfo
-        do { return try decoder.decode(type, from: data) } catch let e as DecodingError {
-            throw problem(e)
-        }
-    }
-
-    static func problem(_ e: DecodingError) -> APIProblem {
-        switch e {
-        case .typeMismatch(let t, let c):
-            return .badRequest(path(c.codingPath), "expected \(describe(t)): \(c.debugDescription)")
-        case .valueNotFound(let t, let c):
-            return .badRequest(path(c.codingPath), "expected \(describe(t)), found null")
-        case .keyNotFound(let k, let c):
-            return .badRequest(path(c.codingPath + [k]), "required")
-        case .dataCorrupted(let c):
-            return .badRequest(path(c.codingPath), c.debugDescription)
-        @unknown default:
-            return .badRequest("body", "\(e)")
-        }
-    }
-
-    /// `notification.localized.es.title`, `devices[2].token`.
-    static func path(_ keys: [any CodingKey]) -> String {
-        var out = ""
-        for k in keys {
-            if let i = k.intValue {
-                out += "[\(i)]"
-            } else {
-                out += out.isEmpty ? k.stringValue : ".\(k.stringValue)"
-            }
-        }
-        return out.isEmpty ? "body" : out
-    }
-
-    private static func describe(_ t: Any.Type) -> String {
-        switch t {
-        case is String.Type: "a string"
-        case is Int.Type, is Int64.Type: "an integer"
-        case is Double.Type: "a number"
-        case is Bool.Type: "a boolean"
-        default:
-            String(describing: t).contains("Array")
-                ? "an array"
-                : String(describing: t).contains("Dictionary")
-                    ? "an object" : "\(t)"
-        }
-    }
-
-    private static func shortError(_ error: any Error) -> String {
-        let s = (error as NSError).userInfo[NSDebugDescriptionErrorKey] as? String ?? "\(error)"
-        return String(s.prefix(200))
     }
 
     /// Ids that travel in Redis key names and URLs: 1–128 of letters, digits and `._:-`.

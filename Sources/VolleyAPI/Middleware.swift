@@ -58,6 +58,35 @@ struct ObservingMiddleware: RouterMiddleware {
     }
 }
 
+/// Every body the API reads is JSON: a POST, PUT or PATCH that says its body is anything else answers 415 naming the
+/// `Content-Type` header, before authentication reads anything. A request without the header is read as JSON
+/// (Salesforce's Apex callouts and `curl --data-binary` without `-H` send none); parameters such as
+/// `; charset=utf-8` are allowed.
+struct JSONContentTypeMiddleware: RouterMiddleware {
+    typealias Context = APIRequestContext
+
+    func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws
+        -> Response
+    {
+        switch request.method {
+        case .post, .put, .patch:
+            if let type = request.headers[.contentType], !Self.isJSON(type) {
+                throw APIProblem(
+                    .unsupportedMediaType, "the body must be JSON: send Content-Type: application/json",
+                    field: "Content-Type")
+            }
+        default: break
+        }
+        return try await next(request, context)
+    }
+
+    /// True for `application/json` in any case, with or without parameters.
+    static func isJSON(_ header: String) -> Bool {
+        let mediaType = header.split(separator: ";", maxSplits: 1, omittingEmptySubsequences: false).first ?? ""
+        return mediaType.trimmingCharacters(in: .whitespaces).lowercased() == "application/json"
+    }
+}
+
 /// The request series of each route: one counter per status class and a duration timer, made once per route.
 final class RouteMetrics: Sendable {
     private struct Series {

@@ -105,11 +105,19 @@ paths:
           content:
             application/json:
               schema: {$ref: "#/components/schemas/JobAccepted"}
-        "400": {$ref: "#/components/responses/BadRequest"}
+        "400":
+          description: >-
+            The job is malformed or invalid, or its notification is one every worker would refuse (the providers'
+            own checks: ttl, pushType, interruptionLevel, relevanceScore, collapseId, badge, payload size); `field`
+            names it (`notification.ttl`). Nothing is written and the Idempotency-Key stays unused.
+          content:
+            application/problem+json:
+              schema: {$ref: "#/components/schemas/Problem"}
         "401": {$ref: "#/components/responses/Unauthorized"}
         "403": {$ref: "#/components/responses/Forbidden"}
         "404": {$ref: "#/components/responses/NotFound"}
         "413": {$ref: "#/components/responses/TooLarge"}
+        "415": {$ref: "#/components/responses/UnsupportedMediaType"}
         "422": {$ref: "#/components/responses/Conflict"}
         "429": {$ref: "#/components/responses/TooManyRequests"}
         "503": {$ref: "#/components/responses/Unavailable"}
@@ -197,6 +205,7 @@ paths:
         "403": {$ref: "#/components/responses/Forbidden"}
         "404": {$ref: "#/components/responses/NotFound"}
         "413": {$ref: "#/components/responses/TooLarge"}
+        "415": {$ref: "#/components/responses/UnsupportedMediaType"}
         "429": {$ref: "#/components/responses/TooManyRequests"}
         "503": {$ref: "#/components/responses/Unavailable"}
   /v1/devices:
@@ -229,6 +238,7 @@ paths:
         "401": {$ref: "#/components/responses/Unauthorized"}
         "403": {$ref: "#/components/responses/Forbidden"}
         "413": {$ref: "#/components/responses/TooLarge"}
+        "415": {$ref: "#/components/responses/UnsupportedMediaType"}
         "429": {$ref: "#/components/responses/TooManyRequests"}
         "503": {$ref: "#/components/responses/Unavailable"}
   /v1/devices/{platform}/{token}:
@@ -355,6 +365,7 @@ paths:
         "401": {$ref: "#/components/responses/Unauthorized"}
         "403": {$ref: "#/components/responses/Forbidden"}
         "413": {$ref: "#/components/responses/TooLarge"}
+        "415": {$ref: "#/components/responses/UnsupportedMediaType"}
         "429": {$ref: "#/components/responses/TooManyRequests"}
         "503": {$ref: "#/components/responses/Unavailable"}
     delete:
@@ -437,6 +448,7 @@ paths:
         "403": {$ref: "#/components/responses/Forbidden"}
         "404": {$ref: "#/components/responses/NotFound"}
         "413": {$ref: "#/components/responses/TooLarge"}
+        "415": {$ref: "#/components/responses/UnsupportedMediaType"}
         "429": {$ref: "#/components/responses/TooManyRequests"}
         "501": {$ref: "#/components/responses/Unavailable"}
         "503": {$ref: "#/components/responses/Unavailable"}
@@ -503,6 +515,7 @@ paths:
         "403": {$ref: "#/components/responses/SalesforceForbidden"}
         "404": {$ref: "#/components/responses/SalesforceNotFound"}
         "413": {$ref: "#/components/responses/SalesforceTooLarge"}
+        "415": {$ref: "#/components/responses/SalesforceUnsupportedMediaType"}
         "429": {$ref: "#/components/responses/SalesforceTooManyRequests"}
         "500": {$ref: "#/components/responses/SalesforceServerError"}
         "503": {$ref: "#/components/responses/SalesforceUnavailable"}
@@ -557,6 +570,7 @@ paths:
         "403": {$ref: "#/components/responses/SalesforceForbidden"}
         "404": {$ref: "#/components/responses/SalesforceNotFound"}
         "413": {$ref: "#/components/responses/SalesforceTooLarge"}
+        "415": {$ref: "#/components/responses/SalesforceUnsupportedMediaType"}
         "429": {$ref: "#/components/responses/SalesforceTooManyRequests"}
         "500": {$ref: "#/components/responses/SalesforceServerError"}
         "503": {$ref: "#/components/responses/SalesforceUnavailable"}
@@ -637,6 +651,7 @@ paths:
         "403": {$ref: "#/components/responses/SalesforceForbidden"}
         "404": {$ref: "#/components/responses/SalesforceNotFound"}
         "413": {$ref: "#/components/responses/SalesforceTooLarge"}
+        "415": {$ref: "#/components/responses/SalesforceUnsupportedMediaType"}
         "429": {$ref: "#/components/responses/SalesforceTooManyRequests"}
         "500": {$ref: "#/components/responses/SalesforceServerError"}
         "503": {$ref: "#/components/responses/SalesforceUnavailable"}
@@ -726,6 +741,7 @@ paths:
         "403": {$ref: "#/components/responses/SalesforceForbidden"}
         "404": {$ref: "#/components/responses/SalesforceNotFound"}
         "413": {$ref: "#/components/responses/SalesforceTooLarge"}
+        "415": {$ref: "#/components/responses/SalesforceUnsupportedMediaType"}
         "429": {$ref: "#/components/responses/SalesforceTooManyRequests"}
         "500": {$ref: "#/components/responses/SalesforceServerError"}
         "503": {$ref: "#/components/responses/SalesforceUnavailable"}
@@ -806,6 +822,7 @@ paths:
         "403": {$ref: "#/components/responses/SalesforceForbidden"}
         "404": {$ref: "#/components/responses/SalesforceNotFound"}
         "413": {$ref: "#/components/responses/SalesforceTooLarge"}
+        "415": {$ref: "#/components/responses/SalesforceUnsupportedMediaType"}
         "429": {$ref: "#/components/responses/SalesforceTooManyRequests"}
         "500": {$ref: "#/components/responses/SalesforceServerError"}
         "503": {$ref: "#/components/responses/SalesforceUnavailable"}
@@ -906,6 +923,7 @@ paths:
         "403": {$ref: "#/components/responses/SalesforceForbidden"}
         "404": {$ref: "#/components/responses/SalesforceNotFound"}
         "413": {$ref: "#/components/responses/SalesforceTooLarge"}
+        "415": {$ref: "#/components/responses/SalesforceUnsupportedMediaType"}
         "429": {$ref: "#/components/responses/SalesforceTooManyRequests"}
         "500": {$ref: "#/components/responses/SalesforceServerError"}
         "503": {$ref: "#/components/responses/SalesforceUnavailable"}
@@ -991,6 +1009,11 @@ components:
       content:
         application/json:
           schema: {$ref: "#/components/schemas/SalesforceErrors"}
+    SalesforceUnsupportedMediaType:
+      description: The body's `Content-Type` is not `application/json` (`UNSUPPORTED_MEDIA_TYPE`).
+      content:
+        application/json:
+          schema: {$ref: "#/components/schemas/SalesforceErrors"}
     SalesforceTooLarge:
       description: The body is larger than `api.maxBodyBytes` (`INVALID_API_INPUT`, about `body`).
       content:
@@ -1068,6 +1091,13 @@ components:
           schema: {$ref: "#/components/schemas/Problem"}
     NotFound:
       description: No such resource in the credential's org.
+      content:
+        application/problem+json:
+          schema: {$ref: "#/components/schemas/Problem"}
+    UnsupportedMediaType:
+      description: >-
+        The body's `Content-Type` is not `application/json` (parameters such as `charset` allowed; a body without
+        the header is read as JSON). `field` is `Content-Type`.
       content:
         application/problem+json:
           schema: {$ref: "#/components/schemas/Problem"}

@@ -79,6 +79,12 @@ extension APIServer {
             let field = r.reason == .invalidJob ? "id" : "recipients"
             throw APIProblem.badRequest(field, r.message)
         }
+        // What every worker would refuse is refused here, before the Idempotency-Key is recorded: a corrected retry
+        // under the same key is then a new job, not a conflict.
+        if let refusal = notificationCheck.refusal(of: job) {
+            throw APIProblem.badRequest(
+                Self.field(of: refusal.error, in: body), "\(refusal.platform): \(refusal.error.message)")
+        }
         let id = job.id ?? headerKey.map(JobID.init) ?? .generated()
         // The stream entry is the body as sent, with the key's org and the job id added in front when it leaves them
         // out: the worker decodes exactly the bytes decoded and checked here. A body that cannot take them that way
@@ -110,6 +116,15 @@ extension APIServer {
             throw APIProblem(
                 .unprocessableContent, "a different job was already accepted with this id", field: "Idempotency-Key")
         }
+    }
+
+    /// Where a refused notification's field sits in the job body: under `notification`, except the raw `apns` and
+    /// `fcm` payloads a job may give at its top level.
+    static func field(of e: NotificationError, in body: JobBody) -> String {
+        guard let field = e.field else { return "notification" }
+        let top = field.split(separator: ".").first.map(String.init) ?? field
+        if (top == "apns" || top == "fcm") && body.keys.contains(top) { return field }
+        return "notification.\(field)"
     }
 
     func getJob(_ context: APIRequestContext) async throws -> Response {
@@ -144,24 +159,22 @@ extension APIServer {
     func createUserToken(_ request: Request, _ context: APIRequestContext) async throws -> Response {
         let org = try context.key([.send, .admin])
         let data = try await body(request)
-        try Input.rejectUnknownKeys(try Input.object(data), known: ["userId", "appName", "ttlSeconds"], at: "")
-        struct Body: Decodable {
-            var userId: String?
-            var appName: String?
-            var ttlSeconds: Int?
+        let o = try Input.object(data)
+        try Input.rejectUnknownKeys(o.members.keys, known: ["userId", "appName", "ttlSeconds"], at: "")
+        let (userId, appName, ttlSeconds) = try Input.fields { () throws(JSONFieldError) in
+            (try o.string("userId"), try o.string("appName"), try o.int("ttlSeconds"))
         }
-        let b = try Input.decode(Body.self, from: data)
-        guard let user = b.userId, Input.isSafeID(user) else {
+        guard let user = userId, Input.isSafeID(user) else {
             throw APIProblem.badRequest("userId", "required: the user's id (letters, digits and . _ : -)")
         }
-        guard let app = b.appName, !app.isEmpty else {
+        guard let app = appName, !app.isEmpty else {
             throw APIProblem.badRequest("appName", "required: the connected app's name")
         }
         guard configuration.org(org, mayUse: AppName(app)) else {
             throw APIProblem.notFound("no app named '\(app)' is available to this org", field: "appName")
         }
         let maxTTL = configuration.userTokenMaxTTLSeconds
-        let ttl = b.ttlSeconds ?? min(3600, maxTTL)
+        let ttl = ttlSeconds ?? min(3600, maxTTL)
         guard (60...maxTTL).contains(ttl) else {
             throw APIProblem.badRequest("ttlSeconds", "an integer from 60 to \(maxTTL)")
         }
@@ -192,15 +205,14 @@ extension APIServer {
     func putDevice(_ request: Request, _ context: APIRequestContext) async throws -> Response {
         let claims = try context.user()
         let data = try await body(request)
-        try Input.rejectUnknownKeys(
-            try Input.object(data), known: ["platform", "token", "environment", "locale"], at: "")
-        struct Body: Decodable {
-            var platform: String?
-            var token: String?
-            var environment: String?
-            var locale: String?
+        let o = try Input.object(data)
+        try Input.rejectUnknownKeys(o.members.keys, known: ["platform", "token", "environment", "locale"], at: "")
+        let b = try Input.fields { () throws(JSONFieldError) in
+            (
+                platform: try o.string("platform"), token: try o.string("token"),
+                environment: try o.string("environment"), locale: try o.string("locale")
+            )
         }
-        let b = try Input.decode(Body.self, from: data)
         guard let p = b.platform, let platform = Platform(rawValue: p) else {
             throw APIProblem.badRequest("platform", "required: ios or android")
         }
@@ -303,14 +315,14 @@ extension APIServer {
         let id = try parameter(context, "id")
         guard Input.isSafeID(id) else { throw APIProblem.badRequest("id", "letters, digits and . _ : -") }
         let data = try await body(request)
-        try Input.rejectUnknownKeys(try Input.object(data), known: ["id", "name", "mobile", "desktop"], at: "")
-        struct Body: Decodable {
-            var id: String?
-            var name: String?
-            var mobile: Bool?
-            var desktop: Bool?
+        let o = try Input.object(data)
+        try Input.rejectUnknownKeys(o.members.keys, known: ["id", "name", "mobile", "desktop"], at: "")
+        let b = try Input.fields { () throws(JSONFieldError) in
+            (
+                id: try o.string("id"), name: try o.string("name"), mobile: try o.bool("mobile"),
+                desktop: try o.bool("desktop")
+            )
         }
-        let b = try Input.decode(Body.self, from: data)
         if let given = b.id, given != id {
             throw APIProblem.badRequest("id", "must match the path's id or be left out")
         }
@@ -361,21 +373,24 @@ extension APIServer {
     func postTestPush(_ request: Request, _ context: APIRequestContext) async throws -> Response {
         let org = try context.key([.send, .admin])
         let data = try await body(request)
-        let object = try Input.object(data)
+        let o = try Input.object(data)
         try Input.rejectUnknownKeys(
-            object, known: ["app", "platform", "token", "environment", "notification", "dryRun"], at: "")
-        if let n = object["notification"] as? [String: Any] {
-            try Input.rejectUnknownKeys(n, known: JobKeys.notification, at: "notification")
+            o.members.keys, known: ["app", "platform", "token", "environment", "notification", "dryRun"], at: "")
+        if let n = o.value("notification")?.objectValue {
+            try Input.rejectUnknownKeys(n.keys, known: JobKeys.notification, at: "notification")
         }
-        struct Body: Decodable {
-            var app: String
-            var platform: Platform
-            var token: String
-            var environment: APNSEnvironment?
-            var notification: VolleyCore.Notification?
-            var dryRun: Bool?
+        let b = try Input.fields { () throws(JSONFieldError) in
+            (
+                app: try o.required(try o.string("app"), "app"),
+                platform: try o.required(try o.oneOf("platform", Platform.self), "platform"),
+                token: try o.required(try o.string("token"), "token"),
+                environment: try o.oneOf("environment", APNSEnvironment.self),
+                notification: try o.value("notification").map { v throws(JSONFieldError) in
+                    try VolleyCore.Notification(json: v, at: [.key("notification")])
+                },
+                dryRun: try o.bool("dryRun")
+            )
         }
-        let b = try Input.decode(Body.self, from: data)
         guard configuration.org(org, mayUse: AppName(b.app)) else {
             throw APIProblem.notFound("no app named '\(b.app)' is available to this org", field: "app")
         }

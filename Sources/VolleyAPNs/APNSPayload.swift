@@ -69,7 +69,8 @@ public enum APNSPayload {
     {
         if let raw = n.apns {
             guard case .object = raw else {
-                throw NotificationError("BadPayload", "apns must be a JSON object (the whole APNs payload)")
+                throw NotificationError(
+                    "BadPayload", "apns must be a JSON object (the whole APNs payload)", field: "apns")
             }
             return raw
         }
@@ -83,7 +84,14 @@ public enum APNSPayload {
             if let s = text.subtitle { alert["subtitle"] = .string(s) }
             if let b = text.body { alert["body"] = .string(b) }
             if !alert.isEmpty { aps["alert"] = .object(alert) }
-            if let badge = n.badge { aps["badge"] = .number(JSONNumber(badge)) }
+            if let badge = n.badge {
+                // APNs: the number to show on the app icon; 0 removes it.
+                guard badge >= 0, badge <= Int(Int32.max) else {
+                    throw NotificationError(
+                        "BadPayload", "badge \(badge) must be from 0 to \(Int32.max)", field: "badge")
+                }
+                aps["badge"] = .number(JSONNumber(badge))
+            }
             if let sound = n.sound { aps["sound"] = .string(sound) }
             if n.contentAvailable == true { aps["content-available"] = .number(1) }
             if n.mutableContent == true || n.imageUrl != nil { aps["mutable-content"] = .number(1) }
@@ -93,13 +101,15 @@ public enum APNSPayload {
                 guard interruptionLevels.contains(level) else {
                     throw NotificationError(
                         "BadPayload",
-                        "interruptionLevel \"\(level)\" is not one of passive, active, time-sensitive, critical")
+                        "interruptionLevel \"\(level)\" is not one of passive, active, time-sensitive, critical",
+                        field: "interruptionLevel")
                 }
                 aps["interruption-level"] = .string(level)
             }
             if let score = n.relevanceScore {
                 guard score >= 0, score <= 1 else {
-                    throw NotificationError("BadPayload", "relevanceScore \(score) must be between 0 and 1")
+                    throw NotificationError(
+                        "BadPayload", "relevanceScore \(score) must be between 0 and 1", field: "relevanceScore")
                 }
                 aps["relevance-score"] = .number(JSONNumber(score))
             }
@@ -115,7 +125,8 @@ public enum APNSPayload {
         var root: [String: JSONValue] = [:]
         if let data = n.data {
             if data["aps"] != nil {
-                throw NotificationError("BadPayload", "data must not contain the key \"aps\" (reserved by Apple)")
+                throw NotificationError(
+                    "BadPayload", "data must not contain the key \"aps\" (reserved by Apple)", field: "data.aps")
             }
             root = data
         }

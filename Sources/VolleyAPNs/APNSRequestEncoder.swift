@@ -89,8 +89,9 @@ public struct APNSPreparedNotification: PreparedNotification {
             guard let t = APNSPushType(rawValue: raw) else {
                 throw NotificationError(
                     "InvalidPushType",
-                    "pushType \"\(raw)\" is not one of \(APNSPushType.allCases.map(\.rawValue).joined(separator: ", "))"
-                )
+                    "pushType \"\(raw)\" is not one of "
+                        + APNSPushType.allCases.map(\.rawValue).joined(separator: ", "),
+                    field: "pushType")
             }
             pushType = t
         } else if n.isSilent || Self.rawIsSilent(n.apns) {
@@ -102,8 +103,7 @@ public struct APNSPreparedNotification: PreparedNotification {
             throw NotificationError(
                 "BadPayload",
                 "a background push carries contentAvailable only: remove title, body, sound and badge, or use "
-                    + "pushType alert"
-            )
+                    + "pushType alert", field: "pushType")
         }
         // Priority: 10 alert, 5 background. Apple: a background push with priority 10 is an error.
         let priority: Int
@@ -112,7 +112,8 @@ public struct APNSPreparedNotification: PreparedNotification {
             if pushType == .background {
                 throw NotificationError(
                     "BadPriority",
-                    "a background (silent) push must be sent with priority normal (apns-priority 5), not high (10)")
+                    "a background (silent) push must be sent with priority normal (apns-priority 5), not high (10)",
+                    field: "priority")
             }
             priority = 10
         case .normal?: priority = 5
@@ -124,7 +125,9 @@ public struct APNSPreparedNotification: PreparedNotification {
         headers.append(HTTP2Header("apns-push-type", pushType.rawValue))
         headers.append(HTTP2Header("apns-priority", String(priority)))
         if let ttl = n.ttl {
-            guard ttl >= 0 else { throw NotificationError("BadExpirationDate", "ttl \(ttl) must be 0 or more seconds") }
+            guard ttl >= 0 else {
+                throw NotificationError("BadExpirationDate", "ttl \(ttl) must be 0 or more seconds", field: "ttl")
+            }
             // 0 = deliver once, now or never (APNs does not store it).
             let value = ttl == 0 ? "0" : String(Int(now.timeIntervalSince1970) + ttl)
             headers.append(HTTP2Header("apns-expiration", value))
@@ -134,7 +137,7 @@ public struct APNSPreparedNotification: PreparedNotification {
             guard bytes <= 64 else {
                 throw NotificationError(
                     "BadCollapseId",
-                    "collapseId is \(bytes) bytes, \(bytes - 64) bytes over APNs's 64-byte limit")
+                    "collapseId is \(bytes) bytes, \(bytes - 64) bytes over APNs's 64-byte limit", field: "collapseId")
             }
             headers.append(HTTP2Header("apns-collapse-id", c))
         }
@@ -146,7 +149,7 @@ public struct APNSPreparedNotification: PreparedNotification {
             for key in localized.keys {
                 let p = try APNSPayload.encode(APNSPayload.payload(for: n, text: n.text(variant: key)))
                 do { try APNSPayload.checkSize(p.count, pushType: pushType) } catch let e as NotificationError {
-                    throw NotificationError(e.reason, "localized[\(key)]: \(e.message)")
+                    throw NotificationError(e.reason, "localized[\(key)]: \(e.message)", field: "localized.\(key)")
                 }
                 variants[key] = p
                 largest = max(largest, p.count)

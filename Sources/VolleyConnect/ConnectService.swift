@@ -17,15 +17,18 @@ public final class ConnectService: Sendable {
         /// A new job id (it is also the notification id the recipients' inboxes show).
         public var newJobID: @Sendable () -> JobID
         public var clock: any WallClock
+        /// The providers' preparation: a push every worker would refuse is refused here, before it is queued.
+        public var check: NotificationCheck
 
         public init(
             apps: @escaping @Sendable (OrgID) -> [AppName]? = { _ in nil },
             newJobID: @escaping @Sendable () -> JobID = { JobID.generated(prefix: "") },
-            clock: any WallClock = SystemClock()
+            clock: any WallClock = SystemClock(), check: NotificationCheck = .none
         ) {
             self.apps = apps
             self.newJobID = newJobID
             self.clock = clock
+            self.check = check
         }
 
         /// `apps` from the configuration's apps, in order, each with the orgs that may use it: an org may use the
@@ -102,6 +105,18 @@ public final class ConnectService: Sendable {
                     continue
                 }
                 let job = CustomNotificationAction.job(input, id: options.newJobID(), org: caller.org, app: app)
+                if let refusal = options.check.refusal(of: job) {
+                    let (platform, e) = (refusal.platform, refusal.error)
+                    // The notification's text is the input's title and body; any other field is Volley's own.
+                    let fields = e.field.map { [$0] } ?? ["title", "body"]
+                    results.append(
+                        .init(errors: [
+                            .init(
+                                "INVALID_INPUT", "\(fields.joined(separator: ", ")): \(platform): \(e.message)",
+                                fields: fields)
+                        ]))
+                    continue
+                }
                 do {
                     try await jobs.enqueue(job)
                     results.append(.success)
@@ -122,6 +137,9 @@ public final class ConnectService: Sendable {
         let request = try ConnectPush.decode(body)
         try checkApp(request.appName, org: caller.org)
         let job = ConnectPush.job(request, id: options.newJobID(), org: caller.org)
+        if let refusal = options.check.refusal(of: job) {
+            throw ConnectError.invalidInput("payload: \(refusal.platform): \(refusal.error.message)")
+        }
         try await jobs.enqueue(job)
         return .json(202, ["id": job.id?.rawValue ?? ""])
     }

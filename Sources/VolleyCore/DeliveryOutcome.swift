@@ -62,12 +62,19 @@ public enum DeliveryOutcome: Sendable, Hashable, Codable {
 }
 
 /// A notification rejected before sending (over size, silent with alert, bad collapse id, …).
+///
+/// The providers' encoders throw it while preparing a job (the worker then dead-letters the job), and the API runs
+/// the same preparation before it accepts a job, answering 400 with `field`.
 public struct NotificationError: Error, Sendable, Hashable, CustomStringConvertible {
     public let reason: OutcomeReason
     public let message: String
-    public init(_ reason: OutcomeReason, _ message: String) {
+    /// The notification's field at fault, as a job names it (`ttl`, `collapseId`, `localized.es`); nil for the
+    /// notification as a whole (its encoded size, nothing to deliver).
+    public let field: String?
+    public init(_ reason: OutcomeReason, _ message: String, field: String? = nil) {
         self.reason = reason
         self.message = message
+        self.field = field
     }
     public var description: String { "\(reason): \(message)" }
 }

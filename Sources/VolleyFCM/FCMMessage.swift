@@ -33,8 +33,7 @@ public enum FCMMessage {
                 throw NotificationError(
                     "PayloadTooLarge",
                     "FCM data is \(bytes) bytes, \(bytes - maxDataBytes) bytes over the \(maxDataBytes)-byte "
-                        + "limit; shorten it"
-                )
+                        + "limit; shorten it", field: "data")
             }
             message["data"] = .object(data)
         }
@@ -43,7 +42,9 @@ public enum FCMMessage {
         let priority = n.priority ?? (n.isSilent ? .normal : .high)
         android["priority"] = .string(priority == .high ? "HIGH" : "NORMAL")
         if let ttl = n.ttl {
-            guard ttl >= 0 else { throw NotificationError("INVALID_ARGUMENT", "ttl \(ttl) must be 0 or more seconds") }
+            guard ttl >= 0 else {
+                throw NotificationError("INVALID_ARGUMENT", "ttl \(ttl) must be 0 or more seconds", field: "ttl")
+            }
             android["ttl"] = .string("\(ttl)s")
         }
         if let c = n.collapseId { android["collapse_key"] = .string(c) }
@@ -70,7 +71,7 @@ public enum FCMMessage {
         if let fcm = n.fcm {
             // Raw FCM: merged over what Volley built (raw wins); a {"message": …} wrapper is accepted.
             guard case .object(var raw) = fcm else {
-                throw NotificationError("INVALID_ARGUMENT", "fcm must be a JSON object (an FCM message)")
+                throw NotificationError("INVALID_ARGUMENT", "fcm must be a JSON object (an FCM message)", field: "fcm")
             }
             if case .object(let inner)? = raw["message"] { raw = inner }
             raw["token"] = nil

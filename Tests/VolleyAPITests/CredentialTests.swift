@@ -95,7 +95,7 @@ struct InputTests {
     @Test func decodingErrorsNameTheField() throws {
         let body = Data(#"{"org":"o","app":"a","recipients":["u"],"notification":{"badge":"x"}}"#.utf8)
         do {
-            _ = try Input.decode(PushJob.self, from: body)
+            _ = try Input.read(PushJob.self, from: body)
             Issue.record("decoded a string badge")
         } catch let p as APIProblem {
             #expect(p.field == "notification.badge")

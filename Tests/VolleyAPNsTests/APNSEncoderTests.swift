@@ -247,4 +247,34 @@ func headerValue(_ r: HTTP2Request, _ name: String) -> String? { r.headers.first
         let sig = try P256.Signing.ECDSASignature(rawRepresentation: b64(parts[2]))
         #expect(key.publicKey.isValidSignature(sig, for: Data((parts[0] + "." + parts[1]).utf8)))
     }
+
+    /// The refusals the API also runs at the door: each names the notification's field.
+    @Test(
+        arguments: [
+            (VolleyCore.Notification(title: "Hi", ttl: -1), "ttl"),
+            (VolleyCore.Notification(title: "Hi", pushType: "telegram"), "pushType"),
+            (VolleyCore.Notification(title: "Hi", relevanceScore: 5), "relevanceScore"),
+            (VolleyCore.Notification(title: "Hi", interruptionLevel: "loud"), "interruptionLevel"),
+            (VolleyCore.Notification(title: "Hi", collapseId: String(repeating: "c", count: 65)), "collapseId"),
+            (VolleyCore.Notification(title: "Hi", badge: -1), "badge"),
+            (VolleyCore.Notification(title: "Hi", data: ["aps": .string("x")]), "data.aps"),
+            (VolleyCore.Notification(body: "x", priority: .high, pushType: "background"), "pushType"),
+            (VolleyCore.Notification(contentAvailable: true, priority: .high), "priority"),
+            (VolleyCore.Notification(title: String(repeating: "x", count: 5000)), nil),
+        ] as [(VolleyCore.Notification, String?)])
+    func refusalsNameTheField(_ n: VolleyCore.Notification, _ field: String?) throws {
+        do {
+            _ = try prepare(n)
+            Issue.record("prepared a notification APNs refuses")
+        } catch let e as NotificationError {
+            #expect(e.field == field, "\(e)")
+        }
+    }
+
+    @Test func theEdgesOfTheRangesPass() throws {
+        _ = try prepare(
+            .init(title: "Hi", badge: 0, collapseId: String(repeating: "c", count: 64), relevanceScore: 1, ttl: 0))
+        _ = try prepare(.init(title: "Hi", relevanceScore: 0))
+    }
+
 }

@@ -214,6 +214,24 @@ final class UnreachableSubmitter: HTTP2RequestSubmitter, @unchecked Sendable {
                 signature, for: Data((parts[0] + "." + parts[1]).utf8),
                 padding: .insecurePKCS1v1_5))
     }
+
+    /// The refusals the API also runs at the door: each names the notification's field.
+    @Test func refusalsNameTheField() throws {
+        let cases: [(VolleyCore.Notification, String)] = [
+            (.init(title: "T", ttl: -1), "ttl"),
+            (.init(title: "T", data: ["big": .string(String(repeating: "x", count: 5000))]), "data"),
+            (.init(title: "T", fcm: .string("not an object")), "fcm"),
+        ]
+        for (n, field) in cases {
+            do {
+                _ = try FCMPreparedNotification(n, projectID: "p")
+                Issue.record("prepared a notification FCM refuses: \(field)")
+            } catch let e as NotificationError {
+                #expect(e.field == field, "\(e)")
+            }
+        }
+    }
+
 }
 
 /// A token endpoint whose transport always fails with one error.

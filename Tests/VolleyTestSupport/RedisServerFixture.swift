@@ -90,6 +90,20 @@ public final class RedisServerFixture: @unchecked Sendable {
         process = nil
     }
 
+    /// SIGSTOP the server: it holds its connections and answers nothing (a stalled Redis), until `resume()`.
+    public func pause() {
+        lock.lock()
+        defer { lock.unlock() }
+        if let p = process { kill(p.processIdentifier, SIGSTOP) }
+    }
+
+    /// SIGCONT a paused server.
+    public func resume() {
+        lock.lock()
+        defer { lock.unlock() }
+        if let p = process { kill(p.processIdentifier, SIGCONT) }
+    }
+
     /// Kill and start again on the same socket (all data lost: `--save ''`).
     public func restart() throws {
         stop()

@@ -5,9 +5,10 @@ import Synchronization
 import VolleyAPI
 import VolleyObservability
 
-/// The API process's health for its operations endpoint (`metrics.host`:`metrics.port`, like the worker's): a probe
-/// asks the server every second whether it is ready (not draining, and Redis runs a script) and keeps the answer,
-/// so `/readyz` there answers at once; `/livez` fails only when the probe itself has stopped.
+/// The API process's health for its operations endpoint (`metrics.host`:`metrics.apiPort`, beside the worker's
+/// `metrics.port`): a probe asks the server every second whether it is ready (not draining, and Redis answers a
+/// script within `api.readinessTimeoutSeconds`) and keeps the answer, so `/readyz` there answers at once; `/livez`
+/// fails only when the probe itself has stopped.
 final class APIHealthProbe: HealthSource, Service {
     private let server: APIServer
     private let state = Mutex<(problem: String?, probedAt: Date?)>((nil, nil))
@@ -33,7 +34,15 @@ final class APIHealthProbe: HealthSource, Service {
 
     func readiness() -> HealthReport {
         let (problem, probedAt) = state.withLock { $0 }
-        guard probedAt != nil else { return HealthReport([HealthCheck("api", ok: false, detail: "not probed yet")]) }
+        guard let probedAt else { return HealthReport([HealthCheck("api", ok: false, detail: "not probed yet")]) }
+        // As the worker's: an answer older than a few probes is no answer (each probe gives up after
+        // api.readinessTimeoutSeconds, so only a stopped probe leaves it this old).
+        let age = Date().timeIntervalSince(probedAt)
+        if age > max(5, 2 * server.configuration.readinessTimeoutSeconds + 1) {
+            return HealthReport([
+                HealthCheck("api", ok: false, detail: String(format: "no probe answer for %.0f s", age))
+            ])
+        }
         return HealthReport([HealthCheck("api", ok: problem == nil, detail: problem ?? "Redis runs scripts")])
     }
 }
@@ -47,7 +56,7 @@ extension APIRunner {
         guard let backend = MetricsBackend.bootstrap(c) else { return [] }
         let probe = APIHealthProbe(server: server)
         let endpoint = OperationsServer(
-            settings: .init(host: c.metrics.host, port: c.metrics.port), registry: backend.registry, health: probe,
+            settings: .init(host: c.metrics.host, port: c.metrics.apiPort), registry: backend.registry, health: probe,
             logger: logger)
         return [probe, endpoint]
     }

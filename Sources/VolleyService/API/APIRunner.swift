@@ -37,7 +37,8 @@ public enum APIRunner {
         let stores = try RedisAPIStores(configuration: c, logger: logger)
         return APIServer(
             configuration: apiConfiguration, stores: stores.api, openAPIDocument: OpenAPIDocument.yaml,
-            logger: logger, testPush: testPush, connect: stores.connect(configuration: c, logger: logger))
+            logger: logger, testPush: testPush, connect: stores.connect(configuration: c, logger: logger),
+            notificationCheck: .providers(c.apps))
     }
 }
 
@@ -85,7 +86,8 @@ struct RedisAPIStores {
         let apps = c.apps
         return ConnectService(
             types: types, inbox: inbox, jobs: jobs,
-            options: ConnectService.Options(apps: { org in apps.filter { $0.orgs.allows(org) }.map(\.name) }),
+            options: ConnectService.Options(
+                apps: { org in apps.filter { $0.orgs.allows(org) }.map(\.name) }, check: .providers(apps)),
             logger: logger)
     }
 }

@@ -15,6 +15,13 @@ public struct APISettings: Sendable, Hashable {
     public var redisConnections: Int = 16
     /// `api.keyCacheSeconds`: how long a process uses an API key's record before reading it again (0: every request).
     public var keyCacheSeconds: Double = 5
+    /// `api.headerTimeoutSeconds`, `api.idleTimeoutSeconds`: see `APIConfiguration`.
+    public var headerTimeoutSeconds: Double = 10
+    public var idleTimeoutSeconds: Double = 60
+    /// `api.maxConnections`: nil takes the default from the file limit (`ConnectionLimits`).
+    public var maxConnections: Int?
+    /// `api.readinessTimeoutSeconds`: how long `/readyz` waits for Redis before answering 503.
+    public var readinessTimeoutSeconds: Double = 2
     /// `api.tls.certFile` / `api.tls.keyFile`: both or neither.
     public var tlsCertFile: String?
     public var tlsKeyFile: String?
@@ -29,6 +36,7 @@ public struct APISettings: Sendable, Hashable {
 
     static let keys: Set<String> = [
         "host", "port", "maxBodyBytes", "drainSeconds", "redisConnections", "keyCacheSeconds",
+        "headerTimeoutSeconds", "idleTimeoutSeconds", "maxConnections", "readinessTimeoutSeconds",
     ]
     /// Keys that were removed, with what to do instead: named at startup rather than reported as unknown.
     static let removed: [String: String] = [
@@ -51,6 +59,13 @@ public struct APISettings: Sendable, Hashable {
         if let v = r.double(s, "keyCacheSeconds", at: p, min: 0) {
             if v > 300 { r.problem("api.keyCacheSeconds", "at most 300 (a revoked key works this long)") }
             a.keyCacheSeconds = v
+        }
+        if let v = r.double(s, "headerTimeoutSeconds", at: p, min: 0.1) { a.headerTimeoutSeconds = v }
+        if let v = r.double(s, "idleTimeoutSeconds", at: p, min: 0.1) { a.idleTimeoutSeconds = v }
+        if let v = r.int(s, "maxConnections", at: p, range: 1...1_000_000) { a.maxConnections = v }
+        if let v = r.double(s, "readinessTimeoutSeconds", at: p, min: 0.1) {
+            if v > 30 { r.problem("api.readinessTimeoutSeconds", "at most 30 (a probe waits this long)") }
+            a.readinessTimeoutSeconds = v
         }
         if let t = r.section(s, "tls", at: p) {
             r.rejectUnknownKeys(t, known: ["certFile", "keyFile"], at: "api.tls")
@@ -115,6 +130,15 @@ extension VolleyConfiguration {
         c.maxBodyBytes = api.maxBodyBytes
         c.drainSeconds = api.drainSeconds
         c.keyCacheSeconds = api.keyCacheSeconds
+        c.headerTimeoutSeconds = api.headerTimeoutSeconds
+        c.idleTimeoutSeconds = api.idleTimeoutSeconds
+        c.readinessTimeoutSeconds = api.readinessTimeoutSeconds
+        do {
+            c.maxConnections = try ConnectionLimits.cap(
+                configured: api.maxConnections, fileLimit: ConnectionLimits.fileLimit())
+        } catch {
+            throw ConfigurationError(problems: [error.description], source: sourcePath ?? "configuration")
+        }
         c.rateLimit = .init(requestsPerSecond: api.requestsPerSecond, burst: api.burst)
         c.userTokenKeys = api.userTokenKeys
         c.userTokenMaxTTLSeconds = api.userTokenMaxTTLSeconds

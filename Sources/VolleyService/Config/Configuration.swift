@@ -157,14 +157,17 @@ public struct InboxSettings: Sendable, Hashable {
     public init() {}
 }
 
-/// The operations endpoint (`/metrics`, `/livez`, `/readyz`) of each worker process.
+/// The operations endpoint (`/metrics`, `/livez`, `/readyz`) of each worker and API process.
 public struct MetricsSettings: Sendable, Hashable {
     /// False: no endpoint, and metrics are not collected at all.
     public var enabled = true
     /// All interfaces by default: Prometheus and the kubelet's probes reach the container from outside.
     public var host = "0.0.0.0"
-    /// 9464 by default; 0 picks a free port (logged at start), for several workers on one host.
+    /// The worker's port: 9464 by default; 0 picks a free port (logged at start), for several workers on one host.
     public var port = 9464
+    /// `metrics.apiPort`: the API process's port, 9465 by default, so a worker and an API on one host both serve
+    /// their series; 0 picks a free port.
+    public var apiPort = 9465
     public init() {}
 }
 
@@ -197,7 +200,7 @@ extension VolleyConfiguration {
         "quotas": ["ios", "android"],
         "inbox": ["maxCount", "maxAgeSeconds"],
         "log": ["level", "format"],
-        "metrics": ["enabled", "host", "port"],
+        "metrics": ["enabled", "host", "port", "apiPort"],
         // `redisPipelines` was removed; its environment override is still read so that it stops startup by name.
         "api": [
             "host", "port", "maxBodyBytes", "drainSeconds", "redisConnections", "keyCacheSeconds", "redisPipelines",
@@ -364,6 +367,7 @@ extension VolleyConfiguration {
                 if v.isEmpty { r.problem("metrics.host", "must not be empty") } else { c.metrics.host = v }
             }
             if let v = r.int(s, "port", at: "metrics", range: 0...65535) { c.metrics.port = v }
+            if let v = r.int(s, "apiPort", at: "metrics", range: 0...65535) { c.metrics.apiPort = v }
         }
         if let s = r.section(tree, "api", at: "") { c.api = APISettings.read(s, &r) }
         if let raw = tree["apps"], !(raw is NSNull) {

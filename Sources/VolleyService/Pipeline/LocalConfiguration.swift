@@ -16,7 +16,7 @@ public struct LocalConfiguration: Sendable {
     /// Extra `worker:` keys (name → YAML scalar).
     public var worker: [String: String] = [:]
     /// `metrics:` keys. Local setups run several workers on one host: each takes a free port on loopback.
-    public var metrics: [String: String] = ["host": "127.0.0.1", "port": "0"]
+    public var metrics: [String: String] = ["host": "127.0.0.1", "port": "0", "apiPort": "0"]
     public var logLevel = "warning"
     /// Hourly push limits. Local setups default far above any demo or test campaign so quotas do not
     /// interfere; lower them to watch quotas at work.

@@ -1,0 +1,41 @@
+/// The providers' own preparation of a notification, run where a job is accepted: a notification every worker would
+/// refuse (a negative ttl, an unknown push type, a collapse id over 64 bytes, a payload over the provider's limit) is
+/// refused there, before anything is written, with the same `NotificationError` the worker would dead-letter it with.
+///
+/// The composition root builds it from the configured apps with the encoders the workers run (`PushSender.prepare`'s
+/// own functions), so there is one set of checks.
+public struct NotificationCheck: Sendable {
+    /// Prepares `notification` for `platform` of `app` and discards the result; throws `NotificationError` as the
+    /// worker's preparation would. An app or platform the process has no configuration for passes (the worker
+    /// decides those, with the configuration it has).
+    public typealias Prepare =
+        @Sendable (_ app: AppName, _ platform: Platform, _ notification: Notification) throws
+        -> Void
+
+    let prepare: Prepare
+
+    public init(_ prepare: @escaping Prepare) { self.prepare = prepare }
+
+    /// A check that passes everything: for processes without the apps' configuration.
+    public static let none = NotificationCheck { _, _, _ in }
+
+    /// A provider's refusal of a job's notification.
+    public struct Refusal: Sendable, Hashable {
+        public let platform: Platform
+        public let error: NotificationError
+    }
+
+    /// The first refusal of `job`'s notification on the platforms it targets (iOS first), or nil when every
+    /// provider would prepare it.
+    public func refusal(of job: PushJob) -> Refusal? {
+        let notification = job.effectiveNotification
+        for platform in Platform.allCases where job.targets(platform) {
+            do { try prepare(job.app, platform, notification) } catch let e as NotificationError {
+                return Refusal(platform: platform, error: e)
+            } catch {
+                return Refusal(platform: platform, error: NotificationError("BadPayload", "\(error)"))
+            }
+        }
+        return nil
+    }
+}
