@@ -18,6 +18,9 @@ public final class APIServer: Sendable {
     /// The Salesforce-compatible resources under `/services/data/v{NN.N}/`, when wired.
     let connect: ConnectService?
     let draining = NSLockedBox(false)
+    /// What Redis refused for lack of permission (NOPERM): `/readyz` fails naming it until the process restarts
+    /// with a fixed ACL.
+    let refusals = StoreRefusals()
     /// The OpenAPI document served at `GET /openapi.yaml`.
     let openAPIDocument: String
 
@@ -93,7 +96,7 @@ public final class APIServer: Sendable {
     public func router() -> Router<APIRequestContext> {
         let router = Router(context: APIRequestContext.self)
         let metrics = RouteMetrics()
-        router.add(middleware: ObservingMiddleware(logger: logger, metrics: metrics))
+        router.add(middleware: ObservingMiddleware(logger: logger, metrics: metrics, refusals: refusals))
         router.get("/livez") { _, _ in try JSONResponse.make(["status": "ok"]) }
         router.get("/readyz") { _, _ in try await self.readyz() }
         router.get("/openapi.yaml") { _, _ in
@@ -145,8 +148,13 @@ public final class APIServer: Sendable {
         if isDraining { return "draining: this process is shutting down" }
         do {
             try await stores.credentials.ping()
+        } catch let e as StorePermissionDenied {
+            return "Redis refused \(e); the API's Redis user lacks this permission"
         } catch {
             return "Redis is not answering: \(error)"
+        }
+        if let refused = refusals.first {
+            return "Redis refused \(refused); the API's Redis user lacks this permission"
         }
         return nil
     }

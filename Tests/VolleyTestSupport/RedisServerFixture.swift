@@ -90,6 +90,17 @@ public final class RedisServerFixture: @unchecked Sendable {
         process = nil
     }
 
+    /// SIGSTOP the server: a stall, from the clients' point of view (their connections stay open, nothing answers).
+    /// Commands written meanwhile run when it resumes, even on connections their clients have given up.
+    public func pause() {
+        lock.withLock { if let p = process { _ = kill(p.processIdentifier, SIGSTOP) } }
+    }
+
+    /// SIGCONT: the stall is over.
+    public func resume() {
+        lock.withLock { if let p = process { _ = kill(p.processIdentifier, SIGCONT) } }
+    }
+
     /// Kill and start again on the same socket (all data lost: `--save ''`).
     public func restart() throws {
         stop()
