@@ -221,10 +221,11 @@ import VolleyTestTags
         let chunk = devices(2)
         _ = m.chunkResolved(chunk, recorded: nothingRecorded(chunk), now: clock.now())
         #expect(m.creditsReserved(2, now: clock.now()) == .send(chunk[...]))
-        let action = m.stepFailed("a step failed: x", outstanding: 2, waitUntil: until(0.3), now: clock.now())
+        let deadline = until(0.3)
+        let action = m.stepFailed("a step failed: x", outstanding: 2, waitUntil: deadline, now: clock.now())
         #expect(action == .awaitOutcomes(until: until(0.2)))
         clock.advance(by: 0.2)
-        #expect(m.outcomesAwaited(outstanding: 2, now: clock.now()) == .awaitOutcomes(until: until(0.1)))
+        #expect(m.outcomesAwaited(outstanding: 2, now: clock.now()) == .awaitOutcomes(until: deadline))
         clock.advance(by: 0.1)
         #expect(m.outcomesAwaited(outstanding: 2, now: clock.now()) == .recordRemaining)
         #expect(
