@@ -112,7 +112,7 @@ public final class RedisClient: @unchecked Sendable {
 
     /// A NOPERM answer names the command and key, and is reported to `options.permissionDenials`.
     private func permissionChecked(_ reply: RedisReply, _ command: @autoclosure () -> RedisCommand) -> RedisReply {
-        guard case .error(let e) = reply, e.hasPrefix("NOPERM") else { return reply }
+        guard case .error(let e) = reply, RedisPermissionDenials.isRefusal(e) else { return reply }
         return RedisPermissionDenials.annotate(
             reply, command: command(), denials: options.permissionDenials, logger: logger)
     }

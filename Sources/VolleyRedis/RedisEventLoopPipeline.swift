@@ -273,7 +273,7 @@ final class RedisCallHandler: ChannelDuplexHandler {
                     for arg in script.args { eval.append(arg) }
                     write(RedisCall(command: eval, promise: call.promise, script: nil), context: context, promise: nil)
                     rewritten = true
-                } else if let e = reply.errorMessage, e.hasPrefix("NOPERM") {
+                } else if let e = reply.errorMessage, RedisPermissionDenials.isRefusal(e) {
                     call.promise.succeed(
                         RedisPermissionDenials.annotate(
                             reply, command: call.command, denials: denials, logger: logger))

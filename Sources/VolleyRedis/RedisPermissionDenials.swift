@@ -24,6 +24,12 @@ public final class RedisPermissionDenials: @unchecked Sendable {
         }
     }
 
+    /// Whether an error reply is a refusal for lack of permission: `NOPERM`, or (Redis 7.0) the error a script
+    /// raises when a command it runs is refused ("ERR The user executing the script can't …").
+    public static func isRefusal(_ message: String) -> Bool {
+        message.hasPrefix("NOPERM") || message.contains("The user executing the script can't")
+    }
+
     /// Redis's NOPERM text with the command and its first key: `NOPERM …; command XADD on key volley:jobs`.
     static func describe(_ message: String, command: RedisCommand) -> String {
         let name = command.argument(0).map { String(decoding: $0, as: UTF8.self).uppercased() } ?? "?"
@@ -36,8 +42,9 @@ public final class RedisPermissionDenials: @unchecked Sendable {
     static func annotate(
         _ reply: RedisReply, command: RedisCommand, denials: RedisPermissionDenials?, logger: Logger
     ) -> RedisReply {
-        guard case .error(let e) = reply, e.hasPrefix("NOPERM") else { return reply }
-        let described = describe(e, command: command)
+        guard case .error(let e) = reply, isRefusal(e) else { return reply }
+        // One word for every refusal, a script's included, so callers tell them by it.
+        let described = describe(e.hasPrefix("NOPERM") ? e : "NOPERM \(e)", command: command)
         if denials?.record(described) ?? true {
             logger.error(
                 "Redis refused a command: this process's Redis user lacks the permission; fix its ACL",

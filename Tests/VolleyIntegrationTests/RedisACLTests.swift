@@ -134,10 +134,12 @@ import VolleyTestTags
         let listUntil = Date().addingTimeInterval(30)
         while Date() < listUntil, listed.isEmpty {
             let list = try await api.call("GET", "\(Self.v)/connect/notifications?size=10", token: user)
+            #expect(list.status == 200, "\(list.text) \((try? Self.aclLog(w)) ?? [])")
+            if list.status != 200 { break }
             listed = list.json["notifications"] as? [[String: Any]] ?? []
             if listed.isEmpty { try await Task.sleep(for: .milliseconds(50)) }
         }
-        let id = try #require(listed.first?["id"] as? String)
+        let id = try #require(listed.first?["id"] as? String, "\((try? Self.aclLog(w)) ?? [])")
         #expect(try await api.call("GET", "\(Self.v)/connect/notifications/status", token: user).status == 200)
         let marked = try await api.call(
             "PATCH", "\(Self.v)/connect/notifications/\(id)", token: user, json: #"{"read":"true"}"#)
@@ -159,18 +161,20 @@ import VolleyTestTags
         let api = try await RunningAPI(configFile: try Self.apiConfig(w))
         let admin = try APIServerTests.key(w, org: "orgA", role: .admin)
         #expect(try await api.call("GET", "/readyz").status == 200)
-        // The operator takes a command away from the API's user.
-        try w.redis.client(name: "operator").checked(["ACL", "SETUSER", "volley-api", "-hset"])
-        let put = try await api.call("PUT", "/v1/types/0MLxx2", token: admin, json: #"{"name":"Deal lost"}"#)
+        let type = try await api.call("PUT", "/v1/types/0MLxx2", token: admin, json: #"{"name":"Deal lost"}"#)
+        #expect(type.status == 200, "\(type.text)")
+        // The operator takes a command away from the API's user: removing a type needs it.
+        try w.redis.client(name: "operator").checked(["ACL", "SETUSER", "volley-api", "-hdel"])
+        let put = try await api.call("DELETE", "/v1/types/0MLxx2", token: admin)
         #expect(put.status == 500, "\(put.text)")
         #expect(put.headers["retry-after"] == nil)
         let detail = put.json["detail"] as? String ?? put.text
         #expect(
-            detail.contains("NOPERM") && detail.contains("HSET") && detail.contains("volley:types:{orgA}"), "\(detail)")
+            detail.contains("NOPERM") && detail.contains("HDEL") && detail.contains("volley:types:{orgA}"), "\(detail)")
         #expect(detail.contains("lacks this permission"))
         let ready = try await api.call("GET", "/readyz")
         #expect(ready.status == 503)
-        #expect(ready.text.contains("HSET"), "\(ready.text)")
+        #expect(ready.text.contains("HDEL"), "\(ready.text)")
         await api.stop()
     }
 }
