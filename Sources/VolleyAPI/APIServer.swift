@@ -19,6 +19,9 @@ public final class APIServer: Sendable {
     /// The Salesforce-compatible resources under `/services/data/v{NN.N}/`, when wired.
     let connect: ConnectService?
     let draining = NSLockedBox(false)
+    /// What Redis refused for lack of permission (NOPERM): `/readyz` fails naming it until the process restarts
+    /// with a fixed ACL.
+    let refusals = StoreRefusals()
     /// The OpenAPI document served at `GET /openapi.yaml`.
     let openAPIDocument: String
     /// The workers' preparation of a notification, run before a job is accepted.
@@ -97,7 +100,7 @@ public final class APIServer: Sendable {
     public func router() -> Router<APIRequestContext> {
         let router = Router(context: APIRequestContext.self)
         let metrics = RouteMetrics()
-        router.add(middleware: ObservingMiddleware(logger: logger, metrics: metrics))
+        router.add(middleware: ObservingMiddleware(logger: logger, metrics: metrics, refusals: refusals))
         router.add(middleware: JSONContentTypeMiddleware())
         router.get("/livez") { _, _ in try JSONResponse.make(["status": "ok"]) }
         router.get("/readyz") { _, _ in try await self.readyz() }
@@ -176,11 +179,17 @@ public final class APIServer: Sendable {
         switch await Self.answer(within: seconds, { try await credentials.ping() }) {
         case nil:
             return "Redis has not answered within \(seconds) s (api.readinessTimeoutSeconds)"
+        case .failure(let e as StorePermissionDenied)?:
+            return "Redis refused \(e); the API's Redis user lacks this permission"
         case .failure(let error)?:
             return "Redis is not answering: \(error)"
         case .success?:
-            return nil
+            break
         }
+        if let refused = refusals.first {
+            return "Redis refused \(refused); the API's Redis user lacks this permission"
+        }
+        return nil
     }
 
     /// `body`'s result, or nil when it has not finished within `seconds`. `body` keeps running after the deadline

@@ -13,6 +13,8 @@ struct ObservingMiddleware: RouterMiddleware {
     typealias Context = APIRequestContext
     let logger: Logger
     let metrics: RouteMetrics
+    /// Refusals for lack of permission seen so far (each logged once; `/readyz` names the first).
+    var refusals = StoreRefusals()
 
     func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws
         -> Response
@@ -21,7 +23,7 @@ struct ObservingMiddleware: RouterMiddleware {
         let response: Response
         do { response = try await next(request, context) } catch {
             let salesforce = request.uri.path.hasPrefix("/services/data/")
-            var problem = Self.problem(error, logger: logger)
+            var problem = Self.problem(error, logger: logger, refusals: refusals)
             if salesforce && problem.status == .notFound && error is HTTPError {
                 // No route takes the path: Salesforce's words for it.
                 problem = APIProblem(.notFound, "The requested resource does not exist")
@@ -39,7 +41,7 @@ struct ObservingMiddleware: RouterMiddleware {
         }.joined(separator: "/")
     }
 
-    static func problem(_ error: any Error, logger: Logger) -> APIProblem {
+    static func problem(_ error: any Error, logger: Logger, refusals: StoreRefusals? = nil) -> APIProblem {
         switch error {
         case let p as APIProblem: return p
         case let e as HTTPError:
@@ -51,6 +53,15 @@ struct ObservingMiddleware: RouterMiddleware {
             var p = APIProblem(.serviceUnavailable, "the store is unavailable; retry shortly")
             p.headers[.retryAfter] = "1"
             return p
+        case let e as StorePermissionDenied:
+            // A configuration error: the same request fails until an operator fixes the ACL, so no Retry-After.
+            if refusals?.record(e) ?? true {
+                logger.error(
+                    "Redis refused a command: the API's Redis user lacks this permission; fix its ACL",
+                    metadata: ["refusal": "\(e)", "see": "docs/redis-keys.md"])
+            }
+            return APIProblem(
+                .internalServerError, "Redis refused \(e); the API's Redis user lacks this permission")
         default:
             logger.error("unexpected error: \(error)")
             return APIProblem(.internalServerError, "internal error")
@@ -127,6 +138,22 @@ final class RouteMetrics: Sendable {
             return made
         }
     }
+}
+
+/// The store's refusals for lack of permission, once each: the first is what `/readyz` reports.
+final class StoreRefusals: Sendable {
+    private let seen = NSLockedBox<(first: String?, all: Set<String>)>((nil, []))
+
+    /// Records a refusal; true the first time this one is seen (log it then).
+    func record(_ refusal: StorePermissionDenied) -> Bool {
+        seen.withLocked { s in
+            if s.first == nil { s.first = refusal.description }
+            return s.all.insert(refusal.description).inserted
+        }
+    }
+
+    /// The first refusal, naming the command and key; nil while none happened.
+    var first: String? { seen.withLocked { $0.first } }
 }
 
 /// A value behind one lock, reached only through `withLocked`.

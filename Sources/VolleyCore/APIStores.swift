@@ -11,6 +11,14 @@ public struct StoreUnavailable: Error, Sendable, Hashable, CustomStringConvertib
     public init(_ description: String) { self.description = description }
 }
 
+/// A store that refused an operation because its user lacks the permission (Redis `NOPERM`): a configuration
+/// error, which retrying does not fix. The API answers 500 without `Retry-After` and `/readyz` names it.
+/// `description` names the command and key Redis refused.
+public struct StorePermissionDenied: Error, Sendable, Hashable, CustomStringConvertible {
+    public var description: String
+    public init(_ description: String) { self.description = description }
+}
+
 /// The steady rate and burst of one credential's token bucket (`api.rateLimit`).
 public struct RateBucket: Sendable, Hashable {
     /// Tokens added per second; 0 turns limiting off.

@@ -18,6 +18,8 @@ import VolleyCore
 //     sending   --creditsReserved-->   send | reserveCredits | stopSending;   --devicesSent--> the same, or record
 //     awaiting  --outcomesAwaited-->   awaitOutcomes | recordRemaining
 //     remaining --remainingRecorded--> abandon | acknowledge(.sharded) | publishReport --reportPublished--> acknowledge
+//     (any state after opening) --stepFailed--> awaitOutcomes | recordRemaining, then abandon: a delivery that must
+//               give up records the outcomes it holds first, so its redelivery resends none of them
 
 /// When a draining worker stops starting sends, and when its lanes stop waiting for the sends still out. Set once,
 /// when the drain begins, and the same for every lane.
@@ -126,6 +128,8 @@ extension JobRun {
         private(set) var drain: DrainDeadlines?
         /// The drain's cut-off stopped the sends before every device was sent.
         private(set) var stoppedEarly = false
+        /// A step failed (`stepFailed`): why, and until when the sends still out are awaited.
+        private(set) var failure: (why: String, waitUntil: Date)?
 
         /// The chunk's devices to send, and how many of them have been handed to `send`.
         private var toSend: [Device] = []
@@ -263,6 +267,11 @@ extension JobRun {
         mutating func remainingRecorded(outstanding: Int, shardedInto: Int) -> Action {
             precondition(state == .recordingRemaining, "remainingRecorded in \(state)")
             state = .finished
+            if let failure {
+                return .abandon(
+                    why: "\(failure.why); the outcomes that came back are recorded"
+                        + (outstanding > 0 ? ", \(outstanding) sends did not answer in time" : ""))
+            }
             if stoppedEarly || outstanding > 0 {
                 return .abandon(
                     why: "drain deadline reached with \(outstanding) sends outstanding; outcomes so far are recorded")
@@ -279,9 +288,25 @@ extension JobRun {
             return .acknowledge(.completed)
         }
 
+        /// A step of an opened delivery failed (a store answered an error, the recipients' resolution was lost).
+        /// No more sends start; the sends still out are awaited until `waitUntil` and what came back is recorded,
+        /// then the entry is left pending (`abandon`) with `why` in the reason. A failure while giving up ends the
+        /// delivery at once: the caller throws it.
+        mutating func stepFailed(_ why: String, outstanding: Int, waitUntil: Date, now: Date) -> Action {
+            precondition(state != .claiming && state != .opening && state != .finished, "stepFailed in \(state)")
+            precondition(failure == nil, "stepFailed twice")
+            failure = (why, waitUntil)
+            stoppedEarly = true
+            toSend = []
+            return awaitOutstanding(outstanding, now: now)
+        }
+
         // MARK: decisions
 
-        private func drainAbandons(at now: Date) -> Bool { drain?.abandons(at: now) ?? false }
+        private func drainAbandons(at now: Date) -> Bool {
+            if let failure, now >= failure.waitUntil { return true }
+            return drain?.abandons(at: now) ?? false
+        }
 
         /// Counts the chunk's pushes per platform and charges the first platform that has any.
         private mutating func startCharging(now: Date) -> Action {
@@ -364,7 +389,8 @@ extension JobRun {
             if outstanding > 0 && !drainAbandons(at: now) {
                 state = .awaiting
                 let recheck = now.addingTimeInterval(Self.recheckInterval)
-                return .awaitOutcomes(until: min(recheck, drain?.abandonAt ?? recheck))
+                let deadline = min(drain?.abandonAt ?? recheck, failure?.waitUntil ?? recheck)
+                return .awaitOutcomes(until: min(recheck, deadline))
             }
             state = .recordingRemaining
             return .recordRemaining

@@ -32,8 +32,18 @@ final class JobRun {
         logger[metadataKey: "entry"] = "\(entry.entryID)"
     }
 
-    /// Why a run stopped without acknowledging: the entry stays pending for another delivery.
-    struct Abandoned: Error { let why: String }
+    /// Why a run stopped without acknowledging: the entry stays pending for another delivery. `failed`: a step
+    /// failed (rather than a drain running out of time).
+    struct Abandoned: Error {
+        let why: String
+        var failed = false
+    }
+
+    /// What failed, for the log line and the abandon reason: the store's own message says what Redis answered.
+    static func describe(_ error: any Error) -> String {
+        let text = "\(error)"
+        return text.isEmpty ? "a step failed (\(type(of: error)))" : "a step failed: \(text)"
+    }
 
     func process() {
         let metrics = worker.metrics
@@ -52,6 +62,11 @@ final class JobRun {
         } catch let r as JobRejection {
             // A job error found after the delivery opened (a resolver may find one): dead-lettered all the same.
             deadLetter(r)
+        } catch let a as Abandoned where a.failed {
+            worker.addStats { $0.jobsAbandoned += 1 }
+            metrics.job("abandoned")
+            metrics.redisErrors.increment()
+            logger.error("job failed; left pending for redelivery", metadata: ["why": "\(a.why)"])
         } catch let a as Abandoned {
             worker.addStats { $0.jobsAbandoned += 1 }
             metrics.job("abandoned")
@@ -134,87 +149,102 @@ final class JobRun {
         var facts = RecipientFacts()
         var action = machine.deliveryOpened()
         while true {
-            switch action {
-            case .takeChunk:
-                switch ahead.take() {
-                case .end:
+            do {
+                switch action {
+                case .takeChunk:
+                    switch ahead.take() {
+                    case .end:
+                        ahead.cancelAndWait()
+                        let t = now()
+                        action = machine.devicesExhausted(outstanding: mailbox.pending.outstanding, now: t)
+                    case .failed(let error): throw error
+                    case .chunk(let chunk, let recorded):
+                        count(chunk, recorded: recorded, plan, &report)
+                        let t = now()
+                        action = machine.chunkResolved(chunk.devices, recorded: recorded, now: t)
+                    }
+                case .charge(let platform, let count):
+                    guard let quota else {
+                        // Charged only with a quota configured; without one every push goes.
+                        let t = now()
+                        action = machine.quotaGranted(count: count, now: t)
+                        continue
+                    }
+                    let g = try quota.charge(platform: platform, count: count)
+                    let t = now()
+                    action =
+                        g.denied == 0
+                        ? machine.quotaGranted(count: g.granted, now: t)
+                        : machine.quotaDenied(granted: g.granted, retryable: g.shouldRetryDenied, now: t)
+                case .waitForQuota(let until):
+                    // Outcomes arriving settle charges, which may refund some: record each at once.
+                    let batch = mailbox.wait(outstandingBelow: 1, flushAt: 1, timeout: seconds(until: until))
+                    if !batch.isEmpty { try record(batch, plan, &report) }
+                    action = machine.quotaWaitEnded()
+                case .refuseOverQuota(let devices):
+                    // Over quota: a terminal `quotaExceeded` without a send, recorded with the other outcomes.
+                    for d in devices {
+                        mailbox.willSend()
+                        mailbox.post(d, .quotaExceeded)
+                    }
+                    let t = now()
+                    action = machine.overQuotaRefused(now: t)
+                case .reserveCredits(let upTo, let until):
+                    // Credits in bursts (one lock for many sends): block until a slice is free, record what came
+                    // back meanwhile, then take as many as are free.
+                    let batch = mailbox.wait(
+                        outstandingBelow: credits, flushAt: config.recordBatch, timeout: seconds(until: until))
+                    if !batch.isEmpty { try record(batch, plan, &report) }
+                    let granted = mailbox.reserve(upTo: upTo, outstandingBelow: credits)
+                    let t = now()
+                    action = machine.creditsReserved(granted, now: t)
+                case .send(let devices):
+                    send(devices, plan)
+                    let t = now()
+                    action = machine.devicesSent(now: t)
+                case .recordReadyOutcomes:
+                    // Record what has arrived, so a crash repeats at most what is in flight plus one batch.
+                    let batch = mailbox.wait(outstandingBelow: .max, flushAt: config.recordBatch, timeout: 0)
+                    if !batch.isEmpty { try record(batch, plan, &report) }
+                    action = machine.outcomesRecorded()
+                case .stopSending:
                     ahead.cancelAndWait()
                     let t = now()
-                    action = machine.devicesExhausted(outstanding: mailbox.pending.outstanding, now: t)
-                case .failed(let error): throw error
-                case .chunk(let chunk, let recorded):
-                    count(chunk, recorded: recorded, plan, &report)
+                    action = machine.sendingStopped(outstanding: mailbox.pending.outstanding, now: t)
+                case .awaitOutcomes(let until):
+                    let batch = mailbox.wait(
+                        outstandingBelow: 1, flushAt: config.recordBatch, timeout: seconds(until: until))
+                    if !batch.isEmpty { try record(batch, plan, &report) }
                     let t = now()
-                    action = machine.chunkResolved(chunk.devices, recorded: recorded, now: t)
+                    action = machine.outcomesAwaited(outstanding: mailbox.pending.outstanding, now: t)
+                case .recordRemaining:
+                    let rest = mailbox.takeAll()
+                    if !rest.isEmpty { try record(rest, plan, &report) }
+                    facts = cursor.facts
+                    action = machine.remainingRecorded(
+                        outstanding: mailbox.pending.outstanding, shardedInto: facts.shardedInto)
+                case .publishReport:
+                    try publish(plan, facts: facts, &report)
+                    action = machine.reportPublished()
+                case .acknowledge(let completion):
+                    try acknowledge(completion, plan: plan, facts: facts, report: report)
+                    return true
+                case .openDelivery, .deadLetter, .abandon:
+                    return try end(action)
                 }
-            case .charge(let platform, let count):
-                guard let quota else {
-                    // Charged only with a quota configured; without one every push goes.
-                    let t = now()
-                    action = machine.quotaGranted(count: count, now: t)
-                    continue
-                }
-                let g = try quota.charge(platform: platform, count: count)
-                let t = now()
-                action =
-                    g.denied == 0
-                    ? machine.quotaGranted(count: g.granted, now: t)
-                    : machine.quotaDenied(granted: g.granted, retryable: g.shouldRetryDenied, now: t)
-            case .waitForQuota(let until):
-                // Outcomes arriving settle charges, which may refund some: record each at once.
-                let batch = mailbox.wait(outstandingBelow: 1, flushAt: 1, timeout: seconds(until: until))
-                if !batch.isEmpty { try record(batch, plan, &report) }
-                action = machine.quotaWaitEnded()
-            case .refuseOverQuota(let devices):
-                // Over quota: a terminal `quotaExceeded` without a send, recorded with the other outcomes.
-                for d in devices {
-                    mailbox.willSend()
-                    mailbox.post(d, .quotaExceeded)
-                }
-                let t = now()
-                action = machine.overQuotaRefused(now: t)
-            case .reserveCredits(let upTo, let until):
-                // Credits in bursts (one lock for many sends): block until a slice is free, record what came
-                // back meanwhile, then take as many as are free.
-                let batch = mailbox.wait(
-                    outstandingBelow: credits, flushAt: config.recordBatch, timeout: seconds(until: until))
-                if !batch.isEmpty { try record(batch, plan, &report) }
-                let granted = mailbox.reserve(upTo: upTo, outstandingBelow: credits)
-                let t = now()
-                action = machine.creditsReserved(granted, now: t)
-            case .send(let devices):
-                send(devices, plan)
-                let t = now()
-                action = machine.devicesSent(now: t)
-            case .recordReadyOutcomes:
-                // Record what has arrived, so a crash repeats at most what is in flight plus one batch.
-                let batch = mailbox.wait(outstandingBelow: .max, flushAt: config.recordBatch, timeout: 0)
-                if !batch.isEmpty { try record(batch, plan, &report) }
-                action = machine.outcomesRecorded()
-            case .stopSending:
+            } catch let r as JobRejection {
+                throw r
+            } catch let a as Abandoned {
+                throw a
+            } catch {
+                // Give up, but first record what the sends still out answer: the redelivery then resends none
+                // of them. A second failure while doing so ends the delivery at once.
+                if machine.failure != nil { throw error }
                 ahead.cancelAndWait()
                 let t = now()
-                action = machine.sendingStopped(outstanding: mailbox.pending.outstanding, now: t)
-            case .awaitOutcomes(let until):
-                let batch = mailbox.wait(
-                    outstandingBelow: 1, flushAt: config.recordBatch, timeout: seconds(until: until))
-                if !batch.isEmpty { try record(batch, plan, &report) }
-                let t = now()
-                action = machine.outcomesAwaited(outstanding: mailbox.pending.outstanding, now: t)
-            case .recordRemaining:
-                let rest = mailbox.takeAll()
-                if !rest.isEmpty { try record(rest, plan, &report) }
-                facts = cursor.facts
-                action = machine.remainingRecorded(
-                    outstanding: mailbox.pending.outstanding, shardedInto: facts.shardedInto)
-            case .publishReport:
-                try publish(plan, facts: facts, &report)
-                action = machine.reportPublished()
-            case .acknowledge(let completion):
-                try acknowledge(completion, plan: plan, facts: facts, report: report)
-                return true
-            case .openDelivery, .deadLetter, .abandon:
-                return try end(action)
+                action = machine.stepFailed(
+                    Self.describe(error), outstanding: mailbox.pending.outstanding,
+                    waitUntil: t.addingTimeInterval(config.drainDeadlineSeconds), now: t)
             }
         }
     }
@@ -232,7 +262,7 @@ final class JobRun {
             deadLetter(r)
             return false
         case .abandon(let why):
-            throw Abandoned(why: why)
+            throw Abandoned(why: why, failed: machine.failure != nil)
         default:
             preconditionFailure("\(action) does not end a delivery")
         }

@@ -19,15 +19,18 @@ public final class RedisClient: @unchecked Sendable {
         public var maxBackoff: Double
         /// Give up after this long without a successful reconnect (nil = keep trying until cancelled).
         public var giveUpAfter: Double?
+        /// Where NOPERM answers are reported (logged once each, kept for `/readyz`); shared by a process's clients.
+        public var permissionDenials: RedisPermissionDenials?
         public init(
             connectTimeout: Double = 2, commandTimeout: Double = 5, initialBackoff: Double = 0.05,
-            maxBackoff: Double = 2, giveUpAfter: Double? = nil
+            maxBackoff: Double = 2, giveUpAfter: Double? = nil, permissionDenials: RedisPermissionDenials? = nil
         ) {
             self.connectTimeout = connectTimeout
             self.commandTimeout = commandTimeout
             self.initialBackoff = initialBackoff
             self.maxBackoff = maxBackoff
             self.giveUpAfter = giveUpAfter
+            self.permissionDenials = permissionDenials
         }
 
         /// The wait after failed attempts to reach Redis: `initialBackoff` doubling up to `maxBackoff`, no jitter
@@ -81,21 +84,37 @@ public final class RedisClient: @unchecked Sendable {
     public var clusterPrimaries: [RedisClusterNode] { cluster?.primaries ?? [] }
 
     public func command(_ args: [String]) throws -> RedisReply {
-        if let cluster { return try cluster.pipeline([RedisCommand(args)], window: 1)[0] }
-        return try withRetry { try $0.command(args) }
+        try command(RedisCommand(args))
     }
 
     /// As `command(_:)` for a command built as bytes (retried whole, like any command).
     public func command(_ command: RedisCommand) throws -> RedisReply {
-        if let cluster { return try cluster.pipeline([command], window: 1)[0] }
-        return try withRetry { try $0.command(command) }
+        let reply: RedisReply
+        if let cluster {
+            reply = try cluster.pipeline([command], window: 1)[0]
+        } else {
+            reply = try withRetry { try $0.command(command) }
+        }
+        return permissionChecked(reply, command)
     }
 
     /// As `pipeline(_:window:)` for commands built as bytes.
     public func pipeline(_ commands: [RedisCommand], window: Int = 256) throws -> [RedisReply] {
         if commands.isEmpty { return [] }
-        if let cluster { return try cluster.pipeline(commands, window: window) }
-        return try withRetry { try $0.pipeline(commands, window: window) }
+        let replies: [RedisReply]
+        if let cluster {
+            replies = try cluster.pipeline(commands, window: window)
+        } else {
+            replies = try withRetry { try $0.pipeline(commands, window: window) }
+        }
+        return zip(replies, commands).map { permissionChecked($0, $1) }
+    }
+
+    /// A NOPERM answer names the command and key, and is reported to `options.permissionDenials`.
+    private func permissionChecked(_ reply: RedisReply, _ command: @autoclosure () -> RedisCommand) -> RedisReply {
+        guard case .error(let e) = reply, RedisPermissionDenials.isRefusal(e) else { return reply }
+        return RedisPermissionDenials.annotate(
+            reply, command: command(), denials: options.permissionDenials, logger: logger)
     }
 
     /// Runs one command and throws when the reply is an error.
@@ -108,8 +127,13 @@ public final class RedisClient: @unchecked Sendable {
     /// `MULTI` … `EXEC` block stays whole) and put back in order.
     public func pipeline(_ commands: [[String]], window: Int = 256) throws -> [RedisReply] {
         if commands.isEmpty { return [] }
-        if let cluster { return try cluster.pipeline(commands.map(RedisCommand.init), window: window) }
-        return try withRetry { try $0.pipeline(commands, window: window) }
+        let replies: [RedisReply]
+        if let cluster {
+            replies = try cluster.pipeline(commands.map(RedisCommand.init), window: window)
+        } else {
+            replies = try withRetry { try $0.pipeline(commands, window: window) }
+        }
+        return zip(replies, commands).map { permissionChecked($0, RedisCommand($1)) }
     }
 
     /// `RedisConnection.pipelineVisitRaw` with reconnects: after a lost connection the whole pipeline runs again,
@@ -150,13 +174,18 @@ public final class RedisClient: @unchecked Sendable {
     /// Runs a command with a socket timeout of `timeout` seconds (an XREADGROUP BLOCK must use a longer one than
     /// its BLOCK, or hiredis reports a timeout), restoring the default afterwards.
     public func command(_ args: [String], timeout: Double) throws -> RedisReply {
-        if let cluster { return try cluster.pipeline([RedisCommand(args)], window: 1, timeout: timeout)[0] }
-        return try withRetry { c in
-            try c.setCommandTimeout(timeout)
-            let r = try c.command(args)
-            try c.setCommandTimeout(options.commandTimeout)
-            return r
+        let reply: RedisReply
+        if let cluster {
+            reply = try cluster.pipeline([RedisCommand(args)], window: 1, timeout: timeout)[0]
+        } else {
+            reply = try withRetry { c in
+                try c.setCommandTimeout(timeout)
+                let r = try c.command(args)
+                try c.setCommandTimeout(options.commandTimeout)
+                return r
+            }
         }
+        return permissionChecked(reply, RedisCommand(args))
     }
 
     /// `WAIT`: blocks until `replicas` replicas acknowledged this client's writes, or `timeoutMillis` passed, and
@@ -176,7 +205,10 @@ public final class RedisClient: @unchecked Sendable {
 
     /// EVALSHA, loading the script on NOSCRIPT (after a restart or SCRIPT FLUSH).
     public func eval(_ script: RedisScript, keys: [String], args: [String]) throws -> RedisReply {
-        if let cluster { return try cluster.eval(script, keys: keys, args: args) }
+        if let cluster {
+            let reply = try cluster.eval(script, keys: keys, args: args)
+            return permissionChecked(reply, RedisCommand(["EVALSHA", script.sha1, String(keys.count)] + keys + args))
+        }
         var attempt = 0
         while true {
             let sha = try loadedSHA(script, reload: attempt > 0)

@@ -205,6 +205,17 @@ public struct RedisClusterRouter: Sendable {
     /// sends: `EVAL`/`EVALSHA`/`FCALL` after `numkeys`, `XREAD`/`XREADGROUP` after `STREAMS`, `XGROUP`/`XINFO` and
     /// `OBJECT`/`MEMORY` subcommands at 2, everything else at 1.
     public static func slot(of command: RedisCommand) -> RedisClusterSlot? {
+        guard let key = firstKeyArgument(of: command) else { return nil }
+        return key.withUnsafeBufferPointer { RedisClusterSlot(keyBytes: $0) }
+    }
+
+    /// The command's first key as text (for messages), or nil for a command without keys.
+    public static func firstKey(of command: RedisCommand) -> String? {
+        firstKeyArgument(of: command).map { String(decoding: $0, as: UTF8.self) }
+    }
+
+    /// The bytes of the command's first key (see `slot(of:)` for where it is).
+    static func firstKeyArgument(of command: RedisCommand) -> ArraySlice<UInt8>? {
         guard let name = command.argument(0) else { return nil }
         let keyIndex: Int?
         switch keyRule(name) {
@@ -231,8 +242,8 @@ public struct RedisClusterRouter: Sendable {
         case .first:
             keyIndex = 1
         }
-        guard let keyIndex, let key = command.argument(keyIndex) else { return nil }
-        return key.withUnsafeBufferPointer { RedisClusterSlot(keyBytes: $0) }
+        guard let keyIndex else { return nil }
+        return command.argument(keyIndex)
     }
 
     /// Where a command's first key is.

@@ -119,12 +119,15 @@ private final class Lane: @unchecked Sendable {
         guard !connecting else { return }
         connecting = true
         let timeout = options.commandTimeout
+        let denials = options.permissionDenials
+        let logger = self.logger
         let bootstrap = ClientBootstrap(group: eventLoop)
             .connectTimeout(.milliseconds(Int64(options.connectTimeout * 1000)))
             .channelOption(.socketOption(.so_keepalive), value: 1)
             .channelInitializer { channel in
                 channel.eventLoop.makeCompletedFuture {
-                    try channel.pipeline.syncOperations.addHandler(RedisCallHandler(timeoutSeconds: timeout))
+                    try channel.pipeline.syncOperations.addHandler(
+                        RedisCallHandler(timeoutSeconds: timeout, denials: denials, logger: logger))
                 }
             }
         let connected: EventLoopFuture<any Channel>
@@ -204,6 +207,8 @@ final class RedisCallHandler: ChannelDuplexHandler {
         var promise: EventLoopPromise<RedisReply>
         var script: RedisCall.Script?
         var sentAt: NIODeadline
+        /// To name the command and key of a NOPERM answer.
+        var command: RedisCommand
     }
 
     private var pending = CircularBuffer<Pending>()
@@ -211,8 +216,13 @@ final class RedisCallHandler: ChannelDuplexHandler {
     private let timeout: TimeAmount
     private var scratch: [UInt8] = []
     private var watchdog: RepeatedTask?
+    private let denials: RedisPermissionDenials?
+    private let logger: Logger
 
-    init(timeoutSeconds: Double) {
+    init(timeoutSeconds: Double, denials: RedisPermissionDenials? = nil, logger: Logger = Logger(label: "volley.redis"))
+    {
+        self.denials = denials
+        self.logger = logger
         reader = try? RedisReplyReader()
         timeout = .milliseconds(Int64(max(0.001, timeoutSeconds) * 1000))
     }
@@ -239,7 +249,7 @@ final class RedisCallHandler: ChannelDuplexHandler {
     }
 
     private func write(_ call: RedisCall, context: ChannelHandlerContext, promise: EventLoopPromise<Void>?) {
-        pending.append(Pending(promise: call.promise, script: call.script, sentAt: .now()))
+        pending.append(Pending(promise: call.promise, script: call.script, sentAt: .now(), command: call.command))
         let buffer = call.command.withWireBytes(into: &scratch) { context.channel.allocator.buffer(bytes: $0) }
         context.write(wrapOutboundOut(buffer), promise: promise)
     }
@@ -263,6 +273,10 @@ final class RedisCallHandler: ChannelDuplexHandler {
                     for arg in script.args { eval.append(arg) }
                     write(RedisCall(command: eval, promise: call.promise, script: nil), context: context, promise: nil)
                     rewritten = true
+                } else if let e = reply.errorMessage, RedisPermissionDenials.isRefusal(e) {
+                    call.promise.succeed(
+                        RedisPermissionDenials.annotate(
+                            reply, command: call.command, denials: denials, logger: logger))
                 } else {
                     call.promise.succeed(reply)
                 }

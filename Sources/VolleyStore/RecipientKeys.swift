@@ -11,6 +11,8 @@ import VolleyCore
 /// volley:dir:{O}:inactive                SET   inactive user ids
 /// volley:dir:{O}:m:<id>                  SET   direct members of a container (users, or groups for groups/queues)
 /// volley:resolve:{O}:<scope>             SET   one resolution's de-duplicated active users (TTL 1 day; popped)
+/// volley:resolve:{O}:<scope>:last        HASH  step, batch: the drain's last batch, answered again to a repeated
+///                                              step (TTL 1 day; deleted with the set)
 /// volley:quota:{O}:limits                HASH  ios / android: per-org overrides (`volley quota set`)
 /// volley:quota:{O}:<platform>:<yyyyMMddHH> HASH used (charged, in-flight included), pending (charged, unsettled);
 ///                                              TTL = end of the UTC hour + grace
@@ -38,6 +40,7 @@ public struct RecipientKeys: Sendable {
     public var inactive: String { "volley:dir:\(tag):inactive" }
     public func members(_ id: RecipientID) -> String { "volley:dir:\(tag):m:\(id.rawValue)" }
     public func resolution(_ scope: String) -> String { "volley:resolve:\(tag):\(scope)" }
+    public func resolutionLastBatch(_ scope: String) -> String { "volley:resolve:\(tag):\(scope):last" }
 
     public var quotaLimits: String { "volley:quota:\(tag):limits" }
     public func quota(_ platform: Platform, _ hour: QuotaHour) -> String {

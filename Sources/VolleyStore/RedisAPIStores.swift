@@ -13,6 +13,13 @@ extension StoreUnavailable {
     init(_ error: RedisError) { self.init(error.description) }
 }
 
+/// What the API's handlers see of a Redis failure: a refusal for lack of permission (NOPERM, a configuration error
+/// the caller cannot fix by retrying) or a store that cannot answer right now.
+func apiStoreError(_ error: RedisError) -> any Error {
+    if error.kind == .server, error.message.contains("NOPERM") { return StorePermissionDenied(error.message) }
+    return StoreUnavailable(error)
+}
+
 /// The API's own Redis keys (under the store prefix, default `volley`). The braces are Redis Cluster hash tags:
 /// - `volley:{api}:keys` — hash: key id → `APIKeyRecord` JSON (hashed key, org, role, name).
 /// - `volley:{api}:rate:<subject>` — hash `tokens`, `at` (ms): one token bucket per API key or user-token subject;
@@ -56,7 +63,7 @@ public final class SerialLane<Owned: Sendable>: Sendable {
             queue.async {
                 continuation.resume(
                     with: Result {
-                        do { return try body(self.owned) } catch let e as RedisError { throw StoreUnavailable(e) }
+                        do { return try body(self.owned) } catch let e as RedisError { throw apiStoreError(e) }
                     })
             }
         }
@@ -129,7 +136,7 @@ public final class RedisCredentialStore: CredentialStore {
             }
             return CredentialAdmission(record: keyID == nil ? nil : parts[1].string, retryAfterMilliseconds: Int(wait))
         } catch let e as RedisError {
-            throw StoreUnavailable(e)
+            throw apiStoreError(e)
         }
     }
 
@@ -137,7 +144,7 @@ public final class RedisCredentialStore: CredentialStore {
         do {
             try await redis.eval(APIScripts.ping, keys: [], args: []).throwIfError("readyz")
         } catch let e as RedisError {
-            throw StoreUnavailable(e)
+            throw apiStoreError(e)
         }
     }
 }
@@ -181,7 +188,7 @@ public final class RedisJobSubmitter: JobSubmitter, @unchecked Sendable {
             default: return .conflict
             }
         } catch let e as RedisError {
-            throw StoreUnavailable(e)
+            throw apiStoreError(e)
         }
     }
 
@@ -199,7 +206,7 @@ public final class RedisJobSubmitter: JobSubmitter, @unchecked Sendable {
             guard let id = reply.string else { throw RedisError(.unexpectedReply, "XADD returned \(reply)") }
             return id
         } catch let e as RedisError {
-            throw StoreUnavailable(e)
+            throw apiStoreError(e)
         }
     }
 }

@@ -11,8 +11,11 @@ import VolleyRedis
 /// 3. Redis unions every reached member set with the direct user ids into a per-resolution temporary set
 ///    (`SUNIONSTORE`, de-duplication happens there) and removes containers and inactive users (`SDIFFSTORE`);
 /// An org without any directory record resolves recipient ids as user ids.
-/// 4. the set is drained `chunkSize` users at a time with `SPOP` (exact: each user once, unlike SSCAN, which may
-///    repeat elements). A redelivered job resolves again from scratch; the outcome ledger skips finished devices.
+/// 4. the set is drained `chunkSize` users at a time by `drainScript` (`SPOP` inside a script: exact, each user
+///    once, unlike SSCAN, which may repeat elements). The script keeps the batch it popped under the step's name,
+///    so a step the client sends again (after a timeout it cannot tell whether Redis ran the first one) answers
+///    the same batch instead of popping, and losing, the next one. A redelivered job resolves again from scratch;
+///    the outcome ledger skips finished devices.
 public final class RedisDirectory: DirectoryResolver, @unchecked Sendable {
     private let redis: SerializedRedis
     /// TTL of a resolution's temporary set (it is deleted when drained; this only bounds leftovers of a crash).
@@ -135,7 +138,40 @@ public final class RedisDirectory: DirectoryResolver, @unchecked Sendable {
 
     public func open(org: OrgID, recipients: [RecipientID], scope: String) throws -> any UserBatches {
         let (summary, _) = try prepare(org: org, recipients: recipients, scope: scope)
-        return Batches(directory: self, key: RecipientKeys(org: org).resolution(scope), summary: summary)
+        let k = RecipientKeys(org: org)
+        return Batches(
+            directory: self, keys: RedisKeyGroups.directoryDrain(org: org, scope: scope), summary: summary,
+            description: k.resolution(scope))
+    }
+
+    /// One step of a resolution's drain. KEYS[1] the resolution set, KEYS[2] its last batch (a hash: `step`,
+    /// `batch`); ARGV[1] the step's name (unique per drain and step), ARGV[2] how many users, ARGV[3] the TTL.
+    /// The same step sent twice answers the same batch: every command the client sends again after a lost or
+    /// timed-out connection must be safe to repeat, and a bare SPOP is not (the first one's users would be lost).
+    /// The last batch is dropped with the set when the drain ends.
+    static let drainScript = RedisScript(
+        """
+        if redis.call('HGET', KEYS[2], 'step') == ARGV[1] then
+          return cjson.decode(redis.call('HGET', KEYS[2], 'batch'))
+        end
+        local users = redis.call('SPOP', KEYS[1], tonumber(ARGV[2]))
+        if #users == 0 then
+          redis.call('DEL', KEYS[2])
+          return users
+        end
+        redis.call('HSET', KEYS[2], 'step', ARGV[1], 'batch', cjson.encode(users))
+        redis.call('EXPIRE', KEYS[2], ARGV[3])
+        return users
+        """)
+
+    /// Runs one drain step (`drainScript`); `step` names it, so sending it again answers the same users.
+    func drainStep(keys: [String], step: String, max: Int) throws -> [UserID] {
+        let reply = try redis.with {
+            try $0.eval(
+                Self.drainScript, keys: keys, args: [step, String(Swift.max(1, max)), String(resolutionTTLSeconds)])
+        }
+        try reply.throwIfError("drain \(keys.first ?? "")")
+        return (reply.array ?? []).compactMap { $0.string.map(UserID.init) }
     }
 
     /// Drains a resolution in chunks of `chunkSize` (convenience over `open`).
@@ -151,27 +187,35 @@ public final class RedisDirectory: DirectoryResolver, @unchecked Sendable {
 
     final class Batches: UserBatches {
         let directory: RedisDirectory
-        let key: String
+        let keys: [String]
         let summary: ResolutionSummary
+        let description: String
+        /// Names this drain's steps: two deliveries of one job draining the same set never answer each other's
+        /// batches.
+        let drainID = UUID().uuidString
+        var step = 0
         var done = false
         var drained = 0
-        init(directory: RedisDirectory, key: String, summary: ResolutionSummary) {
+        init(directory: RedisDirectory, keys: [String], summary: ResolutionSummary, description: String) {
             self.directory = directory
-            self.key = key
+            self.keys = keys
             self.summary = summary
+            self.description = description
         }
         func next(max: Int) throws -> [UserID]? {
             if done { return nil }
-            let reply = try directory.redis.with { try $0.checked(["SPOP", key, String(Swift.max(1, max))]) }
-            let users = (reply.array ?? []).compactMap { $0.string.map(UserID.init) }
+            step += 1
+            let users = try directory.drainStep(keys: keys, step: "\(drainID):\(step)", max: max)
             if users.isEmpty {
                 done = true
-                // The set is gone before every user came out: Redis lost it (restart without persistence,
-                // eviction). Fail the run so the job is redelivered and resolved again; never finish it short.
+                // The set is gone before every user came out: Redis lost it (a restart without persistence, a
+                // failover to a replica that had not received it, eviction). Fail the run so the job is redelivered
+                // and resolved again; never finish it short.
                 if drained < summary.users {
                     throw DirectoryError(
-                        "resolution \(key) vanished after \(drained) of \(summary.users) users (Redis restarted or "
-                            + "evicted it); the job will be resolved again on redelivery"
+                        "resolution \(description) vanished after \(drained) of \(summary.users) users: Redis lost "
+                            + "the key (restart without persistence, failover or eviction); the job will be resolved "
+                            + "again on redelivery"
                     )
                 }
                 return nil
@@ -214,7 +258,7 @@ public final class RedisDirectory: DirectoryResolver, @unchecked Sendable {
         }
         summary.containers = closure.count
         let tmp = k.resolution(scope)
-        var commands: [[String]] = [["DEL", tmp]]
+        var commands: [[String]] = [["DEL", tmp, k.resolutionLastBatch(scope)]]
         var i = 0
         while i < closure.count {
             let end = min(closure.count, i + 256)

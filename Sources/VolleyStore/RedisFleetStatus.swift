@@ -187,11 +187,15 @@ public struct RedisFleetStatus {
         }
         var stream = FleetStatus.Stream(
             name: jobStream, group: store.group, length: Int(try ok(replies[0], "XLEN")?.integer ?? 0),
-            lag: nil, pending: 0)
+            // A missing stream has nothing waiting; a missing group leaves the stream's entries uncounted.
+            lag: replies[1].errorMessage?.hasPrefix("ERR no such key") == true ? 0 : nil, pending: 0)
         for g in try ok(replies[1], "XINFO GROUPS")?.array ?? [] {
             let f = Self.fields(g)
             guard f["name"]?.string == store.group else { continue }
-            stream.lag = f["lag"]?.integer.map(Int.init)
+            // Redis's own lag is nil after a restart or deletions, and may be stale (StreamLag).
+            stream.lag = try StreamLag.waiting(
+                client: client, stream: jobStream, reportedLag: f["lag"]?.integer.map(Int.init),
+                lastDelivered: f["last-delivered-id"]?.string)
             stream.pending = Int(f["pending"]?.integer ?? 0)
         }
         let consumers = try (ok(replies[2], "XINFO CONSUMERS")?.array ?? []).map { c -> FleetStatus.Consumer in

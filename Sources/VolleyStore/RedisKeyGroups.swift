@@ -46,6 +46,12 @@ enum RedisKeyGroups {
         return [k.resolution(scope), k.containers, k.inactive] + ids.map { k.members($0) }
     }
 
+    /// `RedisDirectory.drainScript`: the resolution set and its last batch.
+    static func directoryDrain(org: OrgID, scope: String) -> [String] {
+        let k = RecipientKeys(org: org)
+        return [k.resolution(scope), k.resolutionLastBatch(scope)]
+    }
+
     /// `RedisPipelineSession.keepAliveScript`: the job stream (group and consumer are arguments, not keys).
     static func keepAlive(stream: String) -> [String] { [stream] }
 

@@ -63,6 +63,17 @@ public final class RedisPipelineSession: PipelineSession, @unchecked Sendable {
 
     private func ensureGroup(shard: Int) throws {
         let stream = store.jobStream(shard: shard)
+        // Look before creating: a worker whose Redis user may not create groups (deploy/redis-acl.conf, where the
+        // operator creates them once) starts all the same when the group exists. A missing stream answers an error.
+        let info = try client.command(["XINFO", "GROUPS", stream])
+        if info.errorMessage == nil, let groups = info.array,
+            groups.contains(where: { g in g.fieldPairs.contains { $0.0 == "name" && $0.1 == store.group } })
+        {
+            return
+        }
+        if let e = info.errorMessage, e.hasPrefix("NOPERM") {
+            throw RedisError(.server, "XINFO GROUPS \(stream): \(e)")
+        }
         // `0`: jobs added before the first worker started are delivered too.
         let r = try client.command(["XGROUP", "CREATE", stream, store.group, "0", "MKSTREAM"])
         if let e = r.errorMessage, !e.hasPrefix("BUSYGROUP") {

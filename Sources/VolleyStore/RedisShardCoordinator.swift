@@ -37,6 +37,9 @@ public final class RedisShardCoordinator: ShardCoordinator, @unchecked Sendable 
         let count = max(1, (users.summary.users + size - 1) / size)
         var index = 0
         var inShard = 0
+        // Each shard list's length so far: an append names the length it expects, so one sent again (the whole
+        // pipeline runs again after a lost connection) finds the list longer and adds nothing.
+        var lengths = [Int](repeating: 0, count: count)
         try redis.with { c in
             var cmds: [[String]] = (0..<count).map { ["DEL", k.shardList(jobID, $0)] }
             _ = try c.pipeline(cmds)
@@ -46,7 +49,10 @@ public final class RedisShardCoordinator: ShardCoordinator, @unchecked Sendable 
                 while !rest.isEmpty {
                     let take = min(rest.count, size - inShard)
                     let idx = min(index, count - 1)
-                    cmds.append(["RPUSH", k.shardList(jobID, idx)] + rest.prefix(take).map(\.rawValue))
+                    cmds.append(
+                        ["EVAL", Self.appendAtLength.source, "1", k.shardList(jobID, idx), String(lengths[idx])]
+                            + rest.prefix(take).map(\.rawValue))
+                    lengths[idx] += take
                     rest = rest.dropFirst(take)
                     inShard += take
                     if inShard >= size {
@@ -55,7 +61,7 @@ public final class RedisShardCoordinator: ShardCoordinator, @unchecked Sendable 
                     }
                 }
                 if cmds.count >= 64 {
-                    for r in try c.pipeline(cmds) { try r.throwIfError("RPUSH shard") }
+                    for r in try c.pipeline(cmds) { try r.throwIfError("append to shard list") }
                     cmds = []
                 }
             }
@@ -81,6 +87,15 @@ public final class RedisShardCoordinator: ShardCoordinator, @unchecked Sendable 
         }
         return count
     }
+
+    /// RPUSH only when the list has the length the caller expects before it: the same append sent twice adds its
+    /// users once. KEYS[1] the list; ARGV[1] its expected length, ARGV[2..] the values. Returns the new length, or
+    /// -1 when the append was already made (or the list is not what the caller built).
+    static let appendAtLength = RedisScript(
+        """
+        if redis.call('LLEN', KEYS[1]) ~= tonumber(ARGV[1]) then return -1 end
+        return redis.call('RPUSH', KEYS[1], unpack(ARGV, 2))
+        """)
 
     public func users(of shard: ShardRef, org: OrgID) throws -> any UserBatches {
         let key = RecipientKeys(org: org).shardList(shard.parent, shard.index)

@@ -193,6 +193,58 @@ import VolleyTestTags
         #expect(m.quotaDenied(granted: 0, retryable: true, now: clock.now()) == .refuseOverQuota(chunk))
     }
 
+    // MARK: a failed step
+
+    @Test func aFailedStepStopsSendingAwaitsWhatIsOutAndAbandonsWithTheReason() {
+        var m = opened()
+        let chunk = devices(3)
+        _ = m.chunkResolved(chunk, recorded: nothingRecorded(chunk), now: clock.now())
+        #expect(sendAll(&m, chunk) == .recordReadyOutcomes)
+        #expect(m.outcomesRecorded() == .takeChunk)
+        // The next chunk's read fails with three sends still out: no more sends, wait for them until the deadline.
+        let why = "a step failed: resolution vanished"
+        #expect(
+            m.stepFailed(why, outstanding: 3, waitUntil: until(5), now: clock.now())
+                == .awaitOutcomes(until: until(0.2)))
+        clock.advance(by: 0.2)
+        #expect(m.outcomesAwaited(outstanding: 1, now: clock.now()) == .awaitOutcomes(until: until(0.2)))
+        clock.advance(by: 0.2)
+        #expect(m.outcomesAwaited(outstanding: 0, now: clock.now()) == .recordRemaining)
+        #expect(
+            m.remainingRecorded(outstanding: 0, shardedInto: 0)
+                == .abandon(why: "\(why); the outcomes that came back are recorded"))
+        #expect(m.isFinished)
+    }
+
+    @Test func aFailedStepWaitsForSilentSendsOnlyUntilItsDeadline() {
+        var m = opened()
+        let chunk = devices(2)
+        _ = m.chunkResolved(chunk, recorded: nothingRecorded(chunk), now: clock.now())
+        #expect(m.creditsReserved(2, now: clock.now()) == .send(chunk[...]))
+        let deadline = until(0.3)
+        let action = m.stepFailed("a step failed: x", outstanding: 2, waitUntil: deadline, now: clock.now())
+        #expect(action == .awaitOutcomes(until: until(0.2)))
+        clock.advance(by: 0.2)
+        #expect(m.outcomesAwaited(outstanding: 2, now: clock.now()) == .awaitOutcomes(until: deadline))
+        clock.advance(by: 0.1)
+        #expect(m.outcomesAwaited(outstanding: 2, now: clock.now()) == .recordRemaining)
+        #expect(
+            m.remainingRecorded(outstanding: 2, shardedInto: 0)
+                == .abandon(
+                    why: "a step failed: x; the outcomes that came back are recorded, 2 sends did not answer in time"))
+    }
+
+    @Test func aFailedReportPublicationAbandonsWithEverythingRecorded() {
+        var m = opened()
+        #expect(m.devicesExhausted(outstanding: 0, now: clock.now()) == .recordRemaining)
+        #expect(m.remainingRecorded(outstanding: 0, shardedInto: 0) == .publishReport)
+        #expect(
+            m.stepFailed("a step failed: y", outstanding: 0, waitUntil: until(5), now: clock.now()) == .recordRemaining)
+        #expect(
+            m.remainingRecorded(outstanding: 0, shardedInto: 0)
+                == .abandon(why: "a step failed: y; the outcomes that came back are recorded"))
+    }
+
     // MARK: drain
 
     @Test func sendsStopAtTheCutoffAndTheRunAbandonsAtTheDeadlineWithOutcomesRecorded() {

@@ -10,12 +10,16 @@ import VolleyTestTags
 @Suite(.tags(.unit)) struct JobRunStepTests {
     let backend = InMemoryBackend()
 
-    func worker(_ senders: [Platform: any PushSender], drainSeconds: Double = 1) -> PipelineWorker {
+    func worker(
+        _ senders: [Platform: any PushSender], drainSeconds: Double = 1,
+        resolver: any RecipientResolver = UserRecipientResolver()
+    ) -> PipelineWorker {
         let c = WorkerConfiguration(
             consumer: "w1", concurrentJobs: 1, inFlight: 100, blockMillis: 20,
             reclaimIdleMillis: 60_000, reclaimIntervalMillis: 60_000, maxDeliveries: 5,
             drainDeadlineSeconds: drainSeconds, recordBatch: 10, chunkSize: 100)
-        return PipelineWorker(configuration: c, backend: backend, apps: StaticAppDirectory(["app1": senders]))
+        return PipelineWorker(
+            configuration: c, backend: backend, apps: StaticAppDirectory(["app1": senders]), resolver: resolver)
     }
 
     func devices(_ n: Int, user: UserID = "user0") -> [Device] {
@@ -114,6 +118,28 @@ import VolleyTestTags
         #expect(backend.allReports.isEmpty)
         #expect(Set(backend.outcomes(org: "org1", job: "j5").keys) == Set(all.prefix(4).map(InMemoryBackend.field)))
         #expect(w.stats.jobsAbandoned == 1)
+    }
+}
+
+extension JobRunStepTests {
+    @Test func aDeliveryThatFailsRecordsTheOutcomesItHoldsBeforeItGivesUp() async throws {
+        // One user per chunk: user0's four devices are sent, then reading user1's devices fails.
+        backend.register(org: "org1", app: "app1", user: "user0", devices(4, user: "user0"))
+        backend.register(org: "org1", app: "app1", user: "user1", devices(4, user: "user1"))
+        backend.failDeviceReads(after: 1, "HVALS devices: OOM command not allowed")
+        let sender = PartlyAnsweringSender(answered: Set(devices(4, user: "user0").map(\.token)))
+        let w = worker([.ios: sender], drainSeconds: 30, resolver: UserRecipientResolver(usersPerRead: 1))
+        try w.start()
+        defer { w.drain(deadline: 1) }
+        let entry = try backend.enqueue(job("j6", recipients: ["user0", "user1"]))
+        try await waitUntil("the delivery given up") { w.stats.jobsAbandoned == 1 }
+        // Outcomes are recorded in batches of 10: the four answers were held in the lane's mailbox, and are recorded
+        // before the entry is left pending, so its redelivery does not send them again.
+        #expect(
+            Set(backend.outcomes(org: "org1", job: "j6").keys)
+                == Set(devices(4, user: "user0").map(InMemoryBackend.field)))
+        #expect(sender.sent == 4)
+        #expect(backend.pendingCount == 1 && !backend.ackedEntries.contains(entry) && backend.allReports.isEmpty)
     }
 }
 

@@ -18,8 +18,8 @@ struct MockWorld {
     let dir: URL
     let local: LocalConfiguration
 
-    init(mockConfig: String? = nil, persistent: Bool = false) throws {
-        h = try EngineHarness(persistent: persistent)
+    init(mockConfig: String? = nil, persistent: Bool = false, redisArguments: [String] = []) throws {
+        h = try EngineHarness(persistent: persistent, redisArguments: redisArguments)
         redis = h.redis
         mock = try MockServerFixture(configuration: mockConfig)
         dir = FileManager.default.temporaryDirectory.appendingPathComponent("volley-e2e-\(UUID().uuidString.prefix(8))")

@@ -1,4 +1,5 @@
 import Foundation
+import Logging
 import Testing
 import VolleyCore
 import VolleyEngine
@@ -94,4 +95,81 @@ import VolleyTestTags
         #expect(fastI.total + fastA.total == 2_000 - recordedByFirst) // no duplicates after a graceful drain
         #expect(try h.ledger(job: "drained").count == 2_000)
     }
+
+    @Test func redisStalledMidCampaignSendsEveryDeviceOnce() async throws {
+        let h = try EngineHarness()
+        defer { h.redis.stop() }
+        // 4,000 users in one group, one device each, resolved 100 users at a time.
+        try h.register(users: 4_000, devicesPerUser: 1)
+        let log = ClientLog()
+        // Every client times out after 0.3 s: the stall outlasts it, as a 10.5 s stall outlasts the default 10 s, so
+        // commands in flight when it begins are sent again once Redis answers.
+        let options = RedisClient.Options(
+            connectTimeout: 0.3, commandTimeout: 0.3, initialBackoff: 0.02, maxBackoff: 0.1, giveUpAfter: 30)
+        let directory = RedisDirectory(
+            client: RedisClient(endpoint: h.redis.endpoint, options: options, name: "dir", logger: log.logger))
+        var records = (0..<4_000).map { DirectoryRecord(org: "org1", kind: .user, id: RecipientID("user\($0)")) }
+        records.append(
+            DirectoryRecord(
+                org: "org1", kind: .group, id: "all", members: (0..<4_000).map { RecipientID("user\($0)") }))
+        try directory.importRecords(records)
+        let ios = FakePushSender(platform: .ios, latency: 0.002)
+        let android = FakePushSender(platform: .android, latency: 0.002)
+        let c = WorkerConfiguration(
+            consumer: "w1", concurrentJobs: 1, inFlight: 200, blockMillis: 100, reclaimIdleMillis: 60_000,
+            reclaimIntervalMillis: 200, maxDeliveries: 5, drainDeadlineSeconds: 5, recordBatch: 100, chunkSize: 100)
+        let worker = PipelineWorker(
+            configuration: c,
+            backend: RedisPipelineBackend(
+                endpoint: h.redis.endpoint, store: h.store, consumer: "w1", options: options, logger: log.logger),
+            apps: StaticAppDirectory(["app1": [.ios: ios, .android: android]]),
+            resolver: DirectoryRecipientResolver(directory: directory, inbox: nil, types: nil, usersPerRead: 100))
+        try worker.start()
+        defer { worker.drain(deadline: 1) }
+        try h.producer.enqueue(
+            PushJob(
+                id: "stall", org: "org1", app: "app1", recipients: ["all"],
+                notification: VolleyCore.Notification(title: "t")))
+        try await actWhen("1,000 sends") {
+            ios.total + android.total > 1_000
+        } then: {
+            h.redis.pause()
+        }
+        try await actWhen("a command timed out in the stall") {
+            log.contains("redis connection lost")
+        } then: {
+            h.redis.resume()
+        }
+        try await waitUntil("the report of stall", timeout: .seconds(60)) { (try? h.report(for: "stall")) != nil }
+        let report = try #require(try h.report(for: "stall"))
+        #expect(report.users == 4_000 && report.devices == 4_000 && report.accepted == 4_000)
+        #expect(report.deliveries == 1, "the delivery did not give up")
+        var sent = ios.perToken
+        sent.merge(android.perToken) { $0 + $1 }
+        #expect(sent.count == 4_000)
+        #expect(sent.values.allSatisfy { $0 == 1 }, "no device was sent twice")
+        #expect(try h.ledger(job: "stall").count == 4_000)
+        try await waitUntil("no pending stream entries") { (try? h.producer.pendingCount()) == 0 }
+    }
+}
+
+/// What Redis clients logged, to act the moment one reports something.
+final class ClientLog: @unchecked Sendable {
+    private let lock = NSLock()
+    private var lines: [String] = []
+    func contains(_ text: String) -> Bool { lock.withLock { lines.contains { $0.contains(text) } } }
+    func append(_ line: String) { lock.withLock { lines.append(line) } }
+
+    struct Handler: LogHandler {
+        let log: ClientLog
+        var metadata: Logger.Metadata = [:]
+        var logLevel: Logger.Level = .trace
+        subscript(metadataKey key: String) -> Logger.Metadata.Value? {
+            get { metadata[key] }
+            set { metadata[key] = newValue }
+        }
+        func log(event: LogEvent) { log.append("\(event.message)") }
+    }
+
+    var logger: Logger { Logger(label: "test") { _ in Handler(log: self) } }
 }

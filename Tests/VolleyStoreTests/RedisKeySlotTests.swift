@@ -60,6 +60,7 @@ import VolleyTestTags
                     "directoryResolution",
                     RedisKeyGroups.directoryResolution(org: org, scope: "job-1", containers: ["g1", "q{1}"])
                 ))
+            out.append(("directoryDrain", RedisKeyGroups.directoryDrain(org: org, scope: "job-1")))
         }
         out.append(("keepAlive", RedisKeyGroups.keepAlive(stream: store.jobStream)))
         return out

@@ -23,6 +23,14 @@ public final class InMemoryBackend: PipelineBackend, @unchecked Sendable {
     private var reported: Set<String> = []
     /// Every `recordedOutcomes` call, to tell a first delivery (no look-up) from a redelivery.
     private var ledgerLookups = 0
+    /// Device reads so far, and after how many the next ones fail (`failDeviceReads`).
+    private var deviceReads = 0
+    private var deviceReadFailure: (after: Int, message: String)?
+
+    /// A store error the in-memory backend answers when told to (`failDeviceReads`).
+    public struct StoreFailure: Error, CustomStringConvertible {
+        public let description: String
+    }
 
     public init() {}
 
@@ -61,6 +69,11 @@ public final class InMemoryBackend: PipelineBackend, @unchecked Sendable {
 
     public func registered(org: OrgID, app: AppName, user: UserID) -> [Device] {
         locked { devices["\(org)|\(app)|\(user)"] ?? [] }
+    }
+
+    /// Device reads after the first `reads` throw `StoreFailure(message)`: a store that fails in the middle of a job.
+    public func failDeviceReads(after reads: Int, _ message: String) {
+        locked { deviceReadFailure = (reads, message) }
     }
 
     public func seedLedger(org: OrgID, job: JobID, _ outcomes: [(Device, DeliveryOutcome)]) {
@@ -140,7 +153,13 @@ public final class InMemoryBackend: PipelineBackend, @unchecked Sendable {
         }
 
         func devices(org: OrgID, app: AppName, users: [UserID]) throws -> [[Device]] {
-            backend.locked { users.map { backend.devices["\(org)|\(app)|\($0)"] ?? [] } }
+            try backend.locked {
+                backend.deviceReads += 1
+                if let f = backend.deviceReadFailure, backend.deviceReads > f.after {
+                    throw StoreFailure(description: f.message)
+                }
+                return users.map { backend.devices["\(org)|\(app)|\($0)"] ?? [] }
+            }
         }
 
         func remove(org: OrgID, app: AppName, tokens: [DeadToken]) throws -> Int {

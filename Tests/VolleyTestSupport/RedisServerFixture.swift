@@ -90,18 +90,15 @@ public final class RedisServerFixture: @unchecked Sendable {
         process = nil
     }
 
-    /// SIGSTOP the server: it holds its connections and answers nothing (a stalled Redis), until `resume()`.
+    /// SIGSTOP the server: a stall, from the clients' point of view (their connections stay open, nothing answers).
+    /// Commands written meanwhile run when it resumes, even on connections their clients have given up.
     public func pause() {
-        lock.lock()
-        defer { lock.unlock() }
-        if let p = process { kill(p.processIdentifier, SIGSTOP) }
+        lock.withLock { if let p = process { _ = kill(p.processIdentifier, SIGSTOP) } }
     }
 
-    /// SIGCONT a paused server.
+    /// SIGCONT: the stall is over.
     public func resume() {
-        lock.lock()
-        defer { lock.unlock() }
-        if let p = process { kill(p.processIdentifier, SIGCONT) }
+        lock.withLock { if let p = process { _ = kill(p.processIdentifier, SIGCONT) } }
     }
 
     /// Kill and start again on the same socket (all data lost: `--save ''`).

@@ -5,6 +5,7 @@ import VolleyCore
 import VolleyEngine
 import VolleyObservability
 import VolleyRedis
+import VolleyStore
 
 /// A worker's health, and the stream gauges, from one probe thread on its own Redis connection: every second it
 /// runs a small script and reads the consumer group (`XINFO GROUPS`: lag, pending); every few seconds it reads the
@@ -21,6 +22,8 @@ public final class WorkerProbe: HealthSource, @unchecked Sendable {
     let logger: Logger
     let interval: Double
     let streamInterval: Double
+    /// What the worker's Redis user was refused (NOPERM), by any of its clients.
+    let permissionDenials: RedisPermissionDenials?
 
     private let lock = NSLock()
     private var checks: [HealthCheck] = [HealthCheck("redis", ok: false, detail: "not probed yet")]
@@ -50,7 +53,8 @@ public final class WorkerProbe: HealthSource, @unchecked Sendable {
         let options = RedisClient.Options(
             connectTimeout: min(1, settings.redisOptions.connectTimeout),
             commandTimeout: min(1, settings.redisOptions.commandTimeout), initialBackoff: 0.05, maxBackoff: 0.2,
-            giveUpAfter: 0.3)
+            giveUpAfter: 0.3, permissionDenials: settings.redisOptions.permissionDenials)
+        permissionDenials = settings.redisOptions.permissionDenials
         client = RedisClient(endpoint: settings.endpoint, options: options, name: "probe", logger: logger)
         self.logger = logger
         self.interval = interval
@@ -111,9 +115,12 @@ public final class WorkerProbe: HealthSource, @unchecked Sendable {
         do {
             var consumers = 0
             var pendingTotal: Double = 0
-            var lagTotal: Double? = 0
+            var lagTotal: Double = 0
             var oldestMillis: Int64?
             var missing: String?
+            // A stream that does not exist (a restart without persistence) has nothing waiting: the gauges read 0
+            // for it. Only a group missing on a stream that has entries leaves them unknown.
+            var gaugesKnown = true
             for stream in streams {
                 let groups = try client.command(["XINFO", "GROUPS", stream])
                 let mine = (groups.array ?? []).map { Dictionary($0.fieldPairs, uniquingKeysWith: { a, _ in a }) }
@@ -121,22 +128,26 @@ public final class WorkerProbe: HealthSource, @unchecked Sendable {
                 guard let mine else {
                     let why = groups.errorMessage ?? "no group '\(group)'"
                     missing = missing ?? "\(why) on stream \(stream)"
+                    if groups.errorMessage?.hasPrefix("ERR no such key") != true { gaugesKnown = false }
                     continue
                 }
                 consumers = max(consumers, mine["consumers"].flatMap(Int.init) ?? 0)
                 pendingTotal += mine["pending"].flatMap(Double.init) ?? 0
-                // Redis 7 reports the lag unless it cannot tell (after deletions); then the gauge keeps its value.
-                if let v = mine["lag"].flatMap(Double.init) {
-                    lagTotal = lagTotal.map { $0 + v }
-                } else {
-                    lagTotal = nil
-                }
+                // Redis's own lag is nil after a restart or deletions, and may be stale: read 0 when nothing waits.
+                let waiting = try StreamLag.waiting(
+                    client: client, stream: stream, reportedLag: mine["lag"].flatMap { Int($0) },
+                    lastDelivered: mine["last-delivered-id"])
+                lagTotal += Double(waiting)
                 if readPending {
                     let summary = try client.command(["XPENDING", stream, group]).throwIfError("XPENDING").array ?? []
                     if summary.count >= 2, let oldest = summary[1].string, let ms = Self.entryMilliseconds(oldest) {
                         oldestMillis = min(oldestMillis ?? ms, ms)
                     }
                 }
+            }
+            if gaugesKnown {
+                pending.record(pendingTotal)
+                lag.record(lagTotal)
             }
             if let missing {
                 out.append(HealthCheck("consumer_group", ok: false, detail: missing))
@@ -146,8 +157,6 @@ public final class WorkerProbe: HealthSource, @unchecked Sendable {
                     HealthCheck(
                         "consumer_group", ok: true,
                         detail: "\(group) on \(on): \(consumers) consumers, \(Int(pendingTotal)) pending"))
-                pending.record(pendingTotal)
-                if let lagTotal { lag.record(lagTotal) }
                 if readPending {
                     oldestPendingAge.record(
                         oldestMillis.map { max(0, Date().timeIntervalSince1970 - Double($0) / 1000) } ?? 0)
@@ -199,6 +208,12 @@ public final class WorkerProbe: HealthSource, @unchecked Sendable {
                     : missing.isEmpty
                         ? "\(names.count) app\(names.count == 1 ? "" : "s") loaded"
                         : "could not load: \(missing.joined(separator: ", "))"))
+        if let refused = permissionDenials?.first {
+            out.append(
+                HealthCheck(
+                    "redis_permissions", ok: false,
+                    detail: "Redis refused \(refused); the worker's Redis user lacks this permission"))
+        }
         let draining = worker.isDraining
         out.append(HealthCheck("draining", ok: !draining, detail: draining ? "draining after SIGTERM" : "not draining"))
         return HealthReport(out)

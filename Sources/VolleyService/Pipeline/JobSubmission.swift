@@ -105,7 +105,8 @@ public enum JobSubmission {
     }
 
     /// XADDs the job (with an id: a generated one when none was given, so `--wait` can find the report).
-    /// With `waitSeconds`, follows the report stream and returns the job's report (nil on timeout).
+    /// With `waitSeconds`, follows the report stream and returns the job's report (nil on timeout); a Redis that is
+    /// failing over meanwhile (`isTransient`) is waited for, with backoff, within the same budget.
     /// `progress`, while waiting: called about once a second with the devices resolved and done so far.
     public static func submit(
         _ job: PushJob, settings: PipelineSettings, waitSeconds: Double?,
@@ -115,19 +116,67 @@ public enum JobSubmission {
         let id = job.id ?? JobID.generated()
         job.id = id
         let producer = JobProducer(client: settings.client(name: "send", logger: logger), store: settings.store)
-        let start = try waitSeconds == nil ? "0-0" : producer.lastReportID()
-        let entry = try producer.enqueue(job)
-        guard let waitSeconds else { return (entry, id, nil) }
+        guard let waitSeconds else { return (try producer.enqueue(job), id, nil) }
         let until = Date().addingTimeInterval(waitSeconds)
+        var retry = FailoverRetry(until: until, logger: logger)
+        let start = try retry.run("read the report stream", reads: true) { try producer.lastReportID() }
+        // The job is sent again only after an answer that says Redis did not run the XADD: a job id makes a
+        // second entry harmless anyway (the worker finds its report or its recorded outcomes).
+        let entry = try retry.run("enqueue the job", reads: false) { try producer.enqueue(job) }
         var position = start
         while Date() < until {
             let left = max(1, Int(until.timeIntervalSinceNow * 1000))
-            let (reports, last) = try producer.reports(after: position, blockMillis: min(1000, left))
-            position = last
-            if let r = reports.first(where: { $0.job == id && $0.org == job.org }) { return (entry, id, r) }
+            let read = try retry.run("read reports", reads: true) {
+                try producer.reports(after: position, blockMillis: min(1000, left))
+            }
+            position = read.1
+            if let r = read.0.first(where: { $0.job == id && $0.org == job.org }) { return (entry, id, r) }
             if let progress, let p = try? producer.progress(org: job.org, job: id) { progress(p.resolved, p.done) }
         }
         return (entry, id, nil)
+    }
+
+    /// Whether a failed Redis step of `send --wait` may be tried again: a cluster failing over (`CLUSTERDOWN`,
+    /// `TRYAGAIN`, `MASTERDOWN`), a server loading its data set (`LOADING`), or no connection (refused, reset,
+    /// timed out). `reads`: a step that only reads, which a lost connection cannot have half done; a write is tried
+    /// again only after an error answer, which means Redis did not run it. Anything else (`NOPERM`, `WRONGTYPE`,
+    /// a bad address) is a configuration error that waiting does not fix.
+    public static func isTransient(_ error: any Error, reads: Bool) -> Bool {
+        guard let e = error as? RedisError else { return false }
+        if e.kind == .connection { return reads }
+        guard e.kind == .server else { return false }
+        // The reply's error code starts it, or follows the caller's context ("XADD volley:jobs: CLUSTERDOWN …").
+        return ["CLUSTERDOWN", "TRYAGAIN", "LOADING", "MASTERDOWN"].contains { code in
+            e.message.hasPrefix(code + " ") || e.message.contains(": \(code) ")
+        }
+    }
+
+    /// Runs the steps of `send --wait` again while Redis fails over, until the wait budget ends.
+    struct FailoverRetry {
+        let until: Date
+        let logger: Logger
+        var failures = 0
+        let backoff = ExponentialBackoff(base: 0.1, max: 2, jitter: 0.5)
+
+        mutating func run<T>(_ what: String, reads: Bool, _ body: () throws -> T) throws -> T {
+            while true {
+                do {
+                    let value = try body()
+                    failures = 0
+                    return value
+                } catch  where JobSubmission.isTransient(error, reads: reads) {
+                    failures += 1
+                    let pause = backoff.delay(afterFailures: failures, unit: Double.random(in: 0..<1))
+                    if Date().addingTimeInterval(pause) >= until { throw error }
+                    if failures == 1 || failures % 10 == 0 {
+                        logger.warning(
+                            "redis unavailable while waiting for the report, retrying",
+                            metadata: ["step": "\(what)", "error": "\(error)", "attempt": "\(failures)"])
+                    }
+                    Thread.sleep(forTimeInterval: pause)
+                }
+            }
+        }
     }
 }
 

@@ -30,9 +30,10 @@ public struct PipelineSettings: Sendable {
             throw ConfigurationError(
                 problems: ["redis.url: \(e.message)"], source: config.sourcePath ?? "configuration")
         }
+        // One record of NOPERM answers per process: every client made from these options reports to it.
         redisOptions = RedisClient.Options(
             connectTimeout: config.redis.connectTimeoutSeconds,
-            commandTimeout: config.redis.commandTimeoutSeconds)
+            commandTimeout: config.redis.commandTimeoutSeconds, permissionDenials: RedisPermissionDenials())
         let w = config.worker
         store = StoreConfiguration(
             jobStream: w.stream, deadStream: w.deadLetterStream, reportStream: w.reportStream,

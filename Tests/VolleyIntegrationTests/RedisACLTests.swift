@@ -1,0 +1,180 @@
+import Foundation
+import Testing
+import VolleyAPI
+import VolleyCore
+import VolleyRedis
+import VolleyTestDoubles
+import VolleyTestSupport
+import VolleyTestTags
+
+/// Least privilege: a redis-server loaded with `deploy/redis-acl.conf` (test passwords in place of the
+/// placeholders), a `volley worker` process as `volley-worker` and the API as `volley-api`. A campaign and the API's
+/// routes run without a single refusal in Redis's ACL log; a permission taken away is a configuration error.
+@Suite(.serialized, .tags(.integration)) struct RedisACLTests {
+    static let v = "/services/data/v60.0"
+
+    /// The repository's `deploy/redis-acl.conf` with test passwords, written into `dir`.
+    static func aclFile(in dir: URL) throws -> String {
+        let repository = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+            .deletingLastPathComponent()
+        let text = try String(
+            contentsOf: repository.appendingPathComponent("deploy/redis-acl.conf"), encoding: .utf8)
+        #expect(text.contains(">CHANGE_ME_WORKER") && text.contains(">CHANGE_ME_API"))
+        let path = dir.appendingPathComponent("redis-acl.conf").path
+        try text.replacingOccurrences(of: ">CHANGE_ME_WORKER", with: ">worker-test-password")
+            .replacingOccurrences(of: ">CHANGE_ME_API", with: ">api-test-password")
+            .write(toFile: path, atomically: true, encoding: .utf8)
+        return path
+    }
+
+    /// A world whose Redis runs the ACL file, with the job group created by the operator (the default user here):
+    /// the worker's user may not create it.
+    static func world() throws -> (MockWorld, URL) {
+        let dir = FileManager.default.temporaryDirectory.appendingPathComponent(
+            "volley-acl-\(UUID().uuidString.prefix(8))")
+        try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
+        let w = try MockWorld(redisArguments: ["--aclfile", try aclFile(in: dir)])
+        try w.redis.client(name: "operator").checked(["XGROUP", "CREATE", "volley:jobs", "volley", "0", "MKSTREAM"])
+        return (w, dir)
+    }
+
+    static func url(_ w: MockWorld, user: String, password: String) -> String {
+        "unix://\(user):\(password)@\(w.redis.socketPath)"
+    }
+
+    /// The API's configuration with its own Redis user.
+    static func apiConfig(_ w: MockWorld) throws -> String {
+        let path = try APIServerTests.config(w)
+        let yaml = try String(contentsOfFile: path, encoding: .utf8).replacingOccurrences(
+            of: "\"\(w.redis.url)\"", with: "\"\(url(w, user: "volley-api", password: "api-test-password"))\"")
+        try yaml.write(toFile: path, atomically: true, encoding: .utf8)
+        return path
+    }
+
+    /// Redis's ACL log, read as the default user: one line per refusal.
+    static func aclLog(_ w: MockWorld) throws -> [String] {
+        let entries = try w.redis.client(name: "operator").checked(["ACL", "LOG", "100"]).array ?? []
+        return entries.map { e in
+            let f = Dictionary(e.fieldPairs, uniquingKeysWith: { a, _ in a })
+            return "\(f["username"] ?? "?") \(f["reason"] ?? "?") \(f["object"] ?? "?") (\(f["context"] ?? "?"))"
+        }
+    }
+
+    @Test func aCampaignAndTheAPIRunUnderTheirOwnUsersWithoutARefusal() async throws {
+        let (w, dir) = try Self.world()
+        defer {
+            w.stop()
+            try? FileManager.default.removeItem(at: dir)
+        }
+        let api = try await RunningAPI(configFile: try Self.apiConfig(w))
+        // Keys are made by the CLI, with the operator's credentials.
+        let admin = try APIServerTests.key(w, org: "orgA", role: .admin)
+        let send = try APIServerTests.key(w, org: "orgA", role: .send)
+        #expect(try await api.call("GET", "/readyz").status == 200)
+
+        // Types, devices, a user token.
+        let type = try await api.call("PUT", "/v1/types/0MLxx1", token: admin, json: #"{"name":"Deal won"}"#)
+        #expect(type.status == 200, "\(type.text)")
+        #expect(try await api.call("GET", "/v1/types", token: admin).status == 200)
+        #expect(try await api.call("GET", "/v1/types/0MLxx1", token: admin).status == 200)
+        let user = try await APIServerTests.userToken(api, key: send, user: "005A")
+        let ios = "beef" + String(repeating: "4", count: 60)
+        let spare = "beef" + String(repeating: "5", count: 60)
+        for token in [ios, spare] {
+            let put = try await api.call(
+                "PUT", "/v1/devices", token: user, json: #"{"platform":"ios","token":"\#(token)"}"#)
+            #expect(put.status == 200, "\(put.text)")
+        }
+        let android = try await api.call(
+            "PUT", "/v1/devices", token: user, json: #"{"platform":"android","token":"fcm-acl-1"}"#)
+        #expect(android.status == 200)
+        #expect(try await api.call("DELETE", "/v1/devices/ios/\(spare)", token: user).status == 204)
+        #expect(try await api.call("GET", "/v1/users/005A/devices", token: admin).status == 200)
+
+        // A job, a custom notification action and a Connect push: the campaign the worker sends.
+        let job = #"{"app":"app1","recipients":["005A"],"notification":{"title":"Hi","body":"there"}}"#
+        let posted = try await api.call(
+            "POST", "/v1/jobs", token: send, json: job, headers: ["Idempotency-Key": "acl-1"])
+        #expect(posted.status == 202, "\(posted.text)")
+        let action = try await api.call(
+            "POST", "\(Self.v)/actions/standard/customNotificationAction", token: send,
+            json: #"""
+                {"inputs":[{"customNotifTypeId":"0MLxx1","recipientIds":["005A"],"title":"Deal won",
+                "body":"Acme, 1M","targetId":"006xx000001"}]}
+                """#)
+        #expect(action.status == 200, "\(action.text)")
+        let push = try await api.call(
+            "POST", "\(Self.v)/connect/notifications/push", token: send,
+            json: #"{"appName":"app1","userIds":["005A"],"payload":"{'aps':{'alert':'Hello'}}"}"#)
+        #expect(push.status == 202, "\(push.text)")
+
+        var local = w.local
+        local.redisURL = Self.url(w, user: "volley-worker", password: "worker-test-password")
+        local.worker = ["blockMs": "100"]
+        local.quotaIOS = 1_000
+        let workerConfig = w.dir.appendingPathComponent("worker-acl.yaml").path
+        try local.write(to: workerConfig)
+        let worker = try WorkerProcess(config: workerConfig, consumer: "acl-w", logDirectory: w.dir)
+        defer { if worker.isRunning { worker.kill9() } }
+
+        var state = ""
+        let until = Date().addingTimeInterval(60)
+        while Date() < until, state != "done" {
+            state = try await api.call("GET", "/v1/jobs/acl-1", token: send).json["state"] as? String ?? ""
+            if state != "done" { try await Task.sleep(for: .milliseconds(50)) }
+        }
+        #expect(state == "done", "\(worker.log.suffix(2000))")
+        try await waitUntil("4 APNs sends accepted: \(worker.log.suffix(1500))", timeout: .seconds(60)) {
+            w.mock.stats().acceptedAPNs >= 3
+        }
+        #expect(try await api.call("GET", "/v1/jobs/acl-1/events", token: send).status == 200)
+        #expect(try await api.call("GET", "/v1/quota", token: admin).status == 200)
+        // The inbox, through the Salesforce-compatible routes.
+        var listed: [[String: Any]] = []
+        let listUntil = Date().addingTimeInterval(30)
+        while Date() < listUntil, listed.isEmpty {
+            let list = try await api.call("GET", "\(Self.v)/connect/notifications?size=10", token: user)
+            #expect(list.status == 200, "\(list.text) \((try? Self.aclLog(w)) ?? [])")
+            if list.status != 200 { break }
+            listed = list.json["notifications"] as? [[String: Any]] ?? []
+            if listed.isEmpty { try await Task.sleep(for: .milliseconds(50)) }
+        }
+        let id = try #require(listed.first?["id"] as? String, "\((try? Self.aclLog(w)) ?? [])")
+        #expect(try await api.call("GET", "\(Self.v)/connect/notifications/status", token: user).status == 200)
+        let marked = try await api.call(
+            "PATCH", "\(Self.v)/connect/notifications/\(id)", token: user, json: #"{"read":"true"}"#)
+        #expect(marked.status == 200, "\(marked.text)")
+        #expect(try await api.call("DELETE", "/v1/types/0MLxx1", token: admin).status == 204)
+        #expect(try await api.call("GET", "/readyz").status == 200)
+
+        #expect(try Self.aclLog(w) == [])
+        #expect(!worker.log.contains("NOPERM"), "\(worker.log.suffix(2000))")
+        await api.stop()
+    }
+
+    @Test func aRefusedCommandIsAConfigurationErrorNotARetry() async throws {
+        let (w, dir) = try Self.world()
+        defer {
+            w.stop()
+            try? FileManager.default.removeItem(at: dir)
+        }
+        let api = try await RunningAPI(configFile: try Self.apiConfig(w))
+        let admin = try APIServerTests.key(w, org: "orgA", role: .admin)
+        #expect(try await api.call("GET", "/readyz").status == 200)
+        let type = try await api.call("PUT", "/v1/types/0MLxx2", token: admin, json: #"{"name":"Deal lost"}"#)
+        #expect(type.status == 200, "\(type.text)")
+        // The operator takes a command away from the API's user: removing a type needs it.
+        try w.redis.client(name: "operator").checked(["ACL", "SETUSER", "volley-api", "-hdel"])
+        let put = try await api.call("DELETE", "/v1/types/0MLxx2", token: admin)
+        #expect(put.status == 500, "\(put.text)")
+        #expect(put.headers["retry-after"] == nil)
+        let detail = put.json["detail"] as? String ?? put.text
+        #expect(
+            detail.contains("NOPERM") && detail.contains("HDEL") && detail.contains("volley:types:{orgA}"), "\(detail)")
+        #expect(detail.contains("lacks this permission"))
+        let ready = try await api.call("GET", "/readyz")
+        #expect(ready.status == 503)
+        #expect(ready.text.contains("HDEL"), "\(ready.text)")
+        await api.stop()
+    }
+}
