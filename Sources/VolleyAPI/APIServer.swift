@@ -123,19 +123,19 @@ public final class APIServer: Sendable {
     /// The application: HTTP/1.1 with keep-alive on `api.host`:`api.port`, over TLS when `api.tls` is set.
     ///
     /// A connection must send a whole request head within `api.headerTimeoutSeconds` and is closed after
-    /// `api.idleTimeoutSeconds` without a request; beyond `api.maxConnections` open connections a new one is answered
-    /// 503 and closed. Without a configured cap, the default is taken from the process's file limit.
+    /// `api.idleTimeoutSeconds` without a request; beyond `api.maxConnections` open connections a new one takes the
+    /// place of the longest-silent connection, or is answered 503 and closed when every connection is in use. Without a configured cap, the default is taken from the process's file limit.
     public func application(onListening: @escaping @Sendable (Int) async -> Void = { _ in }) -> some ApplicationProtocol
     {
-        let headerTimeout = TimeAmount.fromSeconds(configuration.headerTimeoutSeconds)
-        let http = HTTP1Channel.Configuration(
-            additionalChannelHandlers: [RequestHeadTimeoutHandler(timeout: headerTimeout)],
-            idleTimeout: .fromSeconds(configuration.idleTimeoutSeconds))
         let cap =
             configuration.maxConnections
             ?? ((try? ConnectionLimits.cap(configured: nil, fileLimit: ConnectionLimits.fileLimit()))
                 ?? ConnectionLimits.defaultMaximum)
         let connections = ConnectionCount(cap: cap)
+        let headerTimeout = TimeAmount.fromSeconds(configuration.headerTimeoutSeconds)
+        let http = HTTP1Channel.Configuration(
+            additionalChannelHandlers: [RequestHeadTimeoutHandler(timeout: headerTimeout, connections: connections)],
+            idleTimeout: .fromSeconds(configuration.idleTimeoutSeconds))
         let builder =
             configuration.tls?.serverBuilder(http: http, connections: connections)
             ?? HTTPServerBuilder { responder in

@@ -51,24 +51,75 @@ public enum ConnectionLimits {
     }
 }
 
-/// The API's open connections, counted across event loops.
+/// The API's open connections, counted across event loops, and which of them have not sent a request yet.
+///
+/// At the cap a new connection makes room by closing the connection that has waited longest without sending a
+/// request head (as nginx reuses idle connections when it runs out): a flood of silent connections then costs
+/// the clients that send requests nothing, and each silent one lasts at most the header timeout anyway. Only when
+/// every connection has sent a request is the new one refused.
 final class ConnectionCount: Sendable {
     let cap: Int
-    private let open = Atomic<Int>(0)
+    private let state = Mutex(State())
+
+    private struct State: ~Copyable {
+        var open = 0
+        /// Connections without a request head yet, by identity.
+        var silent: [ObjectIdentifier: any Channel] = [:]
+        /// `silent`'s keys, oldest first; keys of connections that have since spoken or closed are skipped.
+        var order = CircularBuffer<ObjectIdentifier>()
+    }
 
     init(cap: Int) { self.cap = cap }
 
-    /// Counts a new connection; false when it would exceed the cap (it is counted all the same, until it closes).
-    func opened() -> Bool { open.wrappingAdd(1, ordering: .relaxed).newValue <= cap }
+    /// What to do with a new connection.
+    enum Admission {
+        case admitted
+        /// Admitted in place of this silent connection, which the caller closes.
+        case admittedClosing(any Channel)
+        /// Over the cap with every connection in use.
+        case refused
+    }
 
-    func closed() { open.wrappingSubtract(1, ordering: .relaxed) }
+    /// Counts a new connection (until it closes, whatever the answer) and decides whether it is served.
+    func opened(_ channel: any Channel) -> Admission {
+        state.withLock { s in
+            s.open += 1
+            var evicted: (any Channel)?
+            if s.open > cap {
+                while evicted == nil, let id = s.order.popFirst() { evicted = s.silent.removeValue(forKey: id) }
+                guard evicted != nil else { return .refused }
+            }
+            let id = ObjectIdentifier(channel)
+            s.silent[id] = channel
+            s.order.append(id)
+            // Keys of connections that spoke are left in `order`; drop them once they outnumber the silent ones.
+            if s.order.count > 2 * s.silent.count + 64 {
+                let live = s.order.filter { s.silent[$0] != nil }
+                s.order = CircularBuffer(live)
+            }
+            return evicted.map { .admittedClosing($0) } ?? .admitted
+        }
+    }
 
-    var current: Int { open.load(ordering: .relaxed) }
+    /// The connection sent a whole request head: it is in use, and no longer closed to make room.
+    func spoke(_ channel: any Channel) {
+        _ = state.withLock { $0.silent.removeValue(forKey: ObjectIdentifier(channel)) }
+    }
+
+    func closed(_ channel: any Channel) {
+        state.withLock { s in
+            s.open -= 1
+            s.silent.removeValue(forKey: ObjectIdentifier(channel))
+        }
+    }
+
+    var current: Int { state.withLock { $0.open } }
 }
 
-/// Wraps the API's child channel (HTTP/1.1, or TLS then HTTP/1.1) with the connection cap: a connection beyond
-/// `api.maxConnections` is answered 503 and closed at once, without a pipeline or a task, so the accept loop keeps
-/// taking and shedding connections instead of letting them queue in the kernel's backlog.
+/// Wraps the API's child channel (HTTP/1.1, or TLS then HTTP/1.1) with the connection cap. Beyond
+/// `api.maxConnections` a new connection takes the place of the longest-silent one; when none is silent it is
+/// answered 503 and closed at once, without a pipeline or a task, so the accept loop keeps taking and shedding
+/// connections instead of letting them queue in the kernel's backlog.
 struct CappedChildChannel<Base: ServerChildChannel>: ServerChildChannel {
     struct Value: ServerChildChannelValue {
         let channel: any Channel
@@ -86,13 +137,18 @@ struct CappedChildChannel<Base: ServerChildChannel>: ServerChildChannel {
     }
 
     func setup(channel: any Channel, logger: Logger) -> EventLoopFuture<Value> {
-        let admitted = count.opened()
+        let admission = count.opened(channel)
         let count = self.count
-        channel.closeFuture.whenComplete { _ in count.closed() }
-        guard admitted else {
+        channel.closeFuture.whenComplete { _ in count.closed(channel) }
+        switch admission {
+        case .refused:
             let buffer = channel.allocator.buffer(string: Self.refusal)
             channel.writeAndFlush(buffer).whenComplete { _ in channel.close(promise: nil) }
             return channel.eventLoop.makeSucceededFuture(Value(channel: channel, served: nil))
+        case .admittedClosing(let silent):
+            silent.close(promise: nil)
+        case .admitted:
+            break
         }
         return base.setup(channel: channel, logger: logger).map { Value(channel: channel, served: $0) }
     }
@@ -104,7 +160,8 @@ struct CappedChildChannel<Base: ServerChildChannel>: ServerChildChannel {
 }
 
 /// Closes a connection that has not delivered a whole request head within `api.headerTimeoutSeconds` of opening
-/// (a client that connects and says nothing, sends half a header, or stalls in the TLS handshake).
+/// (a client that connects and says nothing, sends half a header, or stalls in the TLS handshake), and tells the
+/// connection count when the head arrives.
 ///
 /// It sits after the HTTP/1.1 decoder, so its first read is a complete request head: the deadline is then cancelled
 /// and the handler leaves the pipeline. Between later requests on a keep-alive connection the idle timeout
@@ -115,10 +172,14 @@ final class RequestHeadTimeoutHandler: ChannelInboundHandler, RemovableChannelHa
     typealias InboundOut = Any
 
     private let timeout: TimeAmount
+    private let connections: ConnectionCount?
     private var deadline: Scheduled<Void>?
     private var headSeen = false
 
-    init(timeout: TimeAmount) { self.timeout = timeout }
+    init(timeout: TimeAmount, connections: ConnectionCount? = nil) {
+        self.timeout = timeout
+        self.connections = connections
+    }
 
     func handlerAdded(context: ChannelHandlerContext) {
         if context.channel.isActive { arm(context) }
@@ -139,6 +200,7 @@ final class RequestHeadTimeoutHandler: ChannelInboundHandler, RemovableChannelHa
             headSeen = true
             deadline?.cancel()
             deadline = nil
+            connections?.spoke(context.channel)
             context.fireChannelRead(data)
             context.pipeline.syncOperations.removeHandler(context: context, promise: nil)
             return

@@ -109,8 +109,8 @@ final class RawConnection {
     struct Failure: Error { let message: String }
 }
 
-/// Hostile clients and bad input against a real `volley api` on real Redis: silent connections are closed, a
-/// connection over the cap is refused with 503, both `/livez` answer meanwhile; what every worker would refuse is a
+/// Hostile clients and bad input against a real `volley api` on real Redis: silent connections are closed and make
+/// room for clients that speak, a connection over a cap of busy ones is refused with 503, both `/livez` answer; what every worker would refuse is a
 /// 400 naming the field that writes nothing and leaves the Idempotency-Key unused; `/readyz` has a deadline.
 @Suite(.serialized, .tags(.integration)) struct APIHoldsGroundTests {
     /// `GET /livez` on its own connection (so no client pool holds a connection slot); the status, 0 when the API
@@ -131,7 +131,7 @@ final class RawConnection {
         return (response as? HTTPURLResponse)?.statusCode ?? 0
     }
 
-    @Test func silentConnectionsAreClosedAndConnectionsOverTheCapAreRefused() async throws {
+    @Test func silentConnectionsAreClosedAndConnectionsOverACapOfBusyOnesAreRefused() async throws {
         let w = try MockWorld()
         defer { w.stop() }
         var l = w.local
@@ -158,19 +158,36 @@ final class RawConnection {
         let operations = try #require(api.operationsPort)
         #expect(try await Self.livez(port: port) == 200)
 
-        // 19 silent connections and one that stops in the middle of its header: the cap's 20.
-        var held = try (0..<19).map { _ in try RawConnection(port: port) }
-        let halfHeader = try RawConnection(port: port)
-        halfHeader.send("GET /livez HTTP/1.1\r\nHost: volley\r\n")
-        held.append(halfHeader)
-        // Beyond the cap: answered 503 and closed at once.
+        // 20 keep-alive connections that have each had an answer: in use, the cap's 20.
+        var busy: [RawConnection] = []
+        for _ in 0..<20 {
+            let c = try RawConnection(port: port)
+            c.send("GET /livez HTTP/1.1\r\nHost: volley\r\n\r\n")
+            busy.append(c)
+        }
+        try await waitUntil("every busy connection to have its answer", timeout: .seconds(30)) {
+            busy.allSatisfy { _ = $0.poll(); return $0.text.hasPrefix("HTTP/1.1 200 ") }
+        }
+        // Beyond the cap with no silent connection to close: answered 503 and closed at once.
         let over = try (0..<5).map { _ in try RawConnection(port: port) }
         try await waitUntil("the connections over the cap to be refused", timeout: .seconds(30)) {
             over.allSatisfy { $0.poll() }
         }
         for c in over { #expect(c.text.hasPrefix("HTTP/1.1 503 "), "\(c.text)") }
+        #expect(busy.allSatisfy { !$0.poll() }, "a connection in use was closed to make room")
         // The operations endpoint is its own listener: it answers while the API is full.
         #expect(await Self.operationsLivez(port: operations) == 200)
+        busy.removeAll()
+
+        // 19 silent connections and one that stops in the middle of its header: the cap's 20, once the API has
+        // counted the busy ones closed.
+        try await waitUntil("the API to answer /livez after the busy connections closed", timeout: .seconds(30)) {
+            (try? await Self.livez(port: port)) == 200
+        }
+        var held = try (0..<19).map { _ in try RawConnection(port: port) }
+        let halfHeader = try RawConnection(port: port)
+        halfHeader.send("GET /livez HTTP/1.1\r\nHost: volley\r\n")
+        held.append(halfHeader)
         // Silent and half-sent connections are closed by the header timeout, long before the idle timeout.
         try await waitUntil("the silent connections to be closed", timeout: .seconds(60)) {
             held.allSatisfy { $0.poll() }
@@ -180,6 +197,50 @@ final class RawConnection {
             (try? await Self.livez(port: port)) == 200
         }
         #expect(await Self.operationsLivez(port: operations) == 200)
+    }
+
+    @Test func aConnectionBeyondTheCapTakesTheLongestSilentOnesPlace() async throws {
+        let w = try MockWorld()
+        defer { w.stop() }
+        // The header timeout is far above the test's waits: a silent connection closed here made room.
+        let yaml =
+            w.local.yaml + """
+                api:
+                  host: 127.0.0.1
+                  port: 0
+                  drainSeconds: 0
+                  headerTimeoutSeconds: 300
+                  maxConnections: 20
+
+                """
+        let config = w.dir.appendingPathComponent("api-room.yaml").path
+        try yaml.write(toFile: config, atomically: true, encoding: .utf8)
+        let api = try APIProcess(config: config, logDirectory: w.dir)
+        defer { api.stop() }
+        try await waitUntil("both listeners in the log", timeout: .seconds(60)) { api.apiPort != nil }
+        let port = try #require(api.apiPort, "\(api.log.suffix(2000))")
+        let held = try (0..<20).map { _ in try RawConnection(port: port) }
+        // A client that speaks is served at the cap: the longest-silent connection is closed for it, unanswered.
+        // It keeps its connection (keep-alive), so the count stays at the cap.
+        let speaker = try RawConnection(port: port)
+        speaker.send("GET /livez HTTP/1.1\r\nHost: volley\r\n\r\n")
+        try await waitUntil("an answer to the client that spoke", timeout: .seconds(30)) {
+            _ = speaker.poll()
+            return speaker.text.contains("\r\n\r\n")
+        }
+        #expect(speaker.text.hasPrefix("HTTP/1.1 200 "), "\(speaker.text)")
+        try await waitUntil("the longest-silent connection to be closed to make room", timeout: .seconds(30)) {
+            held[0].poll()
+        }
+        #expect(held[0].received.isEmpty)
+        // Five more silent connections close the next five, oldest first; the rest stay.
+        let newer = try (0..<5).map { _ in try RawConnection(port: port) }
+        try await waitUntil("five more to be closed to make room", timeout: .seconds(30)) {
+            held[1...5].allSatisfy { $0.poll() }
+        }
+        #expect(held[6...].allSatisfy { !$0.poll() })
+        #expect(newer.allSatisfy { !$0.poll() })
+        #expect(!speaker.poll(), "a connection that spoke was closed to make room")
     }
 
     // MARK: - What every worker would refuse
