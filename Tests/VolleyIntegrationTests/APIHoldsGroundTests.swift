@@ -166,7 +166,10 @@ final class RawConnection {
             busy.append(c)
         }
         try await waitUntil("every busy connection to have its answer", timeout: .seconds(30)) {
-            busy.allSatisfy { _ = $0.poll(); return $0.text.hasPrefix("HTTP/1.1 200 ") }
+            busy.allSatisfy {
+                _ = $0.poll()
+                return $0.text.hasPrefix("HTTP/1.1 200 ")
+            }
         }
         // Beyond the cap with no silent connection to close: answered 503 and closed at once.
         let over = try (0..<5).map { _ in try RawConnection(port: port) }
