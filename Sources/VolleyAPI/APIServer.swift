@@ -124,7 +124,8 @@ public final class APIServer: Sendable {
     ///
     /// A connection must send a whole request head within `api.headerTimeoutSeconds` and is closed after
     /// `api.idleTimeoutSeconds` without a request; beyond `api.maxConnections` open connections a new one takes the
-    /// place of the longest-silent connection, or is answered 503 and closed when every connection is in use. Without a configured cap, the default is taken from the process's file limit.
+    /// place of the longest-silent connection, or is answered 503 and closed when every connection is in use.
+    /// Without a configured cap, the default is taken from the process's file limit.
     public func application(onListening: @escaping @Sendable (Int) async -> Void = { _ in }) -> some ApplicationProtocol
     {
         let cap =

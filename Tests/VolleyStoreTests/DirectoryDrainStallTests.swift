@@ -95,7 +95,7 @@ private final class DrainBox: @unchecked Sendable {
         // The next step is written while Redis is stopped: Redis runs it when it resumes, after the client gave up
         // waiting and sent it again on a new connection. A bare SPOP would pop two batches and lose one.
         fx.pause()
-        async let stalled = blocking { try box.batches.next(max: 10) }
+        async let stalled = onOwnThread { try box.batches.next(max: 10) }
         try await actWhen("the drain step timed out") {
             log.contains("redis connection lost")
         } then: {

@@ -58,6 +58,14 @@ public func blocking<T: Sendable>(_ body: @escaping @Sendable () throws -> T) as
     }
 }
 
+/// Runs `body` on a thread of its own and waits for it: for a call that blocks for as long as a fault lasts (a
+/// command to a stopped Redis), which must start at once however many blocking waits hold the Dispatch pool.
+public func onOwnThread<T: Sendable>(_ body: @escaping @Sendable () throws -> T) async throws -> T {
+    try await withCheckedThrowingContinuation { continuation in
+        Thread { continuation.resume(with: Result { try body() }) }.start()
+    }
+}
+
 /// Polls `condition` on a Dispatch thread every `interval` and runs `action` there the moment it holds, for tests
 /// that must act mid-way through something fast (kill a worker, restart Redis, throttle the mock): the action comes
 /// on time however busy the cooperative pool is. Throws `WaitTimedOut` naming `what` when `timeout` passes first.
