@@ -18,6 +18,8 @@ import VolleyCore
 ///                                              TTL = end of the UTC hour + grace
 /// volley:quota:{O}:job:<job>             HASH  <delivery>|<platform>|<hour index> → charges not yet recorded
 ///                                              (a redelivery adopts other deliveries' fields); TTL as the hour's
+/// volley:quota:{O}:job:<job>:last:<d>    STRING "<n> <granted> <pending> <limit>": delivery d's last charge, n its
+///                                              number, answered again to a repeated charge; TTL as the hour's
 /// volley:inbox:{O}:n:<nid>               HASH  notification content (type, title, body, target, targetPageRef,
 ///                                              created)
 /// volley:inbox:{O}:u:<user>:all          ZSET  nid → created ms (retention: newest maxCount, none older than maxAge)
@@ -47,6 +49,10 @@ public struct RecipientKeys: Sendable {
         "volley:quota:\(tag):\(platform.rawValue):\(hour.label)"
     }
     public func quotaCharges(_ job: JobID) -> String { "volley:quota:\(tag):job:\(job.rawValue)" }
+    /// One delivery's last quota charge (its number and answer), to answer a charge sent again the same.
+    public func quotaLastCharge(_ job: JobID, delivery: String) -> String {
+        "volley:quota:\(tag):job:\(job.rawValue):last:\(delivery)"
+    }
 
     public func inboxContent(_ nid: String) -> String { "volley:inbox:\(tag):n:\(nid)" }
     public var inboxUserPrefix: String { "volley:inbox:\(tag):u:" }

@@ -5,10 +5,20 @@ import VolleyRedis
 enum RecipientScripts {
     /// Quota grant: grant up to what is left of the hour (partial grants allowed), charging both `used` and
     /// `pending`. KEYS[1] hour hash, KEYS[2] per-org limit overrides hash, KEYS[3] (optional) the job's unsettled
-    /// charges hash. ARGV[1] platform ("ios"/"android"), ARGV[2] default limit, ARGV[3] wanted, ARGV[4] ttl seconds,
-    /// ARGV[5] (with KEYS[3]) the field of this delivery, platform and hour. Returns {granted, pending after, limit}.
+    /// charges hash, KEYS[4] (with KEYS[3]) this delivery's last charge. ARGV[1] platform ("ios"/"android"),
+    /// ARGV[2] default limit, ARGV[3] wanted, ARGV[4] ttl seconds, ARGV[5] (with KEYS[3]) the field of this
+    /// delivery, platform and hour, ARGV[6] (with KEYS[4]) the charge's number in its delivery. Returns {granted,
+    /// pending after, limit}. A delivery's charges are numbered: the same number again (the client sent the call
+    /// again after a timeout, and Redis ran both) answers what the first one granted and charges nothing.
     static let quotaCharge = RedisScript(
         """
+        if KEYS[4] then
+          local last = redis.call('GET', KEYS[4])
+          if last then
+            local n, g, p, l = string.match(last, '^(%d+) (%d+) (%-?%d+) (%d+)$')
+            if n == ARGV[6] then return {tonumber(g), tonumber(p), tonumber(l)} end
+          end
+        end
         local limit = tonumber(redis.call('HGET', KEYS[2], ARGV[1]) or ARGV[2])
         local want = tonumber(ARGV[3])
         local used = tonumber(redis.call('HGET', KEYS[1], 'used') or '0')
@@ -25,6 +35,9 @@ enum RecipientScripts {
             redis.call('HINCRBY', KEYS[3], ARGV[5], grant)
             redis.call('EXPIRE', KEYS[3], ARGV[4])
           end
+        end
+        if KEYS[4] then
+          redis.call('SET', KEYS[4], ARGV[6] .. ' ' .. grant .. ' ' .. pending .. ' ' .. limit, 'EX', ARGV[4])
         end
         return {grant, pending, limit}
         """)

@@ -6,9 +6,12 @@ import VolleyCore
 /// group below lists the declared keys first and then an example of every derived key.
 enum RedisKeyGroups {
     /// `RecipientScripts.quotaCharge`: the hour's counters, the org's limits and (optional) the job's charges.
-    static func quotaCharge(org: OrgID, platform: Platform, hour: QuotaHour, job: JobID?) -> [String] {
+    static func quotaCharge(
+        org: OrgID, platform: Platform, hour: QuotaHour, job: JobID?, delivery: String = ""
+    ) -> [String] {
         let k = RecipientKeys(org: org)
-        return [k.quota(platform, hour), k.quotaLimits] + (job.map { [k.quotaCharges($0)] } ?? [])
+        return [k.quota(platform, hour), k.quotaLimits]
+            + (job.map { [k.quotaCharges($0), k.quotaLastCharge($0, delivery: delivery)] } ?? [])
     }
 
     /// `RecipientScripts.quotaSettle`.

@@ -76,9 +76,12 @@ public final class RedisQuotaStore: HourlyQuota, @unchecked Sendable {
         }
     }
 
-    /// One charge script call. `job`: the job's charges hash and this delivery's field prefix.
-    func charge(org: OrgID, platform: Platform, count: Int, job: (key: String, delivery: String)?) throws -> QuotaGrant
-    {
+    /// One charge script call. `job`: the job's charges hash, this delivery's field prefix and last-charge key, and
+    /// the charge's number in the delivery (a call sent again with the same number is charged once).
+    func charge(
+        org: OrgID, platform: Platform, count: Int,
+        job: (key: String, delivery: String, lastCharge: String, number: Int)?
+    ) throws -> QuotaGrant {
         let now = clock.now()
         let hour = QuotaHour(containing: now)
         let limit = configuredLimit(org: org, platform: platform)
@@ -88,8 +91,8 @@ public final class RedisQuotaStore: HourlyQuota, @unchecked Sendable {
             platform.rawValue, String(limit), String(count), String(hour.ttlSeconds(at: now, grace: graceSeconds)),
         ]
         if let job {
-            keys.append(job.key)
-            args.append(Self.chargeField(delivery: job.delivery, platform: platform, hour: hour))
+            keys += [job.key, job.lastCharge]
+            args += [Self.chargeField(delivery: job.delivery, platform: platform, hour: hour), String(job.number)]
         }
         let reply = try redis.with { try $0.eval(RecipientScripts.quotaCharge, keys: keys, args: args) }
         try reply.throwIfError("quota charge")
@@ -182,6 +185,10 @@ final class RedisQuotaAccount: QuotaAccount {
     let org: OrgID
     let jobID: JobID
     let job: (key: String, delivery: String)
+    /// This delivery's last-charge key, and how many charges it has sent (each numbered, so a charge Redis runs twice
+    /// after a stall counts once).
+    let lastCharge: String
+    private var charges = 0
     /// Charges not yet settled, per platform.
     private var outstanding: [Platform: OutstandingCharges] = [:]
     /// Adopted charges not yet handed to a send: the next charges of the platform take these first, free.
@@ -192,6 +199,7 @@ final class RedisQuotaAccount: QuotaAccount {
         self.org = org
         jobID = job
         self.job = (RecipientKeys(org: org).quotaCharges(job), delivery)
+        lastCharge = RecipientKeys(org: org).quotaLastCharge(job, delivery: delivery)
     }
 
     func adoptEarlierCharges() throws {
@@ -209,7 +217,10 @@ final class RedisQuotaAccount: QuotaAccount {
                 granted: free, denied: 0, pending: 0, hour: QuotaHour(containing: store.clock.now()),
                 limit: store.configuredLimit(org: org, platform: platform))
         }
-        var grant = try store.charge(org: org, platform: platform, count: count - free, job: job)
+        charges += 1
+        var grant = try store.charge(
+            org: org, platform: platform, count: count - free,
+            job: (job.key, job.delivery, lastCharge, charges))
         outstanding[platform, default: .init()].add(grant.granted, hour: grant.hour)
         grant.granted += free
         grant.denied = count - grant.granted

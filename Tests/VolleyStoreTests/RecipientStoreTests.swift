@@ -305,3 +305,30 @@ final class LockedCounter: @unchecked Sendable {
     let fourth = try q.account(org: "o", job: "other", delivery: "B#2", adoptingEarlierCharges: false)
     #expect(try fourth.charge(platform: .ios, count: 1).granted == 0)
 }
+
+/// A charge Redis runs twice (the client sent it again after a command timeout while Redis stalled, and the stalled
+/// server ran the first copy too) counts once: the same charge number answers the first grant and charges nothing.
+@Test(.tags(.integration)) func aChargeSentAgainIsChargedOnce() throws {
+    let fx = try RedisServerFixture()
+    defer { fx.stop() }
+    let clock = ManualClock(Date(timeIntervalSince1970: 1_795_320_000))
+    let q = RedisQuotaStore(client: fx.client(), defaults: QuotaLimits(ios: 10, android: 10), clock: clock)
+    let keys = RecipientKeys(org: "o")
+    let job = (key: keys.quotaCharges("job"), delivery: "A#1", lastCharge: keys.quotaLastCharge("job", delivery: "A#1"))
+    func used() throws -> Int? { try q.usage(org: "o").first { $0.platform == .ios }?.used }
+
+    let first = try q.charge(org: "o", platform: .ios, count: 6, job: (job.key, job.delivery, job.lastCharge, 1))
+    let again = try q.charge(org: "o", platform: .ios, count: 6, job: (job.key, job.delivery, job.lastCharge, 1))
+    #expect(first.granted == 6 && again.granted == 6 && again.pending == first.pending)
+    #expect(try used() == 6, "the repeated charge was counted")
+    // The next charge of the delivery is a new one: granted from what is left.
+    let next = try q.charge(org: "o", platform: .ios, count: 6, job: (job.key, job.delivery, job.lastCharge, 2))
+    #expect(next.granted == 4)
+    #expect(try used() == 10)
+    // Through the account: each call is a new charge.
+    let account = try q.account(org: "o", job: "job2", delivery: "B#1", adoptingEarlierCharges: false)
+    clock.advance(by: 3600)
+    #expect(try account.charge(platform: .ios, count: 3).granted == 3)
+    #expect(try account.charge(platform: .ios, count: 3).granted == 3)
+    #expect(try used() == 6)
+}
