@@ -176,7 +176,10 @@ public final class BenchRedisCluster: @unchecked Sendable {
         }
     }
 
-    /// Every node says `cluster_state:ok` and serves a map covering all 16,384 slots.
+    /// Every node says `cluster_state:ok` and serves a map covering all 16,384 slots, and every replica has finished
+    /// its first sync (`master_link_status:up`): a replica that never synced refuses to take over from a failed
+    /// primary ("Disconnected from master for longer than allowed"), and the first sync waits for
+    /// `repl-diskless-sync-delay` (5 s), longer than a fast run takes to reach its fault.
     private func waitUntilReady(timeout: Double) throws {
         let until = benchNow() + timeout
         var why = "no answer"
@@ -195,6 +198,11 @@ public final class BenchRedisCluster: @unchecked Sendable {
                 }
                 if covered != RedisClusterSlot.count {
                     why = "node \(port) maps \(covered) slots"
+                    break
+                }
+                let replication = (try? Self.command(port, ["INFO", "replication"]).string) ?? ""
+                if replication.contains("role:slave"), !replication.contains("master_link_status:up") {
+                    why = "replica \(port) has not finished its first sync"
                     break
                 }
             }
