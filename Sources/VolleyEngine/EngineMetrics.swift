@@ -15,11 +15,15 @@ public final class EngineMetrics: @unchecked Sendable {
     public static let recipientOutcomes = ["no_devices", "unknown_recipient", "not_enabled"]
     /// `volley_jobs_total{result}`.
     public static let jobResults = ["completed", "sharded", "duplicate", "dead_lettered", "abandoned"]
-    /// `volley_notification_failures_total{reason}` of each provider: its documented reasons, then `other`.
+    /// `volley_notification_failures_total{reason}` of each provider: its documented reasons, the transport's two
+    /// ways of ending a send without an answer, then `other`.
     public static let failureReasons: [PushProvider: [String]] = [
-        .apns: OutcomeTable.apnsReasons.map(\.reason) + ["other"],
-        .fcm: OutcomeTable.fcmReasons.map(\.reason) + ["other"],
+        .apns: OutcomeTable.apnsReasons.map(\.reason) + transportReasons + ["other"],
+        .fcm: OutcomeTable.fcmReasons.map(\.reason) + transportReasons + ["other"],
     ]
+    /// A send that never reached the provider within `worker.providerOutageSeconds`, and one written and never
+    /// answered (not resent): what an alert on a provider outage looks at.
+    public static let transportReasons = ["transport:provider-unreachable", "transport:written-unanswered"]
     public static let deadLetterReasons: [JobRejection.Reason] = [
         .invalidJSON, .invalidJob, .unknownApp, .tooManyRecipients, .noTargets, .invalidNotification,
         .tooManyDeliveries,
@@ -128,8 +132,8 @@ public final class EngineMetrics: @unchecked Sendable {
         let known = provider == .apns ? apnsReasonSet : fcmReasonSet
         return known.contains(reason.rawValue) ? reason.rawValue : "other"
     }
-    private static let apnsReasonSet = Set(OutcomeTable.apnsReasons.map(\.reason))
-    private static let fcmReasonSet = Set(OutcomeTable.fcmReasons.map(\.reason))
+    private static let apnsReasonSet = Set(OutcomeTable.apnsReasons.map(\.reason) + transportReasons)
+    private static let fcmReasonSet = Set(OutcomeTable.fcmReasons.map(\.reason) + transportReasons)
 
     /// Counts a recorded batch. `counts[platform.index]` per outcome is added in one increment each.
     func recorded(_ tally: BatchTally, app: AppName) {

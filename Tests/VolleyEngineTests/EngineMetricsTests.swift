@@ -31,6 +31,14 @@ import VolleyTestTags
         for reason in ["UNREGISTERED", "QUOTA_EXCEEDED", "other"] {
             _ = try m.expectCounter("volley_notification_failures_total", [("provider", "fcm"), ("reason", reason)])
         }
+        // A provider outage's two endings have series of their own, not `other`.
+        for provider in ["apns", "fcm"] {
+            for reason in ["transport:provider-unreachable", "transport:written-unanswered"] {
+                let c = try m.expectCounter(
+                    "volley_notification_failures_total", [("provider", provider), ("reason", reason)])
+                #expect(c.totalValue == 0)
+            }
+        }
         for result in EngineMetrics.jobResults { _ = try m.expectCounter("volley_jobs_total", [("result", result)]) }
         _ = try m.expectCounter("volley_dead_letters_total", [("reason", "too-many-deliveries")])
         #expect(try m.expectGauge("volley_draining").lastValue == 0)
