@@ -117,13 +117,9 @@ import VolleyTestTags
         let worker = try WorkerProcess(config: workerConfig, consumer: "acl-w", logDirectory: w.dir)
         defer { if worker.isRunning { worker.kill9() } }
 
-        var state = ""
-        let until = Date().addingTimeInterval(60)
-        while Date() < until, state != "done" {
-            state = try await api.call("GET", "/v1/jobs/acl-1", token: send).json["state"] as? String ?? ""
-            if state != "done" { try await Task.sleep(for: .milliseconds(50)) }
+        try await waitUntil("job acl-1 done: \(worker.log.suffix(2000))", timeout: .seconds(60)) {
+            try await api.call("GET", "/v1/jobs/acl-1", token: send).json["state"] as? String == "done"
         }
-        #expect(state == "done", "\(worker.log.suffix(2000))")
         try await waitUntil("4 APNs sends accepted: \(worker.log.suffix(1500))", timeout: .seconds(60)) {
             w.mock.stats().acceptedAPNs >= 3
         }
@@ -131,13 +127,11 @@ import VolleyTestTags
         #expect(try await api.call("GET", "/v1/quota", token: admin).status == 200)
         // The inbox, through the Salesforce-compatible routes.
         var listed: [[String: Any]] = []
-        let listUntil = Date().addingTimeInterval(30)
-        while Date() < listUntil, listed.isEmpty {
+        try await waitUntil("the user's inbox to list the notification", timeout: .seconds(30)) {
             let list = try await api.call("GET", "\(Self.v)/connect/notifications?size=10", token: user)
             #expect(list.status == 200, "\(list.text) \((try? Self.aclLog(w)) ?? [])")
-            if list.status != 200 { break }
             listed = list.json["notifications"] as? [[String: Any]] ?? []
-            if listed.isEmpty { try await Task.sleep(for: .milliseconds(50)) }
+            return list.status != 200 || !listed.isEmpty
         }
         let id = try #require(listed.first?["id"] as? String, "\((try? Self.aclLog(w)) ?? [])")
         #expect(try await api.call("GET", "\(Self.v)/connect/notifications/status", token: user).status == 200)
