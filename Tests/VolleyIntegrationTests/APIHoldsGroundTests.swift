@@ -132,29 +132,42 @@ final class RawConnection {
         return (response as? HTTPURLResponse)?.statusCode ?? 0
     }
 
-    @Test func silentConnectionsAreClosedAndConnectionsOverACapOfBusyOnesAreRefused() async throws {
-        let w = try MockWorld()
-        defer { w.stop() }
+    /// A `volley api` process on `w`'s Redis with these limits, once both its listeners are in its log.
+    static func api(
+        _ w: MockWorld, headerTimeoutSeconds: Double, idleTimeoutSeconds: Double, maxConnections: Int
+    ) async throws -> APIProcess {
         var l = w.local
         l.logLevel = "info"
-        // The idle timeout is far above the header timeout: a silent connection closed well before it was closed
-        // by the header timeout.
         let yaml =
             l.yaml + """
                 api:
                   host: 127.0.0.1
                   port: 0
                   drainSeconds: 0
-                  headerTimeoutSeconds: 2
-                  idleTimeoutSeconds: 120
-                  maxConnections: 20
+                  headerTimeoutSeconds: \(headerTimeoutSeconds)
+                  idleTimeoutSeconds: \(idleTimeoutSeconds)
+                  maxConnections: \(maxConnections)
 
                 """
-        let config = w.dir.appendingPathComponent("api-cap.yaml").path
+        let config = w.dir.appendingPathComponent("api-\(UUID().uuidString.prefix(6)).yaml").path
         try yaml.write(toFile: config, atomically: true, encoding: .utf8)
         let api = try APIProcess(config: config, logDirectory: w.dir)
+        do {
+            try await waitUntil("both listeners in the log", timeout: .seconds(60)) { api.apiPort != nil }
+        } catch {
+            api.stop()
+            throw error
+        }
+        return api
+    }
+
+    @Test func silentConnectionsAreClosedAndConnectionsOverACapOfBusyOnesAreRefused() async throws {
+        let w = try MockWorld()
+        defer { w.stop() }
+        // The idle timeout is far above the header timeout: a silent connection closed well before it was closed
+        // by the header timeout.
+        let api = try await Self.api(w, headerTimeoutSeconds: 2, idleTimeoutSeconds: 120, maxConnections: 20)
         defer { api.stop() }
-        try await waitUntil("both listeners in the log", timeout: .seconds(60)) { api.apiPort != nil }
         let port = try #require(api.apiPort, "\(api.log.suffix(2000))")
         let operations = try #require(api.operationsPort)
         #expect(try await Self.livez(port: port) == 200)
@@ -206,24 +219,9 @@ final class RawConnection {
     @Test func aConnectionBeyondTheCapTakesTheLongestSilentOnesPlace() async throws {
         let w = try MockWorld()
         defer { w.stop() }
-        var l = w.local
-        l.logLevel = "info"
         // The header timeout is far above the test's waits: a silent connection closed here made room.
-        let yaml =
-            l.yaml + """
-                api:
-                  host: 127.0.0.1
-                  port: 0
-                  drainSeconds: 0
-                  headerTimeoutSeconds: 300
-                  maxConnections: 20
-
-                """
-        let config = w.dir.appendingPathComponent("api-room.yaml").path
-        try yaml.write(toFile: config, atomically: true, encoding: .utf8)
-        let api = try APIProcess(config: config, logDirectory: w.dir)
+        let api = try await Self.api(w, headerTimeoutSeconds: 300, idleTimeoutSeconds: 60, maxConnections: 20)
         defer { api.stop() }
-        try await waitUntil("both listeners in the log", timeout: .seconds(60)) { api.apiPort != nil }
         let port = try #require(api.apiPort, "\(api.log.suffix(2000))")
         let held = try (0..<20).map { _ in try RawConnection(port: port) }
         // A client that speaks is served at the cap: the longest-silent connection is closed for it, unanswered.
