@@ -195,7 +195,10 @@ let package = Package(
         // Test helpers: start redis-server on a unix socket, start the mock on a free port.
         // In-memory stand-ins for the engine's seams (a sender, the storage backend) and for the API's stores
         // (credentials, jobs, devices, types, inbox, quota): no sockets and no Redis.
-        .target(name: "VolleyTestDoubles", dependencies: ["VolleyCore"], path: "Tests/VolleyTestDoubles"),
+        .target(
+            name: "VolleyTestDoubles",
+            dependencies: ["VolleyCore", .product(name: "Logging", package: "swift-log")],
+            path: "Tests/VolleyTestDoubles"),
         // The `unit` and `integration` tags every suite carries (`tools/test --unit` runs the first lane alone).
         .target(name: "VolleyTestTags", path: "Tests/VolleyTestTags"),
         .target(

@@ -6,29 +6,6 @@ import VolleyEngine
 import VolleyTestDoubles
 import VolleyTestTags
 
-/// Collects log lines (message and merged metadata) in memory.
-final class CapturedLog: @unchecked Sendable {
-    private let lock = NSLock()
-    private var _lines: [(message: String, metadata: Logger.Metadata)] = []
-    var lines: [(message: String, metadata: Logger.Metadata)] { lock.withLock { _lines } }
-    func append(_ message: String, _ metadata: Logger.Metadata) { lock.withLock { _lines.append((message, metadata)) } }
-
-    struct Handler: LogHandler {
-        let log: CapturedLog
-        var metadata: Logger.Metadata = [:]
-        var logLevel: Logger.Level = .trace
-        subscript(metadataKey key: String) -> Logger.Metadata.Value? {
-            get { metadata[key] }
-            set { metadata[key] = newValue }
-        }
-        func log(event: LogEvent) {
-            log.append("\(event.message)", metadata.merging(event.metadata ?? [:]) { $1 })
-        }
-    }
-
-    var logger: Logger { Logger(label: "test") { _ in Handler(log: self) } }
-}
-
 @Suite(.tags(.unit)) struct JobLogTests {
     @Test func jobLinesCarryJobEntryOrgAppAndFailuresAreCountedPerReason() async throws {
         let backend = InMemoryBackend()

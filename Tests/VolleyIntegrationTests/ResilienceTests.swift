@@ -101,7 +101,7 @@ import VolleyTestTags
         defer { h.redis.stop() }
         // 4,000 users in one group, one device each, resolved 100 users at a time.
         try h.register(users: 4_000, devicesPerUser: 1)
-        let log = ClientLog()
+        let log = CapturedLog()
         // Every client times out after 0.3 s: the stall outlasts it, as a 10.5 s stall outlasts the default 10 s, so
         // commands in flight when it begins are sent again once Redis answers.
         let options = RedisClient.Options(
@@ -151,25 +151,4 @@ import VolleyTestTags
         #expect(try h.ledger(job: "stall").count == 4_000)
         try await waitUntil("no pending stream entries") { (try? h.producer.pendingCount()) == 0 }
     }
-}
-
-/// What Redis clients logged, to act the moment one reports something.
-final class ClientLog: @unchecked Sendable {
-    private let lock = NSLock()
-    private var lines: [String] = []
-    func contains(_ text: String) -> Bool { lock.withLock { lines.contains { $0.contains(text) } } }
-    func append(_ line: String) { lock.withLock { lines.append(line) } }
-
-    struct Handler: LogHandler {
-        let log: ClientLog
-        var metadata: Logger.Metadata = [:]
-        var logLevel: Logger.Level = .trace
-        subscript(metadataKey key: String) -> Logger.Metadata.Value? {
-            get { metadata[key] }
-            set { metadata[key] = newValue }
-        }
-        func log(event: LogEvent) { log.append("\(event.message)") }
-    }
-
-    var logger: Logger { Logger(label: "test") { _ in Handler(log: self) } }
 }

@@ -9,27 +9,6 @@ import VolleyTestTags
 
 @testable import VolleyStore
 
-/// Log lines a client wrote, to act the moment it reports something.
-private final class LogLines: @unchecked Sendable {
-    private let lock = NSLock()
-    private var lines: [String] = []
-    func contains(_ text: String) -> Bool { lock.withLock { lines.contains { $0.contains(text) } } }
-    func append(_ line: String) { lock.withLock { lines.append(line) } }
-
-    struct Handler: LogHandler {
-        let lines: LogLines
-        var metadata: Logger.Metadata = [:]
-        var logLevel: Logger.Level = .trace
-        subscript(metadataKey key: String) -> Logger.Metadata.Value? {
-            get { metadata[key] }
-            set { metadata[key] = newValue }
-        }
-        func log(event: LogEvent) { lines.append("\(event.message)") }
-    }
-
-    var logger: Logger { Logger(label: "test") { _ in Handler(lines: self) } }
-}
-
 /// A drain on the test's thread while the test acts on Redis.
 private final class DrainBox: @unchecked Sendable {
     let batches: any UserBatches
@@ -81,7 +60,7 @@ private final class DrainBox: @unchecked Sendable {
         let fx = try RedisServerFixture()
         defer { fx.stop() }
         let users = try seed(RedisDirectory(client: fx.client()), users: 100)
-        let log = LogLines()
+        let log = CapturedLog()
         // Short timeouts: the stall outlasts the command timeout, as a 10.5 s stall outlasts the default 10 s.
         let client = RedisClient(
             endpoint: fx.endpoint,
