@@ -9,11 +9,16 @@ public struct DeviceRecord: Sendable, Hashable, Codable {
     public var user: UserID
     public var registeredAt: Date
     public var lastSeenAt: Date
+    /// The app's RSA public key for encrypted pushes (`DeviceKeyMaterial`), when it registered one.
+    public var rsaPublicKey: String?
+    public var cipherName: String?
 
     public init(
         platform: Platform, token: DeviceToken, environment: APNSEnvironment? = nil, locale: String? = nil,
-        user: UserID, registeredAt: Date, lastSeenAt: Date
+        user: UserID, registeredAt: Date, lastSeenAt: Date, rsaPublicKey: String? = nil, cipherName: String? = nil
     ) {
+        self.rsaPublicKey = rsaPublicKey
+        self.cipherName = cipherName
         self.platform = platform
         self.token = token
         self.environment = environment
@@ -24,7 +29,9 @@ public struct DeviceRecord: Sendable, Hashable, Codable {
     }
 
     public var device: Device {
-        Device(platform: platform, token: token, environment: environment, locale: locale, user: user)
+        Device(
+            platform: platform, token: token, environment: environment, locale: locale, user: user,
+            encryptionKey: rsaPublicKey.map { DeviceKeyMaterial(rsaPublicKey: $0, cipherName: cipherName) })
     }
 
 }
@@ -39,12 +46,19 @@ public struct DeviceImportRecord: Sendable, Hashable, Codable {
     public var token: DeviceToken
     public var environment: APNSEnvironment?
     public var locale: String?
+    public var rsaPublicKey: String?
+    public var cipherName: String?
     /// The keys a JSONL record may carry; any other refuses the line, naming the key.
-    public static let keys: Set<String> = ["org", "app", "user", "platform", "token", "environment", "locale"]
+    public static let keys: Set<String> = [
+        "org", "app", "user", "platform", "token", "environment", "locale", "rsaPublicKey", "cipherName",
+    ]
     public init(
         org: OrgID, app: AppName, user: UserID, platform: Platform, token: DeviceToken,
-        environment: APNSEnvironment? = nil, locale: String? = nil
+        environment: APNSEnvironment? = nil, locale: String? = nil, rsaPublicKey: String? = nil,
+        cipherName: String? = nil
     ) {
+        self.rsaPublicKey = rsaPublicKey
+        self.cipherName = cipherName
         self.org = org
         self.app = app
         self.user = user

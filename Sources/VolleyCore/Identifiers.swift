@@ -120,15 +120,30 @@ public struct Device: Sendable, Hashable, Codable {
     public var environment: APNSEnvironment?
     public var locale: String?
     public var user: UserID?
+    /// The RSA public key the app registered for encrypted Notification Builder pushes (nil: none).
+    public var encryptionKey: DeviceKeyMaterial?
 
     public init(
         platform: Platform, token: DeviceToken, environment: APNSEnvironment? = nil,
-        locale: String? = nil, user: UserID? = nil
+        locale: String? = nil, user: UserID? = nil, encryptionKey: DeviceKeyMaterial? = nil
     ) {
         self.platform = platform
         self.token = token
         self.environment = environment
         self.locale = locale
         self.user = user
+        self.encryptionKey = encryptionKey
+    }
+}
+
+/// A device's registered public key, as the app sent it: `rsaPublicKey` (base64 of the X.509
+/// SubjectPublicKeyInfo DER) and `cipherName` (`RSA_OAEP_SHA256`, or nil for an SDK that only knows PKCS #1 v1.5).
+/// Kept as text; it is parsed (and checked) where pushes are encrypted.
+public struct DeviceKeyMaterial: Sendable, Hashable, Codable {
+    public var rsaPublicKey: String
+    public var cipherName: String?
+    public init(rsaPublicKey: String, cipherName: String? = nil) {
+        self.rsaPublicKey = rsaPublicKey
+        self.cipherName = cipherName
     }
 }

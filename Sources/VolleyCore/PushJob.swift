@@ -41,6 +41,19 @@ public struct PushJob: Sendable, Hashable, Codable, JSONReadable {
     public var shard: ShardRef?
     /// Records debug events per user and device (`DebugEvent`), read with `volley events --job ID`.
     public var debug: Bool?
+    /// False: a job whose notification names a `type` keeps Volley's own payload instead of the Salesforce
+    /// Notification Builder payload (`oid`, `uid`, `nid`, `notifType`, badge = unseen count).
+    public var salesforcePayload: Bool?
+    /// False: nothing is stored in the recipients' in-app inboxes (push only).
+    public var inbox: Bool?
+    /// The inbox entry's id (`nid`): jobs that send one notification through several apps share it, so each user's
+    /// inbox holds it once. Default: the job id.
+    public var notificationId: String?
+    /// A stored template (`/v1/templates/{id}`) whose `notification` this job sends, instead of its own.
+    public var templateId: String?
+    /// Values for a template's `{{ message.custom_data.* }}` names: an object of at most `maxCustomDataBytes`.
+    public var customData: JSONValue?
+    public static let maxCustomDataBytes = 2048
 
     public init(
         id: JobID? = nil, org: OrgID, app: AppName, recipients: [RecipientID]? = nil,
@@ -67,8 +80,14 @@ public struct PushJob: Sendable, Hashable, Codable, JSONReadable {
         app = AppName(try o.required(o.string("app"), "app"))
         recipients = try o.strings("recipients")?.map(RecipientID.init)
         devices = try o.array("devices") { (v, at) throws(JSONFieldError) in try JobDevice(json: v, at: at) }
-        notification = try Notification(
-            json: o.required(o.value("notification"), "notification"), at: path + [.key("notification")])
+        templateId = try o.string("templateId")
+        // A templated job takes its notification from the template; one of its own is required otherwise.
+        if templateId != nil, o.value("notification") == nil {
+            notification = Notification()
+        } else {
+            notification = try Notification(
+                json: o.required(o.value("notification"), "notification"), at: path + [.key("notification")])
+        }
         apns = o.value("apns")
         fcm = o.value("fcm")
         platforms = try o.array("platforms") { (v, at) throws(JSONFieldError) in
@@ -81,6 +100,10 @@ public struct PushJob: Sendable, Hashable, Codable, JSONReadable {
             try ShardRef(json: v, at: path + [.key("shard")])
         }
         debug = try o.bool("debug")
+        salesforcePayload = try o.bool("salesforcePayload")
+        inbox = try o.bool("inbox")
+        notificationId = try o.string("notificationId")
+        customData = o.value("customData")
     }
 
     public init(json: JSONValue, at path: [JSONPathComponent]) throws(JSONFieldError) {
@@ -115,7 +138,22 @@ public struct PushJob: Sendable, Hashable, Codable, JSONReadable {
         }
         if org.rawValue.isEmpty { throw JobRejection(.invalidJob, "org is empty") }
         if let id, id.rawValue.isEmpty { throw JobRejection(.invalidJob, "id is empty") }
+        if let notificationId, notificationId.isEmpty { throw JobRejection(.invalidJob, "notificationId is empty") }
+        if let templateId, templateId.isEmpty { throw JobRejection(.invalidJob, "templateId is empty") }
+        if let customData {
+            guard customData.objectValue != nil else {
+                throw JobRejection(.invalidJob, "customData must be a JSON object")
+            }
+            let bytes = customData.encoded().count
+            if bytes > PushJob.maxCustomDataBytes {
+                throw JobRejection(
+                    .invalidJob, "customData is \(bytes) bytes; at most \(PushJob.maxCustomDataBytes)")
+            }
+        }
     }
+
+    /// The id of the inbox entry this job stores and its pushes name (`nid`).
+    public func inboxEntryID(jobID: JobID) -> String { notificationId ?? jobID.rawValue }
 }
 
 /// Why a job was dead-lettered. Open vocabulary: known reasons are statics.
