@@ -90,6 +90,15 @@ public final class APNSProvider: PushSender, ShellSender, @unchecked Sendable {
         try APNSPreparedNotification(notification, jobID: jobID, bundleID: app.topic, now: clock.now())
     }
 
+    public func personalized(
+        _ prepared: any PreparedNotification, for device: Device, with payload: PersonalPayload
+    ) throws(PersonalPayloadError) -> any PreparedNotification {
+        guard let apns = prepared as? APNSPreparedNotification else {
+            throw PersonalPayloadError("BadPayload", "not an APNs notification")
+        }
+        return try apns.personalized(for: device, with: payload)
+    }
+
     /// The per-send path, one object per send: a `FanoutRequest` is the transport's request and carries the
     /// delivery. A 200 is delivered at once; any other answer goes to the delivery's state machine.
     public func send(

@@ -49,8 +49,8 @@ public struct APNSPreparedNotification: PreparedNotification {
         let apnsIDKey: SipHashKey
         init(
             payloadBytes: Int, pushType: APNSPushType, priority: Int, topic: String, defaultPayload: [UInt8],
-            variantPayloads: [String: [UInt8]], sharedHeaders: [HTTP2Header], notification: VolleyCore.Notification,
-            apnsIDKey: SipHashKey
+            variantPayloads: [String: [UInt8]], sharedHeaders: [HTTP2Header], sharedFields: HTTP2HeaderBlock? = nil,
+            notification: VolleyCore.Notification, apnsIDKey: SipHashKey
         ) {
             self.payloadBytes = payloadBytes
             self.pushType = pushType
@@ -59,7 +59,7 @@ public struct APNSPreparedNotification: PreparedNotification {
             self.defaultPayload = defaultPayload
             self.variantPayloads = variantPayloads
             self.sharedHeaders = sharedHeaders
-            self.sharedFields = HTTP2HeaderBlock(sharedHeaders)
+            self.sharedFields = sharedFields ?? HTTP2HeaderBlock(sharedHeaders)
             self.notification = notification
             self.apnsIDKey = apnsIDKey
         }
@@ -159,6 +159,47 @@ public struct APNSPreparedNotification: PreparedNotification {
             payloadBytes: largest, pushType: pushType, priority: priority, topic: topic,
             defaultPayload: defaultPayload, variantPayloads: variants, sharedHeaders: headers,
             notification: n, apnsIDKey: Self.apnsIDKey(jobID: jobID))
+    }
+
+    private init(storage: Storage) { self.storage = storage }
+
+    /// The job's notification with one device's own payload: the same headers and apns-id key, `payload` as the
+    /// body of every language (a personal payload is already in the device's language).
+    func personalized(payload: [UInt8]) throws(PersonalPayloadError) -> APNSPreparedNotification {
+        let s = storage
+        do { try APNSPayload.checkSize(payload.count, pushType: s.pushType) } catch let e as NotificationError {
+            throw PersonalPayloadError(e.reason.rawValue, e.message)
+        } catch {
+            throw PersonalPayloadError("PayloadTooLarge", "\(error)")
+        }
+        return APNSPreparedNotification(
+            storage: Storage(
+                payloadBytes: payload.count, pushType: s.pushType, priority: s.priority, topic: s.topic,
+                defaultPayload: payload, variantPayloads: [:], sharedHeaders: s.sharedHeaders,
+                sharedFields: s.sharedFields, notification: s.notification, apnsIDKey: s.apnsIDKey))
+    }
+
+    /// One device's payload: a whole APNs payload, or the job's notification with that recipient's texts, encoded
+    /// in the device's language.
+    public func personalized(for device: Device, with payload: PersonalPayload) throws(PersonalPayloadError)
+        -> APNSPreparedNotification
+    {
+        switch payload {
+        case .apns(let bytes): return try personalized(payload: bytes)
+        case .notification(let n):
+            let bytes: [UInt8]
+            do {
+                bytes = try APNSPayload.encode(
+                    APNSPayload.payload(for: n, text: n.text(variant: n.variantKey(for: device.locale))))
+            } catch let e as NotificationError {
+                throw PersonalPayloadError(e.reason.rawValue, e.message)
+            } catch {
+                throw PersonalPayloadError("BadPayload", "\(error)")
+            }
+            return try personalized(payload: bytes)
+        case .fcmData:
+            throw PersonalPayloadError("BadPayload", "an FCM data payload cannot be sent to an iOS device")
+        }
     }
 
     private static func rawIsSilent(_ raw: JSONValue?) -> Bool {

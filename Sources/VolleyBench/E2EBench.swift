@@ -70,6 +70,10 @@ public struct E2EBench {
         public var metricsEnabled = true
         /// `worker.reclaimIdleMs` when set (how long a dead worker's entries wait before another takes them).
         public var reclaimIdleMs: Int?
+        /// `--payload`: after the load phase, the plain campaign against this per-person one (`E2EPayloadBench`).
+        public var payload: PayloadKind?
+        /// Plain/per-person pairs `--payload` runs.
+        public var payloadRounds = 2
         public init() {}
 
         /// `KEY=VALUE` entries (`--worker-env`) as a dictionary, the last one winning; nil when an entry has no `=`
@@ -130,6 +134,8 @@ public struct E2EBench {
         public var command: String
         /// `--worker-env` as given, `KEY=VALUE` sorted; absent when none.
         public var worker_env: [String]?
+        /// `--payload`: the plain and per-person campaign rates (absent without it).
+        public var payload: PayloadFigures? = nil
     }
 
     public let options: Options
@@ -323,6 +329,9 @@ public struct E2EBench {
         let userCount = (o.devices + perUser - 1) / perUser
         let iosPerMille = Int((o.iosShare * 1000).rounded())
         let started = benchNow()
+        // `--payload encrypted`: every campaign device registers a key, half of them for OAEP.
+        let keys =
+            o.payload == .encrypted ? try Self.benchKeys(count: Self.encryptionKeys, directory: stage.directory) : []
         let threads = 2
         final class Shared: @unchecked Sendable {
             let lock = NSLock()
@@ -350,17 +359,19 @@ public struct E2EBench {
                         let end = min(o.devices, d + 2000)
                         for i in d..<end {
                             let user = UserID("u\(i / perUser)")
+                            let publicKey = keys.isEmpty ? nil : keys[i % keys.count]
+                            let cipher = keys.isEmpty || i % 2 == 1 ? nil : "RSA_OAEP_SHA256"
                             if i % 1000 < iosPerMille {
                                 batch.append(
                                     DeviceImportRecord(
                                         org: Self.org, app: Self.app, user: user, platform: .ios,
-                                        token: Self.iosToken(i)))
+                                        token: Self.iosToken(i), rsaPublicKey: publicKey, cipherName: cipher))
                                 ios += 1
                             } else {
                                 batch.append(
                                     DeviceImportRecord(
                                         org: Self.org, app: Self.app, user: user, platform: .android,
-                                        token: Self.fcmToken(i)))
+                                        token: Self.fcmToken(i), rsaPublicKey: publicKey, cipherName: cipher))
                                 android += 1
                             }
                         }
@@ -792,6 +803,12 @@ public struct E2EBench {
             perSecond.append((Double(final.accepted - prev) / max(0.001, last.0 - (sec - 1))).rounded())
         }
         let notifications = max(1, devices)
+        var payload: PayloadFigures?
+        if let kind = o.payload {
+            if o.progress { stderrLine("payload: plain against \(kind.rawValue), \(o.payloadRounds) round(s)…\n") }
+            try preparePayload(kind, settings: settings)
+            payload = try measurePayload(kind, settings: settings, client: client, producer: producer)
+        }
         return Result(
             devices: o.devices, ios: pop.ios, android: pop.android, users: pop.users.count, jobs: jobs.count,
             workers: o.workers, connections: o.connections, in_flight: o.inFlight, mock_latency_ms: o.mockLatencyMs,
@@ -807,7 +824,8 @@ public struct E2EBench {
             rate_per_second: perSecond, command: command,
             worker_env: o.workerEnvironment.isEmpty
                 ? nil
-                : o.workerEnvironment.map { "\($0.key)=\($0.value)" }.sorted())
+                : o.workerEnvironment.map { "\($0.key)=\($0.value)" }.sorted(),
+            payload: payload)
     }
 
     /// Human-readable summary table.
@@ -848,6 +866,14 @@ public struct E2EBench {
             ("rate per second", r.rate_per_second.map { grouped($0) }.joined(separator: " ")),
         ]
         if let env = r.worker_env { rows.insert(("worker environment", env.joined(separator: " ")), at: 2) }
+        if let p = r.payload {
+            rows.append(
+                (
+                    "plain vs \(p.payload)",
+                    "\(grouped(p.plain_rate)) vs \(grouped(p.payload_rate)) devices/s "
+                        + "(median of \(p.plain_rates.count)): \(f(p.payload_vs_plain, 2))×"
+                ))
+        }
         let w = rows.map(\.0.count).max() ?? 0
         return rows.map { $0.0.padding(toLength: w, withPad: " ", startingAt: 0) + "  " + $0.1 }.joined(separator: "\n")
     }

@@ -128,8 +128,12 @@ public struct InboxContent: Sendable, Hashable, Codable {
 /// Per-user in-app notifications. Writes are batched (a campaign stores one entry per user); reads are per user.
 /// The later HTTP API implements Salesforce's Notifications resources on top of this.
 public protocol InboxStore: Sendable {
-    /// Stores `content` once and adds it to each user's inbox (unread, unseen), applying retention.
-    func deliver(org: OrgID, content: InboxContent, to users: [UserID]) throws
+    /// Stores `content` once and adds it to each user's inbox (unread, unseen), applying retention. Returns each
+    /// user's unseen count afterwards, in the order of `users` (the same counts again for a repeated delivery).
+    @discardableResult
+    func deliver(org: OrgID, content: InboxContent, to users: [UserID]) throws -> [Int]
+    /// Each user's unseen count, in the order of `users`.
+    func unseenCounts(org: OrgID, users: [UserID]) throws -> [Int]
     /// Newest first; `before` pages back; at most `size` (1…50 in the API).
     func list(org: OrgID, user: UserID, size: Int, before: Date?) throws -> [InboxNotification]
     func status(org: OrgID, user: UserID) throws -> InboxStatus

@@ -55,8 +55,22 @@ public struct PersonalPayloadError: Error, Sendable, Hashable, CustomStringConve
 public protocol PersonalContent: Sendable {
     /// The recipient facts `payload` reads.
     var needs: RecipientNeeds { get }
+    /// What the payloads made so far were (encrypted, trimmed, template names missing), for the job's report.
+    var tally: PersonalContentTally { get }
     /// The payload for one device of `recipient`. Throws `PersonalPayloadError` when none can be sent.
     func payload(for device: Device, recipient: RecipientContext) throws(PersonalPayloadError) -> PersonalPayload
+}
+
+/// Counts of a job's personal payloads, reported with its outcomes.
+public struct PersonalContentTally: Sendable, Hashable, Codable {
+    /// Payloads encrypted with the device's key.
+    public var encrypted = 0
+    /// Payloads whose texts were shortened to fit the provider's limit.
+    public var trimmed = 0
+    /// Template names a recipient had no value and no fallback for (rendered empty).
+    public var templateNamesMissing = 0
+    public init() {}
+    public var isEmpty: Bool { encrypted == 0 && trimmed == 0 && templateNamesMissing == 0 }
 }
 
 /// What the planner decided for one job: the notification prepared per platform (a template's, when the job names

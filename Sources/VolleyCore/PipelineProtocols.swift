@@ -145,6 +145,9 @@ public struct DeviceChunk: Sendable {
     public var usersWithoutDevices: Int
     /// Those users, named (for debug events; rare, so the list stays short).
     public var usersWithoutDevicesIDs: [UserID] = []
+    /// What the job's per-person content needs to know of the chunk's users (`RecipientNeeds`), by user; empty for
+    /// a job whose payload is shared.
+    public var recipients: [UserID: RecipientContext] = [:]
     public var unknownRecipients: Int
     public init(devices: [Device], users: Int = 0, usersWithoutDevices: Int = 0, unknownRecipients: Int = 0) {
         self.devices = devices
@@ -165,9 +168,17 @@ public protocol DeviceCursor: AnyObject {
 /// Turns a job's `recipients` / `devices` into devices: user ids through the registry, or groups, queues and teams
 /// through the directory first.
 public protocol RecipientResolver: Sendable {
-    func cursor(for job: PushJob, session: any PipelineSession) throws -> any DeviceCursor
+    /// `needs`: the recipient facts each chunk carries in `DeviceChunk.recipients` (none for a shared payload).
+    func cursor(for job: PushJob, session: any PipelineSession, needs: RecipientNeeds) throws -> any DeviceCursor
     /// Where shard jobs report back to their parent (nil: this resolver never splits a job).
     var shards: (any ShardCoordinator)? { get }
+}
+
+extension RecipientResolver {
+    /// A cursor whose chunks carry no recipient facts.
+    public func cursor(for job: PushJob, session: any PipelineSession) throws -> any DeviceCursor {
+        try cursor(for: job, session: session, needs: .none)
+    }
 }
 
 /// The configured apps: which senders a job's `app` has, for the job's org.

@@ -226,6 +226,9 @@ public struct JobReport: Sendable, Hashable, Codable {
     public var shards: Int?
     /// Devices skipped because an earlier delivery of this job already recorded their outcome.
     public var alreadyRecorded: Int = 0
+    /// Per-person payloads: how many were encrypted with the device's key, shortened to fit, or rendered with a
+    /// template name missing (nil for a job whose payload is shared).
+    public var personalContent: PersonalContentTally?
     public var byPlatform: [String: Int] = [:]
     public var deliveries: Int = 1
     public var worker: String = ""

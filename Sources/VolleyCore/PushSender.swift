@@ -16,6 +16,19 @@ public protocol PushSender: AnyObject, Sendable {
     func prepare(_ notification: Notification, jobID: JobID) throws -> any PreparedNotification
     /// Send to one device. `receiver` gets exactly one terminal outcome for it, on any queue.
     func send(_ prepared: any PreparedNotification, to device: Device, jobID: JobID, receiver: any DeliveryReceiver)
+    /// `prepared` (the job's) with one device's own payload (`PersonalContent`): the job's headers, that device's
+    /// body, checked against the provider's limit. Throws when the payload cannot be sent on this platform.
+    func personalized(_ prepared: any PreparedNotification, for device: Device, with payload: PersonalPayload)
+        throws(PersonalPayloadError) -> any PreparedNotification
+}
+
+extension PushSender {
+    /// A sender that knows no per-person payload refuses one.
+    public func personalized(
+        _ prepared: any PreparedNotification, for device: Device, with payload: PersonalPayload
+    ) throws(PersonalPayloadError) -> any PreparedNotification {
+        throw PersonalPayloadError("Unsupported", "this sender sends no per-person payloads")
+    }
 }
 
 /// Where a send's terminal outcome goes: the engine's lane mailbox. A receiver (not a closure per send) lets a

@@ -34,7 +34,9 @@ public struct DirectoryRecipientResolver: RecipientResolver {
         self.shardSize = max(1, shardSize)
     }
 
-    public func cursor(for job: PushJob, session: any PipelineSession) throws -> any DeviceCursor {
+    public func cursor(for job: PushJob, session: any PipelineSession, needs: RecipientNeeds) throws
+        -> any DeviceCursor
+    {
         let jobID = job.id ?? JobID("job")
         let policy = try types?.policy(org: job.org, app: job.app, typeID: job.notification.type) ?? .pushAndInbox
         // Explicit devices: the user resolver's cursor, with the recipients left to the directory.
@@ -60,6 +62,7 @@ public struct DirectoryRecipientResolver: RecipientResolver {
         c.shards = shards
         c.shardSize = shardSize
         c.clock = clock
+        c.needs = needs
         return c
     }
 
@@ -79,6 +82,7 @@ public struct DirectoryRecipientResolver: RecipientResolver {
         var shards: (any ShardCoordinator)?
         var shardSize = 50_000
         var clock: any WallClock = SystemClock()
+        var needs = RecipientNeeds.none
         private(set) var shardedInto = 0
         private(set) var inAppStored = 0
         private(set) var unknownRecipientIDs: [RecipientID] = []
@@ -148,8 +152,10 @@ public struct DirectoryRecipientResolver: RecipientResolver {
             }
             chunk.users = users.count
             defer { sizer.read(users: users.count, devices: chunk.devices.count) }
+            var unseen: [Int]?
             if let inbox, let content {
-                try inbox.deliver(org: job.org, content: content, to: users)
+                let counts = try inbox.deliver(org: job.org, content: content, to: users)
+                if needs.unseenCount { unseen = counts }
                 inAppStored += users.count
             }
             guard policy.sendsPush else { return chunk }
@@ -161,7 +167,29 @@ public struct DirectoryRecipientResolver: RecipientResolver {
                 }
                 chunk.devices.append(contentsOf: list)
             }
+            if !needs.isEmpty { try addRecipientFacts(users: users, lists: lists, unseen: unseen, to: &chunk) }
             return chunk
+        }
+
+        /// The facts the job's per-person content reads, for the chunk's users that have devices: the unseen count
+        /// the inbox answered when it stored the notification (or the current one, for a job that stores none).
+        private func addRecipientFacts(
+            users: [UserID], lists: [[Device]], unseen: [Int]?, to chunk: inout DeviceChunk
+        ) throws {
+            var withDevices: [UserID] = []
+            var counts: [Int] = []
+            for (i, (user, list)) in zip(users, lists).enumerated() where !list.isEmpty {
+                withDevices.append(user)
+                if let unseen { counts.append(unseen[i]) }
+            }
+            if withDevices.isEmpty { return }
+            if needs.unseenCount, unseen == nil, let inbox {
+                counts = try inbox.unseenCounts(org: job.org, users: withDevices)
+            }
+            chunk.recipients.reserveCapacity(withDevices.count)
+            for (i, user) in withDevices.enumerated() {
+                chunk.recipients[user] = RecipientContext(unseenCount: i < counts.count ? counts[i] : nil)
+            }
         }
     }
 }

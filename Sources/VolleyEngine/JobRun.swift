@@ -18,6 +18,8 @@ final class JobRun {
     private var debug: (org: OrgID, job: JobID, remaining: Int)?
     /// The delivery's decisions (`JobRun+StateMachine.swift`); this class carries out its actions.
     private var machine: StateMachine
+    /// What the current chunk knows of its users, for a job whose push is per person.
+    private var recipients: [UserID: RecipientContext] = [:]
 
     init(
         worker: PipelineWorker, session: any PipelineSession, prefetcher: ChunkPrefetcher, entry: JobEntry, credits: Int
@@ -136,11 +138,14 @@ final class JobRun {
         report.recipients = plan.job.recipients?.count ?? 0
         report.deliveries = entry.deliveryCount
         report.worker = worker.configuration.consumer
-        // The resolver names in-app notifications and resolutions after the job id.
+        // The resolver names in-app notifications and resolutions after the job id, and stores the notification
+        // the planner decided (a template's).
         var cursorJob = plan.job
         cursorJob.id = plan.jobID
+        cursorJob.notification = plan.notification
         // The cursor reads on the prefetch session, one or two chunks ahead of the sends (ChunkPrefetcher).
-        let cursor = try worker.resolver.cursor(for: cursorJob, session: prefetcher.session)
+        let cursor = try worker.resolver.cursor(
+            for: cursorJob, session: prefetcher.session, needs: plan.personal?.needs ?? .none)
         let config = worker.configuration
         let ahead = prefetcher.start(
             cursor: cursor, job: plan.job, jobID: plan.jobID, chunkSize: config.chunkSize,
@@ -159,6 +164,8 @@ final class JobRun {
                         action = machine.devicesExhausted(outstanding: mailbox.pending.outstanding, now: t)
                     case .failed(let error): throw error
                     case .chunk(let chunk, let recorded):
+                        // The machine sends a chunk's devices before it takes the next chunk.
+                        recipients = chunk.recipients
                         count(chunk, recorded: recorded, plan, &report)
                         let t = now()
                         action = machine.chunkResolved(chunk.devices, recorded: recorded, now: t)
@@ -280,6 +287,10 @@ final class JobRun {
     struct Plan {
         let job: PushJob
         let jobID: JobID
+        /// The notification prepared per platform and stored in the inbox (a template's, for a templated job).
+        let notification: VolleyCore.Notification
+        /// Each device's own payload, for a job whose push is per person; nil: `prepared` goes to every device.
+        let personal: (any PersonalContent)?
         /// Indexed by `Platform.index`: the per-device lookup is an array read, not a hash.
         let prepared: [(any PushSender, any PreparedNotification)?]
         /// False on a first delivery that found no ledger: its chunks are not looked up.
@@ -350,7 +361,8 @@ final class JobRun {
             org: job.org, job: claim.jobID,
             delivery: "\(worker.configuration.consumer)#\(entry.deliveryCount)",
             adoptingEarlierCharges: readLedger)
-        let notification = job.effectiveNotification
+        let personal = try worker.personalContent?.plan(for: job, jobID: claim.jobID)
+        let notification = personal?.notification ?? job.effectiveNotification
         var prepared = [(any PushSender, any PreparedNotification)?](repeating: nil, count: Platform.allCases.count)
         for platform in Platform.allCases where job.targets(platform) {
             guard let sender = claim.senders[platform] else { continue }
@@ -360,7 +372,9 @@ final class JobRun {
                 throw JobRejection(.invalidNotification, "\(platform): \(e)")
             }
         }
-        return Plan(job: job, jobID: claim.jobID, prepared: prepared, readLedger: readLedger)
+        return Plan(
+            job: job, jobID: claim.jobID, notification: notification, personal: personal?.content,
+            prepared: prepared, readLedger: readLedger)
     }
 
     /// Step 3, per chunk: counts what resolution found into the report, and the devices an earlier delivery
@@ -400,7 +414,21 @@ final class JobRun {
                 mailbox.post(d, .failed(reason: "PlatformNotConfigured", resendWasSafe: true))
                 continue
             }
-            sender.send(prep, to: d, jobID: plan.jobID, receiver: mailbox)
+            if let personal = plan.personal {
+                // This device's own payload; one that cannot be made is this device's outcome, nothing is sent.
+                let mine: any PreparedNotification
+                do throws(PersonalPayloadError) {
+                    let context = d.user.flatMap { recipients[$0] } ?? RecipientContext()
+                    mine = try sender.personalized(prep, for: d, with: personal.payload(for: d, recipient: context))
+                } catch {
+                    mailbox.post(
+                        d, .rejected(status: 0, reason: OutcomeReason(error.reason), action: .invalidNotification))
+                    continue
+                }
+                sender.send(mine, to: d, jobID: plan.jobID, receiver: mailbox)
+            } else {
+                sender.send(prep, to: d, jobID: plan.jobID, receiver: mailbox)
+            }
             sent += 1
         }
         if sent > 0 { worker.addStats { $0.sends += sent } }
@@ -410,6 +438,7 @@ final class JobRun {
     /// into its parent; the machine acknowledges only after this.
     private func publish(_ plan: Plan, facts: RecipientFacts, _ report: inout JobReport) throws {
         report.inAppStored = facts.inAppStored
+        if let personal = plan.personal { report.personalContent = personal.tally }
         if !facts.unknownRecipientIDs.isEmpty { report.unknownRecipientIDs = facts.unknownRecipientIDs.map(\.rawValue) }
         if let why = facts.notEnabledReason {
             report.status = "not_enabled"

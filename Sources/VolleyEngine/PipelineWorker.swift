@@ -20,6 +20,8 @@ public final class PipelineWorker: @unchecked Sendable {
     let apps: any AppDirectory
     let resolver: any RecipientResolver
     let quota: (any HourlyQuota)?
+    /// Decides per job whether its push is per person (`PersonalContent`); nil: every job's payload is shared.
+    let personalContent: (any PersonalContentPlanner)?
     let clock: any WallClock
     let logger: Logger
     let state: WorkerState
@@ -37,9 +39,11 @@ public final class PipelineWorker: @unchecked Sendable {
     public init(
         configuration: WorkerConfiguration, backend: any PipelineBackend, apps: any AppDirectory,
         resolver: any RecipientResolver = UserRecipientResolver(), quota: (any HourlyQuota)? = nil,
+        personalContent: (any PersonalContentPlanner)? = nil,
         clock: any WallClock = SystemClock(), logger: Logger = Logger(label: "volley.worker"),
         metrics: EngineMetrics? = nil
     ) {
+        self.personalContent = personalContent
         self.metrics = metrics ?? EngineMetrics(apps: [])
         self.configuration = configuration
         self.backend = backend

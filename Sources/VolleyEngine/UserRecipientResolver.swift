@@ -9,7 +9,11 @@ public struct UserRecipientResolver: RecipientResolver {
     /// Jobs of user ids are never split into shards.
     public var shards: (any ShardCoordinator)? { nil }
 
-    public func cursor(for job: PushJob, session: any PipelineSession) throws -> any DeviceCursor {
+    /// User ids name users the registry knows and nothing more: a chunk carries no recipient facts (no inbox here,
+    /// so no unseen count; no directory, so no attributes).
+    public func cursor(for job: PushJob, session: any PipelineSession, needs: RecipientNeeds) throws
+        -> any DeviceCursor
+    {
         var seen = Set<RecipientID>()
         let users = (job.recipients ?? []).filter { seen.insert($0).inserted }.map { UserID($0.rawValue) }
         return Cursor(job: job, users: users, registry: session, usersPerRead: usersPerRead)

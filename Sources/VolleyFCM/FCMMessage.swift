@@ -86,6 +86,27 @@ public enum FCMMessage {
         return message
     }
 
+    /// A data message for one device: `data` as given, the job's delivery options (`android.priority`, `ttl`,
+    /// `collapse_key`) and no `notification` block, so the app builds what it shows (as the Salesforce Mobile SDK
+    /// does with a Notification Builder push, decrypting it first).
+    public static func dataMessage(_ data: [String: String], options n: VolleyCore.Notification)
+        throws(PersonalPayloadError) -> [String: JSONValue]
+    {
+        let bytes = data.reduce(0) { $0 + $1.key.utf8.count + $1.value.utf8.count }
+        if bytes > maxDataBytes {
+            throw PersonalPayloadError(
+                "PayloadTooLarge",
+                "FCM data is \(bytes) bytes, \(bytes - maxDataBytes) bytes over the "
+                    + "\(maxDataBytes)-byte limit")
+        }
+        var android: [String: JSONValue] = [:]
+        let priority = n.priority ?? (n.isSilent ? .normal : .high)
+        android["priority"] = .string(priority == .high ? "HIGH" : "NORMAL")
+        if let ttl = n.ttl, ttl >= 0 { android["ttl"] = .string("\(ttl)s") }
+        if let c = n.collapseId { android["collapse_key"] = .string(c) }
+        return ["data": .object(data.mapValues(JSONValue.string)), "android": .object(android)]
+    }
+
     static func merge(_ a: [String: JSONValue], _ b: [String: JSONValue]) -> [String: JSONValue] {
         var out = a
         for (k, v) in b {
@@ -165,6 +186,40 @@ public struct FCMPreparedNotification: PreparedNotification {
             payloadBytes: ([defaultTail.count] + variants.values.map(\.count)).max() ?? 0,
             validateOnly: validateOnly, defaultTail: defaultTail, variantTails: variants, notification: n,
             path: path, sharedFields: shared)
+    }
+
+    private init(storage: Storage) { self.storage = storage }
+
+    /// The message `tail` for one device, with the job's path and shared fields.
+    private func personalized(tail: [UInt8]) -> FCMPreparedNotification {
+        let s = storage
+        return FCMPreparedNotification(
+            storage: Storage(
+                payloadBytes: tail.count, validateOnly: s.validateOnly, defaultTail: tail, variantTails: [:],
+                notification: s.notification, path: s.path, sharedFields: s.sharedFields))
+    }
+
+    /// One device's message: a data message with the job's delivery options, or the job's notification with that
+    /// recipient's texts in the device's language.
+    public func personalized(for device: Device, with payload: PersonalPayload) throws(PersonalPayloadError)
+        -> FCMPreparedNotification
+    {
+        let message: [String: JSONValue]
+        switch payload {
+        case .fcmData(let data): message = try FCMMessage.dataMessage(data, options: storage.notification)
+        case .notification(let n):
+            do {
+                message = try FCMMessage.message(for: n, text: n.text(variant: n.variantKey(for: device.locale)))
+            } catch let e as NotificationError {
+                throw PersonalPayloadError(e.reason.rawValue, e.message)
+            } catch {
+                throw PersonalPayloadError("INVALID_ARGUMENT", "\(error)")
+            }
+        case .apns:
+            throw PersonalPayloadError("INVALID_ARGUMENT", "an APNs payload cannot be sent to an Android device")
+        }
+        let bytes = JSONValue.object(message).encoded()
+        return personalized(tail: bytes.count <= 2 ? [] : Array(bytes.dropFirst()))
     }
 
     /// The JSON body for one device.

@@ -112,6 +112,15 @@ public final class FCMProvider: PushSender, ShellSender, @unchecked Sendable {
         try FCMPreparedNotification(notification, projectID: account.projectID)
     }
 
+    public func personalized(
+        _ prepared: any PreparedNotification, for device: Device, with payload: PersonalPayload
+    ) throws(PersonalPayloadError) -> any PreparedNotification {
+        guard let fcm = prepared as? FCMPreparedNotification else {
+            throw PersonalPayloadError("INVALID_ARGUMENT", "not an FCM notification")
+        }
+        return try fcm.personalized(for: device, with: payload)
+    }
+
     /// A prepared notification with `validate_only` (dry runs).
     public func prepare(_ notification: VolleyCore.Notification, validateOnly: Bool) throws -> FCMPreparedNotification {
         try FCMPreparedNotification(notification, projectID: account.projectID, validateOnly: validateOnly)

@@ -85,7 +85,8 @@ enum RecipientScripts {
     /// notification's content key, is not touched: it routes the call to that slot on a Redis Cluster.
     /// ARGV[1] per-user key prefix, ARGV[2] notification id, ARGV[3] created ms, ARGV[4] max count,
     /// ARGV[5] min score kept (now - max age, ms), ARGV[6] ttl seconds, ARGV[7..] user ids.
-    /// Returns how many users got a new entry.
+    /// Returns each user's unseen count after the delivery (in ARGV order): the badge of a Salesforce payload. A
+    /// repeated delivery adds nothing and returns the same counts.
     static let inboxDeliver = RedisScript(
         """
         local nid = ARGV[2]
@@ -93,14 +94,13 @@ enum RecipientScripts {
         local maxCount = tonumber(ARGV[4])
         local minScore = '(' .. ARGV[5]
         local ttl = ARGV[6]
-        local added = 0
+        local unseenCounts = {}
         for i = 7, #ARGV do
           local base = ARGV[1] .. ARGV[i]
           local all = base .. ':all'
           local unread = base .. ':unread'
           local unseen = base .. ':unseen'
           if redis.call('ZADD', all, 'NX', created, nid) == 1 then
-            added = added + 1
             redis.call('ZADD', unread, created, nid)
             redis.call('ZADD', unseen, created, nid)
             local n = redis.call('ZCARD', all)
@@ -115,8 +115,9 @@ enum RecipientScripts {
             redis.call('ZREMRANGEBYSCORE', unseen, '-inf', minScore)
             redis.call('EXPIRE', all, ttl); redis.call('EXPIRE', unread, ttl); redis.call('EXPIRE', unseen, ttl)
           end
+          unseenCounts[#unseenCounts + 1] = redis.call('ZCARD', unseen)
         end
-        return added
+        return unseenCounts
         """)
 
     /// Inbox mark. KEYS[1] all, KEYS[2] unread, KEYS[3] unseen. ARGV[1] read ("1","0","-"), ARGV[2] seen

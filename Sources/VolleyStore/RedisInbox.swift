@@ -22,8 +22,9 @@ public final class RedisInboxStore: InboxStore, @unchecked Sendable {
     private static func ms(_ d: Date) -> Int64 { Int64((d.timeIntervalSince1970 * 1000).rounded()) }
     private static func date(_ ms: Int64) -> Date { Date(timeIntervalSince1970: Double(ms) / 1000) }
 
-    public func deliver(org: OrgID, content: InboxContent, to users: [UserID]) throws {
-        if users.isEmpty { return }
+    @discardableResult
+    public func deliver(org: OrgID, content: InboxContent, to users: [UserID]) throws -> [Int] {
+        if users.isEmpty { return [] }
         let k = RecipientKeys(org: org)
         let now = clock.now()
         let ttl = String(retention.maxAgeSeconds)
@@ -33,12 +34,14 @@ public final class RedisInboxStore: InboxStore, @unchecked Sendable {
         if let t = content.type { fields += ["type", t] }
         if let t = content.target { fields += ["target", t] }
         if let t = content.targetPageRef { fields += ["targetPageRef", t] }
-        try redis.with { c in
+        return try redis.with { c in
             // Content first (idempotent HSET), then the per-user entries in script calls of `usersPerCall`.
             let head = try c.pipeline([
                 ["HSET", k.inboxContent(content.id)] + fields, ["EXPIRE", k.inboxContent(content.id), ttl],
             ])
             for r in head { try r.throwIfError("inbox content") }
+            var unseen: [Int] = []
+            unseen.reserveCapacity(users.count)
             var i = 0
             while i < users.count {
                 let end = min(users.count, i + usersPerCall)
@@ -48,7 +51,25 @@ public final class RedisInboxStore: InboxStore, @unchecked Sendable {
                     args: [k.inboxUserPrefix, content.id, created, String(retention.maxCount), minScore, ttl]
                         + users[i..<end].map(\.rawValue))
                 try r.throwIfError("inbox deliver")
+                let counts = r.array ?? []
+                guard counts.count == end - i else {
+                    throw RedisError(
+                        .unexpectedReply, "inbox deliver answered \(counts.count) counts for \(end - i) users")
+                }
+                for n in counts { unseen.append(Int(n.integer ?? 0)) }
                 i = end
+            }
+            return unseen
+        }
+    }
+
+    public func unseenCounts(org: OrgID, users: [UserID]) throws -> [Int] {
+        if users.isEmpty { return [] }
+        let k = RecipientKeys(org: org)
+        return try redis.with { c in
+            try c.pipeline(users.map { ["ZCARD", k.inbox($0, "unseen")] }).map { r in
+                try r.throwIfError("inbox unseen count")
+                return Int(r.integer ?? 0)
             }
         }
     }

@@ -91,9 +91,19 @@ struct BenchE2E: AsyncParsableCommand {
     var metricsCompare = false
     @Option(name: .customLong("metrics-rounds"), help: "With --metrics-compare: on/off pairs to run.")
     var metricsRounds = 2
+    @Option(
+        help: ArgumentHelp(
+            "After the load phase, run the plain campaign against a per-person one, alternating: salesforce "
+                + "(Notification Builder payload), encrypted (the same with each device's key), personalized (a "
+                + "template per user). The JSON gains plain_rate, payload_rate and payload_vs_plain."))
+    var payload: String?
+    @Option(name: .customLong("payload-rounds"), help: "With --payload: plain/per-person pairs to run.")
+    var payloadRounds = 2
 
     func e2eOptions() -> E2EBench.Options {
         var o = E2EBench.Options()
+        o.payload = payload.flatMap(E2EBench.PayloadKind.init(rawValue:))
+        o.payloadRounds = max(1, payloadRounds)
         o.devices = devices
         o.iosShare = iosShare
         o.devicesPerUser = devicesPerUser
@@ -135,6 +145,15 @@ struct BenchE2E: AsyncParsableCommand {
             throw ValidationError("run --metrics-compare apart from --sweep and --compare")
         }
         if metricsRounds < 1 { throw ValidationError("--metrics-rounds must be at least 1") }
+        if let payload, E2EBench.PayloadKind(rawValue: payload) == nil {
+            throw ValidationError(
+                "--payload must be one of "
+                    + E2EBench.PayloadKind.allCases.map(\.rawValue).joined(separator: ", ") + ", not '\(payload)'")
+        }
+        if payloadRounds < 1 { throw ValidationError("--payload-rounds must be at least 1") }
+        if payload != nil && (sweep || metricsCompare) {
+            throw ValidationError("run --payload apart from --sweep and --metrics-compare")
+        }
         if sweep && Self.parseList(sweepWorkers) == nil { throw ValidationError("--sweep-workers must be like 1,2,4") }
         if E2EBench.Options.environment(workerEnv) == nil { throw ValidationError("--worker-env must be KEY=VALUE") }
         if let n = redisCluster {
@@ -252,6 +271,10 @@ struct BenchE2E: AsyncParsableCommand {
         let enc = JSONEncoder()
         enc.outputFormatting = [.sortedKeys]
         var o = (try? JSONSerialization.jsonObject(with: enc.encode(r)) as? [String: Any]) ?? [:]
+        // `--payload`'s figures sit at the top level, beside the rates they compare with.
+        if let nested = o.removeValue(forKey: "payload") as? [String: Any] {
+            for (k, v) in nested { o[k] = v }
+        }
         // Absent when not held, like every unset key.
         if let cpuWakeLatencyUs { o["cpu_wake_latency_us"] = cpuWakeLatencyUs }
         if let c {

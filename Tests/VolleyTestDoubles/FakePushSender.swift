@@ -9,10 +9,18 @@ public final class FakePushSender: PushSender, @unchecked Sendable {
         public let payloadBytes: Int
     }
 
+    /// The job's prepared notification with one device's own payload (`personalized`).
+    public struct Personal: PreparedNotification {
+        public let platform: Platform
+        public let payload: PersonalPayload
+        public var payloadBytes: Int { 0 }
+    }
+
     public let platform: Platform
     private let queue: DispatchQueue
     private let lock = NSLock()
     private var sent: [String: Int] = [:]
+    private var personal: [String: PersonalPayload] = [:]
     private var _total = 0
     /// Outcome per device (default: accepted).
     public var outcome: @Sendable (Device) -> DeliveryOutcome
@@ -41,12 +49,19 @@ public final class FakePushSender: PushSender, @unchecked Sendable {
         return Prepared(platform: platform, payloadBytes: notification.body?.utf8.count ?? 0)
     }
 
+    public func personalized(
+        _ prepared: any PreparedNotification, for device: Device, with payload: PersonalPayload
+    ) throws(PersonalPayloadError) -> any PreparedNotification {
+        Personal(platform: platform, payload: payload)
+    }
+
     public func send(
         _ prepared: any PreparedNotification, to device: Device, jobID: JobID, receiver: any DeliveryReceiver
     ) {
         lock.withLock {
             sent[device.token.rawValue, default: 0] += 1
             _total += 1
+            if let p = prepared as? Personal { personal[device.token.rawValue] = p.payload }
         }
         if hang { return }
         let o = outcome(device)
@@ -59,9 +74,12 @@ public final class FakePushSender: PushSender, @unchecked Sendable {
 
     public var total: Int { lock.withLock { _total } }
     public var perToken: [String: Int] { lock.withLock { sent } }
+    /// The last per-person payload each token was sent.
+    public var personalPayloads: [String: PersonalPayload] { lock.withLock { personal } }
     public func reset() {
         lock.withLock {
             sent = [:]
+            personal = [:]
             _total = 0
         }
     }

@@ -86,7 +86,7 @@ extension WorkerRunner {
     public static func run(
         configuration c: VolleyConfiguration, settings: PipelineSettings, metrics: MetricsBackend?, logger: Logger,
         resolver: any RecipientResolver = UserRecipientResolver(), quota: (any HourlyQuota)? = nil,
-        fleet: FleetSync? = nil
+        personalContent: (any PersonalContentPlanner)? = nil, fleet: FleetSync? = nil
     ) async throws {
         let providerMetrics = ProviderMetrics()
         let apps = ReloadableApps(configuration: c, metrics: providerMetrics, fleet: fleet, logger: logger)
@@ -94,7 +94,8 @@ extension WorkerRunner {
         let engineMetrics = EngineMetrics(apps: c.apps.map(\.name))
         let worker = PipelineWorker(
             configuration: settings.worker, backend: settings.backend(logger: logger),
-            apps: apps, resolver: resolver, quota: quota, logger: logger, metrics: engineMetrics)
+            apps: apps, resolver: resolver, quota: quota, personalContent: personalContent, logger: logger,
+            metrics: engineMetrics)
         var services: [ServiceGroupConfiguration.ServiceConfiguration] = []
         var probe: WorkerProbe?
         if let metrics {

@@ -50,6 +50,11 @@ public struct RecipientServices: Sendable {
             directory: directory, inbox: inbox, types: types, shards: shards, shardSize: shardSize,
             clock: clock, usersPerRead: usersPerRead)
     }
+
+    /// What each recipient's push says: the Salesforce Notification Builder payload for custom notifications.
+    public func personalContent() -> NotificationContentPlanner {
+        NotificationContentPlanner(clock: clock)
+    }
 }
 
 /// Reads a file line by line in 1 MiB chunks (a directory export of millions of lines never sits in memory whole).
