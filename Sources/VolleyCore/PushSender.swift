@@ -22,15 +22,6 @@ public protocol PushSender: AnyObject, Sendable {
         throws(PersonalPayloadError) -> any PreparedNotification
 }
 
-extension PushSender {
-    /// A sender that knows no per-person payload refuses one.
-    public func personalized(
-        _ prepared: any PreparedNotification, for device: Device, with payload: PersonalPayload
-    ) throws(PersonalPayloadError) -> any PreparedNotification {
-        throw PersonalPayloadError("Unsupported", "this sender sends no per-person payloads")
-    }
-}
-
 /// Where a send's terminal outcome goes: the engine's lane mailbox. A receiver (not a closure per send) lets a
 /// provider keep the device and its receiver in the one object it makes per request anyway.
 public protocol DeliveryReceiver: AnyObject, Sendable {

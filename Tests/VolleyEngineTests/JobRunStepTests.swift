@@ -163,6 +163,12 @@ final class PartlyAnsweringSender: PushSender, @unchecked Sendable {
         Prepared()
     }
 
+    func personalized(
+        _ prepared: any PreparedNotification, for device: Device, with payload: PersonalPayload
+    ) throws(PersonalPayloadError) -> any PreparedNotification {
+        prepared
+    }
+
     func send(_ prepared: any PreparedNotification, to device: Device, jobID: JobID, receiver: any DeliveryReceiver) {
         lock.withLock { count += 1 }
         if answered.contains(device.token) {

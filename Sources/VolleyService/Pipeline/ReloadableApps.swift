@@ -307,6 +307,52 @@ public final class ManagedSender: PushSender, @unchecked Sendable {
         }
     }
 
+    /// One device's own payload on the job's prepared notification, made by one generation's provider; made again
+    /// by a newer one after a reload.
+    final class PersonalPrepared: PreparedNotification, @unchecked Sendable {
+        let platform: Platform
+        let job: any PreparedNotification
+        let device: Device
+        let payload: PersonalPayload
+        private let lock = NSLock()
+        private var byGeneration: (Int, any PreparedNotification)
+        init(
+            job: any PreparedNotification, device: Device, payload: PersonalPayload, generation: Int,
+            prepared: any PreparedNotification
+        ) {
+            platform = job.platform
+            self.job = job
+            self.device = device
+            self.payload = payload
+            byGeneration = (generation, prepared)
+        }
+        var payloadBytes: Int { lock.withLock { byGeneration.1.payloadBytes } }
+
+        func prepared(for g: Generation) throws -> any PreparedNotification {
+            let (n, p) = lock.withLock { byGeneration }
+            if n == g.number { return p }
+            let base = try (job as? Prepared)?.prepared(for: g) ?? job
+            let fresh = try g.sender.personalized(base, for: device, with: payload)
+            lock.withLock { byGeneration = (g.number, fresh) }
+            return fresh
+        }
+    }
+
+    public func personalized(
+        _ prepared: any PreparedNotification, for device: Device, with payload: PersonalPayload
+    ) throws(PersonalPayloadError) -> any PreparedNotification {
+        guard let g = current.withLock({ $0 }) else {
+            throw PersonalPayloadError("AppRemoved", "the app was removed from the configuration")
+        }
+        let base: any PreparedNotification
+        do { base = try (prepared as? Prepared)?.prepared(for: g) ?? prepared } catch {
+            throw PersonalPayloadError((error as? NotificationError)?.reason.rawValue ?? "BadPayload", "\(error)")
+        }
+        return PersonalPrepared(
+            job: prepared, device: device, payload: payload, generation: g.number,
+            prepared: try g.sender.personalized(base, for: device, with: payload))
+    }
+
     public func prepare(_ notification: VolleyCore.Notification, jobID: JobID) throws -> any PreparedNotification {
         guard let g = current.withLock({ $0 }) else {
             throw NotificationError("AppRemoved", "the app was removed from the configuration")
@@ -328,9 +374,12 @@ public final class ManagedSender: PushSender, @unchecked Sendable {
         }
         let inner: any PreparedNotification
         do {
-            inner = try (prepared as? Prepared)?.prepared(for: g) ?? prepared
+            inner =
+                try (prepared as? Prepared)?.prepared(for: g) ?? (prepared as? PersonalPrepared)?.prepared(for: g)
+                ?? prepared
         } catch {
-            let reason = (error as? NotificationError)?.reason ?? OutcomeReason("\(error)")
+            let personal = (error as? PersonalPayloadError).map { OutcomeReason($0.reason) }
+            let reason = (error as? NotificationError)?.reason ?? personal ?? OutcomeReason("\(error)")
             receiver.delivered(device, .rejected(status: 0, reason: reason, action: .invalidNotification))
             return
         }

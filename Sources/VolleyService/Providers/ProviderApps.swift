@@ -102,6 +102,12 @@ public final class UnavailableSender: PushSender, @unchecked Sendable {
     public func prepare(_ notification: VolleyCore.Notification, jobID: JobID) throws -> any PreparedNotification {
         Prepared(platform: platform)
     }
+    /// Every send fails `fix-app` whatever its payload.
+    public func personalized(
+        _ prepared: any PreparedNotification, for device: Device, with payload: PersonalPayload
+    ) throws(PersonalPayloadError) -> any PreparedNotification {
+        prepared
+    }
     public func send(
         _ prepared: any PreparedNotification, to device: Device, jobID: JobID,
         receiver: any DeliveryReceiver
