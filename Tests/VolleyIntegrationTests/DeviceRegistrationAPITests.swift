@@ -83,3 +83,34 @@ import VolleyTestTags
         await api.stop()
     }
 }
+
+/// A `volley worker` process removes the devices not registered again within `devices.staleAfterDays`, logs how
+/// many, and keeps the others.
+@Test(.tags(.integration)) func aWorkerRemovesStaleDevices() async throws {
+    let w = try MockWorld()
+    defer { w.stop() }
+    let now = Date()
+    let stale = (0..<3).map { String(format: "%064x", 0x57A1E + $0) }
+    for token in stale {
+        try w.h.admin.register(
+            [DeviceImportRecord(org: "orgA", app: "app1", user: "gone", platform: .ios, token: DeviceToken(token))],
+            now: now - 40 * 86_400)
+    }
+    try w.h.admin.register(
+        [DeviceImportRecord(org: "orgA", app: "app1", user: "here", platform: .android, token: DeviceToken("fcm-fresh"))],
+        now: now - 86_400)
+    let config = try w.writeConfig(worker: ["blockMs": "100"])
+    let yaml = try String(contentsOfFile: config, encoding: .utf8)
+        .replacingOccurrences(of: "level: warning", with: "level: info")
+    try (yaml + "\ndevices:\n  staleAfterDays: 30\n").write(toFile: config, atomically: true, encoding: .utf8)
+    let worker = try WorkerProcess(config: config, consumer: "sweeper", logDirectory: w.dir)
+    defer { if worker.isRunning { worker.kill9() } }
+    try await waitUntil("the stale devices are removed: \(worker.log.suffix(1500))", timeout: .seconds(30)) {
+        (try? w.h.admin.records(org: "orgA", app: "app1", user: "gone").isEmpty) == true
+    }
+    try await waitUntil("the removal is logged: \(worker.log.suffix(1500))", timeout: .seconds(10)) {
+        worker.log.contains("removed stale devices") && worker.log.contains("removed=3")
+    }
+    #expect(try w.h.admin.records(org: "orgA", app: "app1", user: "here").map(\.token.rawValue) == ["fcm-fresh"])
+    #expect(!stale.contains { worker.log.contains($0) }, "no token in the log")
+}
