@@ -97,7 +97,10 @@ import VolleyTestTags
             now: now - 40 * 86_400)
     }
     try w.h.admin.register(
-        [DeviceImportRecord(org: "orgA", app: "app1", user: "here", platform: .android, token: DeviceToken("fcm-fresh"))],
+        [
+            DeviceImportRecord(
+                org: "orgA", app: "app1", user: "here", platform: .android, token: DeviceToken("fcm-fresh"))
+        ],
         now: now - 86_400)
     let config = try w.writeConfig(worker: ["blockMs": "100"])
     let yaml = try String(contentsOfFile: config, encoding: .utf8)
