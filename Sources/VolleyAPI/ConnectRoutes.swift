@@ -20,6 +20,9 @@ extension APIServer {
         case mark
         /// Changing app or org notification settings: an `admin` key.
         case settings
+        /// Registering or removing the caller's own device: a user token (the operation refuses an API key, which
+        /// has no user).
+        case ownDevice
     }
 
     /// What an operation gets: the caller its credential decided, the query in request order, the body (empty for
@@ -56,6 +59,13 @@ extension APIServer {
 
     /// Every Salesforce-compatible operation, by resource.
     static let connectResources: [ConnectResource] = [
+        ConnectResource(
+            "/sobjects/MobilePushServiceDevice", writes: .ownDevice,
+            [(.post, { s, i in try await s.registerMobilePushDevice(caller: i.caller, body: i.body) })]),
+        ConnectResource(
+            "/sobjects/MobilePushServiceDevice/:id", writes: .ownDevice,
+            [(.delete, { s, i in try await s.unregisterMobilePushDevice(caller: i.caller, id: try i.parameter("id")) })]
+        ),
         ConnectResource(
             "/actions/standard/customNotificationAction", writes: .push,
             [
@@ -217,7 +227,8 @@ extension APIServer {
         switch caller {
         case .key(_, let org, let role):
             if !reads && role == .read { throw APIProblem.forbidden("a read key can only read") }
-            if !reads && role == .send && writes != .push {
+            // A device is its user's: the operation answers an API key 403 in the sObject's error shape.
+            if !reads && role == .send && writes != .push && writes != .ownDevice {
                 throw APIProblem.forbidden("changing settings needs an admin key")
             }
             return ConnectCaller(org: org)

@@ -215,6 +215,10 @@ paths:
       security:
         - userToken: []
       summary: Register the calling user's device (user token). Idempotent; a token moves to the new user.
+      description: |
+        `token` must have its platform's form: an APNs token is an even number of hexadecimal digits, 64 to 200
+        (32 bytes today); an FCM token is 1 to 4096 bytes without whitespace, control characters or `/`. A token of
+        the wrong form, a key that does not parse, or another `cipherName` is a 400 naming the field.
       requestBody:
         required: true
         content:
@@ -228,6 +232,17 @@ paths:
                 token: {type: string, minLength: 1, maxLength: 4096}
                 environment: {type: string, enum: [production, sandbox]}
                 locale: {type: string, minLength: 1, maxLength: 35}
+                rsaPublicKey:
+                  type: string
+                  description: >-
+                    The app's RSA public key for encrypted Notification Builder pushes: base64 of the X.509
+                    SubjectPublicKeyInfo DER, 2048 to 4096 bits (line breaks are taken and dropped).
+                cipherName:
+                  type: string
+                  enum: [RSA_OAEP_SHA256]
+                  description: >-
+                    RSA_OAEP_SHA256, or absent for an app that decrypts with PKCS #1 v1.5. Without
+                    `rsaPublicKey` it is checked and not kept.
       responses:
         "200":
           description: The device as registered.
@@ -268,7 +283,7 @@ paths:
     get:
       tags: [devices]
       operationId: userDevices
-      summary: A user's devices in every app the org may use, or in `app` (role admin).
+      summary: A user's devices in every app the org may use, or in `app` (role admin), newest registration first.
       parameters:
         - name: user
           in: path
@@ -516,6 +531,87 @@ paths:
         "404": {$ref: "#/components/responses/SalesforceNotFound"}
         "413": {$ref: "#/components/responses/SalesforceTooLarge"}
         "415": {$ref: "#/components/responses/SalesforceUnsupportedMediaType"}
+        "429": {$ref: "#/components/responses/SalesforceTooManyRequests"}
+        "500": {$ref: "#/components/responses/SalesforceServerError"}
+        "503": {$ref: "#/components/responses/SalesforceUnavailable"}
+  /services/data/{version}/sobjects/MobilePushServiceDevice:
+    parameters:
+      - {$ref: "#/components/parameters/Version"}
+    post:
+      tags: [salesforce]
+      operationId: registerMobilePushServiceDevice
+      summary: The Salesforce Mobile SDKs' own device registration (user token).
+      description: |
+        What the iOS and Android Mobile SDKs send after login. The device belongs to the token's user, in the
+        token's org and app (`ApplicationBundle` is required and does not choose the app; `NetworkId` is taken and
+        not kept). `ServiceType` `Apple` is an iOS device, `androidGcm` an Android one. Registering the same token
+        again updates it and answers the same id. Errors are Salesforce's sObject errors, naming the field.
+      security:
+        - userToken: []
+      requestBody:
+        required: true
+        content:
+          application/json:
+            example:
+              ConnectionToken: 9f9f9f9f9f9f9f9f9f9f9f9f9f9f9f9f9f9f9f9f9f9f9f9f9f9f9f9f9f9f9f9f
+              ServiceType: Apple
+              ApplicationBundle: com.acme.app
+              CipherName: RSA_OAEP_SHA256
+            schema:
+              type: object
+              additionalProperties: false
+              required: [ConnectionToken, ServiceType, ApplicationBundle]
+              properties:
+                ConnectionToken: {type: string, minLength: 1, description: The APNs token in hex, or the FCM token.}
+                ServiceType: {type: string, enum: [Apple, androidGcm]}
+                ApplicationBundle: {type: string, minLength: 1}
+                NetworkId: {type: [string, "null"], description: Taken and not kept.}
+                RsaPublicKey: {type: [string, "null"], description: As `rsaPublicKey` of PUT /v1/devices.}
+                CipherName: {type: [string, "null"], enum: [RSA_OAEP_SHA256, null]}
+      responses:
+        "201":
+          description: Registered (or updated); `id` identifies the device for the DELETE at logout.
+          content:
+            application/json:
+              schema:
+                type: object
+                additionalProperties: false
+                required: [id, success, errors]
+                properties:
+                  id: {type: string, minLength: 18, maxLength: 18}
+                  success: {type: boolean}
+                  errors: {type: array, maxItems: 0}
+        "400": {$ref: "#/components/responses/SObjectBadRequest"}
+        "401": {$ref: "#/components/responses/SalesforceUnauthorized"}
+        "403": {$ref: "#/components/responses/SalesforceForbidden"}
+        "404": {$ref: "#/components/responses/SalesforceNotFound"}
+        "413": {$ref: "#/components/responses/SalesforceTooLarge"}
+        "415": {$ref: "#/components/responses/SalesforceUnsupportedMediaType"}
+        "429": {$ref: "#/components/responses/SalesforceTooManyRequests"}
+        "500": {$ref: "#/components/responses/SalesforceServerError"}
+        "503": {$ref: "#/components/responses/SalesforceUnavailable"}
+  /services/data/{version}/sobjects/MobilePushServiceDevice/{id}:
+    parameters:
+      - {$ref: "#/components/parameters/Version"}
+      - name: id
+        in: path
+        required: true
+        schema: {type: string}
+    delete:
+      tags: [salesforce]
+      operationId: unregisterMobilePushServiceDevice
+      summary: Remove the caller's device the SDK registered (user token); what the Mobile SDKs send at logout.
+      security:
+        - userToken: []
+      responses:
+        "204": {description: Removed.}
+        "401": {$ref: "#/components/responses/SalesforceUnauthorized"}
+        "403": {$ref: "#/components/responses/SalesforceForbidden"}
+        "404":
+          description: No device of the caller has this id (another user's, another org's, or none).
+          content:
+            application/json:
+              schema: {$ref: "#/components/schemas/SObjectErrors"}
         "429": {$ref: "#/components/responses/SalesforceTooManyRequests"}
         "500": {$ref: "#/components/responses/SalesforceServerError"}
         "503": {$ref: "#/components/responses/SalesforceUnavailable"}
@@ -997,6 +1093,15 @@ components:
       content:
         application/json:
           schema: {$ref: "#/components/schemas/SalesforceErrors"}
+    SObjectBadRequest:
+      description: >-
+        A registration Salesforce would refuse: `JSON_PARSER_ERROR`, `INVALID_FIELD` (a field the sObject does not
+        have), `REQUIRED_FIELD_MISSING`, `INVALID_OR_NULL_FOR_RESTRICTED_PICKLIST` (`ServiceType`), or
+        `FIELD_INTEGRITY_EXCEPTION` (a token of the wrong form for its platform, a key that does not parse, another
+        cipher); `fields` names the field.
+      content:
+        application/json:
+          schema: {$ref: "#/components/schemas/SObjectErrors"}
     SalesforceForbidden:
       description: The credential's role or kind may not call this resource (`INSUFFICIENT_ACCESS`).
       content:
@@ -1136,6 +1241,18 @@ components:
         properties:
           errorCode: {type: string}
           message: {type: string}
+    SObjectErrors:
+      description: Salesforce's sObject error array.
+      type: array
+      minItems: 1
+      items:
+        type: object
+        additionalProperties: false
+        required: [message, errorCode, fields]
+        properties:
+          message: {type: string}
+          errorCode: {type: string}
+          fields: {type: array, items: {type: string}}
     Flag:
       description: A boolean, or the strings "true" and "false" as Salesforce's examples write them.
       oneOf:
@@ -1402,6 +1519,8 @@ components:
         locale: {type: string}
         registeredAt: {type: string, format: date-time}
         lastSeenAt: {type: string, format: date-time}
+        rsaPublicKey: {type: string, description: The registered key (base64 of the SubjectPublicKeyInfo DER), if any.}
+        cipherName: {type: string, enum: [RSA_OAEP_SHA256]}
     NotificationType:
       type: object
       required: [id, name, mobile, desktop]

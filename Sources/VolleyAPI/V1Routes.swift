@@ -1,6 +1,7 @@
 import Crypto
 import Foundation
 import Hummingbird
+import VolleyConnect
 import VolleyCore
 
 /// Volley's own resources under `/v1` (openapi/volley.yaml). Thin handlers: parse and validate, call a store or the
@@ -200,26 +201,37 @@ extension APIServer {
         var locale: String?
         var registeredAt: Date
         var lastSeenAt: Date
+        var rsaPublicKey: String?
+        var cipherName: String?
     }
 
     func putDevice(_ request: Request, _ context: APIRequestContext) async throws -> Response {
         let claims = try context.user()
         let data = try await body(request)
         let o = try Input.object(data)
-        try Input.rejectUnknownKeys(o.members.keys, known: ["platform", "token", "environment", "locale"], at: "")
+        try Input.rejectUnknownKeys(
+            o.members.keys, known: ["platform", "token", "environment", "locale", "rsaPublicKey", "cipherName"], at: "")
         let b = try Input.fields { () throws(JSONFieldError) in
             (
                 platform: try o.string("platform"), token: try o.string("token"),
-                environment: try o.string("environment"), locale: try o.string("locale")
+                environment: try o.string("environment"), locale: try o.string("locale"),
+                rsaPublicKey: try o.string("rsaPublicKey"), cipherName: try o.string("cipherName")
             )
         }
         guard let p = b.platform, let platform = Platform(rawValue: p) else {
             throw APIProblem.badRequest("platform", "required: ios or android")
         }
-        guard let token = b.token, !token.isEmpty, token.utf8.count <= 4096, !token.contains(where: \.isWhitespace),
-            !token.contains("/")
-        else {
-            throw APIProblem.badRequest("token", "required: the provider's device token (no spaces, ≤ 4096 bytes)")
+        guard let token = b.token else {
+            throw APIProblem.badRequest("token", "required: the provider's device token")
+        }
+        if let problem = DeviceToken(token).formProblem(for: platform) {
+            throw APIProblem.badRequest("token", problem)
+        }
+        let key: DeviceKeyMaterial?
+        do {
+            key = try DeviceEncryptionKey.registration(rsaPublicKey: b.rsaPublicKey, cipherName: b.cipherName)
+        } catch {
+            throw APIProblem.badRequest(error.field ?? "rsaPublicKey", error.fieldMessage)
         }
         var environment: APNSEnvironment?
         if let e = b.environment {
@@ -237,14 +249,14 @@ extension APIServer {
         }
         let record = DeviceImportRecord(
             org: claims.org, app: claims.app, user: claims.user, platform: platform, token: DeviceToken(token),
-            environment: environment, locale: locale)
+            environment: environment, locale: locale, rsaPublicKey: key?.rsaPublicKey, cipherName: key?.cipherName)
         let now = Date()
         try await stores.devices.register(record, now: now)
         return try JSONResponse.make(
             DeviceBody(
                 app: claims.app.rawValue, user: claims.user.rawValue, platform: platform.rawValue, token: token,
                 environment: platform == .ios ? (environment ?? .production).rawValue : nil, locale: locale,
-                registeredAt: now, lastSeenAt: now))
+                registeredAt: now, lastSeenAt: now, rsaPublicKey: key?.rsaPublicKey, cipherName: key?.cipherName))
     }
 
     func deleteDevice(_ context: APIRequestContext) async throws -> Response {
@@ -271,17 +283,23 @@ extension APIServer {
             }
             chosen = [AppName(app)]
         }
-        var devices: [DeviceBody] = []
+        var records: [(app: AppName, record: DeviceRecord)] = []
         for app in chosen {
             for r in try await stores.devices.devices(org: org, app: app, user: UserID(user)) {
-                devices.append(
-                    DeviceBody(
-                        app: app.rawValue, user: user, platform: r.platform.rawValue, token: r.token.rawValue,
-                        environment: r.environment?.rawValue, locale: r.locale, registeredAt: r.registeredAt,
-                        lastSeenAt: r.lastSeenAt))
+                records.append((app, r))
             }
         }
-        devices.sort { ($0.app, $0.platform, $0.token) < ($1.app, $1.platform, $1.token) }
+        // The most recently registered first, across apps (equal times: by app, then platform and token).
+        records.sort {
+            $0.record.registeredAt != $1.record.registeredAt || $0.app == $1.app
+                ? DeviceRecord.newestFirst($0.record, $1.record) : $0.app.rawValue < $1.app.rawValue
+        }
+        let devices = records.map { app, r in
+            DeviceBody(
+                app: app.rawValue, user: user, platform: r.platform.rawValue, token: r.token.rawValue,
+                environment: r.environment?.rawValue, locale: r.locale, registeredAt: r.registeredAt,
+                lastSeenAt: r.lastSeenAt, rsaPublicKey: r.rsaPublicKey, cipherName: r.cipherName)
+        }
         // A user unknown to this org (or another org's user) looks the same: nothing here.
         guard !devices.isEmpty else {
             throw APIProblem.notFound("no devices for user '\(user)' in this org", field: "user")

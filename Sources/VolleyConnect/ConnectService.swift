@@ -41,16 +41,20 @@ public final class ConnectService: Sendable {
     let types: any NotificationTypeRepository
     let inbox: any InboxRepository
     let jobs: any JobSubmitter
+    /// The Mobile SDKs' own device registration (`MobilePushServiceDevice`); nil: those paths answer 404, which the
+    /// Android SDK reads as "push is not enabled for this app".
+    let mobileDevices: MobilePushServiceDevices?
     let options: Options
     let logger: Logger
 
     public init(
         types: any NotificationTypeRepository, inbox: any InboxRepository, jobs: any JobSubmitter,
-        options: Options = Options(), logger: Logger
+        devices: (any DeviceStore)? = nil, options: Options = Options(), logger: Logger
     ) {
         self.types = types
         self.inbox = inbox
         self.jobs = jobs
+        mobileDevices = devices.map { MobilePushServiceDevices(devices: $0, clock: options.clock) }
         self.options = options
         self.logger = logger
     }
@@ -424,5 +428,21 @@ public final class ConnectService: Sendable {
         let type = try await orgType(caller, typeOrID)
         try await types.resetOrgSetting(org: caller.org, typeID: type.id)
         return .noContent
+    }
+}
+
+// MARK: Device registration
+
+extension ConnectService {
+    /// `POST /sobjects/MobilePushServiceDevice`: the Mobile SDKs' registration of the caller's device.
+    public func registerMobilePushDevice(caller: ConnectCaller, body: Data) async throws -> ConnectResponse {
+        guard let mobileDevices else { return SObjectError.notFound.response }
+        return try await mobileDevices.register(caller: caller, body: body)
+    }
+
+    /// `DELETE /sobjects/MobilePushServiceDevice/{id}`: the Mobile SDKs' logout.
+    public func unregisterMobilePushDevice(caller: ConnectCaller, id: String) async throws -> ConnectResponse {
+        guard let mobileDevices else { return SObjectError.notFound.response }
+        return try await mobileDevices.unregister(caller: caller, id: id)
     }
 }

@@ -75,6 +75,24 @@ public struct DeviceEncryptionKey: Sendable, CustomStringConvertible {
         _ = try parse(rsaPublicKey: rsaPublicKey, cipherName: cipherName)
     }
 
+    /// A registration's key fields checked (400s naming the field, as `validate`) and in the form the registry keeps:
+    /// the key's base64 without the line breaks iOS sends, and `cipherName` only when it is `RSA_OAEP_SHA256`. Nil
+    /// without a key: a `cipherName` alone is checked and dropped, since the iOS SDK sends `RSA_OAEP_SHA256` whether
+    /// or not it could make a key.
+    public static func registration(rsaPublicKey: String?, cipherName: String?) throws(ConnectError)
+        -> DeviceKeyMaterial?
+    {
+        guard let rsaPublicKey, !rsaPublicKey.isEmpty else {
+            if let cipherName, !cipherName.isEmpty, cipherName != Cipher.rsaOAEPSHA256.rawValue {
+                throw .invalidInput("cipherName: must be RSA_OAEP_SHA256 or absent")
+            }
+            return nil
+        }
+        let (_, cipher, _) = try parse(rsaPublicKey: rsaPublicKey, cipherName: cipherName)
+        let compact = String(rsaPublicKey.unicodeScalars.filter { !$0.properties.isWhitespace }.map(Character.init))
+        return DeviceKeyMaterial(rsaPublicKey: compact, cipherName: cipher == .rsaOAEPSHA256 ? cipher.rawValue : nil)
+    }
+
     public var description: String { "DeviceEncryptionKey(RSA-\(keySizeInBits), \(cipher.rawValue), \(platform))" }
 
     /// The RSA ciphertext of `plaintext` (the 32 bytes of AES key and IV), as long as the modulus.

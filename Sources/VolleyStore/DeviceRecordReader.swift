@@ -20,7 +20,9 @@ public enum DeviceRecordReader {
         read(bytes.assumingMemoryBound(to: UInt8.self))
     }
 
-    /// Required keys as `DeviceRecord`'s decoder requires them: platform, token, user, registeredAt, lastSeenAt.
+    /// Required keys as `DeviceRecord`'s decoder requires them: platform, token, user, registeredAt, lastSeenAt. The
+    /// optional `rsaPublicKey` and `cipherName` (a device's key for encrypted pushes, usually absent) become
+    /// `Device.encryptionKey`, as `DeviceRecord.device` makes it.
     static func read(_ s: UnsafeBufferPointer<UInt8>) -> Device? {
         var p = Parser(s)
         guard p.consume(UInt8(ascii: "{")) else { return nil }
@@ -29,6 +31,8 @@ public enum DeviceRecordReader {
         var environment: APNSEnvironment?
         var locale: String?
         var user: String?
+        var rsaPublicKey: String?
+        var cipherName: String?
         var haveRegistered = false
         var haveLastSeen = false
         p.skipSpace()
@@ -63,6 +67,16 @@ public enum DeviceRecordReader {
             case .lastSeenAt:
                 guard p.number() else { return nil }
                 haveLastSeen = true
+            case .rsaPublicKey:
+                if !p.null() {
+                    guard let v = p.string() else { return nil }
+                    rsaPublicKey = v
+                }
+            case .cipherName:
+                if !p.null() {
+                    guard let v = p.string() else { return nil }
+                    cipherName = v
+                }
             case .other:
                 guard p.skipScalar() else { return nil }
             }
@@ -78,12 +92,13 @@ public enum DeviceRecordReader {
         guard p.atEnd, let platform, let token, let user, haveRegistered, haveLastSeen else { return nil }
         return Device(
             platform: platform, token: DeviceToken(token), environment: environment, locale: locale,
-            user: UserID(user))
+            user: UserID(user),
+            encryptionKey: rsaPublicKey.map { DeviceKeyMaterial(rsaPublicKey: $0, cipherName: cipherName) })
     }
 
     /// The record keys this reader uses, matched from the key's bytes (no String per key).
     enum Key {
-        case platform, token, user, environment, locale, registeredAt, lastSeenAt, other
+        case platform, token, user, environment, locale, registeredAt, lastSeenAt, rsaPublicKey, cipherName, other
 
         init(_ k: UnsafeBufferPointer<UInt8>) {
             func equals(_ word: StaticString) -> Bool {
@@ -96,9 +111,9 @@ public enum DeviceRecordReader {
             case 5: self = equals("token") ? .token : .other
             case 6: self = equals("locale") ? .locale : .other
             case 8: self = equals("platform") ? .platform : .other
-            case 10: self = equals("lastSeenAt") ? .lastSeenAt : .other
+            case 10: self = equals("lastSeenAt") ? .lastSeenAt : equals("cipherName") ? .cipherName : .other
             case 11: self = equals("environment") ? .environment : .other
-            case 12: self = equals("registeredAt") ? .registeredAt : .other
+            case 12: self = equals("registeredAt") ? .registeredAt : equals("rsaPublicKey") ? .rsaPublicKey : .other
             default: self = .other
             }
         }

@@ -32,13 +32,17 @@ extension RedisPipelineSession {
                 let rec = DeviceRecord(
                     platform: r.platform, token: r.token,
                     environment: r.platform == .ios ? (r.environment ?? .production) : nil,
-                    locale: r.locale, user: r.user, registeredAt: now, lastSeenAt: now)
+                    locale: r.locale, user: r.user, registeredAt: now, lastSeenAt: now,
+                    rsaPublicKey: r.rsaPublicKey, cipherName: r.rsaPublicKey == nil ? nil : r.cipherName)
                 let json = String(decoding: try DeviceRecord.encoder.encode(rec), as: UTF8.self)
                 let field = StoreConfiguration.deviceField(r.platform, r.token)
                 commands.append(["HSET", store.deviceKey(org, app, r.user), field, json])
                 commands.append(["HSET", store.tokenIndexKey(org, app), field, r.user.rawValue])
                 commands.append(["SADD", store.usersKey(org, app), r.user.rawValue])
+                // The last-seen index the stale-device sweep reads (StaleDevices.swift).
+                commands.append(["ZADD", store.lastSeenKey(org, app), String(now.timeIntervalSince1970), field])
             }
+            commands.append(["SADD", store.lastSeenAppsKey, StoreConfiguration.lastSeenAppsMember(org, app)])
         }
         for r in try client.pipeline(commands, window: 512) { try r.throwIfError("register devices") }
         return records.count
@@ -49,10 +53,11 @@ extension RedisPipelineSession {
         try remove(org: org, app: app, devices: [Device(platform: platform, token: token)]) > 0
     }
 
-    /// Device records of one user.
+    /// Device records of one user, the most recently registered first (ties by platform and token).
     public func records(org: OrgID, app: AppName, user: UserID) throws -> [DeviceRecord] {
         let r = try client.checked(["HGETALL", store.deviceKey(org, app, user)])
         return r.fieldPairs.compactMap { try? DeviceRecord.decoder.decode(DeviceRecord.self, from: Data($0.1.utf8)) }
+            .sorted(by: DeviceRecord.newestFirst)
     }
 
     /// Walks every user with devices in (org, app), `pageSize` users at a time (SSCAN), calling `visit` per page.

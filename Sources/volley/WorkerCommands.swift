@@ -152,6 +152,10 @@ struct Devices: AsyncParsableCommand {
         @Option var token: String
         @Option(help: "iOS: production or sandbox.") var environment: String?
         @Option var locale: String?
+        @Option(help: "The app's RSA public key for encrypted pushes: base64 of the X.509 SubjectPublicKeyInfo DER.")
+        var rsaPublicKey: String?
+        @Option(help: "RSA_OAEP_SHA256, or leave out for a key the app decrypts with PKCS #1 v1.5.")
+        var cipherName: String?
 
         func run() async throws {
             let c = try loadConfiguration(config)
@@ -159,6 +163,7 @@ struct Devices: AsyncParsableCommand {
             guard let p = Platform(rawValue: platform.lowercased()) else {
                 throw ValidationError("--platform must be ios or android")
             }
+            let (rsaPublicKey, cipherName) = (self.rsaPublicKey, self.cipherName)
             var parsedEnv: APNSEnvironment?
             if let environment {
                 guard let e = APNSEnvironment(rawValue: environment) else {
@@ -170,12 +175,24 @@ struct Devices: AsyncParsableCommand {
             let (org, app, user, token, locale) = (
                 OrgID(self.org), AppName(self.app), UserID(self.user), DeviceToken(self.token), self.locale
             )
-            try await runBlocking {
-                try DeviceCommands.register(
-                    settings: settings, org: org, app: app, user: user, platform: p,
-                    token: token, environment: env, locale: locale)
+            do {
+                try await runBlocking {
+                    try DeviceCommands.register(
+                        settings: settings, org: org, app: app, user: user, platform: p,
+                        token: token, environment: env, locale: locale, rsaPublicKey: rsaPublicKey,
+                        cipherName: cipherName)
+                }
+            } catch let e as DeviceRegistrationError {
+                throw ValidationError("--\(Self.flag(e.field)): \(e.message)")
             }
             print("registered \(p) device \(token.redacted) for user \(user)")
+        }
+
+        /// The flag of a registration field: `rsaPublicKey` → `rsa-public-key`.
+        static func flag(_ field: String) -> String {
+            field.reduce(into: "") { out, c in
+                if c.isUppercase { out += "-" + c.lowercased() } else { out.append(c) }
+            }
         }
     }
 
@@ -227,8 +244,8 @@ struct Devices: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
             abstract: "Import devices from JSONL or CSV.",
             discussion:
-                #"JSONL: one {"org","app","user","platform","token"[,"environment","locale"]} per line. CSV: a "#
-                + #"header naming those columns."#
+                #"JSONL: one {"org","app","user","platform","token"[,"environment","locale","rsaPublicKey","#
+                + #""cipherName"]} per line. CSV: a header naming those columns."#
         )
         @Option(help: "YAML configuration file.") var config: String
         @Argument(help: "FILE.jsonl or FILE.csv") var file: String

@@ -31,7 +31,7 @@ struct InMemoryAPI {
         configuration.userTokenKeys = [UserTokenKey(id: "k1", secret: Array(repeating: 1, count: 32))]
         configuration.apps = ["app1": AppOrgs(allowed: ["orgA"]), "app2": AppOrgs(allowed: nil)]
         let connect = ConnectService(
-            types: types, inbox: inbox, jobs: jobs,
+            types: types, inbox: inbox, jobs: jobs, devices: devices,
             options: .init(apps: { $0 == "orgA" ? ["app1", "app2"] : ["app2"] }, clock: clock),
             logger: Logger(label: "test"))
         server = APIServer(

@@ -3,6 +3,7 @@ import Testing
 import VolleyCore
 import VolleyService
 import VolleyStore
+import VolleyTestDoubles
 import VolleyTestSupport
 import VolleyTestTags
 
@@ -16,44 +17,60 @@ import VolleyTestTags
         defer { try? FileManager.default.removeItem(at: dir) }
         var jsonl = ""
         for i in 0..<2_500 {
+            let (platform, token) = i % 2 == 0 ? ("ios", String(format: "%064x", i)) : ("android", "t\(i)")
             jsonl +=
-                #"{"org":"o","app":"a","user":"u\#(i % 1000)","platform":"\#(i % 2 == 0 ? "ios" : "android")","toke"#
-                + #"n":"t\#(i)","locale":"en"}"#
+                #"{"org":"o","app":"a","user":"u\#(i % 1000)","platform":"\#(platform)","token":"\#(token)","#
+                + #""locale":"en"}"#
                 + "\n"
         }
         jsonl += #"{"org":"o","app":"a","user":"x","platform":"windows","token":"t"}"# + "\n" + "not json\n"
         // A misspelt key refuses the line, naming the key, instead of importing a device without its token.
         jsonl += #"{"org":"o","app":"a","user":"y","platform":"ios","tokn":"t"}"# + "\n"
+        // A token of the wrong form for its platform, and a key that does not parse, are refused naming the field.
+        jsonl += #"{"org":"o","app":"a","user":"y","platform":"ios","token":"ab12"}"# + "\n"
+        jsonl += #"{"org":"o","app":"a","user":"y","platform":"android","token":"t1","rsaPublicKey":"AAAA"}"# + "\n"
+        // A key in the SDKs' form (line breaks included) is kept in the registry's form.
+        let keyLines = TestDeviceKeys.rsa2048Lines.replacingOccurrences(of: "\n", with: "\\n")
+        jsonl +=
+            #"{"org":"o","app":"a","user":"k","platform":"android","token":"tk","rsaPublicKey":"\#(keyLines)","#
+            + #""cipherName":"RSA_OAEP_SHA256"}"# + "\n"
         let jsonlPath = dir.appendingPathComponent("d.jsonl").path
         try jsonl.write(toFile: jsonlPath, atomically: true, encoding: .utf8)
         var progressCalls = 0
         let r = try DeviceImport.run(path: jsonlPath, session: h.admin, batchSize: 1000) { _ in progressCalls += 1 }
-        #expect(r.imported == 2_500)
-        #expect(r.invalid == 3)
-        #expect(r.problems.count == 3 && r.problems[0].hasPrefix("line 2501"))
+        #expect(r.imported == 2_501)
+        #expect(r.invalid == 5)
+        #expect(r.problems.count == 5 && r.problems[0].hasPrefix("line 2501"))
         #expect(r.problems[2] == "line 2503: unknown key 'tokn' (did you mean 'token'?)")
+        #expect(r.problems[3].hasPrefix("line 2504: token: invalid device token length"), "\(r.problems[3])")
+        #expect(r.problems[4].hasPrefix("line 2505: rsaPublicKey: "), "\(r.problems[4])")
         #expect(progressCalls == 3)
         let counts = try h.admin.counts(org: "o", app: "a")
-        #expect(counts.users == 1000)
-        #expect(counts.devices == 2_500)
+        #expect(counts.users == 1001)
+        #expect(counts.devices == 2_501)
+        let keyed = try h.admin.records(org: "o", app: "a", user: "k")
+        #expect(keyed.first?.rsaPublicKey == TestDeviceKeys.rsa2048 && keyed.first?.cipherName == "RSA_OAEP_SHA256")
 
+        let csvTok = String(repeating: "c1", count: 32)
         let csv =
-            "org,app,user,platform,token,environment\no,a,u1,ios,csvtok1,sandbox\no,a,u2,android,csvtok2,\no,a,u3,i"
-            + "os,,\n"
+            "org,app,user,platform,token,environment,rsaPublicKey\no,a,u1,ios,\(csvTok),sandbox,\n"
+            + "o,a,u2,android,csvtok2,,\(TestDeviceKeys.rsa2048)\no,a,u3,ios,,,\no,a,u4,ios,csvtok4,,\n"
         let csvPath = dir.appendingPathComponent("d.csv").path
         try csv.write(toFile: csvPath, atomically: true, encoding: .utf8)
         let c = try DeviceImport.run(path: csvPath, session: h.admin)
         #expect(c.imported == 2)
-        #expect(c.invalid == 1)
+        #expect(c.invalid == 2)
         let u1 = try h.admin.records(org: "o", app: "a", user: "u1")
-        #expect(u1.contains { $0.token.rawValue == "csvtok1" && $0.environment == .sandbox })
+        #expect(u1.contains { $0.token.rawValue == csvTok && $0.environment == .sandbox })
+        let u2 = try h.admin.records(org: "o", app: "a", user: "u2")
+        #expect(u2.first?.rsaPublicKey == TestDeviceKeys.rsa2048 && u2.first?.cipherName == nil)
         // Re-registering a token to another user moves it.
         try h.admin.register([
-            DeviceImportRecord(org: "o", app: "a", user: "u9", platform: .ios, token: DeviceToken("csvtok1"))
+            DeviceImportRecord(org: "o", app: "a", user: "u9", platform: .ios, token: DeviceToken(csvTok))
         ])
-        #expect(try !h.admin.records(org: "o", app: "a", user: "u1").contains { $0.token.rawValue == "csvtok1" })
-        #expect(try h.admin.unregister(org: "o", app: "a", platform: .ios, token: DeviceToken("csvtok1")))
-        #expect(try !h.admin.unregister(org: "o", app: "a", platform: .ios, token: DeviceToken("csvtok1")))
+        #expect(try !h.admin.records(org: "o", app: "a", user: "u1").contains { $0.token.rawValue == csvTok })
+        #expect(try h.admin.unregister(org: "o", app: "a", platform: .ios, token: DeviceToken(csvTok)))
+        #expect(try !h.admin.unregister(org: "o", app: "a", platform: .ios, token: DeviceToken(csvTok)))
     }
 
     @Test func sendFlagsBuildJobs() throws {

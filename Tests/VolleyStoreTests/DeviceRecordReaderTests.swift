@@ -26,6 +26,15 @@ import VolleyTestTags
             DeviceRecord(
                 platform: .ios, token: DeviceToken("t"), environment: .production, locale: "fr",
                 user: UserID("quote\" back\\slash \u{1}ctl tab\t é 漢 🎉"), registeredAt: now, lastSeenAt: now),
+            // A device with a key for encrypted pushes: OAEP, legacy PKCS #1 v1.5 (no cipher), and a key with the
+            // line breaks iOS sends (escaped in the JSON, so the reader's slow string path).
+            DeviceRecord(
+                platform: .ios, token: DeviceToken(String(repeating: "cd", count: 32)), environment: .production,
+                locale: nil, user: UserID("k1"), registeredAt: now, lastSeenAt: now,
+                rsaPublicKey: "MIIBIjANBgkqhkiG9w0BAQEFAAOCAQ8AMIIBCgKCAQEA+/x=", cipherName: "RSA_OAEP_SHA256"),
+            DeviceRecord(
+                platform: .android, token: DeviceToken("fcm-key"), user: UserID("k2"), registeredAt: now,
+                lastSeenAt: now, rsaPublicKey: "MIIBIjANBgkqhkiG9w0BAQEFAAOC\nAQ8AMIIBCgKCAQEA"),
         ]
         for r in records {
             let json = try encoded(r)
@@ -33,7 +42,25 @@ import VolleyTestTags
             let slow = try DeviceRecord.decoder.decode(DeviceRecord.self, from: Data(json.utf8)).device
             #expect(fast == slow, "\(json)")
             #expect(fast == r.device)
+            #expect(fast?.encryptionKey?.rsaPublicKey == r.rsaPublicKey)
+            #expect(fast?.encryptionKey?.cipherName == r.cipherName)
         }
+    }
+
+    /// `cipherName` and `rsaPublicKey` share their lengths with `lastSeenAt` and `registeredAt`: each is matched by
+    /// its bytes, in any order, and null is the same as absent.
+    @Test func readsKeyFieldsInAnyOrderAndNull() {
+        let json =
+            #"{"cipherName":"RSA_OAEP_SHA256","platform":"ios","rsaPublicKey":"K\/1","token":"T","user":"u","#
+            + #""registeredAt":1,"lastSeenAt":2}"#
+        #expect(
+            DeviceRecordReader.device(fromJSON: json)?.encryptionKey
+                == DeviceKeyMaterial(rsaPublicKey: "K/1", cipherName: "RSA_OAEP_SHA256"))
+        let none = #"{"platform":"ios","token":"T","user":"u","registeredAt":1,"lastSeenAt":2,"rsaPublicKey":null}"#
+        let read = DeviceRecordReader.device(fromJSON: none)
+        #expect(read != nil && read?.encryptionKey == nil)
+        let nested = #"{"platform":"ios","token":"T","user":"u","registeredAt":1,"lastSeenAt":2,"rsaPublicKey":{}}"#
+        #expect(DeviceRecordReader.device(fromJSON: nested) == nil)
     }
 
     @Test func readsEscapesWhitespaceUnknownKeysAndNulls() {
@@ -139,4 +166,78 @@ import VolleyTestTags
     for damaged in ["6:ios:a\n", "x:ios:abc\n", "7:ios:abc", "7:ios:abc\n8:ios", "7ios:abc\n"] {
         #expect(StoreConfiguration.acceptedFields(damaged) == nil, "\(damaged)")
     }
+}
+
+/// What registration writes, the registry's read paths return: the key fields through the admin records and the send
+/// path's devices, and a list newest first.
+@Test(.tags(.integration)) func registrationKeepsTheKeyAndListsNewestFirst() throws {
+    let redis = try RedisServerFixture()
+    defer { redis.stop() }
+    let session = RedisPipelineSession(
+        client: redis.client(), store: StoreConfiguration(), consumer: "t", logger: Logger(label: "test"))
+    let keyed = String(repeating: "e1", count: 32)
+    let plain = String(repeating: "f2", count: 32)
+    let t0 = Date(timeIntervalSince1970: 1_790_000_000)
+    try session.register(
+        [
+            DeviceImportRecord(
+                org: "o", app: "a", user: "u", platform: .ios, token: DeviceToken(keyed), rsaPublicKey: "KEY+/=",
+                cipherName: "RSA_OAEP_SHA256")
+        ], now: t0)
+    try session.register(
+        [DeviceImportRecord(org: "o", app: "a", user: "u", platform: .android, token: DeviceToken("fcm-1"))],
+        now: t0.addingTimeInterval(60))
+    try session.register(
+        [DeviceImportRecord(org: "o", app: "a", user: "u", platform: .ios, token: DeviceToken(plain))],
+        now: t0.addingTimeInterval(30))
+    let records = try session.records(org: "o", app: "a", user: "u")
+    #expect(records.map(\.token.rawValue) == ["fcm-1", plain, keyed])
+    #expect(records.last?.rsaPublicKey == "KEY+/=" && records.last?.cipherName == "RSA_OAEP_SHA256")
+    #expect(records.first?.rsaPublicKey == nil && records.first?.cipherName == nil)
+    let devices = try session.devices(org: "o", app: "a", users: ["u"])[0]
+    let byToken = Dictionary(uniqueKeysWithValues: devices.map { ($0.token.rawValue, $0) })
+    #expect(byToken[keyed]?.encryptionKey == DeviceKeyMaterial(rsaPublicKey: "KEY+/=", cipherName: "RSA_OAEP_SHA256"))
+    #expect(byToken[plain]?.encryptionKey == nil)
+    // Re-registering without a key drops the key: the app's latest registration is what counts.
+    try session.register(
+        [DeviceImportRecord(org: "o", app: "a", user: "u", platform: .ios, token: DeviceToken(keyed))],
+        now: t0.addingTimeInterval(90))
+    let again = try session.records(org: "o", app: "a", user: "u")
+    #expect(again.first?.token.rawValue == keyed && again.first?.rsaPublicKey == nil)
+}
+
+/// The stale-device sweep on a real redis-server: only devices last registered at or before the cutoff go, in
+/// batches, under one worker's lease; a device registered again is kept.
+@Test(.tags(.integration)) func staleDevicesAreRemovedInBatchesUnderOneLease() throws {
+    let redis = try RedisServerFixture()
+    defer { redis.stop() }
+    let store = StoreConfiguration()
+    let session = RedisPipelineSession(client: redis.client(), store: store, consumer: "a", logger: Logger(label: "t"))
+    let other = RedisPipelineSession(client: redis.client(), store: store, consumer: "b", logger: Logger(label: "t"))
+    let t0 = Date(timeIntervalSince1970: 1_790_000_000)
+    func register(_ user: UserID, _ token: String, _ app: AppName = "a", at: Date) throws {
+        try session.register(
+            [DeviceImportRecord(org: "o", app: app, user: user, platform: .android, token: DeviceToken(token))], now: at
+        )
+    }
+    for i in 0..<5 { try register("old", "old-\(i)", at: t0) }
+    try register("old", "old-again", at: t0)
+    try register("other-app", "old-b", "b", at: t0)
+    try register("new", "new-1", at: t0 + 100 * 86_400)
+    try register("old", "old-again", at: t0 + 100 * 86_400) // registered again: seen since
+
+    let cutoff = t0 + 86_400
+    // A second worker does not sweep while the first holds the lease.
+    let first = try session.sweepStaleDevices(cutoff: cutoff, leaseSeconds: 30, owner: "w1", batch: 3)
+    #expect(first == StaleDeviceSweepResult(leased: true, removed: 4, more: true))
+    #expect(try other.sweepStaleDevices(cutoff: cutoff, leaseSeconds: 30, owner: "w2", batch: 3).leased == false)
+    let second = try session.sweepStaleDevices(cutoff: cutoff, leaseSeconds: 30, owner: "w1", batch: 3)
+    #expect(second == StaleDeviceSweepResult(leased: true, removed: 2, more: false))
+    #expect(try session.records(org: "o", app: "a", user: "old").map(\.token.rawValue) == ["old-again"])
+    #expect(try session.records(org: "o", app: "a", user: "new").map(\.token.rawValue) == ["new-1"])
+    #expect(try session.records(org: "o", app: "b", user: "other-app").isEmpty)
+    let counts = try session.counts(org: "o", app: "b")
+    #expect(counts.users == 0 && counts.devices == 0)
+    let third = try session.sweepStaleDevices(cutoff: cutoff, leaseSeconds: 30, owner: "w1", batch: 3)
+    #expect(third == StaleDeviceSweepResult(leased: true, removed: 0, more: false))
 }

@@ -187,7 +187,8 @@ public final class InMemoryDevices: DeviceStore {
         let record = DeviceRecord(
             platform: device.platform, token: device.token,
             environment: device.platform == .ios ? (device.environment ?? .production) : nil, locale: device.locale,
-            user: device.user, registeredAt: now, lastSeenAt: now)
+            user: device.user, registeredAt: now, lastSeenAt: now, rsaPublicKey: device.rsaPublicKey,
+            cipherName: device.rsaPublicKey == nil ? nil : device.cipherName)
         devices.withLock {
             $0[Key(org: device.org, app: device.app, platform: device.platform, token: device.token)] = record
         }
@@ -209,6 +210,7 @@ public final class InMemoryDevices: DeviceStore {
         try outage.check()
         return devices.withLock { all in
             all.filter { $0.key.org == org && $0.key.app == app && $0.value.user == user }.map(\.value)
+                .sorted(by: DeviceRecord.newestFirst)
         }
     }
 }

@@ -85,7 +85,7 @@ struct RedisAPIStores {
     func connect(configuration c: VolleyConfiguration, logger: Logger) -> ConnectService {
         let apps = c.apps
         return ConnectService(
-            types: types, inbox: inbox, jobs: jobs,
+            types: types, inbox: inbox, jobs: jobs, devices: api.devices,
             options: ConnectService.Options(
                 apps: { org in apps.filter { $0.orgs.allows(org) }.map(\.name) }, check: .providers(apps)),
             logger: logger)

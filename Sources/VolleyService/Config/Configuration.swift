@@ -13,6 +13,7 @@ public struct VolleyConfiguration: Sendable {
     public var worker: WorkerSettings
     public var quotas: QuotaSettings
     public var inbox: InboxSettings = .init()
+    public var devices: DeviceSettings = .init()
     public var log: LogSettings
     public var metrics: MetricsSettings = .init()
     /// The HTTP API process (`volley api`).
@@ -157,6 +158,14 @@ public struct InboxSettings: Sendable, Hashable {
     public init() {}
 }
 
+/// The device registry's hygiene.
+public struct DeviceSettings: Sendable, Hashable {
+    /// `devices.staleAfterDays`: workers remove devices not registered again for this many days (FCM treats a token
+    /// inactive for 270 days as expired); 0 keeps every device.
+    public var staleAfterDays: Int = 270
+    public init() {}
+}
+
 /// The operations endpoint (`/metrics`, `/livez`, `/readyz`) of each worker and API process.
 public struct MetricsSettings: Sendable, Hashable {
     /// False: no endpoint, and metrics are not collected at all.
@@ -199,6 +208,7 @@ extension VolleyConfiguration {
         ],
         "quotas": ["ios", "android"],
         "inbox": ["maxCount", "maxAgeSeconds"],
+        "devices": ["staleAfterDays"],
         "log": ["level", "format"],
         "metrics": ["enabled", "host", "port", "apiPort"],
         // `redisPipelines` was removed; its environment override is still read so that it stops startup by name.
@@ -341,6 +351,10 @@ extension VolleyConfiguration {
             r.rejectUnknownKeys(s, known: keys("inbox"), at: "inbox")
             if let v = r.int(s, "maxCount", at: "inbox", range: 1...100_000) { c.inbox.maxCount = v }
             if let v = r.int(s, "maxAgeSeconds", at: "inbox", range: 60...Int(Int32.max)) { c.inbox.maxAgeSeconds = v }
+        }
+        if let s = r.section(tree, "devices", at: "") {
+            r.rejectUnknownKeys(s, known: keys("devices"), at: "devices")
+            if let v = r.int(s, "staleAfterDays", at: "devices", range: 0...3_650) { c.devices.staleAfterDays = v }
         }
         if let s = r.section(tree, "log", at: "") {
             r.rejectUnknownKeys(s, known: keys("log"), at: "log")

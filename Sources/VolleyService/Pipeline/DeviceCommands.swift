@@ -1,5 +1,6 @@
 import Foundation
 import Logging
+import VolleyConnect
 import VolleyCore
 import VolleyStore
 
@@ -14,15 +15,36 @@ public enum DeviceCommands {
 
     public static func register(
         settings: PipelineSettings, org: OrgID, app: AppName, user: UserID, platform: Platform,
-        token: DeviceToken, environment: APNSEnvironment?, locale: String?
+        token: DeviceToken, environment: APNSEnvironment?, locale: String?, rsaPublicKey: String? = nil,
+        cipherName: String? = nil
     ) throws {
-        try session(settings).register([
+        let record = try checked(
             DeviceImportRecord(
-                org: org, app: app, user: user, platform: platform,
-                token: token, environment: environment, locale: locale)
-        ])
+                org: org, app: app, user: user, platform: platform, token: token, environment: environment,
+                locale: locale, rsaPublicKey: rsaPublicKey, cipherName: cipherName))
+        try session(settings).register([record])
     }
 
+    /// A registration as every entry point checks it (the API, the `MobilePushServiceDevice` sObject, `register`,
+    /// `import`): the token's form for its platform, the key and cipher; the record with its key in the registry's
+    /// form. The error names the field (`token`, `rsaPublicKey`, `cipherName`).
+    public static func checked(_ record: DeviceImportRecord) throws(DeviceRegistrationError) -> DeviceImportRecord {
+        if let problem = record.token.formProblem(for: record.platform) {
+            throw DeviceRegistrationError(field: "token", message: problem)
+        }
+        var out = record
+        do {
+            let key = try DeviceEncryptionKey.registration(
+                rsaPublicKey: record.rsaPublicKey, cipherName: record.cipherName)
+            out.rsaPublicKey = key?.rsaPublicKey
+            out.cipherName = key?.cipherName
+        } catch {
+            throw DeviceRegistrationError(field: error.field ?? "rsaPublicKey", message: error.fieldMessage)
+        }
+        return out
+    }
+
+    /// Device lists show the most recently registered first, per user.
     public static func list(
         settings: PipelineSettings, org: OrgID, app: AppName, user: UserID?, json: Bool,
         limit: Int, output: (String) -> Void = { print($0) }
@@ -65,6 +87,17 @@ public enum DeviceCommands {
             }
         }
     }
+}
+
+/// A registration refused: the field at fault and why (never the token or key itself).
+public struct DeviceRegistrationError: Error, Sendable, Hashable, CustomStringConvertible {
+    public var field: String
+    public var message: String
+    public init(field: String, message: String) {
+        self.field = field
+        self.message = message
+    }
+    public var description: String { "\(field): \(message)" }
 }
 
 /// Unblocks SIGTERM/SIGINT for the process (a parent such as a test runner may have blocked them, and children

@@ -3,8 +3,10 @@ import Logging
 import VolleyCore
 import VolleyStore
 
-/// `volley devices import`: JSONL (`{"org","app","user","platform","token"[, "environment", "locale"]}` per line)
-/// or CSV with a header naming those columns. Streams the file, registers in pipelined batches, reports progress.
+/// `volley devices import`: JSONL (`{"org","app","user","platform","token"[, "environment", "locale",
+/// "rsaPublicKey", "cipherName"]}` per line) or CSV with a header naming those columns (a key's base64 has no comma).
+/// Streams the file, registers in pipelined batches, reports progress. Each record is checked as every registration
+/// is (`DeviceCommands.checked`).
 public enum DeviceImport {
     public struct Result: Sendable, Hashable, Codable {
         public var imported = 0
@@ -35,6 +37,15 @@ public enum DeviceImport {
             result.invalid += 1
             if result.problems.count < 20 { result.problems.append("line \(line): \(why)") }
         }
+        /// Checked as every registration is (`DeviceCommands.checked`); a refused line names the field.
+        func accept(_ record: DeviceImportRecord, line: Int) {
+            if let why = invalidReason(record) { return problem(line, why) }
+            do {
+                batch.append(try DeviceCommands.checked(record))
+            } catch {
+                problem(line, error.description)
+            }
+        }
         func flush() throws {
             if batch.isEmpty { return }
             try session.register(batch)
@@ -57,7 +68,7 @@ public enum DeviceImport {
                 }
                 do {
                     let rec = try decoder.decode(DeviceImportRecord.self, from: Data(line.utf8))
-                    if let why = invalidReason(rec) { problem(lineNo, why) } else { batch.append(rec) }
+                    accept(rec, line: lineNo)
                 } catch {
                     problem(
                         lineNo,
@@ -74,7 +85,7 @@ public enum DeviceImport {
                     if !missing.isEmpty {
                         throw JobSubmission.InputError(
                             "\(path): CSV header lacks \(missing.joined(separator: ", ")) (need "
-                                + "org,app,user,platform,token[,environment,locale])"
+                                + "org,app,user,platform,token[,environment,locale,rsaPublicKey,cipherName])"
                         )
                     }
                     csvColumns = header
@@ -102,8 +113,9 @@ public enum DeviceImport {
                 }
                 let rec = DeviceImportRecord(
                     org: OrgID(org), app: AppName(app), user: UserID(user), platform: platform,
-                    token: DeviceToken(token), environment: env, locale: d["locale"])
-                if let why = invalidReason(rec) { problem(lineNo, why) } else { batch.append(rec) }
+                    token: DeviceToken(token), environment: env, locale: d["locale"],
+                    rsaPublicKey: d["rsapublickey"], cipherName: d["ciphername"])
+                accept(rec, line: lineNo)
             }
             if batch.count >= batchSize { try flush() }
         }
@@ -115,10 +127,6 @@ public enum DeviceImport {
         if r.org.rawValue.isEmpty || r.app.rawValue.isEmpty || r.user.rawValue.isEmpty {
             return "org, app and user must not be empty"
         }
-        if r.token.rawValue.isEmpty || r.token.rawValue.count > 4096 {
-            return "token empty or longer than 4096 characters"
-        }
-        if r.token.rawValue.contains(where: { $0.isWhitespace }) { return "token contains whitespace" }
         return nil
     }
 

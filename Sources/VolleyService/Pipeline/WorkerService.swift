@@ -116,9 +116,14 @@ extension WorkerRunner {
                 path: path, running: c, apps: apps, engineMetrics: engineMetrics, logger: logger)
             services.append(.init(service: ReloadService(reloader: reloader)))
         }
+        // Devices not registered again within `devices.staleAfterDays`: one worker of the fleet at a time removes them.
+        let sweeper = StaleDeviceSweeper(
+            configuration: .init(staleAfterDays: c.devices.staleAfterDays), settings: settings, logger: logger)
+        sweeper?.start()
         let group = ServiceGroup(
             configuration: .init(services: services, gracefulShutdownSignals: [.sigterm, .sigint], logger: logger))
         try await group.run()
+        sweeper?.stop()
         probe?.stop()
     }
 }

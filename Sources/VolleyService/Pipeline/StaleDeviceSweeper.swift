@@ -1,0 +1,98 @@
+import Foundation
+import Logging
+import Metrics
+import VolleyCore
+import VolleyRedis
+import VolleyStore
+
+/// A worker's removal of stale devices (`devices.staleAfterDays`): one thread, its own Redis connection, driven by
+/// `StaleDeviceSweepStateMachine` (which decides when, and how the fleet shares the work through a lease). Each
+/// removal is counted (`volley_devices_stale_removed_total`) and logged with its count, never with a token.
+public final class StaleDeviceSweeper: @unchecked Sendable {
+    private let session: RedisPipelineSession
+    private let logger: Logger
+    private let clock: any WallClock
+    private let owner: String
+    private let condition = NSCondition()
+    private var machine: StaleDeviceSweepStateMachine
+    private var stopped = false
+    private var running = false
+    private let removedCounter = Counter(label: "volley_devices_stale_removed_total")
+
+    /// Nil when `devices.staleAfterDays` is 0 (no sweeping).
+    public init?(
+        configuration: StaleDeviceSweepStateMachine.Configuration, settings: PipelineSettings, logger: Logger,
+        clock: any WallClock = SystemClock()
+    ) {
+        guard configuration.staleAfterDays > 0 else { return nil }
+        machine = StaleDeviceSweepStateMachine(configuration: configuration)
+        var options = settings.redisOptions
+        options.giveUpAfter = 10
+        owner = "\(settings.worker.consumer)-\(UUID().uuidString.prefix(8))"
+        session = RedisPipelineBackend(
+            endpoint: settings.endpoint, store: settings.store, consumer: owner, options: options
+        ).makeRedisSession(name: "stale-devices")
+        self.logger = logger
+        self.clock = clock
+    }
+
+    /// Starts the sweep thread.
+    public func start() {
+        condition.withLock { running = true }
+        let t = Thread { [self] in loop() }
+        t.name = "volley-stale-devices"
+        t.start()
+    }
+
+    /// Stops the thread (returns when it has; a pass in progress finishes first).
+    public func stop() {
+        condition.withLock {
+            stopped = true
+            condition.broadcast()
+            while running { condition.wait() }
+        }
+    }
+
+    private func loop() {
+        defer {
+            condition.withLock {
+                running = false
+                condition.broadcast()
+            }
+        }
+        var action = condition.withLock { machine.tick(now: clock.now()) }
+        while true {
+            switch action {
+            case .wait(let until):
+                let stop: Bool = condition.withLock {
+                    // Woken early by `stop`; the wall clock decides when the wait is over.
+                    while !stopped && Date() < until { _ = condition.wait(until: min(until, Date() + 60)) }
+                    return stopped
+                }
+                if stop { return }
+                action = condition.withLock { machine.tick(now: clock.now()) }
+            case .sweep(let cutoff, let leaseSeconds):
+                if condition.withLock({ stopped }) { return }
+                do {
+                    let r = try session.sweepStaleDevices(cutoff: cutoff, leaseSeconds: leaseSeconds, owner: owner)
+                    if r.removed > 0 {
+                        removedCounter.increment(by: r.removed)
+                        logger.info(
+                            "removed stale devices",
+                            metadata: [
+                                "removed": "\(r.removed)", "notRegisteredSince": "\(cutoff.ISO8601Format())",
+                            ])
+                    }
+                    action = condition.withLock { machine.swept(now: clock.now(), leased: r.leased, more: r.more) }
+                } catch {
+                    logger.warning(
+                        "stale device sweep failed; next attempt after the interval",
+                        metadata: [
+                            "error": "\(error)"
+                        ])
+                    action = condition.withLock { machine.failed(now: clock.now()) }
+                }
+            }
+        }
+    }
+}
