@@ -147,6 +147,11 @@ struct JobJSONReadingTests {
             fcm: .object(["k": .bool(true)]), platforms: [.ios, .android])
         job.shard = ShardRef(parent: "p", index: 1, count: 4)
         job.debug = true
+        job.salesforcePayload = false
+        job.inbox = false
+        job.notificationId = "n-1"
+        job.templateId = "welcome"
+        job.customData = .object(["plan": .string("gold")])
         return job
     }
 

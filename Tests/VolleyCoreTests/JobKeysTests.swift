@@ -26,6 +26,11 @@ import VolleyTestTags
             apns: .object([:]), fcm: .object([:]), platforms: [.ios])
         job.shard = ShardRef(parent: "p", index: 0, count: 2)
         job.debug = true
+        job.salesforcePayload = false
+        job.inbox = false
+        job.notificationId = "n-1"
+        job.templateId = "welcome"
+        job.customData = .object(["plan": .string("gold")])
         let object = try #require(try JSONValue(parsing: JSONEncoder().encode(job)).objectValue)
         #expect(Set(object.keys) == JobKeys.job)
         #expect(Set((object["notification"]?.objectValue ?? [:]).keys) == JobKeys.notification)
