@@ -12,7 +12,8 @@ struct JobJSONTests {
          "devices":[{"platform":"ios","token":"beef","environment":"sandbox"},{"platform":"android","token":"f1"}],
          "notification":{"title":"Hi \"there\"","body":"a/b","localized":{"es":{"title":"Hola","body":"b"}},
            "badge":3,"sound":"ping.caf","data":{"recordId":"001","n":[1,2]},"contentAvailable":true,"ttl":60},
-         "apns":{"aps":{"alert":"x"}},"fcm":{"data":{"k":"v"}},"platforms":["ios"],"debug":true}
+         "apns":{"aps":{"alert":"x"}},"fcm":{"data":{"k":"v"}},"platforms":["ios"],"debug":true,
+         "salesforcePayload":false,"inbox":true,"notificationId":"n-1","templateId":"t-1","customData":{"plan":"gold"}}
         """#
 
     /// The API reads a body into the job a worker decodes from the same bytes.
