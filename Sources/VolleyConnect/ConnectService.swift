@@ -13,9 +13,11 @@ import VolleyCore
 public final class ConnectService: Sendable {
     public struct Options: Sendable {
         /// The apps an org may push through (configuration `apps[].orgs`), in configuration order; nil when the
-        /// org may use any app. A custom notification action without an app-bound caller goes to the first.
+        /// org may use any app. A custom notification action without an app-bound caller goes to every one of them
+        /// subscribed to its type (an org allowed any app needs an app-bound caller).
         public var apps: @Sendable (OrgID) -> [AppName]?
-        /// A new job id (it is also the notification id the recipients' inboxes show).
+        /// A new id: a Connect push's job id, a custom notification's notification id (the id the recipients'
+        /// inboxes show; its jobs are `<id>:<app>`).
         public var newJobID: @Sendable () -> JobID
         public var clock: any WallClock
         /// The providers' preparation: a push every worker would refuse is refused here, before it is queued.
