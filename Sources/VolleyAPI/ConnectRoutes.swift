@@ -8,14 +8,17 @@ import VolleyCore
 /// the user and app of a user token) before an operation runs; errors on these paths use Salesforce's shape,
 /// `[{"errorCode", "message"}]`.
 ///
-/// Every credential may read (GET, HEAD). Changing a resource takes what it declares: pushing (the custom notification
-/// action, Connect push) a `send` or `admin` key; marking the context user's notifications an `admin` key or a user
-/// token; changing app and org settings an `admin` key.
+/// Every credential may read (GET, HEAD). Changing a resource takes what it declares: the custom notification action
+/// a `send` or `admin` key; Connect push such a key or a user token (through its own app); marking the context
+/// user's notifications an `admin` key or a user token; changing app and org settings an `admin` key. The two
+/// pushing resources honour `Idempotency-Key` as `POST /v1/jobs` does.
 extension APIServer {
     /// Who may call a resource with a method other than GET and HEAD.
     enum ConnectWrites: Sendable {
         /// Pushing: an API key with role `send` or `admin`; a user token cannot push.
         case push
+        /// Pushing from a device: as `push`, or a user token (the operation keeps it to its own app).
+        case userPush
         /// Marking notifications read or seen: an `admin` key or a user token.
         case mark
         /// Changing app or org notification settings: an `admin` key.
@@ -32,6 +35,8 @@ extension APIServer {
         var query: [ConnectQueryItem]
         var body: Data
         var parameters: Parameters
+        /// The request's `Idempotency-Key` on the pushing resources, checked for form (nil without one).
+        var idempotencyKey: String?
 
         /// A path parameter, percent-decoded.
         func parameter(_ name: String) throws -> String {
@@ -70,11 +75,17 @@ extension APIServer {
             "/actions/standard/customNotificationAction", writes: .push,
             [
                 (.get, { s, _ in s.describeCustomNotificationAction() }),
-                (.post, { s, i in try await s.customNotificationAction(caller: i.caller, body: i.body) }),
+                (
+                    .post,
+                    { s, i in
+                        try await s.customNotificationAction(
+                            caller: i.caller, body: i.body, idempotencyKey: i.idempotencyKey)
+                    }
+                ),
             ]),
         ConnectResource(
-            "/connect/notifications/push", writes: .push,
-            [(.post, { s, i in try await s.push(caller: i.caller, body: i.body) })]),
+            "/connect/notifications/push", writes: .userPush,
+            [(.post, { s, i in try await s.push(caller: i.caller, body: i.body, idempotencyKey: i.idempotencyKey) })]),
         ConnectResource(
             "/connect/notifications", writes: .mark,
             [
@@ -189,10 +200,22 @@ extension APIServer {
                 group.on(path, method: method) { request, context in
                     let caller = try Self.connectCaller(context, method: method, writes: writes)
                     let reads = method == .get || method == .head || method == .delete
+                    var idempotencyKey: String?
+                    if !reads && (writes == .push || writes == .userPush),
+                        let key = request.headers[.init("Idempotency-Key")!]
+                    {
+                        guard Input.isSafeID(key) else {
+                            return Self.response(
+                                ConnectError.invalidInput(
+                                    "Idempotency-Key: 1–128 characters of letters, digits and . _ : -"
+                                ).response)
+                        }
+                        idempotencyKey = key
+                    }
                     let input = ConnectInput(
                         caller: caller, query: Self.queryItems(request),
                         body: reads ? Data() : try await self.body(request),
-                        parameters: context.parameters)
+                        parameters: context.parameters, idempotencyKey: idempotencyKey)
                     return Self.response(
                         await service.answer(request.uri.path) { try await operation.run(service, input) })
                 }
@@ -228,7 +251,7 @@ extension APIServer {
         case .key(_, let org, let role):
             if !reads && role == .read { throw APIProblem.forbidden("a read key can only read") }
             // A device is its user's: the operation answers an API key 403 in the sObject's error shape.
-            if !reads && role == .send && writes != .push && writes != .ownDevice {
+            if !reads && role == .send && writes != .push && writes != .userPush && writes != .ownDevice {
                 throw APIProblem.forbidden("changing settings needs an admin key")
             }
             return ConnectCaller(org: org)

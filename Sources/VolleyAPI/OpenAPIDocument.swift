@@ -496,9 +496,17 @@ paths:
       description: |
         An API key with role send or admin. A body that is not `{"inputs": [ … ]}` (1 to 200 inputs) fails as a
         whole with 400; otherwise the answer is 200 and each input's problems are in its result's `errors`, each
-        naming its fields. The job goes to the credential's app, else to the org's first configured app.
+        naming its fields. Each valid input is one job per app of the org subscribed to its type (its app setting
+        is not `enabled: false`); the jobs share one notification id, so each user's inbox holds it once. With an
+        `Idempotency-Key` a retry is answered as the first request and queues nothing more; another body under
+        the same key gets 422 (`DUPLICATE_VALUE`).
       security:
         - apiKey: []
+      parameters:
+        - name: Idempotency-Key
+          in: header
+          required: false
+          schema: {$ref: "#/components/schemas/SafeID"}
       requestBody:
         required: true
         content:
@@ -531,6 +539,7 @@ paths:
         "404": {$ref: "#/components/responses/SalesforceNotFound"}
         "413": {$ref: "#/components/responses/SalesforceTooLarge"}
         "415": {$ref: "#/components/responses/SalesforceUnsupportedMediaType"}
+        "422": {$ref: "#/components/responses/SalesforceDuplicate"}
         "429": {$ref: "#/components/responses/SalesforceTooManyRequests"}
         "500": {$ref: "#/components/responses/SalesforceServerError"}
         "503": {$ref: "#/components/responses/SalesforceUnavailable"}
@@ -623,11 +632,20 @@ paths:
       operationId: connectPush
       summary: Push a platform payload to users of a connected app (Connect REST).
       description: |
-        An API key with role send or admin. `appName` must be an app the org may use (another org's app answers
-        404). `payload` is JSON text (Salesforce's single-quoted form is accepted) or a JSON object: an object with
-        at least one key, at most 4096 bytes of JSON, `aps` (when present) an object.
+        An API key with role send or admin, or a user token pushing through its own app (`appName` must be the
+        token's app, else 403) to users of its org. `appName` must be an app the org may use (another org's app
+        answers 404). `payload` is JSON text (Salesforce's single-quoted form is accepted) or a JSON object: an
+        object with at least one key, at most 4096 bytes of JSON, `aps` (when present) an object. Push-only:
+        nothing is stored in the users' in-app inboxes. An `Idempotency-Key` becomes the job id: a replay answers
+        the same 202 and queues nothing; another body under the key gets 422.
       security:
         - apiKey: []
+        - userToken: []
+      parameters:
+        - name: Idempotency-Key
+          in: header
+          required: false
+          schema: {$ref: "#/components/schemas/SafeID"}
       requestBody:
         required: true
         content:
@@ -667,6 +685,7 @@ paths:
         "404": {$ref: "#/components/responses/SalesforceNotFound"}
         "413": {$ref: "#/components/responses/SalesforceTooLarge"}
         "415": {$ref: "#/components/responses/SalesforceUnsupportedMediaType"}
+        "422": {$ref: "#/components/responses/SalesforceDuplicate"}
         "429": {$ref: "#/components/responses/SalesforceTooManyRequests"}
         "500": {$ref: "#/components/responses/SalesforceServerError"}
         "503": {$ref: "#/components/responses/SalesforceUnavailable"}
@@ -907,6 +926,9 @@ paths:
                 applicationId: {type: string}
                 enabled: {$ref: "#/components/schemas/Flag"}
                 pushEnabled: {$ref: "#/components/schemas/Flag"}
+                fullContentPushNotifications:
+                  $ref: "#/components/schemas/Flag"
+                  description: The app's full-content setting (for every type of the app, not this one only).
       responses:
         "200":
           description: The setting.
@@ -1102,6 +1124,11 @@ components:
       content:
         application/json:
           schema: {$ref: "#/components/schemas/SObjectErrors"}
+    SalesforceDuplicate:
+      description: Another request was already accepted under this `Idempotency-Key` (`DUPLICATE_VALUE`).
+      content:
+        application/json:
+          schema: {$ref: "#/components/schemas/SalesforceErrors"}
     SalesforceForbidden:
       description: The credential's role or kind may not call this resource (`INSUFFICIENT_ACCESS`).
       content:
@@ -1355,7 +1382,8 @@ components:
       type: object
       additionalProperties: false
       required: [applicationDevName, applicationId, applicationName, applicationNamespace, enabled, notificationLabel,
-                 notificationTypeName, notificationTypeNamespace, notificationTypeOrId, pushEnabled]
+                 notificationTypeName, notificationTypeNamespace, notificationTypeOrId, pushEnabled,
+                 fullContentPushNotifications]
       properties:
         applicationDevName: {type: string}
         applicationId: {type: string}
@@ -1367,6 +1395,11 @@ components:
         notificationTypeNamespace: {type: [string, "null"], description: Always null in Volley.}
         notificationTypeOrId: {type: string}
         pushEnabled: {type: boolean}
+        fullContentPushNotifications:
+          type: boolean
+          description: >-
+            The app's "Enable full content push notifications" (default false): a custom notification's push
+            carries its title and body, not only its title. The same on every type's setting of the app.
     OrgSetting:
       type: object
       additionalProperties: false
@@ -1428,6 +1461,17 @@ components:
         debug:
           type: boolean
           description: Record debug events per user and device, read with GET /v1/jobs/{id}/events.
+        inbox:
+          type: boolean
+          description: >-
+            Whether the recipients' in-app inboxes keep the notification. Default true for Volley's own shape, false
+            for a job whose content is only a raw `apns` / `fcm` payload (Apex-style pushes are push-only).
+        notificationId:
+          type: string
+          minLength: 1
+          description: >-
+            The inbox entry's id (default the job id): jobs that send one notification through several apps share
+            it, so each user's inbox holds it once.
     Notification:
       type: object
       additionalProperties: false
@@ -1453,11 +1497,21 @@ components:
         category: {type: string}
         threadId: {type: string}
         collapseId: {type: string}
-        interruptionLevel: {type: string}
+        interruptionLevel:
+          type: string
+          description: passive, active, time-sensitive or critical (OneSignal's time_sensitive is taken too).
         relevanceScore: {type: number}
         targetContentId: {type: string}
-        ttl: {type: integer}
-        priority: {type: string, enum: [high, normal]}
+        ttl:
+          type: integer
+          minimum: 0
+          maximum: 2419200
+          description: Seconds the providers keep it; 0 = now or never; without it 259200 (3 days, OneSignal's).
+        priority:
+          description: high or normal, or OneSignal's numbers (10 high, 5 normal).
+          oneOf:
+            - {type: string, enum: [high, normal]}
+            - {type: integer, enum: [10, 5]}
         pushType: {type: string}
         imageUrl: {type: string}
         url: {type: string}

@@ -124,14 +124,10 @@ public struct APNSPreparedNotification: PreparedNotification {
         headers.append(HTTP2Header("apns-topic", topic))
         headers.append(HTTP2Header("apns-push-type", pushType.rawValue))
         headers.append(HTTP2Header("apns-priority", String(priority)))
-        if let ttl = n.ttl {
-            guard ttl >= 0 else {
-                throw NotificationError("BadExpirationDate", "ttl \(ttl) must be 0 or more seconds", field: "ttl")
-            }
-            // 0 = deliver once, now or never (APNs does not store it).
-            let value = ttl == 0 ? "0" : String(Int(now.timeIntervalSince1970) + ttl)
-            headers.append(HTTP2Header("apns-expiration", value))
-        }
+        // Always sent: without it APNs keeps the notification as long as it likes; a job without `ttl` gets
+        // OneSignal's 3 days. 0 = deliver once, now or never (APNs does not store it).
+        let ttl = try n.effectiveTTL(reason: "BadExpirationDate")
+        headers.append(HTTP2Header("apns-expiration", ttl == 0 ? "0" : String(Int(now.timeIntervalSince1970) + ttl)))
         if let c = n.collapseId {
             let bytes = c.utf8.count
             guard bytes <= 64 else {

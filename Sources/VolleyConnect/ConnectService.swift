@@ -1,3 +1,4 @@
+import Crypto
 import Foundation
 import Logging
 import VolleyCore
@@ -12,9 +13,11 @@ import VolleyCore
 public final class ConnectService: Sendable {
     public struct Options: Sendable {
         /// The apps an org may push through (configuration `apps[].orgs`), in configuration order; nil when the
-        /// org may use any app. A custom notification action without an app-bound caller goes to the first.
+        /// org may use any app. A custom notification action without an app-bound caller goes to every one of them
+        /// subscribed to its type (an org allowed any app needs an app-bound caller).
         public var apps: @Sendable (OrgID) -> [AppName]?
-        /// A new job id (it is also the notification id the recipients' inboxes show).
+        /// A new id: a Connect push's job id, a custom notification's notification id (the id the recipients'
+        /// inboxes show; its jobs are `<id>:<app>`).
         public var newJobID: @Sendable () -> JobID
         public var clock: any WallClock
         /// The providers' preparation: a push every worker would refuse is refused here, before it is queued.
@@ -79,72 +82,168 @@ public final class ConnectService: Sendable {
 
     // MARK: Sending
 
-    /// `POST /actions/standard/customNotificationAction`: one result per input; each valid input is one job.
-    public func customNotificationAction(caller: ConnectCaller, body: Data) async throws -> ConnectResponse {
+    /// `POST /actions/standard/customNotificationAction`: one result per input. Each valid input is one job per app
+    /// of the org subscribed to its type (`DeliveryPolicy.subscribes`), the jobs sharing one notification id, so
+    /// each recipient's inbox holds it once however many apps push it.
+    ///
+    /// With `idempotencyKey`, every id derives from the key (input `i`'s notification id `<key>:<i>`, its job through
+    /// app `a` `<key>:<i>:<a>`) and each job is submitted once per id, as `POST /v1/jobs` does: the same request
+    /// again is answered as the first and sends nothing more; another request under the key is a 422.
+    public func customNotificationAction(caller: ConnectCaller, body: Data, idempotencyKey: String? = nil)
+        async throws -> ConnectResponse
+    {
         let inputs = try CustomNotificationAction.inputs(body)
-        guard let app = caller.appName ?? options.apps(caller.org)?.first else {
-            throw ConnectError.invalidInput(
-                "customNotifTypeId: no connected app to deliver through (the org has no app configured)")
-        }
-        try checkApp(app, org: caller.org)
-        var known: [String: Bool] = [:]
+        let candidates = try actionApps(caller)
+        let submission = idempotencyKey.map { Submission(key: $0, digest: Self.digest(body), now: options.clock.now()) }
+        var subscribed: [String: [AppName]?] = [:] // by type id; nil: the org does not define the type
+        var appSettings: [AppName: [String: NotificationAppSetting]] = [:]
         var results: [CustomNotificationAction.Result] = []
         results.reserveCapacity(inputs.count)
-        for raw in inputs {
+        for (index, raw) in inputs.enumerated() {
+            let input: CustomNotificationAction.Input
             switch CustomNotificationAction.decode(raw) {
             case .invalid(let errors):
                 results.append(.init(errors: errors))
-            case .valid(let input):
-                let typeID = input.customNotifTypeId
-                if known[typeID] == nil {
-                    known[typeID] = try await types.type(org: caller.org, id: typeID) != nil
+                continue
+            case .valid(let valid): input = valid
+            }
+            let typeID = input.customNotifTypeId
+            if subscribed[typeID] == nil {
+                if try await types.type(org: caller.org, id: typeID) == nil {
+                    subscribed[typeID] = .some(nil)
+                } else {
+                    var apps: [AppName] = []
+                    for app in candidates {
+                        if appSettings[app] == nil {
+                            appSettings[app] = try await types.settings(org: caller.org, app: app)
+                        }
+                        if DeliveryPolicy.subscribes(appSettings[app]?[typeID]) { apps.append(app) }
+                    }
+                    subscribed[typeID] = .some(apps)
                 }
-                guard known[typeID] == true else {
-                    results.append(
-                        .init(errors: [
-                            .init(
-                                "INVALID_ID_FIELD", "customNotifTypeId: no notification type '\(typeID)' in this org",
-                                fields: ["customNotifTypeId"])
-                        ]))
-                    continue
-                }
-                let job = CustomNotificationAction.job(input, id: options.newJobID(), org: caller.org, app: app)
-                if let refusal = options.check.refusal(of: job) {
-                    let (platform, e) = (refusal.platform, refusal.error)
-                    // The notification's text is the input's title and body; any other field is Volley's own.
-                    let fields = e.field.map { [$0] } ?? ["title", "body"]
-                    results.append(
-                        .init(errors: [
-                            .init(
-                                "INVALID_INPUT", "\(fields.joined(separator: ", ")): \(platform): \(e.message)",
-                                fields: fields)
-                        ]))
-                    continue
-                }
-                do {
-                    try await jobs.enqueue(job)
-                    results.append(.success)
-                } catch {
-                    logger.error("custom notification not enqueued", metadata: ["error": "\(error)"])
-                    results.append(
-                        .init(errors: [
-                            .init("UNKNOWN_EXCEPTION", "the notification could not be queued; try again", fields: [])
-                        ]))
-                }
+            }
+            guard let apps = subscribed[typeID] ?? nil else {
+                results.append(
+                    .init(errors: [
+                        .init(
+                            "INVALID_ID_FIELD", "customNotifTypeId: no notification type '\(typeID)' in this org",
+                            fields: ["customNotifTypeId"])
+                    ]))
+                continue
+            }
+            guard !apps.isEmpty else {
+                results.append(
+                    .init(errors: [
+                        .init(
+                            "INVALID_INPUT",
+                            "customNotifTypeId: no connected app of this org is subscribed to type '\(typeID)' "
+                                + "(its app settings have enabled: false)", fields: ["customNotifTypeId"])
+                    ]))
+                continue
+            }
+            let notificationID = submission.map { "\($0.key):\(index)" } ?? options.newJobID().rawValue
+            let jobs = apps.map { app in
+                var job = CustomNotificationAction.job(
+                    input, id: JobID("\(notificationID):\(app.rawValue)"), org: caller.org, app: app)
+                job.notificationId = notificationID
+                return job
+            }
+            // Every app's provider must take it before any job is queued.
+            if let refusal = jobs.lazy.compactMap({ self.options.check.refusal(of: $0) }).first {
+                let (platform, e) = (refusal.platform, refusal.error)
+                // The notification's text is the input's title and body; any other field is Volley's own.
+                let fields = e.field.map { [$0] } ?? ["title", "body"]
+                results.append(
+                    .init(errors: [
+                        .init(
+                            "INVALID_INPUT", "\(fields.joined(separator: ", ")): \(platform): \(e.message)",
+                            fields: fields)
+                    ]))
+                continue
+            }
+            do {
+                for job in jobs { try await queue(job, submission) }
+                results.append(.success)
+            } catch let e as ConnectError {
+                throw e
+            } catch {
+                logger.error("custom notification not enqueued", metadata: ["error": "\(error)"])
+                results.append(
+                    .init(errors: [
+                        .init("UNKNOWN_EXCEPTION", "the notification could not be queued; try again", fields: [])
+                    ]))
             }
         }
         return .json(200, results)
     }
 
-    /// `POST /connect/notifications/push`: 202 with the job id.
-    public func push(caller: ConnectCaller, body: Data) async throws -> ConnectResponse {
+    /// The apps a custom notification action may go through: the caller's app when the credential is bound to one,
+    /// else every app the org may use (configuration `apps[].orgs`, in order).
+    func actionApps(_ caller: ConnectCaller) throws(ConnectError) -> [AppName] {
+        if let app = caller.appName {
+            try checkApp(app, org: caller.org)
+            return [app]
+        }
+        guard let apps = options.apps(caller.org), !apps.isEmpty else {
+            throw ConnectError.invalidInput(
+                "customNotifTypeId: no connected app to deliver through (the org has no app configured)")
+        }
+        return apps
+    }
+
+    /// An idempotent request: its key, the SHA-256 of its body (a replay is the same bytes again) and when it came.
+    struct Submission: Sendable {
+        var key: String
+        var digest: String
+        var now: Date
+    }
+
+    static func digest(_ body: Data) -> String {
+        SHA256.hash(data: body).map { String(format: "%02x", $0) }.joined()
+    }
+
+    static let jobEncoder: JSONEncoder = {
+        let e = JSONEncoder()
+        e.outputFormatting = [.sortedKeys]
+        return e
+    }()
+
+    /// Queues `job`: once per (org, job id) under an idempotent submission (a replay of the same body is skipped,
+    /// another body under the key is a 422), else as a new stream entry.
+    func queue(_ job: PushJob, _ submission: Submission?) async throws {
+        guard let submission, let id = job.id else {
+            try await jobs.enqueue(job)
+            return
+        }
+        let entry = String(decoding: try Self.jobEncoder.encode(job), as: UTF8.self)
+        let answer = try await jobs.submit(
+            org: job.org, job: id, app: job.app, digest: submission.digest, entry: entry,
+            createdAt: submission.now.ISO8601Format())
+        if case .conflict = answer {
+            throw ConnectError(
+                status: 422, errorCode: "DUPLICATE_VALUE",
+                message: "Idempotency-Key: a different request was already accepted with this key")
+        }
+    }
+
+    /// `POST /connect/notifications/push`: 202 with the job id. A push-only job (Salesforce's Apex and Connect
+    /// pushes keep nothing in-app). A user token pushes through its own connected app only (the guide's
+    /// device-to-device push), to users of its org; an API key through any app its org may use.
+    /// With `idempotencyKey` the job id is the key, submitted once as `POST /v1/jobs` does.
+    public func push(caller: ConnectCaller, body: Data, idempotencyKey: String? = nil) async throws -> ConnectResponse {
         let request = try ConnectPush.decode(body)
+        if caller.user != nil, request.appName != caller.appName {
+            throw ConnectError.forbidden(
+                "appName: a user token pushes through its own connected app ('\(caller.app ?? "")') only")
+        }
         try checkApp(request.appName, org: caller.org)
-        let job = ConnectPush.job(request, id: options.newJobID(), org: caller.org)
+        let job = ConnectPush.job(
+            request, id: idempotencyKey.map(JobID.init) ?? options.newJobID(), org: caller.org)
         if let refusal = options.check.refusal(of: job) {
             throw ConnectError.invalidInput("payload: \(refusal.platform): \(refusal.error.message)")
         }
-        try await jobs.enqueue(job)
+        try await queue(
+            job, idempotencyKey.map { Submission(key: $0, digest: Self.digest(body), now: options.clock.now()) })
         return .json(202, ["id": job.id?.rawValue ?? ""])
     }
 
@@ -308,7 +407,9 @@ public final class ConnectService: Sendable {
 
     // MARK: App settings
 
-    static let appSettingKeys: Set<String> = ["applicationId", "enabled", "pushEnabled"]
+    static let appSettingKeys: Set<String> = [
+        "applicationId", "enabled", "pushEnabled", "fullContentPushNotifications",
+    ]
 
     /// The app a settings request is about: `applicationId` (body, then query), else the caller's app.
     func settingsApp(caller: ConnectCaller, query: [ConnectQueryItem], body: [String: JSONValue] = [:]) throws
@@ -344,11 +445,13 @@ public final class ConnectService: Sendable {
         let list = if let typeID { [try await orgType(caller, typeID)] } else { try await types.types(org: caller.org) }
         let settings = try await types.settings(org: caller.org, app: app)
         let orgSettings = try await types.orgSettings(org: caller.org)
+        let appSettings = try await types.appNotificationSettings(org: caller.org, app: app)
         return .json(
             200,
             ConnectAppSettingCollection(
                 notificationAppSettings: list.map {
-                    ConnectAppSetting(type: $0, app: app, setting: settings[$0.id], org: orgSettings[$0.id])
+                    ConnectAppSetting(
+                        type: $0, app: app, setting: settings[$0.id], org: orgSettings[$0.id], appSettings: appSettings)
                 }))
     }
 
@@ -358,16 +461,29 @@ public final class ConnectService: Sendable {
         let o = try ConnectJSON.object(body, allowed: Self.appSettingKeys)
         let enabled = try ConnectJSON.bool(o["enabled"], field: "enabled")
         let pushEnabled = try ConnectJSON.bool(o["pushEnabled"], field: "pushEnabled")
+        let fullContent = try ConnectJSON.bool(
+            o["fullContentPushNotifications"], field: "fullContentPushNotifications")
         let app = try settingsApp(caller: caller, query: query, body: o)
         let type = try await orgType(caller, typeID)
-        if enabled == nil && pushEnabled == nil {
-            throw ConnectError.invalidInput("enabled: give enabled, pushEnabled or both")
+        if enabled == nil && pushEnabled == nil && fullContent == nil {
+            throw ConnectError.invalidInput("enabled: give enabled, pushEnabled, fullContentPushNotifications or more")
         }
-        try await types.setSetting(
-            org: caller.org, app: app, typeID: type.id, enabled: enabled, pushEnabled: pushEnabled)
+        if enabled != nil || pushEnabled != nil {
+            try await types.setSetting(
+                org: caller.org, app: app, typeID: type.id, enabled: enabled, pushEnabled: pushEnabled)
+        }
+        // Full content is the app's, not the type's: setting it through any type's setting sets it for the app.
+        let appSettings =
+            if let fullContent {
+                try await types.setAppNotificationSettings(
+                    org: caller.org, app: app, AppNotificationSettings(fullContentPushNotifications: fullContent))
+            } else {
+                try await types.appNotificationSettings(org: caller.org, app: app)
+            }
         let setting = try await types.settings(org: caller.org, app: app)[type.id]
         let orgSetting = try await types.orgSettings(org: caller.org)[type.id]
-        return .json(200, ConnectAppSetting(type: type, app: app, setting: setting, org: orgSetting))
+        return .json(
+            200, ConnectAppSetting(type: type, app: app, setting: setting, org: orgSetting, appSettings: appSettings))
     }
 
     public func resetAppSetting(caller: ConnectCaller, typeID: String, query: [ConnectQueryItem]) async throws

@@ -108,9 +108,15 @@ public struct ConnectAppSetting: Sendable, Hashable, Encodable {
     public var notificationTypeNamespace: String?
     public var notificationTypeOrId: String
     public var pushEnabled: Bool
+    /// The app's full-content setting (Volley's own field: one value per app, the same on every type's setting).
+    public var fullContentPushNotifications: Bool
 
     /// enabled defaults to true; pushEnabled to the type's mobile channel as the org left it.
-    public init(type: NotificationType, app: AppName, setting: NotificationAppSetting?, org: NotificationOrgSetting?) {
+    public init(
+        type: NotificationType, app: AppName, setting: NotificationAppSetting?, org: NotificationOrgSetting?,
+        appSettings: AppNotificationSettings
+    ) {
+        fullContentPushNotifications = appSettings.fullContent
         applicationDevName = app.rawValue
         applicationId = app.rawValue
         applicationName = app.rawValue
@@ -125,6 +131,7 @@ public struct ConnectAppSetting: Sendable, Hashable, Encodable {
     enum Key: String, CodingKey {
         case applicationDevName, applicationId, applicationName, applicationNamespace, enabled, notificationLabel
         case notificationTypeName, notificationTypeNamespace, notificationTypeOrId, pushEnabled
+        case fullContentPushNotifications
     }
 
     public func encode(to encoder: any Encoder) throws {
@@ -139,6 +146,7 @@ public struct ConnectAppSetting: Sendable, Hashable, Encodable {
         try c.encode(notificationTypeNamespace, forKey: .notificationTypeNamespace)
         try c.encode(notificationTypeOrId, forKey: .notificationTypeOrId)
         try c.encode(pushEnabled, forKey: .pushEnabled)
+        try c.encode(fullContentPushNotifications, forKey: .fullContentPushNotifications)
     }
 }
 

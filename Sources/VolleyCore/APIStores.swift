@@ -165,6 +165,11 @@ public protocol NotificationTypeRepository: Sendable {
     func setOrgSetting(org: OrgID, typeID: String, _ change: NotificationOrgSetting) async throws
         -> NotificationOrgSetting
     func resetOrgSetting(org: OrgID, typeID: String) async throws
+    /// The settings of `app` that hold for all its types.
+    func appNotificationSettings(org: OrgID, app: AppName) async throws -> AppNotificationSettings
+    /// Merges `change` into the app's settings (nil fields keep their value) and answers what is stored.
+    func setAppNotificationSettings(org: OrgID, app: AppName, _ change: AppNotificationSettings) async throws
+        -> AppNotificationSettings
 }
 
 /// One user's in-app notifications as the Notifications resources read and mark them.

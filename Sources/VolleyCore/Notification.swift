@@ -122,11 +122,11 @@ public struct Notification: Sendable, Hashable, Codable, JSONReadable {
         category = try o.string("category")
         threadId = try o.string("threadId")
         collapseId = try o.string("collapseId")
-        interruptionLevel = try o.string("interruptionLevel")
+        interruptionLevel = try o.string("interruptionLevel").map(Self.interruptionLevel(spelled:))
         relevanceScore = try o.double("relevanceScore")
         targetContentId = try o.string("targetContentId")
         ttl = try o.int("ttl")
-        priority = try o.oneOf("priority", Priority.self)
+        priority = try Self.priority(o)
         pushType = try o.string("pushType")
         imageUrl = try o.string("imageUrl")
         url = try o.string("url")
@@ -139,6 +139,44 @@ public struct Notification: Sendable, Hashable, Codable, JSONReadable {
     }
 
     public init(from decoder: any Decoder) throws { self = try Self.decoded(from: decoder) }
+
+    /// APNs's interruption level for a spelling a job may use: OneSignal writes `time_sensitive` where APNs writes
+    /// `time-sensitive`. Any other value is kept as given (the APNs encoder refuses one it does not know).
+    public static func interruptionLevel(spelled s: String) -> String {
+        s == "time_sensitive" ? "time-sensitive" : s
+    }
+
+    /// `priority` as Volley (`"high"`, `"normal"`) or OneSignal (10 high, 5 normal: APNs's own numbers) spells it.
+    static func priority(_ o: JSONObjectReader) throws(JSONFieldError) -> Priority? {
+        switch o.value("priority") {
+        case nil: return nil
+        case .number(let n)?:
+            switch n.intValue {
+            case 10?: return .high
+            case 5?: return .normal
+            default: throw o.fault("priority", "high, normal, 10 (high) or 5 (normal)")
+            }
+        default: return try o.oneOf("priority", Priority.self)
+        }
+    }
+
+    /// OneSignal's default time to live: a job without `ttl` is kept this long by APNs and FCM (3 days).
+    public static let defaultTTLSeconds = 259_200
+    /// The longest time to live a job may ask for: FCM's maximum, 28 days (OneSignal's cap).
+    public static let maxTTLSeconds = 2_419_200
+
+    /// The time to live the providers are given, in seconds: the job's `ttl` (0 = now or never), or
+    /// `defaultTTLSeconds` without one. A negative `ttl` or one above `maxTTLSeconds` throws, naming `ttl`, with the
+    /// provider's own reason code (`reason`).
+    public func effectiveTTL(reason: OutcomeReason) throws(NotificationError) -> Int {
+        guard let ttl else { return Self.defaultTTLSeconds }
+        guard ttl >= 0 else { throw NotificationError(reason, "ttl \(ttl) must be 0 or more seconds", field: "ttl") }
+        guard ttl <= Self.maxTTLSeconds else {
+            throw NotificationError(
+                reason, "ttl \(ttl) is over the maximum of \(Self.maxTTLSeconds) seconds (28 days)", field: "ttl")
+        }
+        return ttl
+    }
 
     /// True when this is a silent (background) push.
     public var isSilent: Bool {

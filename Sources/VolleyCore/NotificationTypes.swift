@@ -27,6 +27,26 @@ public struct NotificationAppSetting: Sendable, Hashable, Codable {
     }
 }
 
+/// The settings of one app in an org that hold for all its types: Salesforce's connected-app option "Enable full
+/// content push notifications" (`fullContentPushNotifications`, default off). With it off a custom notification's
+/// push shows its title only (`alertTitle` "", `alertBody` = the title); on, the title and the body.
+public struct AppNotificationSettings: Sendable, Hashable, Codable {
+    public var fullContentPushNotifications: Bool?
+    public init(fullContentPushNotifications: Bool? = nil) {
+        self.fullContentPushNotifications = fullContentPushNotifications
+    }
+
+    /// The full-content setting with its default applied (off).
+    public var fullContent: Bool { fullContentPushNotifications == true }
+
+    /// `self` with the values `change` gives (nil fields keep theirs).
+    public func merging(_ change: AppNotificationSettings) -> AppNotificationSettings {
+        var out = self
+        if let v = change.fullContentPushNotifications { out.fullContentPushNotifications = v }
+        return out
+    }
+}
+
 /// Salesforce "Notification Setting" for one type in an org: which delivery channels the org allows. Absent values
 /// take the defaults from the type (desktop and mobile from its channels; email and Slack off). An org can turn off
 /// a channel the type has, not turn on one it lacks.
@@ -87,4 +107,14 @@ public enum DeliveryPolicy: Sendable, Hashable {
 /// Org notification types and per-app settings.
 public protocol NotificationTypeStore: Sendable {
     func policy(org: OrgID, app: AppName, typeID: String?) throws -> DeliveryPolicy
+    /// The app's full-content setting (`AppNotificationSettings.fullContent`): whether a custom notification's push
+    /// carries its body as well as its title.
+    func fullContent(org: OrgID, app: AppName) throws -> Bool
+}
+
+extension DeliveryPolicy {
+    /// True when a type is delivered through `app` at all: the apps an org may use that a custom notification of
+    /// the type goes to. An app is subscribed unless its (type, app) setting says `enabled: false` (the guide's
+    /// "subscribe your connected app to the custom notification type"; `volley types app-setting --enabled`).
+    public static func subscribes(_ setting: NotificationAppSetting?) -> Bool { setting?.enabled != false }
 }

@@ -152,6 +152,19 @@ public struct PushJob: Sendable, Hashable, Codable, JSONReadable {
         }
     }
 
+    /// Whether the recipients' in-app inboxes keep this job's notification. Salesforce's Apex push "does not retain
+    /// notification payloads for subsequent use": a job whose content is only a raw `apns` / `fcm` payload (the
+    /// Connect push resource, Apex-style jobs) is push-only. A job with text of its own (`title`, `subtitle`,
+    /// `body`, `localized`) is stored, raw platform overrides or not. `inbox` decides over both when given.
+    /// (The type's app settings may still keep a notification out of the inbox: `DeliveryPolicy.storesInbox`.)
+    public var storesInbox: Bool {
+        if let inbox { return inbox }
+        let n = notification
+        let ownText = n.title != nil || n.subtitle != nil || n.body != nil || n.localized?.isEmpty == false
+        let raw = apns != nil || fcm != nil || n.apns != nil || n.fcm != nil
+        return ownText || !raw
+    }
+
     /// The id of the inbox entry this job stores and its pushes name (`nid`).
     public func inboxEntryID(jobID: JobID) -> String { notificationId ?? jobID.rawValue }
 }

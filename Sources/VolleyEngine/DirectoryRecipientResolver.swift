@@ -45,15 +45,17 @@ public struct DirectoryRecipientResolver: RecipientResolver {
         let explicit =
             (job.devices?.isEmpty == false)
             ? try UserRecipientResolver().cursor(for: explicitJob, session: session) : nil
-        // The inbox stores what the push shows (raw platform payloads included); a silent hint stores nothing.
+        // The inbox stores what the push shows; a silent hint, a raw-payload (Apex-style) job and `inbox: false`
+        // store nothing.
         let n = job.effectiveNotification
         let text = n.isSilent ? nil : n.inAppText
         let content: InboxContent? =
-            (inbox == nil || !policy.storesInbox)
+            (inbox == nil || !policy.storesInbox || !job.storesInbox)
             ? nil
             : text.map {
                 InboxContent(
-                    id: jobID.rawValue, type: n.type, title: $0.title, body: $0.body, target: n.targetId,
+                    id: job.inboxEntryID(jobID: jobID), type: n.type, title: $0.title, body: $0.body,
+                    target: n.targetId,
                     targetPageRef: n.targetPageRef, createdAt: clock.now())
             }
         let c = Cursor(

@@ -41,12 +41,8 @@ public enum FCMMessage {
         // Silent (data-only) messages default to NORMAL, like APNs priority 5.
         let priority = n.priority ?? (n.isSilent ? .normal : .high)
         android["priority"] = .string(priority == .high ? "HIGH" : "NORMAL")
-        if let ttl = n.ttl {
-            guard ttl >= 0 else {
-                throw NotificationError("INVALID_ARGUMENT", "ttl \(ttl) must be 0 or more seconds", field: "ttl")
-            }
-            android["ttl"] = .string("\(ttl)s")
-        }
+        // Always sent: FCM's own default is 4 weeks; a job without `ttl` gets OneSignal's 3 days.
+        android["ttl"] = .string("\(try n.effectiveTTL(reason: "INVALID_ARGUMENT"))s")
         if let c = n.collapseId { android["collapse_key"] = .string(c) }
         if !n.isSilent {
             var an: [String: JSONValue] = [:]

@@ -28,6 +28,7 @@ import VolleyCore
 /// volley:types:{O}                       HASH  typeId → NotificationType JSON
 /// volley:typeapp:{O}:<app>               HASH  typeId → NotificationAppSetting JSON
 /// volley:typeorg:{O}                     HASH  typeId → NotificationOrgSetting JSON (the org's channel switches)
+/// volley:appsettings:{O}                 HASH  app → AppNotificationSettings JSON (full content push notifications)
 /// volley:shard:{O}:<job>:<n>             LIST  user ids of shard n of a parent job
 /// volley:shardagg:{O}:<job>              HASH  parent report counters summed over shards + remainingShards
 /// volley:shardsdone:{O}:<job>            SET   indexes of shards already counted (idempotent completion)
@@ -61,6 +62,7 @@ public struct RecipientKeys: Sendable {
     public var types: String { "volley:types:\(tag)" }
     public func typeSettings(_ app: AppName) -> String { "volley:typeapp:\(tag):\(app.rawValue)" }
     public var typeOrgSettings: String { "volley:typeorg:\(tag)" }
+    public var appSettings: String { "volley:appsettings:\(tag)" }
 
     public func shardList(_ job: JobID, _ n: Int) -> String { "volley:shard:\(tag):\(job.rawValue):\(n)" }
     public func shardAggregate(_ job: JobID) -> String { "volley:shardagg:\(tag):\(job.rawValue)" }

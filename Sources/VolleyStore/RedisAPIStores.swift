@@ -398,6 +398,14 @@ public final class RedisNotificationTypeRepository: NotificationTypeRepository {
     public func resetOrgSetting(org: OrgID, typeID: String) async throws {
         try await lane.run { try $0.resetOrgSetting(org: org, typeID: typeID) }
     }
+    public func appNotificationSettings(org: OrgID, app: AppName) async throws -> AppNotificationSettings {
+        try await lane.run { try $0.appNotificationSettings(org: org, app: app) }
+    }
+    public func setAppNotificationSettings(org: OrgID, app: AppName, _ change: AppNotificationSettings) async throws
+        -> AppNotificationSettings
+    {
+        try await lane.run { try $0.setAppNotificationSettings(org: org, app: app, change) }
+    }
 }
 
 /// `RedisInboxStore` (what the worker delivers) on its own serial queue, as the Notifications resources read it.

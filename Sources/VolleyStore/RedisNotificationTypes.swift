@@ -81,6 +81,28 @@ public final class RedisNotificationTypeStore: NotificationTypeStore, @unchecked
         _ = try redis.with { try $0.checked(["HDEL", RecipientKeys(org: org).typeOrgSettings, typeID]) }
     }
 
+    /// The settings of `app` that hold for all its types (defaults when none are stored).
+    public func appNotificationSettings(org: OrgID, app: AppName) throws -> AppNotificationSettings {
+        let r = try redis.with { try $0.checked(["HGET", RecipientKeys(org: org).appSettings, app.rawValue]) }
+        return r.string.flatMap { try? JSONDecoder().decode(AppNotificationSettings.self, from: Data($0.utf8)) }
+            ?? AppNotificationSettings()
+    }
+
+    /// Merges `change` into the app's settings (nil fields keep their value); returns what is stored.
+    @discardableResult
+    public func setAppNotificationSettings(org: OrgID, app: AppName, _ change: AppNotificationSettings) throws
+        -> AppNotificationSettings
+    {
+        let stored = try appNotificationSettings(org: org, app: app).merging(change)
+        let json = String(decoding: try JSONEncoder().encode(stored), as: UTF8.self)
+        _ = try redis.with { try $0.checked(["HSET", RecipientKeys(org: org).appSettings, app.rawValue, json]) }
+        return stored
+    }
+
+    public func fullContent(org: OrgID, app: AppName) throws -> Bool {
+        try appNotificationSettings(org: org, app: app).fullContent
+    }
+
     /// The type's definition, this app's setting and the org's channel switches decide. An org that turned the
     /// mobile channel off makes the type behave as one without a mobile channel (stored in-app, not pushed).
     public func policy(org: OrgID, app: AppName, typeID: String?) throws -> DeliveryPolicy {

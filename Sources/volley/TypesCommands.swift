@@ -38,6 +38,10 @@ struct TypesList: ParsableCommand {
         let s = try RecipientServices(configuration: try VolleyConfiguration.load(path: config))
         let types = try s.types.types(org: OrgID(org))
         let settings = try app.map { try s.types.settings(org: OrgID(org), app: AppName($0)) } ?? [:]
+        if let app {
+            let full = try s.types.fullContent(org: OrgID(org), app: AppName(app))
+            print("\(app): fullContentPushNotifications \(full)")
+        }
         if types.isEmpty {
             print("no notification types in org \(org)")
             return
@@ -55,25 +59,48 @@ struct TypesList: ParsableCommand {
 
 struct TypesAppSetting: ParsableCommand {
     static let configuration = CommandConfiguration(
-        commandName: "app-setting", abstract: "Set or reset a (type, app) setting.")
+        commandName: "app-setting",
+        abstract: "Set or reset a (type, app) setting, or the app's full-content push setting.",
+        discussion: """
+            A custom notification goes to every app of the org subscribed to its type; --enabled false unsubscribes \
+            the app from the type. --full-content holds for all the app's types (no --type needed): on, a custom \
+            notification's push shows its title and body; off (the default), its title only.
+            """)
     @Option(help: "Volley configuration file (YAML).") var config: String
     @Option(help: "Org id.") var org: String
     @Option(help: "App name.") var app: String
-    @Option(help: "Type id.") var type: String
-    @Option(help: "true or false.") var enabled: Bool?
+    @Option(help: "Type id (needed for --enabled, --push-enabled and --reset).") var type: String?
+    @Option(help: "true or false: the app is subscribed to the type.") var enabled: Bool?
     @Option(name: .customLong("push-enabled"), help: "true or false.") var pushEnabled: Bool?
+    @Option(
+        name: .customLong("full-content"),
+        help: "true or false: the app's fullContentPushNotifications (title and body in the push).")
+    var fullContent: Bool?
     @Flag(help: "Back to the defaults.") var reset = false
+
+    func validate() throws {
+        if type == nil && (enabled != nil || pushEnabled != nil || reset) {
+            throw ValidationError("--enabled, --push-enabled and --reset need --type")
+        }
+        if enabled == nil && pushEnabled == nil && fullContent == nil && !reset {
+            throw ValidationError("give --enabled, --push-enabled, --full-content or --reset")
+        }
+    }
 
     func run() throws {
         let s = try RecipientServices(configuration: try VolleyConfiguration.load(path: config))
-        if reset { try s.types.resetSetting(org: OrgID(org), app: AppName(app), typeID: type) }
-        if enabled != nil || pushEnabled != nil {
-            try s.types.setSetting(
-                org: OrgID(org), app: AppName(app), typeID: type, enabled: enabled, pushEnabled: pushEnabled)
-        } else if !reset {
-            throw ValidationError("give --enabled, --push-enabled or --reset")
+        let (org, app) = (OrgID(org), AppName(app))
+        if let fullContent {
+            try s.types.setAppNotificationSettings(
+                org: org, app: app, AppNotificationSettings(fullContentPushNotifications: fullContent))
+            print("\(app): fullContentPushNotifications \(fullContent)")
         }
-        let policy = try s.types.policy(org: OrgID(org), app: AppName(app), typeID: type)
+        guard let type else { return }
+        if reset { try s.types.resetSetting(org: org, app: app, typeID: type) }
+        if enabled != nil || pushEnabled != nil {
+            try s.types.setSetting(org: org, app: app, typeID: type, enabled: enabled, pushEnabled: pushEnabled)
+        }
+        let policy = try s.types.policy(org: org, app: app, typeID: type)
         print("\(type) in \(app): \(policy)")
     }
 }

@@ -75,7 +75,7 @@ private final class Harness: @unchecked Sendable {
     /// an issue and answers status 0.
     func call(
         _ method: String, _ path: String, query: [String: String] = [:], body: String = "",
-        caller: ConnectCaller
+        caller: ConnectCaller, headers: [String: String] = [:]
     ) async -> ConnectResponse {
         do {
             let token = try credential(caller)
@@ -87,9 +87,12 @@ private final class Harness: @unchecked Sendable {
                 + (items.isEmpty ? "" : "?" + items.joined(separator: "&"))
             let requestMethod = try #require(HTTPRequest.Method(method.uppercased()))
             let app = Application(router: server.router())
+            var extra: HTTPFields = [.authorization: "Bearer \(token)"]
+            for (name, value) in headers { extra[try #require(HTTPField.Name(name))] = value }
+            let fields = extra
             return try await app.test(.router) { client in
                 try await client.execute(
-                    uri: uri, method: requestMethod, headers: [.authorization: "Bearer \(token)"],
+                    uri: uri, method: requestMethod, headers: fields,
                     body: body.isEmpty ? nil : ByteBuffer(string: body)
                 ) { response in
                     ConnectResponse(status: Int(response.status.code), body: Data(buffer: response.body))
@@ -151,10 +154,11 @@ private let alice = ConnectCaller(org: "o1", user: "alice", app: "sales")
     let typeError = try #require((results[1]["errors"] as? [[String: Any]])?.first)
     #expect(typeError["fields"] as? [String] == ["customNotifTypeId"])
     let jobs = try h.jobs()
-    #expect(jobs.count == 1)
+    // An org-wide caller's action goes to every app of the org subscribed to the type, under one notification id.
+    #expect(jobs.map(\.app) == ["sales", "field"])
+    #expect(jobs.map(\.id) == ["job-1:sales", "job-1:field"])
+    #expect(jobs.allSatisfy { $0.notificationId == "job-1" && $0.org == "o1" })
     let job = try #require(jobs.first)
-    // An org-wide caller's action goes to the org's first app.
-    #expect(job.id == "job-1" && job.org == "o1" && job.app == "sales")
     #expect(job.recipients == ["alice", "00Gteam", "001acct"])
     #expect(job.notification.type == "0ML1" && job.notification.title == "Won" && job.notification.targetId == "006X")
 
@@ -165,7 +169,7 @@ private let alice = ConnectCaller(org: "o1", user: "alice", app: "sales")
     #expect(await h.call("DELETE", action, caller: backend).status == 405)
     // Nothing is written for a malformed body.
     #expect(await h.call("POST", action, body: "{\"inputs\": 3}", caller: backend).status == 400)
-    #expect(try h.jobs().count == 1)
+    #expect(try h.jobs().count == 2)
 }
 
 @Test(.tags(.unit)) func connectPushAnswers202WithTheJobAndStaysInItsOrg() async throws {
@@ -390,4 +394,117 @@ private let alice = ConnectCaller(org: "o1", user: "alice", app: "sales")
         }
     }
     #expect(await h.call("GET", "/connect/notifications/missing-id/more", caller: alice) == unknown)
+}
+
+@Test(.tags(.unit)) func aCustomNotificationReachesOnlyTheAppsSubscribedToItsType() async throws {
+    let h = try Harness(apps: ["o1": ["sales", "field", "ops"]])
+    defer { h.stop() }
+    try await h.types.setType(org: "o1", NotificationType(id: "T", name: "Deal won"))
+    try await h.types.setType(org: "o1", NotificationType(id: "Q", name: "Nobody's"))
+    try await h.types.setSetting(org: "o1", app: "field", typeID: "T", enabled: false, pushEnabled: nil)
+    // An app that only turned push off is still subscribed: the worker stores without pushing.
+    try await h.types.setSetting(org: "o1", app: "ops", typeID: "T", enabled: nil, pushEnabled: false)
+    for app in ["sales", "field", "ops"] {
+        try await h.types.setSetting(org: "o1", app: AppName(app), typeID: "Q", enabled: false, pushEnabled: nil)
+    }
+    let r = await h.call(
+        "POST", action,
+        body: """
+            {"inputs": [
+              {"customNotifTypeId": "T", "recipientIds": ["alice"], "title": "Won", "body": "b", "targetId": "x"},
+              {"customNotifTypeId": "Q", "recipientIds": ["alice"], "title": "t", "body": "b", "targetId": "x"}
+            ]}
+            """, caller: backend)
+    let results = try #require(try json(r) as? [[String: Any]])
+    #expect(results.map { $0["isSuccess"] as? Bool } == [true, false])
+    let error = try #require((results[1]["errors"] as? [[String: Any]])?.first)
+    #expect(error["fields"] as? [String] == ["customNotifTypeId"])
+    #expect((error["message"] as? String)?.contains("subscribed") == true)
+    let jobs = try h.jobs()
+    #expect(jobs.map(\.app) == ["sales", "ops"])
+    #expect(Set(jobs.compactMap(\.notificationId)) == ["job-1"])
+    #expect(Set(jobs.compactMap(\.id)).count == 2)
+}
+
+@Test(.tags(.unit)) func aRetriedActionOrPushWithItsIdempotencyKeyIsNotSentTwice() async throws {
+    let h = try Harness()
+    defer { h.stop() }
+    try await h.types.setType(org: "o1", NotificationType(id: "T", name: "Deal won"))
+    let body = """
+        {"inputs": [{"customNotifTypeId": "T", "recipientIds": ["alice"], "title": "Won", "body": "b",
+                     "targetId": "x"}]}
+        """
+    let first = await h.call("POST", action, body: body, caller: backend, headers: ["Idempotency-Key": "req-1"])
+    #expect(first.status == 200)
+    #expect(try h.jobs().map(\.id) == ["req-1:0:sales", "req-1:0:field"])
+    #expect(try h.jobs().allSatisfy { $0.notificationId == "req-1:0" })
+    let again = await h.call("POST", action, body: body, caller: backend, headers: ["Idempotency-Key": "req-1"])
+    #expect(again == first)
+    #expect(try h.jobs().count == 2)
+    // Another request under the key: refused, nothing more queued.
+    let other = await h.call(
+        "POST", action, body: body.replacingOccurrences(of: "Won", with: "Lost"), caller: backend,
+        headers: ["Idempotency-Key": "req-1"])
+    #expect(try other.status == 422 && (try errorCode(other)) == "DUPLICATE_VALUE")
+    #expect(try h.jobs().count == 2)
+    let malformed = await h.call("POST", action, body: body, caller: backend, headers: ["Idempotency-Key": "a b"])
+    #expect(try malformed.status == 400 && (try errorCode(malformed)) == "INVALID_API_INPUT")
+
+    // The Connect push: the key is the job id.
+    let path = "/connect/notifications/push"
+    let push = #"{"appName": "field", "userIds": ["alice"], "payload": "{ 'aps':{ 'alert': 'test' } }"}"#
+    let p1 = await h.call("POST", path, body: push, caller: backend, headers: ["Idempotency-Key": "push-1"])
+    #expect(try p1.status == 202 && (try dict(p1)["id"] as? String) == "push-1")
+    let p2 = await h.call("POST", path, body: push, caller: backend, headers: ["Idempotency-Key": "push-1"])
+    #expect(p2 == p1)
+    #expect(try h.jobs().count == 3)
+}
+
+@Test(.tags(.unit)) func aUserTokenPushesThroughItsOwnAppOnly() async throws {
+    let h = try Harness()
+    defer { h.stop() }
+    let path = "/connect/notifications/push"
+    let body = { (app: String) in
+        #"{"appName": "\#(app)", "userIds": ["bob"], "payload": "{ 'aps':{ 'alert': 'ping' } }"}"#
+    }
+    let own = await h.call("POST", path, body: body("sales"), caller: alice)
+    #expect(own.status == 202)
+    let job = try #require(try h.jobs().first)
+    #expect(job.app == "sales" && job.org == "o1" && job.recipients == ["bob"])
+    // Apex-style: push-only.
+    #expect(!job.storesInbox)
+    let another = await h.call("POST", path, body: body("field"), caller: alice)
+    #expect(try another.status == 403 && (try errorCode(another)) == "INSUFFICIENT_ACCESS")
+    // The action still takes an API key.
+    #expect(await h.call("POST", action, body: #"{"inputs": []}"#, caller: alice).status == 403)
+    #expect(try h.jobs().count == 1)
+}
+
+@Test(.tags(.unit)) func fullContentIsAnAppSettingThroughTheSettingsResources() async throws {
+    let h = try Harness()
+    defer { h.stop() }
+    try await h.types.setType(org: "o1", NotificationType(id: "T", name: "Deal won"))
+    try await h.types.setType(org: "o1", NotificationType(id: "U", name: "Case"))
+    let all = "/connect/notifications/app-settings/organization"
+    func settings(_ app: String) async throws -> [[String: Any]] {
+        let r = await h.call("GET", all, query: ["applicationId": app], caller: backend)
+        return try #require(try dict(r)["notificationAppSettings"] as? [[String: Any]])
+    }
+    #expect(try await settings("sales").allSatisfy { $0["fullContentPushNotifications"] as? Bool == false })
+    #expect(try !h.types.fullContent(org: "o1", app: "sales"))
+    let r = await h.call(
+        "POST", "\(all)/T", body: #"{"applicationId": "sales", "fullContentPushNotifications": true}"#,
+        caller: backend)
+    #expect(try r.status == 200 && (try dict(r)["fullContentPushNotifications"] as? Bool) == true)
+    // The app's, not the type's: every type of the app shows it; another app keeps the default.
+    #expect(try await settings("sales").allSatisfy { $0["fullContentPushNotifications"] as? Bool == true })
+    #expect(try await settings("field").allSatisfy { $0["fullContentPushNotifications"] as? Bool == false })
+    #expect(try h.types.fullContent(org: "o1", app: "sales"))
+    #expect(try !h.types.fullContent(org: "o1", app: "field"))
+    // The type's own setting is untouched; a wrong type is a 400 naming the field.
+    #expect(try h.types.policy(org: "o1", app: "sales", typeID: "T").sendsPush)
+    let bad = await h.call(
+        "POST", "\(all)/T", body: #"{"applicationId": "sales", "fullContentPushNotifications": 1}"#, caller: backend)
+    let message = (try json(bad) as? [[String: String]])?.first?["message"]
+    #expect(bad.status == 400 && message?.hasPrefix("fullContentPushNotifications") == true)
 }

@@ -54,6 +54,14 @@ func headerValue(_ r: HTTP2Request, _ name: String) -> String? { r.headers.first
         #expect(json["url"] as? String == "https://x/y")
     }
 
+    @Test func withoutTTLTheNotificationExpiresAfterThreeDays() throws {
+        let r = try prepare(.init(body: "b")).request(for: device, authority: "a", authorization: nil)
+        #expect(headerValue(r, "apns-expiration") == String(1_800_000_000 + 259_200))
+        let longest = try prepare(.init(body: "b", ttl: 2_419_200)).request(
+            for: device, authority: "a", authorization: nil)
+        #expect(headerValue(longest, "apns-expiration") == String(1_800_000_000 + 2_419_200))
+    }
+
     @Test func ttlZeroMeansDeliverOnce() throws {
         let r = try prepare(.init(body: "b", ttl: 0)).request(for: device, authority: "a", authorization: nil)
         #expect(headerValue(r, "apns-expiration") == "0")
@@ -252,6 +260,7 @@ func headerValue(_ r: HTTP2Request, _ name: String) -> String? { r.headers.first
     @Test(
         arguments: [
             (VolleyCore.Notification(title: "Hi", ttl: -1), "ttl"),
+            (VolleyCore.Notification(title: "Hi", ttl: 2_419_201), "ttl"),
             (VolleyCore.Notification(title: "Hi", pushType: "telegram"), "pushType"),
             (VolleyCore.Notification(title: "Hi", relevanceScore: 5), "relevanceScore"),
             (VolleyCore.Notification(title: "Hi", interruptionLevel: "loud"), "interruptionLevel"),

@@ -58,6 +58,13 @@ private func jsonObject(_ bytes: [UInt8]) -> [String: Any] {
         #expect(((apns?["payload"] as? [String: Any])?["aps"] as? [String: Any])?["alert"] as? String == "ios")
     }
 
+    @Test func withoutTTLTheMessageLivesThreeDays() throws {
+        let p = try FCMPreparedNotification(VolleyCore.Notification(title: "T"), projectID: "p")
+        let r = p.request(for: device, authority: "a", authorization: "Bearer t")
+        let m = jsonObject(r.body)["message"] as? [String: Any]
+        #expect((m?["android"] as? [String: Any])?["ttl"] as? String == "259200s")
+    }
+
     @Test func validateOnlyAndRawMerge() throws {
         let n = VolleyCore.Notification(
             title: "T",
@@ -219,6 +226,7 @@ final class UnreachableSubmitter: HTTP2RequestSubmitter, @unchecked Sendable {
     @Test func refusalsNameTheField() throws {
         let cases: [(VolleyCore.Notification, String)] = [
             (.init(title: "T", ttl: -1), "ttl"),
+            (.init(title: "T", ttl: 2_419_201), "ttl"),
             (.init(title: "T", data: ["big": .string(String(repeating: "x", count: 5000))]), "data"),
             (.init(title: "T", fcm: .string("not an object")), "fcm"),
         ]

@@ -253,6 +253,8 @@ final class RawConnection {
     /// Notifications the providers' preparation refuses, the field the 400 names, and the fixed notification.
     static let refused: [(notification: String, field: String)] = [
         (#"{"title":"Hi","ttl":-1}"#, "notification.ttl"),
+        (#"{"title":"Hi","ttl":2419201}"#, "notification.ttl"),
+        (#"{"title":"Hi","priority":7}"#, "notification.priority"),
         (#"{"title":"\#(String(repeating: "x", count: 5000))"}"#, "notification"),
         (#"{"title":"Hi","pushType":"telegram"}"#, "notification.pushType"),
         (#"{"title":"Hi","relevanceScore":5}"#, "notification.relevanceScore"),
@@ -283,6 +285,14 @@ final class RawConnection {
             #expect(fixed.headers["idempotent-replayed"] == nil)
             #expect(try APIServerTests.streamLength(w) == before + 1)
         }
+        // OneSignal's spellings are taken as APNs's and Volley's.
+        let spelled = try await api.call(
+            "POST", "/v1/jobs", token: send,
+            json: #"""
+                {"app":"app1","recipients":["005A"],
+                 "notification":{"title":"Hi","interruptionLevel":"time_sensitive","priority":10,"ttl":2419200}}
+                """#)
+        #expect(spelled.status == 202, "\(spelled.text)")
         await api.stop()
     }
 

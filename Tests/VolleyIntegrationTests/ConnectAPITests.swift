@@ -92,4 +92,88 @@ import VolleyTestTags
         #expect(try APIServerTests.streamLength(w) == 0)
         await api.stop()
     }
+
+    /// The world's config with three apps open to orgA (app1, app2, app3: each the mock's APNs and FCM), an `api`
+    /// section and a worker that polls every 100 ms.
+    static func threeAppConfig(_ w: MockWorld) throws -> String {
+        let yaml = w.local.yaml
+        let start = try #require(yaml.range(of: "  - name: app1\n"))
+        let end = try #require(yaml.range(of: "redis:\n"))
+        let block = String(yaml[start.upperBound..<end.lowerBound])
+        let apps = ["app1", "app2", "app3"].map { "  - name: \($0)\n    orgs: [\"orgA\"]\n" + block }.joined()
+        let path = try APIServerTests.config(w, extra: "worker:\n  blockMs: 100\n")
+        var api = try String(contentsOfFile: path, encoding: .utf8)
+        let appsStart = try #require(api.range(of: "apps:\n"))
+        let redis = try #require(api.range(of: "redis:\n"))
+        api.replaceSubrange(appsStart.upperBound..<redis.lowerBound, with: apps)
+        try api.write(toFile: path, atomically: true, encoding: .utf8)
+        return path
+    }
+
+    /// An org with two apps subscribed to a type and one not: a custom notification becomes a job for each of the
+    /// two, the devices of both apps get it and the third app's do not, each user's inbox holds it once (under the
+    /// same id whichever app lists it), and the action retried with its Idempotency-Key sends nothing more.
+    @Test func aCustomNotificationReachesEverySubscribedAppAndEachInboxOnce() async throws {
+        let w = try MockWorld()
+        defer { w.stop() }
+        let config = try Self.threeAppConfig(w)
+        let api = try await RunningAPI(configFile: config)
+        let admin = try APIServerTests.key(w, org: "orgA", role: .admin)
+        let send = try APIServerTests.key(w, org: "orgA", role: .send)
+        #expect(
+            try await api.call("PUT", "/v1/types/0MLdeal", token: admin, json: #"{"name":"Deal won"}"#).status == 200)
+        let unsubscribe = try await api.call(
+            "POST", "\(Self.v)/connect/notifications/app-settings/organization/0MLdeal", token: admin,
+            json: #"{"applicationId":"app3","enabled":false}"#)
+        #expect(unsubscribe.status == 200, "\(unsubscribe.text)")
+        // Two users, each with an iOS device in every app.
+        var tokens: [String: String] = [:] // "user app" → user token
+        for (u, user) in ["005A", "005B"].enumerated() {
+            for (a, app) in ["app1", "app2", "app3"].enumerated() {
+                let token = try await APIServerTests.userToken(api, key: send, user: user, app: app)
+                tokens["\(user) \(app)"] = token
+                let device = String(format: "beef%02x%02x", u, a) + String(repeating: "5", count: 56)
+                let put = try await api.call(
+                    "PUT", "/v1/devices", token: token, json: #"{"platform":"ios","token":"\#(device)"}"#)
+                #expect(put.status == 200, "\(put.text)")
+            }
+        }
+
+        let body = #"""
+            {"inputs":[{"customNotifTypeId":"0MLdeal","recipientIds":["005A","005B"],"title":"Deal won",
+            "body":"Acme, 1M","targetId":"006xx000001"}]}
+            """#
+        let path = "\(Self.v)/actions/standard/customNotificationAction"
+        let action = try await api.call("POST", path, token: send, json: body, headers: ["Idempotency-Key": "act-1"])
+        #expect(action.status == 200, "\(action.text)")
+        let retried = try await api.call("POST", path, token: send, json: body, headers: ["Idempotency-Key": "act-1"])
+        #expect(retried.status == 200 && retried.body == action.body)
+        #expect(try APIServerTests.streamLength(w) == 2)
+
+        let worker = try WorkerProcess(config: config, consumer: "apps-w", logDirectory: w.dir)
+        defer { if worker.isRunning { worker.kill9() } }
+        for job in ["act-1:0:app1", "act-1:0:app2"] {
+            try await waitUntil("\(job) done: \(worker.log.suffix(1500))", timeout: .seconds(60)) {
+                try await api.call("GET", "/v1/jobs/\(job)", token: send).json["state"] as? String == "done"
+            }
+            let report = try await api.call("GET", "/v1/jobs/\(job)", token: send).json["report"] as? [String: Any]
+            #expect(report?["accepted"] as? Int == 2 && report?["inAppStored"] as? Int == 2, "\(job)")
+        }
+        #expect(try await api.call("GET", "/v1/jobs/act-1:0:app3", token: send).status == 404)
+        // Two users × two subscribed apps; the third app's devices got nothing.
+        #expect(w.mock.stats().acceptedAPNs == 4)
+
+        // Each user's inbox holds the notification once, under one id, through either subscribed app.
+        for user in ["005A", "005B"] {
+            for app in ["app1", "app2"] {
+                let token = try #require(tokens["\(user) \(app)"])
+                let list = try await api.call("GET", "\(Self.v)/connect/notifications?size=50", token: token)
+                let items = list.json["notifications"] as? [[String: Any]] ?? []
+                #expect(items.compactMap { $0["id"] as? String } == ["act-1:0"], "\(user) \(app): \(list.text)")
+                let status = try await api.call("GET", "\(Self.v)/connect/notifications/status", token: token)
+                #expect(status.json["unreadCount"] as? Int == 1, "\(user) \(app)")
+            }
+        }
+        await api.stop()
+    }
 }

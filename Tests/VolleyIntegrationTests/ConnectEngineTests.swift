@@ -96,15 +96,17 @@ import VolleyTestTags
         let push = try await call(service) { try await $0.push(caller: backend, body: Data(pushBody.utf8)) }
         #expect(push.status == 202 && (push.json as? [String: Any])?["id"] as? String == "job-3")
 
-        try await waitUntil("the reports of job-1, job-2 and job-3") {
-            ["job-1", "job-2", "job-3"].allSatisfy { (try? h.report(for: $0)) != nil }
+        // The action's jobs are named by notification and app; the Connect push's is its own.
+        try await waitUntil("the reports of job-1:app1, job-2:app1 and job-3") {
+            ["job-1:app1", "job-2:app1", "job-3"].allSatisfy { (try? h.report(for: $0)) != nil }
         }
-        let deal = try #require(try h.report(for: "job-1"))
+        let deal = try #require(try h.report(for: "job-1:app1"))
         #expect(deal.users == 4 && deal.accepted == 4 && deal.inAppStored == 4)
-        let quiet = try #require(try h.report(for: "job-2"))
+        let quiet = try #require(try h.report(for: "job-2:app1"))
         #expect(quiet.devices == 0 && quiet.inAppStored == 1)
+        // The Connect push is push-only (Apex-style): delivered, not stored.
         let pushed = try #require(try h.report(for: "job-3"))
-        #expect(pushed.devices == 1 && pushed.accepted == 1 && pushed.inAppStored == 1)
+        #expect(pushed.devices == 1 && pushed.accepted == 1 && (pushed.inAppStored ?? 0) == 0)
         #expect(ios.total == 2 && android.total == 3)
 
         // user2 lists both notifications of the action, reads one, and the counts follow.
@@ -126,13 +128,15 @@ import VolleyTestTags
         #expect((status as? [String: Any])?["unreadCount"] as? Int == 1)
         #expect((status as? [String: Any])?["unseenCount"] as? Int == 1)
 
-        // user1 has the Connect push's alert; another org sees none of it.
+        // user1 has the deal in-app, not the Connect push's alert; another org sees none of it.
         let user1 = ConnectCaller(org: "org1", user: "user1", app: "app1")
-        let one = try await call(service) { try await $0.notification(caller: user1, id: "job-3", query: []) }
-        #expect(one.status == 200 && (one.json as? [String: Any])?["messageBody"] as? String == "test")
+        let one = try await call(service) { try await $0.notification(caller: user1, id: "job-1", query: []) }
+        #expect(one.status == 200 && (one.json as? [String: Any])?["messageBody"] as? String == "Acme signed")
+        #expect(
+            try await call(service) { try await $0.notification(caller: user1, id: "job-3", query: []) }.status == 404)
         let stranger = ConnectCaller(org: "org2", user: "user1", app: "app1")
         #expect(
-            try await call(service) { try await $0.notification(caller: stranger, id: "job-3", query: []) }.status
+            try await call(service) { try await $0.notification(caller: stranger, id: "job-1", query: []) }.status
                 == 404)
     }
 }

@@ -112,4 +112,34 @@ struct MockWorld {
         try await waitUntil("the report of hint", timeout: .seconds(30)) { (try? w.h.report(for: "hint")) != nil }
         #expect(try w.h.report(for: "hint")?.accepted == 2)
     }
+
+    /// From the stream, what the API refuses at the door is a dead letter naming the field: a `ttl` over 28 days
+    /// (the providers' own preparation) and a `priority` that is neither a name nor OneSignal's 10 or 5.
+    @Test func aJobOverTheTTLCapOrWithAnUnknownPriorityIsDeadLettered() async throws {
+        let w = try MockWorld()
+        defer { w.stop() }
+        let apps = try w.apps()
+        defer { apps.shutdown() }
+        let worker = PipelineWorker(
+            configuration: WorkerConfiguration(consumer: "caps", inFlight: 10, blockMillis: 100),
+            backend: RedisPipelineBackend(endpoint: w.redis.endpoint, consumer: "caps"), apps: apps)
+        try worker.start()
+        defer { worker.drain(deadline: 2) }
+        let token = "beef" + String(repeating: "7", count: 60)
+        let devices = #""devices":[{"platform":"ios","token":"\#(token)"}]"#
+        try w.h.producer.enqueueRaw(fields: [
+            "job": #"{"id":"long","org":"org1","app":"app1",\#(devices),"notification":{"title":"x","ttl":2419201}}"#
+        ])
+        try w.h.producer.enqueueRaw(fields: [
+            "job": #"{"id":"urgent","org":"org1","app":"app1",\#(devices),"notification":{"title":"x","priority":7}}"#
+        ])
+        try await waitUntil("2 dead letters") { ((try? w.h.producer.deadLetters().count) ?? 0) == 2 }
+        let dead = try w.h.producer.deadLetters()
+        let long = try #require(dead.first { $0["job"]?.contains("2419201") == true })
+        #expect(long["reason"] == "invalid-notification")
+        #expect(long["detail"]?.contains("ttl 2419201 is over the maximum of 2419200 seconds") == true, "\(long)")
+        let urgent = try #require(dead.first { $0["job"]?.contains("\"priority\":7") == true })
+        #expect(urgent["detail"]?.contains("notification.priority") == true, "\(urgent)")
+        #expect(w.mock.stats().totalRequests == 0)
+    }
 }

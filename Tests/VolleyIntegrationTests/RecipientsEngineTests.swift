@@ -130,8 +130,9 @@ import VolleyTestTags
         #expect(try s.inbox.list(org: "org1", user: "user2", size: 10, before: nil).map(\.id) == ["inapp"])
     }
 
-    /// A raw platform payload stores what it displays; a raw silent hint stores nothing (it still reaches devices).
-    @Test func rawPayloadsStoreWhatTheyShowInTheInbox() async throws {
+    /// A raw platform payload (Apex-style) is push-only; with `inbox: true` it stores what it displays; a raw silent
+    /// hint stores nothing either way (it still reaches devices).
+    @Test func rawPayloadsArePushOnlyUnlessTheJobAsksForTheInbox() async throws {
         let h = try EngineHarness()
         defer { h.redis.stop() }
         try h.register(users: 2, devicesPerUser: 1)
@@ -163,14 +164,23 @@ import VolleyTestTags
             PushJob(
                 id: "raw-hint", org: "org1", app: "app1", recipients: ["g"],
                 notification: VolleyCore.Notification(), apns: hint))
-        try await waitUntil("the reports of raw-alert and raw-hint") {
-            (try? h.report(for: "raw-alert")) != nil && (try? h.report(for: "raw-hint")) != nil
+        var kept = PushJob(
+            id: "raw-kept", org: "org1", app: "app1", recipients: ["g"], notification: VolleyCore.Notification(),
+            apns: alert)
+        kept.inbox = true
+        try h.producer.enqueue(kept)
+        try await waitUntil("the reports of raw-alert, raw-hint and raw-kept") {
+            ["raw-alert", "raw-hint", "raw-kept"].allSatisfy { (try? h.report(for: $0)) != nil }
         }
-        #expect(try h.report(for: "raw-alert")?.inAppStored == 2)
+        // Apex-style: pushed to both users' devices, kept in no inbox.
+        #expect(try h.report(for: "raw-alert")?.devices == 2)
+        #expect(try (h.report(for: "raw-alert")?.inAppStored ?? 0) == 0)
         #expect(try h.report(for: "raw-hint")?.inAppStored == 0)
         #expect(try h.report(for: "raw-hint")?.devices == 2)
+        // A raw job that asks for the inbox stores what its alert shows.
+        #expect(try h.report(for: "raw-kept")?.inAppStored == 2)
         let stored = try s.inbox.list(org: "org1", user: "user1", size: 10, before: nil)
-        #expect(stored.map(\.id) == ["raw-alert"])
+        #expect(stored.map(\.id) == ["raw-kept"])
         #expect(stored.first?.title == "Case escalated" && stored.first?.body == "Acme Corp, priority high")
     }
 

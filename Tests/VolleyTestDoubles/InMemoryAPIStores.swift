@@ -221,6 +221,7 @@ public final class InMemoryNotificationTypes: NotificationTypeRepository, Notifi
         var types: [OrgID: [String: NotificationType]] = [:]
         var settings: [String: [String: NotificationAppSetting]] = [:]
         var orgSettings: [OrgID: [String: NotificationOrgSetting]] = [:]
+        var appSettings: [String: AppNotificationSettings] = [:]
     }
     private let state = Locked(State())
     public let outage: StoreOutageSwitch
@@ -285,6 +286,26 @@ public final class InMemoryNotificationTypes: NotificationTypeRepository, Notifi
     public func resetOrgSetting(org: OrgID, typeID: String) async throws {
         try outage.check()
         state.withLock { _ = $0.orgSettings[org]?.removeValue(forKey: typeID) }
+    }
+
+    public func appNotificationSettings(org: OrgID, app: AppName) async throws -> AppNotificationSettings {
+        try outage.check()
+        return state.withLock { $0.appSettings[Self.appKey(org, app)] ?? AppNotificationSettings() }
+    }
+    public func setAppNotificationSettings(org: OrgID, app: AppName, _ change: AppNotificationSettings) async throws
+        -> AppNotificationSettings
+    {
+        try outage.check()
+        return state.withLock { s in
+            let stored = (s.appSettings[Self.appKey(org, app)] ?? AppNotificationSettings()).merging(change)
+            s.appSettings[Self.appKey(org, app)] = stored
+            return stored
+        }
+    }
+
+    public func fullContent(org: OrgID, app: AppName) throws -> Bool {
+        try outage.check()
+        return state.withLock { $0.appSettings[Self.appKey(org, app)]?.fullContent ?? false }
     }
 
     public func policy(org: OrgID, app: AppName, typeID: String?) throws -> DeliveryPolicy {
