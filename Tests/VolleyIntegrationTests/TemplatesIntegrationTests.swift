@@ -187,3 +187,69 @@ import VolleyTestTags
         #expect(titles.allSatisfy { !$0.contains("{{") })
     }
 }
+
+/// `volley templates` and `volley directory import` with attributes, as an operator runs them: the real binary on a
+/// real Redis.
+@Suite(.serialized, .tags(.integration)) struct TemplatesCommandTests {
+    /// Runs `volley ARGS`; answers the exit status and what it printed.
+    static func volley(_ arguments: [String]) throws -> (status: Int32, output: String) {
+        let p = Process()
+        p.executableURL = URL(fileURLWithPath: try WorkerProcess.binary())
+        p.arguments = arguments
+        let pipe = Pipe()
+        p.standardOutput = pipe
+        p.standardError = pipe
+        try p.run()
+        let data = pipe.fileHandleForReading.readDataToEndOfFile()
+        p.waitUntilExit()
+        return (p.terminationStatus, String(decoding: data, as: UTF8.self))
+    }
+
+    @Test func anOperatorPutsListsGetsAndDeletesTemplatesAndImportsAttributes() throws {
+        let w = try MockWorld()
+        defer { w.stop() }
+        let config = w.dir.appendingPathComponent("cli.yaml").path
+        try w.local.write(to: config)
+        let base = ["--config", config, "--org", "o1"]
+
+        let put = try Self.volley(
+            ["templates", "put"] + base + ["--id", "welcome", "--notification", #"{"title":"Hi {{ first_name }}"}"#])
+        #expect(put.status == 0, "\(put.output)")
+        #expect(put.output.contains("template welcome created"))
+        let file = w.dir.appendingPathComponent("n.json")
+        try #"{"title":"Hola {{ first_name | 'amigo' }}","data":{"n":0.10}}"#.write(
+            to: file, atomically: true, encoding: .utf8)
+        let replaced = try Self.volley(
+            ["templates", "put"] + base + ["--id", "welcome", "--notification-file", file.path])
+        #expect(replaced.output.contains("template welcome replaced"), "\(replaced.output)")
+
+        let bad = try Self.volley(
+            ["templates", "put"] + base + ["--id", "bad", "--notification", #"{"body":"{{ first_name | x }}"}"#])
+        #expect(bad.status != 0)
+        #expect(bad.output.contains("notification.body"), "\(bad.output)")
+
+        let got = try Self.volley(["templates", "get"] + base + ["--id", "welcome"])
+        #expect(got.status == 0)
+        #expect(got.output.contains(#""n":0.10"#), "\(got.output)")
+        #expect(got.output.contains("amigo"))
+        let list = try Self.volley(["templates", "list"] + base)
+        #expect(list.output.contains("welcome") && list.output.contains("names: user attributes"), "\(list.output)")
+        #expect(!list.output.contains("bad"))
+        #expect(try Self.volley(["templates", "delete"] + base + ["--id", "welcome"]).status == 0)
+        let gone = try Self.volley(["templates", "get"] + base + ["--id", "welcome"])
+        #expect(gone.status != 0)
+        #expect(gone.output.contains("no template welcome"))
+
+        let records = w.dir.appendingPathComponent("dir.jsonl")
+        try """
+        {"org":"o1","kind":"user","id":"u1","attributes":{"first_name":"Ada"}}
+        {"org":"o1","kind":"user","id":"u2","attributes":{"first_name":["Ada"]}}
+        """.write(to: records, atomically: true, encoding: .utf8)
+        let imported = try Self.volley(["directory", "import", "--config", config, records.path])
+        #expect(imported.status == 2, "\(imported.output)")
+        #expect(imported.output.contains("1 with attributes"), "\(imported.output)")
+        #expect(imported.output.contains("line 2:"), "\(imported.output)")
+        let read = try RedisDirectory(client: w.redis.client()).attributes(org: "o1", users: ["u1", "u2"])
+        #expect(read == [["first_name": "Ada"], nil])
+    }
+}
