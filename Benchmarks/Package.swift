@@ -12,6 +12,8 @@ let package = Package(
     dependencies: [
         .package(name: "Volley", path: ".."),
         .package(url: "https://github.com/ordo-one/package-benchmark", from: "1.38.1", traits: ["MallocInterposer"]),
+        // Only for the renderer comparison (TemplateRender); Volley itself does not link it.
+        .package(url: "https://github.com/hummingbird-project/swift-mustache", from: "2.0.0"),
     ],
     targets: [
         .executableTarget(
@@ -22,6 +24,18 @@ let package = Package(
             ],
             path: "Benchmarks/VolleyMicro",
             plugins: [.plugin(name: "BenchmarkPlugin", package: "package-benchmark")]
-        )
+        ),
+        // Personalized texts: Volley's template renderer beside swift-mustache on the same title and body per user.
+        // Depends on VolleyCore alone, so `swift package benchmark --target TemplateRender` builds little.
+        .executableTarget(
+            name: "TemplateRender",
+            dependencies: [
+                .product(name: "Benchmark", package: "package-benchmark"),
+                .product(name: "VolleyCore", package: "Volley"),
+                .product(name: "Mustache", package: "swift-mustache"),
+            ],
+            path: "Benchmarks/TemplateRender",
+            plugins: [.plugin(name: "BenchmarkPlugin", package: "package-benchmark")]
+        ),
     ]
 )

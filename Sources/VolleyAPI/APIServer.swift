@@ -60,10 +60,12 @@ public final class APIServer: Sendable {
         public var devices: any DeviceStore
         public var types: any NotificationTypeRepository
         public var quota: any QuotaLedger
+        public var templates: any TemplateStore
 
         public init(
             credentials: any CredentialStore, jobs: any JobSubmitter, jobStatus: any JobStatusReader,
-            devices: any DeviceStore, types: any NotificationTypeRepository, quota: any QuotaLedger
+            devices: any DeviceStore, types: any NotificationTypeRepository, quota: any QuotaLedger,
+            templates: any TemplateStore
         ) {
             self.credentials = credentials
             self.jobs = jobs
@@ -71,6 +73,7 @@ public final class APIServer: Sendable {
             self.devices = devices
             self.types = types
             self.quota = quota
+            self.templates = templates
         }
     }
 

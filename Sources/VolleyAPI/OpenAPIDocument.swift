@@ -28,6 +28,8 @@ tags:
   - name: devices
   - name: tokens
   - name: types
+  - name: templates
+    description: Notifications with per-person names (`{{ first_name | 'Friend' }}`); jobs name them by `templateId`.
   - name: quota
   - name: health
   - name: salesforce
@@ -387,6 +389,100 @@ paths:
       tags: [types]
       operationId: deleteType
       summary: Delete a notification type (role admin).
+      responses:
+        "204": {description: Deleted.}
+        "401": {$ref: "#/components/responses/Unauthorized"}
+        "403": {$ref: "#/components/responses/Forbidden"}
+        "404": {$ref: "#/components/responses/NotFound"}
+        "429": {$ref: "#/components/responses/TooManyRequests"}
+        "503": {$ref: "#/components/responses/Unavailable"}
+  /v1/templates:
+    get:
+      tags: [templates]
+      operationId: listTemplates
+      summary: The org's notification templates, by id.
+      responses:
+        "200":
+          description: The templates.
+          content:
+            application/json:
+              schema:
+                type: object
+                required: [templates]
+                properties:
+                  templates:
+                    type: array
+                    items: {$ref: "#/components/schemas/Template"}
+        "401": {$ref: "#/components/responses/Unauthorized"}
+        "403": {$ref: "#/components/responses/Forbidden"}
+        "429": {$ref: "#/components/responses/TooManyRequests"}
+        "503": {$ref: "#/components/responses/Unavailable"}
+  /v1/templates/{id}:
+    parameters:
+      - name: id
+        in: path
+        required: true
+        schema: {$ref: "#/components/schemas/SafeID"}
+    get:
+      tags: [templates]
+      operationId: getTemplate
+      summary: One template.
+      responses:
+        "200":
+          description: The template, its notification as it was put.
+          content:
+            application/json:
+              schema: {$ref: "#/components/schemas/Template"}
+        "401": {$ref: "#/components/responses/Unauthorized"}
+        "403": {$ref: "#/components/responses/Forbidden"}
+        "404": {$ref: "#/components/responses/NotFound"}
+        "429": {$ref: "#/components/responses/TooManyRequests"}
+        "503": {$ref: "#/components/responses/Unavailable"}
+    put:
+      tags: [templates]
+      operationId: putTemplate
+      summary: Create or replace a template (role admin).
+      description: >-
+        The notification is read as a job's is, at most 16,384 bytes as compact JSON, and its names are compiled:
+        a `{{` without `}}`, an empty or malformed name, an unknown filter or an unquoted fallback is a 400 naming
+        the field (`notification.title`). An org keeps at most 1,000 templates (422 naming `id` beyond).
+      requestBody:
+        required: true
+        content:
+          application/json:
+            schema:
+              type: object
+              additionalProperties: false
+              required: [notification]
+              properties:
+                id: {$ref: "#/components/schemas/SafeID"}
+                notification: {$ref: "#/components/schemas/Notification"}
+      responses:
+        "200":
+          description: An existing template, replaced (`createdAt` kept).
+          content:
+            application/json:
+              schema: {$ref: "#/components/schemas/Template"}
+        "201":
+          description: A new template.
+          headers:
+            Location:
+              schema: {type: string}
+          content:
+            application/json:
+              schema: {$ref: "#/components/schemas/Template"}
+        "400": {$ref: "#/components/responses/BadRequest"}
+        "401": {$ref: "#/components/responses/Unauthorized"}
+        "403": {$ref: "#/components/responses/Forbidden"}
+        "413": {$ref: "#/components/responses/TooLarge"}
+        "415": {$ref: "#/components/responses/UnsupportedMediaType"}
+        "422": {$ref: "#/components/responses/TemplateLimit"}
+        "429": {$ref: "#/components/responses/TooManyRequests"}
+        "503": {$ref: "#/components/responses/Unavailable"}
+    delete:
+      tags: [templates]
+      operationId: deleteTemplate
+      summary: Delete a template (role admin). Jobs already queued that name it are refused when a worker reads them.
       responses:
         "204": {description: Deleted.}
         "401": {$ref: "#/components/responses/Unauthorized"}
@@ -1238,6 +1334,11 @@ components:
       content:
         application/problem+json:
           schema: {$ref: "#/components/schemas/Problem"}
+    TemplateLimit:
+      description: The org already keeps 1,000 templates and this id is not one of them; `field` is `id`.
+      content:
+        application/problem+json:
+          schema: {$ref: "#/components/schemas/Problem"}
     Conflict:
       description: A different job was already accepted under this idempotency key.
       content:
@@ -1432,7 +1533,8 @@ components:
     Job:
       type: object
       additionalProperties: false
-      required: [app, notification]
+      description: A job gives its own `notification` or names a stored template with `templateId`, not both.
+      required: [app]
       properties:
         id: {$ref: "#/components/schemas/SafeID"}
         org: {type: string}
@@ -1472,6 +1574,15 @@ components:
           description: >-
             The inbox entry's id (default the job id): jobs that send one notification through several apps share
             it, so each user's inbox holds it once.
+        templateId:
+          $ref: "#/components/schemas/SafeID"
+          description: >-
+            A template of the org (PUT /v1/templates/{id}) whose notification this job sends, each recipient's
+            names rendered; an unknown template is a 404 naming `templateId`.
+        customData:
+          type: object
+          description: >-
+            Values for the template's `{{ message.custom_data.<key> }}` names, at most 2,048 bytes as JSON.
     Notification:
       type: object
       additionalProperties: false
@@ -1575,6 +1686,14 @@ components:
         lastSeenAt: {type: string, format: date-time}
         rsaPublicKey: {type: string, description: The registered key (base64 of the SubjectPublicKeyInfo DER), if any.}
         cipherName: {type: string, enum: [RSA_OAEP_SHA256]}
+    Template:
+      type: object
+      required: [id, notification, createdAt, updatedAt]
+      properties:
+        id: {$ref: "#/components/schemas/SafeID"}
+        notification: {$ref: "#/components/schemas/Notification"}
+        createdAt: {type: string, format: date-time}
+        updatedAt: {type: string, format: date-time}
     NotificationType:
       type: object
       required: [id, name, mobile, desktop]

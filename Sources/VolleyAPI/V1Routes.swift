@@ -21,6 +21,7 @@ extension APIServer {
         v1.delete("/types/:id") { _, context in try await self.deleteType(context) }
         v1.get("/quota") { _, context in try await self.getQuota(context) }
         v1.post("/test-push") { request, context in try await self.postTestPush(request, context) }
+        addTemplateRoutes(v1)
     }
 
     /// The body, at most `api.maxBodyBytes` (413 beyond).
@@ -77,12 +78,22 @@ extension APIServer {
             throw APIProblem.badRequest("id", "differs from the Idempotency-Key header; send one or make them equal")
         }
         do { try job.validate() } catch let r as JobRejection {
-            let field = r.reason == .invalidJob ? "id" : "recipients"
+            // The rejection's message starts with the field it is about.
+            let named = ["customData", "templateId", "notificationId"].first { r.message.hasPrefix($0) }
+            let field = named ?? (r.reason == .invalidJob ? "id" : "recipients")
             throw APIProblem.badRequest(field, r.message)
         }
         // What every worker would refuse is refused here, before the Idempotency-Key is recorded: a corrected retry
-        // under the same key is then a new job, not a conflict.
-        if let refusal = notificationCheck.refusal(of: job) {
+        // under the same key is then a new job, not a conflict. A templated job is checked with its template's
+        // notification.
+        let checked = try await templatedJob(job, org: org, body: body)
+        if let refusal = notificationCheck.refusal(of: checked) {
+            if let template = job.templateId {
+                throw APIProblem.badRequest(
+                    "templateId",
+                    "template '\(template)', \(Self.field(of: refusal.error, in: body)): \(refusal.platform): "
+                        + refusal.error.message)
+            }
             throw APIProblem.badRequest(
                 Self.field(of: refusal.error, in: body), "\(refusal.platform): \(refusal.error.message)")
         }

@@ -14,7 +14,7 @@ public enum DirectoryKind: String, Sendable, Hashable, Codable, CaseIterable, Cu
     public var description: String { rawValue }
 }
 
-/// One line of `volley directory import`: `{"org","kind","id","active","members"}`.
+/// One line of `volley directory import`: `{"org","kind","id","active","members","attributes"}`.
 public struct DirectoryRecord: Sendable, Hashable, Codable {
     public var org: OrgID
     public var kind: DirectoryKind
@@ -23,16 +23,23 @@ public struct DirectoryRecord: Sendable, Hashable, Codable {
     public var active: Bool?
     /// Containers only: user ids (groups and queues may also name groups).
     public var members: [RecipientID]?
+    /// Users only: the values templates name (`{"first_name": "Ada"}`), within `UserAttributes`' limits. Given, they
+    /// replace the user's attributes (`{}` removes them); absent, the stored ones stay.
+    public var attributes: [String: String]?
 
     /// The keys a record may carry; any other refuses the line, naming the key.
-    public static let keys: Set<String> = ["org", "kind", "id", "active", "members"]
+    public static let keys: Set<String> = ["org", "kind", "id", "active", "members", "attributes"]
 
-    public init(org: OrgID, kind: DirectoryKind, id: RecipientID, active: Bool? = nil, members: [RecipientID]? = nil) {
+    public init(
+        org: OrgID, kind: DirectoryKind, id: RecipientID, active: Bool? = nil, members: [RecipientID]? = nil,
+        attributes: [String: String]? = nil
+    ) {
         self.org = org
         self.kind = kind
         self.id = id
         self.active = active
         self.members = members
+        self.attributes = attributes
     }
 
     /// Problems that make the record unusable (empty id, members on a user, …), each saying what to fix.
@@ -42,6 +49,13 @@ public struct DirectoryRecord: Sendable, Hashable, Codable {
         if id.rawValue.isEmpty { out.append("id: must not be empty") }
         if kind == .user, let m = members, !m.isEmpty { out.append("members: a user has no members (id \(id))") }
         if kind.isContainer, active != nil { out.append("active: only users have an active flag (id \(id))") }
+        if let attributes {
+            if kind.isContainer {
+                out.append("attributes: only users have attributes (id \(id))")
+            } else {
+                out += UserAttributes.problems(attributes).map { "\($0) (id \(id))" }
+            }
+        }
         if let m = members, m.contains(where: { $0.rawValue.isEmpty }) {
             out.append("members: empty member id in \(id)")
         }

@@ -10,6 +10,7 @@ import VolleyCore
 /// volley:dir:{O}:containers              SET   ids of groups, queues and teams
 /// volley:dir:{O}:inactive                SET   inactive user ids
 /// volley:dir:{O}:m:<id>                  SET   direct members of a container (users, or groups for groups/queues)
+/// volley:dir:{O}:attrs                   HASH  user id → the user's attributes, a JSON object of strings
 /// volley:resolve:{O}:<scope>             SET   one resolution's de-duplicated active users (TTL 1 day; popped)
 /// volley:resolve:{O}:<scope>:last        HASH  step, batch: the drain's last batch, answered again to a repeated
 ///                                              step (TTL 1 day; deleted with the set)
@@ -26,6 +27,8 @@ import VolleyCore
 /// volley:inbox:{O}:u:<user>:unread       ZSET  subset of all not read
 /// volley:inbox:{O}:u:<user>:unseen       ZSET  subset of all not seen
 /// volley:types:{O}                       HASH  typeId → NotificationType JSON
+/// volley:templates:{O}                   HASH  template id → its `notification` object (JSON as put)
+/// volley:templates:{O}:times             HASH  template id → "<created ms> <updated ms>"
 /// volley:typeapp:{O}:<app>               HASH  typeId → NotificationAppSetting JSON
 /// volley:typeorg:{O}                     HASH  typeId → NotificationOrgSetting JSON (the org's channel switches)
 /// volley:appsettings:{O}                 HASH  app → AppNotificationSettings JSON (full content push notifications)
@@ -42,6 +45,7 @@ public struct RecipientKeys: Sendable {
     public var containers: String { "volley:dir:\(tag):containers" }
     public var inactive: String { "volley:dir:\(tag):inactive" }
     public func members(_ id: RecipientID) -> String { "volley:dir:\(tag):m:\(id.rawValue)" }
+    public var attributes: String { "volley:dir:\(tag):attrs" }
     public func resolution(_ scope: String) -> String { "volley:resolve:\(tag):\(scope)" }
     public func resolutionLastBatch(_ scope: String) -> String { "volley:resolve:\(tag):\(scope):last" }
 
@@ -63,6 +67,9 @@ public struct RecipientKeys: Sendable {
     public func typeSettings(_ app: AppName) -> String { "volley:typeapp:\(tag):\(app.rawValue)" }
     public var typeOrgSettings: String { "volley:typeorg:\(tag)" }
     public var appSettings: String { "volley:appsettings:\(tag)" }
+
+    public var templates: String { "volley:templates:\(tag)" }
+    public var templateTimes: String { "volley:templates:\(tag):times" }
 
     public func shardList(_ job: JobID, _ n: Int) -> String { "volley:shard:\(tag):\(job.rawValue):\(n)" }
     public func shardAggregate(_ job: JobID) -> String { "volley:shardagg:\(tag):\(job.rawValue)" }

@@ -16,7 +16,7 @@ import VolleyRedis
 ///    so a step the client sends again (after a timeout it cannot tell whether Redis ran the first one) answers
 ///    the same batch instead of popping, and losing, the next one. A redelivered job resolves again from scratch;
 ///    the outcome ledger skips finished devices.
-public final class RedisDirectory: DirectoryResolver, @unchecked Sendable {
+public final class RedisDirectory: DirectoryResolver, UserAttributeReader, @unchecked Sendable {
     private let redis: SerializedRedis
     /// TTL of a resolution's temporary set (it is deleted when drained; this only bounds leftovers of a crash).
     public var resolutionTTLSeconds = 86_400
@@ -31,6 +31,8 @@ public final class RedisDirectory: DirectoryResolver, @unchecked Sendable {
         public var inactiveUsers = 0
         public var containers = 0
         public var memberships = 0
+        /// User records that set attributes (an empty object, which removes them, is not counted).
+        public var usersWithAttributes = 0
         public var byKind: [String: Int] = [:]
         public init() {}
     }
@@ -54,6 +56,10 @@ public final class RedisDirectory: DirectoryResolver, @unchecked Sendable {
             if r.kind == .user {
                 counts.users += 1
                 commands.append(["SREM", k.containers, r.id.rawValue])
+                if let attributes = r.attributes {
+                    counts.usersWithAttributes += attributes.isEmpty ? 0 : 1
+                    commands.append(Self.attributesWrite(k, r.id, attributes))
+                }
                 if r.active == false {
                     counts.inactiveUsers += 1
                     commands.append(["SADD", k.inactive, r.id.rawValue])
@@ -77,6 +83,13 @@ public final class RedisDirectory: DirectoryResolver, @unchecked Sendable {
         let replies = try redis.with { try $0.pipeline(commands) }
         for (i, reply) in replies.enumerated() { try reply.throwIfError(commands[i].first ?? "") }
         return counts
+    }
+
+    /// The command that stores a user's attributes as one compact JSON object (keys sorted), or removes them.
+    static func attributesWrite(_ k: RecipientKeys, _ user: RecipientID, _ attributes: [String: String]) -> [String] {
+        if attributes.isEmpty { return ["HDEL", k.attributes, user.rawValue] }
+        let json = JSONValue.object(attributes.mapValues { .string($0) }).jsonText
+        return ["HSET", k.attributes, user.rawValue, json]
     }
 
     /// Removes a container's members (before re-importing it whole).
@@ -132,6 +145,41 @@ public final class RedisDirectory: DirectoryResolver, @unchecked Sendable {
             id: id, kind: kind, active: !inactive, directMembers: directMembers, sampleMembers: sampleMembers,
             resolvedUsers: count.users, sampleUsers: users.sorted { $0.rawValue < $1.rawValue },
             nestedContainers: max(0, closure - (kind?.isContainer == true ? 1 : 0)))
+    }
+
+    // MARK: attributes
+
+    /// Every user's attributes in one `HMGET` (one round trip per chunk of users).
+    public func attributes(org: OrgID, users: [UserID]) throws -> [[String: String]?] {
+        if users.isEmpty { return [] }
+        let command = Self.attributesRead(org: org, users: users)
+        let reply = try redis.with { try $0.checked(command) }
+        return try Self.attributes(from: reply, count: users.count)
+    }
+
+    /// The read of `users`' attributes, for a caller that sends it in a pipeline of its own.
+    public static func attributesRead(org: OrgID, users: [UserID]) -> [String] {
+        ["HMGET", RecipientKeys(org: org).attributes] + users.map(\.rawValue)
+    }
+
+    /// `attributesRead`'s reply, one entry per user. A stored value that is not an object of strings (written by
+    /// hand) reads as no attributes: one bad record must not stop a campaign.
+    public static func attributes(from reply: RedisReply, count: Int) throws -> [[String: String]?] {
+        try reply.throwIfError("HMGET attributes")
+        guard let values = reply.array, values.count == count else {
+            throw RedisError(.unexpectedReply, "HMGET attributes: \(reply)")
+        }
+        return values.map { value in
+            guard let text = value.string, let json = try? JSONValue(parsing: text), let object = json.objectValue
+            else { return nil }
+            var out: [String: String] = [:]
+            out.reserveCapacity(object.count)
+            for (key, v) in object {
+                guard let s = v.stringValue else { return nil }
+                out[key] = s
+            }
+            return out
+        }
     }
 
     // MARK: resolution

@@ -58,6 +58,12 @@ enum RedisKeyGroups {
     /// `RedisPipelineSession.keepAliveScript`: the job stream (group and consumer are arguments, not keys).
     static func keepAlive(stream: String) -> [String] { [stream] }
 
+    /// `RedisTemplateStore.putScript`: the org's templates and their times.
+    static func templatePut(org: OrgID) -> [String] {
+        let k = RecipientKeys(org: org)
+        return [k.templates, k.templateTimes]
+    }
+
     /// `RedisPipelineSession.removeScript`: the token index, the user set and the device-key prefix the script
     /// appends user ids to.
     static func removeTokens(_ store: StoreConfiguration, org: OrgID, app: AppName) -> [String] {

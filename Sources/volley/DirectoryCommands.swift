@@ -14,8 +14,11 @@ struct DirectoryImportCommand: ParsableCommand {
         commandName: "import",
         abstract:
             "Load directory records from JSONL: "
-            + "{\"org\",\"kind\":\"user|group|queue|accountTeam|opportunityTeam\",\"id\",\"active\",\"members\"}.",
-        discussion: "Members are added to what a container already has, so a big group may span many lines.")
+            + "{\"org\",\"kind\":\"user|group|queue|accountTeam|opportunityTeam\",\"id\",\"active\",\"members\","
+            + "\"attributes\"}.",
+        discussion:
+            "Members are added to what a container already has, so a big group may span many lines. A user's "
+            + "attributes (an object of strings, for templates) replace the stored ones; {} removes them.")
     @Option(help: "Volley configuration file (YAML).") var config: String
     @Option(help: "Records per pipelined batch.") var batch: Int = 2000
     @Argument(help: "JSONL file, one record per line.") var file: String
@@ -34,7 +37,8 @@ struct DirectoryImportCommand: ParsableCommand {
         let secs = Date().timeIntervalSince(started)
         print(
             "imported \(t.records) records in \(String(format: "%.1f", secs)) s: \(t.users) users "
-                + "(\(t.inactiveUsers) inactive), \(t.containers) containers, \(t.memberships) memberships"
+                + "(\(t.inactiveUsers) inactive, \(t.usersWithAttributes) with attributes), "
+                + "\(t.containers) containers, \(t.memberships) memberships"
         )
         for k in DirectoryKind.allCases { if let n = t.byKind[k.rawValue] { print("  \(k.rawValue): \(n)") } }
         if !result.skipped.isEmpty {

@@ -49,7 +49,8 @@ struct StalledCredentials: CredentialStore {
             configuration: configuration,
             stores: APIServer.Stores(
                 credentials: StalledCredentials(), jobs: jobs, jobStatus: jobs, devices: InMemoryDevices(),
-                types: types, quota: InMemoryQuota(limits: QuotaLimits(ios: 1, android: 1), clock: SystemClock())),
+                types: types, quota: InMemoryQuota(limits: QuotaLimits(ios: 1, android: 1), clock: SystemClock()),
+                templates: InMemoryTemplateStore()),
             openAPIDocument: "", logger: Logger(label: "test"))
         let problem = try #require(await server.readinessProblem())
         #expect(problem.contains("api.readinessTimeoutSeconds"), "\(problem)")

@@ -21,10 +21,12 @@ struct InMemoryAPI {
     let inbox = InMemoryInbox()
     let quota: InMemoryQuota
     let outage = StoreOutageSwitch()
+    let templates: InMemoryTemplateStore
     let server: APIServer
 
     init(rate: APIConfiguration.RateLimit = .init(requestsPerSecond: 1000, burst: 1000)) {
         credentials = InMemoryCredentialStore(clock: clock, outage: outage)
+        templates = InMemoryTemplateStore(outage: outage)
         quota = InMemoryQuota(limits: QuotaLimits(ios: 2, android: 2), clock: clock)
         var configuration = APIConfiguration()
         configuration.rateLimit = rate
@@ -37,7 +39,8 @@ struct InMemoryAPI {
         server = APIServer(
             configuration: configuration,
             stores: APIServer.Stores(
-                credentials: credentials, jobs: jobs, jobStatus: jobs, devices: devices, types: types, quota: quota),
+                credentials: credentials, jobs: jobs, jobStatus: jobs, devices: devices, types: types, quota: quota,
+                templates: templates),
             openAPIDocument: OpenAPIDocument.yaml, logger: Logger(label: "test"), connect: connect)
     }
 

@@ -91,6 +91,16 @@ import VolleyTestTags
         #expect(try await api.call("DELETE", "/v1/devices/ios/\(spare)", token: user).status == 204)
         #expect(try await api.call("GET", "/v1/users/005A/devices", token: admin).status == 200)
 
+        // Templates: the put script, reads, a list and a delete.
+        let template = #"{"notification":{"title":"Hi {{ first_name | 'Friend' }}"}}"#
+        for id in ["welcome", "spare"] {
+            let put = try await api.call("PUT", "/v1/templates/\(id)", token: admin, json: template)
+            #expect(put.status == 201, "\(put.text)")
+        }
+        #expect(try await api.call("GET", "/v1/templates/welcome", token: send).status == 200)
+        #expect(try await api.call("GET", "/v1/templates", token: send).status == 200)
+        #expect(try await api.call("DELETE", "/v1/templates/spare", token: admin).status == 204)
+
         // A job, a custom notification action and a Connect push: the campaign the worker sends.
         let job = #"{"app":"app1","recipients":["005A"],"notification":{"title":"Hi","body":"there"}}"#
         let posted = try await api.call(

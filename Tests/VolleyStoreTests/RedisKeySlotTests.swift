@@ -61,6 +61,7 @@ import VolleyTestTags
                     RedisKeyGroups.directoryResolution(org: org, scope: "job-1", containers: ["g1", "q{1}"])
                 ))
             out.append(("directoryDrain", RedisKeyGroups.directoryDrain(org: org, scope: "job-1")))
+            out.append(("templatePut", RedisKeyGroups.templatePut(org: org)))
         }
         out.append(("keepAlive", RedisKeyGroups.keepAlive(stream: store.jobStream)))
         return out
@@ -80,7 +81,8 @@ import VolleyTestTags
         for key in [
             store.deviceKey(org, "a", "u"), store.tokenIndexKey(org, "a"), store.usersKey(org, "a"),
             store.ledgerKey(org, "j"), store.acceptedKey(org, "j"), RecipientKeys(org: org).types,
-            RecipientKeys(org: org).kind, RecipientKeys(org: org).quotaLimits,
+            RecipientKeys(org: org).kind, RecipientKeys(org: org).quotaLimits, RecipientKeys(org: org).attributes,
+            RecipientKeys(org: org).templates, RecipientKeys(org: org).templateTimes,
         ] {
             #expect(RedisClusterSlot(key: key) == slot, "\(key)")
         }

@@ -481,3 +481,71 @@ public final class InMemoryQuota: QuotaLedger {
         used.withLock { all in all[key(org, platform, hour)] = max(0, (all[key(org, platform, hour)] ?? 0) - refunded) }
     }
 }
+
+/// Notification templates per org, with the Redis store's limit check and millisecond timestamps.
+public final class InMemoryTemplateStore: TemplateStore, TemplateReader {
+    private let state = Locked<[OrgID: [String: StoredTemplate]]>([:])
+    public let outage: StoreOutageSwitch
+
+    public init(outage: StoreOutageSwitch = StoreOutageSwitch()) { self.outage = outage }
+
+    public func put(org: OrgID, id: String, notification: JSONValue, now: Date, maxCount: Int) async throws
+        -> TemplatePut
+    {
+        try outage.check()
+        let at = Date(timeIntervalSince1970: (now.timeIntervalSince1970 * 1000).rounded(.down) / 1000)
+        return state.withLock { all in
+            var templates = all[org] ?? [:]
+            if let old = templates[id] {
+                let t = StoredTemplate(id: id, notification: notification, createdAt: old.createdAt, updatedAt: at)
+                templates[id] = t
+                all[org] = templates
+                return .replaced(t)
+            }
+            guard templates.count < maxCount else { return .limitReached }
+            let t = StoredTemplate(id: id, notification: notification, createdAt: at, updatedAt: at)
+            templates[id] = t
+            all[org] = templates
+            return .created(t)
+        }
+    }
+
+    public func template(org: OrgID, id: String) async throws -> StoredTemplate? {
+        try outage.check()
+        return state.withLock { $0[org]?[id] }
+    }
+
+    public func delete(org: OrgID, id: String) async throws -> Bool {
+        try outage.check()
+        return state.withLock { $0[org]?.removeValue(forKey: id) != nil }
+    }
+
+    public func list(org: OrgID) async throws -> [StoredTemplate] {
+        try outage.check()
+        return state.withLock { ($0[org] ?? [:]).values.sorted { $0.id < $1.id } }
+    }
+
+    public func notification(org: OrgID, templateID: String) throws -> JSONValue? {
+        try outage.check()
+        return state.withLock { $0[org]?[templateID]?.notification }
+    }
+}
+
+/// User attributes per org, as the directory import stores them.
+public final class InMemoryUserAttributes: UserAttributeReader {
+    private let state = Locked<[OrgID: [UserID: [String: String]]]>([:])
+    /// Reads made, one per call (the engine reads once per chunk of users).
+    private let readCount = Locked(0)
+    public init() {}
+
+    public func set(org: OrgID, user: UserID, _ attributes: [String: String]?) {
+        state.withLock { $0[org, default: [:]][user] = attributes }
+    }
+
+    public var reads: Int { readCount.withLock { $0 } }
+
+    public func attributes(org: OrgID, users: [UserID]) throws -> [[String: String]?] {
+        readCount.withLock { $0 += 1 }
+        return state.withLock { all in users.map { all[org]?[$0] } }
+    }
+}

@@ -44,7 +44,7 @@ public enum APIRunner {
 
 /// The API's stores on the configured Redis: the hot path (credentials, job submissions) on each event loop's own
 /// connection, or on serial lanes of cluster clients for Redis Cluster (the event loops' connections do not route by
-/// slot); devices and job status on `api.redisConnections` serial lanes; types, inbox and quota each on one.
+/// slot); devices and job status on `api.redisConnections` serial lanes; types, inbox, quota and templates each on one.
 struct RedisAPIStores {
     let api: APIServer.Stores
     let types: RedisNotificationTypeRepository
@@ -78,7 +78,8 @@ struct RedisAPIStores {
             quota: RedisQuotaLedger(
                 store: RedisQuotaStore(
                     client: client("api-quota"), defaults: QuotaLimits(ios: c.quotas.ios, android: c.quotas.android),
-                    configured: c.quotas.orgs.mapValues { ($0.ios, $0.android) })))
+                    configured: c.quotas.orgs.mapValues { ($0.ios, $0.android) })),
+            templates: RedisTemplateRepository(client: client("api-templates")))
     }
 
     /// The Salesforce-compatible resources on the same stores as the worker (types, inbox, job stream).

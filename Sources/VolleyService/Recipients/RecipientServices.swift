@@ -4,13 +4,15 @@ import VolleyEngine
 import VolleyRedis
 import VolleyStore
 
-/// Wires the recipients layer (directory, quotas, inbox, notification types) from the configuration.
+/// Wires the recipients layer (directory, quotas, inbox, notification types, templates) from the configuration.
 /// Each store gets its own Redis connection; stores serialize their calls, so one instance may be shared.
 public struct RecipientServices: Sendable {
     public let directory: RedisDirectory
     public let quota: RedisQuotaStore
     public let inbox: RedisInboxStore
     public let types: RedisNotificationTypeStore
+    /// Notification templates (`volley templates`; the worker reads a templated job's template here).
+    public let templates: RedisTemplateStore
     public let shards: RedisShardCoordinator
     public let shardSize: Int
 
@@ -35,6 +37,7 @@ public struct RecipientServices: Sendable {
             retention: InboxRetention(maxCount: c.inbox.maxCount, maxAgeSeconds: c.inbox.maxAgeSeconds),
             clock: clock)
         types = RedisNotificationTypeStore(client: try client("types"))
+        templates = RedisTemplateStore(client: try client("templates"))
         var store = StoreConfiguration(jobStream: c.worker.stream)
         store.streamShards = c.worker.streamShards
         shards = RedisShardCoordinator(client: try client("shards"), store: store)
@@ -120,6 +123,7 @@ public enum DirectoryImport {
             total.inactiveUsers += c.inactiveUsers
             total.containers += c.containers
             total.memberships += c.memberships
+            total.usersWithAttributes += c.usersWithAttributes
             for (k, v) in c.byKind { total.byKind[k, default: 0] += v }
             batch.removeAll(keepingCapacity: true)
             progress(total)

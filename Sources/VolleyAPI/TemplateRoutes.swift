@@ -1,0 +1,129 @@
+import Foundation
+import Hummingbird
+import VolleyCore
+
+/// `/v1/templates`: an org's stored notifications with per-person names (`Hi {{ first_name | 'Friend' }}`), which a
+/// job names with `templateId`. The body is `{"notification": {...}}`, read with the job's own reader and compiled
+/// here, so a template that is stored always renders.
+extension APIServer {
+    func addTemplateRoutes(_ v1: RouterGroup<APIRequestContext>) {
+        v1.get("/templates") { _, context in try await self.listTemplates(context) }
+        v1.get("/templates/:id") { _, context in try await self.getTemplate(context) }
+        v1.put("/templates/:id") { request, context in try await self.putTemplate(request, context) }
+        v1.delete("/templates/:id") { _, context in try await self.deleteTemplate(context) }
+    }
+
+    /// A template's answer: its notification as it was put, digit for digit.
+    static func templateJSON(_ t: StoredTemplate) -> [UInt8] {
+        var out: [UInt8] = []
+        out.append(contentsOf: #"{"createdAt":""#.utf8)
+        appendJSONStringContent(t.createdAt.ISO8601Format(), to: &out)
+        out.append(contentsOf: #"","id":""#.utf8)
+        appendJSONStringContent(t.id, to: &out)
+        out.append(contentsOf: #"","notification":"#.utf8)
+        t.notification.append(to: &out)
+        out.append(contentsOf: #","updatedAt":""#.utf8)
+        appendJSONStringContent(t.updatedAt.ISO8601Format(), to: &out)
+        out.append(contentsOf: #""}"#.utf8)
+        return out
+    }
+
+    func templateID(_ context: APIRequestContext) throws -> String {
+        let id = try parameter(context, "id")
+        guard StoredTemplate.isValidID(id) else {
+            throw APIProblem.badRequest("id", "1–128 characters of letters, digits and . _ : -")
+        }
+        return id
+    }
+
+    func listTemplates(_ context: APIRequestContext) async throws -> Response {
+        let org = try context.key([.send, .read, .admin])
+        let list = try await stores.templates.list(org: org)
+        var out: [UInt8] = Array(#"{"templates":["#.utf8)
+        for (i, t) in list.enumerated() {
+            if i > 0 { out.append(UInt8(ascii: ",")) }
+            out.append(contentsOf: Self.templateJSON(t))
+        }
+        out.append(contentsOf: "]}".utf8)
+        return JSONResponse.raw(out)
+    }
+
+    func getTemplate(_ context: APIRequestContext) async throws -> Response {
+        let org = try context.key([.send, .read, .admin])
+        let id = try parameter(context, "id")
+        guard StoredTemplate.isValidID(id), let t = try await stores.templates.template(org: org, id: id) else {
+            throw APIProblem.notFound("no template '\(id)' in this org", field: "id")
+        }
+        return JSONResponse.raw(Self.templateJSON(t))
+    }
+
+    func putTemplate(_ request: Request, _ context: APIRequestContext) async throws -> Response {
+        let org = try context.key([.admin])
+        let id = try templateID(context)
+        let o = try Input.object(try await body(request))
+        try Input.rejectUnknownKeys(o.members.keys, known: ["id", "notification"], at: "")
+        if let given = try Input.fields({ () throws(JSONFieldError) in try o.string("id") }), given != id {
+            throw APIProblem.badRequest("id", "must match the path's id or be left out")
+        }
+        let notification = try Self.templateNotification(o)
+        let put = try await stores.templates.put(
+            org: org, id: id, notification: notification, now: Date(), maxCount: StoredTemplate.maxPerOrg)
+        switch put {
+        case .created(let t):
+            return JSONResponse.raw(
+                Self.templateJSON(t), status: .created, headers: [.location: "/v1/templates/\(id)"])
+        case .replaced(let t):
+            return JSONResponse.raw(Self.templateJSON(t))
+        case .limitReached:
+            throw APIProblem(
+                .unprocessableContent,
+                "this org has \(StoredTemplate.maxPerOrg) templates, the most it may keep; delete one first",
+                field: "id")
+        }
+    }
+
+    /// The body's `notification`, checked as `StoredTemplate.check` does; a fault is a 400 naming its field.
+    static func templateNotification(_ o: JSONObjectReader) throws -> JSONValue {
+        guard let value = o.value("notification") else {
+            throw APIProblem.badRequest("notification", "required: the notification object jobs send")
+        }
+        do { _ = try StoredTemplate.check(notification: value) } catch {
+            throw APIProblem.badRequest(error.field, error.message)
+        }
+        return value
+    }
+
+    func deleteTemplate(_ context: APIRequestContext) async throws -> Response {
+        let org = try context.key([.admin])
+        let id = try parameter(context, "id")
+        guard StoredTemplate.isValidID(id), try await stores.templates.delete(org: org, id: id) else {
+            throw APIProblem.notFound("no template '\(id)' in this org", field: "id")
+        }
+        return JSONResponse.noContent()
+    }
+
+    /// A templated job at the door: the template must exist in the key's org, and the notification it renders
+    /// (with the job's custom data, without any user's attributes) must be one every provider would prepare.
+    /// Answers the job with that notification in place, for the provider check; the stream entry keeps
+    /// `templateId`, and the worker reads the template again when it runs.
+    func templatedJob(_ job: PushJob, org: OrgID, body: JobBody) async throws -> PushJob {
+        guard let id = job.templateId else { return job }
+        if body.keys.contains("notification") {
+            throw APIProblem.badRequest("notification", "give either templateId or a notification, not both")
+        }
+        guard StoredTemplate.isValidID(id), let stored = try await stores.templates.template(org: org, id: id) else {
+            throw APIProblem.notFound("no template '\(id)' in this org (PUT /v1/templates/\(id))", field: "templateId")
+        }
+        let template: NotificationTemplate
+        do {
+            template = try NotificationTemplate(try stored.readNotification())
+        } catch let e as JSONFieldError {
+            throw APIProblem.badRequest("templateId", "the stored template no longer reads: \(e)")
+        } catch {
+            throw APIProblem.badRequest("templateId", "the stored template no longer compiles: \(error)")
+        }
+        var checked = job
+        checked.notification = template.binding(customData: job.customData).render(attributes: nil).notification
+        return checked
+    }
+}

@@ -1,0 +1,177 @@
+import Foundation
+import HTTPTypes
+import Hummingbird
+import HummingbirdTesting
+import Testing
+import VolleyCore
+import VolleyTestDoubles
+import VolleyTestTags
+
+@testable import VolleyAPI
+
+/// `/v1/templates` and templated jobs on the in-memory stores.
+@Suite(.tags(.unit)) struct TemplateRoutesTests {
+    static let body =
+        #"{"notification":{"title":"Hi {{ first_name | 'Friend' }}","body":"Order {{ message.custom_data.order }}","#
+        + #""data":{"n":18446744073709551617}}}"#
+
+    static func object(_ text: String) throws -> [String: Any] {
+        try #require(try JSONSerialization.jsonObject(with: Data(text.utf8)) as? [String: Any])
+    }
+
+    @Test func aTemplateIsCreatedReadListedReplacedAndDeleted() async throws {
+        let api = InMemoryAPI()
+        let admin = try api.key(role: .admin)
+        let read = try api.key(role: .read)
+        let other = try api.key(org: "orgB", role: .admin)
+        try await api.test { client async throws in
+            let created = try await client.call(.put, "/v1/templates/welcome", token: admin, json: Self.body)
+            #expect(created.status == 201, "\(created.text)")
+            #expect(created.headers[.location] == "/v1/templates/welcome")
+            // The notification comes back as it was put, digit for digit.
+            #expect(created.text.contains(#""n":18446744073709551617"#), "\(created.text)")
+            let first = try Self.object(created.text)
+            #expect(first["id"] as? String == "welcome")
+            let createdAt = try #require(first["createdAt"] as? String)
+
+            let got = try await client.call(.get, "/v1/templates/welcome", token: read)
+            #expect(got.status == 200)
+            let notification = try #require(try Self.object(got.text)["notification"] as? [String: Any])
+            #expect(notification["title"] as? String == "Hi {{ first_name | 'Friend' }}")
+
+            api.clock.advance(by: 5)
+            let replaced = try await client.call(
+                .put, "/v1/templates/welcome", token: admin,
+                json: #"{"id":"welcome","notification":{"title":"Hello {{ first_name }}"}}"#)
+            #expect(replaced.status == 200, "\(replaced.text)")
+            #expect(try Self.object(replaced.text)["createdAt"] as? String == createdAt)
+
+            let list = try await client.call(.get, "/v1/templates", token: read)
+            #expect(list.status == 200)
+            let templates = try #require(try Self.object(list.text)["templates"] as? [[String: Any]])
+            #expect(templates.map { $0["id"] as? String } == ["welcome"])
+
+            // Another org sees none of it.
+            #expect(try await client.call(.get, "/v1/templates/welcome", token: other).status == 404)
+            let otherList = try await client.call(.get, "/v1/templates", token: other)
+            #expect(try Self.object(otherList.text)["templates"] as? [Any] != nil)
+            #expect((try Self.object(otherList.text)["templates"] as? [Any])?.isEmpty == true)
+            #expect(try await client.call(.delete, "/v1/templates/welcome", token: other).status == 404)
+
+            // Only an admin key changes templates.
+            #expect(try await client.call(.put, "/v1/templates/x", token: read, json: Self.body).status == 403)
+            #expect(try await client.call(.delete, "/v1/templates/welcome", token: read).status == 403)
+
+            #expect(try await client.call(.delete, "/v1/templates/welcome", token: admin).status == 204)
+            #expect(try await client.call(.delete, "/v1/templates/welcome", token: admin).status == 404)
+            #expect(try await client.call(.get, "/v1/templates/welcome", token: read).status == 404)
+        }
+    }
+
+    @Test(arguments: [
+        (#"{"notification":{"title":"Hi {{ first_name"}}"#, "notification.title"),
+        (#"{"notification":{"localized":{"es":{"body":"Hola {{ }}"}}}}"#, "notification.localized.es.body"),
+        (#"{"notification":{"title":"Hi {{ first_name | upcase }}"}}"#, "notification.title"),
+        (#"{"notification":{"title":"x","tilte":"y"}}"#, "notification.tilte"),
+        (#"{"notification":{"title":7}}"#, "notification.title"),
+        (#"{"notification":{}}"#, "notification"),
+        (#"{"notification":"Hi"}"#, "notification"),
+        (#"{}"#, "notification"),
+        (#"{"notification":{"title":"x"},"extra":1}"#, "extra"),
+        (#"{"id":"other","notification":{"title":"x"}}"#, "id"),
+        (#"{"notification":{"title":"x",}}"#, "body"),
+    ])
+    func aBadTemplateIsA400NamingTheField(json: String, field: String) async throws {
+        let api = InMemoryAPI()
+        let admin = try api.key(role: .admin)
+        try await api.test { client async throws in
+            let answer = try await client.call(.put, "/v1/templates/t1", token: admin, json: json)
+            #expect(answer.status == 400, "\(answer.text)")
+            #expect(try Self.object(answer.text)["field"] as? String == field, "\(answer.text)")
+        }
+        #expect(try await api.templates.list(org: "orgA").isEmpty)
+    }
+
+    @Test func templateIdsAndSizesAreLimited() async throws {
+        let api = InMemoryAPI()
+        let admin = try api.key(role: .admin)
+        try await api.test { client async throws in
+            let badID = try await client.call(.put, "/v1/templates/a%20b", token: admin, json: Self.body)
+            #expect(badID.status == 400)
+            #expect(try Self.object(badID.text)["field"] as? String == "id")
+            let long = String(repeating: "x", count: StoredTemplate.maxNotificationBytes)
+            let big = try await client.call(
+                .put, "/v1/templates/big", token: admin, json: #"{"notification":{"body":"\#(long)"}}"#)
+            #expect(big.status == 400)
+            #expect(try Self.object(big.text)["field"] as? String == "notification")
+        }
+    }
+
+    @Test func anOrgKeepsAtMostItsLimitOfTemplates() async throws {
+        let store = InMemoryTemplateStore()
+        for i in 0..<3 {
+            let put = try await store.put(org: "o", id: "t\(i)", notification: .object([:]), now: Date(), maxCount: 3)
+            guard case .created = put else {
+                Issue.record("\(put)")
+                return
+            }
+        }
+        #expect(
+            try await store.put(org: "o", id: "t3", notification: .object([:]), now: Date(), maxCount: 3)
+                == .limitReached)
+        // Replacing one that exists is not a new one.
+        guard
+            case .replaced = try await store.put(
+                org: "o", id: "t1", notification: .object([:]), now: Date(), maxCount: 3)
+        else {
+            Issue.record("not replaced")
+            return
+        }
+    }
+
+    @Test func aJobNamingATemplateIsCheckedAtTheDoor() async throws {
+        let api = InMemoryAPI()
+        let admin = try api.key(role: .admin)
+        let send = try api.key(role: .send)
+        let other = try api.key(org: "orgB", role: .send)
+        try await api.test { client async throws in
+            #expect(try await client.call(.put, "/v1/templates/welcome", token: admin, json: Self.body).status == 201)
+            let job = #"{"app":"app1","recipients":["005A"],"templateId":"welcome","customData":{"order":"A-17"}}"#
+            let accepted = try await client.call(.post, "/v1/jobs", token: send, json: job)
+            #expect(accepted.status == 202, "\(accepted.text)")
+
+            let unknown = try await client.call(
+                .post, "/v1/jobs", token: send, json: job.replacingOccurrences(of: "welcome", with: "nope"))
+            #expect(unknown.status == 404)
+            #expect(try Self.object(unknown.text)["field"] as? String == "templateId")
+            // Another org's job cannot name this org's template.
+            let app2 = job.replacingOccurrences(of: "app1", with: "app2")
+            let foreign = try await client.call(.post, "/v1/jobs", token: other, json: app2)
+            #expect(foreign.status == 404, "\(foreign.text)")
+            #expect(try Self.object(foreign.text)["field"] as? String == "templateId")
+
+            let both = try await client.call(
+                .post, "/v1/jobs", token: send,
+                json: #"{"app":"app1","recipients":["005A"],"templateId":"welcome","notification":{"title":"x"}}"#)
+            #expect(both.status == 400)
+            #expect(try Self.object(both.text)["field"] as? String == "notification")
+
+            let large = String(repeating: "x", count: PushJob.maxCustomDataBytes)
+            let tooMuch = try await client.call(
+                .post, "/v1/jobs", token: send,
+                json: #"{"app":"app1","recipients":["005A"],"templateId":"welcome","customData":{"k":"\#(large)"}}"#)
+            #expect(tooMuch.status == 400)
+            #expect(try Self.object(tooMuch.text)["field"] as? String == "customData")
+
+            let notObject = try await client.call(
+                .post, "/v1/jobs", token: send,
+                json: #"{"app":"app1","recipients":["005A"],"templateId":"welcome","customData":[1]}"#)
+            #expect(notObject.status == 400)
+            #expect(try Self.object(notObject.text)["field"] as? String == "customData")
+        }
+        let jobs = api.jobs.jobs()
+        #expect(jobs.count == 1)
+        #expect(jobs.first?.templateId == "welcome")
+        #expect(jobs.first?.customData == .object(["order": .string("A-17")]))
+    }
+}
