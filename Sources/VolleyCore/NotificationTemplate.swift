@@ -54,6 +54,8 @@ public struct NotificationTemplate: Sendable {
         self.boundMissing = boundMissing
     }
 
+    /// True when some text holds a `{{ name }}` (before `binding(customData:)`, custom-data names included).
+    public var hasNames: Bool { !fields.isEmpty }
     /// True when some text names a user attribute: the engine reads the recipients' attributes for it.
     public var usesAttributes: Bool { fields.contains { $0.text.usesAttributes } }
     /// True when some text names `message.custom_data.*` (not yet bound with `binding(customData:)`).

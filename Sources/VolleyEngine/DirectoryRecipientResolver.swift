@@ -13,6 +13,8 @@ public struct DirectoryRecipientResolver: RecipientResolver {
     public let directory: any DirectoryResolver
     public let inbox: (any InboxStore)?
     public let types: (any NotificationTypeStore)?
+    /// The users' attributes, for templated jobs (`RecipientNeeds.attributes`).
+    public let attributes: (any UserAttributeReader)?
     public let clock: any WallClock
     /// Users per registry round trip.
     public var usersPerRead: Int
@@ -22,12 +24,13 @@ public struct DirectoryRecipientResolver: RecipientResolver {
 
     public init(
         directory: any DirectoryResolver, inbox: (any InboxStore)?, types: (any NotificationTypeStore)?,
-        shards: (any ShardCoordinator)? = nil, shardSize: Int = 50_000,
+        attributes: (any UserAttributeReader)? = nil, shards: (any ShardCoordinator)? = nil, shardSize: Int = 50_000,
         clock: any WallClock = SystemClock(), usersPerRead: Int = 500
     ) {
         self.directory = directory
         self.inbox = inbox
         self.types = types
+        self.attributes = attributes
         self.clock = clock
         self.usersPerRead = max(1, usersPerRead)
         self.shards = shards
@@ -65,6 +68,7 @@ public struct DirectoryRecipientResolver: RecipientResolver {
         c.shardSize = shardSize
         c.clock = clock
         c.needs = needs
+        c.attributes = attributes
         return c
     }
 
@@ -85,6 +89,7 @@ public struct DirectoryRecipientResolver: RecipientResolver {
         var shardSize = 50_000
         var clock: any WallClock = SystemClock()
         var needs = RecipientNeeds.none
+        var attributes: (any UserAttributeReader)?
         private(set) var shardedInto = 0
         private(set) var inAppStored = 0
         private(set) var unknownRecipientIDs: [RecipientID] = []
@@ -174,7 +179,8 @@ public struct DirectoryRecipientResolver: RecipientResolver {
         }
 
         /// The facts the job's per-person content reads, for the chunk's users that have devices: the unseen count
-        /// the inbox answered when it stored the notification (or the current one, for a job that stores none).
+        /// the inbox answered when it stored the notification (or the current one, for a job that stores none), and
+        /// the users' attributes (one round trip per chunk).
         private func addRecipientFacts(
             users: [UserID], lists: [[Device]], unseen: [Int]?, to chunk: inout DeviceChunk
         ) throws {
@@ -188,9 +194,12 @@ public struct DirectoryRecipientResolver: RecipientResolver {
             if needs.unseenCount, unseen == nil, let inbox {
                 counts = try inbox.unseenCounts(org: job.org, users: withDevices)
             }
+            let attributes = needs.attributes ? try self.attributes?.attributes(org: job.org, users: withDevices) : nil
             chunk.recipients.reserveCapacity(withDevices.count)
             for (i, user) in withDevices.enumerated() {
-                chunk.recipients[user] = RecipientContext(unseenCount: i < counts.count ? counts[i] : nil)
+                chunk.recipients[user] = RecipientContext(
+                    unseenCount: needs.unseenCount && i < counts.count ? counts[i] : nil,
+                    attributes: attributes.flatMap { i < $0.count ? $0[i] : nil })
             }
         }
     }

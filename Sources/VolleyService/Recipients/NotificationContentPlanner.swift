@@ -4,37 +4,51 @@ import VolleyConnect
 import VolleyCore
 
 /// Decides, per job, what each recipient's push says (`PersonalContentPlanner`):
-/// - a custom notification (a job whose notification names a `type`, without a raw `apns`/`fcm` payload and without
-///   `"salesforcePayload": false`) gets the Salesforce Notification Builder payload: `oid`, `uid`, `nid` (the inbox
-///   entry), `notifType`, `sid`, the badge = the user's unseen count, encrypted with the device's key when it
-///   registered one (`SalesforcePushBuilder`);
+/// - the notification: the job's own, or the stored template `templateId` names;
+/// - texts holding `{{ name }}` are rendered per recipient from the directory's user attributes, with the job's
+///   `customData` bound once (`TemplateContent`); what the inbox stores and the shared payload carry is the render
+///   without attributes (fallbacks, else empty);
+/// - a custom notification (a notification naming a `type`, without a raw `apns`/`fcm` payload, not silent, and
+///   without `"salesforcePayload": false`) gets the Salesforce Notification Builder payload: `oid`, `uid`, `nid`
+///   (the inbox entry), `notifType`, `sid`, the badge = the user's unseen count, encrypted with the device's key
+///   when it registered one (`SalesforcePushBuilder`);
 /// - every other job keeps its shared payload: no per-person content, the campaign path unchanged.
 public struct NotificationContentPlanner: PersonalContentPlanner {
     /// The app's `fullContentPushNotifications` setting: whether the push shows the body, not only the title.
     public typealias FullContentSetting = @Sendable (OrgID, AppName) throws -> Bool
 
     public let clock: any WallClock
+    let templates: (any TemplateReader)?
     let fullContent: FullContentSetting
 
-    public init(clock: any WallClock = SystemClock(), fullContent: @escaping FullContentSetting = { _, _ in false }) {
+    public init(
+        clock: any WallClock = SystemClock(), templates: (any TemplateReader)? = nil,
+        fullContent: @escaping FullContentSetting = { _, _ in false }
+    ) {
         self.clock = clock
+        self.templates = templates
         self.fullContent = fullContent
     }
 
-    /// True when `job` is sent with the Salesforce Notification Builder payload.
+    /// True when `job`, whose notification is `n`, is sent with the Salesforce Notification Builder payload.
+    public static func sendsSalesforcePayload(_ job: PushJob, notification n: VolleyCore.Notification) -> Bool {
+        job.salesforcePayload != false && n.type != nil && n.apns == nil && n.fcm == nil && !n.isSilent
+    }
+
+    /// `sendsSalesforcePayload` for a job's own notification.
     public static func sendsSalesforcePayload(_ job: PushJob) -> Bool {
-        let n = job.effectiveNotification
-        return job.salesforcePayload != false && n.type != nil && n.apns == nil && n.fcm == nil && !n.isSilent
+        sendsSalesforcePayload(job, notification: job.effectiveNotification)
     }
 
     public func plan(for job: PushJob, jobID: JobID) throws -> PersonalPlan {
-        let notification = job.effectiveNotification
-        guard Self.sendsSalesforcePayload(job) else { return PersonalPlan(notification: notification, content: nil) }
+        let texts = try TemplateContent.plan(for: job, reader: templates)
+        let shared = texts.notification
+        guard Self.sendsSalesforcePayload(job, notification: shared) else { return texts }
         let content = SalesforcePersonalContent(
-            job: job, notification: notification, notificationID: job.inboxEntryID(jobID: jobID),
-            fullContent: try fullContent(job.org, job.app),
-            timestamp: Int64(clock.now().timeIntervalSince1970))
-        return PersonalPlan(notification: notification, content: content)
+            job: job, notification: shared, notificationID: job.inboxEntryID(jobID: jobID),
+            fullContent: try fullContent(job.org, job.app), timestamp: Int64(clock.now().timeIntervalSince1970),
+            texts: texts.content as? TemplateContent)
+        return PersonalPlan(notification: shared, content: content)
     }
 }
 
@@ -43,6 +57,8 @@ public struct NotificationContentPlanner: PersonalContentPlanner {
 /// and shared by the lane's sends.
 final class SalesforcePersonalContent: PersonalContent {
     let base: SalesforcePushContent
+    /// The recipient's own title and body, for a templated notification.
+    let texts: TemplateContent?
     private let keys = Mutex<[KeyID: ParsedKey]>([:])
     private let counts = Mutex(PersonalContentTally())
 
@@ -58,22 +74,32 @@ final class SalesforcePersonalContent: PersonalContent {
 
     init(
         job: PushJob, notification n: VolleyCore.Notification, notificationID: String, fullContent: Bool,
-        timestamp: Int64
+        timestamp: Int64, texts: TemplateContent? = nil
     ) {
+        self.texts = texts
         base = SalesforcePushContent(
             orgID: job.org.rawValue, userID: "", notificationID: notificationID, targetID: n.targetId ?? "",
             typeID: n.type ?? "", title: n.title ?? "", body: n.body ?? "", fullContent: fullContent, badge: 0,
             sound: n.sound, timestamp: timestamp)
     }
 
-    var needs: RecipientNeeds { RecipientNeeds(unseenCount: true) }
+    var needs: RecipientNeeds { RecipientNeeds(unseenCount: true, attributes: texts?.needs.attributes ?? false) }
 
-    var tally: PersonalContentTally { counts.withLock { $0 } }
+    var tally: PersonalContentTally {
+        var t = counts.withLock { $0 }
+        t.templateNamesMissing = texts?.tally.templateNamesMissing ?? 0
+        return t
+    }
 
     func payload(for device: Device, recipient: RecipientContext) throws(PersonalPayloadError) -> PersonalPayload {
         var content = base
         content.userID = device.user?.rawValue ?? ""
         content.badge = recipient.unseenCount ?? 0
+        if let texts {
+            let mine = texts.render(recipient)
+            content.title = mine.title ?? ""
+            content.body = mine.body ?? ""
+        }
         var key: DeviceEncryptionKey?
         if let material = device.encryptionKey {
             switch parsed(material, platform: device.platform) {

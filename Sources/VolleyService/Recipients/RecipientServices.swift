@@ -50,13 +50,17 @@ public struct RecipientServices: Sendable {
     /// The engine's recipient step over this directory, inbox and types.
     public func resolver(usersPerRead: Int = 500) -> DirectoryRecipientResolver {
         DirectoryRecipientResolver(
-            directory: directory, inbox: inbox, types: types, shards: shards, shardSize: shardSize,
+            directory: directory, inbox: inbox, types: types, attributes: directory, shards: shards,
+            shardSize: shardSize,
             clock: clock, usersPerRead: usersPerRead)
     }
 
-    /// What each recipient's push says: the Salesforce Notification Builder payload for custom notifications.
+    /// What each recipient's push says: a template rendered per user, the Salesforce Notification Builder payload
+    /// for custom notifications.
     public func personalContent() -> NotificationContentPlanner {
-        NotificationContentPlanner(clock: clock)
+        let types = self.types
+        return NotificationContentPlanner(
+            clock: clock, templates: templates, fullContent: { try types.fullContent(org: $0, app: $1) })
     }
 }
 
