@@ -171,6 +171,16 @@ struct TemplateText: Sendable, Hashable {
     var parts: [Part]
     /// Bytes of the literal parts, to reserve the rendered string once.
     var literalBytes: Int
+    /// Some literal holds a `{`: a value beside it could make a `{{`, so every render checks its text.
+    var literalHasBrace: Bool
+
+    init(parts: [Part], literalBytes: Int) {
+        self.parts = parts
+        self.literalBytes = literalBytes
+        literalHasBrace = parts.contains { if case .literal(let s) = $0 { s.utf8.contains(Self.brace) } else { false } }
+    }
+
+    static let brace = UInt8(ascii: "{")
 
     var usesAttributes: Bool {
         parts.contains { if case .name(.attribute, _) = $0 { true } else { false } }
@@ -357,6 +367,7 @@ struct TemplateText: Sendable, Hashable {
     func render(attributes: [String: String]?, customData: JSONValue?, missing: inout Int) -> String {
         var out = ""
         out.reserveCapacity(literalBytes + 16 * (parts.count / 2 + 1))
+        var mayBrace = literalHasBrace
         for part in parts {
             switch part {
             case .literal(let s): out += s
@@ -369,14 +380,15 @@ struct TemplateText: Sendable, Hashable {
                 }
                 if let v = value ?? fallback {
                     out += v
+                    if !mayBrace, v.utf8.contains(Self.brace) { mayBrace = true }
                 } else {
                     missing += 1
                 }
             }
         }
         // What was put in (a value, a fallback, bound custom data) may make a `{{` of its own or with a brace beside
-        // it; none may reach a device.
-        if Self.hasOpen(out) { return NotificationTemplate.unbraced(out) }
+        // it; none may reach a device. Without a `{` in a literal or in what was put in, there is none to look for.
+        if mayBrace, Self.hasOpen(out) { return NotificationTemplate.unbraced(out) }
         return out
     }
 
