@@ -688,8 +688,8 @@ paths:
                   errors: {type: array, maxItems: 0}
         "400": {$ref: "#/components/responses/SObjectBadRequest"}
         "401": {$ref: "#/components/responses/SalesforceUnauthorized"}
-        "403": {$ref: "#/components/responses/SalesforceForbidden"}
-        "404": {$ref: "#/components/responses/SalesforceNotFound"}
+        "403": {$ref: "#/components/responses/SObjectForbidden"}
+        "404": {$ref: "#/components/responses/SObjectNotFound"}
         "413": {$ref: "#/components/responses/SalesforceTooLarge"}
         "415": {$ref: "#/components/responses/SalesforceUnsupportedMediaType"}
         "429": {$ref: "#/components/responses/SalesforceTooManyRequests"}
@@ -711,12 +711,8 @@ paths:
       responses:
         "204": {description: Removed.}
         "401": {$ref: "#/components/responses/SalesforceUnauthorized"}
-        "403": {$ref: "#/components/responses/SalesforceForbidden"}
-        "404":
-          description: No device of the caller has this id (another user's, another org's, or none).
-          content:
-            application/json:
-              schema: {$ref: "#/components/schemas/SObjectErrors"}
+        "403": {$ref: "#/components/responses/SObjectForbidden"}
+        "404": {$ref: "#/components/responses/SObjectNotFound"}
         "429": {$ref: "#/components/responses/SalesforceTooManyRequests"}
         "500": {$ref: "#/components/responses/SalesforceServerError"}
         "503": {$ref: "#/components/responses/SalesforceUnavailable"}
@@ -1225,6 +1221,25 @@ components:
       content:
         application/json:
           schema: {$ref: "#/components/schemas/SalesforceErrors"}
+    SObjectForbidden:
+      description: >-
+        An API key (`INSUFFICIENT_ACCESS`): a device is registered by its user, with the user's token.
+      content:
+        application/json:
+          schema:
+            anyOf:
+              - {$ref: "#/components/schemas/SObjectErrors"}
+              - {$ref: "#/components/schemas/SalesforceErrors"}
+    SObjectNotFound:
+      description: >-
+        No device of the caller has this id (another user's, another org's, or none), the API has no device
+        registration, or a version segment that is not `v{NN.N}` (`NOT_FOUND`).
+      content:
+        application/json:
+          schema:
+            anyOf:
+              - {$ref: "#/components/schemas/SObjectErrors"}
+              - {$ref: "#/components/schemas/SalesforceErrors"}
     SalesforceForbidden:
       description: The credential's role or kind may not call this resource (`INSUFFICIENT_ACCESS`).
       content:

@@ -67,7 +67,10 @@ enum RedisKeyGroups {
     /// `RedisPipelineSession.removeScript`: the token index, the user set and the device-key prefix the script
     /// appends user ids to.
     static func removeTokens(_ store: StoreConfiguration, org: OrgID, app: AppName) -> [String] {
-        [store.tokenIndexKey(org, app), store.usersKey(org, app), store.deviceKeyPrefix(org, app)]
+        [
+            store.tokenIndexKey(org, app), store.usersKey(org, app), store.deviceKeyPrefix(org, app),
+            store.lastSeenKey(org, app),
+        ]
     }
 
     /// `RedisPipelineSession.publishScript`: the job's ledger only (the report stream is written after it).

@@ -295,7 +295,8 @@ public final class RedisPipelineSession: PipelineSession, @unchecked Sendable {
         return out
     }
 
-    /// Removes a token from its user's hash, the token index and (when the user has no device left) the user set.
+    /// Removes a token from its user's hash, the token index, the last-seen index and (when the user has no device
+    /// left) the user set.
     /// ARGV holds pairs: the device field, then the second the token became invalid ('' when unknown). A token whose
     /// record was registered after that second stays (APNs: "the token has been invalid since the timestamp";
     /// an app that registered it again since has a valid token).
@@ -320,7 +321,10 @@ public final class RedisPipelineSession: PipelineSession, @unchecked Sendable {
               removed = removed + redis.call('HDEL', devKey, field)
               redis.call('HDEL', KEYS[1], field)
               if redis.call('HLEN', devKey) == 0 then redis.call('SREM', KEYS[2], user) end
+              redis.call('ZREM', KEYS[4], field)
             end
+          else
+            redis.call('ZREM', KEYS[4], field)
           end
         end
         return removed

@@ -65,7 +65,8 @@ extension RedisPipelineSession {
 
     /// One sweep pass: under the lease (`leaseSeconds`, held by `owner`), removes per (org, app) at most `batch`
     /// devices last registered at or before `cutoff`. Entries of devices already removed otherwise (unregistered,
-    /// refused by the provider) are dropped from the index as they come up, without counting.
+    /// refused by the provider) leave the index with them (`removeScript`); any left behind is dropped as it comes up,
+    /// without counting.
     public func sweepStaleDevices(
         cutoff: Date, leaseSeconds: Double, owner: String, batch: Int = 1_000
     ) throws -> StaleDeviceSweepResult {
@@ -83,7 +84,7 @@ extension RedisPipelineSession {
             let (org, app) = (OrgID(String(parts[0])), AppName(String(parts[1])))
             let r = try client.eval(
                 Self.staleRemoveScript,
-                keys: RedisKeyGroups.removeTokens(store, org: org, app: app) + [store.lastSeenKey(org, app)],
+                keys: RedisKeyGroups.removeTokens(store, org: org, app: app),
                 args: [cutoffText, String(batch)])
             try r.throwIfError("remove stale devices")
             let counts = r.array?.compactMap(\.integer) ?? []

@@ -240,4 +240,9 @@ import VolleyTestTags
     #expect(counts.users == 0 && counts.devices == 0)
     let third = try session.sweepStaleDevices(cutoff: cutoff, leaseSeconds: 30, owner: "w1", batch: 3)
     #expect(third == StaleDeviceSweepResult(leased: true, removed: 0, more: false))
+    // A device removed otherwise (unregistered, refused by the provider) leaves the last-seen index with it.
+    let seen = #"volley:devseen:{o}:a"#
+    #expect(try redis.client().checked(["ZSCORE", seen, "android:new-1"]).string != nil)
+    #expect(try session.unregister(org: "o", app: "a", platform: .android, token: DeviceToken("new-1")))
+    #expect(try redis.client().checked(["ZSCORE", seen, "android:new-1"]).string == nil)
 }

@@ -16,7 +16,6 @@ public final class StaleDeviceSweeper: @unchecked Sendable {
     private let condition = NSCondition()
     private var machine: StaleDeviceSweepStateMachine
     private var stopped = false
-    private var running = false
     private let removedCounter = Counter(label: "volley_devices_stale_removed_total")
 
     /// Nil when `devices.staleAfterDays` is 0 (no sweeping).
@@ -38,28 +37,22 @@ public final class StaleDeviceSweeper: @unchecked Sendable {
 
     /// Starts the sweep thread.
     public func start() {
-        condition.withLock { running = true }
         let t = Thread { [self] in loop() }
         t.name = "volley-stale-devices"
         t.start()
     }
 
-    /// Stops the thread (returns when it has; a pass in progress finishes first).
+    /// Tells the thread to stop, without waiting for it: a pass in progress may be waiting for an unreachable Redis
+    /// (up to the client's give-up time), and shutdown must not wait on it. Each app's removal is one script, so a
+    /// pass left behind at exit leaves nothing half done.
     public func stop() {
         condition.withLock {
             stopped = true
             condition.broadcast()
-            while running { condition.wait() }
         }
     }
 
     private func loop() {
-        defer {
-            condition.withLock {
-                running = false
-                condition.broadcast()
-            }
-        }
         var action = condition.withLock { machine.tick(now: clock.now()) }
         while true {
             switch action {
