@@ -138,4 +138,85 @@ import VolleyTestTags
             #expect(entries.first?.id == text("nid") && entries.first?.title == "Deal won")
         }
     }
+
+    /// A templated job through the real engine to the mock: each user's own name from the directory's attributes,
+    /// the fallback for a user without one, the job's custom data, and never a `{{`; the same template as a custom
+    /// notification carries the rendered title in the Salesforce payload.
+    @Test func aTemplatedJobRendersEachUsersOwnName() async throws {
+        let w = try MockWorld(mockConfig: #"{"capturePushes": 100}"#)
+        defer { w.stop() }
+        let tokens = ["ada": Self.hexToken(11), "bob": Self.hexToken(12), "cy": Self.hexToken(13)]
+        try w.h.admin.register(
+            tokens.map {
+                DeviceImportRecord(
+                    org: "org1", app: "app1", user: UserID($0.key), platform: .ios,
+                    token: DeviceToken($0.value))
+            }
+                + [
+                    DeviceImportRecord(
+                        org: "org1", app: "app1", user: "ada", platform: .android,
+                        token: DeviceToken("fcm-ada-template"))
+                ])
+        let directory = RedisDirectory(client: w.redis.client(name: "dir"))
+        try directory.importRecords([
+            DirectoryRecord(org: "org1", kind: .user, id: "ada", attributes: ["first_name": "Ada"]),
+            DirectoryRecord(org: "org1", kind: .user, id: "bob", attributes: ["last_name": "Builder"]),
+            DirectoryRecord(org: "org1", kind: .user, id: "cy"),
+        ])
+        let types = RedisNotificationTypeStore(client: w.redis.client(name: "types"))
+        try types.setType(org: "org1", NotificationType(id: "0MLdeal", name: "Deal won"))
+        let templates = RedisTemplateStore(client: w.redis.client(name: "templates"))
+        _ = try templates.put(
+            org: "org1", id: "welcome",
+            notification: try JSONValue(
+                parsing: #"{"title":"Hi {{ first_name | 'Friend' }}","body":"Order {{ message.custom_data.order }}"}"#),
+            now: Date(), maxCount: 10)
+        _ = try templates.put(
+            org: "org1", id: "deal",
+            notification: try JSONValue(parsing: #"{"title":"{{ first_name | 'Someone' }} won","type":"0MLdeal"}"#),
+            now: Date(), maxCount: 10)
+        let inbox = RedisInboxStore(client: w.redis.client(name: "inbox"))
+        let apps = try w.apps()
+        defer { apps.shutdown() }
+        let worker = PipelineWorker(
+            configuration: WorkerConfiguration(consumer: "tpl", inFlight: 16, blockMillis: 50),
+            backend: RedisPipelineBackend(endpoint: w.redis.endpoint, consumer: "tpl"), apps: apps,
+            resolver: DirectoryRecipientResolver(
+                directory: directory, inbox: inbox, types: types, attributes: directory),
+            personalContent: NotificationContentPlanner(templates: templates))
+        try worker.start()
+        defer { worker.drain(deadline: 2) }
+
+        try w.h.producer.enqueueRaw(fields: [
+            "job": #"{"id":"tpl-1","org":"org1","app":"app1","recipients":["ada","bob","cy"],"templateId":"welcome","#
+                + #""customData":{"order":"A-17"}}"#
+        ])
+        try await waitUntil("the report of tpl-1", timeout: .seconds(30)) { (try? w.h.report(for: "tpl-1")) != nil }
+        let report = try #require(try w.h.report(for: "tpl-1"))
+        #expect(report.accepted == 4, "\(report)")
+        let pushes = Dictionary(w.mock.capturedPushes().map { ($0.token, $0) }, uniquingKeysWith: { _, last in last })
+        for push in pushes.values {
+            #expect(!String(decoding: push.body, as: UTF8.self).contains("{{"), "\(push.token)")
+        }
+        func alert(_ token: String) -> JSONValue? { pushes[token]?.json?["aps"]?["alert"] }
+        #expect(alert(tokens["ada"]!)?["title"] == .string("Hi Ada"))
+        #expect(alert(tokens["ada"]!)?["body"] == .string("Order A-17"))
+        #expect(alert(tokens["bob"]!)?["title"] == .string("Hi Friend"))
+        #expect(alert(tokens["cy"]!)?["title"] == .string("Hi Friend"))
+        #expect(pushes["fcm-ada-template"]?.json?["message"]?["notification"]?["title"] == .string("Hi Ada"))
+        // The inbox keeps the render without names: the fallbacks.
+        #expect(try inbox.list(org: "org1", user: "ada", size: 1, before: nil).first?.title == "Hi Friend")
+
+        // A templated custom notification: the Salesforce payload with each user's own title.
+        w.mock.resetStats()
+        try w.h.producer.enqueueRaw(fields: [
+            "job": #"{"id":"tpl-2","org":"org1","app":"app1","recipients":["ada","cy"],"templateId":"deal"}"#
+        ])
+        try await waitUntil("the report of tpl-2", timeout: .seconds(30)) { (try? w.h.report(for: "tpl-2")) != nil }
+        let deal = Dictionary(w.mock.capturedPushes().map { ($0.token, $0) }, uniquingKeysWith: { _, last in last })
+        #expect(deal[tokens["ada"]!]?.json?["alertBody"] == .string("Ada won"))
+        #expect(deal[tokens["ada"]!]?.json?["nid"] == .string("tpl-2"))
+        #expect(deal[tokens["cy"]!]?.json?["alertBody"] == .string("Someone won"))
+        #expect(deal["fcm-ada-template"]?.json?["message"]?["data"]?["alert"] == .string("Ada won"))
+    }
 }
