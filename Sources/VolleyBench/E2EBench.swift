@@ -332,6 +332,7 @@ public struct E2EBench {
         // `--payload encrypted`: every campaign device registers a key, half of them for OAEP.
         let keys =
             o.payload == .encrypted ? try Self.benchKeys(count: Self.encryptionKeys, directory: stage.directory) : []
+        let named = o.payload == .personalized
         let threads = 2
         final class Shared: @unchecked Sendable {
             let lock = NSLock()
@@ -376,13 +377,18 @@ public struct E2EBench {
                             }
                         }
                         try session.register(batch)
-                        // The directory: every campaign user, and the group the campaign job names.
+                        // The directory: every campaign user, and the group the campaign job names. With
+                        // `--payload personalized` nine users in ten have a `first_name` (the tenth gets the
+                        // template's fallback).
                         var seenUsers = Set<UserID>()
                         var dir: [DirectoryRecord] = []
                         for r in batch where seenUsers.insert(r.user).inserted {
+                            let n = dir.count
+                            let attributes = named && n % 10 != 9 ? ["first_name": "Name\(r.user.rawValue)"] : nil
                             dir.append(
                                 DirectoryRecord(
-                                    org: Self.org, kind: .user, id: RecipientID(r.user.rawValue), active: true))
+                                    org: Self.org, kind: .user, id: RecipientID(r.user.rawValue), active: true,
+                                    attributes: attributes))
                         }
                         dir.append(
                             DirectoryRecord(
