@@ -96,7 +96,6 @@ public final class ConnectService: Sendable {
         let candidates = try actionApps(caller)
         let submission = idempotencyKey.map { Submission(key: $0, digest: Self.digest(body), now: options.clock.now()) }
         var subscribed: [String: [AppName]?] = [:] // by type id; nil: the org does not define the type
-        var appSettings: [AppName: [String: NotificationAppSetting]] = [:]
         var results: [CustomNotificationAction.Result] = []
         results.reserveCapacity(inputs.count)
         for (index, raw) in inputs.enumerated() {
@@ -109,17 +108,12 @@ public final class ConnectService: Sendable {
             }
             let typeID = input.customNotifTypeId
             if subscribed[typeID] == nil {
-                if try await types.type(org: caller.org, id: typeID) == nil {
-                    subscribed[typeID] = .some(nil)
+                // The type and every candidate app's setting for it: one read per type of the request.
+                if let settings = try await types.subscriptions(org: caller.org, typeID: typeID, apps: candidates) {
+                    subscribed[typeID] = .some(
+                        candidates.filter { DeliveryPolicy.subscribes(settings[$0] ?? nil) })
                 } else {
-                    var apps: [AppName] = []
-                    for app in candidates {
-                        if appSettings[app] == nil {
-                            appSettings[app] = try await types.settings(org: caller.org, app: app)
-                        }
-                        if DeliveryPolicy.subscribes(appSettings[app]?[typeID]) { apps.append(app) }
-                    }
-                    subscribed[typeID] = .some(apps)
+                    subscribed[typeID] = .some(nil)
                 }
             }
             guard let apps = subscribed[typeID] ?? nil else {

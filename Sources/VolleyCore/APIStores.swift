@@ -165,11 +165,26 @@ public protocol NotificationTypeRepository: Sendable {
     func setOrgSetting(org: OrgID, typeID: String, _ change: NotificationOrgSetting) async throws
         -> NotificationOrgSetting
     func resetOrgSetting(org: OrgID, typeID: String) async throws
+    /// The type `typeID` and each app's setting for it (nil: the app has none), in one read; nil when the org does
+    /// not define the type. What a custom notification action reads per type.
+    func subscriptions(org: OrgID, typeID: String, apps: [AppName]) async throws -> [AppName: NotificationAppSetting?]?
     /// The settings of `app` that hold for all its types.
     func appNotificationSettings(org: OrgID, app: AppName) async throws -> AppNotificationSettings
     /// Merges `change` into the app's settings (nil fields keep their value) and answers what is stored.
     func setAppNotificationSettings(org: OrgID, app: AppName, _ change: AppNotificationSettings) async throws
         -> AppNotificationSettings
+}
+
+extension NotificationTypeRepository {
+    /// `subscriptions` from `type` and each app's `settings` (a store that reads them in one step overrides it).
+    public func subscriptions(org: OrgID, typeID: String, apps: [AppName]) async throws
+        -> [AppName: NotificationAppSetting?]?
+    {
+        guard try await type(org: org, id: typeID) != nil else { return nil }
+        var out: [AppName: NotificationAppSetting?] = [:]
+        for app in apps { out[app] = .some(try await settings(org: org, app: app)[typeID]) }
+        return out
+    }
 }
 
 /// One user's in-app notifications as the Notifications resources read and mark them.

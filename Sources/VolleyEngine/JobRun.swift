@@ -408,31 +408,70 @@ final class JobRun {
 
     /// Sends devices whose credits are reserved.
     private func send(_ devices: ArraySlice<Device>, _ plan: Plan) {
+        if let personal = plan.personal { return sendPersonal(devices, plan, personal) }
         var sent = 0
         for d in devices {
             guard let (sender, prep) = plan.prepared[d.platform.index] else {
                 mailbox.post(d, .failed(reason: "PlatformNotConfigured", resendWasSafe: true))
                 continue
             }
-            if let personal = plan.personal {
-                // This device's own payload; one that cannot be made is this device's outcome, nothing is sent.
-                let mine: any PreparedNotification
-                do throws(PersonalPayloadError) {
-                    let context = d.user.flatMap { recipients[$0] } ?? RecipientContext()
-                    mine = try sender.personalized(prep, for: d, with: personal.payload(for: d, recipient: context))
-                } catch {
-                    mailbox.post(
-                        d, .rejected(status: 0, reason: OutcomeReason(error.reason), action: .invalidNotification))
-                    continue
-                }
-                sender.send(mine, to: d, jobID: plan.jobID, receiver: mailbox)
-            } else {
-                sender.send(prep, to: d, jobID: plan.jobID, receiver: mailbox)
-            }
+            sender.send(prep, to: d, jobID: plan.jobID, receiver: mailbox)
             sent += 1
         }
         if sent > 0 { worker.addStats { $0.sends += sent } }
     }
+
+    /// Sends devices of a job whose push is per person: each device's own payload is made first (an RSA operation
+    /// each when encrypted), on every core for a large slice, then the slice is sent in order. A payload that
+    /// cannot be made is that device's outcome; nothing is sent to it.
+    private func sendPersonal(_ devices: ArraySlice<Device>, _ plan: Plan, _ personal: any PersonalContent) {
+        let list = Array(devices)
+        var made = [Result<any PreparedNotification, PersonalPayloadError>?](repeating: nil, count: list.count)
+        let recipients = self.recipients
+        @Sendable func make(_ i: Int) -> Result<any PreparedNotification, PersonalPayloadError>? {
+            let d = list[i]
+            guard let (sender, prep) = plan.prepared[d.platform.index] else { return nil }
+            let context = d.user.flatMap { recipients[$0] } ?? RecipientContext()
+            do throws(PersonalPayloadError) {
+                return .success(
+                    try sender.personalized(prep, for: d, with: personal.payload(for: d, recipient: context)))
+            } catch {
+                return .failure(error)
+            }
+        }
+        let stripes = list.count >= Self.parallelPayloadsFrom ? Self.payloadThreads : 1
+        if stripes == 1 {
+            for i in list.indices { made[i] = make(i) }
+        } else {
+            made.withUnsafeMutableBufferPointer { out in
+                nonisolated(unsafe) let out = out
+                DispatchQueue.concurrentPerform(iterations: stripes) { stripe in
+                    var i = stripe
+                    while i < list.count {
+                        out[i] = make(i)
+                        i += stripes
+                    }
+                }
+            }
+        }
+        var sent = 0
+        for (d, result) in zip(list, made) {
+            switch result {
+            case nil: mailbox.post(d, .failed(reason: "PlatformNotConfigured", resendWasSafe: true))
+            case .failure(let error)?:
+                mailbox.post(d, .rejected(status: 0, reason: OutcomeReason(error.reason), action: .invalidNotification))
+            case .success(let mine)?:
+                guard let (sender, _) = plan.prepared[d.platform.index] else { continue }
+                sender.send(mine, to: d, jobID: plan.jobID, receiver: mailbox)
+                sent += 1
+            }
+        }
+        if sent > 0 { worker.addStats { $0.sends += sent } }
+    }
+
+    /// Slices of at least this many devices have their per-person payloads made on `payloadThreads` threads.
+    static let parallelPayloadsFrom = 64
+    static let payloadThreads = max(1, ProcessInfo.processInfo.activeProcessorCount)
 
     /// Step 4: every device has a recorded outcome. Publishes the report (once per job) and lets a shard count
     /// into its parent; the machine acknowledges only after this.

@@ -374,6 +374,11 @@ public final class RedisNotificationTypeRepository: NotificationTypeRepository {
     public func removeType(org: OrgID, id: String) async throws {
         try await lane.run { try $0.removeType(org: org, id: id) }
     }
+    public func subscriptions(org: OrgID, typeID: String, apps: [AppName]) async throws
+        -> [AppName: NotificationAppSetting?]?
+    {
+        try await lane.run { try $0.subscriptions(org: org, typeID: typeID, apps: apps) }
+    }
     public func settings(org: OrgID, app: AppName) async throws -> [String: NotificationAppSetting] {
         try await lane.run { try $0.settings(org: org, app: app) }
     }

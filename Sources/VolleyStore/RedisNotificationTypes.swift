@@ -45,6 +45,26 @@ public final class RedisNotificationTypeStore: NotificationTypeStore, @unchecked
         return out
     }
 
+    /// The type `typeID` and each app's setting for it, in one pipelined round trip; nil when the org does not
+    /// define the type.
+    public func subscriptions(org: OrgID, typeID: String, apps: [AppName]) throws
+        -> [AppName: NotificationAppSetting?]?
+    {
+        let k = RecipientKeys(org: org)
+        let r = try redis.with {
+            try $0.pipeline([["HGET", k.types, typeID]] + apps.map { ["HGET", k.typeSettings($0), typeID] })
+        }
+        for x in r { try x.throwIfError("notification type") }
+        guard r[0].string.flatMap({ try? JSONDecoder().decode(NotificationType.self, from: Data($0.utf8)) }) != nil
+        else { return nil }
+        var out: [AppName: NotificationAppSetting?] = [:]
+        for (app, reply) in zip(apps, r.dropFirst()) {
+            out[app] = .some(
+                reply.string.flatMap { try? JSONDecoder().decode(NotificationAppSetting.self, from: Data($0.utf8)) })
+        }
+        return out
+    }
+
     /// One type, or nil when the org does not define it.
     public func type(org: OrgID, id: String) throws -> NotificationType? {
         let r = try redis.with { try $0.checked(["HGET", RecipientKeys(org: org).types, id]) }
