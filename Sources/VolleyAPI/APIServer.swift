@@ -61,12 +61,15 @@ public final class APIServer: Sendable {
         public var types: any NotificationTypeRepository
         public var quota: any QuotaLedger
         public var templates: any TemplateStore
+        /// The directory users' attributes templates name (`/v1/users/{user}/attributes`).
+        public var attributes: any UserAttributeStore
 
         public init(
             credentials: any CredentialStore, jobs: any JobSubmitter, jobStatus: any JobStatusReader,
             devices: any DeviceStore, types: any NotificationTypeRepository, quota: any QuotaLedger,
-            templates: any TemplateStore
+            templates: any TemplateStore, attributes: any UserAttributeStore
         ) {
+            self.attributes = attributes
             self.credentials = credentials
             self.jobs = jobs
             self.jobStatus = jobStatus

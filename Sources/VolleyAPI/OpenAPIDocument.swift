@@ -417,6 +417,51 @@ paths:
         "403": {$ref: "#/components/responses/Forbidden"}
         "429": {$ref: "#/components/responses/TooManyRequests"}
         "503": {$ref: "#/components/responses/Unavailable"}
+  /v1/users/{user}/attributes:
+    parameters:
+      - name: user
+        in: path
+        required: true
+        schema: {type: string}
+    get:
+      tags: [templates]
+      operationId: getUserAttributes
+      summary: The user's attributes, the values templates name (`{}` when none).
+      responses:
+        "200":
+          description: The attributes.
+          content:
+            application/json:
+              schema: {$ref: "#/components/schemas/UserAttributesBody"}
+        "401": {$ref: "#/components/responses/Unauthorized"}
+        "403": {$ref: "#/components/responses/Forbidden"}
+        "429": {$ref: "#/components/responses/TooManyRequests"}
+        "503": {$ref: "#/components/responses/Unavailable"}
+    put:
+      tags: [templates]
+      operationId: putUserAttributes
+      summary: Replace the user's attributes (role admin); `{}` removes them, as a directory import's user record does.
+      description: >-
+        At most 32 keys of 1–64 letters, digits, `_` and `-`, each value a string of at most 512 bytes; a fault is
+        a 400 naming the key (`attributes.first_name`).
+      requestBody:
+        required: true
+        content:
+          application/json:
+            schema: {$ref: "#/components/schemas/UserAttributesBody"}
+      responses:
+        "200":
+          description: The attributes as stored.
+          content:
+            application/json:
+              schema: {$ref: "#/components/schemas/UserAttributesBody"}
+        "400": {$ref: "#/components/responses/BadRequest"}
+        "401": {$ref: "#/components/responses/Unauthorized"}
+        "403": {$ref: "#/components/responses/Forbidden"}
+        "413": {$ref: "#/components/responses/TooLarge"}
+        "415": {$ref: "#/components/responses/UnsupportedMediaType"}
+        "429": {$ref: "#/components/responses/TooManyRequests"}
+        "503": {$ref: "#/components/responses/Unavailable"}
   /v1/templates/{id}:
     parameters:
       - name: id
@@ -1701,6 +1746,16 @@ components:
         lastSeenAt: {type: string, format: date-time}
         rsaPublicKey: {type: string, description: The registered key (base64 of the SubjectPublicKeyInfo DER), if any.}
         cipherName: {type: string, enum: [RSA_OAEP_SHA256]}
+    UserAttributesBody:
+      type: object
+      additionalProperties: false
+      required: [attributes]
+      properties:
+        attributes:
+          type: object
+          maxProperties: 32
+          propertyNames: {pattern: "^[A-Za-z0-9_-]{1,64}$"}
+          additionalProperties: {type: string, maxLength: 128}
     Template:
       type: object
       required: [id, notification, createdAt, updatedAt]

@@ -11,6 +11,44 @@ extension APIServer {
         v1.get("/templates/:id") { _, context in try await self.getTemplate(context) }
         v1.put("/templates/:id") { request, context in try await self.putTemplate(request, context) }
         v1.delete("/templates/:id") { _, context in try await self.deleteTemplate(context) }
+        v1.get("/users/:user/attributes") { _, context in try await self.getAttributes(context) }
+        v1.put("/users/:user/attributes") { request, context in try await self.putAttributes(request, context) }
+    }
+
+    /// `GET /v1/users/{user}/attributes`: `{"attributes": {...}}` (empty when the user has none).
+    func getAttributes(_ context: APIRequestContext) async throws -> Response {
+        let org = try context.key([.read, .send, .admin])
+        let user = UserID(try parameter(context, "user"))
+        let attributes = try await stores.attributes.attributes(org: org, user: user) ?? [:]
+        return JSONResponse.raw(
+            JSONValue.object(["attributes": .object(attributes.mapValues(JSONValue.string))]).encoded())
+    }
+
+    /// `PUT /v1/users/{user}/attributes` with `{"attributes": {"first_name": "Ada"}}`: replaces the user's
+    /// attributes, as a directory import's user record does (`{}` removes them); the limits of
+    /// `UserAttributes.problems`, each a 400 naming the key.
+    func putAttributes(_ request: Request, _ context: APIRequestContext) async throws -> Response {
+        let org = try context.key([.admin])
+        let user = UserID(try parameter(context, "user"))
+        let o = try Input.object(try await body(request))
+        try Input.rejectUnknownKeys(o.members.keys, known: ["attributes"], at: "")
+        guard let object = try Input.fields({ () throws(JSONFieldError) in try o.object("attributes") }) else {
+            throw APIProblem.badRequest("attributes", "required: an object of strings, {} to remove them")
+        }
+        var attributes: [String: String] = [:]
+        for (key, value) in object {
+            guard case .string(let text) = value else {
+                throw APIProblem.badRequest("attributes.\(key)", "must be a string")
+            }
+            attributes[key] = text
+        }
+        if let problem = UserAttributes.problems(attributes).first {
+            let field = problem.split(separator: ":", maxSplits: 1).first.map(String.init) ?? "attributes"
+            throw APIProblem.badRequest(field, String(problem.dropFirst(field.count + 1).drop(while: { $0 == " " })))
+        }
+        try await stores.attributes.setAttributes(org: org, user: user, attributes)
+        return JSONResponse.raw(
+            JSONValue.object(["attributes": .object(attributes.mapValues(JSONValue.string))]).encoded())
     }
 
     /// A template's answer: its notification as it was put, digit for digit.

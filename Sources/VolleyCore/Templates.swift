@@ -129,6 +129,14 @@ public enum UserAttributes {
     }
 }
 
+/// A directory user's attributes as the API reads and replaces them (`/v1/users/{user}/attributes`).
+public protocol UserAttributeStore: Sendable {
+    /// nil when the user has none.
+    func attributes(org: OrgID, user: UserID) async throws -> [String: String]?
+    /// Replaces the user's attributes; an empty object removes them.
+    func setAttributes(org: OrgID, user: UserID, _ attributes: [String: String]) async throws
+}
+
 /// The directory's user attributes as the engine reads them: once per chunk of users, in one round trip.
 public protocol UserAttributeReader: Sendable {
     /// `users[i]`'s attributes at index i; nil for a user without any (or unknown to the directory).

@@ -92,6 +92,12 @@ public final class RedisDirectory: DirectoryResolver, UserAttributeReader, @unch
         return ["HSET", k.attributes, user.rawValue, json]
     }
 
+    /// Replaces one user's attributes (empty: removes them), as the import does for a user record.
+    public func setAttributes(org: OrgID, user: UserID, _ attributes: [String: String]) throws {
+        let command = Self.attributesWrite(RecipientKeys(org: org), RecipientID(user.rawValue), attributes)
+        _ = try redis.with { try $0.checked(command) }
+    }
+
     /// Removes a container's members (before re-importing it whole).
     public func clearMembers(org: OrgID, id: RecipientID) throws {
         _ = try redis.with { try $0.checked(["DEL", RecipientKeys(org: org).members(id)]) }

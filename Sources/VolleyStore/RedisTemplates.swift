@@ -117,3 +117,20 @@ public final class RedisTemplateRepository: TemplateStore {
         try await lane.run { try $0.list(org: org) }
     }
 }
+
+/// `UserAttributeStore` for the API: the directory's attributes on a serial lane of their own.
+public final class RedisUserAttributeRepository: UserAttributeStore {
+    private let lane: SerialLane<RedisDirectory>
+
+    public init(client: RedisClient) {
+        lane = SerialLane(RedisDirectory(client: client), label: "volley.store.attributes")
+    }
+
+    public func attributes(org: OrgID, user: UserID) async throws -> [String: String]? {
+        try await lane.run { try $0.attributes(org: org, users: [user]).first ?? nil }
+    }
+
+    public func setAttributes(org: OrgID, user: UserID, _ attributes: [String: String]) async throws {
+        try await lane.run { try $0.setAttributes(org: org, user: user, attributes) }
+    }
+}

@@ -50,7 +50,7 @@ struct StalledCredentials: CredentialStore {
             stores: APIServer.Stores(
                 credentials: StalledCredentials(), jobs: jobs, jobStatus: jobs, devices: InMemoryDevices(),
                 types: types, quota: InMemoryQuota(limits: QuotaLimits(ios: 1, android: 1), clock: SystemClock()),
-                templates: InMemoryTemplateStore()),
+                templates: InMemoryTemplateStore(), attributes: InMemoryUserAttributeStore()),
             openAPIDocument: "", logger: Logger(label: "test"))
         let problem = try #require(await server.readinessProblem())
         #expect(problem.contains("api.readinessTimeoutSeconds"), "\(problem)")

@@ -40,7 +40,7 @@ struct InMemoryAPI {
             configuration: configuration,
             stores: APIServer.Stores(
                 credentials: credentials, jobs: jobs, jobStatus: jobs, devices: devices, types: types, quota: quota,
-                templates: templates),
+                templates: templates, attributes: InMemoryUserAttributeStore()),
             openAPIDocument: OpenAPIDocument.yaml, logger: Logger(label: "test"), connect: connect)
     }
 

@@ -51,7 +51,8 @@ private final class Harness: @unchecked Sendable {
             configuration: configuration,
             stores: APIServer.Stores(
                 credentials: credentials, jobs: stream, jobStatus: stream, devices: InMemoryDevices(), types: types,
-                quota: InMemoryQuota(clock: clock), templates: InMemoryTemplateStore()),
+                quota: InMemoryQuota(clock: clock), templates: InMemoryTemplateStore(),
+                attributes: InMemoryUserAttributeStore()),
             openAPIDocument: "", logger: Logger(label: "test"), connect: service)
     }
 

@@ -100,6 +100,10 @@ import VolleyTestTags
         #expect(try await api.call("GET", "/v1/templates/welcome", token: send).status == 200)
         #expect(try await api.call("GET", "/v1/templates", token: send).status == 200)
         #expect(try await api.call("DELETE", "/v1/templates/spare", token: admin).status == 204)
+        let attributes = try await api.call(
+            "PUT", "/v1/users/005A/attributes", token: admin, json: #"{"attributes":{"first_name":"Ada"}}"#)
+        #expect(attributes.status == 200, "\(attributes.text)")
+        #expect(try await api.call("GET", "/v1/users/005A/attributes", token: admin).status == 200)
 
         // A job, a custom notification action and a Connect push: the campaign the worker sends.
         let job = #"{"app":"app1","recipients":["005A"],"notification":{"title":"Hi","body":"there"}}"#

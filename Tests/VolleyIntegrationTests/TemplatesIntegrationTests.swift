@@ -252,4 +252,42 @@ import VolleyTestTags
         let read = try RedisDirectory(client: w.redis.client()).attributes(org: "o1", users: ["u1", "u2"])
         #expect(read == [["first_name": "Ada"], nil])
     }
+
+    /// A user's attributes through the API land where the worker reads them, stay in their org, and a bad one is
+    /// a 400 naming its key.
+    @Test func attributesThroughTheAPIAreWhatTheWorkerReads() async throws {
+        let w = try MockWorld()
+        defer { w.stop() }
+        let api = try await RunningAPI(configFile: try APIServerTests.config(w))
+        let admin = try APIServerTests.key(w, org: "orgA", role: .admin)
+        let read = try APIServerTests.key(w, org: "orgA", role: .read)
+        let otherAdmin = try APIServerTests.key(w, org: "orgC", role: .admin)
+        let put = try await api.call(
+            "PUT", "/v1/users/005A/attributes", token: admin, json: #"{"attributes":{"first_name":"Ada"}}"#)
+        #expect(put.status == 200, "\(put.text)")
+        let directory = RedisDirectory(client: w.redis.client(name: "attrs"))
+        #expect(try directory.attributes(org: "orgA", users: ["005A"]) == [["first_name": "Ada"]])
+        #expect(try directory.attributes(org: "orgC", users: ["005A"]) == [nil])
+        let got = try await api.call("GET", "/v1/users/005A/attributes", token: read)
+        #expect(got.status == 200 && (got.json["attributes"] as? [String: String]) == ["first_name": "Ada"])
+        let other = try await api.call("GET", "/v1/users/005A/attributes", token: otherAdmin)
+        #expect((other.json["attributes"] as? [String: String]) == [:])
+        // A read key may not change them; a bad key or value is a 400 naming it.
+        #expect(
+            try await api.call(
+                "PUT", "/v1/users/005A/attributes", token: read, json: #"{"attributes":{}}"#
+            ).status == 403)
+        let badKey = try await api.call(
+            "PUT", "/v1/users/005A/attributes", token: admin, json: #"{"attributes":{"first name":"Ada"}}"#)
+        #expect(badKey.status == 400 && badKey.text.contains("attributes.first name"), "\(badKey.text)")
+        let badValue = try await api.call(
+            "PUT", "/v1/users/005A/attributes", token: admin, json: #"{"attributes":{"age":7}}"#)
+        #expect(badValue.status == 400 && badValue.text.contains("attributes.age"), "\(badValue.text)")
+        // {} removes them.
+        #expect(
+            try await api.call("PUT", "/v1/users/005A/attributes", token: admin, json: #"{"attributes":{}}"#).status
+                == 200)
+        #expect(try directory.attributes(org: "orgA", users: ["005A"]) == [nil])
+        await api.stop()
+    }
 }

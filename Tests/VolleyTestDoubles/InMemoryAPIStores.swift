@@ -483,6 +483,18 @@ public final class InMemoryQuota: QuotaLedger {
 }
 
 /// Notification templates per org, with the Redis store's limit check and millisecond timestamps.
+/// Users' attributes in memory, for handler tests.
+public final class InMemoryUserAttributeStore: UserAttributeStore {
+    private let state = Locked<[String: [String: String]]>([:])
+    public init() {}
+    public func attributes(org: OrgID, user: UserID) async throws -> [String: String]? {
+        state.withLock { $0["\(org.rawValue)\u{1F}\(user.rawValue)"] }
+    }
+    public func setAttributes(org: OrgID, user: UserID, _ attributes: [String: String]) async throws {
+        state.withLock { $0["\(org.rawValue)\u{1F}\(user.rawValue)"] = attributes.isEmpty ? nil : attributes }
+    }
+}
+
 public final class InMemoryTemplateStore: TemplateStore, TemplateReader {
     private let state = Locked<[OrgID: [String: StoredTemplate]]>([:])
     public let outage: StoreOutageSwitch
