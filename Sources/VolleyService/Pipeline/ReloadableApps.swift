@@ -280,20 +280,19 @@ public final class ManagedSender: PushSender, @unchecked Sendable {
         }
     }
 
-    /// Prepared by one generation's provider; re-prepared once by a newer one after a reload.
+    /// Prepared by one generation's provider (the job's notification, or one device's own payload on it); made
+    /// again by a newer one after a reload, with `remake`.
     final class Prepared: PreparedNotification, @unchecked Sendable {
         let platform: Platform
-        let notification: VolleyCore.Notification
-        let jobID: JobID
+        private let remake: @Sendable (Generation) throws -> any PreparedNotification
         private let lock = NSLock()
         private var byGeneration: (Int, any PreparedNotification)
         init(
-            platform: Platform, notification: VolleyCore.Notification, jobID: JobID, generation: Int,
-            prepared: any PreparedNotification
+            platform: Platform, generation: Int, prepared: any PreparedNotification,
+            remake: @escaping @Sendable (Generation) throws -> any PreparedNotification
         ) {
             self.platform = platform
-            self.notification = notification
-            self.jobID = jobID
+            self.remake = remake
             byGeneration = (generation, prepared)
         }
         var payloadBytes: Int { lock.withLock { byGeneration.1.payloadBytes } }
@@ -301,38 +300,7 @@ public final class ManagedSender: PushSender, @unchecked Sendable {
         func prepared(for g: Generation) throws -> any PreparedNotification {
             let (n, p) = lock.withLock { byGeneration }
             if n == g.number { return p }
-            let fresh = try g.sender.prepare(notification, jobID: jobID)
-            lock.withLock { byGeneration = (g.number, fresh) }
-            return fresh
-        }
-    }
-
-    /// One device's own payload on the job's prepared notification, made by one generation's provider; made again
-    /// by a newer one after a reload.
-    final class PersonalPrepared: PreparedNotification, @unchecked Sendable {
-        let platform: Platform
-        let job: any PreparedNotification
-        let device: Device
-        let payload: PersonalPayload
-        private let lock = NSLock()
-        private var byGeneration: (Int, any PreparedNotification)
-        init(
-            job: any PreparedNotification, device: Device, payload: PersonalPayload, generation: Int,
-            prepared: any PreparedNotification
-        ) {
-            platform = job.platform
-            self.job = job
-            self.device = device
-            self.payload = payload
-            byGeneration = (generation, prepared)
-        }
-        var payloadBytes: Int { lock.withLock { byGeneration.1.payloadBytes } }
-
-        func prepared(for g: Generation) throws -> any PreparedNotification {
-            let (n, p) = lock.withLock { byGeneration }
-            if n == g.number { return p }
-            let base = try (job as? Prepared)?.prepared(for: g) ?? job
-            let fresh = try g.sender.personalized(base, for: device, with: payload)
+            let fresh = try remake(g)
             lock.withLock { byGeneration = (g.number, fresh) }
             return fresh
         }
@@ -348,9 +316,13 @@ public final class ManagedSender: PushSender, @unchecked Sendable {
         do { base = try (prepared as? Prepared)?.prepared(for: g) ?? prepared } catch {
             throw PersonalPayloadError((error as? NotificationError)?.reason.rawValue ?? "BadPayload", "\(error)")
         }
-        return PersonalPrepared(
-            job: prepared, device: device, payload: payload, generation: g.number,
-            prepared: try g.sender.personalized(base, for: device, with: payload))
+        return Prepared(
+            platform: prepared.platform, generation: g.number,
+            prepared: try g.sender.personalized(base, for: device, with: payload),
+            remake: { g in
+                let base = try (prepared as? Prepared)?.prepared(for: g) ?? prepared
+                return try g.sender.personalized(base, for: device, with: payload)
+            })
     }
 
     public func prepare(_ notification: VolleyCore.Notification, jobID: JobID) throws -> any PreparedNotification {
@@ -358,8 +330,8 @@ public final class ManagedSender: PushSender, @unchecked Sendable {
             throw NotificationError("AppRemoved", "the app was removed from the configuration")
         }
         return Prepared(
-            platform: platform, notification: notification, jobID: jobID, generation: g.number,
-            prepared: try g.sender.prepare(notification, jobID: jobID))
+            platform: platform, generation: g.number, prepared: try g.sender.prepare(notification, jobID: jobID),
+            remake: { g in try g.sender.prepare(notification, jobID: jobID) })
     }
 
     public func send(
@@ -374,9 +346,7 @@ public final class ManagedSender: PushSender, @unchecked Sendable {
         }
         let inner: any PreparedNotification
         do {
-            inner =
-                try (prepared as? Prepared)?.prepared(for: g) ?? (prepared as? PersonalPrepared)?.prepared(for: g)
-                ?? prepared
+            inner = try (prepared as? Prepared)?.prepared(for: g) ?? prepared
         } catch {
             let personal = (error as? PersonalPayloadError).map { OutcomeReason($0.reason) }
             let reason = (error as? NotificationError)?.reason ?? personal ?? OutcomeReason("\(error)")
