@@ -426,17 +426,20 @@ final class JobRun {
     /// cannot be made is that device's outcome; nothing is sent to it.
     private func sendPersonal(_ devices: ArraySlice<Device>, _ plan: Plan, _ personal: any PersonalContent) {
         let list = Array(devices)
-        var made = [Result<any PreparedNotification, PersonalPayloadError>?](repeating: nil, count: list.count)
+        typealias Made = (sender: any PushSender, payload: Result<any PreparedNotification, PersonalPayloadError>)
+        var made = [Made?](repeating: nil, count: list.count)
         let recipients = self.recipients
-        @Sendable func make(_ i: Int) -> Result<any PreparedNotification, PersonalPayloadError>? {
+        @Sendable func make(_ i: Int) -> Made? {
             let d = list[i]
             guard let (sender, prep) = plan.prepared[d.platform.index] else { return nil }
             let context = d.user.flatMap { recipients[$0] } ?? RecipientContext()
             do throws(PersonalPayloadError) {
-                return .success(
-                    try sender.personalized(prep, for: d, with: personal.payload(for: d, recipient: context)))
+                return (
+                    sender,
+                    .success(try sender.personalized(prep, for: d, with: personal.payload(for: d, recipient: context)))
+                )
             } catch {
-                return .failure(error)
+                return (sender, .failure(error))
             }
         }
         let stripes = list.count >= Self.parallelPayloadsFrom ? Self.payloadThreads : 1
@@ -456,12 +459,14 @@ final class JobRun {
         }
         var sent = 0
         for (d, result) in zip(list, made) {
-            switch result {
-            case nil: mailbox.post(d, .failed(reason: "PlatformNotConfigured", resendWasSafe: true))
-            case .failure(let error)?:
+            guard let (sender, payload) = result else {
+                mailbox.post(d, .failed(reason: "PlatformNotConfigured", resendWasSafe: true))
+                continue
+            }
+            switch payload {
+            case .failure(let error):
                 mailbox.post(d, .rejected(status: 0, reason: OutcomeReason(error.reason), action: .invalidNotification))
-            case .success(let mine)?:
-                guard let (sender, _) = plan.prepared[d.platform.index] else { continue }
+            case .success(let mine):
                 sender.send(mine, to: d, jobID: plan.jobID, receiver: mailbox)
                 sent += 1
             }
