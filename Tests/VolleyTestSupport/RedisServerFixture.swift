@@ -92,8 +92,21 @@ public final class RedisServerFixture: @unchecked Sendable {
 
     /// SIGSTOP the server: a stall, from the clients' point of view (their connections stay open, nothing answers).
     /// Commands written meanwhile run when it resumes, even on connections their clients have given up.
+    /// Returns once the kernel shows the server stopped: the signal is delivered asynchronously, and a command sent
+    /// before it lands would still be answered.
     public func pause() {
-        lock.withLock { if let p = process { _ = kill(p.processIdentifier, SIGSTOP) } }
+        guard let pid = lock.withLock({ process?.processIdentifier }) else { return }
+        _ = kill(pid, SIGSTOP)
+        let deadline = Date().addingTimeInterval(5)
+        while Date() < deadline, !Self.isStopped(pid) { sched_yield() }
+    }
+
+    /// `/proc/<pid>/stat`'s state (the field after the command's closing parenthesis) is `T`: stopped by a signal.
+    static func isStopped(_ pid: pid_t) -> Bool {
+        guard let stat = try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8),
+            let close = stat.lastIndex(of: ")")
+        else { return false }
+        return stat[stat.index(after: close)...].trimmingCharacters(in: .whitespaces).first == "T"
     }
 
     /// SIGCONT: the stall is over.
