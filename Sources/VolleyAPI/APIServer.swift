@@ -63,12 +63,15 @@ public final class APIServer: Sendable {
         public var templates: any TemplateStore
         /// The directory users' attributes templates name (`/v1/users/{user}/attributes`).
         public var attributes: any UserAttributeStore
+        /// Recurring schedules (`/v1/schedules`); nil: the routes answer 503.
+        public var schedules: (any ScheduleStore)?
 
         public init(
             credentials: any CredentialStore, jobs: any JobSubmitter, jobStatus: any JobStatusReader,
             devices: any DeviceStore, types: any NotificationTypeRepository, quota: any QuotaLedger,
-            templates: any TemplateStore, attributes: any UserAttributeStore
+            templates: any TemplateStore, attributes: any UserAttributeStore, schedules: (any ScheduleStore)? = nil
         ) {
+            self.schedules = schedules
             self.attributes = attributes
             self.credentials = credentials
             self.jobs = jobs

@@ -30,6 +30,8 @@ tags:
   - name: types
   - name: templates
     description: Notifications with per-person names (`{{ first_name | 'Friend' }}`); jobs name them by `templateId`.
+  - name: schedules
+    description: Recurring jobs (once, daily, weekly in a time zone), each run a job with its own derived id.
   - name: quota
   - name: health
   - name: salesforce
@@ -415,6 +417,139 @@ paths:
                     items: {$ref: "#/components/schemas/Template"}
         "401": {$ref: "#/components/responses/Unauthorized"}
         "403": {$ref: "#/components/responses/Forbidden"}
+        "429": {$ref: "#/components/responses/TooManyRequests"}
+        "503": {$ref: "#/components/responses/Unavailable"}
+  /v1/schedules:
+    post:
+      tags: [schedules]
+      operationId: createSchedule
+      summary: Create a recurring schedule (role send or admin).
+      description: >-
+        Runs `job` (what POST /v1/jobs takes, without `id`) at `start` and then as `frequency` says, at the start's
+        wall-clock time in `timeZone` (a time skipped by a daylight-saving change runs at the next valid minute, one
+        that happens twice runs once), until `end`. Each run is a job of its own with the id
+        `<schedule>-<run, seconds since 1970>`, promoted to the job stream when due; a run is accepted once.
+      requestBody:
+        required: true
+        content:
+          application/json:
+            schema: {$ref: "#/components/schemas/ScheduleBody"}
+      responses:
+        "201":
+          description: Created; `Location` names it.
+          content:
+            application/json:
+              schema: {$ref: "#/components/schemas/Schedule"}
+        "400": {$ref: "#/components/responses/BadRequest"}
+        "401": {$ref: "#/components/responses/Unauthorized"}
+        "403": {$ref: "#/components/responses/Forbidden"}
+        "404": {$ref: "#/components/responses/NotFound"}
+        "409":
+          description: The org has a schedule of this id already.
+          content:
+            application/problem+json:
+              schema: {$ref: "#/components/schemas/Problem"}
+        "413": {$ref: "#/components/responses/TooLarge"}
+        "415": {$ref: "#/components/responses/UnsupportedMediaType"}
+        "422":
+          description: The org already keeps 1,000 schedules; `field` is `id`.
+          content:
+            application/problem+json:
+              schema: {$ref: "#/components/schemas/Problem"}
+        "429": {$ref: "#/components/responses/TooManyRequests"}
+        "503": {$ref: "#/components/responses/Unavailable"}
+    get:
+      tags: [schedules]
+      operationId: listSchedules
+      summary: The org's schedules, by id.
+      responses:
+        "200":
+          description: The schedules.
+          content:
+            application/json:
+              schema:
+                type: object
+                required: [schedules]
+                properties:
+                  schedules:
+                    type: array
+                    items: {$ref: "#/components/schemas/Schedule"}
+        "401": {$ref: "#/components/responses/Unauthorized"}
+        "403": {$ref: "#/components/responses/Forbidden"}
+        "429": {$ref: "#/components/responses/TooManyRequests"}
+        "503": {$ref: "#/components/responses/Unavailable"}
+  /v1/schedules/{id}:
+    parameters:
+      - name: id
+        in: path
+        required: true
+        schema: {$ref: "#/components/schemas/SafeID"}
+    get:
+      tags: [schedules]
+      operationId: getSchedule
+      summary: One schedule, with its next run and its last run's job.
+      responses:
+        "200":
+          description: The schedule.
+          content:
+            application/json:
+              schema: {$ref: "#/components/schemas/Schedule"}
+        "401": {$ref: "#/components/responses/Unauthorized"}
+        "403": {$ref: "#/components/responses/Forbidden"}
+        "404": {$ref: "#/components/responses/NotFound"}
+        "429": {$ref: "#/components/responses/TooManyRequests"}
+        "503": {$ref: "#/components/responses/Unavailable"}
+    delete:
+      tags: [schedules]
+      operationId: deleteSchedule
+      summary: Delete a schedule; runs already promoted are jobs of their own and stay.
+      responses:
+        "204": {description: Deleted.}
+        "401": {$ref: "#/components/responses/Unauthorized"}
+        "403": {$ref: "#/components/responses/Forbidden"}
+        "404": {$ref: "#/components/responses/NotFound"}
+        "429": {$ref: "#/components/responses/TooManyRequests"}
+        "503": {$ref: "#/components/responses/Unavailable"}
+  /v1/schedules/{id}/pause:
+    parameters:
+      - name: id
+        in: path
+        required: true
+        schema: {$ref: "#/components/schemas/SafeID"}
+    post:
+      tags: [schedules]
+      operationId: pauseSchedule
+      summary: Stop promoting the schedule's runs.
+      responses:
+        "200":
+          description: The schedule, paused.
+          content:
+            application/json:
+              schema: {$ref: "#/components/schemas/Schedule"}
+        "401": {$ref: "#/components/responses/Unauthorized"}
+        "403": {$ref: "#/components/responses/Forbidden"}
+        "404": {$ref: "#/components/responses/NotFound"}
+        "429": {$ref: "#/components/responses/TooManyRequests"}
+        "503": {$ref: "#/components/responses/Unavailable"}
+  /v1/schedules/{id}/resume:
+    parameters:
+      - name: id
+        in: path
+        required: true
+        schema: {$ref: "#/components/schemas/SafeID"}
+    post:
+      tags: [schedules]
+      operationId: resumeSchedule
+      summary: Promote the schedule's runs again, from the next one at or after now (missed runs are not sent).
+      responses:
+        "200":
+          description: The schedule, resumed.
+          content:
+            application/json:
+              schema: {$ref: "#/components/schemas/Schedule"}
+        "401": {$ref: "#/components/responses/Unauthorized"}
+        "403": {$ref: "#/components/responses/Forbidden"}
+        "404": {$ref: "#/components/responses/NotFound"}
         "429": {$ref: "#/components/responses/TooManyRequests"}
         "503": {$ref: "#/components/responses/Unavailable"}
   /v1/users/{user}/attributes:
@@ -1400,7 +1535,9 @@ components:
         application/problem+json:
           schema: {$ref: "#/components/schemas/Problem"}
     Conflict:
-      description: A different job was already accepted under this idempotency key.
+      description: >-
+        A different job was already accepted under this idempotency key, or a value is outside its bounds
+        (`throttlePerMinute`); `field` names which.
       content:
         application/problem+json:
           schema: {$ref: "#/components/schemas/Problem"}
@@ -1643,6 +1780,13 @@ components:
           type: object
           description: >-
             Values for the template's `{{ message.custom_data.<key> }}` names, at most 2,048 bytes as JSON.
+        throttlePerMinute:
+          type: integer
+          minimum: 1
+          maximum: 6000000
+          description: >-
+            The most of this job's pushes the whole fleet sends in any minute, exact (not rounded to whole sends
+            per second); a campaign's shards share it. Outside 1…6,000,000: a 422 naming `throttlePerMinute`.
     Notification:
       type: object
       additionalProperties: false
@@ -1756,6 +1900,38 @@ components:
           maxProperties: 32
           propertyNames: {pattern: "^[A-Za-z0-9_-]{1,64}$"}
           additionalProperties: {type: string, maxLength: 128}
+    ScheduleBody:
+      type: object
+      additionalProperties: false
+      required: [id, job, start, frequency, timeZone]
+      properties:
+        id: {$ref: "#/components/schemas/SafeID"}
+        job: {type: object, description: "What POST /v1/jobs takes, without `id`."}
+        start: {type: string, format: date-time, description: The first run, RFC 3339 with an offset.}
+        frequency: {type: string, enum: [once, daily, weekly]}
+        days:
+          type: array
+          description: Weekly only; default the start's weekday.
+          items: {type: string, enum: [sun, mon, tue, wed, thu, fri, sat]}
+        timeZone: {type: string, description: "An IANA zone (Europe/Berlin) whose wall clock keeps the start's time."}
+        end: {type: string, format: date-time, description: No run after this time.}
+    Schedule:
+      type: object
+      required: [id, job, start, frequency, timeZone, createdAt, paused, nextRunAt, lastRunJob]
+      properties:
+        id: {type: string}
+        job: {type: object}
+        start: {type: string, format: date-time}
+        frequency: {type: string, enum: [once, daily, weekly]}
+        days:
+          type: array
+          items: {type: string, enum: [sun, mon, tue, wed, thu, fri, sat]}
+        timeZone: {type: string}
+        end: {type: string, format: date-time}
+        createdAt: {type: string, format: date-time}
+        paused: {type: boolean}
+        nextRunAt: {type: [string, "null"], format: date-time, description: The next run; null when none is left.}
+        lastRunJob: {type: [string, "null"], description: "The job id of the last run promoted."}
     Template:
       type: object
       required: [id, notification, createdAt, updatedAt]

@@ -22,6 +22,7 @@ extension APIServer {
         v1.get("/quota") { _, context in try await self.getQuota(context) }
         v1.post("/test-push") { request, context in try await self.postTestPush(request, context) }
         addTemplateRoutes(v1)
+        addScheduleRoutes(v1)
     }
 
     /// The body, at most `api.maxBodyBytes` (413 beyond).
@@ -78,6 +79,9 @@ extension APIServer {
             throw APIProblem.badRequest("id", "differs from the Idempotency-Key header; send one or make them equal")
         }
         do { try job.validate() } catch let r as JobRejection {
+            if r.message.hasPrefix("throttlePerMinute") {
+                throw APIProblem(.unprocessableContent, r.message, field: "throttlePerMinute")
+            }
             // The rejection's message starts with the field it is about.
             let named = ["customData", "templateId", "notificationId"].first { r.message.hasPrefix($0) }
             let field = named ?? (r.reason == .invalidJob ? "id" : "recipients")

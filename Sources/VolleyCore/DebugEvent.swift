@@ -80,6 +80,9 @@ public struct DebugEvent: Sendable, Hashable, Codable {
         case .quotaExceeded:
             name = .notEnabled
             answer = "quota exceeded: the org's hourly \(device.platform) quota is used up"
+        case .expired:
+            name = .notEnabled
+            answer = "expired: the notification's ttl ran out before its send could start"
         }
         self.init(
             name, at: at, user: device.user, platform: device.platform, token: device.token.redacted,

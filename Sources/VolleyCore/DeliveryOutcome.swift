@@ -47,6 +47,9 @@ public enum DeliveryOutcome: Sendable, Hashable, Codable {
     case failed(reason: OutcomeReason, resendWasSafe: Bool)
     /// Not sent: the org's hourly quota for this platform is used up (stored in-app).
     case quotaExceeded
+    /// Not sent: its send would have started after the notification's `ttl` ran out (counted from when the job
+    /// entered the stream), so it would arrive, if at all, after it stopped meaning anything.
+    case expired
 
     /// Short label for reports, metrics and CLI (`accepted`, `remove-token`, `retry`, …).
     public var label: String {
@@ -55,6 +58,7 @@ public enum DeliveryOutcome: Sendable, Hashable, Codable {
         case .rejected(_, _, let action): action.rawValue
         case .failed: "failed"
         case .quotaExceeded: "quota_exceeded"
+        case .expired: "expired"
         }
     }
 

@@ -246,6 +246,11 @@ public enum OutcomeTable {
                 }
             lines.append("| \(answer); FCM \(fcm) | \(outcome) |")
         }
+        // No answer at all: a device whose notification expired before its send could start is never sent.
+        lines.append(
+            "| no send: the notification's `ttl` (from when the job entered the stream) ran out before the device's "
+                + "send could start, a throttled job's waiting devices included | expired (terminal, not charged to "
+                + "the quota; ledger `x`, report `expired`, metric outcome `expired`) |")
         return lines.joined(separator: "\n") + "\n"
     }
 }

@@ -54,20 +54,25 @@ public struct RecordedOutcome: Sendable, Hashable {
     public var outcome: DeliveryOutcome
     public init(_ outcome: DeliveryOutcome) { self.outcome = outcome }
 
-    /// The ledger hash's form of a non-accepted outcome: `r|status|action|reason`, `f|safe|reason`, `q`; nil for
-    /// `.accepted`, which the hash never holds.
+    /// The ledger hash's form of a non-accepted outcome: `r|status|action|reason`, `f|safe|reason`, `q`, `x`
+    /// (expired); nil for `.accepted`, which the hash never holds.
     public var encoded: String? {
         switch outcome {
         case .accepted: return nil
         case .rejected(let status, let reason, let action): return "r|\(status)|\(action.rawValue)|\(reason.rawValue)"
         case .failed(let reason, let safe): return "f|\(safe ? 1 : 0)|\(reason.rawValue)"
         case .quotaExceeded: return "q"
+        case .expired: return "x"
         }
     }
 
     public init?(encoded s: String) {
         if s == "q" {
             outcome = .quotaExceeded
+            return
+        }
+        if s == "x" {
+            outcome = .expired
             return
         }
         let parts = s.split(separator: "|", maxSplits: 3, omittingEmptySubsequences: false).map(String.init)

@@ -54,6 +54,9 @@ public struct PushJob: Sendable, Hashable, Codable, JSONReadable {
     /// Values for a template's `{{ message.custom_data.* }}` names: an object of at most `maxCustomDataBytes`.
     public var customData: JSONValue?
     public static let maxCustomDataBytes = 2048
+    /// The most of this job's pushes the whole fleet sends in any minute (`ThrottleRate.range`); nil: as fast as
+    /// the lanes' credits allow.
+    public var throttlePerMinute: Int?
 
     public init(
         id: JobID? = nil, org: OrgID, app: AppName, recipients: [RecipientID]? = nil,
@@ -104,6 +107,7 @@ public struct PushJob: Sendable, Hashable, Codable, JSONReadable {
         inbox = try o.bool("inbox")
         notificationId = try o.string("notificationId")
         customData = o.value("customData")
+        throttlePerMinute = try o.int("throttlePerMinute")
     }
 
     public init(json: JSONValue, at path: [JSONPathComponent]) throws(JSONFieldError) {
@@ -111,6 +115,9 @@ public struct PushJob: Sendable, Hashable, Codable, JSONReadable {
     }
 
     public init(from decoder: any Decoder) throws { self = try Self.decoded(from: decoder) }
+
+    /// The job's throttle, once `validate()` has passed (nil: not throttled).
+    public var throttle: ThrottleRate? { throttlePerMinute.flatMap(ThrottleRate.init(perMinute:)) }
 
     /// The notification with the job-level `apns` / `fcm` pass-through payloads folded in.
     public var effectiveNotification: Notification {
@@ -140,6 +147,12 @@ public struct PushJob: Sendable, Hashable, Codable, JSONReadable {
         if let id, id.rawValue.isEmpty { throw JobRejection(.invalidJob, "id is empty") }
         if let notificationId, notificationId.isEmpty { throw JobRejection(.invalidJob, "notificationId is empty") }
         if let templateId, templateId.isEmpty { throw JobRejection(.invalidJob, "templateId is empty") }
+        if let throttlePerMinute, ThrottleRate(perMinute: throttlePerMinute) == nil {
+            throw JobRejection(
+                .invalidJob,
+                "throttlePerMinute \(throttlePerMinute) is outside \(ThrottleRate.range.lowerBound)"
+                    + "...\(ThrottleRate.range.upperBound) pushes per minute")
+        }
         if let customData {
             guard customData.objectValue != nil else {
                 throw JobRejection(.invalidJob, "customData must be a JSON object")
@@ -227,6 +240,8 @@ public struct JobReport: Sendable, Hashable, Codable {
     /// Users with no registered device (the Salesforce guide's PUSH_NOTIFICATION_NO_DEVICES): not errors.
     public var noDevices: Int = 0
     public var quotaExceeded: Int = 0
+    /// Devices not sent because the notification's `ttl` ran out first (nil: none; absent in older reports).
+    public var expired: Int?
     public var unknownRecipients: Int = 0
     /// Recipient ids the directory does not know (not fatal).
     public var unknownRecipientIDs: [String]?
@@ -276,6 +291,7 @@ public struct JobReport: Sendable, Hashable, Codable {
             failed += 1
             failedByReason[reason.rawValue, default: 0] += 1
         case .quotaExceeded: quotaExceeded += 1
+        case .expired: expired = (expired ?? 0) + 1
         }
     }
 }

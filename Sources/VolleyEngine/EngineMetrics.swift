@@ -11,7 +11,7 @@ import VolleyCore
 public final class EngineMetrics: @unchecked Sendable {
     /// `volley_notifications_total{outcome}`: per device, what was recorded for it; per recipient, why nothing
     /// was sent (`no_devices`, `unknown_recipient`, `not_enabled`; these carry `provider="none"`).
-    public static let deviceOutcomes = ["accepted", "rejected", "failed", "quota_exceeded"]
+    public static let deviceOutcomes = ["accepted", "rejected", "failed", "quota_exceeded", "expired"]
     public static let recipientOutcomes = ["no_devices", "unknown_recipient", "not_enabled"]
     /// `volley_jobs_total{result}`.
     public static let jobResults = ["completed", "sharded", "duplicate", "dead_lettered", "abandoned"]
@@ -148,6 +148,7 @@ public final class EngineMetrics: @unchecked Sendable {
                 if t.quotaExceeded > 0 {
                     increments.append((counter(provider, app.rawValue, "quota_exceeded"), t.quotaExceeded))
                 }
+                if t.expired > 0 { increments.append((counter(provider, app.rawValue, "expired"), t.expired)) }
             }
         }
         for (c, n) in increments { c.increment(by: n) }
@@ -185,6 +186,7 @@ struct BatchTally {
         var rejected: Int64 = 0
         var failed: Int64 = 0
         var quotaExceeded: Int64 = 0
+        var expired: Int64 = 0
     }
     struct FailureKey: Hashable {
         let provider: PushProvider

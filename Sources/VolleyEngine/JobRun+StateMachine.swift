@@ -15,6 +15,11 @@ import VolleyCore
 //     taking    --chunkResolved-->     takeChunk | charge | reserveCredits | stopSending | recordReadyOutcomes
 //               --devicesExhausted-->  awaitOutcomes | recordRemaining
 //     charging  --quotaGranted/quotaDenied--> charge (next platform) | waitForQuota | refuseOverQuota | …the sends
+//     throttling --throttleAnswered--> charge | reserveCredits | waitForThrottle;  a throttled job's chunk is sent
+//               a granted slice at a time: each slice is charged, then sent, then the gate is asked again
+//     waitingForThrottle --throttleWaitEnded--> throttle | waitForThrottle | stopSending
+//     expiring  --devicesExpired--> …as after a send: devices whose send would start after the notification's
+//               `ttl` ran out are given `expired` instead (a chunk at once, or a throttled chunk's rest)
 //     sending   --creditsReserved-->   send | reserveCredits | stopSending;   --devicesSent--> the same, or record
 //     awaiting  --outcomesAwaited-->   awaitOutcomes | recordRemaining
 //     remaining --remainingRecorded--> abandon | acknowledge(.sharded) | publishReport --reportPublished--> acknowledge
@@ -53,6 +58,12 @@ extension JobRun {
             case charging
             /// A denied charge waits for in-flight charges to settle before it asks again.
             case waitingForQuota
+            /// A throttled job's gate is being asked for the next slice of the chunk.
+            case throttling
+            /// The gate's next slice is not free yet: waiting for it, recording what arrives.
+            case waitingForThrottle
+            /// Devices too late to send are being given `expired`.
+            case expiring
             /// The devices the quota refused are being given `quotaExceeded`.
             case refusingOverQuota
             /// A chunk's devices are being sent within the lane's credits.
@@ -92,6 +103,13 @@ extension JobRun {
             /// Record outcomes as they arrive (they settle charges, which may free quota) until `until`, then
             /// answer `quotaWaitEnded()`.
             case waitForQuota(until: Date)
+            /// Ask the job's throttle gate for up to `count` pushes; answer
+            /// `throttleAnswered(granted:retryAfter:now:)`.
+            case throttle(count: Int)
+            /// Record outcomes as they arrive until `until`, then answer `throttleWaitEnded(now:)`.
+            case waitForThrottle(until: Date)
+            /// Give these devices `expired` without a send; answer `devicesExpired(now:)`.
+            case expire([Device])
             /// Give these devices `quotaExceeded` without a send; answer `overQuotaRefused(now:)`.
             case refuseOverQuota([Device])
             /// Wait until `until` at most for free credits, recording what arrives, then reserve up to `upTo`;
@@ -140,6 +158,14 @@ extension JobRun {
         private var granted: [Int] = []
         private var charging = -1
         private var chargeDeadline = Date.distantPast
+        /// A throttled job's rate (nil: not throttled), the chunk's devices the gate has not granted yet, and when
+        /// the gate said its next slice is free.
+        private(set) var throttle: ThrottleRate?
+        private var held: [Device] = []
+        private var heldNext = 0
+        private var throttleFreeAt = Date.distantPast
+        /// When the notification's `ttl` runs out: no send starts at or after it (nil: never, for this machine).
+        private(set) var expiresAt: Date?
 
         init(quotaWait: QuotaWaitPolicy?) { self.quotaWait = quotaWait }
 
@@ -175,8 +201,12 @@ extension JobRun {
             return .openDelivery(readLedger: ledger == .partial || deliveryCount > 1)
         }
 
-        mutating func deliveryOpened() -> Action {
+        /// The delivery is open; `throttle`: the job's `throttlePerMinute` (nil: sent as fast as credits allow).
+        /// `expiresAt`: when the notification's `ttl` runs out (nil: it does not, for this delivery).
+        mutating func deliveryOpened(throttle: ThrottleRate? = nil, expiresAt: Date? = nil) -> Action {
             precondition(state == .opening, "deliveryOpened in \(state)")
+            self.throttle = throttle
+            self.expiresAt = expiresAt
             state = .takingChunk
             return .takeChunk
         }
@@ -194,8 +224,47 @@ extension JobRun {
                 toSend = devices
             }
             next = 0
+            if let expiresAt, now >= expiresAt, !toSend.isEmpty {
+                let late = toSend
+                toSend = []
+                state = .expiring
+                return .expire(late)
+            }
+            if throttle != nil, !toSend.isEmpty {
+                // Throttled: the gate grants the chunk a slice at a time; each slice is charged when it is granted,
+                // so the quota is charged in the hour the push goes.
+                held = toSend
+                heldNext = 0
+                toSend = []
+                return askThrottle(now: now)
+            }
             if quotaWait != nil, !toSend.isEmpty { return startCharging(now: now) }
             return continueSending(now: now)
+        }
+
+        /// The gate granted `granted` pushes (maybe none); its next slice is free `retryAfter` seconds from `now`.
+        mutating func throttleAnswered(granted: Int, retryAfter: TimeInterval, now: Date) -> Action {
+            precondition(state == .throttling, "throttleAnswered in \(state)")
+            throttleFreeAt = now.addingTimeInterval(max(0, retryAfter))
+            let n = min(max(0, granted), held.count - heldNext)
+            guard n > 0 else { return askThrottle(now: now) }
+            toSend = Array(held[heldNext..<heldNext + n])
+            heldNext += n
+            next = 0
+            if quotaWait != nil { return startCharging(now: now) }
+            return continueSending(now: now)
+        }
+
+        /// The devices of `expire` have their outcome: on with the chunk (its rest, or the next one).
+        mutating func devicesExpired(now: Date) -> Action {
+            precondition(state == .expiring, "devicesExpired in \(state)")
+            return continueSending(now: now)
+        }
+
+        /// The wait of `waitForThrottle` is over (what arrived is recorded).
+        mutating func throttleWaitEnded(now: Date) -> Action {
+            precondition(state == .waitingForThrottle, "throttleWaitEnded in \(state)")
+            return askThrottle(now: now)
         }
 
         /// The chunk reader has no more devices.
@@ -298,6 +367,7 @@ extension JobRun {
             failure = (why, waitUntil)
             stoppedEarly = true
             toSend = []
+            held = []
             return awaitOutstanding(outstanding, now: now)
         }
 
@@ -366,10 +436,48 @@ extension JobRun {
             return .refuseOverQuota(refused)
         }
 
+        /// A throttled chunk's next slice: asks the gate once its slice is free, waits until then otherwise (at
+        /// most `recheckInterval` at a time, to see a drain begin); when the chunk is sent, records.
+        private mutating func askThrottle(now: Date) -> Action {
+            guard let throttle, heldNext < held.count else {
+                held = []
+                heldNext = 0
+                toSend = []
+                state = .recordingChunk
+                return .recordReadyOutcomes
+            }
+            if let drain, !drain.allowsSends(at: now) {
+                stoppedEarly = true
+                held = []
+                toSend = []
+                state = .stoppingSends
+                return .stopSending
+            }
+            if let expiresAt, max(now, throttleFreeAt) >= expiresAt {
+                // The next slice would start too late, and every later one later still: the rest expire now.
+                let late = Array(held[heldNext...])
+                heldNext = held.count
+                state = .expiring
+                return .expire(late)
+            }
+            if now < throttleFreeAt {
+                state = .waitingForThrottle
+                return .waitForThrottle(until: min(throttleFreeAt, now.addingTimeInterval(Self.recheckInterval)))
+            }
+            state = .throttling
+            // Up to a burst: a sender that fell behind catches up in one round trip.
+            return .throttle(count: min(held.count - heldNext, throttle.burst))
+        }
+
         /// The next slice of the chunk, unless the drain's cut-off has passed; when the chunk is sent, record.
         private mutating func continueSending(now: Date) -> Action {
+            if next >= toSend.count, throttle != nil, heldNext < held.count {
+                toSend = []
+                return askThrottle(now: now)
+            }
             if next >= toSend.count {
                 toSend = []
+                held = []
                 state = .recordingChunk
                 return .recordReadyOutcomes
             }

@@ -152,7 +152,7 @@ final class JobRun {
             readLedger: plan.readLedger)
         defer { ahead.cancelAndWait() }
         var facts = RecipientFacts()
-        var action = machine.deliveryOpened()
+        var action = machine.deliveryOpened(throttle: plan.job.throttle, expiresAt: plan.expiresAt)
         while true {
             do {
                 switch action {
@@ -188,6 +188,29 @@ final class JobRun {
                     let batch = mailbox.wait(outstandingBelow: 1, flushAt: 1, timeout: seconds(until: until))
                     if !batch.isEmpty { try record(batch, plan, &report) }
                     action = machine.quotaWaitEnded()
+                case .throttle(let count):
+                    // A throttled job's gate (the fleet's, keyed by the job a shard belongs to): one round trip
+                    // per slice.
+                    guard let gate = worker.throttle, let rate = machine.throttle else {
+                        throw JobRejection(.invalidJob, "throttlePerMinute: this worker has no throttle store")
+                    }
+                    let g = try gate.take(
+                        org: plan.job.org, job: plan.progressJob, rate: rate, count: count, now: worker.clock.now())
+                    let t = now()
+                    action = machine.throttleAnswered(granted: g.granted, retryAfter: g.retryAfter, now: t)
+                case .waitForThrottle(let until):
+                    let batch = mailbox.hold(flushAt: config.recordBatch, timeout: seconds(until: until))
+                    if !batch.isEmpty { try record(batch, plan, &report) }
+                    let t = now()
+                    action = machine.throttleWaitEnded(now: t)
+                case .expire(let devices):
+                    // Too late: a terminal `expired` without a send (nothing was charged for them).
+                    for d in devices {
+                        mailbox.willSend()
+                        mailbox.post(d, .expired)
+                    }
+                    let t = now()
+                    action = machine.devicesExpired(now: t)
                 case .refuseOverQuota(let devices):
                     // Over quota: a terminal `quotaExceeded` without a send, recorded with the other outcomes.
                     for d in devices {
@@ -295,6 +318,9 @@ final class JobRun {
         let prepared: [(any PushSender, any PreparedNotification)?]
         /// False on a first delivery that found no ledger: its chunks are not looked up.
         let readLedger: Bool
+        /// When the notification's `ttl` runs out: no send starts at or after it (nil: `ttl` 0, now or never,
+        /// which the providers enforce themselves).
+        let expiresAt: Date?
         /// Where progress counts: a shard counts into its parent, so `send --wait` on a campaign sees all of it.
         var progressJob: JobID { job.shard?.parent ?? jobID }
     }
@@ -356,6 +382,9 @@ final class JobRun {
     /// a job error (`JobRejection`), found before anything is sent.
     private func open(_ claim: Claim, readLedger: Bool) throws -> Plan {
         let job = claim.job
+        if job.throttlePerMinute != nil && worker.throttle == nil {
+            throw JobRejection(.invalidJob, "throttlePerMinute: this worker has no throttle store")
+        }
         // A redelivery adopts the quota charges an earlier delivery left unsettled: it resends those devices.
         quota = try worker.quota?.account(
             org: job.org, job: claim.jobID,
@@ -363,18 +392,39 @@ final class JobRun {
             adoptingEarlierCharges: readLedger)
         let personal = try worker.personalContent?.plan(for: job, jobID: claim.jobID)
         let notification = personal?.notification ?? job.effectiveNotification
+        // The lifetime counts from when the job entered the stream: a delivery that starts later (a queue, a
+        // redelivery, a throttle) gives the providers what is left of it, not the whole `ttl` again.
+        let lifetime = Self.lifetime(of: notification, start: lifetimeStart, now: worker.clock.now())
+        var toPrepare = notification
+        if let left = lifetime?.remaining { toPrepare.ttl = left }
         var prepared = [(any PushSender, any PreparedNotification)?](repeating: nil, count: Platform.allCases.count)
         for platform in Platform.allCases where job.targets(platform) {
             guard let sender = claim.senders[platform] else { continue }
             do {
-                prepared[platform.index] = (sender, try sender.prepare(notification, jobID: claim.jobID))
+                prepared[platform.index] = (sender, try sender.prepare(toPrepare, jobID: claim.jobID))
             } catch let e as NotificationError {
                 throw JobRejection(.invalidNotification, "\(platform): \(e)")
             }
         }
         return Plan(
             job: job, jobID: claim.jobID, notification: notification, personal: personal?.content,
-            prepared: prepared, readLedger: readLedger)
+            prepared: prepared, readLedger: readLedger, expiresAt: lifetime?.expiresAt)
+    }
+
+    /// When the job's notification starts to live: when its entry entered the stream (the entry id's time); now
+    /// for an entry whose id carries no time.
+    private var lifetimeStart: Date {
+        entry.entryID.milliseconds.map { Date(timeIntervalSince1970: Double($0) / 1000) } ?? worker.clock.now()
+    }
+
+    /// When a notification that started to live at `start` expires, and the whole seconds it has left at `now`
+    /// (at least 1: a send that starts in time is not handed a `ttl` of 0, which means now or never). nil for
+    /// `ttl` 0 or an invalid `ttl` (preparation refuses that one, naming the field).
+    static func lifetime(of n: VolleyCore.Notification, start: Date, now: Date) -> (expiresAt: Date, remaining: Int)? {
+        guard let ttl = try? n.effectiveTTL(reason: "BadExpirationDate"), ttl > 0 else { return nil }
+        let expiresAt = start.addingTimeInterval(TimeInterval(ttl))
+        let left = Int(expiresAt.timeIntervalSince(now).rounded(.down))
+        return (expiresAt, max(1, min(ttl, left)))
     }
 
     /// Step 3, per chunk: counts what resolution found into the report, and the devices an earlier delivery
@@ -524,6 +574,7 @@ final class JobRun {
             "rejected": "\(report.rejected)", "failed": "\(report.failed)",
             "tokensRemoved": "\(report.tokensRemoved)", "quotaExceeded": "\(report.quotaExceeded)",
         ]
+        if let expired = report.expired { metadata["expired"] = "\(expired)" }
         if !report.rejectedByReason.isEmpty {
             metadata["rejectedByReason"] = .dictionary(report.rejectedByReason.mapValues { "\($0)" })
         }
@@ -570,6 +621,7 @@ final class JobRun {
                 tally.byPlatform[platform.index].failed += 1
                 tally.failure(reason, platform: platform)
             case .quotaExceeded: tally.byPlatform[platform.index].quotaExceeded += 1
+            case .expired: tally.byPlatform[platform.index].expired += 1
             }
             report.count(batch[i].1, platform: platform)
         }

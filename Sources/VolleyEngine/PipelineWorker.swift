@@ -20,6 +20,8 @@ public final class PipelineWorker: @unchecked Sendable {
     let apps: any AppDirectory
     let resolver: any RecipientResolver
     let quota: (any HourlyQuota)?
+    /// The fleet's gate for jobs with `throttlePerMinute` (nil: such jobs are dead-lettered).
+    let throttle: (any JobThrottle)?
     /// Decides per job whether its push is per person (`PersonalContent`); nil: every job's payload is shared.
     let personalContent: (any PersonalContentPlanner)?
     let clock: any WallClock
@@ -39,10 +41,11 @@ public final class PipelineWorker: @unchecked Sendable {
     public init(
         configuration: WorkerConfiguration, backend: any PipelineBackend, apps: any AppDirectory,
         resolver: any RecipientResolver = UserRecipientResolver(), quota: (any HourlyQuota)? = nil,
-        personalContent: (any PersonalContentPlanner)? = nil,
+        personalContent: (any PersonalContentPlanner)? = nil, throttle: (any JobThrottle)? = nil,
         clock: any WallClock = SystemClock(), logger: Logger = Logger(label: "volley.worker"),
         metrics: EngineMetrics? = nil
     ) {
+        self.throttle = throttle
         self.personalContent = personalContent
         self.metrics = metrics ?? EngineMetrics(apps: [])
         self.configuration = configuration

@@ -207,6 +207,24 @@ final class LaneMailbox: DeliveryReceiver, @unchecked Sendable {
         return []
     }
 
+    /// Blocks until `flushAt` outcomes are ready or `timeout` seconds passed, however many sends are out (a
+    /// throttled lane waiting for its next slice). Returns every ready outcome.
+    func hold(flushAt: Int, timeout: TimeInterval) -> [(Device, DeliveryOutcome)] {
+        cond.lock()
+        defer { cond.unlock() }
+        if ready.count < flushAt {
+            let until = Date(timeIntervalSinceNow: max(0, timeout))
+            waiterWantsReady = flushAt
+            while ready.count < flushAt {
+                if !cond.wait(until: until) { break }
+            }
+            waiterWantsReady = Int.max
+        }
+        let out = ready
+        ready.removeAll(keepingCapacity: true)
+        return out
+    }
+
     func takeAll() -> [(Device, DeliveryOutcome)] {
         cond.lock()
         defer { cond.unlock() }

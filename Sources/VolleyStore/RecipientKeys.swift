@@ -21,6 +21,8 @@ import VolleyCore
 ///                                              (a redelivery adopts other deliveries' fields); TTL as the hour's
 /// volley:quota:{O}:job:<job>:last:<d>    STRING "<n> <granted> <pending> <limit>": delivery d's last charge, n its
 ///                                              number, answered again to a repeated charge; TTL as the hour's
+/// volley:throttle:{O}:<job>             HASH  anchor (ms), cells: a throttled job's gate (`ThrottleState`); the
+///                                              job a shard belongs to; TTL its arrival time + 10 min
 /// volley:inbox:{O}:n:<nid>               HASH  notification content (type, title, body, target, targetPageRef,
 ///                                              created)
 /// volley:inbox:{O}:u:<user>:all          ZSET  nid → created ms (retention: newest maxCount, none older than maxAge)
@@ -53,6 +55,7 @@ public struct RecipientKeys: Sendable {
     public func quota(_ platform: Platform, _ hour: QuotaHour) -> String {
         "volley:quota:\(tag):\(platform.rawValue):\(hour.label)"
     }
+    public func throttle(_ job: JobID) -> String { "volley:throttle:\(tag):\(job.rawValue)" }
     public func quotaCharges(_ job: JobID) -> String { "volley:quota:\(tag):job:\(job.rawValue)" }
     /// One delivery's last quota charge (its number and answer), to answer a charge sent again the same.
     public func quotaLastCharge(_ job: JobID, delivery: String) -> String {

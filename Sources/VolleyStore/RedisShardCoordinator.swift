@@ -25,7 +25,7 @@ public final class RedisShardCoordinator: ShardCoordinator, @unchecked Sendable 
 
     private static let counters = [
         "users", "devices", "accepted", "rejected", "failed", "tokensRemoved", "noDevices",
-        "quotaExceeded", "inAppStored", "alreadyRecorded",
+        "quotaExceeded", "inAppStored", "alreadyRecorded", "expired",
     ]
 
     public func split(job: PushJob, jobID: JobID, users: any UserBatches, shardSize: Int, startedAt: Date) throws -> Int
@@ -134,6 +134,7 @@ public final class RedisShardCoordinator: ShardCoordinator, @unchecked Sendable 
         let values = [
             report.users, report.devices, report.accepted, report.rejected, report.failed, report.tokensRemoved,
             report.noDevices, report.quotaExceeded, report.inAppStored ?? 0, report.alreadyRecorded,
+            report.expired ?? 0,
         ]
         for (name, v) in zip(Self.counters, values) { args += [name, String(v)] }
         for (reason, v) in report.rejectedByReason { args += ["rejectedByReason.\(reason)", String(v)] }
@@ -160,6 +161,7 @@ public final class RedisShardCoordinator: ShardCoordinator, @unchecked Sendable 
         parent.tokensRemoved = f["tokensRemoved"] ?? 0
         parent.noDevices = f["noDevices"] ?? 0
         parent.quotaExceeded = f["quotaExceeded"] ?? 0
+        if let expired = f["expired"], expired > 0 { parent.expired = expired }
         parent.inAppStored = f["inAppStored"] ?? 0
         parent.alreadyRecorded = f["alreadyRecorded"] ?? 0
         parent.unknownRecipients = f["unknownRecipients"] ?? 0

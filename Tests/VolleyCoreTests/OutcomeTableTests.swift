@@ -88,8 +88,9 @@ import VolleyTestTags
             try String(contentsOf: readme, encoding: .utf8).contains(
                 md.trimmingCharacters(in: .whitespacesAndNewlines)),
             "README.md's outcome table is stale")
-        // header + separator + accepted + one row per other decision
-        #expect(md.split(separator: "\n").count == 2 + OutcomeDecision.allCases.count)
+        // header + separator + accepted + one row per other decision + `expired`, the outcome without an answer
+        #expect(md.split(separator: "\n").count == 2 + OutcomeDecision.allCases.count + 1)
+        #expect(md.contains("| expired ("))
     }
 
     @Test func retryPolicyBoundsAndRetryAfter() {

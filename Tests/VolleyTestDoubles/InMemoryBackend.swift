@@ -56,7 +56,8 @@ public final class InMemoryBackend: PipelineBackend, @unchecked Sendable {
     public func enqueue(fields: [String: String]) -> StreamEntryID {
         locked {
             nextID += 1
-            let id = StreamEntryID("\(nextID)-0")
+            // As Redis makes them: the time the entry was added (ms), then a sequence number.
+            let id = StreamEntryID("\(Int64((Date().timeIntervalSince1970 * 1000).rounded(.down)))-\(nextID)")
             fresh.append(JobEntry(entryID: id, fields: fields, deliveryCount: 0))
             cond.broadcast()
             return id

@@ -1247,6 +1247,8 @@ public struct MockCapturedPush: Sendable {
     /// APNs: `apns-push-type`, `apns-priority`, `apns-expiration`, `apns-collapse-id`, `apns-topic` when sent.
     public var headers: [String: String]
     public var body: [UInt8]
+    /// When the mock accepted it (the test's window counts: pushes per second of a throttled job).
+    public var acceptedAt = Date()
     /// The body as a JSON tree (nil when it is not JSON, which an accepted push never is).
     public var json: JSONValue? { JSONValue.parse(body) }
 }

@@ -34,7 +34,7 @@ public final class ProviderMetrics: @unchecked Sendable {
             switch outcome {
             case .accepted: index = 0
             case .rejected(let status, _, _): index = status >= 500 ? 2 : (status >= 400 ? 1 : 3)
-            case .failed, .quotaExceeded: index = 3
+            case .failed, .quotaExceeded, .expired: index = 3
             }
             requests[index].increment()
             duration.recordNanoseconds(Int64(clamping: nanoseconds))

@@ -192,6 +192,7 @@ public enum ReportFormatting {
             "  recipients \(r.recipients)  users \(r.users)  noDevices \(r.noDevices)  devices \(r.devices)",
             "  accepted \(r.accepted)  rejected \(r.rejected)  failed \(r.failed)  tokensRemoved \(r.tokensRemoved)"
                 + (r.quotaExceeded > 0 ? "  quotaExceeded \(r.quotaExceeded)" : "")
+                + ((r.expired ?? 0) > 0 ? "  expired \(r.expired ?? 0)" : "")
                 + (r.alreadyRecorded > 0 ? "  alreadyRecorded \(r.alreadyRecorded)" : ""),
         ]
         if !r.rejectedByReason.isEmpty {

@@ -86,7 +86,8 @@ extension WorkerRunner {
     public static func run(
         configuration c: VolleyConfiguration, settings: PipelineSettings, metrics: MetricsBackend?, logger: Logger,
         resolver: any RecipientResolver = UserRecipientResolver(), quota: (any HourlyQuota)? = nil,
-        personalContent: (any PersonalContentPlanner)? = nil, fleet: FleetSync? = nil
+        personalContent: (any PersonalContentPlanner)? = nil, fleet: FleetSync? = nil,
+        throttle: (any JobThrottle)? = nil
     ) async throws {
         let providerMetrics = ProviderMetrics()
         let apps = ReloadableApps(configuration: c, metrics: providerMetrics, fleet: fleet, logger: logger)
@@ -94,7 +95,8 @@ extension WorkerRunner {
         let engineMetrics = EngineMetrics(apps: c.apps.map(\.name))
         let worker = PipelineWorker(
             configuration: settings.worker, backend: settings.backend(logger: logger),
-            apps: apps, resolver: resolver, quota: quota, personalContent: personalContent, logger: logger,
+            apps: apps, resolver: resolver, quota: quota, personalContent: personalContent, throttle: throttle,
+            logger: logger,
             metrics: engineMetrics)
         var services: [ServiceGroupConfiguration.ServiceConfiguration] = []
         var probe: WorkerProbe?
@@ -120,9 +122,13 @@ extension WorkerRunner {
         let sweeper = StaleDeviceSweeper(
             configuration: .init(staleAfterDays: c.devices.staleAfterDays), settings: settings, logger: logger)
         sweeper?.start()
+        // Recurring schedules' due runs: one worker of the fleet at a time promotes them to the job stream.
+        let promoter = SchedulePromoter(settings: settings, logger: logger)
+        promoter.start()
         let group = ServiceGroup(
             configuration: .init(services: services, gracefulShutdownSignals: [.sigterm, .sigint], logger: logger))
         try await group.run()
+        promoter.stop()
         sweeper?.stop()
         probe?.stop()
     }

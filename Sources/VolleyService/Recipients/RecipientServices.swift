@@ -9,11 +9,16 @@ import VolleyStore
 public struct RecipientServices: Sendable {
     public let directory: RedisDirectory
     public let quota: RedisQuotaStore
+    /// The fleet's gate for jobs with `throttlePerMinute`.
+    public let throttle: RedisThrottle
     public let inbox: RedisInboxStore
     public let types: RedisNotificationTypeStore
     /// Notification templates (`volley templates`; the worker reads a templated job's template here).
     public let templates: RedisTemplateStore
     public let shards: RedisShardCoordinator
+    /// Recurring schedules (`volley schedules`).
+    public let schedules: ScheduleAdmin
+    public typealias ScheduleAdmin = RedisSchedules
     public let shardSize: Int
 
     public init(configuration c: VolleyConfiguration, clock: any WallClock = SystemClock(), name: String = "cli") throws
@@ -32,6 +37,7 @@ public struct RecipientServices: Sendable {
         quota = RedisQuotaStore(
             client: try client("quota"), defaults: QuotaLimits(ios: c.quotas.ios, android: c.quotas.android),
             configured: c.quotas.orgs.mapValues { ($0.ios, $0.android) }, clock: clock)
+        throttle = RedisThrottle(client: try client("throttle"))
         inbox = RedisInboxStore(
             client: try client("inbox"),
             retention: InboxRetention(maxCount: c.inbox.maxCount, maxAgeSeconds: c.inbox.maxAgeSeconds),
@@ -41,6 +47,7 @@ public struct RecipientServices: Sendable {
         var store = StoreConfiguration(jobStream: c.worker.stream)
         store.streamShards = c.worker.streamShards
         shards = RedisShardCoordinator(client: try client("shards"), store: store)
+        schedules = RedisSchedules(client: try client("schedules"), store: store)
         shardSize = c.worker.shardSize
         self.clock = clock
     }
