@@ -63,12 +63,16 @@ public final class APIServer: Sendable {
         public var templates: any TemplateStore
         /// The directory users' attributes templates name (`/v1/users/{user}/attributes`).
         public var attributes: any UserAttributeStore
+        /// The orgs' frequency-cap rules set through `/v1/frequency-caps` (nil: those routes answer 501).
+        public var frequencyCaps: (any FrequencyCapRepository)?
 
         public init(
             credentials: any CredentialStore, jobs: any JobSubmitter, jobStatus: any JobStatusReader,
             devices: any DeviceStore, types: any NotificationTypeRepository, quota: any QuotaLedger,
-            templates: any TemplateStore, attributes: any UserAttributeStore
+            templates: any TemplateStore, attributes: any UserAttributeStore,
+            frequencyCaps: (any FrequencyCapRepository)? = nil
         ) {
+            self.frequencyCaps = frequencyCaps
             self.attributes = attributes
             self.credentials = credentials
             self.jobs = jobs

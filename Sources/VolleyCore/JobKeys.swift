@@ -7,6 +7,7 @@ public enum JobKeys {
     public static let job: Set<String> = [
         "id", "org", "app", "recipients", "devices", "notification", "apns", "fcm", "platforms", "shard", "debug",
         "salesforcePayload", "inbox", "notificationId", "templateId", "customData",
+        "enableFrequencyCap",
     ]
     public static let notification: Set<String> = [
         "title", "subtitle", "body", "localized", "sound", "badge", "badgeIncrement", "data", "contentAvailable",

@@ -80,7 +80,8 @@ struct RedisAPIStores {
                     client: client("api-quota"), defaults: QuotaLimits(ios: c.quotas.ios, android: c.quotas.android),
                     configured: c.quotas.orgs.mapValues { ($0.ios, $0.android) })),
             templates: RedisTemplateRepository(client: client("api-templates")),
-            attributes: RedisUserAttributeRepository(client: client("api-attributes")))
+            attributes: RedisUserAttributeRepository(client: client("api-attributes")),
+            frequencyCaps: RedisFrequencyCapRepository(client: client("api-frequency-caps")))
     }
 
     /// The Salesforce-compatible resources on the same stores as the worker (types, inbox, job stream).

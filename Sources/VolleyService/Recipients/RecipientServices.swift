@@ -15,6 +15,8 @@ public struct RecipientServices: Sendable {
     public let templates: RedisTemplateStore
     public let shards: RedisShardCoordinator
     public let shardSize: Int
+    /// Frequency caps: the configuration's rules, the API's stored ones, and the per-user counts.
+    public let frequencyCaps: FrequencyCaps
 
     public init(configuration c: VolleyConfiguration, clock: any WallClock = SystemClock(), name: String = "cli") throws
     {
@@ -42,6 +44,9 @@ public struct RecipientServices: Sendable {
         store.streamShards = c.worker.streamShards
         shards = RedisShardCoordinator(client: try client("shards"), store: store)
         shardSize = c.worker.shardSize
+        let caps = RedisFrequencyCapStore(client: try client("frequency-caps"))
+        frequencyCaps = FrequencyCaps(
+            rulebook: FrequencyCapRulebook(configured: c.frequencyCaps, stored: caps, clock: clock), store: caps)
         self.clock = clock
     }
 
@@ -49,10 +54,12 @@ public struct RecipientServices: Sendable {
 
     /// The engine's recipient step over this directory, inbox and types.
     public func resolver(usersPerRead: Int = 500) -> DirectoryRecipientResolver {
-        DirectoryRecipientResolver(
+        var r = DirectoryRecipientResolver(
             directory: directory, inbox: inbox, types: types, attributes: directory, shards: shards,
             shardSize: shardSize,
             clock: clock, usersPerRead: usersPerRead)
+        r.frequencyCaps = frequencyCaps
+        return r
     }
 
     /// What each recipient's push says: a template rendered per user, the Salesforce Notification Builder payload
