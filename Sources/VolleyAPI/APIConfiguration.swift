@@ -36,6 +36,8 @@ public struct APIConfiguration: Sendable {
     public var readinessTimeoutSeconds: Double = 2
     /// Apps by name and the orgs allowed to use each (`apps[].orgs`).
     public var apps: [AppName: AppOrgs] = [:]
+    /// Each org's frequency caps from the file (`orgs[].frequencyCaps`); rules set through the API replace them.
+    public var frequencyCaps: [OrgID: [FrequencyCapRule]] = [:]
 
     public struct RateLimit: Sendable, Hashable {
         /// Steady rate allowed per key (`api.rateLimit.requestsPerSecond`, default 100; 0 turns limiting off).

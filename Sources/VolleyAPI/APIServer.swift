@@ -65,13 +65,17 @@ public final class APIServer: Sendable {
         public var attributes: any UserAttributeStore
         /// Recurring schedules (`/v1/schedules`); nil: the routes answer 503.
         public var schedules: (any ScheduleStore)?
+        /// The orgs' frequency-cap rules set through `/v1/frequency-caps` (nil: those routes answer 501).
+        public var frequencyCaps: (any FrequencyCapRepository)?
 
         public init(
             credentials: any CredentialStore, jobs: any JobSubmitter, jobStatus: any JobStatusReader,
             devices: any DeviceStore, types: any NotificationTypeRepository, quota: any QuotaLedger,
-            templates: any TemplateStore, attributes: any UserAttributeStore, schedules: (any ScheduleStore)? = nil
+            templates: any TemplateStore, attributes: any UserAttributeStore, schedules: (any ScheduleStore)? = nil,
+            frequencyCaps: (any FrequencyCapRepository)? = nil
         ) {
             self.schedules = schedules
+            self.frequencyCaps = frequencyCaps
             self.attributes = attributes
             self.credentials = credentials
             self.jobs = jobs

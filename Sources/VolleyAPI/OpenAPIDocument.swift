@@ -33,6 +33,8 @@ tags:
   - name: schedules
     description: Recurring jobs (once, daily, weekly in a time zone), each run a job with its own derived id.
   - name: quota
+  - name: frequency-caps
+    description: How many visible notifications one person is pushed in rolling windows; the inbox keeps the rest.
   - name: health
   - name: salesforce
     description: Salesforce-compatible resources under /services/data/v{NN.N}/ (errors as Salesforce's array).
@@ -698,6 +700,70 @@ paths:
         "401": {$ref: "#/components/responses/Unauthorized"}
         "403": {$ref: "#/components/responses/Forbidden"}
         "429": {$ref: "#/components/responses/TooManyRequests"}
+        "503": {$ref: "#/components/responses/Unavailable"}
+  /v1/frequency-caps:
+    get:
+      tags: [frequency-caps]
+      operationId: getFrequencyCaps
+      summary: The org's frequency caps in force, and where they come from (role read or admin).
+      responses:
+        "200":
+          description: The rules in force.
+          content:
+            application/json:
+              schema: {$ref: "#/components/schemas/FrequencyCaps"}
+        "401": {$ref: "#/components/responses/Unauthorized"}
+        "403": {$ref: "#/components/responses/Forbidden"}
+        "429": {$ref: "#/components/responses/TooManyRequests"}
+        "501": {$ref: "#/components/responses/Unavailable"}
+        "503": {$ref: "#/components/responses/Unavailable"}
+    put:
+      tags: [frequency-caps]
+      operationId: putFrequencyCaps
+      summary: >-
+        Replace the org's frequency caps (role admin); they replace the configuration's for the org, and an empty
+        list turns the org's caps off.
+      requestBody:
+        required: true
+        content:
+          application/json:
+            schema:
+              type: object
+              additionalProperties: false
+              required: [rules]
+              properties:
+                rules:
+                  type: array
+                  maxItems: 20
+                  items: {$ref: "#/components/schemas/FrequencyCapRule"}
+      responses:
+        "200":
+          description: The rules now in force (source api).
+          content:
+            application/json:
+              schema: {$ref: "#/components/schemas/FrequencyCaps"}
+        "400": {$ref: "#/components/responses/BadRequest"}
+        "401": {$ref: "#/components/responses/Unauthorized"}
+        "403": {$ref: "#/components/responses/Forbidden"}
+        "413": {$ref: "#/components/responses/TooLarge"}
+        "415": {$ref: "#/components/responses/UnsupportedMediaType"}
+        "429": {$ref: "#/components/responses/TooManyRequests"}
+        "501": {$ref: "#/components/responses/Unavailable"}
+        "503": {$ref: "#/components/responses/Unavailable"}
+    delete:
+      tags: [frequency-caps]
+      operationId: deleteFrequencyCaps
+      summary: Remove the rules set through the API (role admin), so the configuration's hold again.
+      responses:
+        "200":
+          description: The rules now in force (source configuration or none).
+          content:
+            application/json:
+              schema: {$ref: "#/components/schemas/FrequencyCaps"}
+        "401": {$ref: "#/components/responses/Unauthorized"}
+        "403": {$ref: "#/components/responses/Forbidden"}
+        "429": {$ref: "#/components/responses/TooManyRequests"}
+        "501": {$ref: "#/components/responses/Unavailable"}
         "503": {$ref: "#/components/responses/Unavailable"}
   /v1/test-push:
     post:
@@ -1787,6 +1853,11 @@ components:
           description: >-
             The most of this job's pushes the whole fleet sends in any minute, exact (not rounded to whole sends
             per second); a campaign's shards share it. Outside 1…6,000,000: a 422 naming `throttlePerMinute`.
+        enableFrequencyCap:
+          type: boolean
+          description: >-
+            False: the org's frequency caps neither hold this job's notification back nor count it (OneSignal's
+            `enable_frequency_cap`). Default true; silent pushes are never capped.
     Notification:
       type: object
       additionalProperties: false
@@ -1948,5 +2019,29 @@ components:
         name: {type: string}
         mobile: {type: boolean}
         desktop: {type: boolean}
+    FrequencyCapRule:
+      type: object
+      additionalProperties: false
+      required: [window, max]
+      properties:
+        window:
+          type: string
+          pattern: "^[1-9][0-9]*[mhd]$"
+          description: A rolling window, 1 minute to 30 days (`30m`, `1h`, `7d`).
+        max: {type: integer, minimum: 1, maximum: 10000}
+        type:
+          type: string
+          minLength: 1
+          maxLength: 128
+          description: Count and cap only notifications of this type; without it, every visible notification.
+    FrequencyCaps:
+      type: object
+      required: [org, source, rules]
+      properties:
+        org: {type: string}
+        source: {type: string, enum: [api, configuration, none]}
+        rules:
+          type: array
+          items: {$ref: "#/components/schemas/FrequencyCapRule"}
 """#
 }

@@ -21,6 +21,9 @@ extension APIServer {
         v1.delete("/types/:id") { _, context in try await self.deleteType(context) }
         v1.get("/quota") { _, context in try await self.getQuota(context) }
         v1.post("/test-push") { request, context in try await self.postTestPush(request, context) }
+        v1.get("/frequency-caps") { _, context in try await self.getFrequencyCaps(context) }
+        v1.put("/frequency-caps") { request, context in try await self.putFrequencyCaps(request, context) }
+        v1.delete("/frequency-caps") { _, context in try await self.deleteFrequencyCaps(context) }
         addTemplateRoutes(v1)
         addScheduleRoutes(v1)
     }

@@ -19,10 +19,18 @@ import VolleyStore
 ///   device.
 /// - `personalized`: the title and body are a template (`{{ first_name | 'Friend' }}`), rendered per user from the
 ///   directory's attributes (every campaign user has a `first_name`).
+/// - `capped`: the bench org gets a frequency cap (`cappedWindow`, `cappedMax`) that no campaign user reaches, so
+///   every chunk of users pays the caps' script (check and record) and every device is still pushed; the plain
+///   campaign bypasses the caps (`enableFrequencyCap: false`), which costs nothing. `payload_vs_plain` is the capped
+///   campaign's rate against the same campaign without caps.
 extension E2EBench {
     public enum PayloadKind: String, Sendable, CaseIterable {
-        case salesforce, encrypted, personalized
+        case salesforce, encrypted, personalized, capped
     }
+
+    /// The cap `--payload capped` puts on the bench org: far above the rounds a run sends to one user.
+    static let cappedWindow = "1h"
+    static let cappedMax = 1000
 
     /// The custom notification type the per-person campaign names.
     static let benchType = "0MLbench"
@@ -67,7 +75,7 @@ extension E2EBench {
         o.users = [Self.campaignGroup.rawValue]
         o.id = id
         switch kind {
-        case .salesforce, .encrypted:
+        case .salesforce, .encrypted, .capped:
             o.title = "Volley"
             o.body = notificationBody()
         case .personalized:
@@ -75,6 +83,7 @@ extension E2EBench {
             o.body = "{{ first_name | 'Friend' }}, " + notificationBody()
         }
         var job = try JobSubmission.buildJob(o)
+        if kind == .capped { return String(decoding: try Self.jobEncoder.encode(job), as: UTF8.self) }
         if kind != .personalized {
             job.notification.type = Self.benchType
             job.notification.targetId = "006bench0000001"
@@ -84,6 +93,15 @@ extension E2EBench {
 
     /// Sets up what the per-person campaign needs beyond the registry: the custom notification type.
     func preparePayload(_ kind: PayloadKind, settings: PipelineSettings) throws {
+        if kind == .capped {
+            let caps = RedisFrequencyCapStore(client: settings.client(name: "bench-caps", logger: logger))
+            try caps.setRules(
+                org: Self.org,
+                [try FrequencyCapRule.make(window: Self.cappedWindow, max: Self.cappedMax, type: nil, at: "bench")])
+            // Workers read the stored rules at most once per refresh: past it, every worker has them.
+            usleep(useconds_t((FrequencyCapRulebook.defaultRefreshSeconds + 1) * 1_000_000))
+            return
+        }
         let types = RedisNotificationTypeStore(client: settings.client(name: "bench-types", logger: logger))
         try types.setType(org: Self.org, NotificationType(id: Self.benchType, name: "Bench"))
     }
@@ -118,9 +136,10 @@ extension E2EBench {
         let tag = UUID().uuidString.prefix(6)
         for round in 0..<max(1, options.payloadRounds) {
             let plainID = "plain-\(tag)-\(round)"
+            let plainJSON = try job(id: plainID, users: [Self.campaignGroup.rawValue])
             let p = try campaignRate(
-                json: try job(id: plainID, users: [Self.campaignGroup.rawValue]), id: plainID, settings: settings,
-                client: client, producer: producer)
+                json: kind == .capped ? try Self.bypassingCaps(plainJSON) : plainJSON, id: plainID,
+                settings: settings, client: client, producer: producer)
             plain.append(p.rate)
             let payloadID = "\(kind.rawValue)-\(tag)-\(round)"
             let q = try campaignRate(
@@ -128,6 +147,11 @@ extension E2EBench {
                 producer: producer)
             personal.append(q.rate)
             last = q.report
+            if kind == .capped, q.report.capped != 0 {
+                throw BenchError(
+                    "the capped campaign's report says capped \(q.report.capped.map(String.init) ?? "absent"), not 0: "
+                        + "the workers did not apply the bench org's cap, or a user reached it")
+            }
             guard q.report.accepted == q.report.devices else {
                 throw BenchError(
                     "the \(kind.rawValue) campaign was not fully accepted: \(q.report.accepted) of "
@@ -150,6 +174,13 @@ extension E2EBench {
             payload_vs_plain: median(personal) / median(plain), plain_rates: plain, payload_rates: personal,
             payload_encrypted: last?.personalContent?.encrypted ?? 0,
             payload_template_names_missing: last?.personalContent?.templateNamesMissing ?? 0)
+    }
+
+    /// The plain campaign's job with `enableFrequencyCap: false`.
+    static func bypassingCaps(_ json: String) throws -> String {
+        var job = try JSONDecoder().decode(PushJob.self, from: Data(json.utf8))
+        job.enableFrequencyCap = false
+        return String(decoding: try jobEncoder.encode(job), as: UTF8.self)
     }
 
     /// What `--payload` measured; merged into the run's JSON at the top level.

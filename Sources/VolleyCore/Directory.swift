@@ -151,6 +151,8 @@ public struct RecipientFacts: Sendable, Hashable {
     /// > 0 when the job was split into this many shard jobs: the run acknowledges without a report of its own
     /// (the last shard publishes the parent's).
     public var shardedInto = 0
+    /// Users the org's frequency caps held back (`JobReport.capped`); nil when no cap applied to the job.
+    public var frequencyCapped: Int?
     public init(
         notEnabledReason: String? = nil, inAppStored: Int? = nil, unknownRecipientIDs: [RecipientID] = [],
         shardedInto: Int = 0

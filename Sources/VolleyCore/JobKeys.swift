@@ -8,6 +8,7 @@ public enum JobKeys {
         "id", "org", "app", "recipients", "devices", "notification", "apns", "fcm", "platforms", "shard", "debug",
         "salesforcePayload", "inbox", "notificationId", "templateId", "customData",
         "throttlePerMinute",
+        "enableFrequencyCap",
     ]
     public static let notification: Set<String> = [
         "title", "subtitle", "body", "localized", "sound", "badge", "badgeIncrement", "data", "contentAvailable",

@@ -154,6 +154,8 @@ public struct DeviceChunk: Sendable {
     /// a job whose payload is shared.
     public var recipients: [UserID: RecipientContext] = [:]
     public var unknownRecipients: Int
+    /// Users of this chunk the org's frequency caps held back (their devices are not in `devices`), named.
+    public var cappedUserIDs: [UserID] = []
     public init(devices: [Device], users: Int = 0, usersWithoutDevices: Int = 0, unknownRecipients: Int = 0) {
         self.devices = devices
         self.users = users

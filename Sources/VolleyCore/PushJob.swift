@@ -57,6 +57,9 @@ public struct PushJob: Sendable, Hashable, Codable, JSONReadable {
     /// The most of this job's pushes the whole fleet sends in any minute (`ThrottleRate.range`); nil: as fast as
     /// the lanes' credits allow.
     public var throttlePerMinute: Int?
+    /// False: the org's frequency caps neither hold this job's notification back nor count it (OneSignal's
+    /// `enable_frequency_cap`). Absent or true: the caps apply to a visible notification.
+    public var enableFrequencyCap: Bool?
 
     public init(
         id: JobID? = nil, org: OrgID, app: AppName, recipients: [RecipientID]? = nil,
@@ -108,6 +111,7 @@ public struct PushJob: Sendable, Hashable, Codable, JSONReadable {
         notificationId = try o.string("notificationId")
         customData = o.value("customData")
         throttlePerMinute = try o.int("throttlePerMinute")
+        enableFrequencyCap = try o.bool("enableFrequencyCap")
     }
 
     public init(json: JSONValue, at path: [JSONPathComponent]) throws(JSONFieldError) {
@@ -247,6 +251,10 @@ public struct JobReport: Sendable, Hashable, Codable {
     public var unknownRecipientIDs: [String]?
     /// Users whose in-app inbox received the notification (pushed or not).
     public var inAppStored: Int?
+    /// Users the org's frequency caps held back: the notification went to their inboxes and to none of their
+    /// devices. nil when no cap applied to the job (no rule for its org and type, a silent push, or
+    /// `enableFrequencyCap: false`).
+    public var capped: Int?
     /// "not_enabled" when the job's notification type is disabled for its app (nothing sent or stored).
     public var status: String?
     public var statusDetail: String?

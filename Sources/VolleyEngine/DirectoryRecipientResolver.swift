@@ -9,6 +9,11 @@ import VolleyCore
 /// The job's notification type and app decide first (`DeliveryPolicy`): disabled → no chunk at all and
 /// `notEnabledReason` set; push disabled → inboxes only, no devices. Explicit `devices` in a job are sent as
 /// `UserRecipientResolver` sends them (no inbox: they name no user).
+///
+/// With `frequencyCaps`, a visible notification to a user at one of the org's caps goes to the user's inbox and to
+/// none of the user's devices: after the chunk's devices are read, one atomic store call per chunk checks and records
+/// the users that have a device of the job's platforms (a user with none is not counted). A job no cap applies to
+/// makes no such call.
 public struct DirectoryRecipientResolver: RecipientResolver {
     public let directory: any DirectoryResolver
     public let inbox: (any InboxStore)?
@@ -21,6 +26,8 @@ public struct DirectoryRecipientResolver: RecipientResolver {
     /// Fan-out across the fleet: jobs resolving to more than `shardSize` users are split into shard jobs.
     public let shards: (any ShardCoordinator)?
     public var shardSize: Int
+    /// The org's frequency caps (nil: none are configured anywhere, and no job pays for them).
+    public var frequencyCaps: FrequencyCaps?
 
     public init(
         directory: any DirectoryResolver, inbox: (any InboxStore)?, types: (any NotificationTypeStore)?,
@@ -69,6 +76,11 @@ public struct DirectoryRecipientResolver: RecipientResolver {
         c.clock = clock
         c.needs = needs
         c.attributes = attributes
+        if let caps = frequencyCaps, job.recipients?.isEmpty == false, policy.sendsPush,
+            let plan = try caps.plan(for: job, notification: job.inboxEntryID(jobID: jobID))
+        {
+            c.capping = (caps.store, plan)
+        }
         return c
     }
 
@@ -90,13 +102,18 @@ public struct DirectoryRecipientResolver: RecipientResolver {
         var clock: any WallClock = SystemClock()
         var needs = RecipientNeeds.none
         var attributes: (any UserAttributeReader)?
+        /// The caps' store and what this job's notification must pass; nil when no cap applies.
+        var capping: (store: any FrequencyCapStore, plan: FrequencyCapPlan)?
+        private(set) var capped = 0
         private(set) var shardedInto = 0
         private(set) var inAppStored = 0
         private(set) var unknownRecipientIDs: [RecipientID] = []
         var facts: RecipientFacts {
-            RecipientFacts(
+            var f = RecipientFacts(
                 notEnabledReason: notEnabledReason, inAppStored: inAppStored,
                 unknownRecipientIDs: unknownRecipientIDs, shardedInto: shardedInto)
+            f.frequencyCapped = capping == nil ? nil : capped
+            return f
         }
 
         init(
@@ -166,9 +183,10 @@ public struct DirectoryRecipientResolver: RecipientResolver {
                 inAppStored += users.count
             }
             guard policy.sendsPush else { return chunk }
-            let lists = try registry.devices(org: job.org, app: job.app, users: users)
-            for (user, list) in zip(users, lists) {
-                if list.isEmpty {
+            var lists = try registry.devices(org: job.org, app: job.app, users: users)
+            let held = try capping.map { try applyCaps($0, users: users, lists: &lists, chunk: &chunk) } ?? []
+            for (i, (user, list)) in zip(users, lists).enumerated() {
+                if list.isEmpty, held.isEmpty || !held.contains(i) {
                     chunk.usersWithoutDevices += 1
                     chunk.usersWithoutDevicesIDs.append(user)
                 }
@@ -176,6 +194,32 @@ public struct DirectoryRecipientResolver: RecipientResolver {
             }
             if !needs.isEmpty { try addRecipientFacts(users: users, lists: lists, unseen: unseen, to: &chunk) }
             return chunk
+        }
+
+        /// Asks the caps about the chunk's users that have a device of the job's platforms (one store call), and
+        /// empties the device lists of those a cap holds back; returns their indexes.
+        private func applyCaps(
+            _ capping: (store: any FrequencyCapStore, plan: FrequencyCapPlan), users: [UserID],
+            lists: inout [[Device]], chunk: inout DeviceChunk
+        ) throws -> Set<Int> {
+            var asked: [Int] = []
+            for (i, list) in lists.enumerated() where list.contains(where: { job.targets($0.platform) }) {
+                asked.append(i)
+            }
+            if asked.isEmpty { return [] }
+            let admitted = try capping.store.admit(
+                org: job.org, plan: capping.plan, users: asked.map { users[$0] }, now: clock.now())
+            guard admitted.count == asked.count else {
+                throw DirectoryError("frequency caps answered \(admitted.count) users for \(asked.count) asked")
+            }
+            var held = Set<Int>()
+            for (i, ok) in zip(asked, admitted) where !ok {
+                lists[i] = []
+                held.insert(i)
+                chunk.cappedUserIDs.append(users[i])
+            }
+            capped += held.count
+            return held
         }
 
         /// The facts the job's per-person content reads, for the chunk's users that have devices: the unseen count

@@ -10,9 +10,10 @@ import VolleyCore
 /// Counting is per recorded batch (a few hundred outcomes at once), not per send.
 public final class EngineMetrics: @unchecked Sendable {
     /// `volley_notifications_total{outcome}`: per device, what was recorded for it; per recipient, why nothing
-    /// was sent (`no_devices`, `unknown_recipient`, `not_enabled`; these carry `provider="none"`).
+    /// was sent (`no_devices`, `unknown_recipient`, `not_enabled`, `frequency_capped`: a user a frequency cap held
+    /// back, stored in the inbox only; these carry `provider="none"`).
     public static let deviceOutcomes = ["accepted", "rejected", "failed", "quota_exceeded", "expired"]
-    public static let recipientOutcomes = ["no_devices", "unknown_recipient", "not_enabled"]
+    public static let recipientOutcomes = ["no_devices", "unknown_recipient", "not_enabled", "frequency_capped"]
     /// `volley_jobs_total{result}`.
     public static let jobResults = ["completed", "sharded", "duplicate", "dead_lettered", "abandoned"]
     /// `volley_notification_failures_total{reason}` of each provider: its documented reasons, the transport's two

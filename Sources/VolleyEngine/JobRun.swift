@@ -439,6 +439,16 @@ final class JobRun {
                 chunk.usersWithoutDevicesIDs.map { DebugEvent(.noDevices, at: now, user: $0, answer: answer) })
         }
         report.unknownRecipients += chunk.unknownRecipients
+        if !chunk.cappedUserIDs.isEmpty {
+            worker.metrics.recipients("frequency_capped", chunk.cappedUserIDs.count, app: plan.job.app)
+            if debug != nil {
+                let now = worker.clock.now()
+                recordDebugEvents(
+                    chunk.cappedUserIDs.map {
+                        DebugEvent(.notEnabled, at: now, user: $0, answer: "frequency cap: stored in the inbox only")
+                    })
+            }
+        }
         worker.metrics.recipients("no_devices", chunk.usersWithoutDevices, app: plan.job.app)
         worker.metrics.recipients("unknown_recipient", chunk.unknownRecipients, app: plan.job.app)
         let devices = chunk.devices // the job's platforms only (the prefetcher filtered them)
@@ -532,6 +542,7 @@ final class JobRun {
     /// into its parent; the machine acknowledges only after this.
     private func publish(_ plan: Plan, facts: RecipientFacts, _ report: inout JobReport) throws {
         report.inAppStored = facts.inAppStored
+        report.capped = facts.frequencyCapped
         if let personal = plan.personal { report.personalContent = personal.tally }
         if !facts.unknownRecipientIDs.isEmpty { report.unknownRecipientIDs = facts.unknownRecipientIDs.map(\.rawValue) }
         if let why = facts.notEnabledReason {

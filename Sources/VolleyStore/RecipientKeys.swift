@@ -37,6 +37,11 @@ import VolleyCore
 /// volley:shard:{O}:<job>:<n>             LIST  user ids of shard n of a parent job
 /// volley:shardagg:{O}:<job>              HASH  parent report counters summed over shards + remainingShards
 /// volley:shardsdone:{O}:<job>            SET   indexes of shards already counted (idempotent completion)
+/// volley:fcap:{O}:u:<user>               ZSET  nid → ms admitted: the user's visible notifications counted by the
+///                                              org's frequency caps without a type; trimmed to, and expiring
+///                                              after, the longest such window
+/// volley:fcap:{O}:t:<n>:<type>:u:<user>  ZSET  the same for the caps of one notification type (n: the type's length)
+/// volley:fcaprules                       HASH  org → the org's frequency-cap rules set through the API (JSON list)
 /// ```
 public struct RecipientKeys: Sendable {
     public let org: OrgID
@@ -77,4 +82,15 @@ public struct RecipientKeys: Sendable {
     public func shardList(_ job: JobID, _ n: Int) -> String { "volley:shard:\(tag):\(job.rawValue):\(n)" }
     public func shardAggregate(_ job: JobID) -> String { "volley:shardagg:\(tag):\(job.rawValue)" }
     public func shardsDone(_ job: JobID) -> String { "volley:shardsdone:\(tag):\(job.rawValue)" }
+
+    /// The prefix a user id completes to the key of the user's sends counted by the caps of `type` (nil: the caps
+    /// without a type). The type's length keeps `t:a:u:b` of type `a` apart from type `a:u:b`.
+    public func frequencyCapPrefix(type: String?) -> String {
+        guard let type else { return "volley:fcap:\(tag):u:" }
+        return "volley:fcap:\(tag):t:\(type.utf8.count):\(type):u:"
+    }
+    /// Declared by the caps' script only to route it to the org's slot; never written.
+    public var frequencyCapSlot: String { "volley:fcap:\(tag)" }
+    /// Every org's frequency-cap rules set through the API, one hash for the fleet (workers read it whole).
+    public static let frequencyCapRules = "volley:fcaprules"
 }

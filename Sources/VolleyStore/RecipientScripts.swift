@@ -165,4 +165,56 @@ enum RecipientScripts {
         redis.call('EXPIRE', KEYS[1], ARGV[2]); redis.call('EXPIRE', KEYS[2], ARGV[2])
         return left
         """)
+
+    /// Frequency caps for one chunk of users, atomically (`FrequencyCapHistory.admit` per user, in Lua). KEYS[1] the
+    /// org's slot key (not touched). ARGV[1] now (ms), ARGV[2] the notification id, ARGV[3] the number of scopes;
+    /// per scope: its key prefix, its longest window (ms), its number of limits, then (window ms, max) per limit;
+    /// then the users. Per user: drop sends at or before now − longest window; a notification already recorded in
+    /// a scope is admitted again (1) without counting; else 0 when any limit already holds `max` sends after
+    /// now − window, else record it in every scope (score now, expiry the longest window) and answer 1.
+    static let frequencyCapAdmit = RedisScript(
+        """
+        local now = tonumber(ARGV[1])
+        local nid = ARGV[2]
+        local n = tonumber(ARGV[3])
+        local scopes = {}
+        local i = 4
+        for s = 1, n do
+          local sc = {prefix = ARGV[i], longest = tonumber(ARGV[i + 1]), limits = {}}
+          local m = tonumber(ARGV[i + 2])
+          i = i + 3
+          for l = 1, m do
+            sc.limits[l] = {tonumber(ARGV[i]), tonumber(ARGV[i + 1])}
+            i = i + 2
+          end
+          scopes[s] = sc
+        end
+        local out = {}
+        for u = i, #ARGV do
+          local keys = {}
+          local again = false
+          for s = 1, n do
+            local key = scopes[s].prefix .. ARGV[u]
+            keys[s] = key
+            redis.call('ZREMRANGEBYSCORE', key, '-inf', now - scopes[s].longest)
+            if redis.call('ZSCORE', key, nid) then again = true end
+          end
+          local ok = 1
+          if not again then
+            for s = 1, n do
+              for _, lim in ipairs(scopes[s].limits) do
+                if ok == 1 and redis.call('ZCOUNT', keys[s], '(' .. (now - lim[1]), '+inf') >= lim[2] then ok = 0 end
+              end
+            end
+            if ok == 1 then
+              for s = 1, n do
+                redis.call('ZADD', keys[s], now, nid)
+                redis.call('PEXPIRE', keys[s], scopes[s].longest)
+              end
+            end
+          end
+          out[#out + 1] = ok
+        end
+        return out
+        """)
 }

@@ -34,6 +34,16 @@ enum RedisKeyGroups {
         return ["all", "unread", "unseen"].map { k.inbox(user, $0) }
     }
 
+    /// `RecipientScripts.frequencyCapAdmit` declares the org's slot key; the per-user keys it derives from the
+    /// prefixes share the `{org}` tag.
+    static func frequencyCapAdmit(org: OrgID) -> [String] { [RecipientKeys(org: org).frequencyCapSlot] }
+
+    /// Keys `frequencyCapAdmit` derives for one user.
+    static func frequencyCapDerived(org: OrgID, user: UserID, type: String) -> [String] {
+        let k = RecipientKeys(org: org)
+        return [k.frequencyCapPrefix(type: nil) + user.rawValue, k.frequencyCapPrefix(type: type) + user.rawValue]
+    }
+
     /// `RecipientScripts.inboxMark`.
     static func inboxMark(org: OrgID, user: UserID) -> [String] { inboxDerived(org: org, user: user) }
 

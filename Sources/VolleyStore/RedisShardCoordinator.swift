@@ -137,6 +137,7 @@ public final class RedisShardCoordinator: ShardCoordinator, @unchecked Sendable 
             report.expired ?? 0,
         ]
         for (name, v) in zip(Self.counters, values) { args += [name, String(v)] }
+        if let capped = report.capped { args += ["capped", String(capped)] }
         for (reason, v) in report.rejectedByReason { args += ["rejectedByReason.\(reason)", String(v)] }
         for (reason, v) in report.failedByReason { args += ["failedByReason.\(reason)", String(v)] }
         for (p, v) in report.byPlatform { args += ["byPlatform.\(p)", String(v)] }
@@ -165,6 +166,7 @@ public final class RedisShardCoordinator: ShardCoordinator, @unchecked Sendable 
         parent.inAppStored = f["inAppStored"] ?? 0
         parent.alreadyRecorded = f["alreadyRecorded"] ?? 0
         parent.unknownRecipients = f["unknownRecipients"] ?? 0
+        parent.capped = f["capped"]
         for (name, v) in f {
             if name.hasPrefix("rejectedByReason.") { parent.rejectedByReason[String(name.dropFirst(17))] = v }
             if name.hasPrefix("failedByReason.") { parent.failedByReason[String(name.dropFirst(15))] = v }

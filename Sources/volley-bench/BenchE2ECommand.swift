@@ -95,7 +95,8 @@ struct BenchE2E: AsyncParsableCommand {
         help: ArgumentHelp(
             "After the load phase, run the plain campaign against a per-person one, alternating: salesforce "
                 + "(Notification Builder payload), encrypted (the same with each device's key), personalized (a "
-                + "template per user). The JSON gains plain_rate, payload_rate and payload_vs_plain."))
+                + "template per user), capped (a frequency cap no user reaches, against the same campaign "
+                + "bypassing it). The JSON gains plain_rate, payload_rate and payload_vs_plain."))
     var payload: String?
     @Option(name: .customLong("payload-rounds"), help: "With --payload: plain/per-person pairs to run.")
     var payloadRounds = 2

@@ -22,6 +22,7 @@ struct InMemoryAPI {
     let quota: InMemoryQuota
     let outage = StoreOutageSwitch()
     let templates: InMemoryTemplateStore
+    let frequencyCaps = InMemoryFrequencyCaps()
     let server: APIServer
 
     init(rate: APIConfiguration.RateLimit = .init(requestsPerSecond: 1000, burst: 1000)) {
@@ -32,6 +33,9 @@ struct InMemoryAPI {
         configuration.rateLimit = rate
         configuration.userTokenKeys = [UserTokenKey(id: "k1", secret: Array(repeating: 1, count: 32))]
         configuration.apps = ["app1": AppOrgs(allowed: ["orgA"]), "app2": AppOrgs(allowed: nil)]
+        configuration.frequencyCaps = [
+            "orgB": (try? FrequencyWindow(parsing: "1d")).map { [FrequencyCapRule(window: $0, max: 5)] } ?? []
+        ]
         let connect = ConnectService(
             types: types, inbox: inbox, jobs: jobs, devices: devices,
             options: .init(apps: { $0 == "orgA" ? ["app1", "app2"] : ["app2"] }, clock: clock),
@@ -40,7 +44,7 @@ struct InMemoryAPI {
             configuration: configuration,
             stores: APIServer.Stores(
                 credentials: credentials, jobs: jobs, jobStatus: jobs, devices: devices, types: types, quota: quota,
-                templates: templates, attributes: InMemoryUserAttributeStore()),
+                templates: templates, attributes: InMemoryUserAttributeStore(), frequencyCaps: frequencyCaps),
             openAPIDocument: OpenAPIDocument.yaml, logger: Logger(label: "test"), connect: connect)
     }
 

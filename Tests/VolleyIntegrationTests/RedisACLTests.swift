@@ -104,6 +104,11 @@ import VolleyTestTags
             "PUT", "/v1/users/005A/attributes", token: admin, json: #"{"attributes":{"first_name":"Ada"}}"#)
         #expect(attributes.status == 200, "\(attributes.text)")
         #expect(try await api.call("GET", "/v1/users/005A/attributes", token: admin).status == 200)
+        // Frequency caps: the rules the worker then applies (no user reaches them).
+        let caps = try await api.call(
+            "PUT", "/v1/frequency-caps", token: admin, json: #"{"rules":[{"window":"1h","max":100}]}"#)
+        #expect(caps.status == 200, "\(caps.text)")
+        #expect(try await api.call("GET", "/v1/frequency-caps", token: admin).status == 200)
 
         // A job, a custom notification action and a Connect push: the campaign the worker sends.
         let job = #"{"app":"app1","recipients":["005A"],"notification":{"title":"Hi","body":"there"}}"#
@@ -138,6 +143,9 @@ import VolleyTestTags
             w.mock.stats().acceptedAPNs >= 3
         }
         #expect(try await api.call("GET", "/v1/jobs/acl-1/events", token: send).status == 200)
+        let report = try await api.call("GET", "/v1/jobs/acl-1", token: send).json["report"] as? [String: Any]
+        #expect(report?["capped"] as? Int == 0, "the caps applied to the job: \(report ?? [:])")
+        #expect(try await api.call("DELETE", "/v1/frequency-caps", token: admin).status == 200)
         #expect(try await api.call("GET", "/v1/quota", token: admin).status == 200)
         // The inbox, through the Salesforce-compatible routes.
         var listed: [[String: Any]] = []

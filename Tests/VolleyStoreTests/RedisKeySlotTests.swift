@@ -46,6 +46,12 @@ import VolleyTestTags
                             + RedisKeyGroups.inboxDerived(org: org, user: user)
                     ))
                 out.append(("inboxMark", RedisKeyGroups.inboxMark(org: org, user: user)))
+                out.append(
+                    (
+                        "frequencyCapAdmit",
+                        RedisKeyGroups.frequencyCapAdmit(org: org)
+                            + RedisKeyGroups.frequencyCapDerived(org: org, user: user, type: "ORDER:{x}")
+                    ))
                 for app: AppName in ["app1", "Sales App"] {
                     out.append(
                         (

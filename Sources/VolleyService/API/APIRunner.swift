@@ -81,7 +81,8 @@ struct RedisAPIStores {
                     configured: c.quotas.orgs.mapValues { ($0.ios, $0.android) })),
             templates: RedisTemplateRepository(client: client("api-templates")),
             attributes: RedisUserAttributeRepository(client: client("api-attributes")),
-            schedules: RedisScheduleRepository(client: client("api-schedules"), store: settings.store))
+            schedules: RedisScheduleRepository(client: client("api-schedules"), store: settings.store),
+            frequencyCaps: RedisFrequencyCapRepository(client: client("api-frequency-caps")))
     }
 
     /// The Salesforce-compatible resources on the same stores as the worker (types, inbox, job stream).

@@ -18,6 +18,8 @@ public struct VolleyConfiguration: Sendable {
     public var metrics: MetricsSettings = .init()
     /// The HTTP API process (`volley api`).
     public var api: APISettings = .init()
+    /// `orgs[]`: settings per org (its frequency caps).
+    public var orgs: [OrgSettings] = []
     /// Where the file was read from (nil when built in code).
     public var sourcePath: String?
 
@@ -41,6 +43,24 @@ public struct VolleyConfiguration: Sendable {
             "apps[\($0.name)].orgs is not set, so every org may send through app '\($0.name)'; "
                 + "list the org ids allowed (or [\"*\"] to say so)"
         }
+    }
+}
+
+/// One org's settings (`orgs[]`).
+public struct OrgSettings: Sendable, Hashable {
+    /// `orgs[].id`.
+    public var id: OrgID
+    /// `orgs[].frequencyCaps`: at most `max` visible notifications per user in each rolling `window`, optionally
+    /// per notification `type`. Rules set through `PUT /v1/frequency-caps` replace these for the org.
+    public var frequencyCaps: [FrequencyCapRule] = []
+}
+
+extension VolleyConfiguration {
+    /// Each org's configured frequency caps (orgs without rules left out).
+    public var frequencyCaps: [OrgID: [FrequencyCapRule]] {
+        var out: [OrgID: [FrequencyCapRule]] = [:]
+        for o in orgs where !o.frequencyCaps.isEmpty { out[o.id] = o.frequencyCaps }
+        return out
     }
 }
 
@@ -268,7 +288,7 @@ extension VolleyConfiguration {
     private static func keys(_ section: String) -> Set<String> { Set(schema[section] ?? []) }
 
     private static func read(_ tree: [String: Any], _ r: inout ConfigReader) -> VolleyConfiguration {
-        r.rejectUnknownKeys(tree, known: Set(schema.keys).union(["apps"]), at: "")
+        r.rejectUnknownKeys(tree, known: Set(schema.keys).union(["apps", "orgs"]), at: "")
         var c = VolleyConfiguration()
 
         if let s = r.section(tree, "redis", at: "") {
@@ -384,6 +404,7 @@ extension VolleyConfiguration {
             if let v = r.int(s, "apiPort", at: "metrics", range: 0...65535) { c.metrics.apiPort = v }
         }
         if let s = r.section(tree, "api", at: "") { c.api = APISettings.read(s, &r) }
+        if let raw = tree["orgs"], !(raw is NSNull) { c.orgs = readOrgs(raw, &r) }
         if let raw = tree["apps"], !(raw is NSNull) {
             guard let list = raw as? [Any] else {
                 r.problem("apps", "must be a list of apps")
@@ -422,6 +443,71 @@ extension VolleyConfiguration {
             }
         }
         return c
+    }
+
+    /// `orgs`: a list of `{id, frequencyCaps}`; every problem names its key (`orgs[1].frequencyCaps[0].window`).
+    private static func readOrgs(_ raw: Any, _ r: inout ConfigReader) -> [OrgSettings] {
+        guard let list = raw as? [Any] else {
+            r.problem("orgs", "must be a list of orgs, each with an id")
+            return []
+        }
+        var out: [OrgSettings] = []
+        var seen = Set<String>()
+        for (i, item) in list.enumerated() {
+            let p = "orgs[\(i)]"
+            guard let o = item as? [String: Any] else {
+                r.problem(p, "must be a mapping")
+                continue
+            }
+            r.rejectUnknownKeys(o, known: ["id", "frequencyCaps"], at: p)
+            guard let id = r.string(o, "id", at: p), !id.isEmpty else {
+                r.problem("\(p).id", "required: the org's id")
+                continue
+            }
+            if !seen.insert(id).inserted { r.problem("\(p).id", "duplicate org id '\(id)'") }
+            var org = OrgSettings(id: OrgID(id))
+            if let caps = o["frequencyCaps"], !(caps is NSNull) {
+                do {
+                    org.frequencyCaps = try readFrequencyCaps(caps, at: "\(p).frequencyCaps")
+                } catch {
+                    r.problem(error.field, error.message)
+                }
+            }
+            out.append(org)
+        }
+        return out
+    }
+
+    private static func readFrequencyCaps(_ raw: Any, at p: String) throws(FrequencyCapError) -> [FrequencyCapRule] {
+        guard let list = raw as? [Any] else {
+            throw FrequencyCapError(p, "must be a list of rules such as {window: 1h, max: 3}")
+        }
+        var rules: [FrequencyCapRule] = []
+        for (i, item) in list.enumerated() {
+            let rp = "\(p)[\(i)]"
+            guard let o = item as? [String: Any] else { throw FrequencyCapError(rp, "must be a mapping") }
+            if let unknown = o.keys.sorted().first(where: { !["window", "max", "type"].contains($0) }) {
+                throw FrequencyCapError("\(rp).\(unknown)", "unknown key; a rule has window, max and type")
+            }
+            if let w = o["window"], !(w is String) {
+                throw FrequencyCapError("\(rp).window", "must be a string such as 30m, 1h or 7d")
+            }
+            var max: Int?
+            if let m = o["max"], !(m is NSNull) {
+                guard let n = m as? Int, !(m is Bool) else {
+                    throw FrequencyCapError("\(rp).max", "must be a whole number")
+                }
+                max = n
+            }
+            if let t = o["type"], !(t is NSNull), !(t is String) {
+                throw FrequencyCapError("\(rp).type", "must be a string (a notification type)")
+            }
+            rules.append(
+                try FrequencyCapRule.make(
+                    window: o["window"] as? String, max: max, type: o["type"] as? String, at: rp))
+        }
+        try FrequencyCapRule.check(rules, at: p)
+        return rules
     }
 
     private static func readAPNS(_ a: [String: Any], at p: String, _ r: inout ConfigReader) -> APNSSettings? {

@@ -20,6 +20,8 @@ public struct RecipientServices: Sendable {
     public let schedules: ScheduleAdmin
     public typealias ScheduleAdmin = RedisSchedules
     public let shardSize: Int
+    /// Frequency caps: the configuration's rules, the API's stored ones, and the per-user counts.
+    public let frequencyCaps: FrequencyCaps
 
     public init(configuration c: VolleyConfiguration, clock: any WallClock = SystemClock(), name: String = "cli") throws
     {
@@ -49,6 +51,9 @@ public struct RecipientServices: Sendable {
         shards = RedisShardCoordinator(client: try client("shards"), store: store)
         schedules = RedisSchedules(client: try client("schedules"), store: store)
         shardSize = c.worker.shardSize
+        let caps = RedisFrequencyCapStore(client: try client("frequency-caps"))
+        frequencyCaps = FrequencyCaps(
+            rulebook: FrequencyCapRulebook(configured: c.frequencyCaps, stored: caps, clock: clock), store: caps)
         self.clock = clock
     }
 
@@ -56,10 +61,12 @@ public struct RecipientServices: Sendable {
 
     /// The engine's recipient step over this directory, inbox and types.
     public func resolver(usersPerRead: Int = 500) -> DirectoryRecipientResolver {
-        DirectoryRecipientResolver(
+        var r = DirectoryRecipientResolver(
             directory: directory, inbox: inbox, types: types, attributes: directory, shards: shards,
             shardSize: shardSize,
             clock: clock, usersPerRead: usersPerRead)
+        r.frequencyCaps = frequencyCaps
+        return r
     }
 
     /// What each recipient's push says: a template rendered per user, the Salesforce Notification Builder payload
