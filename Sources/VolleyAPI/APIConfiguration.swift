@@ -36,6 +36,8 @@ public struct APIConfiguration: Sendable {
     public var readinessTimeoutSeconds: Double = 2
     /// Apps by name and the orgs allowed to use each (`apps[].orgs`).
     public var apps: [AppName: AppOrgs] = [:]
+    /// `syncHints`: the status read says when the next push may go by the same rules the workers follow.
+    public var syncHints = SyncHintConfiguration()
 
     public struct RateLimit: Sendable, Hashable {
         /// Steady rate allowed per key (`api.rateLimit.requestsPerSecond`, default 100; 0 turns limiting off).

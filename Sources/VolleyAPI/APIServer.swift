@@ -63,6 +63,8 @@ public final class APIServer: Sendable {
         public var templates: any TemplateStore
         /// The directory users' attributes templates name (`/v1/users/{user}/attributes`).
         public var attributes: any UserAttributeStore
+        /// Sync hints (`/v1/sync-hints`); nil: those routes answer 503.
+        public var syncHints: (any SyncHintStore)?
 
         public init(
             credentials: any CredentialStore, jobs: any JobSubmitter, jobStatus: any JobStatusReader,

@@ -22,6 +22,7 @@ extension APIServer {
         v1.get("/quota") { _, context in try await self.getQuota(context) }
         v1.post("/test-push") { request, context in try await self.postTestPush(request, context) }
         addTemplateRoutes(v1)
+        addSyncHintRoutes(v1)
     }
 
     /// The body, at most `api.maxBodyBytes` (413 beyond).

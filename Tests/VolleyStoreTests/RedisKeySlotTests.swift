@@ -46,6 +46,11 @@ import VolleyTestTags
                             + RedisKeyGroups.inboxDerived(org: org, user: user)
                     ))
                 out.append(("inboxMark", RedisKeyGroups.inboxMark(org: org, user: user)))
+                out.append(
+                    (
+                        "syncHints",
+                        RedisKeyGroups.syncHints(org: org, key: SyncHintKey(app: "app1", user: user, type: "T"))
+                    ))
                 for app: AppName in ["app1", "Sales App"] {
                     out.append(
                         (

@@ -5,6 +5,7 @@ import ServiceLifecycle
 import VolleyCore
 import VolleyEngine
 import VolleyObservability
+import VolleyStore
 
 /// Runs a `PipelineWorker` under swift-service-lifecycle: starts it, waits for graceful shutdown (SIGTERM/SIGINT
 /// through the `ServiceGroup`), then drains within the configured deadline. The worker's blocking calls run on
@@ -120,10 +121,18 @@ extension WorkerRunner {
         let sweeper = StaleDeviceSweeper(
             configuration: .init(staleAfterDays: c.devices.staleAfterDays), settings: settings, logger: logger)
         sweeper?.start()
+        // Sync hints: entries of the job stream are stored by the lanes; every worker flushes what is due, and each
+        // waiting key is taken by one of them.
+        worker.syncHints = RedisSyncHintStore(
+            client: settings.client(name: "sync-hint-intake", giveUpAfter: 10, logger: logger),
+            maxRecordIds: c.syncHints.maxRecordIds)
+        let hintFlusher = SyncHintFlusher(configuration: c.syncHints, settings: settings, logger: logger)
+        hintFlusher.start()
         let group = ServiceGroup(
             configuration: .init(services: services, gracefulShutdownSignals: [.sigterm, .sigint], logger: logger))
         try await group.run()
         sweeper?.stop()
+        hintFlusher.stop()
         probe?.stop()
     }
 }
