@@ -38,6 +38,8 @@ public struct APIConfiguration: Sendable {
     public var apps: [AppName: AppOrgs] = [:]
     /// Each org's frequency caps from the file (`orgs[].frequencyCaps`); rules set through the API replace them.
     public var frequencyCaps: [OrgID: [FrequencyCapRule]] = [:]
+    /// `syncHints`: the status read says when the next push may go by the same rules the workers follow.
+    public var syncHints = SyncHintConfiguration()
 
     public struct RateLimit: Sendable, Hashable {
         /// Steady rate allowed per key (`api.rateLimit.requestsPerSecond`, default 100; 0 turns limiting off).

@@ -67,6 +67,8 @@ public final class APIServer: Sendable {
         public var schedules: (any ScheduleStore)?
         /// The orgs' frequency-cap rules set through `/v1/frequency-caps` (nil: those routes answer 501).
         public var frequencyCaps: (any FrequencyCapRepository)?
+        /// Sync hints (`/v1/sync-hints`); nil: those routes answer 503.
+        public var syncHints: (any SyncHintStore)?
 
         public init(
             credentials: any CredentialStore, jobs: any JobSubmitter, jobStatus: any JobStatusReader,

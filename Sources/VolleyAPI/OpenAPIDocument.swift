@@ -35,6 +35,8 @@ tags:
   - name: quota
   - name: frequency-caps
     description: How many visible notifications one person is pushed in rolling windows; the inbox keeps the rest.
+  - name: sync-hints
+    description: '"These records changed", coalesced per user and type into silent pushes (docs/api.md).'
   - name: health
   - name: salesforce
     description: Salesforce-compatible resources under /services/data/v{NN.N}/ (errors as Salesforce's array).
@@ -667,6 +669,85 @@ paths:
       summary: Delete a template (role admin). Jobs already queued that name it are refused when a worker reads them.
       responses:
         "204": {description: Deleted.}
+        "401": {$ref: "#/components/responses/Unauthorized"}
+        "403": {$ref: "#/components/responses/Forbidden"}
+        "404": {$ref: "#/components/responses/NotFound"}
+        "429": {$ref: "#/components/responses/TooManyRequests"}
+        "503": {$ref: "#/components/responses/Unavailable"}
+  /v1/sync-hints:
+    post:
+      tags: [sync-hints]
+      operationId: postSyncHints
+      summary: Record changes for some users; workers push them as few silent pushes as the rules allow.
+      description: >-
+        Role send or admin; the org is the key's. The first hint after a quiet period is pushed at once, later ones
+        merge until `syncHints.minIntervalSeconds` has passed, at most `syncHints.maxPerHour` per rolling hour, and
+        `fullSync` past `syncHints.maxRecordIds` or the payload. Each user's answer carries the hint id an ack names.
+      requestBody:
+        required: true
+        content:
+          application/json:
+            schema: {$ref: "#/components/schemas/SyncHintBody"}
+      responses:
+        "202":
+          description: Stored; each user's hint id.
+          content:
+            application/json:
+              schema: {$ref: "#/components/schemas/SyncHintAccepted"}
+        "400": {$ref: "#/components/responses/BadRequest"}
+        "401": {$ref: "#/components/responses/Unauthorized"}
+        "403": {$ref: "#/components/responses/Forbidden"}
+        "404": {$ref: "#/components/responses/NotFound"}
+        "413": {$ref: "#/components/responses/TooLarge"}
+        "415": {$ref: "#/components/responses/UnsupportedMediaType"}
+        "429": {$ref: "#/components/responses/TooManyRequests"}
+        "503": {$ref: "#/components/responses/Unavailable"}
+  /v1/sync-hints/ack:
+    post:
+      tags: [sync-hints]
+      operationId: ackSyncHints
+      summary: The app synced a type up to a hint id or a time; the waiting ids that covers are dropped.
+      security:
+        - userToken: []
+      requestBody:
+        required: true
+        content:
+          application/json:
+            schema: {$ref: "#/components/schemas/SyncHintAck"}
+      responses:
+        "200":
+          description: What was dropped and what still waits.
+          content:
+            application/json:
+              schema: {$ref: "#/components/schemas/SyncHintAckResult"}
+        "400": {$ref: "#/components/responses/BadRequest"}
+        "401": {$ref: "#/components/responses/Unauthorized"}
+        "403": {$ref: "#/components/responses/Forbidden"}
+        "413": {$ref: "#/components/responses/TooLarge"}
+        "415": {$ref: "#/components/responses/UnsupportedMediaType"}
+        "429": {$ref: "#/components/responses/TooManyRequests"}
+        "503": {$ref: "#/components/responses/Unavailable"}
+  /v1/sync-hints/{user}:
+    parameters:
+      - name: user
+        in: path
+        required: true
+        schema: {$ref: "#/components/schemas/SafeID"}
+      - name: app
+        in: query
+        required: false
+        schema: {type: string}
+    get:
+      tags: [sync-hints]
+      operationId: getSyncHints
+      summary: What waits for one user, per app and type.
+      responses:
+        "200":
+          description: The user's waiting hints.
+          content:
+            application/json:
+              schema: {$ref: "#/components/schemas/SyncHintStatusList"}
+        "400": {$ref: "#/components/responses/BadRequest"}
         "401": {$ref: "#/components/responses/Unauthorized"}
         "403": {$ref: "#/components/responses/Forbidden"}
         "404": {$ref: "#/components/responses/NotFound"}
@@ -1961,6 +2042,76 @@ components:
         lastSeenAt: {type: string, format: date-time}
         rsaPublicKey: {type: string, description: The registered key (base64 of the SubjectPublicKeyInfo DER), if any.}
         cipherName: {type: string, enum: [RSA_OAEP_SHA256]}
+    SyncHintBody:
+      type: object
+      additionalProperties: false
+      required: [app, users, type, recordIds]
+      properties:
+        app: {type: string, minLength: 1}
+        users:
+          type: array
+          minItems: 1
+          maxItems: 500
+          items: {$ref: "#/components/schemas/SafeID"}
+        type:
+          type: string
+          pattern: "^[A-Za-z0-9._:-]{1,48}$"
+          description: The app's own word; the collapse id is `sync-<type>`.
+        recordIds:
+          type: array
+          minItems: 1
+          maxItems: 1000
+          items: {type: string, minLength: 1, description: 1–128 bytes of UTF-8, no control characters.}
+    SyncHintAccepted:
+      type: object
+      required: [app, type, hints]
+      properties:
+        app: {type: string}
+        type: {type: string}
+        hints:
+          type: array
+          items:
+            type: object
+            required: [user, id]
+            properties:
+              user: {type: string}
+              id: {type: string, description: The hint id, milliseconds since 1970, growing per user and type.}
+    SyncHintAck:
+      type: object
+      additionalProperties: false
+      required: [type, upTo]
+      properties:
+        type: {type: string, pattern: "^[A-Za-z0-9._:-]{1,48}$"}
+        upTo: {type: string, description: A hint id (digits) or an RFC 3339 time.}
+    SyncHintAckResult:
+      type: object
+      required: [type, upTo, dropped, remaining, fullSync]
+      properties:
+        type: {type: string}
+        upTo: {type: string}
+        dropped: {type: integer}
+        remaining: {type: integer}
+        fullSync: {type: boolean}
+    SyncHintStatusList:
+      type: object
+      required: [user, hints]
+      properties:
+        user: {type: string}
+        hints:
+          type: array
+          items:
+            type: object
+            required: [app, type, recordIds, fullSync, pushesLastHour, inFlight]
+            properties:
+              app: {type: string}
+              type: {type: string}
+              recordIds: {type: array, items: {type: string}}
+              fullSync: {type: boolean}
+              lastHintId: {type: string}
+              lastPushAt: {type: string, format: date-time}
+              pushesLastHour: {type: integer}
+              nextPushAt: {type: string, format: date-time}
+              inFlight: {type: integer}
     UserAttributesBody:
       type: object
       additionalProperties: false

@@ -26,6 +26,7 @@ extension APIServer {
         v1.delete("/frequency-caps") { _, context in try await self.deleteFrequencyCaps(context) }
         addTemplateRoutes(v1)
         addScheduleRoutes(v1)
+        addSyncHintRoutes(v1)
     }
 
     /// The body, at most `api.maxBodyBytes` (413 beyond).

@@ -115,6 +115,7 @@ final class JobRun {
     /// dead-letters the entry; a drain past its deadline abandons it (throws `Abandoned`) with the outcomes so far
     /// recorded. Returns true when the entry was acknowledged.
     private func run() throws -> Bool {
+        if let hint = entry.fields["syncHint"] { return try storeSyncHint(hint) }
         let claim: Claim
         do {
             claim = try accept()
@@ -277,6 +278,42 @@ final class JobRun {
                     waitUntil: t.addingTimeInterval(config.drainDeadlineSeconds), now: t)
             }
         }
+    }
+
+    /// An entry carrying a sync hint (field `syncHint`: JSON `{org, app, users, type, recordIds}`): stored for the
+    /// flushers (`SyncHintIntake`) and acknowledged; a malformed one is dead-lettered, its detail naming the field.
+    /// Redelivered after a crash, it is stored again: its ids merge with themselves.
+    private func storeSyncHint(_ json: String) throws -> Bool {
+        func reject(_ reason: JobRejection.Reason, _ message: String) -> Bool {
+            deadLetter(JobRejection(reason, message))
+            return false
+        }
+        let hint: SyncHintRequest
+        do {
+            hint = try SyncHintRequest(json: try JSONValue(parsing: json), at: [])
+        } catch let e as JSONFieldError {
+            return reject(.invalidJob, "syncHint.\(e.field): \(e.message)")
+        } catch {
+            return reject(.invalidJSON, "syncHint is not valid JSON: \(error)")
+        }
+        guard let org = hint.org, !org.rawValue.isEmpty else { return reject(.invalidJob, "syncHint.org: required") }
+        if let p = hint.problem { return reject(.invalidJob, "syncHint.\(p.field): \(p.message)") }
+        switch worker.apps.lookup(org: org, app: hint.app) {
+        case .senders: break
+        case .unknownApp: return reject(.unknownApp, "syncHint.app: app '\(hint.app)' is not configured")
+        case .orgNotAllowed:
+            return reject(.unknownApp, "syncHint.app: org '\(org)' may not send through app '\(hint.app)'")
+        }
+        guard let store = worker.syncHints else {
+            return reject(.invalidJob, "syncHint: this worker does not take sync hints")
+        }
+        _ = try store.add(
+            org: org, app: hint.app, users: hint.users, type: hint.type, recordIds: hint.recordIds,
+            now: worker.clock.now())
+        try session.ack(entry.entryID)
+        worker.addStats { $0.jobsCompleted += 1 }
+        worker.metrics.job("completed")
+        return true
     }
 
     /// Carries out an action that ends a delivery before it was opened (or abandons it): returns whether the

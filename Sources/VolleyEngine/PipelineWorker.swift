@@ -37,6 +37,9 @@ public final class PipelineWorker: @unchecked Sendable {
     private var started = false
     /// Called on a lane thread after each job's report is published (demo progress, tests).
     public var onReport: (@Sendable (JobReport) -> Void)?
+    /// Where entries of the job stream that carry a sync hint (field `syncHint`) are stored; nil: such entries are
+    /// dead-lettered. Set before `start`.
+    public var syncHints: (any SyncHintIntake)?
 
     public init(
         configuration: WorkerConfiguration, backend: any PipelineBackend, apps: any AppDirectory,

@@ -44,6 +44,13 @@ enum RedisKeyGroups {
         return [k.frequencyCapPrefix(type: nil) + user.rawValue, k.frequencyCapPrefix(type: type) + user.rawValue]
     }
 
+    /// `RedisSyncHintStore`'s scripts declare the org's due and oldest sets and derive each key's waiting, taken and
+    /// state keys and the user's type set from the org's prefix.
+    static func syncHints(org: OrgID, key: SyncHintKey) -> [String] {
+        let k = SyncHintKeys(org: org)
+        return [k.due, k.oldest, k.ids(key), k.taken(key), k.state(key), k.userTypes(key.app, key.user)]
+    }
+
     /// `RecipientScripts.inboxMark`.
     static func inboxMark(org: OrgID, user: UserID) -> [String] { inboxDerived(org: org, user: user) }
 

@@ -13,7 +13,9 @@ struct VolleyBenchCommand: AsyncParsableCommand {
         commandName: "volley-bench",
         abstract: "Benchmarks: the transport against h2load, the pipeline end to end, the HTTP API.",
         version: VolleyVersion.current,
-        subcommands: [BenchTransport.self, BenchServe.self, BenchE2E.self, BenchAPI.self, BenchChaos.self])
+        subcommands: [
+            BenchTransport.self, BenchServe.self, BenchE2E.self, BenchAPI.self, BenchChaos.self, BenchHints.self,
+        ])
 }
 
 /// `volley-bench transport`: HTTP/2 client throughput and latency against the mock, optionally beside h2load.
@@ -177,6 +179,45 @@ struct BenchAPI: ParsableCommand {
             print(String(decoding: try enc.encode(r), as: UTF8.self))
         } else {
             print(APIBench.table(r))
+        }
+    }
+}
+
+/// `volley-bench hints`: sync hints coalesced on a manual clock: a burst for one user, then many users.
+struct BenchHints: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "hints",
+        abstract: "Sync hints: pushes per device for a burst of changes, id coverage, CPU and Redis memory per change.")
+
+    @Option(help: "Record changes for one user within the window.") var changes = 10_000
+    @Option(help: "Seconds the changes are spread over (clock time, compressed).") var windowSeconds = 60.0
+    @Option(help: "Ids per call.") var idsPerCall = 100
+    @Option(help: "Users of the many-users part.") var users = 100_000
+    @Option(help: "Changes per user in the many-users part (within a minute).") var rounds = 3
+    @Option(help: "syncHints.minIntervalSeconds.") var minIntervalSeconds = SyncHintConfiguration
+        .defaultMinIntervalSeconds
+    @Option(help: "syncHints.maxPerHour.") var maxPerHour = SyncHintConfiguration.defaultMaxPerHour
+    @Option(help: "syncHints.maxRecordIds.") var maxRecordIds = SyncHintConfiguration.defaultMaxRecordIds
+    @Flag(help: "Print one JSON object.") var json = false
+
+    func run() throws {
+        var o = HintsBenchOptions()
+        o.changes = changes
+        o.windowSeconds = windowSeconds
+        o.idsPerCall = idsPerCall
+        o.users = users
+        o.rounds = rounds
+        o.configuration = SyncHintConfiguration(
+            minIntervalSeconds: minIntervalSeconds, maxPerHour: maxPerHour, maxRecordIds: maxRecordIds)
+        var logger = Logger(label: "volley.bench")
+        logger.logLevel = .warning
+        let r = try HintsBench.run(o, logger: logger)
+        if json {
+            let enc = JSONEncoder()
+            enc.outputFormatting = [.sortedKeys]
+            print(String(decoding: try enc.encode(r), as: UTF8.self))
+        } else {
+            print(HintsBench.table(r))
         }
     }
 }

@@ -163,6 +163,20 @@ import VolleyTestTags
         #expect(try await api.call("DELETE", "/v1/types/0MLxx1", token: admin).status == 204)
         #expect(try await api.call("GET", "/readyz").status == 200)
 
+        // Sync hints: stored by the API, pushed by the worker's flusher (an idempotent job record beside the
+        // stream), read back, and acked by the user.
+        let hint = try await api.call(
+            "POST", "/v1/sync-hints", token: send,
+            json: #"{"app":"app1","users":["005A"],"type":"ACL","recordIds":["r1"]}"#)
+        #expect(hint.status == 202, "\(hint.text)")
+        try await waitUntil("the sync hint's push: \(worker.log.suffix(1500))", timeout: .seconds(30)) {
+            ((try? w.h.producer.allReports()) ?? []).contains { $0.job.rawValue.hasPrefix("synchint-") }
+        }
+        #expect(try await api.call("GET", "/v1/sync-hints/005A", token: send).status == 200)
+        let ack = try await api.call(
+            "POST", "/v1/sync-hints/ack", token: user, json: #"{"type":"ACL","upTo":"2030-01-01T00:00:00Z"}"#)
+        #expect(ack.status == 200, "\(ack.text)")
+
         #expect(try Self.aclLog(w) == [])
         #expect(!worker.log.contains("NOPERM"), "\(worker.log.suffix(2000))")
         await api.stop()

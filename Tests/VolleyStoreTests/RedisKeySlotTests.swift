@@ -52,6 +52,11 @@ import VolleyTestTags
                         RedisKeyGroups.frequencyCapAdmit(org: org)
                             + RedisKeyGroups.frequencyCapDerived(org: org, user: user, type: "ORDER:{x}")
                     ))
+                out.append(
+                    (
+                        "syncHints",
+                        RedisKeyGroups.syncHints(org: org, key: SyncHintKey(app: "app1", user: user, type: "T"))
+                    ))
                 for app: AppName in ["app1", "Sales App"] {
                     out.append(
                         (

@@ -46,7 +46,7 @@ public enum APIRunner {
 /// connection, or on serial lanes of cluster clients for Redis Cluster (the event loops' connections do not route by
 /// slot); devices and job status on `api.redisConnections` serial lanes; types, inbox, quota and templates each on one.
 struct RedisAPIStores {
-    let api: APIServer.Stores
+    var api: APIServer.Stores
     let types: RedisNotificationTypeRepository
     let jobs: RedisJobSubmitter
     let inbox: RedisInboxRepository
@@ -83,6 +83,8 @@ struct RedisAPIStores {
             attributes: RedisUserAttributeRepository(client: client("api-attributes")),
             schedules: RedisScheduleRepository(client: client("api-schedules"), store: settings.store),
             frequencyCaps: RedisFrequencyCapRepository(client: client("api-frequency-caps")))
+        api.syncHints = RedisSyncHintRepository(
+            client: client("api-sync-hints"), maxRecordIds: c.syncHints.maxRecordIds)
     }
 
     /// The Salesforce-compatible resources on the same stores as the worker (types, inbox, job stream).

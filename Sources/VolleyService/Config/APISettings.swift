@@ -144,6 +144,7 @@ extension VolleyConfiguration {
         c.userTokenMaxTTLSeconds = api.userTokenMaxTTLSeconds
         c.apps = Dictionary(apps.map { ($0.name, $0.orgs) }, uniquingKeysWith: { a, _ in a })
         c.frequencyCaps = frequencyCaps
+        c.syncHints = syncHints
         return c
     }
 }

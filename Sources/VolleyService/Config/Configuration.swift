@@ -14,6 +14,8 @@ public struct VolleyConfiguration: Sendable {
     public var quotas: QuotaSettings
     public var inbox: InboxSettings = .init()
     public var devices: DeviceSettings = .init()
+    /// `syncHints`: how waiting sync hints coalesce into silent pushes.
+    public var syncHints: SyncHintConfiguration = .init()
     public var log: LogSettings
     public var metrics: MetricsSettings = .init()
     /// The HTTP API process (`volley api`).
@@ -229,6 +231,7 @@ extension VolleyConfiguration {
         "quotas": ["ios", "android"],
         "inbox": ["maxCount", "maxAgeSeconds"],
         "devices": ["staleAfterDays"],
+        "syncHints": ["minIntervalSeconds", "maxPerHour", "maxRecordIds"],
         "log": ["level", "format"],
         "metrics": ["enabled", "host", "port", "apiPort"],
         // `redisPipelines` was removed; its environment override is still read so that it stops startup by name.
@@ -375,6 +378,19 @@ extension VolleyConfiguration {
         if let s = r.section(tree, "devices", at: "") {
             r.rejectUnknownKeys(s, known: keys("devices"), at: "devices")
             if let v = r.int(s, "staleAfterDays", at: "devices", range: 0...3_650) { c.devices.staleAfterDays = v }
+        }
+        if let s = r.section(tree, "syncHints", at: "") {
+            let p = "syncHints"
+            r.rejectUnknownKeys(s, known: keys(p), at: p)
+            if let v = r.double(s, "minIntervalSeconds", at: p, min: 1) {
+                if v > 86_400 {
+                    r.problem("\(p).minIntervalSeconds", "must be at most 86400 (one day), got \(v)")
+                } else {
+                    c.syncHints.minIntervalSeconds = v
+                }
+            }
+            if let v = r.int(s, "maxPerHour", at: p, range: 1...3_600) { c.syncHints.maxPerHour = v }
+            if let v = r.int(s, "maxRecordIds", at: p, range: 1...10_000) { c.syncHints.maxRecordIds = v }
         }
         if let s = r.section(tree, "log", at: "") {
             r.rejectUnknownKeys(s, known: keys("log"), at: "log")

@@ -5,6 +5,7 @@ import ServiceLifecycle
 import VolleyCore
 import VolleyEngine
 import VolleyObservability
+import VolleyStore
 
 /// Runs a `PipelineWorker` under swift-service-lifecycle: starts it, waits for graceful shutdown (SIGTERM/SIGINT
 /// through the `ServiceGroup`), then drains within the configured deadline. The worker's blocking calls run on
@@ -125,11 +126,19 @@ extension WorkerRunner {
         // Recurring schedules' due runs: one worker of the fleet at a time promotes them to the job stream.
         let promoter = SchedulePromoter(settings: settings, logger: logger)
         promoter.start()
+        // Sync hints: entries of the job stream are stored by the lanes; every worker flushes what is due, and each
+        // waiting key is taken by one of them.
+        worker.syncHints = RedisSyncHintStore(
+            client: settings.client(name: "sync-hint-intake", giveUpAfter: 10, logger: logger),
+            maxRecordIds: c.syncHints.maxRecordIds)
+        let hintFlusher = SyncHintFlusher(configuration: c.syncHints, settings: settings, logger: logger)
+        hintFlusher.start()
         let group = ServiceGroup(
             configuration: .init(services: services, gracefulShutdownSignals: [.sigterm, .sigint], logger: logger))
         try await group.run()
         promoter.stop()
         sweeper?.stop()
+        hintFlusher.stop()
         probe?.stop()
     }
 }
