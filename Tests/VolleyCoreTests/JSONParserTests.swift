@@ -152,6 +152,7 @@ struct JobJSONReadingTests {
         job.notificationId = "n-1"
         job.templateId = "tpl-1"
         job.customData = .object(["plan": .string("gold")])
+        job.enableFrequencyCap = false
         return job
     }
 
