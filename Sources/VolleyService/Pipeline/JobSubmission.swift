@@ -192,7 +192,8 @@ public enum ReportFormatting {
             "  recipients \(r.recipients)  users \(r.users)  noDevices \(r.noDevices)  devices \(r.devices)",
             "  accepted \(r.accepted)  rejected \(r.rejected)  failed \(r.failed)  tokensRemoved \(r.tokensRemoved)"
                 + (r.quotaExceeded > 0 ? "  quotaExceeded \(r.quotaExceeded)" : "")
-                + (r.alreadyRecorded > 0 ? "  alreadyRecorded \(r.alreadyRecorded)" : ""),
+                + (r.alreadyRecorded > 0 ? "  alreadyRecorded \(r.alreadyRecorded)" : "")
+                + (r.capped.map { "  capped \($0)" } ?? ""),
         ]
         if !r.rejectedByReason.isEmpty {
             lines.append(
