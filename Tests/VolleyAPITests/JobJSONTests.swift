@@ -14,7 +14,8 @@ struct JobJSONTests {
            "badge":3,"sound":"ping.caf","data":{"recordId":"001","n":[1,2]},"contentAvailable":true,"ttl":60},
          "apns":{"aps":{"alert":"x"}},"fcm":{"data":{"k":"v"}},"platforms":["ios"],"debug":true,
          "salesforcePayload":false,"inbox":true,"notificationId":"n-1","templateId":"tpl-1",
-         "customData":{"plan":"gold","n":9007199254740993},"throttlePerMinute":1019}
+         "customData":{"plan":"gold","n":9007199254740993},"throttlePerMinute":1019,
+         "enableFrequencyCap":false}
         """#
 
     /// The API reads a body into the job a worker decodes from the same bytes.

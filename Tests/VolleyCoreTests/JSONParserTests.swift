@@ -153,6 +153,7 @@ struct JobJSONReadingTests {
         job.templateId = "tpl-1"
         job.customData = .object(["plan": .string("gold")])
         job.throttlePerMinute = 1019
+        job.enableFrequencyCap = false
         return job
     }
 

@@ -32,6 +32,7 @@ import VolleyTestTags
         job.templateId = "tpl-1"
         job.customData = .object(["plan": .string("gold")])
         job.throttlePerMinute = 1019
+        job.enableFrequencyCap = false
         let object = try #require(try JSONValue(parsing: JSONEncoder().encode(job)).objectValue)
         #expect(Set(object.keys) == JobKeys.job)
         #expect(Set((object["notification"]?.objectValue ?? [:]).keys) == JobKeys.notification)

@@ -154,8 +154,9 @@ import VolleyTestTags
         #expect(typedTTL == -2 || (typedTTL > 0 && typedTTL <= 1_800_000))
     }
 
-    /// Four engines on one Redis, six campaigns to the same 5,000 users at once, a cap of 2 per hour: every user is
-    /// pushed exactly twice, however the chunks interleave, and every user's inbox holds all six.
+    /// Four engines on one Redis, six campaigns to the same 5,000 users at once, each split into three shard jobs, a
+    /// cap of 2 per hour: every user is pushed exactly twice, however the chunks interleave, every user's inbox holds
+    /// all six, and each campaign's report sums its shards' capped users.
     @Test func fourWorkersHoldTheCapExactlyOverFiveThousandUsers() async throws {
         let h = try EngineHarness()
         defer { h.redis.stop() }
@@ -174,7 +175,9 @@ import VolleyTestTags
             let caps = RedisFrequencyCapStore(client: h.redis.client(name: "caps-\(n)"))
             var resolver = DirectoryRecipientResolver(
                 directory: RedisDirectory(client: h.redis.client(name: "dir-\(n)")),
-                inbox: RedisInboxStore(client: h.redis.client(name: "inbox-\(n)")), types: nil, usersPerRead: 250)
+                inbox: RedisInboxStore(client: h.redis.client(name: "inbox-\(n)")), types: nil,
+                shards: RedisShardCoordinator(client: h.redis.client(name: "shards-\(n)"), store: h.store),
+                shardSize: 2_000, usersPerRead: 250)
             resolver.frequencyCaps = FrequencyCaps(
                 rulebook: FrequencyCapRulebook(configured: ["org1": [rule]], stored: caps, clock: SystemClock()),
                 store: caps)
@@ -204,7 +207,7 @@ import VolleyTestTags
         }
         #expect(reports.map(\.accepted).reduce(0, +) == 2 * users)
         #expect(reports.compactMap(\.capped).reduce(0, +) == 4 * users)
-        #expect(reports.allSatisfy { $0.users == users && $0.inAppStored == users })
+        #expect(reports.allSatisfy { $0.users == users && $0.inAppStored == users && $0.shards == 3 })
         var perToken: [String: Int] = [:]
         for s in senders { perToken.merge(s.perToken, uniquingKeysWith: +) }
         #expect(perToken.count == users)

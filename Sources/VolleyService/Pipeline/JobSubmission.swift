@@ -193,7 +193,8 @@ public enum ReportFormatting {
             "  accepted \(r.accepted)  rejected \(r.rejected)  failed \(r.failed)  tokensRemoved \(r.tokensRemoved)"
                 + (r.quotaExceeded > 0 ? "  quotaExceeded \(r.quotaExceeded)" : "")
                 + ((r.expired ?? 0) > 0 ? "  expired \(r.expired ?? 0)" : "")
-                + (r.alreadyRecorded > 0 ? "  alreadyRecorded \(r.alreadyRecorded)" : ""),
+                + (r.alreadyRecorded > 0 ? "  alreadyRecorded \(r.alreadyRecorded)" : "")
+                + (r.capped.map { "  capped \($0)" } ?? ""),
         ]
         if !r.rejectedByReason.isEmpty {
             lines.append(
