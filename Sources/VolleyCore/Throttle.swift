@@ -4,7 +4,7 @@ import Foundation
 ///
 /// The rate is exact, not rounded to whole sends per second: 1,019/min is one push every 60/1,019 s, so a minute
 /// holds 1,019 of them. The gate (`ThrottleArithmetic`, virtual scheduling — GCRA) lets a sender that fell behind
-/// catch up by at most `burst` pushes, one second's worth, so no second sees much more than its share.
+/// catch up by at most `burst` pushes, 0.5 s worth: any 60 s then holds at most the rate and a burst, under 1 %.
 public struct ThrottleRate: Sendable, Hashable, CustomStringConvertible {
     /// Pushes per minute, fleet-wide.
     public let perMinute: Int
@@ -18,11 +18,13 @@ public struct ThrottleRate: Sendable, Hashable, CustomStringConvertible {
         self.perMinute = perMinute
     }
 
-    /// How far the gate lets a sender that fell behind catch up at once: one second's worth, at least 1.
-    public var burst: Int { max(1, perMinute / 60) }
+    /// How far the gate lets a sender that fell behind catch up at once: 1/120 of the rate (0.5 s worth), at least
+    /// 1, so the window that starts as a stalled sender catches up still holds the rate within 1 %, with room for
+    /// the network's jitter.
+    public var burst: Int { max(1, perMinute / 120) }
 
-    /// How many pushes a sender asks for at a time: half a burst, at least 1, so a sender that wakes a little late
-    /// still finds its slice waiting (the other half absorbs the lateness) and sends one round trip per slice.
+    /// How many pushes a sender asks for at a time: half a burst (0.25 s worth), at least 1, so a sender that wakes
+    /// a little late still finds its slice waiting (the other half absorbs the lateness), one round trip a slice.
     public var slice: Int { max(1, burst / 2) }
 
     public var description: String { "\(perMinute)/min" }

@@ -47,8 +47,10 @@ public final class RedisSchedules: @unchecked Sendable {
         return 1
         """)
 
+    /// Creates a schedule whose first run is its first at or after a minute ago: a start up to 60 s past (what
+    /// the body's check allows) runs at once, as a job's `sendAt` would.
     public func create(_ s: Schedule, now: Date) throws -> ScheduleCreation {
-        let next = s.recurrence.run(onOrAfter: now)
+        let next = s.recurrence.run(onOrAfter: now.addingTimeInterval(-60))
         let reply = try redis.with {
             try $0.eval(
                 Self.createScript, keys: [key(s.org, s.id), idsKey(s.org), dueKey(s.org)],

@@ -126,6 +126,28 @@ import VolleyTestTags
             "POST", "\(Self.v)/connect/notifications/push", token: send,
             json: #"{"appName":"app1","userIds":["005A"],"payload":"{'aps':{'alert':'Hello'}}"}"#)
         #expect(push.status == 202, "\(push.text)")
+        // A throttled job (the gate's script on Redis's TIME), a schedule whose run the worker promotes, and the
+        // schedules' routes.
+        let throttled = try await api.call(
+            "POST", "/v1/jobs", token: send,
+            json: job.replacingOccurrences(of: #""app":"app1","#, with: #""app":"app1","throttlePerMinute":600,"#),
+            headers: ["Idempotency-Key": "acl-2"])
+        #expect(throttled.status == 202, "\(throttled.text)")
+        let run = Date(timeIntervalSince1970: (Date().timeIntervalSince1970 + 2).rounded(.up))
+        let once = try await api.call(
+            "POST", "/v1/schedules", token: send,
+            json:
+                #"{"id":"acl-s","start":"\#(Schedule.rfc3339(run))","frequency":"once","timeZone":"UTC","job":\#(job)}"#
+        )
+        #expect(once.status == 201, "\(once.text)")
+        let daily = try await api.call(
+            "POST", "/v1/schedules", token: send,
+            json: #"{"id":"acl-d","start":"2030-01-01T09:00:00Z","frequency":"daily","timeZone":"UTC","job":\#(job)}"#)
+        #expect(daily.status == 201, "\(daily.text)")
+        #expect(try await api.call("GET", "/v1/schedules", token: send).status == 200)
+        #expect(try await api.call("POST", "/v1/schedules/acl-d/pause", token: send).status == 200)
+        #expect(try await api.call("POST", "/v1/schedules/acl-d/resume", token: send).status == 200)
+        #expect(try await api.call("DELETE", "/v1/schedules/acl-d", token: send).status == 204)
 
         var local = w.local
         local.redisURL = Self.url(w, user: "volley-worker", password: "worker-test-password")
@@ -141,6 +163,12 @@ import VolleyTestTags
         }
         try await waitUntil("4 APNs sends accepted: \(worker.log.suffix(1500))", timeout: .seconds(60)) {
             w.mock.stats().acceptedAPNs >= 3
+        }
+        let runJob = Schedule.runJobID(schedule: "acl-s", run: run)
+        for id in ["acl-2", runJob.rawValue] {
+            try await waitUntil("job \(id) done: \(worker.log.suffix(2000))", timeout: .seconds(60)) {
+                try await api.call("GET", "/v1/jobs/\(id)", token: send).json["state"] as? String == "done"
+            }
         }
         #expect(try await api.call("GET", "/v1/jobs/acl-1/events", token: send).status == 200)
         let report = try await api.call("GET", "/v1/jobs/acl-1", token: send).json["report"] as? [String: Any]

@@ -74,6 +74,24 @@ import VolleyTestTags
         #expect(run.org == org)
     }
 
+    @Test func aStartUpToAMinutePastRunsAtOnce() throws {
+        let fx = try RedisServerFixture()
+        defer { fx.stop() }
+        let store = RedisSchedules(client: fx.client(name: "s"))
+        let start = Date(timeIntervalSince1970: 1_900_000_000)
+        guard
+            case .created(let state) = try store.create(
+                schedule("late", start: start, frequency: .once), now: start + 30)
+        else {
+            Issue.record("not created")
+            return
+        }
+        #expect(state.nextRunAt == start)
+        let r = try store.promoteDue(dueBy: start + 30, now: start + 30, leaseSeconds: 5, owner: "a")
+        #expect(r.promoted.map(\.job) == [Schedule.runJobID(schedule: "late", run: start)])
+        #expect(try store.schedule(org: org, id: "late")?.nextRunAt == nil)
+    }
+
     @Test func aPausedScheduleIsNotPromotedAndResumesFromItsNextRun() throws {
         let fx = try RedisServerFixture()
         defer { fx.stop() }
