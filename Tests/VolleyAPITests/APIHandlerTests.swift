@@ -22,6 +22,7 @@ struct InMemoryAPI {
     let quota: InMemoryQuota
     let outage = StoreOutageSwitch()
     let templates: InMemoryTemplateStore
+    let syncHints = InMemorySyncHintStore(maxRecordIds: 5)
     let server: APIServer
 
     init(rate: APIConfiguration.RateLimit = .init(requestsPerSecond: 1000, burst: 1000)) {
@@ -36,12 +37,13 @@ struct InMemoryAPI {
             types: types, inbox: inbox, jobs: jobs, devices: devices,
             options: .init(apps: { $0 == "orgA" ? ["app1", "app2"] : ["app2"] }, clock: clock),
             logger: Logger(label: "test"))
+        var stores = APIServer.Stores(
+            credentials: credentials, jobs: jobs, jobStatus: jobs, devices: devices, types: types, quota: quota,
+            templates: templates, attributes: InMemoryUserAttributeStore())
+        stores.syncHints = syncHints
         server = APIServer(
-            configuration: configuration,
-            stores: APIServer.Stores(
-                credentials: credentials, jobs: jobs, jobStatus: jobs, devices: devices, types: types, quota: quota,
-                templates: templates, attributes: InMemoryUserAttributeStore()),
-            openAPIDocument: OpenAPIDocument.yaml, logger: Logger(label: "test"), connect: connect)
+            configuration: configuration, stores: stores, openAPIDocument: OpenAPIDocument.yaml,
+            logger: Logger(label: "test"), connect: connect)
     }
 
     func key(org: OrgID = "orgA", role: APIRole) throws -> String {
