@@ -274,6 +274,10 @@ final class JobRun {
         } catch {
             return reject(.invalidJSON, "syncHint is not valid JSON: \(error)")
         }
+        let limit = worker.configuration.maxDeliveries
+        if entry.deliveryCount > limit {
+            return reject(.tooManyDeliveries, "delivered \(entry.deliveryCount) times; maximum \(limit)")
+        }
         guard let org = hint.org, !org.rawValue.isEmpty else { return reject(.invalidJob, "syncHint.org: required") }
         if let p = hint.problem { return reject(.invalidJob, "syncHint.\(p.field): \(p.message)") }
         switch worker.apps.lookup(org: org, app: hint.app) {
