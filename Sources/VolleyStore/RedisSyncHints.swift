@@ -60,6 +60,8 @@ public final class RedisSyncHintStore: SyncHintIntake, @unchecked Sendable {
     /// KEYS[1] due, KEYS[2] oldest; ARGV prefix, now (ms), maxRecordIds, type, app, user count, users…, ids….
     /// Per user: the hint id (now, or one past the last), the ids into the waiting set (or, once past the cap, only
     /// the full-sync mark), the key due now unless it already waits for a later time. Answers the hint ids.
+    /// The state hash and the user's type set expire 8 days after the last hint or push: longer than the job records
+    /// (7 days) that a batch number names, so a batch number is never used twice while its record lives.
     static let addScript = RedisScript(
         """
         local p, now, cap, typ, app = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]), ARGV[4], ARGV[5]
@@ -93,9 +95,11 @@ public final class RedisSyncHintStore: SyncHintIntake, @unchecked Sendable {
               redis.call('HSET', st, 'full', hs)
             end
           end
+          redis.call('PEXPIRE', st, 691200000)
           redis.call('ZADD', KEYS[2], 'NX', ARGV[2], m)
           redis.call('ZADD', KEYS[1], 'NX', ARGV[2], m)
           redis.call('SADD', p .. 'u:' .. app .. '\\31' .. ARGV[u], typ)
+          redis.call('PEXPIRE', p .. 'u:' .. app .. '\\31' .. ARGV[u], 691200000)
           out[#out + 1] = hs
         end
         return out
@@ -160,6 +164,7 @@ public final class RedisSyncHintStore: SyncHintIntake, @unchecked Sendable {
               kept[#kept + 1] = ARGV[2]
               redis.call('HSET', st, 'taken', b, 'takenAt', ARGV[2], 'last', ARGV[2], 'tkfull', fl,
                 'pushes', table.concat(kept, ' '))
+              redis.call('PEXPIRE', st, 691200000)
               redis.call('ZADD', KEYS[1], string.format('%.0f', now + lease), m)
               redis.call('ZREM', KEYS[2], m)
               out[#out + 1] = {m, b, fl, redis.call('ZRANGE', tk, 0, -1)}
