@@ -217,7 +217,7 @@ public final class RedisSyncHintStore: SyncHintIntake, @unchecked Sendable {
         """)
 
     /// KEYS[1] due; ARGV prefix, app, user, limit. Per type of the user: type, ids (at most limit), full, hid, last,
-    /// pushes, taken count, due.
+    /// pushes, taken count, due, whether a batch is taken (0/1).
     static let statusScript = RedisScript(
         """
         local p, app, user, limit = ARGV[1], ARGV[2], ARGV[3], tonumber(ARGV[4])
@@ -227,7 +227,8 @@ public final class RedisSyncHintStore: SyncHintIntake, @unchecked Sendable {
           local st = p .. 'st:' .. m
           local f = redis.call('HMGET', st, 'full', 'hid', 'last', 'pushes')
           out[#out + 1] = {t, redis.call('ZRANGE', p .. 'ids:' .. m, 0, limit - 1), f[1] or '', f[2] or '',
-            f[3] or '', f[4] or '', redis.call('ZCARD', p .. 'tk:' .. m), redis.call('ZSCORE', KEYS[1], m) or ''}
+            f[3] or '', f[4] or '', redis.call('ZCARD', p .. 'tk:' .. m), redis.call('ZSCORE', KEYS[1], m) or '',
+            redis.call('HEXISTS', st, 'taken')}
         end
         return out
         """)
@@ -298,7 +299,7 @@ public final class RedisSyncHintStore: SyncHintIntake, @unchecked Sendable {
             }
             try reply.throwIfError("sync hint status")
             for row in reply.array ?? [] {
-                guard let f = row.array, f.count == 8, let type = f[0].string else { continue }
+                guard let f = row.array, f.count == 9, let type = f[0].string else { continue }
                 let ids = f[1].array?.compactMap(\.string) ?? []
                 let full = !(f[2].string ?? "").isEmpty
                 let last = Self.date(f[4].string)
@@ -316,7 +317,7 @@ public final class RedisSyncHintStore: SyncHintIntake, @unchecked Sendable {
                         app: app.rawValue, type: type, recordIds: ids, fullSync: full,
                         lastHintId: (f[3].string ?? "").isEmpty ? nil : f[3].string, lastPushAt: last,
                         pushesLastHour: pushes.filter { $0 > hourAgo }.count, nextPushAt: nextPushAt,
-                        inFlight: inFlight))
+                        inFlight: inFlight, pushing: f[8].integer == 1))
             }
         }
         return out.sorted { ($0.app, $0.type) < ($1.app, $1.type) }
