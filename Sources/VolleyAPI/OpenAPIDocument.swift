@@ -2101,7 +2101,7 @@ components:
           type: array
           items:
             type: object
-            required: [app, type, recordIds, fullSync, pushesLastHour, inFlight]
+            required: [app, type, recordIds, fullSync, pushesLastHour, inFlight, pushing]
             properties:
               app: {type: string}
               type: {type: string}
@@ -2112,6 +2112,7 @@ components:
               pushesLastHour: {type: integer}
               nextPushAt: {type: string, format: date-time}
               inFlight: {type: integer}
+              pushing: {type: boolean, description: A push is taken and not yet on the job stream.}
     UserAttributesBody:
       type: object
       additionalProperties: false

@@ -231,9 +231,11 @@ public struct SyncHintStatus: Sendable, Hashable, Codable {
     public var nextPushAt: Date?
     /// Ids taken for a push that is not yet on the job stream.
     public var inFlight: Int
+    /// A push is taken and not yet on the job stream (its ids are `inFlight`, none for a full sync).
+    public var pushing: Bool
     public init(
         app: String, type: String, recordIds: [String], fullSync: Bool, lastHintId: String?, lastPushAt: Date?,
-        pushesLastHour: Int, nextPushAt: Date?, inFlight: Int
+        pushesLastHour: Int, nextPushAt: Date?, inFlight: Int, pushing: Bool = false
     ) {
         self.app = app
         self.type = type
@@ -244,6 +246,7 @@ public struct SyncHintStatus: Sendable, Hashable, Codable {
         self.pushesLastHour = pushesLastHour
         self.nextPushAt = nextPushAt
         self.inFlight = inFlight
+        self.pushing = pushing
     }
 }
 

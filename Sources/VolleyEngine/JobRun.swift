@@ -1,5 +1,6 @@
 import Foundation
 import Logging
+import Metrics
 import VolleyCore
 
 /// One delivery of one job entry, on a lane thread: the I/O of a delivery whose decisions `StateMachine` makes.
@@ -296,6 +297,10 @@ final class JobRun {
         } catch {
             return reject(.invalidJSON, "syncHint is not valid JSON: \(error)")
         }
+        let limit = worker.configuration.maxDeliveries
+        if entry.deliveryCount > limit {
+            return reject(.tooManyDeliveries, "delivered \(entry.deliveryCount) times; maximum \(limit)")
+        }
         guard let org = hint.org, !org.rawValue.isEmpty else { return reject(.invalidJob, "syncHint.org: required") }
         if let p = hint.problem { return reject(.invalidJob, "syncHint.\(p.field): \(p.message)") }
         switch worker.apps.lookup(org: org, app: hint.app) {
@@ -311,10 +316,14 @@ final class JobRun {
             org: org, app: hint.app, users: hint.users, type: hint.type, recordIds: hint.recordIds,
             now: worker.clock.now())
         try session.ack(entry.entryID)
+        Self.syncHintsReceived.increment(by: hint.users.count)
         worker.addStats { $0.jobsCompleted += 1 }
         worker.metrics.job("completed")
         return true
     }
+
+    /// Sync hints stored from the job stream, per user named (the API counts its own under the same name).
+    static let syncHintsReceived = Counter(label: "volley_sync_hints_received_total")
 
     /// Carries out an action that ends a delivery before it was opened (or abandons it): returns whether the
     /// entry was acknowledged.

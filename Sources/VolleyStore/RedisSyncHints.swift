@@ -60,6 +60,8 @@ public final class RedisSyncHintStore: SyncHintIntake, @unchecked Sendable {
     /// KEYS[1] due, KEYS[2] oldest; ARGV prefix, now (ms), maxRecordIds, type, app, user count, users…, ids….
     /// Per user: the hint id (now, or one past the last), the ids into the waiting set (or, once past the cap, only
     /// the full-sync mark), the key due now unless it already waits for a later time. Answers the hint ids.
+    /// The state hash and the user's type set expire 8 days after the last hint or push: longer than the job records
+    /// (7 days) that a batch number names, so a batch number is never used twice while its record lives.
     static let addScript = RedisScript(
         """
         local p, now, cap, typ, app = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]), ARGV[4], ARGV[5]
@@ -93,9 +95,11 @@ public final class RedisSyncHintStore: SyncHintIntake, @unchecked Sendable {
               redis.call('HSET', st, 'full', hs)
             end
           end
+          redis.call('PEXPIRE', st, 691200000)
           redis.call('ZADD', KEYS[2], 'NX', ARGV[2], m)
           redis.call('ZADD', KEYS[1], 'NX', ARGV[2], m)
           redis.call('SADD', p .. 'u:' .. app .. '\\31' .. ARGV[u], typ)
+          redis.call('PEXPIRE', p .. 'u:' .. app .. '\\31' .. ARGV[u], 691200000)
           out[#out + 1] = hs
         end
         return out
@@ -160,6 +164,7 @@ public final class RedisSyncHintStore: SyncHintIntake, @unchecked Sendable {
               kept[#kept + 1] = ARGV[2]
               redis.call('HSET', st, 'taken', b, 'takenAt', ARGV[2], 'last', ARGV[2], 'tkfull', fl,
                 'pushes', table.concat(kept, ' '))
+              redis.call('PEXPIRE', st, 691200000)
               redis.call('ZADD', KEYS[1], string.format('%.0f', now + lease), m)
               redis.call('ZREM', KEYS[2], m)
               out[#out + 1] = {m, b, fl, redis.call('ZRANGE', tk, 0, -1)}
@@ -212,7 +217,7 @@ public final class RedisSyncHintStore: SyncHintIntake, @unchecked Sendable {
         """)
 
     /// KEYS[1] due; ARGV prefix, app, user, limit. Per type of the user: type, ids (at most limit), full, hid, last,
-    /// pushes, taken count, due.
+    /// pushes, taken count, due, whether a batch is taken (0/1).
     static let statusScript = RedisScript(
         """
         local p, app, user, limit = ARGV[1], ARGV[2], ARGV[3], tonumber(ARGV[4])
@@ -222,7 +227,8 @@ public final class RedisSyncHintStore: SyncHintIntake, @unchecked Sendable {
           local st = p .. 'st:' .. m
           local f = redis.call('HMGET', st, 'full', 'hid', 'last', 'pushes')
           out[#out + 1] = {t, redis.call('ZRANGE', p .. 'ids:' .. m, 0, limit - 1), f[1] or '', f[2] or '',
-            f[3] or '', f[4] or '', redis.call('ZCARD', p .. 'tk:' .. m), redis.call('ZSCORE', KEYS[1], m) or ''}
+            f[3] or '', f[4] or '', redis.call('ZCARD', p .. 'tk:' .. m), redis.call('ZSCORE', KEYS[1], m) or '',
+            redis.call('HEXISTS', st, 'taken')}
         end
         return out
         """)
@@ -293,7 +299,7 @@ public final class RedisSyncHintStore: SyncHintIntake, @unchecked Sendable {
             }
             try reply.throwIfError("sync hint status")
             for row in reply.array ?? [] {
-                guard let f = row.array, f.count == 8, let type = f[0].string else { continue }
+                guard let f = row.array, f.count == 9, let type = f[0].string else { continue }
                 let ids = f[1].array?.compactMap(\.string) ?? []
                 let full = !(f[2].string ?? "").isEmpty
                 let last = Self.date(f[4].string)
@@ -311,7 +317,7 @@ public final class RedisSyncHintStore: SyncHintIntake, @unchecked Sendable {
                         app: app.rawValue, type: type, recordIds: ids, fullSync: full,
                         lastHintId: (f[3].string ?? "").isEmpty ? nil : f[3].string, lastPushAt: last,
                         pushesLastHour: pushes.filter { $0 > hourAgo }.count, nextPushAt: nextPushAt,
-                        inFlight: inFlight))
+                        inFlight: inFlight, pushing: f[8].integer == 1))
             }
         }
         return out.sorted { ($0.app, $0.type) < ($1.app, $1.type) }

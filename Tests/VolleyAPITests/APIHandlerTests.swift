@@ -23,6 +23,7 @@ struct InMemoryAPI {
     let outage = StoreOutageSwitch()
     let templates: InMemoryTemplateStore
     let frequencyCaps = InMemoryFrequencyCaps()
+    let syncHints = InMemorySyncHintStore(maxRecordIds: 5)
     let server: APIServer
 
     init(rate: APIConfiguration.RateLimit = .init(requestsPerSecond: 1000, burst: 1000)) {
@@ -40,12 +41,18 @@ struct InMemoryAPI {
             types: types, inbox: inbox, jobs: jobs, devices: devices,
             options: .init(apps: { $0 == "orgA" ? ["app1", "app2"] : ["app2"] }, clock: clock),
             logger: Logger(label: "test"))
+        var stores = APIServer.Stores(
+            credentials: credentials, jobs: jobs, jobStatus: jobs, devices: devices, types: types, quota: quota,
+            templates: templates, attributes: InMemoryUserAttributeStore(), frequencyCaps: frequencyCaps)
+        stores.syncHints = syncHints
         server = APIServer(
             configuration: configuration,
             stores: APIServer.Stores(
                 credentials: credentials, jobs: jobs, jobStatus: jobs, devices: devices, types: types, quota: quota,
                 templates: templates, attributes: InMemoryUserAttributeStore(), frequencyCaps: frequencyCaps),
             openAPIDocument: OpenAPIDocument.yaml, logger: Logger(label: "test"), connect: connect)
+            configuration: configuration, stores: stores, openAPIDocument: OpenAPIDocument.yaml,
+            logger: Logger(label: "test"), connect: connect)
     }
 
     func key(org: OrgID = "orgA", role: APIRole) throws -> String {

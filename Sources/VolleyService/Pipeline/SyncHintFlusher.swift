@@ -63,14 +63,22 @@ public final class SyncHintFlusher: @unchecked Sendable {
     }
 
     private func loop() {
+        var failures = 0
         while !condition.withLock({ stopped }) {
             do {
                 _ = try flushOnce()
+                if failures > 0 { logger.info("sync hint passes succeed again", metadata: ["failed": "\(failures)"]) }
+                failures = 0
             } catch {
-                logger.warning("sync hint pass failed; next pass after the tick", metadata: ["error": "\(error)"])
+                // Logged once per outage; the passes go on, further apart (up to 5 s), until Redis answers.
+                if failures == 0 {
+                    logger.warning("sync hint pass failed; retrying", metadata: ["error": "\(error)"])
+                }
+                failures += 1
             }
+            let wait = min(5, tickSeconds * Double(1 << min(failures, 5)))
             condition.withLock {
-                if !stopped { _ = condition.wait(until: Date().addingTimeInterval(tickSeconds)) }
+                if !stopped { _ = condition.wait(until: Date().addingTimeInterval(wait)) }
             }
         }
     }
