@@ -54,6 +54,12 @@ public struct PushJob: Sendable, Hashable, Codable, JSONReadable {
     /// Values for a template's `{{ message.custom_data.* }}` names: an object of at most `maxCustomDataBytes`.
     public var customData: JSONValue?
     public static let maxCustomDataBytes = 2048
+    /// When to send: RFC 3339 with an offset, at most `schedule.maxAheadDays` ahead. A later job is parked in the
+    /// schedule and comes back to the stream when due (docs/scheduling.md).
+    public var sendAt: ScheduledTime?
+    /// Each device gets the notification at this wall-clock time in its own zone, at the first such moment after
+    /// `sendAt` (or after the job was added); the devices due later wait as the job's waves (docs/scheduling.md).
+    public var deliverAtLocalTime: LocalDeliveryTime?
 
     public init(
         id: JobID? = nil, org: OrgID, app: AppName, recipients: [RecipientID]? = nil,
@@ -104,6 +110,22 @@ public struct PushJob: Sendable, Hashable, Codable, JSONReadable {
         inbox = try o.bool("inbox")
         notificationId = try o.string("notificationId")
         customData = o.value("customData")
+        sendAt = try o.string("sendAt").map { (text) throws(JSONFieldError) in
+            guard let t = ScheduledTime(text) else {
+                throw JSONFieldError(
+                    path: path + [.key("sendAt")],
+                    problem: .expected("an RFC 3339 time with an offset, such as 2026-11-27T09:00:00Z or +02:00"))
+            }
+            return t
+        }
+        deliverAtLocalTime = try o.string("deliverAtLocalTime").map { (text) throws(JSONFieldError) in
+            guard let t = LocalDeliveryTime(text) else {
+                throw JSONFieldError(
+                    path: path + [.key("deliverAtLocalTime")],
+                    problem: .expected("a wall-clock time HH:MM, such as 09:00"))
+            }
+            return t
+        }
     }
 
     public init(json: JSONValue, at path: [JSONPathComponent]) throws(JSONFieldError) {

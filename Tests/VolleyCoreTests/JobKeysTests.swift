@@ -31,6 +31,8 @@ import VolleyTestTags
         job.notificationId = "n-1"
         job.templateId = "tpl-1"
         job.customData = .object(["plan": .string("gold")])
+        job.sendAt = ScheduledTime("2026-12-01T09:00:00Z")
+        job.deliverAtLocalTime = LocalDeliveryTime("09:00")
         let object = try #require(try JSONValue(parsing: JSONEncoder().encode(job)).objectValue)
         #expect(Set(object.keys) == JobKeys.job)
         #expect(Set((object["notification"]?.objectValue ?? [:]).keys) == JobKeys.notification)

@@ -143,6 +143,7 @@ extension VolleyConfiguration {
         c.userTokenKeys = api.userTokenKeys
         c.userTokenMaxTTLSeconds = api.userTokenMaxTTLSeconds
         c.apps = Dictionary(apps.map { ($0.name, $0.orgs) }, uniquingKeysWith: { a, _ in a })
+        c.scheduleMaxAheadDays = schedule.maxAheadDays
         return c
     }
 }

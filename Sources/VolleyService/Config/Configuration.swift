@@ -14,6 +14,9 @@ public struct VolleyConfiguration: Sendable {
     public var quotas: QuotaSettings
     public var inbox: InboxSettings = .init()
     public var devices: DeviceSettings = .init()
+    public var schedule: ScheduleSettings = .init()
+    /// `orgs[]`: settings per org (`id`, `timeZone`).
+    public var orgs: [OrgSettings] = []
     public var log: LogSettings
     public var metrics: MetricsSettings = .init()
     /// The HTTP API process (`volley api`).
@@ -166,6 +169,52 @@ public struct DeviceSettings: Sendable, Hashable {
     public init() {}
 }
 
+/// Scheduled sends (`sendAt`, docs/scheduling.md).
+public struct ScheduleSettings: Sendable, Hashable {
+    /// `schedule.maxAheadDays`: a job's `sendAt` may be at most this many days ahead; the API answers 422 beyond,
+    /// a worker dead-letters the job.
+    public var maxAheadDays: Int = 30
+    public init() {}
+}
+
+/// One org's settings (`orgs[]`).
+public struct OrgSettings: Sendable, Hashable {
+    public var id: OrgID
+    /// `orgs[].timeZone`: the IANA zone of the org's devices that registered none, for `deliverAtLocalTime`.
+    public var timeZone: String?
+
+    static func read(_ raw: Any, _ r: inout ConfigReader) -> [OrgSettings] {
+        guard let list = raw as? [Any] else {
+            r.problem("orgs", "must be a list of {id, timeZone}")
+            return []
+        }
+        var out: [OrgSettings] = []
+        for (i, item) in list.enumerated() {
+            let p = "orgs[\(i)]"
+            guard let o = item as? [String: Any] else {
+                r.problem(p, "must be a mapping")
+                continue
+            }
+            r.rejectUnknownKeys(o, known: ["id", "timeZone"], at: p)
+            guard let id = r.string(o, "id", at: p), !id.isEmpty else {
+                r.problem("\(p).id", "required")
+                continue
+            }
+            var settings = OrgSettings(id: OrgID(id))
+            if let z = r.string(o, "timeZone", at: p) {
+                if TimeZone(identifier: z) == nil || z.isEmpty {
+                    r.problem("\(p).timeZone", "'\(z)' is not an IANA time zone such as Europe/Berlin")
+                } else {
+                    settings.timeZone = z
+                }
+            }
+            if out.contains(where: { $0.id == settings.id }) { r.problem("\(p).id", "duplicate org '\(id)'") }
+            out.append(settings)
+        }
+        return out
+    }
+}
+
 /// The operations endpoint (`/metrics`, `/livez`, `/readyz`) of each worker and API process.
 public struct MetricsSettings: Sendable, Hashable {
     /// False: no endpoint, and metrics are not collected at all.
@@ -209,6 +258,7 @@ extension VolleyConfiguration {
         "quotas": ["ios", "android"],
         "inbox": ["maxCount", "maxAgeSeconds"],
         "devices": ["staleAfterDays"],
+        "schedule": ["maxAheadDays"],
         "log": ["level", "format"],
         "metrics": ["enabled", "host", "port", "apiPort"],
         // `redisPipelines` was removed; its environment override is still read so that it stops startup by name.
@@ -268,7 +318,7 @@ extension VolleyConfiguration {
     private static func keys(_ section: String) -> Set<String> { Set(schema[section] ?? []) }
 
     private static func read(_ tree: [String: Any], _ r: inout ConfigReader) -> VolleyConfiguration {
-        r.rejectUnknownKeys(tree, known: Set(schema.keys).union(["apps"]), at: "")
+        r.rejectUnknownKeys(tree, known: Set(schema.keys).union(["apps", "orgs"]), at: "")
         var c = VolleyConfiguration()
 
         if let s = r.section(tree, "redis", at: "") {
@@ -356,6 +406,10 @@ extension VolleyConfiguration {
             r.rejectUnknownKeys(s, known: keys("devices"), at: "devices")
             if let v = r.int(s, "staleAfterDays", at: "devices", range: 0...3_650) { c.devices.staleAfterDays = v }
         }
+        if let s = r.section(tree, "schedule", at: "") {
+            r.rejectUnknownKeys(s, known: keys("schedule"), at: "schedule")
+            if let v = r.int(s, "maxAheadDays", at: "schedule", range: 1...3_650) { c.schedule.maxAheadDays = v }
+        }
         if let s = r.section(tree, "log", at: "") {
             r.rejectUnknownKeys(s, known: keys("log"), at: "log")
             if let v = r.string(s, "level", at: "log") {
@@ -384,6 +438,7 @@ extension VolleyConfiguration {
             if let v = r.int(s, "apiPort", at: "metrics", range: 0...65535) { c.metrics.apiPort = v }
         }
         if let s = r.section(tree, "api", at: "") { c.api = APISettings.read(s, &r) }
+        if let raw = tree["orgs"], !(raw is NSNull) { c.orgs = OrgSettings.read(raw, &r) }
         if let raw = tree["apps"], !(raw is NSNull) {
             guard let list = raw as? [Any] else {
                 r.problem("apps", "must be a list of apps")

@@ -60,6 +60,9 @@ public enum WorkerRunner {
         let worker = PipelineWorker(
             configuration: settings.worker, backend: settings.backend(logger: logger),
             apps: apps, resolver: resolver, quota: quota, logger: logger)
+        let promoter = SchedulePromoter(settings: settings, logger: logger)
+        promoter.start()
+        defer { promoter.stop() }
         let group = ServiceGroup(
             configuration: .init(
                 services: [.init(service: WorkerService(worker: worker, logger: logger))],
@@ -120,6 +123,10 @@ extension WorkerRunner {
         let sweeper = StaleDeviceSweeper(
             configuration: .init(staleAfterDays: c.devices.staleAfterDays), settings: settings, logger: logger)
         sweeper?.start()
+        // Scheduled jobs due: one worker of the fleet at a time moves them back onto the job stream.
+        let promoter = SchedulePromoter(settings: settings, logger: logger)
+        promoter.start()
+        defer { promoter.stop() }
         let group = ServiceGroup(
             configuration: .init(services: services, gracefulShutdownSignals: [.sigterm, .sigint], logger: logger))
         try await group.run()
