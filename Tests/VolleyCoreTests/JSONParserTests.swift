@@ -152,6 +152,8 @@ struct JobJSONReadingTests {
         job.notificationId = "n-1"
         job.templateId = "tpl-1"
         job.customData = .object(["plan": .string("gold")])
+        job.sendAt = ScheduledTime("2026-12-01T09:00:00.25+01:00")
+        job.deliverAtLocalTime = LocalDeliveryTime("07:45")
         return job
     }
 
