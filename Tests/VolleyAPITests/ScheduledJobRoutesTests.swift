@@ -57,6 +57,44 @@ import VolleyTestTags
         }
     }
 
+    @Test func aDeviceRegistersItsTimeZoneAndAnUnknownOneIsRefusedNamingIt() async throws {
+        let api = InMemoryAPI()
+        let admin = try api.key(role: .admin)
+        let alice = try api.userToken(user: "alice")
+        try await api.test { client async throws in
+            let put = try await client.call(
+                .put, "/v1/devices", token: alice,
+                json: #"{"platform":"android","token":"fcm-1","timeZone":"Asia/Kolkata"}"#)
+            #expect(put.status == 200, "\(put.text)")
+            #expect(try self.object(put.text)["timeZone"] as? String == "Asia/Kolkata")
+            let listed = try await client.call(.get, "/v1/users/alice/devices", token: admin)
+            let devices = try #require(try self.object(listed.text)["devices"] as? [[String: Any]])
+            #expect(devices.first?["timeZone"] as? String == "Asia/Kolkata")
+            let bad = try await client.call(
+                .put, "/v1/devices", token: alice, json: #"{"platform":"android","token":"fcm-2","timeZone":"CEST"}"#)
+            #expect(bad.status == 400, "\(bad.text)")
+            #expect(try self.object(bad.text)["field"] as? String == "timeZone")
+        }
+    }
+
+    @Test func aLocalTimeJobIsAcceptedAndABadTimeNamed() async throws {
+        let api = InMemoryAPI()
+        let send = try api.key(role: .send)
+        try await api.test { client async throws in
+            let ok = try await client.call(
+                .post, "/v1/jobs", token: send,
+                json:
+                    #"{"app":"app1","recipients":["005A"],"notification":{"title":"Hi"},"deliverAtLocalTime":"09:00"}"#)
+            #expect(ok.status == 202, "\(ok.text)")
+            let bad = try await client.call(
+                .post, "/v1/jobs", token: send,
+                json: #"{"app":"app1","recipients":["005A"],"notification":{"title":"Hi"},"deliverAtLocalTime":"9am"}"#)
+            #expect(bad.status == 400, "\(bad.text)")
+            #expect(try self.object(bad.text)["field"] as? String == "deliverAtLocalTime")
+        }
+        #expect(api.jobs.jobs().first?.deliverAtLocalTime == LocalDeliveryTime("09:00"))
+    }
+
     @Test func cancelAnswers200ThenTheJobReadsCancelled404Unknown409Finished() async throws {
         let api = InMemoryAPI()
         let send = try api.key(role: .send)

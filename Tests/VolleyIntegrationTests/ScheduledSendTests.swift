@@ -31,6 +31,14 @@ import VolleyTestTags
         }
     }
 
+    /// Waits for the fleet to run: a worker's promoter has taken the schedule's lease (it starts with the worker's
+    /// reader), so a job's time counts from a running fleet, not from a process still starting.
+    func started(_ w: MockWorld) async throws {
+        try await waitUntil("a worker running (the promotion lease taken)", timeout: .seconds(60)) {
+            try w.h.admin.client.checked(["GET", w.h.store.scheduleLeaseKey(shard: 0)]).string != nil
+        }
+    }
+
     func parked(_ w: MockWorld, _ job: JobID) throws -> Bool {
         let member = StoreConfiguration.scheduleMember(org: "org1", job: job)
         return try w.h.admin.client.checked(["ZSCORE", w.h.store.scheduleKey(shard: 0), member]).string != nil
@@ -44,6 +52,7 @@ import VolleyTestTags
         defer { if a.isRunning { a.kill9() } }
         let b = try WorkerProcess(config: config, consumer: "B", logDirectory: w.dir)
         defer { if b.isRunning { b.kill9() } }
+        try await started(w)
         let due = Date().addingTimeInterval(4)
         try w.h.producer.enqueue(job("at-1", devices: androidDevices(2, prefix: "at"), sendAt: due))
         try await waitUntil("at-1 parked: \(a.log.suffix(1500))", timeout: .seconds(10)) {
@@ -70,10 +79,11 @@ import VolleyTestTags
         let config = try w.writeConfig(worker: workerKeys())
         let a = try WorkerProcess(config: config, consumer: "A", logDirectory: w.dir)
         defer { if a.isRunning { a.kill9() } }
+        try await started(w)
         let now = Date()
-        try w.h.producer.enqueue(job("cancel-me", devices: androidDevices(3, prefix: "cx"), sendAt: now + 2))
+        try w.h.producer.enqueue(job("cancel-me", devices: androidDevices(3, prefix: "cx"), sendAt: now + 3))
         // A second job, due after the first: once it has arrived, the first one's time has passed too.
-        try w.h.producer.enqueue(job("keep-me", devices: androidDevices(1, prefix: "kp"), sendAt: now + 3))
+        try w.h.producer.enqueue(job("keep-me", devices: androidDevices(1, prefix: "kp"), sendAt: now + 4))
         try await waitUntil("both parked: \(a.log.suffix(1500))", timeout: .seconds(10)) {
             try self.parked(w, "cancel-me") && self.parked(w, "keep-me")
         }
@@ -145,6 +155,7 @@ import VolleyTestTags
         let config = try w.writeConfig(worker: workerKeys())
         let a = try WorkerProcess(config: config, consumer: "A", logDirectory: w.dir)
         defer { if a.isRunning { a.kill9() } }
+        try await started(w)
         // Berlin's next whole minute, at least 5 s away.
         let berlin = TimeZone(identifier: "Europe/Berlin")!
         let now = Date()
@@ -206,6 +217,7 @@ import VolleyTestTags
             workers[name] = try WorkerProcess(config: config, consumer: name, logDirectory: w.dir)
         }
         defer { for p in workers.values where p.isRunning { p.kill9() } }
+        try await started(w)
         let due = Date().addingTimeInterval(4)
         var job = PushJob(
             id: "campaign-at", org: "org1", app: "app1", recipients: (0..<500).map { RecipientID("user\($0)") },

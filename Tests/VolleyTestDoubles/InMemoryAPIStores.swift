@@ -200,7 +200,7 @@ public final class InMemoryDevices: DeviceStore {
             platform: device.platform, token: device.token,
             environment: device.platform == .ios ? (device.environment ?? .production) : nil, locale: device.locale,
             user: device.user, registeredAt: now, lastSeenAt: now, rsaPublicKey: device.rsaPublicKey,
-            cipherName: device.rsaPublicKey == nil ? nil : device.cipherName)
+            cipherName: device.rsaPublicKey == nil ? nil : device.cipherName, timeZone: device.timeZone)
         devices.withLock {
             $0[Key(org: device.org, app: device.app, platform: device.platform, token: device.token)] = record
         }
