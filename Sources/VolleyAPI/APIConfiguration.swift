@@ -34,6 +34,8 @@ public struct APIConfiguration: Sendable {
     public var maxConnections: Int?
     /// `api.readinessTimeoutSeconds`: `/readyz` answers 503 when Redis has not answered within this long. Default 2.
     public var readinessTimeoutSeconds: Double = 2
+    /// `schedule.maxAheadDays`: how far ahead a job's `sendAt` may be.
+    public var scheduleMaxAheadDays: Int = 30
     /// Apps by name and the orgs allowed to use each (`apps[].orgs`).
     public var apps: [AppName: AppOrgs] = [:]
     /// Each org's frequency caps from the file (`orgs[].frequencyCaps`); rules set through the API replace them.

@@ -126,14 +126,49 @@ paths:
         "404": {$ref: "#/components/responses/NotFound"}
         "413": {$ref: "#/components/responses/TooLarge"}
         "415": {$ref: "#/components/responses/UnsupportedMediaType"}
-        "422": {$ref: "#/components/responses/Conflict"}
+        "422":
+          description: >-
+            A different job was already accepted under this idempotency key (`field` Idempotency-Key), or `sendAt`
+            is more than 60 s in the past or beyond `schedule.maxAheadDays` (`field` sendAt).
+          content:
+            application/problem+json:
+              schema: {$ref: "#/components/schemas/Problem"}
         "429": {$ref: "#/components/responses/TooManyRequests"}
         "503": {$ref: "#/components/responses/Unavailable"}
   /v1/jobs/{id}:
+    delete:
+      tags: [jobs]
+      operationId: cancelJob
+      summary: Cancel a job that has not finished (role send or admin, the key's org only).
+      description: |
+        A scheduled job leaves the schedule and sends nothing. A queued one sends nothing when a worker reads it; a
+        running one stops between chunks of devices, and its report (`GET /v1/jobs/{id}` once `done`) says
+        `status: cancelled` with what went.
+      parameters:
+        - name: id
+          in: path
+          required: true
+          schema: {type: string}
+      responses:
+        "200":
+          description: Cancelled; the job's status (`cancelled`, with `dueAt` when it was scheduled).
+          content:
+            application/json:
+              schema: {$ref: "#/components/schemas/JobStatus"}
+        "401": {$ref: "#/components/responses/Unauthorized"}
+        "403": {$ref: "#/components/responses/Forbidden"}
+        "404": {$ref: "#/components/responses/NotFound"}
+        "409":
+          description: The job has finished (done or dead-lettered); nothing was changed.
+          content:
+            application/problem+json:
+              schema: {$ref: "#/components/schemas/Problem"}
+        "429": {$ref: "#/components/responses/TooManyRequests"}
+        "503": {$ref: "#/components/responses/Unavailable"}
     get:
       tags: [jobs]
       operationId: getJob
-      summary: A job's state (queued, running, done, dead-lettered) and its report once done.
+      summary: A job's state (queued, scheduled, running, done, dead-lettered, cancelled) and its report once done.
       parameters:
         - name: id
           in: path
@@ -251,6 +286,11 @@ paths:
                   description: >-
                     RSA_OAEP_SHA256, or absent for an app that decrypts with PKCS #1 v1.5. Without
                     `rsaPublicKey` it is checked and not kept.
+                timeZone:
+                  type: string
+                  description: >-
+                    The device's IANA time zone (`Europe/Berlin`): a job's `deliverAtLocalTime` reaches it at that
+                    wall-clock time there. An unknown zone is a 400 naming `timeZone`.
       responses:
         "200":
           description: The device as registered.
@@ -1939,6 +1979,21 @@ components:
           description: >-
             False: the org's frequency caps neither hold this job's notification back nor count it (OneSignal's
             `enable_frequency_cap`). Default true; silent pushes are never capped.
+        sendAt:
+          type: string
+          format: date-time
+          description: >-
+            When to send: RFC 3339 with an offset (`Z` or `+02:00`), kept as written. At most
+            `schedule.maxAheadDays` ahead (default 30); more than 60 s in the past is refused (422). Until then the
+            job reads `scheduled`.
+        deliverAtLocalTime:
+          type: string
+          pattern: "^([01][0-9]|2[0-3]):[0-5][0-9]$"
+          description: >-
+            `HH:MM`: each device gets the notification at this wall-clock time in its registered `timeZone` (else its
+            org's `orgs[].timeZone`, else UTC), at the first such moment after `sendAt` (or after the job was
+            added). A time skipped by a daylight-saving change is sent at the next valid minute, one that happens
+            twice once. The job reads `scheduled` (with `dueAt` and `waiting`) until its last device's time.
     Notification:
       type: object
       additionalProperties: false
@@ -1994,7 +2049,8 @@ components:
       properties:
         id: {type: string}
         entry: {type: string}
-        state: {type: string, enum: [queued]}
+        state: {type: string, enum: [queued, scheduled]}
+        dueAt: {type: string, format: date-time, description: "With `scheduled`: when the job is due, in UTC."}
     DebugEvent:
       type: object
       required: [event, at, answer]
@@ -2019,7 +2075,15 @@ components:
       required: [id, state]
       properties:
         id: {type: string}
-        state: {type: string, enum: [queued, running, done, dead-lettered]}
+        state: {type: string, enum: [queued, scheduled, running, done, dead-lettered, cancelled]}
+        dueAt:
+          type: string
+          format: date-time
+          description: >-
+            With `scheduled`, when the job is due (UTC); with `cancelled`, when a scheduled job would have been.
+        waiting:
+          type: integer
+          description: With `scheduled`, a `deliverAtLocalTime` job's devices still waiting for their local time.
         entry: {type: string}
         app: {type: string}
         createdAt: {type: string}
@@ -2113,6 +2177,7 @@ components:
               nextPushAt: {type: string, format: date-time}
               inFlight: {type: integer}
               pushing: {type: boolean, description: A push is taken and not yet on the job stream.}
+        timeZone: {type: string, description: "The registered IANA time zone, if any."}
     UserAttributesBody:
       type: object
       additionalProperties: false

@@ -10,6 +10,7 @@ extension APIServer {
     func addV1Routes(_ v1: RouterGroup<APIRequestContext>) {
         v1.post("/jobs") { request, context in try await self.createJob(request, context) }
         v1.get("/jobs/:id") { _, context in try await self.getJob(context) }
+        v1.delete("/jobs/:id") { _, context in try await self.cancelJob(context) }
         v1.get("/jobs/:id/events") { _, context in try await self.getJobEvents(context) }
         v1.post("/user-tokens") { request, context in try await self.createUserToken(request, context) }
         v1.put("/devices") { request, context in try await self.putDevice(request, context) }
@@ -91,6 +92,10 @@ extension APIServer {
             let field = named ?? (r.reason == .invalidJob ? "id" : "recipients")
             throw APIProblem.badRequest(field, r.message)
         }
+        // A time the worker would refuse (more than a minute past, beyond `schedule.maxAheadDays`) is refused here.
+        let timing = JobTiming.of(
+            sendAt: job.sendAt, now: Date(), maxAheadDays: configuration.scheduleMaxAheadDays, promoted: false)
+        if case .refused(let r) = timing { throw APIProblem(.unprocessableContent, r.message, field: "sendAt") }
         // What every worker would refuse is refused here, before the Idempotency-Key is recorded: a corrected retry
         // under the same key is then a new job, not a conflict. A templated job is checked with its template's
         // notification.
@@ -128,9 +133,15 @@ extension APIServer {
         case .accepted(let entry), .replayed(let entry):
             var headers: HTTPFields = [.location: "/v1/jobs/\(id)"]
             if case .replayed = submission { headers[.init("Idempotent-Replayed")!] = "true" }
-            let answer = JSONResponse.object([
+            var members: [(String, JSONResponse.Member)] = [
                 ("entry", .text(entry)), ("id", .text(id.rawValue)), ("state", .text("queued")),
-            ])
+            ]
+            if case .later(let due) = timing {
+                // A worker parks it until then. Members in key order.
+                members = [("dueAt", .text(ScheduledTime.utcText(due)))] + members
+                members[3].1 = .text("scheduled")
+            }
+            let answer = JSONResponse.object(members)
             return JSONResponse.raw(answer, status: .accepted, headers: headers)
         case .conflict:
             throw APIProblem(
@@ -156,6 +167,23 @@ extension APIServer {
         }
         status.id = id
         return JSONResponse.raw(try ReportCoding.encoder.encode(status))
+    }
+
+    /// Cancels a job of the send key's org: 200 with the job's status (`cancelled`; `dueAt` when it was scheduled),
+    /// 404 for a job the org does not have, 409 (problem+json) for one that has finished or was dead-lettered.
+    func cancelJob(_ context: APIRequestContext) async throws -> Response {
+        let org = try context.key([.send, .admin])
+        let id = try parameter(context, "id")
+        guard Input.isSafeID(id) else { throw APIProblem.notFound("no job '\(id)' in this org", field: "id") }
+        switch try await stores.jobStatus.cancel(org: org, job: JobID(id), now: Date()) {
+        case .unknown: throw APIProblem.notFound("no job '\(id)' in this org", field: "id")
+        case .finished(let status):
+            throw APIProblem(
+                .conflict, "job '\(id)' has finished (\(status.state)): nothing left to cancel", field: "id")
+        case .cancelled(var status):
+            status.id = id
+            return JSONResponse.raw(try ReportCoding.encoder.encode(status))
+        }
     }
 
     /// The debug events of a job of the caller's org (`volley events` over HTTP). A job the org does not know
@@ -222,6 +250,7 @@ extension APIServer {
         var lastSeenAt: Date
         var rsaPublicKey: String?
         var cipherName: String?
+        var timeZone: String?
     }
 
     func putDevice(_ request: Request, _ context: APIRequestContext) async throws -> Response {
@@ -229,12 +258,14 @@ extension APIServer {
         let data = try await body(request)
         let o = try Input.object(data)
         try Input.rejectUnknownKeys(
-            o.members.keys, known: ["platform", "token", "environment", "locale", "rsaPublicKey", "cipherName"], at: "")
+            o.members.keys,
+            known: ["platform", "token", "environment", "locale", "rsaPublicKey", "cipherName", "timeZone"], at: "")
         let b = try Input.fields { () throws(JSONFieldError) in
             (
                 platform: try o.string("platform"), token: try o.string("token"),
                 environment: try o.string("environment"), locale: try o.string("locale"),
-                rsaPublicKey: try o.string("rsaPublicKey"), cipherName: try o.string("cipherName")
+                rsaPublicKey: try o.string("rsaPublicKey"), cipherName: try o.string("cipherName"),
+                timeZone: try o.string("timeZone")
             )
         }
         guard let p = b.platform, let platform = Platform(rawValue: p) else {
@@ -266,16 +297,22 @@ extension APIServer {
         if let l = locale, l.isEmpty || l.count > 35 {
             throw APIProblem.badRequest("locale", "a language tag such as en-US")
         }
+        // An IANA zone the system knows (`deliverAtLocalTime` sends at the device's own wall-clock time).
+        if let z = b.timeZone, TimeZone(identifier: z) == nil || z.isEmpty {
+            throw APIProblem.badRequest("timeZone", "an IANA time zone such as Europe/Berlin")
+        }
         let record = DeviceImportRecord(
             org: claims.org, app: claims.app, user: claims.user, platform: platform, token: DeviceToken(token),
-            environment: environment, locale: locale, rsaPublicKey: key?.rsaPublicKey, cipherName: key?.cipherName)
+            environment: environment, locale: locale, rsaPublicKey: key?.rsaPublicKey, cipherName: key?.cipherName,
+            timeZone: b.timeZone)
         let now = Date()
         try await stores.devices.register(record, now: now)
         return try JSONResponse.make(
             DeviceBody(
                 app: claims.app.rawValue, user: claims.user.rawValue, platform: platform.rawValue, token: token,
                 environment: platform == .ios ? (environment ?? .production).rawValue : nil, locale: locale,
-                registeredAt: now, lastSeenAt: now, rsaPublicKey: key?.rsaPublicKey, cipherName: key?.cipherName))
+                registeredAt: now, lastSeenAt: now, rsaPublicKey: key?.rsaPublicKey, cipherName: key?.cipherName,
+                timeZone: b.timeZone))
     }
 
     func deleteDevice(_ context: APIRequestContext) async throws -> Response {
@@ -317,7 +354,8 @@ extension APIServer {
             DeviceBody(
                 app: app.rawValue, user: user, platform: r.platform.rawValue, token: r.token.rawValue,
                 environment: r.environment?.rawValue, locale: r.locale, registeredAt: r.registeredAt,
-                lastSeenAt: r.lastSeenAt, rsaPublicKey: r.rsaPublicKey, cipherName: r.cipherName)
+                lastSeenAt: r.lastSeenAt, rsaPublicKey: r.rsaPublicKey, cipherName: r.cipherName,
+                timeZone: r.timeZone)
         }
         // A user unknown to this org (or another org's user) looks the same: nothing here.
         guard !devices.isEmpty else {

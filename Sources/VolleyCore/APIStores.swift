@@ -86,12 +86,25 @@ public protocol JobSubmitter: Sendable {
     func enqueue(_ job: PushJob) async throws -> String
 }
 
+/// What a cancel did.
+public enum JobCancellation: Sendable {
+    /// `org` has no such job.
+    case unknown
+    /// The job had finished (its report is published) or was dead-lettered: nothing to cancel.
+    case finished(JobStatus)
+    /// Cancelled: the job's status after the cancel (`cancelled`, with `dueAt` when it was parked).
+    case cancelled(JobStatus)
+}
+
 /// `GET /v1/jobs/{id}`: where a job is, as its stores show it.
 ///
 /// - `done`: the outcome ledger holds the published report, which comes along.
 /// - `running`: the job's stream entry is pending in the worker group (read, not yet acknowledged).
 /// - `queued`: the entry is past the group's last delivered id (not read yet), or no group exists yet.
 /// - `dead-lettered`: read and acknowledged without a report; the dead letter gives the reason.
+/// - `scheduled`: parked until `dueAt` (its `sendAt`).
+/// - `cancelled`: cancelled before its report; one that was sending turns `done` (report `status: cancelled`) once
+///   its worker has recorded what went.
 public struct JobStatus: Sendable, Encodable {
     public var id: String = ""
     public var state: String
@@ -101,6 +114,11 @@ public struct JobStatus: Sendable, Encodable {
     public var report: JobReport?
     public var reason: String?
     public var detail: String?
+    /// `scheduled`: when the job is due (its `sendAt`, RFC 3339 in UTC); `cancelled` before it ran: when it would
+    /// have been.
+    public var dueAt: String?
+    /// `scheduled`, a `deliverAtLocalTime` job: devices still waiting for their local time.
+    public var waiting: Int?
 
     public init(
         state: String, entry: String? = nil, app: String? = nil, createdAt: String? = nil, report: JobReport? = nil,
@@ -129,6 +147,10 @@ public struct JobStatus: Sendable, Encodable {
 public protocol JobStatusReader: Sendable {
     /// nil when `org` submitted no job `job` (or its record expired).
     func status(org: OrgID, job: JobID) async throws -> JobStatus?
+    /// `DELETE /v1/jobs/{id}`: cancels a job of `org` that has not finished. A parked job leaves the schedule and
+    /// nothing is sent; a queued or running one is marked, and its worker sends nothing more after the chunk it is
+    /// on, then publishes a report with `status: cancelled`.
+    func cancel(org: OrgID, job: JobID, now: Date) async throws -> JobCancellation
     /// The job's debug events, oldest first; nil when `org` has no such job (an empty list: known, no events).
     func events(org: OrgID, job: JobID) async throws -> [DebugEvent]?
 }

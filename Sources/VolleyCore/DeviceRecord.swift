@@ -12,11 +12,15 @@ public struct DeviceRecord: Sendable, Hashable, Codable {
     /// The app's RSA public key for encrypted pushes (`DeviceKeyMaterial`), when it registered one.
     public var rsaPublicKey: String?
     public var cipherName: String?
+    /// The device's IANA zone, for `deliverAtLocalTime`.
+    public var timeZone: String?
 
     public init(
         platform: Platform, token: DeviceToken, environment: APNSEnvironment? = nil, locale: String? = nil,
-        user: UserID, registeredAt: Date, lastSeenAt: Date, rsaPublicKey: String? = nil, cipherName: String? = nil
+        user: UserID, registeredAt: Date, lastSeenAt: Date, rsaPublicKey: String? = nil, cipherName: String? = nil,
+        timeZone: String? = nil
     ) {
+        self.timeZone = timeZone
         self.rsaPublicKey = rsaPublicKey
         self.cipherName = cipherName
         self.platform = platform
@@ -31,7 +35,8 @@ public struct DeviceRecord: Sendable, Hashable, Codable {
     public var device: Device {
         Device(
             platform: platform, token: token, environment: environment, locale: locale, user: user,
-            encryptionKey: rsaPublicKey.map { DeviceKeyMaterial(rsaPublicKey: $0, cipherName: cipherName) })
+            encryptionKey: rsaPublicKey.map { DeviceKeyMaterial(rsaPublicKey: $0, cipherName: cipherName) },
+            timeZone: timeZone)
     }
 
 }
@@ -48,15 +53,18 @@ public struct DeviceImportRecord: Sendable, Hashable, Codable {
     public var locale: String?
     public var rsaPublicKey: String?
     public var cipherName: String?
+    /// An IANA zone (`America/New_York`), for `deliverAtLocalTime`.
+    public var timeZone: String?
     /// The keys a JSONL record may carry; any other refuses the line, naming the key.
     public static let keys: Set<String> = [
-        "org", "app", "user", "platform", "token", "environment", "locale", "rsaPublicKey", "cipherName",
+        "org", "app", "user", "platform", "token", "environment", "locale", "rsaPublicKey", "cipherName", "timeZone",
     ]
     public init(
         org: OrgID, app: AppName, user: UserID, platform: Platform, token: DeviceToken,
         environment: APNSEnvironment? = nil, locale: String? = nil, rsaPublicKey: String? = nil,
-        cipherName: String? = nil
+        cipherName: String? = nil, timeZone: String? = nil
     ) {
+        self.timeZone = timeZone
         self.rsaPublicKey = rsaPublicKey
         self.cipherName = cipherName
         self.org = org

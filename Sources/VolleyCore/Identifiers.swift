@@ -122,11 +122,14 @@ public struct Device: Sendable, Hashable, Codable {
     public var user: UserID?
     /// The RSA public key the app registered for encrypted Notification Builder pushes (nil: none).
     public var encryptionKey: DeviceKeyMaterial?
+    /// The IANA zone the app registered (`Europe/Berlin`), for `deliverAtLocalTime` (nil: none).
+    public var timeZone: String?
 
     public init(
         platform: Platform, token: DeviceToken, environment: APNSEnvironment? = nil,
-        locale: String? = nil, user: UserID? = nil, encryptionKey: DeviceKeyMaterial? = nil
+        locale: String? = nil, user: UserID? = nil, encryptionKey: DeviceKeyMaterial? = nil, timeZone: String? = nil
     ) {
+        self.timeZone = timeZone
         self.platform = platform
         self.token = token
         self.environment = environment

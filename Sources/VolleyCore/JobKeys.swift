@@ -1,14 +1,13 @@
 import Foundation
 
 /// The keys a job's JSON may carry. A key outside these sets (a typo such as `titel`, or something Volley does not
-/// do, such as `sendAt`) refuses the job instead of being dropped without a word. Free-form objects (`data`, the raw
+/// do, such as `sendAfter`) refuses the job instead of being dropped without a word. Free-form objects (`data`, the raw
 /// `apns` / `fcm` payloads, the language tags of `localized`) are not checked.
 public enum JobKeys {
     public static let job: Set<String> = [
         "id", "org", "app", "recipients", "devices", "notification", "apns", "fcm", "platforms", "shard", "debug",
-        "salesforcePayload", "inbox", "notificationId", "templateId", "customData",
-        "throttlePerMinute",
-        "enableFrequencyCap",
+        "salesforcePayload", "inbox", "notificationId", "templateId", "customData", "sendAt",
+        "deliverAtLocalTime", "throttlePerMinute", "enableFrequencyCap",
     ]
     public static let notification: Set<String> = [
         "title", "subtitle", "body", "localized", "sound", "badge", "badgeIncrement", "data", "contentAvailable",

@@ -110,6 +110,11 @@ public protocol OutcomeLedger: AnyObject {
     /// Adds to a job's progress counters (devices resolved, devices with a recorded outcome) for `volley send
     /// --wait`. May be buffered until the next `record`, so it costs no round trip of its own.
     func noteProgress(org: OrgID, job: JobID, resolved: Int, done: Int)
+    /// Asks each following `record` to look, in its own round trip, whether one of `jobs` (the job, and the campaign
+    /// it is a shard of) was cancelled; `cancellationSeen` tells what the last `record` found.
+    func watchCancellation(org: OrgID, jobs: [JobID])
+    /// True once a `record` after `watchCancellation` found the job cancelled (`DELETE /v1/jobs/{id}`).
+    var cancellationSeen: Bool { get }
 }
 
 extension OutcomeLedger {
@@ -117,6 +122,9 @@ extension OutcomeLedger {
     public func recordDebugEvents(org: OrgID, job: JobID, _ events: [DebugEvent]) throws {}
     /// A ledger that keeps no progress counters ignores them.
     public func noteProgress(org: OrgID, job: JobID, resolved: Int, done: Int) {}
+    /// A ledger that cannot be told of a cancel never sees one.
+    public func watchCancellation(org: OrgID, jobs: [JobID]) {}
+    public var cancellationSeen: Bool { false }
 
     /// Records outcomes that settle no quota charge.
     public func record(org: OrgID, job: JobID, outcomes: [(Device, DeliveryOutcome)]) throws {
@@ -132,10 +140,25 @@ public enum LedgerState: Sendable, Equatable {
     case partial
     /// The report was published.
     case reported
+    /// The job was cancelled (`DELETE /v1/jobs/{id}`) before its report: nothing more is sent.
+    case cancelled
+}
+
+/// Jobs parked until their time (`sendAt`): a sorted set by due time beside each job stream shard, in its slot.
+public protocol JobScheduleStore: AnyObject {
+    /// Parks the entry's job `job` of `org` until `due` and acknowledges the entry, in one step: a crash leaves the
+    /// job on the stream or parked, never both, never neither. A job parked already under the same (org, job) keeps
+    /// its first parking (a producer's replay parks nothing new).
+    func park(_ entry: JobEntry, org: OrgID, job: JobID, due: Date) throws
+    /// Parks a local-time job's later waves: one member per instant of `waves` (instant → devices due then), each
+    /// bringing the entry's job back to the stream then, with `reference` (the instant its due times count from).
+    /// Notes in the job's ledger when the next wave is due and how many devices wait, for status reads. A wave
+    /// parked already stays as it is.
+    func parkWaves(_ entry: JobEntry, org: OrgID, job: JobID, reference: Date, waves: [Date: Int]) throws
 }
 
 /// Everything one engine thread needs, on one connection.
-public protocol PipelineSession: JobStream, DeviceRegistry, OutcomeLedger {}
+public protocol PipelineSession: JobStream, DeviceRegistry, OutcomeLedger, JobScheduleStore {}
 
 /// Makes sessions; one per engine thread.
 public protocol PipelineBackend: Sendable {

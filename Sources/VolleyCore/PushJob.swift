@@ -60,6 +60,12 @@ public struct PushJob: Sendable, Hashable, Codable, JSONReadable {
     /// False: the org's frequency caps neither hold this job's notification back nor count it (OneSignal's
     /// `enable_frequency_cap`). Absent or true: the caps apply to a visible notification.
     public var enableFrequencyCap: Bool?
+    /// When to send: RFC 3339 with an offset, at most `schedule.maxAheadDays` ahead. A later job is parked in the
+    /// schedule and comes back to the stream when due (docs/scheduling.md).
+    public var sendAt: ScheduledTime?
+    /// Each device gets the notification at this wall-clock time in its own zone, at the first such moment after
+    /// `sendAt` (or after the job was added); the devices due later wait as the job's waves (docs/scheduling.md).
+    public var deliverAtLocalTime: LocalDeliveryTime?
 
     public init(
         id: JobID? = nil, org: OrgID, app: AppName, recipients: [RecipientID]? = nil,
@@ -112,6 +118,22 @@ public struct PushJob: Sendable, Hashable, Codable, JSONReadable {
         customData = o.value("customData")
         throttlePerMinute = try o.int("throttlePerMinute")
         enableFrequencyCap = try o.bool("enableFrequencyCap")
+        sendAt = try o.string("sendAt").map { (text) throws(JSONFieldError) in
+            guard let t = ScheduledTime(text) else {
+                throw JSONFieldError(
+                    path: path + [.key("sendAt")],
+                    problem: .expected("an RFC 3339 time with an offset, such as 2026-11-27T09:00:00Z or +02:00"))
+            }
+            return t
+        }
+        deliverAtLocalTime = try o.string("deliverAtLocalTime").map { (text) throws(JSONFieldError) in
+            guard let t = LocalDeliveryTime(text) else {
+                throw JSONFieldError(
+                    path: path + [.key("deliverAtLocalTime")],
+                    problem: .expected("a wall-clock time HH:MM, such as 09:00"))
+            }
+            return t
+        }
     }
 
     public init(json: JSONValue, at path: [JSONPathComponent]) throws(JSONFieldError) {

@@ -1,59 +1,89 @@
 import Foundation
 
-/// When a worker promotes the due runs of recurring schedules to the job stream, decided on a clock.
+/// When a worker moves due jobs from the schedule back onto the job stream, decided on a clock.
 ///
-/// Every worker runs this machine and at most one of them promotes at a time: a pass takes a short lease in Redis
-/// first; a worker that does not get it tries again after the interval, so a promoting worker that dies is
-/// replaced within a lease. A pass promotes at most a batch of due schedules per org; a full batch asks for the
-/// next pass at once (`more`), so a backlog drains in batches without holding the lease long.
+/// Every worker runs this machine; one at a time promotes. A promotion pass is one script per job stream shard that
+/// takes or renews a short lease (`SET`-style, owner and expiry) and, when this worker holds it, moves the due jobs
+/// (`ZRANGEBYSCORE … LIMIT 0 batch`) onto the stream, so its cost follows the jobs promoted, never the jobs waiting.
+/// The holder goes round again at once while a pass fills its batch, else sleeps until the earliest due time or
+/// `tick`, whichever comes first: a job parked after the pass is seen within `tick`. A worker without the lease
+/// tries again within half the lease, so a holder that died is replaced within `leaseSeconds` (+ half of it).
 public struct SchedulePromotionStateMachine: Sendable {
     public struct Configuration: Sendable, Hashable {
-        /// How often a worker looks for due runs: a run is promoted at most this long after it is due.
-        public var intervalSeconds: Double
-        /// The lease a pass holds; a pass must finish within it.
+        /// The longest a lease holder sleeps between passes: the bound on how late a freshly parked job is seen.
+        public var tickSeconds: Double
+        /// How long a lease lasts without renewal.
         public var leaseSeconds: Double
+        /// Jobs moved per script.
+        public var batch: Int
+        /// After a failed pass (Redis unavailable).
+        public var retrySeconds: Double
 
-        public init(intervalSeconds: Double = 0.5, leaseSeconds: Double = 10) {
-            self.intervalSeconds = intervalSeconds
+        public init(tickSeconds: Double = 0.25, leaseSeconds: Double = 3, batch: Int = 500, retrySeconds: Double = 1) {
+            self.tickSeconds = tickSeconds
             self.leaseSeconds = leaseSeconds
+            self.batch = batch
+            self.retrySeconds = retrySeconds
         }
     }
 
     public enum Action: Sendable, Hashable {
         /// Nothing to do until `until`.
         case wait(until: Date)
-        /// Take the lease for `leaseSeconds` and promote the runs due by `dueBy`.
-        case promote(dueBy: Date, leaseSeconds: Double)
+        /// Take or renew the lease for `leaseSeconds` and move at most `batch` jobs due at or before `now` per shard.
+        case promote(now: Date, batch: Int, leaseSeconds: Double)
+    }
+
+    /// What a pass found.
+    public struct Pass: Sendable, Hashable {
+        /// False: another worker holds the lease (nothing was moved).
+        public var leased: Bool
+        /// Jobs moved onto the stream, over all shards.
+        public var promoted: Int
+        /// True when some shard's pass filled its batch (more may be due).
+        public var full: Bool
+        /// The earliest due time still waiting, over all shards (nil: nothing waits).
+        public var nextDue: Date?
+
+        public init(leased: Bool, promoted: Int = 0, full: Bool = false, nextDue: Date? = nil) {
+            self.leased = leased
+            self.promoted = promoted
+            self.full = full
+            self.nextDue = nextDue
+        }
     }
 
     public let configuration: Configuration
-    private var nextAttempt: Date?
+    public private(set) var holdsLease = false
 
-    public init(configuration: Configuration = Configuration()) {
-        self.configuration = configuration
-    }
+    public init(configuration: Configuration = Configuration()) { self.configuration = configuration }
 
-    /// What to do at `now`: promote when the interval has passed (at once on the first tick), else wait.
-    public mutating func tick(now: Date) -> Action {
-        if let next = nextAttempt, now < next { return .wait(until: next) }
-        nextAttempt = now.addingTimeInterval(configuration.intervalSeconds)
-        return .promote(dueBy: now, leaseSeconds: configuration.leaseSeconds)
-    }
+    /// The first pass: at once.
+    public mutating func started(now: Date) -> Action { promote(now) }
 
-    /// A pass ended. `leased` false: another worker held the lease. `more`: a batch was full, so the next pass
-    /// follows at once; otherwise the next one waits for the interval.
-    public mutating func promoted(now: Date, leased: Bool, more: Bool) -> Action {
-        if leased && more {
-            nextAttempt = now.addingTimeInterval(configuration.intervalSeconds)
-            return .promote(dueBy: now, leaseSeconds: configuration.leaseSeconds)
+    /// A wait ended.
+    public mutating func waited(now: Date) -> Action { promote(now) }
+
+    /// A pass ended.
+    public mutating func passed(_ pass: Pass, now: Date) -> Action {
+        holdsLease = pass.leased
+        guard pass.leased else {
+            return .wait(until: now.addingTimeInterval(configuration.leaseSeconds / 2))
         }
-        return .wait(until: nextAttempt ?? now.addingTimeInterval(configuration.intervalSeconds))
+        if pass.full { return promote(now) }
+        let tick = now.addingTimeInterval(configuration.tickSeconds)
+        guard let next = pass.nextDue else { return .wait(until: tick) }
+        if next <= now { return promote(now) }
+        return .wait(until: min(next, tick))
     }
 
-    /// A pass failed (Redis unavailable): try again after the interval.
+    /// A pass failed: try again after `retrySeconds`. The lease is not assumed held.
     public mutating func failed(now: Date) -> Action {
-        let next = now.addingTimeInterval(configuration.intervalSeconds)
-        nextAttempt = next
-        return .wait(until: next)
+        holdsLease = false
+        return .wait(until: now.addingTimeInterval(configuration.retrySeconds))
+    }
+
+    private func promote(_ now: Date) -> Action {
+        .promote(now: now, batch: configuration.batch, leaseSeconds: configuration.leaseSeconds)
     }
 }

@@ -15,7 +15,9 @@ public final class EngineMetrics: @unchecked Sendable {
     public static let deviceOutcomes = ["accepted", "rejected", "failed", "quota_exceeded", "expired"]
     public static let recipientOutcomes = ["no_devices", "unknown_recipient", "not_enabled", "frequency_capped"]
     /// `volley_jobs_total{result}`.
-    public static let jobResults = ["completed", "sharded", "duplicate", "dead_lettered", "abandoned"]
+    public static let jobResults = [
+        "completed", "sharded", "duplicate", "dead_lettered", "abandoned", "parked", "cancelled", "waves_waiting",
+    ]
     /// `volley_notification_failures_total{reason}` of each provider: its documented reasons, the transport's two
     /// ways of ending a send without an answer, then `other`.
     public static let failureReasons: [PushProvider: [String]] = [
@@ -41,6 +43,8 @@ public final class EngineMetrics: @unchecked Sendable {
     let redisErrors: Counter
     let jobDuration: Timer
     let queueWait: Timer
+    /// From a scheduled job's due time (`sendAt`) to its first send.
+    let scheduleLag: Timer
     private let draining: Recorder
     private let factory: any MetricsFactory
 
@@ -98,6 +102,7 @@ public final class EngineMetrics: @unchecked Sendable {
         redisErrors = Counter(label: "volley_redis_errors_total", factory: factory)
         jobDuration = Timer(label: "volley_job_duration_seconds", factory: factory)
         queueWait = Timer(label: "volley_job_queue_wait_seconds", factory: factory)
+        scheduleLag = Timer(label: "volley_schedule_due_to_send_seconds", factory: factory)
         draining = Recorder(label: "volley_draining", aggregate: false, factory: factory)
         draining.record(0)
         registerApps(apps)

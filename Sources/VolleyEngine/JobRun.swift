@@ -21,6 +21,10 @@ final class JobRun {
     private var machine: StateMachine
     /// What the current chunk knows of its users, for a job whose push is per person.
     private var recipients: [UserID: RecipientContext] = [:]
+    /// The due time of a job the schedule brought back, until its first send (`volley_schedule_due_to_send_seconds`).
+    private var dueAt: Date?
+    /// A `deliverAtLocalTime` job's decisions: which devices are due by now, which wait for a later wave.
+    private var local: LocalTimeWaves?
 
     init(
         worker: PipelineWorker, session: any PipelineSession, prefetcher: ChunkPrefetcher, entry: JobEntry, credits: Int
@@ -123,6 +127,15 @@ final class JobRun {
         } catch let r as JobRejection {
             return try end(machine.entryRejected(r))
         }
+        // A first delivery of a promoted entry measures how late its first send is.
+        if entry.deliveryCount <= 1, let ms = entry.fields["due"].flatMap(Double.init) {
+            dueAt = Date(timeIntervalSince1970: ms / 1000)
+        }
+        if let due = claim.due {
+            guard case .park(let until) = machine.dueLater(due) else { preconditionFailure("dueLater must park") }
+            try park(claim, until: until)
+            return true
+        }
         let readLedger: Bool
         switch machine.ledgerRead(claim.ledger, deliveryCount: entry.deliveryCount) {
         case .openDelivery(let r): readLedger = r
@@ -170,7 +183,14 @@ final class JobRun {
                         recipients = chunk.recipients
                         count(chunk, recorded: recorded, plan, &report)
                         let t = now()
-                        action = machine.chunkResolved(chunk.devices, recorded: recorded, now: t)
+                        if var waves = local {
+                            // A local-time job sends the devices due by now; the others wait for their wave.
+                            let due = waves.split(chunk.devices, recorded: recorded, now: t)
+                            local = waves
+                            action = machine.chunkResolved(due.devices, recorded: due.recorded, now: t)
+                        } else {
+                            action = machine.chunkResolved(chunk.devices, recorded: recorded, now: t)
+                        }
                     }
                 case .charge(let platform, let count):
                     guard let quota else {
@@ -231,6 +251,11 @@ final class JobRun {
                     let t = now()
                     action = machine.creditsReserved(granted, now: t)
                 case .send(let devices):
+                    if let due = dueAt {
+                        dueAt = nil
+                        let lag = max(0, worker.clock.now().timeIntervalSince(due))
+                        worker.metrics.scheduleLag.recordNanoseconds(Int64(lag * 1e9))
+                    }
                     send(devices, plan)
                     let t = now()
                     action = machine.devicesSent(now: t)
@@ -254,14 +279,21 @@ final class JobRun {
                     if !rest.isEmpty { try record(rest, plan, &report) }
                     facts = cursor.facts
                     action = machine.remainingRecorded(
-                        outstanding: mailbox.pending.outstanding, shardedInto: facts.shardedInto)
+                        outstanding: mailbox.pending.outstanding, shardedInto: facts.shardedInto,
+                        laterWaves: local.map { !$0.later.isEmpty } ?? false)
+                case .parkWaves:
+                    if let local {
+                        try session.parkWaves(
+                            entry, org: plan.job.org, job: plan.jobID, reference: local.reference, waves: local.later)
+                    }
+                    action = machine.wavesParked()
                 case .publishReport:
                     try publish(plan, facts: facts, &report)
                     action = machine.reportPublished()
                 case .acknowledge(let completion):
                     try acknowledge(completion, plan: plan, facts: facts, report: report)
                     return true
-                case .openDelivery, .deadLetter, .abandon:
+                case .openDelivery, .deadLetter, .abandon, .park:
                     return try end(action)
                 }
             } catch let r as JobRejection {
@@ -344,12 +376,22 @@ final class JobRun {
         }
     }
 
+    /// Parks a job due later in the schedule and acknowledges its entry (one script).
+    private func park(_ claim: Claim, until due: Date) throws {
+        try session.park(entry, org: claim.job.org, job: claim.jobID, due: due)
+        worker.addStats { $0.jobsParked += 1 }
+        worker.metrics.job("parked")
+        logger.info("job parked until its time", metadata: ["sendAt": "\(claim.job.sendAt?.text ?? "")"])
+    }
+
     /// What `accept` found: the job, its id, its app's senders and what earlier deliveries left in the ledger.
     struct Claim {
         let job: PushJob
         let jobID: JobID
         let senders: [Platform: any PushSender]
         let ledger: LedgerState
+        /// Set when the job is due later: it is parked, not sent.
+        let due: Date?
     }
 
     /// What `open` decided for a delivery: the job, its id, and what is sent per platform.
@@ -394,10 +436,12 @@ final class JobRun {
         // Every line about the job carries job, entry, org and app.
         logger[metadataKey: "org"] = "\(job.org)"
         logger[metadataKey: "app"] = "\(job.app)"
-        logger[metadataKey: "job"] = "\(job.id ?? JobID(entry.entryID.rawValue))"
+        // A job parked without an id keeps the id it had on its first entry (`jobId`, written on promotion).
+        let jobID = job.id ?? entry.fields["jobId"].map(JobID.init) ?? JobID(entry.entryID.rawValue)
+        logger[metadataKey: "job"] = "\(jobID)"
         if job.debug == true {
             // A shard's events go to its parent: `volley events --job` names the job that was sent.
-            debug = (job.org, job.shard?.parent ?? job.id ?? JobID(entry.entryID.rawValue), DebugEvent.maxPerJob)
+            debug = (job.org, job.shard?.parent ?? jobID, DebugEvent.maxPerJob)
         }
         if let object = parsed.objectValue, case let unknown = JobKeys.unknownKeys(in: object), !unknown.isEmpty {
             throw JobRejection(
@@ -418,10 +462,18 @@ final class JobRun {
         case .orgNotAllowed:
             throw JobRejection(.unknownApp, "org '\(job.org)' may not send through app '\(job.app)' (apps[].orgs)")
         }
-        let jobID = job.id ?? JobID(entry.entryID.rawValue)
-        logger[metadataKey: "job"] = "\(jobID)"
+        // A job due later waits in the schedule; its ledger is not read (a parked job has sent nothing). An entry
+        // the promoter brought back (`due`) is due, however late it is read.
+        switch JobTiming.of(
+            sendAt: job.sendAt, now: worker.clock.now(), maxAheadDays: config.scheduleMaxAheadDays,
+            promoted: entry.fields["due"] != nil)
+        {
+        case .refused(let r): throw r
+        case .later(let due): return Claim(job: job, jobID: jobID, senders: senders, ledger: .empty, due: due)
+        case .now: break
+        }
         let ledger = try session.ledgerState(org: job.org, job: jobID)
-        return Claim(job: job, jobID: jobID, senders: senders, ledger: ledger)
+        return Claim(job: job, jobID: jobID, senders: senders, ledger: ledger, due: nil)
     }
 
     /// Step 2: open the quota account and prepare the notification once per platform. An invalid notification is
@@ -436,6 +488,22 @@ final class JobRun {
             org: job.org, job: claim.jobID,
             delivery: "\(worker.configuration.consumer)#\(entry.deliveryCount)",
             adoptingEarlierCharges: readLedger)
+        if let time = job.deliverAtLocalTime {
+            // Due times count from `sendAt`, else from when the job was first added (its first entry, which a wave
+            // carries): every delivery of the job decides from the same instant, to the millisecond.
+            let ms =
+                job.sendAt.map { $0.date.timeIntervalSince1970 * 1000 }
+                ?? entry.fields["wave"].flatMap(LocalTimeWaves.reference(fromWaveField:)).map {
+                    $0.timeIntervalSince1970 * 1000
+                }
+                ?? entry.entryID.milliseconds.map(Double.init) ?? worker.clock.now().timeIntervalSince1970 * 1000
+            local = LocalTimeWaves(
+                time: time, reference: Date(timeIntervalSince1970: ms.rounded(.down) / 1000),
+                fallbackZone: worker.configuration.orgTimeZones[job.org] ?? TimeZone(identifier: "UTC")!)
+        }
+        // A cancel (`DELETE /v1/jobs/{id}`, of the job or of the campaign it is a shard of) is seen by the outcome
+        // records' own round trips.
+        session.watchCancellation(org: job.org, jobs: [claim.jobID] + (job.shard.map { [$0.parent] } ?? []))
         let personal = try worker.personalContent?.plan(for: job, jobID: claim.jobID)
         let notification = personal?.notification ?? job.effectiveNotification
         // The lifetime counts from when the job entered the stream: a delivery that starts later (a queue, a
@@ -591,6 +659,10 @@ final class JobRun {
         report.capped = facts.frequencyCapped
         if let personal = plan.personal { report.personalContent = personal.tally }
         if !facts.unknownRecipientIDs.isEmpty { report.unknownRecipientIDs = facts.unknownRecipientIDs.map(\.rawValue) }
+        if machine.cancelled {
+            report.status = "cancelled"
+            report.statusDetail = "cancelled (DELETE /v1/jobs/{id}); \(report.accepted) pushes were accepted before"
+        }
         if let why = facts.notEnabledReason {
             report.status = "not_enabled"
             report.statusDetail = why
@@ -617,13 +689,23 @@ final class JobRun {
         }
         try session.ack(entry.entryID)
         worker.addStats { $0.jobsCompleted += 1 }
+        if completion == .waitingForWaves, let local {
+            worker.metrics.job("waves_waiting")
+            logger.info(
+                "sent the devices due at their local time; the others wait for their waves",
+                metadata: [
+                    "waiting": "\(local.waiting)", "waves": "\(local.later.count)",
+                    "nextDue": "\(local.nextDue.map(ScheduledTime.utcText) ?? "")",
+                ])
+            return
+        }
         if completion == .sharded {
             // Split into shard jobs; the last shard publishes this job's report.
             worker.metrics.job("sharded")
             logger.info("job split into shards", metadata: ["shards": "\(facts.shardedInto)"])
             return
         }
-        worker.metrics.job("completed")
+        worker.metrics.job(machine.cancelled ? "cancelled" : "completed")
         worker.onReport?(report)
         // Per-device failures are summarised here, a count per reason, never a line per device.
         var metadata: Logger.Metadata = [
@@ -710,5 +792,6 @@ final class JobRun {
         }
         if let quota, let settlement { try quota.settle(settlement) }
         worker.addStats { $0.outcomesRecorded += batch.count }
+        if session.cancellationSeen { machine.cancellationSeen() }
     }
 }

@@ -1,4 +1,5 @@
 import Foundation
+import VolleyCore
 
 /// How one worker process consumes the job stream. The lead maps the YAML `worker:` section onto this.
 public struct WorkerConfiguration: Sendable, Hashable {
@@ -27,6 +28,11 @@ public struct WorkerConfiguration: Sendable, Hashable {
     public var recordBatch: Int
     /// Devices resolved per registry read.
     public var chunkSize: Int
+    /// `schedule.maxAheadDays`: a job whose `sendAt` is further ahead is dead-lettered.
+    public var scheduleMaxAheadDays: Int = 30
+    /// `orgs[].timeZone`: an org's zone for the devices of a `deliverAtLocalTime` job that registered none (else
+    /// UTC).
+    public var orgTimeZones: [OrgID: TimeZone] = [:]
 
     public init(
         consumer: String = WorkerConfiguration.defaultConsumerName(), concurrentJobs: Int = 2,

@@ -245,6 +245,8 @@ public struct WorkerStats: Sendable, Hashable {
     public var jobsCompleted = 0
     public var jobsDeadLettered = 0
     public var jobsAbandoned = 0
+    /// Jobs due later, parked in the schedule.
+    public var jobsParked = 0
     public var sends = 0
     public var outcomesRecorded = 0
     public var devicesSkippedAsRecorded = 0

@@ -22,7 +22,7 @@ public enum DeviceRecordReader {
 
     /// Required keys as `DeviceRecord`'s decoder requires them: platform, token, user, registeredAt, lastSeenAt. The
     /// optional `rsaPublicKey` and `cipherName` (a device's key for encrypted pushes, usually absent) become
-    /// `Device.encryptionKey`, as `DeviceRecord.device` makes it.
+    /// `Device.encryptionKey`, as `DeviceRecord.device` makes it; the optional `timeZone` becomes `Device.timeZone`.
     static func read(_ s: UnsafeBufferPointer<UInt8>) -> Device? {
         var p = Parser(s)
         guard p.consume(UInt8(ascii: "{")) else { return nil }
@@ -33,6 +33,7 @@ public enum DeviceRecordReader {
         var user: String?
         var rsaPublicKey: String?
         var cipherName: String?
+        var timeZone: String?
         var haveRegistered = false
         var haveLastSeen = false
         p.skipSpace()
@@ -77,6 +78,11 @@ public enum DeviceRecordReader {
                     guard let v = p.string() else { return nil }
                     cipherName = v
                 }
+            case .timeZone:
+                if !p.null() {
+                    guard let v = p.string() else { return nil }
+                    timeZone = v
+                }
             case .other:
                 guard p.skipScalar() else { return nil }
             }
@@ -93,12 +99,14 @@ public enum DeviceRecordReader {
         return Device(
             platform: platform, token: DeviceToken(token), environment: environment, locale: locale,
             user: UserID(user),
-            encryptionKey: rsaPublicKey.map { DeviceKeyMaterial(rsaPublicKey: $0, cipherName: cipherName) })
+            encryptionKey: rsaPublicKey.map { DeviceKeyMaterial(rsaPublicKey: $0, cipherName: cipherName) },
+            timeZone: timeZone)
     }
 
     /// The record keys this reader uses, matched from the key's bytes (no String per key).
     enum Key {
-        case platform, token, user, environment, locale, registeredAt, lastSeenAt, rsaPublicKey, cipherName, other
+        case platform, token, user, environment, locale, registeredAt, lastSeenAt, rsaPublicKey, cipherName, timeZone
+        case other
 
         init(_ k: UnsafeBufferPointer<UInt8>) {
             func equals(_ word: StaticString) -> Bool {
@@ -110,7 +118,7 @@ public enum DeviceRecordReader {
             case 4: self = equals("user") ? .user : .other
             case 5: self = equals("token") ? .token : .other
             case 6: self = equals("locale") ? .locale : .other
-            case 8: self = equals("platform") ? .platform : .other
+            case 8: self = equals("platform") ? .platform : equals("timeZone") ? .timeZone : .other
             case 10: self = equals("lastSeenAt") ? .lastSeenAt : equals("cipherName") ? .cipherName : .other
             case 11: self = equals("environment") ? .environment : .other
             case 12: self = equals("registeredAt") ? .registeredAt : equals("rsaPublicKey") ? .rsaPublicKey : .other

@@ -33,7 +33,8 @@ extension RedisPipelineSession {
                     platform: r.platform, token: r.token,
                     environment: r.platform == .ios ? (r.environment ?? .production) : nil,
                     locale: r.locale, user: r.user, registeredAt: now, lastSeenAt: now,
-                    rsaPublicKey: r.rsaPublicKey, cipherName: r.rsaPublicKey == nil ? nil : r.cipherName)
+                    rsaPublicKey: r.rsaPublicKey, cipherName: r.rsaPublicKey == nil ? nil : r.cipherName,
+                    timeZone: r.timeZone)
                 let json = String(decoding: try DeviceRecord.encoder.encode(rec), as: UTF8.self)
                 let field = StoreConfiguration.deviceField(r.platform, r.token)
                 commands.append(["HSET", store.deviceKey(org, app, r.user), field, json])

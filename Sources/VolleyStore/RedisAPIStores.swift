@@ -263,11 +263,33 @@ public final class RedisJobStatusReader: JobStatusReader {
         }
     }
 
+    public func cancel(org: OrgID, job: JobID, now: Date) async throws -> JobCancellation {
+        try await lanes.run { client in
+            guard let before = try self.read(client, org: org, job: job) else { return .unknown }
+            if before.state == "done" || before.state == "dead-lettered" { return .finished(before) }
+            var after = before
+            switch try RedisScheduleAdmin(store: self.store).cancel(client, org: org, job: job, now: now) {
+            case .finished: return .finished(try self.read(client, org: org, job: job) ?? before)
+            case .unparked(let due):
+                after.state = "cancelled"
+                after.dueAt = ScheduledTime.utcText(due)
+            case .marked:
+                after.state = "cancelled"
+            }
+            return .cancelled(after)
+        }
+    }
+
     /// The job of `org` as its stores show it, read from the job stream shard of its id; nil when unknown.
     func read(_ client: RedisClient, org: OrgID, job: JobID) throws -> JobStatus? {
         let shard = store.streamShard(of: job)
         let recordKey = keys.job(org, job, stream: store.jobStream(shard: shard))
-        let r = try client.pipeline([["HGETALL", recordKey], ["HGET", store.ledgerKey(org, job), "_report"]])
+        let ledger = store.ledgerKey(org, job)
+        let r = try client.pipeline([
+            ["HGETALL", recordKey], ["HGET", ledger, "_report"],
+            ["HMGET", ledger, "_cancelled", "_nextDue", "_waiting"],
+            ["ZSCORE", store.scheduleKey(shard: shard), StoreConfiguration.scheduleMember(org: org, job: job)],
+        ])
         for x in r { try x.throwIfError("job status") }
         var record: [String: String] = [:]
         for (k, v) in r[0].fieldPairs { record[k] = v }
@@ -275,6 +297,26 @@ public final class RedisJobStatusReader: JobStatusReader {
             return JobStatus(
                 state: "done", entry: record["entry"], app: record["app"], createdAt: record["createdAt"],
                 report: try? ReportCoding.decoder.decode(JobReport.self, from: Data(report.utf8)))
+        }
+        let marks = r[2].array ?? []
+        if marks.first?.string != nil {
+            return JobStatus(
+                state: "cancelled", entry: record["entry"], app: record["app"], createdAt: record["createdAt"])
+        }
+        if marks.count == 3, let ms = marks[1].string.flatMap(Double.init) {
+            // A local-time job between its waves: the devices due so far are sent, the rest wait.
+            var status = JobStatus(
+                state: "scheduled", entry: record["entry"], app: record["app"], createdAt: record["createdAt"])
+            status.dueAt = ScheduledTime.utcText(Date(timeIntervalSince1970: ms / 1000))
+            status.waiting = marks[2].string.flatMap(Int.init)
+            return status
+        }
+        if let ms = r[3].string.flatMap(Double.init) {
+            // Parked by a worker (the entry it came on is acknowledged): due at its score.
+            var status = JobStatus(
+                state: "scheduled", entry: record["entry"], app: record["app"], createdAt: record["createdAt"])
+            status.dueAt = ScheduledTime.utcText(Date(timeIntervalSince1970: ms / 1000))
+            return status
         }
         guard let entry = record["entry"] else { return nil }
         var status = JobStatus(state: "queued", entry: entry, app: record["app"], createdAt: record["createdAt"])

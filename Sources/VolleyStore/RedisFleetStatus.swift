@@ -29,6 +29,9 @@ public struct FleetStatus: Sendable, Codable, Equatable {
         /// Age of the oldest unacknowledged entry, from its id's time (nil when nothing is pending).
         public var oldestPendingAgeSeconds: Double?
         public var oldestPendingConsumer: String?
+        /// Jobs parked in the schedule beside the stream (`sendAt` later), and when the earliest is due.
+        public var scheduled = 0
+        public var nextDueAt: Date?
         public init(
             name: String, group: String, length: Int, lag: Int?, pending: Int, oldestPendingAgeSeconds: Double? = nil,
             oldestPendingConsumer: String? = nil
@@ -156,6 +159,8 @@ public struct RedisFleetStatus {
             t.length += s.length
             t.pending += s.pending
             t.lag = t.lag.flatMap { total in s.lag.map { total + $0 } }
+            t.scheduled += s.scheduled
+            if let d = s.nextDueAt { t.nextDueAt = min(t.nextDueAt ?? d, d) }
             if let age = s.oldestPendingAgeSeconds, age > (t.oldestPendingAgeSeconds ?? -1) {
                 t.oldestPendingAgeSeconds = age
                 t.oldestPendingConsumer = s.oldestPendingConsumer
@@ -176,6 +181,8 @@ public struct RedisFleetStatus {
             ["XPENDING", jobStream, store.group],
             ["XRANGE", store.reportStream(shard: shard), "\(nowMillis - 60_000)", "+", "COUNT", String(scanLimit)],
             ["XRANGE", store.deadStream(shard: shard), "\(nowMillis - 3_600_000)", "+", "COUNT", String(scanLimit)],
+            ["ZCARD", store.scheduleKey(shard: shard)],
+            ["ZRANGE", store.scheduleKey(shard: shard), "0", "0", "WITHSCORES"],
         ])
         // A missing stream or group (nothing enqueued yet) reads as empty, not as an error.
         func ok(_ r: RedisReply, _ what: String) throws -> RedisReply? {
@@ -197,6 +204,12 @@ public struct RedisFleetStatus {
                 client: client, stream: jobStream, reportedLag: f["lag"]?.integer.map(Int.init),
                 lastDelivered: f["last-delivered-id"]?.string)
             stream.pending = Int(f["pending"]?.integer ?? 0)
+        }
+        stream.scheduled = Int(try ok(replies[6], "ZCARD schedule")?.integer ?? 0)
+        if let first = try ok(replies[7], "ZRANGE schedule")?.array, first.count == 2,
+            let ms = first[1].string.flatMap(Double.init)
+        {
+            stream.nextDueAt = Date(timeIntervalSince1970: ms / 1000)
         }
         let consumers = try (ok(replies[2], "XINFO CONSUMERS")?.array ?? []).map { c -> FleetStatus.Consumer in
             let f = Self.fields(c)

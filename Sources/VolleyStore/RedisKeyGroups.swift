@@ -75,6 +75,21 @@ enum RedisKeyGroups {
     /// `RedisPipelineSession.keepAliveScript`: the job stream (group and consumer are arguments, not keys).
     static func keepAlive(stream: String) -> [String] { [stream] }
 
+    /// `ScheduleScripts.park`: the shard's schedule, its parked bodies and its job stream (the entry is acknowledged).
+    static func schedulePark(_ store: StoreConfiguration, shard: Int) -> [String] {
+        [store.scheduleKey(shard: shard), store.scheduledJobsKey(shard: shard), store.jobStream(shard: shard)]
+    }
+
+    /// `ScheduleScripts.promote`: the same, and the shard's promotion lease.
+    static func schedulePromote(_ store: StoreConfiguration, shard: Int) -> [String] {
+        schedulePark(store, shard: shard) + [store.scheduleLeaseKey(shard: shard)]
+    }
+
+    /// `ScheduleScripts.unpark`: the shard's schedule and its parked bodies.
+    static func scheduleUnpark(_ store: StoreConfiguration, shard: Int) -> [String] {
+        [store.scheduleKey(shard: shard), store.scheduledJobsKey(shard: shard)]
+    }
+
     /// `RedisTemplateStore.putScript`: the org's templates and their times.
     static func templatePut(org: OrgID) -> [String] {
         let k = RecipientKeys(org: org)

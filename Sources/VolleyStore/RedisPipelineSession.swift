@@ -44,6 +44,9 @@ public final class RedisPipelineSession: PipelineSession, @unchecked Sendable {
     let logger: Logger
     /// Progress counts not yet written, per progress key: written with the next `record`'s pipeline.
     private var progress: [String: (resolved: Int, done: Int)] = [:]
+    /// The ledgers whose `_cancelled` mark each `record` looks at (`watchCancellation`), and what the last one saw.
+    private var cancellationKeys: [String] = []
+    public private(set) var cancellationSeen = false
 
     public init(client: RedisClient, store: StoreConfiguration, consumer: String, logger: Logger) {
         self.client = client
@@ -425,6 +428,9 @@ public final class RedisPipelineSession: PipelineSession, @unchecked Sendable {
             others += 1
         }
         var commands: [RedisCommand] = []
+        // The cancel mark rides on this round trip (first, before any MULTI): a cancel costs a running job nothing
+        // more than a command per record.
+        for k in cancellationKeys { commands.append(RedisCommand(["HEXISTS", k, "_cancelled"])) }
         if !batch.isEmpty {
             var rpush = RedisCommand(["RPUSH", acceptedKey])
             batch.withUnsafeBufferPointer { rpush.append(bytes: $0) }
@@ -444,7 +450,8 @@ public final class RedisPipelineSession: PipelineSession, @unchecked Sendable {
             // The outcomes and the release of their quota charges land together or not at all (MULTI/EXEC): a
             // redelivery adopts only the charges of devices it will send again.
             let charges = RecipientKeys(org: org).quotaCharges(job)
-            commands.insert(RedisCommand(["MULTI"]), at: 0)
+            // After the cancel look-ups, which are not part of the transaction.
+            commands.insert(RedisCommand(["MULTI"]), at: cancellationKeys.count)
             for p in settlement.parts where p.delivered + p.refunded > 0 {
                 let field = RedisQuotaStore.chargeField(
                     delivery: settlement.delivery, platform: p.platform, hour: p.hour)
@@ -454,6 +461,7 @@ public final class RedisPipelineSession: PipelineSession, @unchecked Sendable {
         }
         let replies = try client.pipeline(commands)
         for r in replies { try r.throwIfError("record outcomes") }
+        if replies.prefix(cancellationKeys.count).contains(where: { $0.integer == 1 }) { cancellationSeen = true }
         // EXEC answers with each queued command's reply: an error there fails the record too.
         if transaction, let exec = replies.last?.array { for r in exec { try r.throwIfError("record outcomes") } }
         try waitForReplicas(after: key)
@@ -464,12 +472,22 @@ public final class RedisPipelineSession: PipelineSession, @unchecked Sendable {
         let replies = try client.pipeline([
             RedisCommand(["HEXISTS", key, "_published"]),
             RedisCommand(["EXISTS", key, store.acceptedKey(org, job)]), // one slot: RedisKeyGroups.recordTransaction
+            RedisCommand(["HEXISTS", key, "_cancelled"]),
         ])
         for r in replies { try r.throwIfError("ledger state") }
-        guard replies.count == 2, let reported = replies[0].integer, let exists = replies[1].integer else {
+        guard replies.count == 3, let reported = replies[0].integer, let exists = replies[1].integer,
+            let cancelled = replies[2].integer
+        else {
             throw RedisError(.unexpectedReply, "HEXISTS/EXISTS ledger: \(replies)")
         }
-        return reported == 1 ? .reported : exists > 0 ? .partial : .empty
+        if reported == 1 { return .reported }
+        if cancelled == 1 { return .cancelled }
+        return exists > 0 ? .partial : .empty
+    }
+
+    public func watchCancellation(org: OrgID, jobs: [JobID]) {
+        cancellationKeys = jobs.map { store.ledgerKey(org, $0) }
+        cancellationSeen = false
     }
 
     /// The report goes through the job's ledger (an outbox): `HSETNX _report` keeps the first completion's report,

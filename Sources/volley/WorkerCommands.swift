@@ -157,6 +157,8 @@ struct Devices: AsyncParsableCommand {
         var rsaPublicKey: String?
         @Option(help: "RSA_OAEP_SHA256, or leave out for a key the app decrypts with PKCS #1 v1.5.")
         var cipherName: String?
+        @Option(help: "The device's IANA time zone (Europe/Berlin), for deliverAtLocalTime.")
+        var timeZone: String?
 
         func run() async throws {
             let c = try loadConfiguration(config)
@@ -164,7 +166,7 @@ struct Devices: AsyncParsableCommand {
             guard let p = Platform(rawValue: platform.lowercased()) else {
                 throw ValidationError("--platform must be ios or android")
             }
-            let (rsaPublicKey, cipherName) = (self.rsaPublicKey, self.cipherName)
+            let (rsaPublicKey, cipherName, timeZone) = (self.rsaPublicKey, self.cipherName, self.timeZone)
             var parsedEnv: APNSEnvironment?
             if let environment {
                 guard let e = APNSEnvironment(rawValue: environment) else {
@@ -181,7 +183,7 @@ struct Devices: AsyncParsableCommand {
                     try DeviceCommands.register(
                         settings: settings, org: org, app: app, user: user, platform: p,
                         token: token, environment: env, locale: locale, rsaPublicKey: rsaPublicKey,
-                        cipherName: cipherName)
+                        cipherName: cipherName, timeZone: timeZone)
                 }
             } catch let e as DeviceRegistrationError {
                 throw ValidationError("--\(Self.flag(e.field)): \(e.message)")
@@ -246,7 +248,7 @@ struct Devices: AsyncParsableCommand {
             abstract: "Import devices from JSONL or CSV.",
             discussion:
                 #"JSONL: one {"org","app","user","platform","token"[,"environment","locale","rsaPublicKey","#
-                + #""cipherName"]} per line. CSV: a header naming those columns."#
+                + #""cipherName","timeZone"]} per line. CSV: a header naming those columns."#
         )
         @Option(help: "YAML configuration file.") var config: String
         @Argument(help: "FILE.jsonl or FILE.csv") var file: String

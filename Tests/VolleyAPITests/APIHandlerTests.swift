@@ -46,11 +46,6 @@ struct InMemoryAPI {
             templates: templates, attributes: InMemoryUserAttributeStore(), frequencyCaps: frequencyCaps)
         stores.syncHints = syncHints
         server = APIServer(
-            configuration: configuration,
-            stores: APIServer.Stores(
-                credentials: credentials, jobs: jobs, jobStatus: jobs, devices: devices, types: types, quota: quota,
-                templates: templates, attributes: InMemoryUserAttributeStore(), frequencyCaps: frequencyCaps),
-            openAPIDocument: OpenAPIDocument.yaml, logger: Logger(label: "test"), connect: connect)
             configuration: configuration, stores: stores, openAPIDocument: OpenAPIDocument.yaml,
             logger: Logger(label: "test"), connect: connect)
     }

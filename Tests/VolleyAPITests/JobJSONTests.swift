@@ -15,7 +15,8 @@ struct JobJSONTests {
          "apns":{"aps":{"alert":"x"}},"fcm":{"data":{"k":"v"}},"platforms":["ios"],"debug":true,
          "salesforcePayload":false,"inbox":true,"notificationId":"n-1","templateId":"tpl-1",
          "customData":{"plan":"gold","n":9007199254740993},"throttlePerMinute":1019,
-         "enableFrequencyCap":false}
+         "enableFrequencyCap":false,"sendAt":"2026-12-01T09:00:00.5+01:00",
+         "deliverAtLocalTime":"09:30"}
         """#
 
     /// The API reads a body into the job a worker decodes from the same bytes.
@@ -54,7 +55,7 @@ struct JobJSONTests {
 
     /// Unknown keys are named with their path, at every level the schema fixes; free-form maps are not checked.
     @Test(arguments: [
-        (#"{"app":"a","sendAt":1,"notification":{}}"#, "sendAt"),
+        (#"{"app":"a","schedule":1,"notification":{}}"#, "schedule"),
         (#"{"app":"a","notification":{"titel":"x"}}"#, "notification.titel"),
         (#"{"app":"a","notification":{"localized":{"es":{"tilte":"x"}}}}"#, "notification.localized.es.tilte"),
         (

@@ -154,6 +154,8 @@ struct JobJSONReadingTests {
         job.customData = .object(["plan": .string("gold")])
         job.throttlePerMinute = 1019
         job.enableFrequencyCap = false
+        job.sendAt = ScheduledTime("2026-12-01T09:00:00.25+01:00")
+        job.deliverAtLocalTime = LocalDeliveryTime("07:45")
         return job
     }
 

@@ -33,6 +33,8 @@ import VolleyTestTags
         job.customData = .object(["plan": .string("gold")])
         job.throttlePerMinute = 1019
         job.enableFrequencyCap = false
+        job.sendAt = ScheduledTime("2026-12-01T09:00:00Z")
+        job.deliverAtLocalTime = LocalDeliveryTime("09:00")
         let object = try #require(try JSONValue(parsing: JSONEncoder().encode(job)).objectValue)
         #expect(Set(object.keys) == JobKeys.job)
         #expect(Set((object["notification"]?.objectValue ?? [:]).keys) == JobKeys.notification)

@@ -92,12 +92,12 @@ import VolleyTestTags
         defer { w.drain(deadline: 1) }
         let bad = backend.enqueue(fields: [
             "job": #"{"org": "org1", "app": "app1", "recipients": ["user0"], "#
-                + #""notification": {"title": "t"}, "sendAt": "tomorrow"}"#
+                + #""notification": {"title": "t"}, "schedule": "tomorrow"}"#
         ])
         let good = try backend.enqueue(job("j4"))
         try await waitUntil("both entries acknowledged") { backend.ackedEntries.count == 2 }
         let dead = try #require(backend.deadLettered.first)
-        #expect(dead.entry.entryID == bad && dead.reason == .invalidJob && dead.detail.contains("'sendAt'"))
+        #expect(dead.entry.entryID == bad && dead.reason == .invalidJob && dead.detail.contains("'schedule'"))
         #expect(backend.ackedEntries.contains(good) && backend.allReports.map(\.job) == ["j4"])
         #expect(w.stats.jobsDeadLettered == 1 && w.stats.jobsCompleted == 1)
     }

@@ -92,7 +92,7 @@ import VolleyTestTags
                 action = m.remainingRecorded(outstanding: 0, shardedInto: 0)
             case .publishReport:
                 action = m.reportPublished()
-            case .acknowledge, .abandon, .deadLetter, .openDelivery, .waitForQuota, .refuseOverQuota:
+            case .acknowledge, .abandon, .deadLetter, .openDelivery, .waitForQuota, .refuseOverQuota, .park, .parkWaves:
                 trace.final = action
                 return
             }

@@ -140,7 +140,7 @@ import VolleyTestTags
         ])
         // Keys Volley does not know are named, with the key they probably meant.
         try h.producer.enqueueRaw(fields: [
-            "job": #"{"org":"org1","app":"app1","sendAt":"2026-12-01T00:00:00Z","#
+            "job": #"{"org":"org1","app":"app1","schedule":"2026-12-01T00:00:00Z","#
                 + #""devices":[{"platform":"ios","token":"t","enviroment":"sandbox"}],"notification":{"titel":"x"}}"#
         ])
         try good(3)
@@ -157,7 +157,7 @@ import VolleyTestTags
             ])
         let unknownKeys = try #require(dead.first { $0["reason"] == "invalid-job" }?["detail"])
         #expect(
-            unknownKeys == "unknown keys 'sendAt', 'notification.titel' (did you mean 'title'?), "
+            unknownKeys == "unknown keys 'schedule', 'notification.titel' (did you mean 'title'?), "
                 + "'devices[0].enviroment' (did you mean 'environment'?)")
         #expect(dead.contains { $0["reason"] == "unknown-app" && $0["detail"]?.contains("org 'org1' may not") == true })
         #expect(dead.allSatisfy { $0["worker"] == "w1" && $0["sourceEntry"] != nil && $0["detail"] != nil })

@@ -115,6 +115,15 @@ import VolleyTestTags
         let posted = try await api.call(
             "POST", "/v1/jobs", token: send, json: job, headers: ["Idempotency-Key": "acl-1"])
         #expect(posted.status == 202, "\(posted.text)")
+        // A job for two seconds from now (parked by the worker, promoted back) and one for tomorrow, cancelled.
+        for (id, ahead) in [("acl-2", 2.0), ("acl-3", 86_400.0)] {
+            let at = ScheduledTime.utcText(Date().addingTimeInterval(ahead))
+            let scheduled = try await api.call(
+                "POST", "/v1/jobs", token: send,
+                json: #"{"app":"app1","recipients":["005A"],"notification":{"title":"Later"},"sendAt":"\#(at)"}"#,
+                headers: ["Idempotency-Key": id])
+            #expect(scheduled.status == 202, "\(scheduled.text)")
+        }
         let action = try await api.call(
             "POST", "\(Self.v)/actions/standard/customNotificationAction", token: send,
             json: #"""
@@ -170,6 +179,11 @@ import VolleyTestTags
                 try await api.call("GET", "/v1/jobs/\(id)", token: send).json["state"] as? String == "done"
             }
         }
+        try await waitUntil("job acl-3 scheduled", timeout: .seconds(30)) {
+            try await api.call("GET", "/v1/jobs/acl-3", token: send).json["state"] as? String == "scheduled"
+        }
+        let cancelled = try await api.call("DELETE", "/v1/jobs/acl-3", token: send)
+        #expect(cancelled.status == 200, "\(cancelled.text)")
         #expect(try await api.call("GET", "/v1/jobs/acl-1/events", token: send).status == 200)
         let report = try await api.call("GET", "/v1/jobs/acl-1", token: send).json["report"] as? [String: Any]
         #expect(report?["capped"] as? Int == 0, "the caps applied to the job: \(report ?? [:])")

@@ -346,3 +346,35 @@ func invalidProviderOutageSecondsStopsStartupNamingTheKey(worker: String, proble
         #expect(e.description.contains(problem), "\(e.description)")
     }
 }
+
+@Test(.tags(.unit)) func scheduleAndOrgZonesAreReadAndBadValuesNamedByKey() throws {
+    let c = try VolleyConfiguration.parse(
+        yaml: """
+            schedule: {maxAheadDays: 7}
+            orgs:
+              - {id: orgA, timeZone: Europe/Berlin}
+              - {id: orgB}
+            """, baseDirectory: nil)
+    #expect(c.schedule.maxAheadDays == 7)
+    let settings = try PipelineSettings(c)
+    #expect(settings.worker.scheduleMaxAheadDays == 7)
+    #expect(settings.worker.orgTimeZones == ["orgA": TimeZone(identifier: "Europe/Berlin")!])
+    #expect(try c.apiConfiguration().scheduleMaxAheadDays == 7)
+    #expect(try VolleyConfiguration.parse(yaml: "", baseDirectory: nil).schedule.maxAheadDays == 30)
+    do {
+        _ = try VolleyConfiguration.parse(
+            yaml: """
+                schedule: {maxAheadDays: 0, maxAhead: 3}
+                orgs:
+                  - {id: orgA, timeZone: Mars/Olympus}
+                  - {timeZone: UTC}
+                """, baseDirectory: nil)
+        Issue.record("expected a ConfigurationError")
+    } catch let e as ConfigurationError {
+        let text = e.description
+        #expect(text.contains("schedule.maxAheadDays: must be between 1"), "\(text)")
+        #expect(text.contains("schedule.maxAhead: unknown key"), "\(text)")
+        #expect(text.contains("orgs[0].timeZone: 'Mars/Olympus' is not an IANA time zone"), "\(text)")
+        #expect(text.contains("orgs[1].id: required"), "\(text)")
+    }
+}

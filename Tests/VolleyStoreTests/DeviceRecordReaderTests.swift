@@ -35,6 +35,10 @@ import VolleyTestTags
             DeviceRecord(
                 platform: .android, token: DeviceToken("fcm-key"), user: UserID("k2"), registeredAt: now,
                 lastSeenAt: now, rsaPublicKey: "MIIBIjANBgkqhkiG9w0BAQEFAAOC\nAQ8AMIIBCgKCAQEA"),
+            // A device with its time zone (`deliverAtLocalTime`); `timeZone` has the length of `platform`.
+            DeviceRecord(
+                platform: .android, token: DeviceToken("fcm-zone"), user: UserID("z1"), registeredAt: now,
+                lastSeenAt: now, timeZone: "America/Argentina/Buenos_Aires"),
         ]
         for r in records {
             let json = try encoded(r)
@@ -44,6 +48,7 @@ import VolleyTestTags
             #expect(fast == r.device)
             #expect(fast?.encryptionKey?.rsaPublicKey == r.rsaPublicKey)
             #expect(fast?.encryptionKey?.cipherName == r.cipherName)
+            #expect(fast?.timeZone == r.timeZone)
         }
     }
 

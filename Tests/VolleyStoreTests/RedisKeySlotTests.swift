@@ -75,6 +75,19 @@ import VolleyTestTags
             out.append(("templatePut", RedisKeyGroups.templatePut(org: org)))
         }
         out.append(("keepAlive", RedisKeyGroups.keepAlive(stream: store.jobStream)))
+        // The schedule's scripts, with one job stream and with shards, default and configured stream names.
+        for shards in [1, 3, 6] {
+            for name in ["volley:jobs", "jobs", "acme:push:jobs"] {
+                var s = StoreConfiguration(jobStream: name)
+                s.streamShards = shards
+                for shard in s.streamShardIndexes {
+                    out.append(
+                        ("schedulePromote \(name) \(shard)/\(shards)", RedisKeyGroups.schedulePromote(s, shard: shard)))
+                    out.append(
+                        ("scheduleUnpark \(name) \(shard)/\(shards)", RedisKeyGroups.scheduleUnpark(s, shard: shard)))
+                }
+            }
+        }
         return out
     }
 

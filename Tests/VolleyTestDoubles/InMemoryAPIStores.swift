@@ -138,6 +138,18 @@ public final class InMemoryJobs: JobSubmitter, JobStatusReader {
         return state.withLock { $0.records[Self.key(org, job)]?.status }
     }
 
+    /// A job not finished becomes `cancelled` (it keeps `dueAt` when it was scheduled).
+    public func cancel(org: OrgID, job: JobID, now: Date) async throws -> JobCancellation {
+        try outage.check()
+        return state.withLock { s in
+            guard var r = s.records[Self.key(org, job)] else { return .unknown }
+            if r.status.state == "done" || r.status.state == "dead-lettered" { return .finished(r.status) }
+            r.status.state = "cancelled"
+            s.records[Self.key(org, job)] = r
+            return .cancelled(r.status)
+        }
+    }
+
     public func events(org: OrgID, job: JobID) async throws -> [DebugEvent]? {
         try outage.check()
         return state.withLock { s in
@@ -188,7 +200,7 @@ public final class InMemoryDevices: DeviceStore {
             platform: device.platform, token: device.token,
             environment: device.platform == .ios ? (device.environment ?? .production) : nil, locale: device.locale,
             user: device.user, registeredAt: now, lastSeenAt: now, rsaPublicKey: device.rsaPublicKey,
-            cipherName: device.rsaPublicKey == nil ? nil : device.cipherName)
+            cipherName: device.rsaPublicKey == nil ? nil : device.cipherName, timeZone: device.timeZone)
         devices.withLock {
             $0[Key(org: device.org, app: device.app, platform: device.platform, token: device.token)] = record
         }

@@ -26,6 +26,10 @@ public final class InMemoryBackend: PipelineBackend, @unchecked Sendable {
     /// Device reads so far, and after how many the next ones fail (`failDeviceReads`).
     private var deviceReads = 0
     private var deviceReadFailure: (after: Int, message: String)?
+    /// The schedule: `org|job` (a wave: `org|job@<wave field>`) → (due, the parked entry's fields, the job id, the
+    /// wave field), and the jobs cancelled (`cancel`).
+    private var parked: [String: (due: Date, fields: [String: String], job: String, wave: String?)] = [:]
+    private var cancelled: Set<String> = []
 
     /// A store error the in-memory backend answers when told to (`failDeviceReads`).
     public struct StoreFailure: Error, CustomStringConvertible {
@@ -88,6 +92,38 @@ public final class InMemoryBackend: PipelineBackend, @unchecked Sendable {
     public func outcomes(org: OrgID, job: JobID) -> [String: DeliveryOutcome] {
         locked { ledger["\(org)|\(job)"] ?? [:] }
     }
+    /// Parked jobs by `org|job`, with their due times.
+    public var parkedJobs: [String: Date] { locked { parked.mapValues(\.due) } }
+
+    /// What the promoter does: every parked job due at or before `now` goes back on the stream with `jobId` and
+    /// `due`. Returns how many.
+    @discardableResult
+    public func promote(now: Date) -> Int {
+        locked {
+            let due = parked.filter { $0.value.due <= now }.sorted { $0.value.due < $1.value.due }
+            for (key, p) in due {
+                parked.removeValue(forKey: key)
+                var fields = p.fields
+                fields["jobId"] = p.job
+                fields["due"] = String(Int64(p.due.timeIntervalSince1970 * 1000))
+                fields["wave"] = p.wave
+                nextID += 1
+                fresh.append(JobEntry(entryID: StreamEntryID("\(nextID)-0"), fields: fields, deliveryCount: 0))
+            }
+            if !due.isEmpty { cond.broadcast() }
+            return due.count
+        }
+    }
+
+    /// `DELETE /v1/jobs/{id}`: the job is marked cancelled and leaves the schedule. True when it was parked.
+    @discardableResult
+    public func cancel(org: OrgID, job: JobID) -> Bool {
+        locked {
+            cancelled.insert("\(org)|\(job)")
+            return parked.removeValue(forKey: "\(org)|\(job)") != nil
+        }
+    }
+
     public var pendingCount: Int { locked { pending.count } }
     public var allReports: [JobReport] { locked { reports } }
     public var ackedEntries: [StreamEntryID] { locked { acked } }
@@ -101,6 +137,8 @@ public final class InMemoryBackend: PipelineBackend, @unchecked Sendable {
     final class Session: PipelineSession {
         let backend: InMemoryBackend
         let isCancelled: @Sendable () -> Bool
+        private var watched: [String] = []
+        private(set) var cancellationSeen = false
         init(backend: InMemoryBackend, isCancelled: @escaping @Sendable () -> Bool) {
             self.backend = backend
             self.isCancelled = isCancelled
@@ -190,12 +228,38 @@ public final class InMemoryBackend: PipelineBackend, @unchecked Sendable {
         ) throws {
             backend.locked {
                 for (d, o) in outcomes { backend.ledger["\(org)|\(job)", default: [:]][InMemoryBackend.field(d)] = o }
+                if watched.contains(where: { backend.cancelled.contains($0) }) { cancellationSeen = true }
+            }
+        }
+
+        func watchCancellation(org: OrgID, jobs: [JobID]) {
+            watched = jobs.map { "\(org)|\($0)" }
+            cancellationSeen = false
+        }
+
+        func park(_ entry: JobEntry, org: OrgID, job: JobID, due: Date) throws {
+            backend.locked {
+                if backend.parked["\(org)|\(job)"] == nil {
+                    backend.parked["\(org)|\(job)"] = (due, entry.fields, job.rawValue, nil)
+                }
+            }
+            try ack(entry.entryID)
+        }
+
+        func parkWaves(_ entry: JobEntry, org: OrgID, job: JobID, reference: Date, waves: [Date: Int]) throws {
+            backend.locked {
+                for at in waves.keys {
+                    let wave = LocalTimeWaves.waveField(reference: reference, at: at)
+                    let key = "\(org)|\(job)@\(wave)"
+                    if backend.parked[key] == nil { backend.parked[key] = (at, entry.fields, job.rawValue, wave) }
+                }
             }
         }
 
         func ledgerState(org: OrgID, job: JobID) throws -> LedgerState {
             backend.locked {
                 if backend.reported.contains("\(org)|\(job)") { return .reported }
+                if backend.cancelled.contains("\(org)|\(job)") { return .cancelled }
                 return (backend.ledger["\(org)|\(job)"]?.isEmpty == false) ? .partial : .empty
             }
         }

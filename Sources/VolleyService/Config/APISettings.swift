@@ -145,6 +145,7 @@ extension VolleyConfiguration {
         c.apps = Dictionary(apps.map { ($0.name, $0.orgs) }, uniquingKeysWith: { a, _ in a })
         c.frequencyCaps = frequencyCaps
         c.syncHints = syncHints
+        c.scheduleMaxAheadDays = schedule.maxAheadDays
         return c
     }
 }

@@ -16,11 +16,13 @@ public struct VolleyConfiguration: Sendable {
     public var devices: DeviceSettings = .init()
     /// `syncHints`: how waiting sync hints coalesce into silent pushes.
     public var syncHints: SyncHintConfiguration = .init()
+    /// `schedule`: how far ahead a job's `sendAt` may be.
+    public var schedule: ScheduleSettings = .init()
     public var log: LogSettings
     public var metrics: MetricsSettings = .init()
     /// The HTTP API process (`volley api`).
     public var api: APISettings = .init()
-    /// `orgs[]`: settings per org (its frequency caps).
+    /// `orgs[]`: settings per org (its time zone, its frequency caps).
     public var orgs: [OrgSettings] = []
     /// Where the file was read from (nil when built in code).
     public var sourcePath: String?
@@ -52,6 +54,8 @@ public struct VolleyConfiguration: Sendable {
 public struct OrgSettings: Sendable, Hashable {
     /// `orgs[].id`.
     public var id: OrgID
+    /// `orgs[].timeZone`: the IANA zone of the org's devices that registered none, for `deliverAtLocalTime`.
+    public var timeZone: String?
     /// `orgs[].frequencyCaps`: at most `max` visible notifications per user in each rolling `window`, optionally
     /// per notification `type`. Rules set through `PUT /v1/frequency-caps` replace these for the org.
     public var frequencyCaps: [FrequencyCapRule] = []
@@ -188,6 +192,14 @@ public struct DeviceSettings: Sendable, Hashable {
     public init() {}
 }
 
+/// Scheduled sends (`sendAt`, docs/scheduling.md).
+public struct ScheduleSettings: Sendable, Hashable {
+    /// `schedule.maxAheadDays`: a job's `sendAt` may be at most this many days ahead; the API answers 422 beyond,
+    /// a worker dead-letters the job.
+    public var maxAheadDays: Int = 30
+    public init() {}
+}
+
 /// The operations endpoint (`/metrics`, `/livez`, `/readyz`) of each worker and API process.
 public struct MetricsSettings: Sendable, Hashable {
     /// False: no endpoint, and metrics are not collected at all.
@@ -232,6 +244,7 @@ extension VolleyConfiguration {
         "inbox": ["maxCount", "maxAgeSeconds"],
         "devices": ["staleAfterDays"],
         "syncHints": ["minIntervalSeconds", "maxPerHour", "maxRecordIds"],
+        "schedule": ["maxAheadDays"],
         "log": ["level", "format"],
         "metrics": ["enabled", "host", "port", "apiPort"],
         // `redisPipelines` was removed; its environment override is still read so that it stops startup by name.
@@ -392,6 +405,10 @@ extension VolleyConfiguration {
             if let v = r.int(s, "maxPerHour", at: p, range: 1...3_600) { c.syncHints.maxPerHour = v }
             if let v = r.int(s, "maxRecordIds", at: p, range: 1...10_000) { c.syncHints.maxRecordIds = v }
         }
+        if let s = r.section(tree, "schedule", at: "") {
+            r.rejectUnknownKeys(s, known: keys("schedule"), at: "schedule")
+            if let v = r.int(s, "maxAheadDays", at: "schedule", range: 1...3_650) { c.schedule.maxAheadDays = v }
+        }
         if let s = r.section(tree, "log", at: "") {
             r.rejectUnknownKeys(s, known: keys("log"), at: "log")
             if let v = r.string(s, "level", at: "log") {
@@ -464,7 +481,7 @@ extension VolleyConfiguration {
     /// `orgs`: a list of `{id, frequencyCaps}`; every problem names its key (`orgs[1].frequencyCaps[0].window`).
     private static func readOrgs(_ raw: Any, _ r: inout ConfigReader) -> [OrgSettings] {
         guard let list = raw as? [Any] else {
-            r.problem("orgs", "must be a list of orgs, each with an id")
+            r.problem("orgs", "must be a list of orgs, each with an id (and a timeZone, frequencyCaps)")
             return []
         }
         var out: [OrgSettings] = []
@@ -475,13 +492,20 @@ extension VolleyConfiguration {
                 r.problem(p, "must be a mapping")
                 continue
             }
-            r.rejectUnknownKeys(o, known: ["id", "frequencyCaps"], at: p)
+            r.rejectUnknownKeys(o, known: ["id", "timeZone", "frequencyCaps"], at: p)
             guard let id = r.string(o, "id", at: p), !id.isEmpty else {
                 r.problem("\(p).id", "required: the org's id")
                 continue
             }
             if !seen.insert(id).inserted { r.problem("\(p).id", "duplicate org id '\(id)'") }
             var org = OrgSettings(id: OrgID(id))
+            if let z = r.string(o, "timeZone", at: p) {
+                if z.isEmpty || TimeZone(identifier: z) == nil {
+                    r.problem("\(p).timeZone", "'\(z)' is not an IANA time zone such as Europe/Berlin")
+                } else {
+                    org.timeZone = z
+                }
+            }
             if let caps = o["frequencyCaps"], !(caps is NSNull) {
                 do {
                     org.frequencyCaps = try readFrequencyCaps(caps, at: "\(p).frequencyCaps")

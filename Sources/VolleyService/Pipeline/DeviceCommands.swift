@@ -16,21 +16,25 @@ public enum DeviceCommands {
     public static func register(
         settings: PipelineSettings, org: OrgID, app: AppName, user: UserID, platform: Platform,
         token: DeviceToken, environment: APNSEnvironment?, locale: String?, rsaPublicKey: String? = nil,
-        cipherName: String? = nil
+        cipherName: String? = nil, timeZone: String? = nil
     ) throws {
         let record = try checked(
             DeviceImportRecord(
                 org: org, app: app, user: user, platform: platform, token: token, environment: environment,
-                locale: locale, rsaPublicKey: rsaPublicKey, cipherName: cipherName))
+                locale: locale, rsaPublicKey: rsaPublicKey, cipherName: cipherName, timeZone: timeZone))
         try session(settings).register([record])
     }
 
     /// A registration as every entry point checks it (the API, the `MobilePushServiceDevice` sObject, `register`,
     /// `import`): the token's form for its platform, the key and cipher; the record with its key in the registry's
-    /// form. The error names the field (`token`, `rsaPublicKey`, `cipherName`).
+    /// form. The error names the field (`token`, `rsaPublicKey`, `cipherName`, `timeZone`).
     public static func checked(_ record: DeviceImportRecord) throws(DeviceRegistrationError) -> DeviceImportRecord {
         if let problem = record.token.formProblem(for: record.platform) {
             throw DeviceRegistrationError(field: "token", message: problem)
+        }
+        if let zone = record.timeZone, zone.isEmpty || TimeZone(identifier: zone) == nil {
+            throw DeviceRegistrationError(
+                field: "timeZone", message: "'\(zone)' is not an IANA time zone such as Europe/Berlin")
         }
         var out = record
         do {

@@ -4,7 +4,8 @@ import VolleyCore
 import VolleyStore
 
 /// `volley devices import`: JSONL (`{"org","app","user","platform","token"[, "environment", "locale",
-/// "rsaPublicKey", "cipherName"]}` per line) or CSV with a header naming those columns (a key's base64 has no comma).
+/// "rsaPublicKey", "cipherName", "timeZone"]}` per line) or CSV with a header naming those columns (a key's base64
+/// has no comma).
 /// Streams the file, registers in pipelined batches, reports progress. Each record is checked as every registration
 /// is (`DeviceCommands.checked`).
 public enum DeviceImport {
@@ -85,7 +86,7 @@ public enum DeviceImport {
                     if !missing.isEmpty {
                         throw JobSubmission.InputError(
                             "\(path): CSV header lacks \(missing.joined(separator: ", ")) (need "
-                                + "org,app,user,platform,token[,environment,locale,rsaPublicKey,cipherName])"
+                                + "org,app,user,platform,token[,environment,locale,rsaPublicKey,cipherName,timeZone])"
                         )
                     }
                     csvColumns = header
@@ -114,7 +115,7 @@ public enum DeviceImport {
                 let rec = DeviceImportRecord(
                     org: OrgID(org), app: AppName(app), user: UserID(user), platform: platform,
                     token: DeviceToken(token), environment: env, locale: d["locale"],
-                    rsaPublicKey: d["rsapublickey"], cipherName: d["ciphername"])
+                    rsaPublicKey: d["rsapublickey"], cipherName: d["ciphername"], timeZone: d["timezone"])
                 accept(rec, line: lineNo)
             }
             if batch.count >= batchSize { try flush() }

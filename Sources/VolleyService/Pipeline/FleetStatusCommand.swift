@@ -47,6 +47,11 @@ public enum FleetStatusCommand {
         lines.append(
             "stream      length \(s.stream.length)  lag \(s.stream.lag.map(String.init) ?? "?")  "
                 + "pending \(s.stream.pending)\(oldest)")
+        if s.stream.scheduled > 0 {
+            lines.append(
+                "scheduled   \(s.stream.scheduled) jobs"
+                    + (s.stream.nextDueAt.map { ", next due \(f.string(from: $0))" } ?? ""))
+        }
         for shard in s.shards {
             lines.append(
                 "  \(shard.name)  length \(shard.length)  lag \(shard.lag.map(String.init) ?? "?")  "

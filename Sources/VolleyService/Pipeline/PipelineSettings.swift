@@ -48,6 +48,10 @@ public struct PipelineSettings: Sendable {
             keepAliveIntervalMillis: w.keepAliveIntervalMs,
             maxDeliveries: w.maxDeliveries, drainDeadlineSeconds: w.drainSeconds,
             recordBatch: w.recordBatchSize, chunkSize: w.chunkSize)
+        worker.scheduleMaxAheadDays = config.schedule.maxAheadDays
+        for org in config.orgs {
+            if let z = org.timeZone.flatMap(TimeZone.init(identifier:)) { worker.orgTimeZones[org.id] = z }
+        }
         let problems = worker.problems()
         if !problems.isEmpty {
             throw ConfigurationError(problems: problems, source: config.sourcePath ?? "configuration")

@@ -1,32 +1,39 @@
 import Foundation
 import Logging
+import Metrics
 import VolleyCore
 import VolleyRedis
 import VolleyStore
 
-/// A worker's promotion of recurring schedules' due runs: one thread, its own Redis connection, driven by
-/// `SchedulePromotionStateMachine` (which decides when, and how the fleet shares the work through a lease). Each
-/// promoted run is logged with its schedule and job id.
+/// A worker's promotion of scheduled jobs: one thread, its own Redis connection, driven by
+/// `SchedulePromotionStateMachine` (when to go round, and how the fleet shares the work through a lease). Each pass
+/// is one script per job stream shard; a job moves from the schedule to the stream inside it, so a worker killed at
+/// any moment leaves every job either parked or on the stream. Also keeps `volley_scheduled_jobs` (jobs parked).
 public final class SchedulePromoter: @unchecked Sendable {
-    private let schedules: RedisSchedules
+    private let session: RedisPipelineSession
     private let logger: Logger
     private let clock: any WallClock
     private let owner: String
     private let condition = NSCondition()
     private var machine: SchedulePromotionStateMachine
     private var stopped = false
+    private let promotedCounter = Counter(label: "volley_schedule_promoted_total")
+    private let scheduledGauge = Gauge(label: "volley_scheduled_jobs")
+    /// The gauge is read every `gaugeSeconds` (a ZCARD per shard) by every worker, so any one of them shows it.
+    private static let gaugeSeconds: Double = 5
+    private var gaugeReadAt = Date.distantPast
 
     public init(
-        configuration: SchedulePromotionStateMachine.Configuration = .init(), settings: PipelineSettings,
-        logger: Logger, clock: any WallClock = SystemClock()
+        settings: PipelineSettings, logger: Logger, clock: any WallClock = SystemClock(),
+        configuration: SchedulePromotionStateMachine.Configuration = .init()
     ) {
         machine = SchedulePromotionStateMachine(configuration: configuration)
         var options = settings.redisOptions
         options.giveUpAfter = 10
         owner = "\(settings.worker.consumer)-\(UUID().uuidString.prefix(8))"
-        schedules = RedisSchedules(
-            client: RedisClient(endpoint: settings.endpoint, options: options, name: "\(owner)-schedules"),
-            store: settings.store)
+        session = RedisPipelineBackend(
+            endpoint: settings.endpoint, store: settings.store, consumer: owner, options: options
+        ).makeRedisSession(name: "schedule")
         self.logger = logger
         self.clock = clock
     }
@@ -34,13 +41,11 @@ public final class SchedulePromoter: @unchecked Sendable {
     /// Starts the promotion thread.
     public func start() {
         let t = Thread { [self] in loop() }
-        t.name = "volley-schedules"
+        t.name = "volley-schedule"
         t.start()
     }
 
-    /// Tells the thread to stop, without waiting for it: each run's submission and each advance is one script, so
-    /// a pass left behind at exit leaves nothing half done (a submitted run not yet advanced is submitted again as
-    /// a replay by the next pass, and accepted once).
+    /// Tells the thread to stop, without waiting for it (a pass is one script per shard: nothing is left half done).
     public func stop() {
         condition.withLock {
             stopped = true
@@ -49,36 +54,33 @@ public final class SchedulePromoter: @unchecked Sendable {
     }
 
     private func loop() {
-        var action = condition.withLock { machine.tick(now: clock.now()) }
+        var action = condition.withLock { machine.started(now: clock.now()) }
         while true {
             switch action {
             case .wait(let until):
                 let stop: Bool = condition.withLock {
-                    while !stopped && clock.now() < until {
-                        _ = condition.wait(
-                            until: Date().addingTimeInterval(min(60, until.timeIntervalSince(clock.now()))))
-                    }
+                    // Woken early by `stop`; the wall clock decides when the wait is over.
+                    while !stopped && Date() < until { _ = condition.wait(until: until) }
                     return stopped
                 }
                 if stop { return }
-                action = condition.withLock { machine.tick(now: clock.now()) }
-            case .promote(let dueBy, let leaseSeconds):
+                action = condition.withLock { machine.waited(now: clock.now()) }
+            case .promote(let now, let batch, let leaseSeconds):
                 if condition.withLock({ stopped }) { return }
                 do {
-                    let r = try schedules.promoteDue(
-                        dueBy: dueBy, now: clock.now(), leaseSeconds: leaseSeconds, owner: owner)
-                    for run in r.promoted {
+                    let pass = try session.promoteDue(owner: owner, leaseSeconds: leaseSeconds, now: now, batch: batch)
+                    if pass.promoted > 0 {
+                        promotedCounter.increment(by: pass.promoted)
                         logger.info(
-                            "scheduled run promoted",
-                            metadata: [
-                                "org": "\(run.org)", "schedule": "\(run.schedule)", "job": "\(run.job)",
-                                "run": "\(Schedule.rfc3339(run.run))", "replayed": "\(run.replayed)",
-                            ])
+                            "scheduled jobs due: back on the job stream", metadata: ["jobs": "\(pass.promoted)"])
                     }
-                    action = condition.withLock { machine.promoted(now: clock.now(), leased: r.leased, more: r.more) }
+                    if now.timeIntervalSince(gaugeReadAt) >= Self.gaugeSeconds {
+                        gaugeReadAt = now
+                        scheduledGauge.record(try session.scheduledCount())
+                    }
+                    action = condition.withLock { machine.passed(pass, now: clock.now()) }
                 } catch {
-                    logger.warning(
-                        "schedule promotion failed; next attempt after the interval", metadata: ["error": "\(error)"])
+                    logger.warning("promoting scheduled jobs failed; retrying", metadata: ["error": "\(error)"])
                     action = condition.withLock { machine.failed(now: clock.now()) }
                 }
             }

@@ -61,6 +61,9 @@ public enum WorkerRunner {
         let worker = PipelineWorker(
             configuration: settings.worker, backend: settings.backend(logger: logger),
             apps: apps, resolver: resolver, quota: quota, logger: logger)
+        let promoter = SchedulePromoter(settings: settings, logger: logger)
+        promoter.start()
+        defer { promoter.stop() }
         let group = ServiceGroup(
             configuration: .init(
                 services: [.init(service: WorkerService(worker: worker, logger: logger))],
@@ -124,8 +127,8 @@ extension WorkerRunner {
             configuration: .init(staleAfterDays: c.devices.staleAfterDays), settings: settings, logger: logger)
         sweeper?.start()
         // Recurring schedules' due runs: one worker of the fleet at a time promotes them to the job stream.
-        let promoter = SchedulePromoter(settings: settings, logger: logger)
-        promoter.start()
+        let recurring = RecurringSchedulePromoter(settings: settings, logger: logger)
+        recurring.start()
         // Sync hints: entries of the job stream are stored by the lanes; every worker flushes what is due, and each
         // waiting key is taken by one of them.
         worker.syncHints = RedisSyncHintStore(
@@ -133,10 +136,14 @@ extension WorkerRunner {
             maxRecordIds: c.syncHints.maxRecordIds)
         let hintFlusher = SyncHintFlusher(configuration: c.syncHints, settings: settings, logger: logger)
         hintFlusher.start()
+        // Scheduled jobs due: one worker of the fleet at a time moves them back onto the job stream.
+        let promoter = SchedulePromoter(settings: settings, logger: logger)
+        promoter.start()
+        defer { promoter.stop() }
         let group = ServiceGroup(
             configuration: .init(services: services, gracefulShutdownSignals: [.sigterm, .sigint], logger: logger))
         try await group.run()
-        promoter.stop()
+        recurring.stop()
         sweeper?.stop()
         hintFlusher.stop()
         probe?.stop()

@@ -5,11 +5,11 @@ import VolleyTestTags
 
 /// When a worker promotes due scheduled runs, on a manual clock: at once, then every interval; a full batch asks
 /// for the next pass at once; another worker's lease or a failure waits for the interval.
-@Suite(.tags(.unit)) struct SchedulePromotionTests {
+@Suite(.tags(.unit)) struct RecurringPromotionTests {
     let clock = ManualClock(Date(timeIntervalSince1970: 1_800_000_000))
 
     @Test func promotesAtOnceThenEveryIntervalUpToNow() {
-        var m = SchedulePromotionStateMachine(configuration: .init(intervalSeconds: 0.5, leaseSeconds: 10))
+        var m = RecurringPromotionStateMachine(configuration: .init(intervalSeconds: 0.5, leaseSeconds: 10))
         let start = clock.now()
         #expect(m.tick(now: start) == .promote(dueBy: start, leaseSeconds: 10))
         #expect(m.promoted(now: start + 0.1, leased: true, more: false) == .wait(until: start + 0.5))
@@ -20,7 +20,7 @@ import VolleyTestTags
     }
 
     @Test func aFullBatchPromotesTheNextAtOnceButNotUnderAnotherWorkersLease() {
-        var m = SchedulePromotionStateMachine()
+        var m = RecurringPromotionStateMachine()
         let start = clock.now()
         _ = m.tick(now: start)
         #expect(

@@ -1,0 +1,146 @@
+import Foundation
+
+/// `deliverAtLocalTime: "HH:MM"`: a wall-clock time each recipient gets the notification at, in their own zone.
+public struct LocalDeliveryTime: Sendable, Hashable, Codable, CustomStringConvertible {
+    public let hour: Int
+    public let minute: Int
+
+    /// `HH:MM`, 24-hour, two digits each (`09:00`, `23:30`).
+    public init?(_ text: String) {
+        let b = Array(text.utf8)
+        guard b.count == 5, b[2] == UInt8(ascii: ":"),
+            b.indices.filter({ $0 != 2 }).allSatisfy({ b[$0] >= 48 && b[$0] <= 57 })
+        else { return nil }
+        let h = Int(b[0] - 48) * 10 + Int(b[1] - 48)
+        let m = Int(b[3] - 48) * 10 + Int(b[4] - 48)
+        guard h <= 23, m <= 59 else { return nil }
+        hour = h
+        minute = m
+    }
+
+    public init(from decoder: any Decoder) throws {
+        let c = try decoder.singleValueContainer()
+        let s = try c.decode(String.self)
+        guard let t = LocalDeliveryTime(s) else {
+            throw DecodingError.dataCorruptedError(in: c, debugDescription: "not HH:MM: \(s)")
+        }
+        self = t
+    }
+
+    public func encode(to encoder: any Encoder) throws {
+        var c = encoder.singleValueContainer()
+        try c.encode(description)
+    }
+
+    public var description: String {
+        (hour < 10 ? "0" : "") + "\(hour):" + (minute < 10 ? "0" : "") + "\(minute)"
+    }
+
+    /// The first instant at or after `reference` whose wall-clock time in `zone` is this time. A time that does not
+    /// exist that day (the hour skipped when clocks go forward) is the next valid minute, the moment of the change;
+    /// a time that happens twice (clocks go back) is its first occurrence. Pure: the same inputs, the same instant.
+    public func due(in zone: TimeZone, after reference: Date) -> Date {
+        let localNow = reference.timeIntervalSince1970 + Double(zone.secondsFromGMT(for: reference))
+        var day = Int((localNow / 86_400).rounded(.down))
+        // Today's time may have passed: tomorrow's is then the first; two days covers any offset change.
+        for _ in 0..<3 {
+            let wall = Double(day * 86_400 + hour * 3_600 + minute * 60)
+            let instant = Self.instant(ofWallClock: wall, in: zone)
+            if instant >= reference { return instant }
+            day += 1
+        }
+        return Self.instant(ofWallClock: Double(day * 86_400 + hour * 3_600 + minute * 60), in: zone)
+    }
+
+    /// The instant a wall-clock reading (seconds since 1970 as if the zone were UTC) names in `zone`: its first
+    /// occurrence when it happens twice, the moment of the change when it falls in a gap.
+    static func instant(ofWallClock wall: Double, in zone: TimeZone) -> Date {
+        // The offsets in force half a day either side: a real zone changes its offset at most once in that span.
+        let before = Double(zone.secondsFromGMT(for: Date(timeIntervalSince1970: wall - 43_200)))
+        let after = Double(zone.secondsFromGMT(for: Date(timeIntervalSince1970: wall + 43_200)))
+        var valid: [Date] = []
+        for offset in [before, after] {
+            let t = Date(timeIntervalSince1970: wall - offset)
+            if Double(zone.secondsFromGMT(for: t)) == offset { valid.append(t) }
+        }
+        if let first = valid.min() { return first }
+        // In the gap: the clocks jumped over this reading. The change happens between the two candidates.
+        let earliest = Date(timeIntervalSince1970: wall - max(before, after))
+        return zone.nextDaylightSavingTimeTransition(after: earliest)
+            ?? Date(timeIntervalSince1970: wall - min(before, after))
+    }
+}
+
+/// One delivery of a local-time job, deciding per device: due by now (sent by this delivery, unless an earlier wave
+/// recorded it) or later (left for the wave at its due instant). Pure and cheap per device: each zone's due instant is
+/// computed once per delivery.
+///
+/// Every delivery of the job (the first, each wave, any redelivery) resolves all its devices and decides again from
+/// the same `reference`, so a wave sends exactly the devices due by its time that no earlier wave recorded, a device
+/// registered since is picked up by the next wave, and the last wave's report counts every device once.
+public struct LocalTimeWaves: Sendable {
+    public let time: LocalDeliveryTime
+    /// The instant due times count from: the job's `sendAt`, else when it was first added to the stream.
+    public let reference: Date
+    /// The zone of a device that registered none (the org's default, else UTC).
+    public let fallbackZone: TimeZone
+    private var dueByZone: [String: Date] = [:]
+    private let fallbackDue: Date
+    /// Devices found due later, by their due instant.
+    public private(set) var later: [Date: Int] = [:]
+
+    public init(time: LocalDeliveryTime, reference: Date, fallbackZone: TimeZone) {
+        self.time = time
+        self.reference = reference
+        self.fallbackZone = fallbackZone
+        fallbackDue = time.due(in: fallbackZone, after: reference)
+    }
+
+    /// When `device` is due: at `time` in its registered zone (a zone the system does not know counts as none).
+    public mutating func due(_ device: Device) -> Date {
+        guard let id = device.timeZone else { return fallbackDue }
+        if let d = dueByZone[id] { return d }
+        let d = TimeZone(identifier: id).map { time.due(in: $0, after: reference) } ?? fallbackDue
+        dueByZone[id] = d
+        return d
+    }
+
+    /// The devices of a chunk this delivery sends at `now` (with what earlier deliveries recorded for them); the
+    /// others are counted into `later`.
+    public mutating func split(_ devices: [Device], recorded: [RecordedOutcome?], now: Date) -> (
+        devices: [Device], recorded: [RecordedOutcome?]
+    ) {
+        var outDevices: [Device] = []
+        var outRecorded: [RecordedOutcome?] = []
+        outDevices.reserveCapacity(devices.count)
+        outRecorded.reserveCapacity(devices.count)
+        for (i, d) in devices.enumerated() {
+            let r = i < recorded.count ? recorded[i] : nil
+            let at = due(d)
+            if at <= now || r != nil {
+                outDevices.append(d)
+                outRecorded.append(r)
+            } else {
+                later[at, default: 0] += 1
+            }
+        }
+        return (outDevices, outRecorded)
+    }
+
+    /// The `wave` field of a wave's stream entry (the schedule's member carries it): `<reference ms>@<wave ms>`.
+    public static func waveField(reference: Date, at: Date) -> String {
+        let from = Int64((reference.timeIntervalSince1970 * 1000).rounded(.down))
+        return "\(from)@\(Int64((at.timeIntervalSince1970 * 1000).rounded(.up)))"
+    }
+
+    /// The reference instant in a wave entry's `wave` field.
+    public static func reference(fromWaveField field: String) -> Date? {
+        guard let ms = field.split(separator: "@").first.flatMap({ Double($0) }) else { return nil }
+        return Date(timeIntervalSince1970: ms / 1000)
+    }
+
+    /// Devices waiting for a later wave.
+    public var waiting: Int { later.values.reduce(0, +) }
+    /// The next wave's instant.
+    public var nextDue: Date? { later.keys.min() }
+}

@@ -1,0 +1,30 @@
+import Foundation
+import Logging
+import VolleyCore
+import VolleyStore
+
+/// `volley jobs cancel ID`: the same cancel as `DELETE /v1/jobs/{id}`, for jobs sent any way (the API, `volley send`,
+/// a producer's own XADD).
+public enum JobCancelCommand {
+    /// What the cancel did, as one line for the operator.
+    public static func cancel(settings: PipelineSettings, org: OrgID, job: JobID, logger: Logger, now: Date = Date())
+        throws -> (cancelled: Bool, message: String)
+    {
+        let client = settings.client(name: "cancel", logger: logger)
+        switch try RedisScheduleAdmin(store: settings.store).cancel(client, org: org, job: job, now: now) {
+        case .finished:
+            return (false, "job \(job) of org \(org) has finished (its report is published): nothing to cancel")
+        case .unparked(let due):
+            return (
+                true,
+                "job \(job) cancelled: it was scheduled for \(ScheduledTime.utcText(due)); nothing was sent"
+            )
+        case .marked:
+            return (
+                true,
+                "job \(job) marked cancelled: a worker sends nothing more of it after the chunk it is on, and its "
+                    + "report says status cancelled (a job not read yet sends nothing)"
+            )
+        }
+    }
+}
