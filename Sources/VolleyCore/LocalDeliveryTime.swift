@@ -139,6 +139,13 @@ public struct LocalTimeWaves: Sendable {
         return Date(timeIntervalSince1970: ms / 1000)
     }
 
+    /// The instant a wave entry's `wave` field says it falls due.
+    public static func instant(fromWaveField field: String) -> Date? {
+        let parts = field.split(separator: "@")
+        guard parts.count == 2, let ms = Double(parts[1]) else { return nil }
+        return Date(timeIntervalSince1970: ms / 1000)
+    }
+
     /// Devices waiting for a later wave.
     public var waiting: Int { later.values.reduce(0, +) }
     /// The next wave's instant.

@@ -506,9 +506,9 @@ final class JobRun {
         session.watchCancellation(org: job.org, jobs: [claim.jobID] + (job.shard.map { [$0.parent] } ?? []))
         let personal = try worker.personalContent?.plan(for: job, jobID: claim.jobID)
         let notification = personal?.notification ?? job.effectiveNotification
-        // The lifetime counts from when the job entered the stream: a delivery that starts later (a queue, a
+        // The lifetime counts from when the notification was due: a delivery that starts later (a queue, a
         // redelivery, a throttle) gives the providers what is left of it, not the whole `ttl` again.
-        let lifetime = Self.lifetime(of: notification, start: lifetimeStart, now: worker.clock.now())
+        let lifetime = Self.lifetime(of: notification, start: lifetimeStart(of: job), now: worker.clock.now())
         var toPrepare = notification
         if let left = lifetime?.remaining { toPrepare.ttl = left }
         var prepared = [(any PushSender, any PreparedNotification)?](repeating: nil, count: Platform.allCases.count)
@@ -525,10 +525,13 @@ final class JobRun {
             prepared: prepared, readLedger: readLedger, expiresAt: lifetime?.expiresAt)
     }
 
-    /// When the job's notification starts to live: when its entry entered the stream (the entry id's time); now
+    /// When the job's notification starts to live: a local-time wave's own instant; else the job's `sendAt` (a
+    /// parked job comes back on a later entry); else when its entry entered the stream (the entry id's time); now
     /// for an entry whose id carries no time.
-    private var lifetimeStart: Date {
-        entry.entryID.milliseconds.map { Date(timeIntervalSince1970: Double($0) / 1000) } ?? worker.clock.now()
+    private func lifetimeStart(of job: PushJob) -> Date {
+        if let wave = entry.fields["wave"].flatMap(LocalTimeWaves.instant(fromWaveField:)) { return wave }
+        if let sendAt = job.sendAt { return sendAt.date }
+        return entry.entryID.milliseconds.map { Date(timeIntervalSince1970: Double($0) / 1000) } ?? worker.clock.now()
     }
 
     /// When a notification that started to live at `start` expires, and the whole seconds it has left at `now`
