@@ -140,7 +140,7 @@ import VolleyTestTags
         let throttled = try await api.call(
             "POST", "/v1/jobs", token: send,
             json: job.replacingOccurrences(of: #""app":"app1","#, with: #""app":"app1","throttlePerMinute":600,"#),
-            headers: ["Idempotency-Key": "acl-2"])
+            headers: ["Idempotency-Key": "acl-4"])
         #expect(throttled.status == 202, "\(throttled.text)")
         let run = Date(timeIntervalSince1970: (Date().timeIntervalSince1970 + 2).rounded(.up))
         let once = try await api.call(
@@ -174,7 +174,7 @@ import VolleyTestTags
             w.mock.stats().acceptedAPNs >= 3
         }
         let runJob = Schedule.runJobID(schedule: "acl-s", run: run)
-        for id in ["acl-2", runJob.rawValue] {
+        for id in ["acl-2", "acl-4", runJob.rawValue] {
             try await waitUntil("job \(id) done: \(worker.log.suffix(2000))", timeout: .seconds(60)) {
                 try await api.call("GET", "/v1/jobs/\(id)", token: send).json["state"] as? String == "done"
             }

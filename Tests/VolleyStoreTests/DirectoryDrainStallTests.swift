@@ -74,13 +74,13 @@ private final class DrainBox: @unchecked Sendable {
         // The next step is written while Redis is stopped: Redis runs it when it resumes, after the client gave up
         // waiting and sent it again on a new connection. A bare SPOP would pop two batches and lose one.
         fx.pause()
-        async let stalled = onOwnThread { try box.batches.next(max: 10) }
-        try await actWhen("the drain step timed out") {
+        let stalled = StartedThread { try box.batches.next(max: 10) }
+        try await actWhen("the drain step timed out", timeout: .seconds(60)) {
             log.contains("redis connection lost")
         } then: {
             fx.resume()
         }
-        got += try #require(try await stalled)
+        got += try #require(try await stalled.value())
         #expect(try evalshaCalls(fx) == callsBefore + 2, "the step ran twice on the server")
         while let more = try box.batches.next(max: 10) { got += more }
         #expect(got.count == users.count)

@@ -66,6 +66,29 @@ public func onOwnThread<T: Sendable>(_ body: @escaping @Sendable () throws -> T)
     }
 }
 
+/// A call started on a thread of its own before the initializer returns, for a call that must be under way before
+/// the test acts (a command written to a stopped Redis): an `async let` of `onOwnThread` starts only when the
+/// cooperative pool has a thread free, which a busy test run may not give it for seconds. `value()` waits for it.
+public final class StartedThread<T: Sendable>: @unchecked Sendable {
+    private let done = DispatchSemaphore(value: 0)
+    private var result: Result<T, any Error>?
+
+    public init(_ body: @escaping @Sendable () throws -> T) {
+        Thread { [self] in
+            result = Result { try body() }
+            done.signal()
+        }.start()
+    }
+
+    public func value() async throws -> T {
+        try await onOwnThread { [self] in
+            done.wait()
+            guard let result else { throw CancellationError() }
+            return try result.get()
+        }
+    }
+}
+
 /// Polls `condition` on a Dispatch thread every `interval` and runs `action` there the moment it holds, for tests
 /// that must act mid-way through something fast (kill a worker, restart Redis, throttle the mock): the action comes
 /// on time however busy the cooperative pool is. Throws `WaitTimedOut` naming `what` when `timeout` passes first.
