@@ -248,9 +248,10 @@ public enum OutcomeTable {
         }
         // No answer at all: a device whose notification expired before its send could start is never sent.
         lines.append(
-            "| no send: the notification's `ttl` (from when the job entered the stream) ran out before the device's "
-                + "send could start, a throttled job's waiting devices included | expired (terminal, not charged to "
-                + "the quota; ledger `x`, report `expired`, metric outcome `expired`) |")
+            "| no send: the notification's `ttl` (from its `sendAt` or local-time wave, else from when the job "
+                + "entered the stream) ran out before the device's send could start, a throttled job's waiting "
+                + "devices included | expired (terminal, not charged to the quota; ledger `x`, report `expired`, "
+                + "metric outcome `expired`) |")
         return lines.joined(separator: "\n") + "\n"
     }
 }

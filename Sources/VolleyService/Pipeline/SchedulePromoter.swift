@@ -5,12 +5,15 @@ import VolleyCore
 import VolleyRedis
 import VolleyStore
 
-/// A worker's promotion of scheduled jobs: one thread, its own Redis connection, driven by
-/// `SchedulePromotionStateMachine` (when to go round, and how the fleet shares the work through a lease). Each pass
-/// is one script per job stream shard; a job moves from the schedule to the stream inside it, so a worker killed at
-/// any moment leaves every job either parked or on the stream. Also keeps `volley_scheduled_jobs` (jobs parked).
+/// A worker's promotion of scheduled jobs and of recurring schedules' runs: one thread, its own Redis connections,
+/// driven by `SchedulePromotionStateMachine` (when to go round, and how the fleet shares the work through leases).
+/// Each pass is one script per job stream shard; a job moves from the schedule to the stream inside it, so a worker
+/// killed at any moment leaves every job either parked or on the stream. Then the schedules due
+/// (`RedisSchedules.promoteDue`, under a lease of its own): each run is submitted with its derived id, then the
+/// schedule advances, so a run submitted twice is accepted once. Also keeps `volley_scheduled_jobs` (jobs parked).
 public final class SchedulePromoter: @unchecked Sendable {
     private let session: RedisPipelineSession
+    private let schedules: RedisSchedules
     private let logger: Logger
     private let clock: any WallClock
     private let owner: String
@@ -34,6 +37,9 @@ public final class SchedulePromoter: @unchecked Sendable {
         session = RedisPipelineBackend(
             endpoint: settings.endpoint, store: settings.store, consumer: owner, options: options
         ).makeRedisSession(name: "schedule")
+        schedules = RedisSchedules(
+            client: RedisClient(endpoint: settings.endpoint, options: options, name: "\(owner)-schedules"),
+            store: settings.store)
         self.logger = logger
         self.clock = clock
     }
@@ -68,7 +74,19 @@ public final class SchedulePromoter: @unchecked Sendable {
             case .promote(let now, let batch, let leaseSeconds):
                 if condition.withLock({ stopped }) { return }
                 do {
-                    let pass = try session.promoteDue(owner: owner, leaseSeconds: leaseSeconds, now: now, batch: batch)
+                    var pass = try session.promoteDue(owner: owner, leaseSeconds: leaseSeconds, now: now, batch: batch)
+                    let runs = try schedules.promoteDue(
+                        dueBy: now, now: now, leaseSeconds: leaseSeconds, owner: owner)
+                    for run in runs.promoted {
+                        logger.info(
+                            "scheduled run promoted",
+                            metadata: [
+                                "org": "\(run.org)", "schedule": "\(run.schedule)", "job": "\(run.job)",
+                                "run": "\(Schedule.rfc3339(run.run))", "replayed": "\(run.replayed)",
+                            ])
+                    }
+                    pass.leased = pass.leased || runs.leased
+                    pass.full = pass.full || runs.more
                     if pass.promoted > 0 {
                         promotedCounter.increment(by: pass.promoted)
                         logger.info(

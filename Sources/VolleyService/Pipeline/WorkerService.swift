@@ -126,9 +126,6 @@ extension WorkerRunner {
         let sweeper = StaleDeviceSweeper(
             configuration: .init(staleAfterDays: c.devices.staleAfterDays), settings: settings, logger: logger)
         sweeper?.start()
-        // Recurring schedules' due runs: one worker of the fleet at a time promotes them to the job stream.
-        let recurring = RecurringSchedulePromoter(settings: settings, logger: logger)
-        recurring.start()
         // Sync hints: entries of the job stream are stored by the lanes; every worker flushes what is due, and each
         // waiting key is taken by one of them.
         worker.syncHints = RedisSyncHintStore(
@@ -136,14 +133,14 @@ extension WorkerRunner {
             maxRecordIds: c.syncHints.maxRecordIds)
         let hintFlusher = SyncHintFlusher(configuration: c.syncHints, settings: settings, logger: logger)
         hintFlusher.start()
-        // Scheduled jobs due: one worker of the fleet at a time moves them back onto the job stream.
+        // Scheduled jobs and recurring schedules' runs due: one worker of the fleet at a time moves them onto the job
+        // stream.
         let promoter = SchedulePromoter(settings: settings, logger: logger)
         promoter.start()
         defer { promoter.stop() }
         let group = ServiceGroup(
             configuration: .init(services: services, gracefulShutdownSignals: [.sigterm, .sigint], logger: logger))
         try await group.run()
-        recurring.stop()
         sweeper?.stop()
         hintFlusher.stop()
         probe?.stop()
