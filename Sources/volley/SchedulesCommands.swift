@@ -23,6 +23,15 @@ struct Schedules: ParsableCommand {
 struct ScheduleOptions: ParsableArguments {
     @Option(help: "Volley configuration file (YAML).") var config: String
     @Option(help: "Org id.") var org: String
+
+    /// Prints the schedule a command read or changed as JSON; exits 1 naming `id` when the org has none by it.
+    func show(_ schedule: ScheduleState?, id: String) throws {
+        guard let schedule else {
+            print("no schedule \(id) in org \(org)")
+            throw ExitCode(1)
+        }
+        print(schedule.json.jsonText)
+    }
 }
 
 struct SchedulesCreate: ParsableCommand {
@@ -86,11 +95,7 @@ struct SchedulesGet: ParsableCommand {
     @Option(help: "Schedule id.") var id: String
 
     func run() throws {
-        guard let s = try Schedules.store(options.config).schedule(org: OrgID(options.org), id: id) else {
-            print("no schedule \(id) in org \(options.org)")
-            throw ExitCode(1)
-        }
-        print(s.json.jsonText)
+        try options.show(Schedules.store(options.config).schedule(org: OrgID(options.org), id: id), id: id)
     }
 }
 
@@ -100,14 +105,9 @@ struct SchedulesPause: ParsableCommand {
     @Option(help: "Schedule id.") var id: String
 
     func run() throws {
-        guard
-            let s = try Schedules.store(options.config).setPaused(
-                org: OrgID(options.org), id: id, paused: true, now: Date())
-        else {
-            print("no schedule \(id) in org \(options.org)")
-            throw ExitCode(1)
-        }
-        print(s.json.jsonText)
+        try options.show(
+            Schedules.store(options.config).setPaused(org: OrgID(options.org), id: id, paused: true, now: Date()),
+            id: id)
     }
 }
 
@@ -118,14 +118,9 @@ struct SchedulesResume: ParsableCommand {
     @Option(help: "Schedule id.") var id: String
 
     func run() throws {
-        guard
-            let s = try Schedules.store(options.config).setPaused(
-                org: OrgID(options.org), id: id, paused: false, now: Date())
-        else {
-            print("no schedule \(id) in org \(options.org)")
-            throw ExitCode(1)
-        }
-        print(s.json.jsonText)
+        try options.show(
+            Schedules.store(options.config).setPaused(org: OrgID(options.org), id: id, paused: false, now: Date()),
+            id: id)
     }
 }
 
