@@ -39,9 +39,12 @@ struct MockWorld {
         try? FileManager.default.removeItem(at: dir)
     }
 
-    func writeConfig(worker: [String: String] = [:], quotas: (ios: Int, android: Int)? = nil) throws -> String {
+    func writeConfig(
+        worker: [String: String] = [:], quotas: (ios: Int, android: Int)? = nil, logLevel: String? = nil
+    ) throws -> String {
         var l = local
         l.worker = worker
+        if let logLevel { l.logLevel = logLevel }
         if let quotas {
             l.quotaIOS = quotas.ios
             l.quotaAndroid = quotas.android
