@@ -96,18 +96,30 @@ public struct LocalTimeWaves: Sendable {
         fallbackDue = time.due(in: fallbackZone, after: reference)
     }
 
-    /// When `device` is due: at `time` in its registered zone (a zone the system does not know counts as none).
-    public mutating func due(_ device: Device) -> Date {
-        guard let id = device.timeZone else { return fallbackDue }
-        if let d = dueByZone[id] { return d }
-        let d = TimeZone(identifier: id).map { time.due(in: $0, after: reference) } ?? fallbackDue
-        dueByZone[id] = d
-        return d
+    /// The user attribute holding a user's zone in the directory (`volley directory import`): the zone of the
+    /// user's devices that registered none.
+    public static let userZoneAttribute = "timeZone"
+
+    /// When `device` is due: at `time` in its registered zone, else in its user's zone from the directory
+    /// (`userZone`), else in the fallback zone. A zone the system does not know counts as none.
+    public mutating func due(_ device: Device, userZone: String? = nil) -> Date {
+        for id in [device.timeZone, userZone] {
+            guard let id else { continue }
+            if let d = dueByZone[id] { return d }
+            guard let zone = TimeZone(identifier: id) else { continue }
+            let d = time.due(in: zone, after: reference)
+            dueByZone[id] = d
+            return d
+        }
+        return fallbackDue
     }
 
     /// The devices of a chunk this delivery sends at `now` (with what earlier deliveries recorded for them); the
-    /// others are counted into `later`.
-    public mutating func split(_ devices: [Device], recorded: [RecordedOutcome?], now: Date) -> (
+    /// others are counted into `later`. `recipients` holds the chunk's users' directory attributes, whose
+    /// `timeZone` places the devices that registered no zone.
+    public mutating func split(
+        _ devices: [Device], recorded: [RecordedOutcome?], now: Date, recipients: [UserID: RecipientContext] = [:]
+    ) -> (
         devices: [Device], recorded: [RecordedOutcome?]
     ) {
         var outDevices: [Device] = []
@@ -116,7 +128,7 @@ public struct LocalTimeWaves: Sendable {
         outRecorded.reserveCapacity(devices.count)
         for (i, d) in devices.enumerated() {
             let r = i < recorded.count ? recorded[i] : nil
-            let at = due(d)
+            let at = due(d, userZone: d.user.flatMap { recipients[$0]?.attributes?[Self.userZoneAttribute] })
             if at <= now || r != nil {
                 outDevices.append(d)
                 outRecorded.append(r)

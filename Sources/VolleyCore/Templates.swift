@@ -103,7 +103,7 @@ public enum UserAttributes {
     public static let maxValueBytes = 512
 
     /// Problems with `attributes`, each naming the key (`attributes.first_name`): too many, a key a template
-    /// cannot name, a value too long.
+    /// cannot name, a value too long, a `timeZone` (the user's zone for local-time jobs) that is no IANA zone.
     public static func problems(_ attributes: [String: String]) -> [String] {
         var out: [String] = []
         if attributes.count > maxCount { out.append("attributes: \(attributes.count) keys; at most \(maxCount)") }
@@ -113,6 +113,8 @@ public enum UserAttributes {
                     "attributes.\(key): a key is 1–\(maxKeyLength) letters, digits, '_' and '-'")
             } else if value.utf8.count > maxValueBytes {
                 out.append("attributes.\(key): \(value.utf8.count) bytes; at most \(maxValueBytes)")
+            } else if key == LocalTimeWaves.userZoneAttribute, value.isEmpty || TimeZone(identifier: value) == nil {
+                out.append("attributes.\(key): '\(value)' is not an IANA time zone (such as Europe/Berlin)")
             }
         }
         return out

@@ -141,7 +141,7 @@ final class JobRun {
         case .openDelivery(let r): readLedger = r
         case let other: return try end(other)
         }
-        let plan: Plan
+        var plan: Plan
         do {
             plan = try open(claim, readLedger: readLedger)
         } catch let r as JobRejection {
@@ -159,8 +159,11 @@ final class JobRun {
         cursorJob.id = plan.jobID
         cursorJob.notification = plan.notification
         // The cursor reads on the prefetch session, one or two chunks ahead of the sends (ChunkPrefetcher).
-        let cursor = try worker.resolver.cursor(
-            for: cursorJob, session: prefetcher.session, needs: plan.personal?.needs ?? .none)
+        // A local-time job reads the users' directory attributes too: a user's `timeZone` places the devices that
+        // registered none.
+        var needs = plan.personal?.needs ?? .none
+        if local != nil { needs.attributes = true }
+        let cursor = try worker.resolver.cursor(for: cursorJob, session: prefetcher.session, needs: needs)
         let config = worker.configuration
         let ahead = prefetcher.start(
             cursor: cursor, job: plan.job, jobID: plan.jobID, chunkSize: config.chunkSize,
@@ -185,7 +188,8 @@ final class JobRun {
                         let t = now()
                         if var waves = local {
                             // A local-time job sends the devices due by now; the others wait for their wave.
-                            let due = waves.split(chunk.devices, recorded: recorded, now: t)
+                            let due = waves.split(
+                                chunk.devices, recorded: recorded, now: t, recipients: chunk.recipients)
                             local = waves
                             action = machine.chunkResolved(due.devices, recorded: due.recorded, now: t)
                         } else {
@@ -256,6 +260,7 @@ final class JobRun {
                         let lag = max(0, worker.clock.now().timeIntervalSince(due))
                         worker.metrics.scheduleLag.recordNanoseconds(Int64(lag * 1e9))
                     }
+                    refreshLifetime(&plan)
                     send(devices, plan)
                     let t = now()
                     action = machine.devicesSent(now: t)
@@ -403,7 +408,9 @@ final class JobRun {
         /// Each device's own payload, for a job whose push is per person; nil: `prepared` goes to every device.
         let personal: (any PersonalContent)?
         /// Indexed by `Platform.index`: the per-device lookup is an array read, not a hash.
-        let prepared: [(any PushSender, any PreparedNotification)?]
+        var prepared: [(any PushSender, any PreparedNotification)?]
+        /// The `ttl` (seconds left) the relative-lifetime platforms were prepared with (`refreshLifetime`).
+        var preparedTTL: Int?
         /// False on a first delivery that found no ledger: its chunks are not looked up.
         let readLedger: Bool
         /// When the notification's `ttl` runs out: no send starts at or after it (nil: `ttl` 0, now or never,
@@ -522,7 +529,26 @@ final class JobRun {
         }
         return Plan(
             job: job, jobID: claim.jobID, notification: notification, personal: personal?.content,
-            prepared: prepared, readLedger: readLedger, expiresAt: lifetime?.expiresAt)
+            prepared: prepared, preparedTTL: lifetime?.remaining, readLedger: readLedger,
+            expiresAt: lifetime?.expiresAt)
+    }
+
+    /// Before a send: FCM's `ttl` counts from when FCM accepts the message, so a send that starts a second or more
+    /// after the plan was prepared (a throttled job's later slices, a long campaign) gets FCM's notification
+    /// prepared again with what is left of the lifetime. APNs's `apns-expiration` is an instant and stays. At most
+    /// one preparation a second per job.
+    private func refreshLifetime(_ plan: inout Plan) {
+        let android = Platform.android.index
+        guard let expiresAt = plan.expiresAt, let ttl = plan.preparedTTL, let (sender, _) = plan.prepared[android]
+        else { return }
+        let left = max(1, Int(expiresAt.timeIntervalSince(worker.clock.now()).rounded(.down)))
+        guard left < ttl else { return }
+        var n = plan.notification
+        n.ttl = left
+        // The same notification prepared at open; a failure now would be a bug, and the open one stays.
+        guard let p = try? sender.prepare(n, jobID: plan.jobID) else { return }
+        plan.prepared[android] = (sender, p)
+        plan.preparedTTL = left
     }
 
     /// When the job's notification starts to live: a local-time wave's own instant; else the job's `sendAt` (a

@@ -15,6 +15,7 @@ struct VolleyBenchCommand: AsyncParsableCommand {
         version: VolleyVersion.current,
         subcommands: [
             BenchTransport.self, BenchServe.self, BenchE2E.self, BenchAPI.self, BenchChaos.self, BenchHints.self,
+            BenchSchedule.self, BenchThrottle.self,
         ])
 }
 

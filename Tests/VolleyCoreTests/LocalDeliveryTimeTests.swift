@@ -48,4 +48,47 @@ import VolleyTestTags
         // Asked again just after the first 01:30 of New York's fall-back night, the next 01:30 is the next day's.
         #expect(due("01:30", "America/New_York", after: "2026-11-01T05:30:01Z") == "2026-11-02T06:30:00.000Z")
     }
+
+    /// A device's zone is its own, else its user's `timeZone` from the directory, else the org's; a zone the system
+    /// does not know counts as none at each step.
+    @Test func aDeviceWithoutAZoneTakesItsUsersZoneFromTheDirectory() {
+        var waves = LocalTimeWaves(
+            time: LocalDeliveryTime("09:00")!, reference: utc("2026-11-27T08:00:00Z"),
+            fallbackZone: zone("Europe/Berlin"))
+        func device(_ token: String, _ user: UserID, zone: String? = nil) -> Device {
+            Device(platform: .ios, token: DeviceToken(token), user: user, timeZone: zone)
+        }
+        let recipients: [UserID: RecipientContext] = [
+            "ada": RecipientContext(attributes: ["timeZone": "Asia/Kolkata", "first_name": "Ada"]),
+            "eve": RecipientContext(attributes: ["timeZone": "Mars/Base"]),
+        ]
+        let devices = [
+            device("ada-own-zone", "ada", zone: "America/New_York"), device("ada-no-zone", "ada"),
+            device("bob", "bob"), device("eve", "eve"), device("ada-bad-zone", "ada", zone: "Nowhere/Land"),
+        ]
+        let sent = waves.split(
+            devices, recorded: Array(repeating: nil, count: devices.count), now: utc("2026-11-27T08:00:01Z"),
+            recipients: recipients)
+        // Bob (no zone anywhere) and Eve (a zone nobody knows) are Berlin's, due at 08:00Z.
+        #expect(sent.devices.map(\.token.rawValue) == ["bob", "eve"])
+        #expect(
+            waves.later == [
+                utc("2026-11-27T14:00:00Z"): 1, // New York, the device's own
+                utc("2026-11-28T03:30:00Z"): 2, // Kolkata, Ada's: her device without a zone and the one with a bad one
+            ])
+        // Without the directory's attributes, the device without a zone is the org's.
+        var plain = LocalTimeWaves(
+            time: LocalDeliveryTime("09:00")!, reference: utc("2026-11-27T08:00:00Z"),
+            fallbackZone: zone("Europe/Berlin"))
+        #expect(plain.due(device("ada-no-zone", "ada")) == utc("2026-11-27T08:00:00Z"))
+    }
+
+    @Test func aUsersTimeZoneAttributeMustBeAnIANAZone() {
+        #expect(UserAttributes.problems(["timeZone": "Asia/Kolkata"]).isEmpty)
+        #expect(
+            UserAttributes.problems(["timeZone": "Mars/Base"]) == [
+                "attributes.timeZone: 'Mars/Base' is not an IANA time zone (such as Europe/Berlin)"
+            ])
+        #expect(UserAttributes.problems(["timeZone": ""]).count == 1)
+    }
 }

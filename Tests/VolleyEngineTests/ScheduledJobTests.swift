@@ -188,6 +188,47 @@ import VolleyTestTags
         #expect(r.job == "morning" && r.devices == 3 && r.accepted == 3 && r.alreadyRecorded == 2)
     }
 
+    /// The zone of a device that registered none comes from its user's directory record (`timeZone` among the
+    /// user's attributes, read once per chunk of users), before the org's: Ada's zoneless device waits for Kolkata's
+    /// 09:00, her New York device for New York's, and Bob, with no zone anywhere, goes at the org's (Berlin's).
+    @Test func aLocalTimeJobPlacesADeviceWithoutAZoneInItsUsersZone() async throws {
+        let clock = ManualClock(ScheduledTime("2026-11-27T08:00:05Z")!.date)
+        backend.register(
+            org: "org1", app: "app1", user: "ada",
+            [
+                Device(platform: .ios, token: DeviceToken("tok-ada-0"), user: "ada"),
+                Device(platform: .ios, token: DeviceToken("tok-ada-1"), user: "ada", timeZone: "America/New_York"),
+            ])
+        backend.register(
+            org: "org1", app: "app1", user: "bob", [Device(platform: .ios, token: DeviceToken("tok-bob"), user: "bob")])
+        let attributes = InMemoryUserAttributes()
+        attributes.set(org: "org1", user: "ada", ["timeZone": "Asia/Kolkata"])
+        let ios = FakePushSender(platform: .ios)
+        var c = WorkerConfiguration(
+            consumer: "w1", concurrentJobs: 1, inFlight: 100, blockMillis: 20, reclaimIdleMillis: 60_000,
+            reclaimIntervalMillis: 60_000, recordBatch: 10, chunkSize: 100)
+        c.orgTimeZones = ["org1": TimeZone(identifier: "Europe/Berlin")!]
+        let w = PipelineWorker(
+            configuration: c, backend: backend, apps: StaticAppDirectory(["app1": [.ios: ios]]),
+            resolver: DirectoryRecipientResolver(
+                directory: FrequencyCapRunTests.ListDirectory(), inbox: nil, types: nil, attributes: attributes,
+                clock: clock),
+            clock: clock)
+        var j = job("morning", sendAt: ScheduledTime("2026-11-27T08:00:00Z")!.date)
+        j.recipients = ["ada", "bob"]
+        j.deliverAtLocalTime = LocalDeliveryTime("09:00")
+        try backend.enqueue(j)
+        try w.start()
+        defer { w.drain(deadline: 1) }
+        try await waitUntil("the first delivery acknowledged") { backend.ackedEntries.count == 1 }
+        #expect(ios.perToken == ["tok-bob": 1])
+        #expect(
+            Set(backend.parkedJobs.values) == [
+                ScheduledTime("2026-11-27T14:00:00Z")!.date, ScheduledTime("2026-11-28T03:30:00Z")!.date,
+            ])
+        #expect(attributes.reads >= 1)
+    }
+
     @Test func aLocalTimeJobCancelledBetweenItsWavesReportsWhatWent() async throws {
         let clock = ManualClock(ScheduledTime("2026-11-27T08:00:05Z")!.date)
         backend.register(

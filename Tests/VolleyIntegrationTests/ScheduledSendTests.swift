@@ -154,9 +154,9 @@ import VolleyTestTags
         #expect(try w.h.ledger(job: "stop-me").count == r.accepted)
     }
 
-    /// Three devices in Berlin, Kolkata and New York, one `HH:MM` for all, picked so Berlin's is the coming minute:
-    /// Berlin's device is sent at that minute, the other two wait as waves due at their own 09:00-style instants,
-    /// and the job's status says so.
+    /// Three devices in Berlin, Kolkata and New York, and one without a zone whose user's directory record says
+    /// Kolkata; one `HH:MM` for all, picked so Berlin's is the coming minute: Berlin's device is sent at that minute,
+    /// the other three wait as waves due at their own 09:00-style instants, and the job's status says so.
     @Test func aLocalTimeJobReachesTheZoneDueNowAndTheOthersWaitForTheirOwnTime() async throws {
         let w = try MockWorld(mockConfig: #"{"capturePushes": 100}"#)
         defer { w.stop() }
@@ -166,7 +166,17 @@ import VolleyTestTags
                 DeviceImportRecord(
                     org: "org1", app: "app1", user: "user0", platform: .android,
                     token: DeviceToken("lt-\(i)-" + String(repeating: "c", count: 20)), timeZone: z)
-            })
+            }
+                // A device that registered no zone: its user's directory record places it in Kolkata.
+                + [
+                    DeviceImportRecord(
+                        org: "org1", app: "app1", user: "user1", platform: .android,
+                        token: DeviceToken("lt-dir-" + String(repeating: "c", count: 20)))
+                ])
+        try RedisDirectory(client: w.redis.client(name: "dir")).importRecords([
+            DirectoryRecord(org: "org1", kind: .user, id: "user0"),
+            DirectoryRecord(org: "org1", kind: .user, id: "user1", attributes: ["timeZone": "Asia/Kolkata"]),
+        ])
         let config = try w.writeConfig(worker: workerKeys())
         let a = try WorkerProcess(config: config, consumer: "A", logDirectory: w.dir)
         defer { if a.isRunning { a.kill9() } }
@@ -180,7 +190,7 @@ import VolleyTestTags
         let hhmm = String(format: "%02d:%02d", (wall % 86_400) / 3_600, (wall % 3_600) / 60)
         let time = try #require(LocalDeliveryTime(hhmm))
         var job = PushJob(
-            id: "local-1", org: "org1", app: "app1", recipients: ["user0"],
+            id: "local-1", org: "org1", app: "app1", recipients: ["user0", "user1"],
             notification: VolleyCore.Notification(title: "Good morning"))
         job.deliverAtLocalTime = time
         let entry = try w.h.producer.enqueue(job)
@@ -201,9 +211,9 @@ import VolleyTestTags
             lanes: SerialLanes(count: 1, label: "status") { _ in RedisClient(endpoint: w.redis.endpoint) },
             store: w.h.store)
         var status: JobStatus?
-        try await waitUntil("local-1 waiting for two devices", timeout: .seconds(10)) {
+        try await waitUntil("local-1 waiting for three devices", timeout: .seconds(10)) {
             status = try await reader.status(org: "org1", job: "local-1")
-            return status?.waiting == 2
+            return status?.waiting == 3
         }
         #expect(status?.state == "scheduled")
         #expect(status?.dueAt == ScheduledTime.utcText(min(due[1], due[2])))

@@ -16,10 +16,11 @@ import VolleyTestTags
 @Suite(.serialized, .tags(.integration)) struct ThrottleProcessTests {
     static let inFlight = 16
 
-    /// `users` users × `devicesPerUser` iOS devices.
-    func register(_ w: MockWorld, users: Int, devicesPerUser: Int) throws {
+    /// `users` users × `devicesPerUser` iOS devices (every other one Android with `android`).
+    func register(_ w: MockWorld, users: Int, devicesPerUser: Int, android: Bool = false) throws {
         try w.h.register(
-            app: "app1", users: users, devicesPerUser: devicesPerUser, platform: { _ in .ios },
+            app: "app1", users: users, devicesPerUser: devicesPerUser,
+            platform: { android && $0 % 2 == 1 ? .android : .ios },
             token: { u, d in String(format: "%08x%08x", u, d) + String(repeating: "b", count: 48) })
     }
 
@@ -100,7 +101,7 @@ import VolleyTestTags
     @Test func aShortTTLBehindALongThrottleReportsTheLateDevicesExpired() async throws {
         let w = try MockWorld(mockConfig: #"{"capturePushes": 100}"#)
         defer { w.stop() }
-        try register(w, users: 1, devicesPerUser: 30)
+        try register(w, users: 1, devicesPerUser: 30, android: true)
         let config = try w.writeConfig(worker: workerKeys(shardSize: 50_000))
         let p = try WorkerProcess(config: config, consumer: "E", logDirectory: w.dir)
         defer { if p.isRunning { p.kill9() } }
@@ -128,9 +129,23 @@ import VolleyTestTags
         // The stream entry id is `<ms>-<seq>`: when the job entered the stream.
         let entryMillis = try #require(r.entry?.rawValue.split(separator: "-").first.flatMap { Double($0) })
         let entered = entryMillis / 1000
+        // APNs gets the instant; FCM the seconds left when it accepts, so a late push does not outlive it either.
+        var android = 0
         for push in w.mock.capturedPushes() {
-            let expiration = try #require(push.headers["apns-expiration"].flatMap(Double.init))
-            #expect(expiration <= entered + 9)
+            if push.provider == .apns {
+                let expiration = try #require(push.headers["apns-expiration"].flatMap(Double.init))
+                #expect(expiration <= entered + 9)
+            } else if case .object(let root)? = push.json, case .object(let message)? = root["message"],
+                case .object(let options)? = message["android"], case .string(let ttl)? = options["ttl"],
+                let seconds = Double(ttl.dropLast())
+            {
+                android += 1
+                let lives = push.acceptedAt.timeIntervalSince1970 + seconds
+                #expect(lives <= entered + 8.5, "an FCM push at \(push.acceptedAt) with ttl \(ttl)")
+            } else {
+                Issue.record("an FCM push without android.ttl")
+            }
         }
+        #expect(android >= 1)
     }
 }

@@ -74,15 +74,14 @@ import VolleyTestTags
         #expect(none.events.isEmpty && none.lastID == "0")
         // A watcher blocked from now on (`$`) wakes with the announcement, well before its 20 s block runs out.
         let until = Date(timeIntervalSince1970: 1_800_000_003.5)
-        let woke: Task<(events: [(key: String, until: Date)], lastID: String), Error> = Task.detached {
-            try watcher.pauseEvents(after: "$", blockMillis: 20_000)
-        }
+        // On a thread of its own: a blocking read on the cooperative pool may not start while other suites hold it.
+        let woke = StartedThread { try watcher.pauseEvents(after: "$", blockMillis: 20_000) }
         // The watcher's XREAD is blocked once Redis lists a client waiting on the stream.
         try await waitUntil("the watcher blocked on the stream", timeout: .seconds(10)) {
             (try redis.client().checked(["INFO", "clients"]).string ?? "").contains("blocked_clients:1")
         }
         try publisher.announcePause(key, until: until)
-        let got = try await woke.value
+        let got = try await woke.value()
         #expect(got.events.count == 1)
         #expect(got.events.first?.key == FleetKeys.pause(key))
         #expect(got.events.first?.until == until)

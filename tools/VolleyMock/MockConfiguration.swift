@@ -41,8 +41,9 @@ import VolleyCore
 ///   "maxConcurrentStreams": 1000,           // advertised SETTINGS_MAX_CONCURRENT_STREAMS (applied to open
 ///                                           // connections too)
 ///   "duplicateTracking": true,              // count duplicate apns-id / x-volley-delivery-id among accepted sends
-///   "capturePushes": 0                      // keep the last N accepted pushes (token, headers, body) for
-///                                           // `GET /_mock/pushes` and `MockServer.capturedPushes()`
+///   "capturePushes": 0                      // keep the last N accepted pushes (token, headers, body, when) for
+///                                           // `GET /_mock/pushes[?offset=K&limit=N&compact=1]` (`accepted_at`:
+///                                           // seconds since 1970) and `MockServer.capturedPushes()`
 /// }
 /// ```
 public struct MockConfiguration: Sendable, Equatable {
