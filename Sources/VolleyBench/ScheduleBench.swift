@@ -45,8 +45,10 @@ public struct ScheduleBenchPhase: Sendable, Codable, Hashable {
     public var due_jobs: Int
     public var sent: Int
     public var due_to_send: LatencySummary
-    /// Pushes the mock accepted before their job's `sendAt` (never expected: a late clock would show here).
+    /// Pushes the mock accepted before their job's `sendAt` (never expected: a late clock would show here), and the
+    /// most any of them was early by.
     public var early: Int
+    public var earliest_ms: Double
     public var redis_cpu_us_per_due_job: Double
 }
 
@@ -159,11 +161,11 @@ public enum ScheduleBench {
         for i in 0..<n {
             let at = first.addingTimeInterval(o.dueSeconds * Double(i) / Double(n))
             // Whole milliseconds, as `sendAt` carries them.
-            let ms = (at.timeIntervalSince1970 * 1000).rounded(.up) / 1000
             let token = E2EBench.iosToken(i, prefix: "5c\(tag)")
-            due[token.rawValue] = Date(timeIntervalSince1970: ms)
-            let j = job(
-                id: "sched-\(tag)-\(i)", token: token, due: Date(timeIntervalSince1970: ms), body: body)
+            let j = job(id: "sched-\(tag)-\(i)", token: token, due: at, body: body)
+            // The job's time is its `sendAt` as written (milliseconds), not the instant it was made from.
+            guard let sendAt = j.sendAt?.date else { throw BenchError("job \(i) has no sendAt") }
+            due[token.rawValue] = sendAt
             commands.append([
                 "XADD", settings.store.jobStream(for: JobID("sched-\(tag)-\(i)")), "*", "job",
                 String(decoding: try encoder.encode(j), as: UTF8.self),
@@ -197,14 +199,19 @@ public enum ScheduleBench {
         let cpuAfter = try redisCPU(client)
         var h = E2EBench.newHistogram()
         var early = 0
+        var earliest = 0.0
         for (token, at) in accepted {
             guard let d = due[token] else { continue }
             let lag = at - d.timeIntervalSince1970
-            if lag < 0 { early += 1 }
+            if lag < 0 {
+                early += 1
+                earliest = max(earliest, -lag * 1000)
+            }
             _ = h.record(UInt64(max(1, lag * 1e6)))
         }
         return ScheduleBenchPhase(
             pending: pending, due_jobs: n, sent: accepted.count, due_to_send: E2EBench.summary(h), early: early,
+            earliest_ms: earliest,
             redis_cpu_us_per_due_job: (cpuAfter - cpuBefore) * 1e6 / Double(n))
     }
 
@@ -287,7 +294,8 @@ public enum ScheduleBench {
             "\(grouped(Double(p.pending))) waiting: \(p.sent)/\(p.due_jobs) sent, due → at the provider p50 "
                 + "\(f(p.due_to_send.p50_ms)) ms, p99 \(f(p.due_to_send.p99_ms)) ms, "
                 + "max \(f(p.due_to_send.max_ms)) ms, "
-                + "\(p.early) early; Redis \(f(p.redis_cpu_us_per_due_job)) us CPU per job"
+                + "\(p.early) early (by at most \(f(p.earliest_ms, 2)) ms); "
+                + "Redis \(f(p.redis_cpu_us_per_due_job)) us CPU per job"
         }
         return """
             scheduled jobs (\(r.due_jobs) falling due over \(f(r.due_seconds, 0)) s, \(r.workers) worker(s))
