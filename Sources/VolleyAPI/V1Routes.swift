@@ -128,7 +128,7 @@ extension APIServer {
         let digest = SHA256.hash(data: data).withUnsafeBytes { $0.lowercaseHex }
         let submission = try await stores.jobs.submit(
             org: org, job: id, app: job.app, digest: digest, entry: String(decoding: entry, as: UTF8.self),
-            createdAt: Date().ISO8601Format())
+            createdAt: CivilDate.iso8601Seconds(Date()))
         switch submission {
         case .accepted(let entry), .replayed(let entry):
             var headers: HTTPFields = [.location: "/v1/jobs/\(id)"]

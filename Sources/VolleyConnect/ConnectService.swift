@@ -212,7 +212,7 @@ public final class ConnectService: Sendable {
         let entry = String(decoding: try Self.jobEncoder.encode(job), as: UTF8.self)
         let answer = try await jobs.submit(
             org: job.org, job: id, app: job.app, digest: submission.digest, entry: entry,
-            createdAt: submission.now.ISO8601Format())
+            createdAt: CivilDate.iso8601Seconds(submission.now))
         if case .conflict = answer {
             throw ConnectError(
                 status: 422, errorCode: "DUPLICATE_VALUE",

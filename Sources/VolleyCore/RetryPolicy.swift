@@ -90,23 +90,12 @@ public enum RetryAfter {
             y += thisYear - thisYear % 100
             if y > thisYear + 50 { y -= 100 }
         }
-        let days = daysFromCivil(year: y, month: m + 1, day: d)
+        let days = CivilDate.days(year: y, month: m + 1, day: d)
         return Date(timeIntervalSince1970: Double(days * 86_400 + hh * 3600 + mm * 60 + ss))
     }
 
     private static func number(_ s: Substring, digits: ClosedRange<Int>) -> Int? {
         guard digits.contains(s.utf8.count), s.utf8.allSatisfy({ $0 >= 0x30 && $0 <= 0x39 }) else { return nil }
         return Int(s)
-    }
-
-    /// Days since 1970-01-01 of a proleptic Gregorian date (H. Hinnant, "chrono-Compatible Low-Level Date
-    /// Algorithms", days_from_civil).
-    private static func daysFromCivil(year: Int, month: Int, day: Int) -> Int {
-        let y = month <= 2 ? year - 1 : year
-        let era = (y >= 0 ? y : y - 399) / 400
-        let yoe = y - era * 400
-        let doy = (153 * (month > 2 ? month - 3 : month + 9) + 2) / 5 + day - 1
-        let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy
-        return era * 146_097 + doe - 719_468
     }
 }

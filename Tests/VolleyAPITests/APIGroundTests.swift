@@ -18,7 +18,9 @@ struct StalledCredentials: CredentialStore {
         ("application/json", true), ("application/json; charset=utf-8", true), ("Application/JSON", true),
         ("application/json;charset=UTF-8", true), (" application/json ", true), ("text/plain", false),
         ("application/x-www-form-urlencoded", false), ("application/jsonx", false), ("", false),
-        ("multipart/form-data; boundary=x", false),
+        ("multipart/form-data; boundary=x", false), ("\tAPPLICATION/json\t;q=1", true), ("application_json", false),
+        ("applicatio/json", false), ("application/json;", true), ("application/jsön", false),
+        (";application/json", false),
     ])
     func onlyJSONBodiesAreRead(_ header: String, _ accepted: Bool) {
         #expect(JSONContentTypeMiddleware.isJSON(header) == accepted)
