@@ -81,12 +81,6 @@ struct BenchChaos: AsyncParsableCommand {
         let r = try await runBlocking {
             try ChaosBench(options: opts, logger: Logger(label: "volley.bench.chaos")).run(command: command)
         }
-        if json {
-            let enc = JSONEncoder()
-            enc.outputFormatting = [.sortedKeys]
-            print(String(decoding: try enc.encode(r), as: UTF8.self))
-        } else {
-            print(ChaosBench.table(r))
-        }
+        try printResult(r, json: json) { ChaosBench.table(r) }
     }
 }

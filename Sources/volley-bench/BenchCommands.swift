@@ -174,13 +174,7 @@ struct BenchAPI: ParsableCommand {
         o.durationSeconds = duration
         o.rounds = rounds
         let r = try APIBench.run(o, logger: Logger(label: "volley.bench"))
-        if json {
-            let enc = JSONEncoder()
-            enc.outputFormatting = [.sortedKeys]
-            print(String(decoding: try enc.encode(r), as: UTF8.self))
-        } else {
-            print(APIBench.table(r))
-        }
+        try printResult(r, json: json) { APIBench.table(r) }
     }
 }
 
@@ -213,12 +207,17 @@ struct BenchHints: ParsableCommand {
         var logger = Logger(label: "volley.bench")
         logger.logLevel = .warning
         let r = try HintsBench.run(o, logger: logger)
-        if json {
-            let enc = JSONEncoder()
-            enc.outputFormatting = [.sortedKeys]
-            print(String(decoding: try enc.encode(r), as: UTF8.self))
-        } else {
-            print(HintsBench.table(r))
-        }
+        try printResult(r, json: json) { HintsBench.table(r) }
+    }
+}
+
+/// Prints a bench's result: one JSON object (sorted keys, the `--json` contract) or its table for people.
+func printResult<R: Encodable>(_ r: R, json: Bool, table: () -> String) throws {
+    if json {
+        let enc = JSONEncoder()
+        enc.outputFormatting = [.sortedKeys]
+        print(String(decoding: try enc.encode(r), as: UTF8.self))
+    } else {
+        print(table())
     }
 }

@@ -194,14 +194,12 @@ struct BenchE2E: AsyncParsableCommand {
             s.skipWorkers = sweepSkipWorkers
             let opts = s
             let r = try await runBlocking { try SweepBench(options: opts, logger: logger).run(command: command) }
-            if json {
-                let enc = JSONEncoder()
-                enc.outputFormatting = [.sortedKeys]
-                print(String(decoding: try enc.encode(r), as: UTF8.self))
-            } else {
-                print(Self.sweepTable(r))
-                print(cpuWakeLatencyLine(wakeLatency))
-                print("wrote \(s.outputDirectory)/sweep.csv, sweep.json and charts")
+            try printResult(r, json: json) {
+                [
+                    Self.sweepTable(r),
+                    cpuWakeLatencyLine(wakeLatency),
+                    "wrote \(s.outputDirectory)/sweep.csv, sweep.json and charts",
+                ].joined(separator: "\n")
             }
             return
         }
@@ -211,13 +209,11 @@ struct BenchE2E: AsyncParsableCommand {
             c.primaries = primaries
             let opts = c
             let r = try await runBlocking { try E2EClusterBench(options: opts, logger: logger).run(command: command) }
-            if json {
-                let enc = JSONEncoder()
-                enc.outputFormatting = [.sortedKeys]
-                print(String(decoding: try enc.encode(r), as: UTF8.self))
-            } else {
-                print(E2EClusterBench.table(r))
-                print(cpuWakeLatencyLine(wakeLatency))
+            try printResult(r, json: json) {
+                [
+                    E2EClusterBench.table(r),
+                    cpuWakeLatencyLine(wakeLatency),
+                ].joined(separator: "\n")
             }
             return
         }

@@ -35,13 +35,7 @@ struct BenchSchedule: ParsableCommand {
         logger.logLevel = .warning
         let r = try ScheduleBench.run(
             o, command: CommandLine.arguments.joined(separator: " "), logger: logger)
-        if json {
-            let enc = JSONEncoder()
-            enc.outputFormatting = [.sortedKeys]
-            print(String(decoding: try enc.encode(r), as: UTF8.self))
-        } else {
-            print(ScheduleBench.table(r))
-        }
+        try printResult(r, json: json) { ScheduleBench.table(r) }
     }
 }
 
@@ -81,12 +75,6 @@ struct BenchThrottle: ParsableCommand {
         var logger = Logger(label: "volley.bench")
         logger.logLevel = .warning
         let r = try ThrottleBench.run(o, command: CommandLine.arguments.joined(separator: " "), logger: logger)
-        if json {
-            let enc = JSONEncoder()
-            enc.outputFormatting = [.sortedKeys]
-            print(String(decoding: try enc.encode(r), as: UTF8.self))
-        } else {
-            print(ThrottleBench.table(r))
-        }
+        try printResult(r, json: json) { ThrottleBench.table(r) }
     }
 }

@@ -17,9 +17,9 @@ public final class SchedulePromoter: @unchecked Sendable {
     private let logger: Logger
     private let clock: any WallClock
     private let owner: String
-    private let condition = NSCondition()
+    private let thread = WorkerThread(name: "volley-schedule")
+    /// The promotion thread's own (nothing else reads it).
     private var machine: SchedulePromotionStateMachine
-    private var stopped = false
     private let promotedCounter = Counter(label: "volley_schedule_promoted_total")
     private let scheduledGauge = Gauge(label: "volley_scheduled_jobs")
     /// The gauge is read every `gaugeSeconds` (a ZCARD per shard) by every worker, so any one of them shows it.
@@ -45,34 +45,20 @@ public final class SchedulePromoter: @unchecked Sendable {
     }
 
     /// Starts the promotion thread.
-    public func start() {
-        let t = Thread { [self] in loop() }
-        t.name = "volley-schedule"
-        t.start()
-    }
+    public func start() { thread.start { [self] in loop() } }
 
     /// Tells the thread to stop, without waiting for it (a pass is one script per shard: nothing is left half done).
-    public func stop() {
-        condition.withLock {
-            stopped = true
-            condition.broadcast()
-        }
-    }
+    public func stop() { thread.stop() }
 
     private func loop() {
-        var action = condition.withLock { machine.started(now: clock.now()) }
+        var action = machine.started(now: clock.now())
         while true {
             switch action {
             case .wait(let until):
-                let stop: Bool = condition.withLock {
-                    // Woken early by `stop`; the wall clock decides when the wait is over.
-                    while !stopped && Date() < until { _ = condition.wait(until: until) }
-                    return stopped
-                }
-                if stop { return }
-                action = condition.withLock { machine.waited(now: clock.now()) }
+                if thread.sleep(until: until) { return }
+                action = machine.waited(now: clock.now())
             case .promote(let now, let batch, let leaseSeconds):
-                if condition.withLock({ stopped }) { return }
+                if thread.isStopped { return }
                 do {
                     var pass = try session.promoteDue(owner: owner, leaseSeconds: leaseSeconds, now: now, batch: batch)
                     let runs = try schedules.promoteDue(
@@ -96,10 +82,10 @@ public final class SchedulePromoter: @unchecked Sendable {
                         gaugeReadAt = now
                         scheduledGauge.record(try session.scheduledCount())
                     }
-                    action = condition.withLock { machine.passed(pass, now: clock.now()) }
+                    action = machine.passed(pass, now: clock.now())
                 } catch {
                     logger.warning("promoting scheduled jobs failed; retrying", metadata: ["error": "\(error)"])
-                    action = condition.withLock { machine.failed(now: clock.now()) }
+                    action = machine.failed(now: clock.now())
                 }
             }
         }

@@ -13,9 +13,9 @@ public final class StaleDeviceSweeper: @unchecked Sendable {
     private let logger: Logger
     private let clock: any WallClock
     private let owner: String
-    private let condition = NSCondition()
+    private let thread = WorkerThread(name: "volley-stale-devices")
+    /// The sweep thread's own (nothing else reads it).
     private var machine: StaleDeviceSweepStateMachine
-    private var stopped = false
     private let removedCounter = Counter(label: "volley_devices_stale_removed_total")
 
     /// Nil when `devices.staleAfterDays` is 0 (no sweeping).
@@ -36,36 +36,22 @@ public final class StaleDeviceSweeper: @unchecked Sendable {
     }
 
     /// Starts the sweep thread.
-    public func start() {
-        let t = Thread { [self] in loop() }
-        t.name = "volley-stale-devices"
-        t.start()
-    }
+    public func start() { thread.start { [self] in loop() } }
 
     /// Tells the thread to stop, without waiting for it: a pass in progress may be waiting for an unreachable Redis
     /// (up to the client's give-up time), and shutdown must not wait on it. Each app's removal is one script, so a
     /// pass left behind at exit leaves nothing half done.
-    public func stop() {
-        condition.withLock {
-            stopped = true
-            condition.broadcast()
-        }
-    }
+    public func stop() { thread.stop() }
 
     private func loop() {
-        var action = condition.withLock { machine.tick(now: clock.now()) }
+        var action = machine.tick(now: clock.now())
         while true {
             switch action {
             case .wait(let until):
-                let stop: Bool = condition.withLock {
-                    // Woken early by `stop`; the wall clock decides when the wait is over.
-                    while !stopped && Date() < until { _ = condition.wait(until: min(until, Date() + 60)) }
-                    return stopped
-                }
-                if stop { return }
-                action = condition.withLock { machine.tick(now: clock.now()) }
+                if thread.sleep(until: until) { return }
+                action = machine.tick(now: clock.now())
             case .sweep(let cutoff, let leaseSeconds):
-                if condition.withLock({ stopped }) { return }
+                if thread.isStopped { return }
                 do {
                     let r = try session.sweepStaleDevices(cutoff: cutoff, leaseSeconds: leaseSeconds, owner: owner)
                     if r.removed > 0 {
@@ -76,14 +62,14 @@ public final class StaleDeviceSweeper: @unchecked Sendable {
                                 "removed": "\(r.removed)", "notRegisteredSince": "\(cutoff.ISO8601Format())",
                             ])
                     }
-                    action = condition.withLock { machine.swept(now: clock.now(), leased: r.leased, more: r.more) }
+                    action = machine.swept(now: clock.now(), leased: r.leased, more: r.more)
                 } catch {
                     logger.warning(
                         "stale device sweep failed; next attempt after the interval",
                         metadata: [
                             "error": "\(error)"
                         ])
-                    action = condition.withLock { machine.failed(now: clock.now()) }
+                    action = machine.failed(now: clock.now())
                 }
             }
         }

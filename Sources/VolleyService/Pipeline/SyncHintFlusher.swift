@@ -21,8 +21,7 @@ public final class SyncHintFlusher: @unchecked Sendable {
     private let logger: Logger
     private let clock: any WallClock
     private let tickSeconds: Double
-    private let condition = NSCondition()
-    private var stopped = false
+    private let thread = WorkerThread(name: "volley-sync-hints")
     private var lastGauges = Date.distantPast
     private let pushes = Counter(label: "volley_sync_hint_pushes_total")
     private let fullSyncPushes = Counter(label: "volley_sync_hint_full_sync_pushes_total")
@@ -47,24 +46,15 @@ public final class SyncHintFlusher: @unchecked Sendable {
     }
 
     /// Starts the flushing thread.
-    public func start() {
-        let t = Thread { [self] in loop() }
-        t.name = "volley-sync-hints"
-        t.start()
-    }
+    public func start() { thread.start { [self] in loop() } }
 
     /// Tells the thread to stop, without waiting for it. A pass cut short leaves at most a taken batch, which the
     /// next worker pushes again when its lease ends.
-    public func stop() {
-        condition.withLock {
-            stopped = true
-            condition.broadcast()
-        }
-    }
+    public func stop() { thread.stop() }
 
     private func loop() {
         var failures = 0
-        while !condition.withLock({ stopped }) {
+        while !thread.isStopped {
             do {
                 _ = try flushOnce()
                 if failures > 0 { logger.info("sync hint passes succeed again", metadata: ["failed": "\(failures)"]) }
@@ -77,9 +67,7 @@ public final class SyncHintFlusher: @unchecked Sendable {
                 failures += 1
             }
             let wait = min(5, tickSeconds * Double(1 << min(failures, 5)))
-            condition.withLock {
-                if !stopped { _ = condition.wait(until: Date().addingTimeInterval(wait)) }
-            }
+            if thread.sleep(until: Date().addingTimeInterval(wait)) { return }
         }
     }
 
