@@ -40,6 +40,8 @@ public struct APIConfiguration: Sendable {
     public var apps: [AppName: AppOrgs] = [:]
     /// Each org's frequency caps from the file (`orgs[].frequencyCaps`); rules set through the API replace them.
     public var frequencyCaps: [OrgID: [FrequencyCapRule]] = [:]
+    /// Each org's default zone from the file (`orgs[].timeZone`); one set through `/v1/time-zone` replaces it.
+    public var orgTimeZones: [OrgID: String] = [:]
     /// `syncHints`: the status read says when the next push may go by the same rules the workers follow.
     public var syncHints = SyncHintConfiguration()
 

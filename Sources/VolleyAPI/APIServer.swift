@@ -69,6 +69,8 @@ public final class APIServer: Sendable {
         public var frequencyCaps: (any FrequencyCapRepository)?
         /// Sync hints (`/v1/sync-hints`); nil: those routes answer 503.
         public var syncHints: (any SyncHintStore)?
+        /// The orgs' default zones set through `/v1/time-zone` (nil: those routes answer 501).
+        public var timeZones: (any OrgTimeZoneRepository)?
 
         public init(
             credentials: any CredentialStore, jobs: any JobSubmitter, jobStatus: any JobStatusReader,

@@ -37,6 +37,8 @@ tags:
     description: How many visible notifications one person is pushed in rolling windows; the inbox keeps the rest.
   - name: sync-hints
     description: '"These records changed", coalesced per user and type into silent pushes (docs/api.md).'
+  - name: time-zone
+    description: The org's default zone for deliverAtLocalTime, for devices and users without a zone of their own.
   - name: health
   - name: salesforce
     description: Salesforce-compatible resources under /services/data/v{NN.N}/ (errors as Salesforce's array).
@@ -881,6 +883,67 @@ paths:
           content:
             application/json:
               schema: {$ref: "#/components/schemas/FrequencyCaps"}
+        "401": {$ref: "#/components/responses/Unauthorized"}
+        "403": {$ref: "#/components/responses/Forbidden"}
+        "429": {$ref: "#/components/responses/TooManyRequests"}
+        "501": {$ref: "#/components/responses/Unavailable"}
+        "503": {$ref: "#/components/responses/Unavailable"}
+  /v1/time-zone:
+    get:
+      tags: [time-zone]
+      operationId: getTimeZone
+      summary: The org's default zone in force, and where it comes from (role read or admin).
+      responses:
+        "200":
+          description: The zone in force.
+          content:
+            application/json:
+              schema: {$ref: "#/components/schemas/OrgTimeZone"}
+        "401": {$ref: "#/components/responses/Unauthorized"}
+        "403": {$ref: "#/components/responses/Forbidden"}
+        "429": {$ref: "#/components/responses/TooManyRequests"}
+        "501": {$ref: "#/components/responses/Unavailable"}
+        "503": {$ref: "#/components/responses/Unavailable"}
+    put:
+      tags: [time-zone]
+      operationId: putTimeZone
+      summary: >-
+        Set the org's default zone (role admin): local-time jobs send at their HH:MM in it to the devices and users
+        that have no zone of their own. It replaces the configuration's orgs[].timeZone for the org.
+      requestBody:
+        required: true
+        content:
+          application/json:
+            schema:
+              type: object
+              additionalProperties: false
+              required: [timeZone]
+              properties:
+                timeZone: {type: string, minLength: 1, maxLength: 64, description: "An IANA zone (Europe/Berlin)."}
+      responses:
+        "200":
+          description: The zone now in force (source api).
+          content:
+            application/json:
+              schema: {$ref: "#/components/schemas/OrgTimeZone"}
+        "400": {$ref: "#/components/responses/BadRequest"}
+        "401": {$ref: "#/components/responses/Unauthorized"}
+        "403": {$ref: "#/components/responses/Forbidden"}
+        "413": {$ref: "#/components/responses/TooLarge"}
+        "415": {$ref: "#/components/responses/UnsupportedMediaType"}
+        "429": {$ref: "#/components/responses/TooManyRequests"}
+        "501": {$ref: "#/components/responses/Unavailable"}
+        "503": {$ref: "#/components/responses/Unavailable"}
+    delete:
+      tags: [time-zone]
+      operationId: deleteTimeZone
+      summary: Remove the zone set through the API (role admin), so the configuration's (else UTC) holds again.
+      responses:
+        "200":
+          description: The zone now in force (source configuration or default).
+          content:
+            application/json:
+              schema: {$ref: "#/components/schemas/OrgTimeZone"}
         "401": {$ref: "#/components/responses/Unauthorized"}
         "403": {$ref: "#/components/responses/Forbidden"}
         "429": {$ref: "#/components/responses/TooManyRequests"}
@@ -1991,9 +2054,10 @@ components:
           pattern: "^([01][0-9]|2[0-3]):[0-5][0-9]$"
           description: >-
             `HH:MM`: each device gets the notification at this wall-clock time in its registered `timeZone` (else its
-            org's `orgs[].timeZone`, else UTC), at the first such moment after `sendAt` (or after the job was
-            added). A time skipped by a daylight-saving change is sent at the next valid minute, one that happens
-            twice once. The job reads `scheduled` (with `dueAt` and `waiting`) until its last device's time.
+            user's `timeZone` attribute, else the org's zone from `PUT /v1/time-zone` or `orgs[].timeZone`, else
+            UTC), at the first such moment after `sendAt` (or after the job was added). A time skipped by a
+            daylight-saving change is sent at the next valid minute, one that happens twice once. The job reads
+            `scheduled` (with `dueAt` and `waiting`) until its last device's time.
     Notification:
       type: object
       additionalProperties: false
@@ -2251,6 +2315,13 @@ components:
           minLength: 1
           maxLength: 128
           description: Count and cap only notifications of this type; without it, every visible notification.
+    OrgTimeZone:
+      type: object
+      required: [org, source, timeZone]
+      properties:
+        org: {type: string}
+        source: {type: string, enum: [api, configuration, default]}
+        timeZone: {type: string, description: "An IANA zone; UTC when neither the API nor the file sets one."}
     FrequencyCaps:
       type: object
       required: [org, source, rules]

@@ -25,6 +25,9 @@ extension APIServer {
         v1.get("/frequency-caps") { _, context in try await self.getFrequencyCaps(context) }
         v1.put("/frequency-caps") { request, context in try await self.putFrequencyCaps(request, context) }
         v1.delete("/frequency-caps") { _, context in try await self.deleteFrequencyCaps(context) }
+        v1.get("/time-zone") { _, context in try await self.getTimeZone(context) }
+        v1.put("/time-zone") { request, context in try await self.putTimeZone(request, context) }
+        v1.delete("/time-zone") { _, context in try await self.deleteTimeZone(context) }
         addTemplateRoutes(v1)
         addScheduleRoutes(v1)
         addSyncHintRoutes(v1)

@@ -163,3 +163,13 @@ public struct LocalTimeWaves: Sendable {
     /// The next wave's instant.
     public var nextDue: Date? { later.keys.min() }
 }
+
+/// The orgs' default zones set through the API (`/v1/time-zone`), which take the place of the configuration's
+/// `orgs[].timeZone` for local-time jobs. A zone is an IANA name the system knows.
+public protocol OrgTimeZoneRepository: Sendable {
+    /// The org's zone set through the API, nil when none is.
+    func zone(org: OrgID) async throws -> String?
+    func setZone(org: OrgID, _ zone: String) async throws
+    /// Removes the org's zone, so the configuration's holds again; true when there was one.
+    func removeZone(org: OrgID) async throws -> Bool
+}

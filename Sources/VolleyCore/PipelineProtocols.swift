@@ -155,6 +155,9 @@ public protocol JobScheduleStore: AnyObject {
     /// Notes in the job's ledger when the next wave is due and how many devices wait, for status reads. A wave
     /// parked already stays as it is.
     func parkWaves(_ entry: JobEntry, org: OrgID, job: JobID, reference: Date, waves: [Date: Int]) throws
+    /// The org's default zone set through `PUT /v1/time-zone` (an IANA name), nil when none is: a local-time job's
+    /// devices and users without a zone of their own take it, before the configuration's `orgs[].timeZone`.
+    func orgTimeZone(org: OrgID) throws -> String?
 }
 
 /// Everything one engine thread needs, on one connection.

@@ -504,9 +504,12 @@ final class JobRun {
                     $0.timeIntervalSince1970 * 1000
                 }
                 ?? entry.entryID.milliseconds.map(Double.init) ?? worker.clock.now().timeIntervalSince1970 * 1000
+            // The org's zone: the one set through the API (one read per delivery of a local-time job), else the
+            // configuration's, else UTC.
+            let stored = try session.orgTimeZone(org: job.org).flatMap(TimeZone.init(identifier:))
             local = LocalTimeWaves(
                 time: time, reference: Date(timeIntervalSince1970: ms.rounded(.down) / 1000),
-                fallbackZone: worker.configuration.orgTimeZones[job.org] ?? TimeZone(identifier: "UTC")!)
+                fallbackZone: stored ?? worker.configuration.orgTimeZones[job.org] ?? TimeZone(identifier: "UTC")!)
         }
         // A cancel (`DELETE /v1/jobs/{id}`, of the job or of the campaign it is a shard of) is seen by the outcome
         // records' own round trips.

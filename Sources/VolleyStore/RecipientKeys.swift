@@ -42,6 +42,7 @@ import VolleyCore
 ///                                              after, the longest such window
 /// volley:fcap:{O}:t:<n>:<type>:u:<user>  ZSET  the same for the caps of one notification type (n: the type's length)
 /// volley:fcaprules                       HASH  org → the org's frequency-cap rules set through the API (JSON list)
+/// volley:orgzones                        HASH  org → the org's default IANA zone set through the API
 /// ```
 public struct RecipientKeys: Sendable {
     public let org: OrgID
@@ -93,4 +94,6 @@ public struct RecipientKeys: Sendable {
     public var frequencyCapSlot: String { "volley:fcap:\(tag)" }
     /// Every org's frequency-cap rules set through the API, one hash for the fleet (workers read it whole).
     public static let frequencyCapRules = "volley:fcaprules"
+    /// HASH org → the org's default IANA zone set through `PUT /v1/time-zone`.
+    public static let orgTimeZones = "volley:orgzones"
 }

@@ -24,6 +24,7 @@ struct InMemoryAPI {
     let templates: InMemoryTemplateStore
     let frequencyCaps = InMemoryFrequencyCaps()
     let syncHints = InMemorySyncHintStore(maxRecordIds: 5)
+    let timeZones = InMemoryOrgTimeZones()
     let server: APIServer
 
     init(rate: APIConfiguration.RateLimit = .init(requestsPerSecond: 1000, burst: 1000)) {
@@ -37,6 +38,7 @@ struct InMemoryAPI {
         configuration.frequencyCaps = [
             "orgB": (try? FrequencyWindow(parsing: "1d")).map { [FrequencyCapRule(window: $0, max: 5)] } ?? []
         ]
+        configuration.orgTimeZones = ["orgB": "Asia/Kolkata"]
         let connect = ConnectService(
             types: types, inbox: inbox, jobs: jobs, devices: devices,
             options: .init(apps: { $0 == "orgA" ? ["app1", "app2"] : ["app2"] }, clock: clock),
@@ -45,6 +47,7 @@ struct InMemoryAPI {
             credentials: credentials, jobs: jobs, jobStatus: jobs, devices: devices, types: types, quota: quota,
             templates: templates, attributes: InMemoryUserAttributeStore(), frequencyCaps: frequencyCaps)
         stores.syncHints = syncHints
+        stores.timeZones = timeZones
         server = APIServer(
             configuration: configuration, stores: stores, openAPIDocument: OpenAPIDocument.yaml,
             logger: Logger(label: "test"), connect: connect)

@@ -229,6 +229,24 @@ import VolleyTestTags
         #expect(attributes.reads >= 1)
     }
 
+    /// The org's zone set through `PUT /v1/time-zone` takes the place of the configuration's: the zoneless device
+    /// waits for New York's 09:00 rather than going at Berlin's.
+    @Test func theOrgsZoneSetThroughTheAPIReplacesTheConfigurations() async throws {
+        let clock = ManualClock(ScheduledTime("2026-11-27T08:00:05Z")!.date)
+        backend.register(org: "org1", app: "app1", user: "user0", devices(1))
+        backend.setOrgTimeZone("America/New_York", org: "org1")
+        let ios = FakePushSender(platform: .ios)
+        let w = worker([.ios: ios], clock: clock, orgZone: TimeZone(identifier: "Europe/Berlin")!)
+        var j = job("morning", sendAt: ScheduledTime("2026-11-27T08:00:00Z")!.date)
+        j.deliverAtLocalTime = LocalDeliveryTime("09:00")
+        try backend.enqueue(j)
+        try w.start()
+        defer { w.drain(deadline: 1) }
+        try await waitUntil("the first delivery acknowledged") { backend.ackedEntries.count == 1 }
+        #expect(ios.total == 0)
+        #expect(Array(backend.parkedJobs.values) == [ScheduledTime("2026-11-27T14:00:00Z")!.date])
+    }
+
     @Test func aLocalTimeJobCancelledBetweenItsWavesReportsWhatWent() async throws {
         let clock = ManualClock(ScheduledTime("2026-11-27T08:00:05Z")!.date)
         backend.register(

@@ -109,6 +109,10 @@ import VolleyTestTags
             "PUT", "/v1/frequency-caps", token: admin, json: #"{"rules":[{"window":"1h","max":100}]}"#)
         #expect(caps.status == 200, "\(caps.text)")
         #expect(try await api.call("GET", "/v1/frequency-caps", token: admin).status == 200)
+        // The org's zone: a local-time job below is opened in it (the worker reads it).
+        let zone = try await api.call("PUT", "/v1/time-zone", token: admin, json: #"{"timeZone":"Pacific/Kiritimati"}"#)
+        #expect(zone.status == 200, "\(zone.text)")
+        #expect(try await api.call("GET", "/v1/time-zone", token: admin).json["source"] as? String == "api")
 
         // A job, a custom notification action and a Connect push: the campaign the worker sends.
         let job = #"{"app":"app1","recipients":["005A"],"notification":{"title":"Hi","body":"there"}}"#
@@ -124,6 +128,17 @@ import VolleyTestTags
                 headers: ["Idempotency-Key": id])
             #expect(scheduled.status == 202, "\(scheduled.text)")
         }
+        // Six hours from now on Kiritimati's clock: parked as a wave, after the worker read the org's zone.
+        let kiritimati = try #require(TimeZone(identifier: "Pacific/Kiritimati"))
+        let later = Date().addingTimeInterval(6 * 3600)
+        let wall = Int(later.timeIntervalSince1970) + kiritimati.secondsFromGMT(for: later)
+        let hhmm = String(format: "%02d:%02d", (wall % 86_400) / 3_600, (wall % 3_600) / 60)
+        let localJob = try await api.call(
+            "POST", "/v1/jobs", token: send,
+            json: #"{"app":"app1","recipients":["005A"],"notification":{"title":"Morning"},"#
+                + #""deliverAtLocalTime":"\#(hhmm)"}"#,
+            headers: ["Idempotency-Key": "acl-5"])
+        #expect(localJob.status == 202, "\(localJob.text)")
         let action = try await api.call(
             "POST", "\(Self.v)/actions/standard/customNotificationAction", token: send,
             json: #"""
@@ -182,6 +197,12 @@ import VolleyTestTags
         try await waitUntil("job acl-3 scheduled", timeout: .seconds(30)) {
             try await api.call("GET", "/v1/jobs/acl-3", token: send).json["state"] as? String == "scheduled"
         }
+        try await waitUntil(
+            "job acl-5 waiting for Kiritimati's time: \(worker.log.suffix(2000))", timeout: .seconds(30)
+        ) {
+            try await api.call("GET", "/v1/jobs/acl-5", token: send).json["state"] as? String == "scheduled"
+        }
+        #expect(try await api.call("DELETE", "/v1/time-zone", token: admin).status == 200)
         let cancelled = try await api.call("DELETE", "/v1/jobs/acl-3", token: send)
         #expect(cancelled.status == 200, "\(cancelled.text)")
         #expect(try await api.call("GET", "/v1/jobs/acl-1/events", token: send).status == 200)

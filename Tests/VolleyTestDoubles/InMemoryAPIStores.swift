@@ -573,3 +573,12 @@ public final class InMemoryUserAttributes: UserAttributeReader {
         return state.withLock { all in users.map { all[org]?[$0] } }
     }
 }
+
+/// The orgs' zones set through `/v1/time-zone`.
+public final class InMemoryOrgTimeZones: OrgTimeZoneRepository {
+    private let state = Locked<[OrgID: String]>([:])
+    public init() {}
+    public func zone(org: OrgID) async throws -> String? { state.withLock { $0[org] } }
+    public func setZone(org: OrgID, _ zone: String) async throws { state.withLock { $0[org] = zone } }
+    public func removeZone(org: OrgID) async throws -> Bool { state.withLock { $0.removeValue(forKey: org) != nil } }
+}

@@ -29,6 +29,8 @@ public final class InMemoryBackend: PipelineBackend, @unchecked Sendable {
     /// The schedule: `org|job` (a wave: `org|job@<wave field>`) → (due, the parked entry's fields, the job id, the
     /// wave field), and the jobs cancelled (`cancel`).
     private var parked: [String: (due: Date, fields: [String: String], job: String, wave: String?)] = [:]
+    /// The orgs' zones set as `PUT /v1/time-zone` sets them.
+    private var orgZones: [OrgID: String] = [:]
     private var cancelled: Set<String> = []
 
     /// A store error the in-memory backend answers when told to (`failDeviceReads`).
@@ -94,6 +96,7 @@ public final class InMemoryBackend: PipelineBackend, @unchecked Sendable {
     }
     /// Parked jobs by `org|job`, with their due times.
     public var parkedJobs: [String: Date] { locked { parked.mapValues(\.due) } }
+    public func setOrgTimeZone(_ zone: String?, org: OrgID) { locked { orgZones[org] = zone } }
 
     /// What the promoter does: every parked job due at or before `now` goes back on the stream with `jobId` and
     /// `due`. Returns how many.
@@ -255,6 +258,8 @@ public final class InMemoryBackend: PipelineBackend, @unchecked Sendable {
                 }
             }
         }
+
+        func orgTimeZone(org: OrgID) throws -> String? { backend.locked { backend.orgZones[org] } }
 
         func ledgerState(org: OrgID, job: JobID) throws -> LedgerState {
             backend.locked {

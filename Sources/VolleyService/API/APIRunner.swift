@@ -85,6 +85,7 @@ struct RedisAPIStores {
             frequencyCaps: RedisFrequencyCapRepository(client: client("api-frequency-caps")))
         api.syncHints = RedisSyncHintRepository(
             client: client("api-sync-hints"), maxRecordIds: c.syncHints.maxRecordIds)
+        api.timeZones = RedisOrgTimeZoneRepository(client: client("api-time-zones"))
     }
 
     /// The Salesforce-compatible resources on the same stores as the worker (types, inbox, job stream).

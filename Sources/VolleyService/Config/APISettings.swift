@@ -144,6 +144,7 @@ extension VolleyConfiguration {
         c.userTokenMaxTTLSeconds = api.userTokenMaxTTLSeconds
         c.apps = Dictionary(apps.map { ($0.name, $0.orgs) }, uniquingKeysWith: { a, _ in a })
         c.frequencyCaps = frequencyCaps
+        for org in orgs { if let zone = org.timeZone { c.orgTimeZones[org.id] = zone } }
         c.syncHints = syncHints
         c.scheduleMaxAheadDays = schedule.maxAheadDays
         return c
