@@ -75,6 +75,20 @@ struct Send: AsyncParsableCommand {
     @Option(help: "Job id (idempotency key); default: generated.") var id: String?
     @Flag(help: "Record debug events per user and device (read them with volley events --job ID).")
     var debug = false
+    @Option(name: .customLong("send-at"), help: "Send at this RFC 3339 time (2026-12-01T09:00:00Z or +01:00).")
+    var sendAt: String?
+    @Option(
+        name: .customLong("deliver-at-local-time"),
+        help: "HH:MM on each recipient's own clock (the device's zone, else the user's, else the org's, else UTC).")
+    var deliverAtLocalTime: String?
+    @Option(
+        name: .customLong("throttle-per-minute"),
+        help: "The fleet sends at most this many of the job's pushes a minute.")
+    var throttlePerMinute: Int?
+    @Flag(
+        name: .customLong("no-frequency-cap"), help: "The org's frequency caps neither hold this job back nor count it."
+    )
+    var noFrequencyCap = false
     @Flag(help: "Wait for the job's report and print it.") var wait = false
     @Flag(help: "With --wait: print the report as one JSON object.") var json = false
     @Option(help: "With --wait: give up after this many seconds (exit 2).") var timeout: Double = 120
@@ -94,8 +108,18 @@ struct Send: AsyncParsableCommand {
         o.id = id
         o.debug = debug
         o.platforms = (platforms ?? "").split(separator: ",").map(String.init)
+        o.sendAt = sendAt
+        o.deliverAtLocalTime = deliverAtLocalTime
+        o.throttlePerMinute = throttlePerMinute
+        o.bypassFrequencyCaps = noFrequencyCap
         let job: PushJob
         do { job = try JobSubmission.buildJob(o) } catch { throw ValidationError("\(error)") }
+        // What the workers would dead-letter is refused here: a time more than a minute past or too far ahead.
+        if case .refused(let r) = JobTiming.of(
+            sendAt: job.sendAt, now: Date(), maxAheadDays: c.schedule.maxAheadDays, promoted: false)
+        {
+            throw ValidationError("--send-at: \(r.message)")
+        }
         guard let appSettings = c.app(named: job.app) else {
             throw ValidationError("--app \(job.app) is not configured (apps[].name in \(config))")
         }

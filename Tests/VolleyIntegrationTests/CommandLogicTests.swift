@@ -104,6 +104,31 @@ import VolleyTestTags
         var nothing = JobSubmission.Options(org: "o", app: "a")
         nothing.users = ["u"]
         #expect(throws: JobSubmission.InputError.self) { try JobSubmission.buildJob(nothing) }
+        // Time and pacing: the job's own keys, each flag's fault named.
+        var timed = JobSubmission.Options(org: "o", app: "a")
+        timed.users = ["u"]
+        timed.title = "Morning"
+        timed.sendAt = "2026-12-01T09:00:00+01:00"
+        timed.deliverAtLocalTime = "09:30"
+        timed.throttlePerMinute = 1_019
+        timed.bypassFrequencyCaps = true
+        let t = try JobSubmission.buildJob(timed)
+        #expect(
+            t.sendAt?.text == "2026-12-01T09:00:00+01:00"
+                && t.sendAt?.date == ScheduledTime("2026-12-01T08:00:00Z")?.date)
+        #expect(t.deliverAtLocalTime?.description == "09:30")
+        #expect(t.throttlePerMinute == 1_019 && t.enableFrequencyCap == false)
+        typealias Change = (inout VolleyService.JobSubmission.Options) -> Void
+        let faults: [(Change, String)] = [
+            ({ $0.sendAt = "tomorrow" }, "--send-at"),
+            ({ $0.deliverAtLocalTime = "9:30" }, "--deliver-at-local-time"),
+            ({ $0.throttlePerMinute = 0 }, "--throttle-per-minute"),
+        ]
+        for (change, flag) in faults {
+            var o = timed
+            change(&o)
+            #expect { try JobSubmission.buildJob(o) } throws: { "\($0)".hasPrefix(flag) }
+        }
         // --notification refuses a key the API and the workers would refuse, naming it.
         var typo = JobSubmission.Options(org: "o", app: "a")
         typo.users = ["u"]

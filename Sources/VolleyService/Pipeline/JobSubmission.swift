@@ -23,6 +23,14 @@ public enum JobSubmission {
         public var id: String?
         /// Record debug events per user and device (`volley events --job ID`).
         public var debug = false
+        /// `--send-at`: RFC 3339 with an offset; the job waits in the schedule until then.
+        public var sendAt: String?
+        /// `--deliver-at-local-time`: `HH:MM` on each recipient's own clock.
+        public var deliverAtLocalTime: String?
+        /// `--throttle-per-minute`: the fleet sends at most this many of the job's pushes a minute.
+        public var throttlePerMinute: Int?
+        /// `--no-frequency-cap`: the org's frequency caps neither hold the job back nor count it.
+        public var bypassFrequencyCaps = false
         public init(org: String, app: String) {
             self.org = org
             self.app = app
@@ -101,6 +109,26 @@ public enum JobSubmission {
             recipients: o.users.isEmpty ? nil : o.users.map(RecipientID.init),
             devices: devices.isEmpty ? nil : devices, notification: notification, platforms: platforms)
         if o.debug { job.debug = true }
+        if let text = o.sendAt {
+            guard let at = ScheduledTime(text) else {
+                throw InputError("--send-at '\(text)' must be an RFC 3339 time with an offset (2026-12-01T09:00:00Z)")
+            }
+            job.sendAt = at
+        }
+        if let text = o.deliverAtLocalTime {
+            guard let time = LocalDeliveryTime(text) else {
+                throw InputError("--deliver-at-local-time '\(text)' must be HH:MM (00:00–23:59)")
+            }
+            job.deliverAtLocalTime = time
+        }
+        if let rate = o.throttlePerMinute {
+            guard ThrottleRate(perMinute: rate) != nil else {
+                let r = ThrottleRate.range
+                throw InputError("--throttle-per-minute \(rate) must be \(r.lowerBound)–\(r.upperBound)")
+            }
+            job.throttlePerMinute = rate
+        }
+        if o.bypassFrequencyCaps { job.enableFrequencyCap = false }
         return job
     }
 
