@@ -146,17 +146,6 @@ public final class RedisSchedules: @unchecked Sendable {
 
     // MARK: promotion
 
-    /// Takes the promotion lease for `owner`, or renews it: 1 taken, 0 held by another.
-    static let leaseScript = RedisScript(
-        """
-        local holder = redis.call('GET', KEYS[1])
-        if holder == false or holder == ARGV[1] then
-          redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
-          return 1
-        end
-        return 0
-        """)
-
     /// KEYS schedule, due; ARGV id, the run promoted (ms), the next run (ms, '' none), the run's job id. Advances
     /// only a schedule that still names this run: 1 advanced, 0 not (paused, deleted, or advanced by another).
     static let advanceScript = RedisScript(
@@ -177,10 +166,11 @@ public final class RedisSchedules: @unchecked Sendable {
     public func promoteDue(
         dueBy: Date, now: Date, leaseSeconds: Double, owner: String, limit: Int = 100
     ) throws -> SchedulePromotionResult {
-        let lease = try redis.with {
-            try $0.eval(Self.leaseScript, keys: [leaseKey], args: [owner, String(max(1, Int(leaseSeconds * 1000)))])
-        }
-        guard try lease.int("schedule lease") == 1 else { return SchedulePromotionResult(leased: false) }
+        guard
+            try redis.with({
+                try FleetLease.take($0, key: leaseKey, owner: owner, seconds: leaseSeconds, what: "schedule lease")
+            })
+        else { return SchedulePromotionResult(leased: false) }
         var result = SchedulePromotionResult(leased: true)
         let orgs = try redis.with { try $0.checked(["SMEMBERS", orgsKey]) }.array?.compactMap(\.string) ?? []
         for orgName in orgs.sorted() {

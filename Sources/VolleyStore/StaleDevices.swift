@@ -32,17 +32,6 @@ public struct StaleDeviceSweepResult: Sendable, Hashable {
 }
 
 extension RedisPipelineSession {
-    /// Takes the sweep's lease for `owner`, or renews it when `owner` already holds it: 1 taken, 0 held by another.
-    static let staleLeaseScript = RedisScript(
-        """
-        local holder = redis.call('GET', KEYS[1])
-        if holder == false or holder == ARGV[1] then
-          redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
-          return 1
-        end
-        return 0
-        """)
-
     /// Removes up to ARGV[2] devices of one (org, app) last registered at or before ARGV[1], and their last-seen
     /// entries, in one step: a device registered again meanwhile has a newer score and is not in the range.
     /// KEYS: token index, users set, device key prefix, last-seen set. Answers {removed, entries read}.
@@ -70,11 +59,10 @@ extension RedisPipelineSession {
     public func sweepStaleDevices(
         cutoff: Date, leaseSeconds: Double, owner: String, batch: Int = 1_000
     ) throws -> StaleDeviceSweepResult {
-        let lease = try client.eval(
-            Self.staleLeaseScript, keys: [store.staleSweepLeaseKey],
-            args: [owner, String(max(1, Int(leaseSeconds * 1_000)))])
-        try lease.throwIfError("stale device lease")
-        guard lease.integer == 1 else { return StaleDeviceSweepResult(leased: false) }
+        guard
+            try FleetLease.take(
+                client, key: store.staleSweepLeaseKey, owner: owner, seconds: leaseSeconds, what: "stale device lease")
+        else { return StaleDeviceSweepResult(leased: false) }
         let apps = try client.checked(["SMEMBERS", store.lastSeenAppsKey]).array?.compactMap(\.string) ?? []
         var result = StaleDeviceSweepResult(leased: true)
         let cutoffText = String(cutoff.timeIntervalSince1970)
