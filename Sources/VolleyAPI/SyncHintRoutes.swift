@@ -88,14 +88,7 @@ extension APIServer {
         let org = try context.key([.send, .read, .admin])
         let user = try parameter(context, "user")
         guard Input.isSafeID(user) else { throw APIProblem.badRequest("user", "letters, digits and . _ : -") }
-        let allowed = configuration.apps(for: org)
-        var chosen = allowed
-        if let app = request.uri.queryParameters.get("app") {
-            guard allowed.contains(AppName(app)) else {
-                throw APIProblem.notFound("no app named '\(app)' is available to this org", field: "app")
-            }
-            chosen = [AppName(app)]
-        }
+        let chosen = try appsAsked(in: request, org: org)
         let store = try syncHintStore()
         let hints = try await store.status(
             org: org, apps: chosen, user: UserID(user), configuration: configuration.syncHints, now: Date())

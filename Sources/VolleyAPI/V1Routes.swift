@@ -331,17 +331,20 @@ extension APIServer {
         return JSONResponse.noContent()
     }
 
+    /// The org's apps, or the one `?app=` names (a 404 naming `app` when the org may not use it).
+    func appsAsked(in request: Request, org: OrgID) throws -> [AppName] {
+        let allowed = configuration.apps(for: org)
+        guard let app = request.uri.queryParameters.get("app") else { return allowed }
+        guard allowed.contains(AppName(app)) else {
+            throw APIProblem.notFound("no app named '\(app)' is available to this org", field: "app")
+        }
+        return [AppName(app)]
+    }
+
     func userDevices(_ request: Request, _ context: APIRequestContext) async throws -> Response {
         let org = try context.key([.admin])
         let user = try parameter(context, "user")
-        let allowed = configuration.apps(for: org)
-        var chosen = allowed
-        if let app = request.uri.queryParameters.get("app") {
-            guard allowed.contains(AppName(app)) else {
-                throw APIProblem.notFound("no app named '\(app)' is available to this org", field: "app")
-            }
-            chosen = [AppName(app)]
-        }
+        let chosen = try appsAsked(in: request, org: org)
         var records: [(app: AppName, record: DeviceRecord)] = []
         for app in chosen {
             for r in try await stores.devices.devices(org: org, app: app, user: UserID(user)) {
