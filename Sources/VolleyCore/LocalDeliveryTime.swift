@@ -84,7 +84,8 @@ public struct LocalTimeWaves: Sendable {
     public let reference: Date
     /// The zone of a device that registered none (the org's default, else UTC).
     public let fallbackZone: TimeZone
-    private var dueByZone: [String: Date] = [:]
+    /// Each zone's due instant, computed once per delivery; nil for a zone the system does not know.
+    private var dueByZone: [String: Date?] = [:]
     private let fallbackDue: Date
     /// Devices found due later, by their due instant.
     public private(set) var later: [Date: Int] = [:]
@@ -103,15 +104,16 @@ public struct LocalTimeWaves: Sendable {
     /// When `device` is due: at `time` in its registered zone, else in its user's zone from the directory
     /// (`userZone`), else in the fallback zone. A zone the system does not know counts as none.
     public mutating func due(_ device: Device, userZone: String? = nil) -> Date {
-        for id in [device.timeZone, userZone] {
-            guard let id else { continue }
-            if let d = dueByZone[id] { return d }
-            guard let zone = TimeZone(identifier: id) else { continue }
-            let d = time.due(in: zone, after: reference)
-            dueByZone[id] = d
-            return d
-        }
-        return fallbackDue
+        due(inZone: device.timeZone) ?? due(inZone: userZone) ?? fallbackDue
+    }
+
+    /// The due instant in zone `id`, nil for no zone or one the system does not know.
+    private mutating func due(inZone id: String?) -> Date? {
+        guard let id else { return nil }
+        if let known = dueByZone[id] { return known }
+        let d = TimeZone(identifier: id).map { time.due(in: $0, after: reference) }
+        dueByZone[id] = .some(d)
+        return d
     }
 
     /// The devices of a chunk this delivery sends at `now` (with what earlier deliveries recorded for them); the
@@ -128,7 +130,10 @@ public struct LocalTimeWaves: Sendable {
         outRecorded.reserveCapacity(devices.count)
         for (i, d) in devices.enumerated() {
             let r = i < recorded.count ? recorded[i] : nil
-            let at = due(d, userZone: d.user.flatMap { recipients[$0]?.attributes?[Self.userZoneAttribute] })
+            // The user's zone is looked up only for a device without a usable zone of its own.
+            let at =
+                due(inZone: d.timeZone)
+                ?? due(inZone: d.user.flatMap { recipients[$0]?.attributes?[Self.userZoneAttribute] }) ?? fallbackDue
             if at <= now || r != nil {
                 outDevices.append(d)
                 outRecorded.append(r)

@@ -6,22 +6,21 @@ import VolleyRedis
 // The API writes it; a worker reads one org's entry when it opens a local-time job (one `HGET` per delivery).
 
 extension RedisPipelineSession {
-    public func orgTimeZone(org: OrgID) throws -> String? {
-        let r = try client.command(["HGET", RecipientKeys.orgTimeZones, org.rawValue])
-        try r.throwIfError("HGET org time zone")
-        return r.string
-    }
+    public func orgTimeZone(org: OrgID) throws -> String? { try RedisOrgTimeZoneRepository.zone(client, org: org) }
 }
 
 /// `OrgTimeZoneRepository` on Redis, for the API: blocking calls on a serial lane of their own.
 public final class RedisOrgTimeZoneRepository: OrgTimeZoneRepository {
+    /// The org's zone, as the API and the workers read it.
+    static func zone(_ client: RedisClient, org: OrgID) throws -> String? {
+        let r = try client.command(["HGET", RecipientKeys.orgTimeZones, org.rawValue])
+        try r.throwIfError("HGET org time zone")
+        return r.string
+    }
+
     private struct Store: Sendable {
         let client: RedisClient
-        func zone(org: OrgID) throws -> String? {
-            let r = try client.command(["HGET", RecipientKeys.orgTimeZones, org.rawValue])
-            try r.throwIfError("HGET org time zone")
-            return r.string
-        }
+        func zone(org: OrgID) throws -> String? { try RedisOrgTimeZoneRepository.zone(client, org: org) }
         func set(org: OrgID, _ zone: String) throws {
             try client.command(["HSET", RecipientKeys.orgTimeZones, org.rawValue, zone]).throwIfError(
                 "HSET org time zone")
