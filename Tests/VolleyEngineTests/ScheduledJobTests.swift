@@ -152,6 +152,14 @@ import VolleyTestTags
         #expect(backend.outcomes(org: "org1", job: "jc2").count == ios.total)
     }
 
+    /// A job sent at 09:00 on each recipient's clock, counted from 2026-11-27 08:00 UTC (the local-time tests'
+    /// clocks start just after it).
+    func nineOClockJob(_ id: JobID) -> PushJob {
+        var j = job(id, sendAt: ScheduledTime("2026-11-27T08:00:00Z")!.date)
+        j.deliverAtLocalTime = LocalDeliveryTime("09:00")
+        return j
+    }
+
     /// Three devices in three zones, 09:00 each: Berlin's goes at once, New York's and Kolkata's wait as waves of the
     /// same job, each sent when its wave comes; the last wave publishes one report counting all three.
     @Test func aLocalTimeJobReachesEachZoneInItsOwnWave() async throws {
@@ -164,8 +172,7 @@ import VolleyTestTags
             })
         let ios = FakePushSender(platform: .ios)
         let w = worker([.ios: ios], clock: clock)
-        var j = job("morning", sendAt: ScheduledTime("2026-11-27T08:00:00Z")!.date)
-        j.deliverAtLocalTime = LocalDeliveryTime("09:00")
+        let j = nineOClockJob("morning")
         try backend.enqueue(j)
         try w.start()
         defer { w.drain(deadline: 1) }
@@ -214,9 +221,8 @@ import VolleyTestTags
                 directory: FrequencyCapRunTests.ListDirectory(), inbox: nil, types: nil, attributes: attributes,
                 clock: clock),
             clock: clock)
-        var j = job("morning", sendAt: ScheduledTime("2026-11-27T08:00:00Z")!.date)
+        var j = nineOClockJob("morning")
         j.recipients = ["ada", "bob"]
-        j.deliverAtLocalTime = LocalDeliveryTime("09:00")
         try backend.enqueue(j)
         try w.start()
         defer { w.drain(deadline: 1) }
@@ -237,8 +243,7 @@ import VolleyTestTags
         backend.setOrgTimeZone("America/New_York", org: "org1")
         let ios = FakePushSender(platform: .ios)
         let w = worker([.ios: ios], clock: clock, orgZone: TimeZone(identifier: "Europe/Berlin")!)
-        var j = job("morning", sendAt: ScheduledTime("2026-11-27T08:00:00Z")!.date)
-        j.deliverAtLocalTime = LocalDeliveryTime("09:00")
+        let j = nineOClockJob("morning")
         try backend.enqueue(j)
         try w.start()
         defer { w.drain(deadline: 1) }
@@ -257,8 +262,7 @@ import VolleyTestTags
             ])
         let ios = FakePushSender(platform: .ios)
         let w = worker([.ios: ios], clock: clock, orgZone: TimeZone(identifier: "Europe/Berlin")!)
-        var j = job("evening", sendAt: ScheduledTime("2026-11-27T08:00:00Z")!.date)
-        j.deliverAtLocalTime = LocalDeliveryTime("09:00")
+        let j = nineOClockJob("evening")
         try backend.enqueue(j)
         try w.start()
         defer { w.drain(deadline: 1) }

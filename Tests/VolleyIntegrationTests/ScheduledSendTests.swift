@@ -122,9 +122,7 @@ import VolleyTestTags
         // 40 ms per answer and 100 in flight (about 2,500 a second), so the campaign is mid-way when it is cancelled.
         let w = try MockWorld(mockConfig: #"{"latencyMs": 40}"#)
         defer { w.stop() }
-        try w.h.register(
-            app: "app1", users: 500, devicesPerUser: 40, platform: { $0 % 2 == 0 ? .ios : .android },
-            token: { u, d in String(format: "%08x%08x", u, d) + String(repeating: "a", count: 48) })
+        try w.registerCampaign()
         var keys = workerKeys()
         keys["inFlight"] = "100"
         keys["recordBatchSize"] = "100"
@@ -231,9 +229,7 @@ import VolleyTestTags
     @Test func killingThePromotingWorkerLosesNothingAndSendsNothingTwice() async throws {
         let w = try MockWorld()
         defer { w.stop() }
-        try w.h.register(
-            app: "app1", users: 500, devicesPerUser: 40, platform: { $0 % 2 == 0 ? .ios : .android },
-            token: { u, d in String(format: "%08x%08x", u, d) + String(repeating: "a", count: 48) })
+        try w.registerCampaign()
         var keys = workerKeys()
         keys["inFlight"] = "400"
         let config = try w.writeConfig(worker: keys)

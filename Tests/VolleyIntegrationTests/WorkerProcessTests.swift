@@ -51,6 +51,15 @@ final class WorkerProcess: @unchecked Sendable {
     var log: String { (try? String(contentsOfFile: logFile, encoding: .utf8)) ?? "" }
 }
 
+extension MockWorld {
+    /// The campaign of the process tests: 500 users (`user0`…) × 40 devices, half iOS, half Android.
+    func registerCampaign() throws {
+        try h.register(
+            app: "app1", users: 500, devicesPerUser: 40, platform: { $0 % 2 == 0 ? .ios : .android },
+            token: { u, d in String(format: "%08x%08x", u, d) + String(repeating: "a", count: 48) })
+    }
+}
+
 /// Push requests the mock received (its total also counts FCM OAuth token requests).
 func pushes(_ s: MockStatsSnapshot) -> Int { s.totalRequests - s.tokenRequests }
 
@@ -58,13 +67,6 @@ func pushes(_ s: MockStatsSnapshot) -> Int { s.totalRequests - s.tokenRequests }
     static let devices = 20_000
     static let inFlight = 400
     static let recordBatch = 200
-
-    /// 500 users × 40 devices, half iOS, half Android.
-    func registerCampaign(_ w: MockWorld) throws {
-        try w.h.register(
-            app: "app1", users: 500, devicesPerUser: 40, platform: { $0 % 2 == 0 ? .ios : .android },
-            token: { u, d in String(format: "%08x%08x", u, d) + String(repeating: "a", count: 48) })
-    }
 
     func workerKeys() -> [String: String] {
         [
@@ -77,7 +79,7 @@ func pushes(_ s: MockStatsSnapshot) -> Int { s.totalRequests - s.tokenRequests }
         // 10 ms per answer, so the 20,000-device job is mid-way when the worker is killed.
         let w = try MockWorld(mockConfig: #"{"latencyMs": 10}"#)
         defer { w.stop() }
-        try registerCampaign(w)
+        try w.registerCampaign()
         // The hourly limits are exactly the campaign's devices per platform: a device charged twice (sent by A,
         // not recorded, resent by B) would push others over quota.
         let config = try w.writeConfig(worker: workerKeys(), quotas: (Self.devices / 2, Self.devices / 2))
@@ -159,7 +161,7 @@ func pushes(_ s: MockStatsSnapshot) -> Int { s.totalRequests - s.tokenRequests }
         // A slow mock (30 ms per response) so the job is still running when SIGTERM arrives.
         let w = try MockWorld(mockConfig: #"{"latencyMs": 30}"#)
         defer { w.stop() }
-        try registerCampaign(w)
+        try w.registerCampaign()
         var keys = workerKeys()
         keys["inFlight"] = "200"
         keys["drainSeconds"] = "1"
