@@ -231,18 +231,12 @@ final class JobRun {
                     action = machine.throttleWaitEnded(now: t)
                 case .expire(let devices):
                     // Too late: a terminal `expired` without a send (nothing was charged for them).
-                    for d in devices {
-                        mailbox.willSend()
-                        mailbox.post(d, .expired)
-                    }
+                    mailbox.settleUnsent(devices, as: .expired)
                     let t = now()
                     action = machine.devicesExpired(now: t)
                 case .refuseOverQuota(let devices):
                     // Over quota: a terminal `quotaExceeded` without a send, recorded with the other outcomes.
-                    for d in devices {
-                        mailbox.willSend()
-                        mailbox.post(d, .quotaExceeded)
-                    }
+                    mailbox.settleUnsent(devices, as: .quotaExceeded)
                     let t = now()
                     action = machine.overQuotaRefused(now: t)
                 case .reserveCredits(let upTo, let until):

@@ -153,12 +153,6 @@ final class LaneMailbox: DeliveryReceiver, @unchecked Sendable {
     private var waiterWantsOutstandingBelow = Int.min
     private var waiterWantsReady = Int.max
 
-    func willSend() {
-        cond.lock()
-        outstanding += 1
-        cond.unlock()
-    }
-
     /// Takes up to `count` credits at once while fewer than `limit` sends are outstanding; returns how many.
     func reserve(upTo count: Int, outstandingBelow limit: Int) -> Int {
         cond.lock()
@@ -166,6 +160,15 @@ final class LaneMailbox: DeliveryReceiver, @unchecked Sendable {
         let n = max(0, min(count, limit - outstanding))
         outstanding += n
         return n
+    }
+
+    /// Terminal outcomes of devices that are not sent (expired, over quota): ready with the sends' outcomes, and
+    /// no credit taken for them.
+    func settleUnsent<Devices: Sequence<Device>>(_ devices: Devices, as outcome: DeliveryOutcome) {
+        cond.lock()
+        for d in devices { ready.append((d, outcome)) }
+        if outstanding < waiterWantsOutstandingBelow || ready.count >= waiterWantsReady { cond.signal() }
+        cond.unlock()
     }
 
     /// A send's outcome (`DeliveryReceiver`: providers call this on their transport's queue).
