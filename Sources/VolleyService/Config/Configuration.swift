@@ -478,7 +478,8 @@ extension VolleyConfiguration {
         return c
     }
 
-    /// `orgs`: a list of `{id, frequencyCaps}`; every problem names its key (`orgs[1].frequencyCaps[0].window`).
+    /// `orgs`: a list of `{id, timeZone, frequencyCaps}`; every problem names its key
+    /// (`orgs[1].frequencyCaps[0].window`).
     private static func readOrgs(_ raw: Any, _ r: inout ConfigReader) -> [OrgSettings] {
         guard let list = raw as? [Any] else {
             r.problem("orgs", "must be a list of orgs, each with an id (and a timeZone, frequencyCaps)")
