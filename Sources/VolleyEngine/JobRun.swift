@@ -120,7 +120,11 @@ final class JobRun {
     /// dead-letters the entry; a drain past its deadline abandons it (throws `Abandoned`) with the outcomes so far
     /// recorded. Returns true when the entry was acknowledged.
     private func run() throws -> Bool {
-        if let hint = entry.fields["syncHint"] { return try storeSyncHint(hint) }
+        if let hint = entry.fields["syncHint"] {
+            do { return try storeSyncHint(hint) } catch let r as JobRejection {
+                return try end(machine.entryRejected(r))
+            }
+        }
         let claim: Claim
         do {
             claim = try accept()
@@ -316,32 +320,22 @@ final class JobRun {
     /// flushers (`SyncHintIntake`) and acknowledged; a malformed one is dead-lettered, its detail naming the field.
     /// Redelivered after a crash, it is stored again: its ids merge with themselves.
     private func storeSyncHint(_ json: String) throws -> Bool {
-        func reject(_ reason: JobRejection.Reason, _ message: String) -> Bool {
-            deadLetter(JobRejection(reason, message))
-            return false
-        }
         let hint: SyncHintRequest
         do {
             hint = try SyncHintRequest(json: try JSONValue(parsing: json), at: [])
         } catch let e as JSONFieldError {
-            return reject(.invalidJob, "syncHint.\(e.field): \(e.message)")
+            throw JobRejection(.invalidJob, "syncHint.\(e.field): \(e.message)")
         } catch {
-            return reject(.invalidJSON, "syncHint is not valid JSON: \(error)")
+            throw JobRejection(.invalidJSON, "syncHint is not valid JSON: \(error)")
         }
-        let limit = worker.configuration.maxDeliveries
-        if entry.deliveryCount > limit {
-            return reject(.tooManyDeliveries, "delivered \(entry.deliveryCount) times; maximum \(limit)")
+        try checkDeliveryCount()
+        guard let org = hint.org, !org.rawValue.isEmpty else {
+            throw JobRejection(.invalidJob, "syncHint.org: required")
         }
-        guard let org = hint.org, !org.rawValue.isEmpty else { return reject(.invalidJob, "syncHint.org: required") }
-        if let p = hint.problem { return reject(.invalidJob, "syncHint.\(p.field): \(p.message)") }
-        switch worker.apps.lookup(org: org, app: hint.app) {
-        case .senders: break
-        case .unknownApp: return reject(.unknownApp, "syncHint.app: app '\(hint.app)' is not configured")
-        case .orgNotAllowed:
-            return reject(.unknownApp, "syncHint.app: org '\(org)' may not send through app '\(hint.app)'")
-        }
+        if let p = hint.problem { throw JobRejection(.invalidJob, "syncHint.\(p.field): \(p.message)") }
+        _ = try senders(org: org, app: hint.app, field: "syncHint.app")
         guard let store = worker.syncHints else {
-            return reject(.invalidJob, "syncHint: this worker does not take sync hints")
+            throw JobRejection(.invalidJob, "syncHint: this worker does not take sync hints")
         }
         _ = try store.add(
             org: org, app: hint.app, users: hint.users, type: hint.type, recordIds: hint.recordIds,
@@ -372,6 +366,26 @@ final class JobRun {
             throw Abandoned(why: why, failed: machine.failure != nil)
         default:
             preconditionFailure("\(action) does not end a delivery")
+        }
+    }
+
+    /// An entry delivered more often than `worker.maxDeliveries` is dead-lettered, whatever it holds.
+    private func checkDeliveryCount() throws {
+        let limit = worker.configuration.maxDeliveries
+        if entry.deliveryCount > limit {
+            throw JobRejection(.tooManyDeliveries, "delivered \(entry.deliveryCount) times; maximum \(limit)")
+        }
+    }
+
+    /// The app's senders for `org`, or the rejection that dead-letters the entry; `field` (`syncHint.app`) leads
+    /// the message when the app is not the entry's top-level `app`.
+    private func senders(org: OrgID, app: AppName, field: String? = nil) throws -> [Platform: any PushSender] {
+        let lead = field.map { "\($0): " } ?? ""
+        switch worker.apps.lookup(org: org, app: app) {
+        case .senders(let s): return s
+        case .unknownApp: throw JobRejection(.unknownApp, "\(lead)app '\(app)' is not configured")
+        case .orgNotAllowed:
+            throw JobRejection(.unknownApp, "\(lead)org '\(org)' may not send through app '\(app)' (apps[].orgs)")
         }
     }
 
@@ -450,19 +464,9 @@ final class JobRun {
                 "unknown key\(unknown.count == 1 ? "" : "s") "
                     + unknown.map(\.description).joined(separator: ", "))
         }
-        if entry.deliveryCount > config.maxDeliveries {
-            throw JobRejection(
-                .tooManyDeliveries,
-                "delivered \(entry.deliveryCount) times; maximum \(config.maxDeliveries)")
-        }
+        try checkDeliveryCount()
         try job.validate()
-        let senders: [Platform: any PushSender]
-        switch worker.apps.lookup(org: job.org, app: job.app) {
-        case .senders(let s): senders = s
-        case .unknownApp: throw JobRejection(.unknownApp, "app '\(job.app)' is not configured")
-        case .orgNotAllowed:
-            throw JobRejection(.unknownApp, "org '\(job.org)' may not send through app '\(job.app)' (apps[].orgs)")
-        }
+        let senders = try senders(org: job.org, app: job.app)
         // A job due later waits in the schedule; its ledger is not read (a parked job has sent nothing). An entry
         // the promoter brought back (`due`) is due, however late it is read.
         switch JobTiming.of(
