@@ -76,11 +76,14 @@ import VolleyTestTags
         let until = Date(timeIntervalSince1970: 1_800_000_003.5)
         // On a thread of its own: a blocking read on the cooperative pool may not start while other suites hold it.
         let woke = StartedThread { try watcher.pauseEvents(after: "$", blockMillis: 20_000) }
-        // The watcher's XREAD is blocked once Redis lists a client waiting on the stream.
-        try await waitUntil("the watcher blocked on the stream", timeout: .seconds(10)) {
-            (try redis.client().checked(["INFO", "clients"]).string ?? "").contains("blocked_clients:1")
+        // The watcher's XREAD is blocked once Redis lists a client waiting on the stream; the announcement follows at
+        // once, from a thread of its own (a poll from the cooperative pool may come after the block ran out).
+        let poller = redis.client()
+        try await actWhen("the watcher blocked on the stream", timeout: .seconds(10)) {
+            (try poller.checked(["INFO", "clients"]).string ?? "").contains("blocked_clients:1")
+        } then: {
+            try publisher.announcePause(key, until: until)
         }
-        try publisher.announcePause(key, until: until)
         let got = try await woke.value()
         #expect(got.events.count == 1)
         #expect(got.events.first?.key == FleetKeys.pause(key))
