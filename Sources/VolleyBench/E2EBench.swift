@@ -215,27 +215,35 @@ public struct E2EBench {
             redisURL = r.url
         }
         var mock: BenchMock?
-        let endpoints: MockEndpoints
-        if let file = o.mockEndpoints {
-            endpoints = try MockEndpoints(file: file)
-        } else {
-            let m = try BenchMock(
-                directory: dir, configJSON: mockConfigJSON(latencyMs: o.mockLatencyMs, maxStreams: o.mockMaxStreams))
-            mock = m
-            endpoints = m.endpoints
+        do {
+            let endpoints: MockEndpoints
+            if let file = o.mockEndpoints {
+                endpoints = try MockEndpoints(file: file)
+            } else {
+                let m = try BenchMock(
+                    directory: dir, configJSON: mockConfigJSON(latencyMs: o.mockLatencyMs, maxStreams: o.mockMaxStreams)
+                )
+                mock = m
+                endpoints = m.endpoints
+            }
+            let control = MockControl(endpoints: endpoints, logger: logger)
+            if o.mockEndpoints != nil {
+                try control.configure(mockConfigJSON(latencyMs: o.mockLatencyMs, maxStreams: o.mockMaxStreams))
+            }
+            let configFile = dir + "/volley.yaml"
+            let target = RedisTarget.single(url: redisURL)
+            try yaml(endpoints: endpoints, redis: target).write(toFile: configFile, atomically: true, encoding: .utf8)
+            let stage = Stage(
+                directory: dir, redis: redis, mock: mock, redisURL: redisURL, endpoints: endpoints,
+                control: control, configFile: configFile, keep: o.keep)
+            stage.redisNodes = try target.nodes()
+            return stage
+        } catch {
+            // A stage that did not start leaves nothing running behind it.
+            mock?.stop()
+            redis?.stop()
+            throw error
         }
-        let control = MockControl(endpoints: endpoints, logger: logger)
-        if o.mockEndpoints != nil {
-            try control.configure(mockConfigJSON(latencyMs: o.mockLatencyMs, maxStreams: o.mockMaxStreams))
-        }
-        let configFile = dir + "/volley.yaml"
-        let target = RedisTarget.single(url: redisURL)
-        try yaml(endpoints: endpoints, redis: target).write(toFile: configFile, atomically: true, encoding: .utf8)
-        let stage = Stage(
-            directory: dir, redis: redis, mock: mock, redisURL: redisURL, endpoints: endpoints,
-            control: control, configFile: configFile, keep: o.keep)
-        stage.redisNodes = try target.nodes()
-        return stage
     }
 
     /// Points the stage at another Redis (its workers stopped): rewrites the configuration for `target`, through
