@@ -8,6 +8,11 @@ import Foundation
 /// The holder goes round again at once while a pass fills its batch, else sleeps until the earliest due time or
 /// `tick`, whichever comes first: a job parked after the pass is seen within `tick`. A worker without the lease
 /// tries again within half the lease, so a holder that died is replaced within `leaseSeconds` (+ half of it).
+///
+/// The recurring schedules' pass (a lease of its own, then a range per org) keeps its own cadence: at most once a
+/// `tick` while its lease is held, at once again while it finds more due than it took, within half the lease when
+/// another worker holds it. A pass of due jobs every few milliseconds therefore does not bring a recurring pass
+/// with it each time.
 public struct SchedulePromotionStateMachine: Sendable {
     public struct Configuration: Sendable, Hashable {
         /// The longest a lease holder sleeps between passes: the bound on how late a freshly parked job is seen.
@@ -31,7 +36,8 @@ public struct SchedulePromotionStateMachine: Sendable {
         /// Nothing to do until `until`.
         case wait(until: Date)
         /// Take or renew the lease for `leaseSeconds` and move at most `batch` jobs due at or before `now` per shard.
-        case promote(now: Date, batch: Int, leaseSeconds: Double)
+        /// `recurring`: run the recurring schedules' pass too (`passed(_:recurring:now:)` then takes its result).
+        case promote(now: Date, batch: Int, leaseSeconds: Double, recurring: Bool)
     }
 
     /// What a pass found.
@@ -53,8 +59,24 @@ public struct SchedulePromotionStateMachine: Sendable {
         }
     }
 
+    /// What a recurring schedules' pass found.
+    public struct RecurringPass: Sendable, Hashable {
+        /// False: another worker holds the recurring schedules' lease.
+        public var leased: Bool
+        /// True when some org had more schedules due than the pass took.
+        public var more: Bool
+
+        public init(leased: Bool, more: Bool = false) {
+            self.leased = leased
+            self.more = more
+        }
+    }
+
     public let configuration: Configuration
+    /// The due jobs' lease.
     public private(set) var holdsLease = false
+    /// When the recurring schedules' pass runs next (at the first pass after it).
+    public private(set) var recurringAt = Date.distantPast
 
     public init(configuration: Configuration = Configuration()) { self.configuration = configuration }
 
@@ -64,17 +86,24 @@ public struct SchedulePromotionStateMachine: Sendable {
     /// A wait ended.
     public mutating func waited(now: Date) -> Action { promote(now) }
 
-    /// A pass ended.
-    public mutating func passed(_ pass: Pass, now: Date) -> Action {
+    /// A pass ended: `pass` for the due jobs, `recurring` for the recurring schedules when the pass ran them.
+    public mutating func passed(_ pass: Pass, recurring: RecurringPass? = nil, now: Date) -> Action {
         holdsLease = pass.leased
-        guard pass.leased else {
-            return .wait(until: now.addingTimeInterval(configuration.leaseSeconds / 2))
-        }
-        if pass.full { return promote(now) }
         let tick = now.addingTimeInterval(configuration.tickSeconds)
-        guard let next = pass.nextDue else { return .wait(until: tick) }
-        if next <= now { return promote(now) }
-        return .wait(until: min(next, tick))
+        let halfLease = now.addingTimeInterval(configuration.leaseSeconds / 2)
+        if let recurring {
+            recurringAt = !recurring.leased ? halfLease : recurring.more ? now : tick
+        }
+        let jobsAt: Date
+        if !pass.leased {
+            jobsAt = halfLease
+        } else if pass.full {
+            jobsAt = now
+        } else {
+            jobsAt = min(pass.nextDue ?? tick, tick)
+        }
+        let next = min(jobsAt, recurringAt)
+        return next <= now ? promote(now) : .wait(until: next)
     }
 
     /// A pass failed: try again after `retrySeconds`. The lease is not assumed held.
@@ -84,6 +113,8 @@ public struct SchedulePromotionStateMachine: Sendable {
     }
 
     private func promote(_ now: Date) -> Action {
-        .promote(now: now, batch: configuration.batch, leaseSeconds: configuration.leaseSeconds)
+        .promote(
+            now: now, batch: configuration.batch, leaseSeconds: configuration.leaseSeconds,
+            recurring: recurringAt <= now)
     }
 }

@@ -100,10 +100,12 @@ import VolleyTestTags
     typealias Machine = SchedulePromotionStateMachine
     let clock = ManualClock()
     let config = Machine.Configuration(tickSeconds: 0.25, leaseSeconds: 3, batch: 500, retrySeconds: 1)
+    /// A recurring schedules' pass that held its lease and took every schedule due.
+    let held = Machine.RecurringPass(leased: true)
 
     @Test func promotesAtOnceWhenStarted() {
         var m = Machine(configuration: config)
-        #expect(m.started(now: clock.now()) == .promote(now: clock.now(), batch: 500, leaseSeconds: 3))
+        #expect(m.started(now: clock.now()) == .promote(now: clock.now(), batch: 500, leaseSeconds: 3, recurring: true))
     }
 
     @Test func sleepsUntilTheEarliestDueTimeOrTheTickWhicheverIsFirst() {
@@ -111,12 +113,14 @@ import VolleyTestTags
         _ = m.started(now: clock.now())
         let now = clock.now()
         let soon = now.addingTimeInterval(0.1)
-        #expect(m.passed(.init(leased: true, promoted: 3, nextDue: soon), now: now) == .wait(until: soon))
+        #expect(
+            m.passed(.init(leased: true, promoted: 3, nextDue: soon), recurring: held, now: now) == .wait(until: soon))
         #expect(m.holdsLease)
         let later = now.addingTimeInterval(3600)
         #expect(
-            m.passed(.init(leased: true, nextDue: later), now: now) == .wait(until: now.addingTimeInterval(0.25)))
-        #expect(m.passed(.init(leased: true), now: now) == .wait(until: now.addingTimeInterval(0.25)))
+            m.passed(.init(leased: true, nextDue: later), recurring: held, now: now)
+                == .wait(until: now.addingTimeInterval(0.25)))
+        #expect(m.passed(.init(leased: true), recurring: held, now: now) == .wait(until: now.addingTimeInterval(0.25)))
     }
 
     @Test func aFullBatchGoesRoundAgainAtOnce() {
@@ -124,7 +128,9 @@ import VolleyTestTags
         _ = m.started(now: clock.now())
         clock.advance(by: 0.01)
         let pass = Machine.Pass(leased: true, promoted: 500, full: true, nextDue: clock.now())
-        #expect(m.passed(pass, now: clock.now()) == .promote(now: clock.now(), batch: 500, leaseSeconds: 3))
+        #expect(
+            m.passed(pass, now: clock.now()) == .promote(now: clock.now(), batch: 500, leaseSeconds: 3, recurring: true)
+        )
     }
 
     @Test func aJobDueByTheEndOfThePassIsPromotedAtOnce() {
@@ -134,18 +140,20 @@ import VolleyTestTags
         clock.advance(by: 0.05) // the pass took 50 ms; a job fell due meanwhile
         #expect(
             m.passed(.init(leased: true, nextDue: due), now: clock.now())
-                == .promote(now: clock.now(), batch: 500, leaseSeconds: 3))
+                == .promote(now: clock.now(), batch: 500, leaseSeconds: 3, recurring: true))
     }
 
     @Test func withoutTheLeaseItTriesAgainWithinHalfTheLease() {
         var m = Machine(configuration: config)
         _ = m.started(now: clock.now())
         let now = clock.now()
-        #expect(m.passed(.init(leased: false), now: now) == .wait(until: now.addingTimeInterval(1.5)))
+        #expect(
+            m.passed(.init(leased: false), recurring: .init(leased: false), now: now)
+                == .wait(until: now.addingTimeInterval(1.5)))
         #expect(!m.holdsLease)
         // The holder died: its lease runs out within 3 s, so a second try after it finds the lease free.
         clock.advance(by: 1.5)
-        #expect(m.waited(now: clock.now()) == .promote(now: clock.now(), batch: 500, leaseSeconds: 3))
+        #expect(m.waited(now: clock.now()) == .promote(now: clock.now(), batch: 500, leaseSeconds: 3, recurring: true))
     }
 
     @Test func theHolderRenewsWellWithinItsLease() {
@@ -154,14 +162,79 @@ import VolleyTestTags
         _ = m.started(now: clock.now())
         for _ in 0..<100 {
             let now = clock.now()
-            guard case .wait(let until) = m.passed(.init(leased: true, nextDue: nil), now: now) else {
+            guard case .wait(let until) = m.passed(.init(leased: true, nextDue: nil), recurring: held, now: now) else {
                 Issue.record("a holder with nothing due did not wait")
                 return
             }
             #expect(until.timeIntervalSince(now) <= config.leaseSeconds / 2)
             clock.set(until)
-            #expect(m.waited(now: clock.now()) == .promote(now: clock.now(), batch: 500, leaseSeconds: 3))
+            #expect(
+                m.waited(now: clock.now()) == .promote(now: clock.now(), batch: 500, leaseSeconds: 3, recurring: true))
         }
+    }
+
+    @Test func theRecurringPassKeepsItsOwnCadenceWhileJobsFallDueEveryFewMilliseconds() {
+        var m = Machine(configuration: config)
+        guard case .promote(_, _, _, true) = m.started(now: clock.now()) else {
+            Issue.record("the first pass does not run the recurring schedules")
+            return
+        }
+        var recurringPasses = 0
+        var passes = 0
+        var action = m.passed(.init(leased: true), recurring: .init(leased: true), now: clock.now())
+        let start = clock.now()
+        // One second of jobs due every 2 ms: each wait ends at the next due time.
+        while clock.now().timeIntervalSince(start) < 1 {
+            switch action {
+            case .wait(let until):
+                clock.set(until)
+                action = m.waited(now: clock.now())
+            case .promote(let now, _, _, let recurring):
+                passes += 1
+                if recurring { recurringPasses += 1 }
+                clock.advance(by: 0.0005)
+                action = m.passed(
+                    .init(leased: true, promoted: 1, nextDue: now.addingTimeInterval(0.002)),
+                    recurring: recurring ? .init(leased: true) : nil, now: clock.now())
+            }
+        }
+        #expect(passes >= 300)
+        // Once a tick (0.25 s): four in the second, not one per pass.
+        #expect((3...5).contains(recurringPasses))
+    }
+
+    @Test func recurringSchedulesStillDueGoRoundAgainAtOnce() {
+        var m = Machine(configuration: config)
+        _ = m.started(now: clock.now())
+        clock.advance(by: 0.01)
+        let now = clock.now()
+        #expect(
+            m.passed(.init(leased: true), recurring: .init(leased: true, more: true), now: now)
+                == .promote(now: now, batch: 500, leaseSeconds: 3, recurring: true))
+        #expect(
+            m.passed(.init(leased: true), recurring: .init(leased: true), now: now)
+                == .wait(until: now.addingTimeInterval(0.25)))
+    }
+
+    @Test func withoutTheRecurringLeaseItTriesThatPassWithinHalfTheLease() {
+        var m = Machine(configuration: config)
+        _ = m.started(now: clock.now())
+        let now = clock.now()
+        // This worker holds the jobs' lease, another the recurring schedules': jobs every tick, the recurring
+        // schedules' lease tried again after 1.5 s.
+        #expect(
+            m.passed(.init(leased: true), recurring: .init(leased: false), now: now)
+                == .wait(until: now.addingTimeInterval(0.25)))
+        #expect(m.recurringAt == now.addingTimeInterval(1.5))
+        clock.advance(by: 0.25)
+        #expect(m.waited(now: clock.now()) == .promote(now: clock.now(), batch: 500, leaseSeconds: 3, recurring: false))
+        clock.set(now.addingTimeInterval(1.5))
+        #expect(m.waited(now: clock.now()) == .promote(now: clock.now(), batch: 500, leaseSeconds: 3, recurring: true))
+        // Neither lease held: both tried again within half the lease.
+        let later = clock.now()
+        #expect(
+            m.passed(.init(leased: false), recurring: .init(leased: false), now: later)
+                == .wait(until: later.addingTimeInterval(1.5)))
     }
 
     @Test func aFailedPassRetriesAfterAPause() {

@@ -57,22 +57,24 @@ public final class SchedulePromoter: @unchecked Sendable {
             case .wait(let until):
                 if thread.sleep(until: until) { return }
                 action = machine.waited(now: clock.now())
-            case .promote(let now, let batch, let leaseSeconds):
+            case .promote(let now, let batch, let leaseSeconds, let recurring):
                 if thread.isStopped { return }
                 do {
-                    var pass = try session.promoteDue(owner: owner, leaseSeconds: leaseSeconds, now: now, batch: batch)
-                    let runs = try schedules.promoteDue(
-                        dueBy: now, now: now, leaseSeconds: leaseSeconds, owner: owner)
-                    for run in runs.promoted {
-                        logger.info(
-                            "scheduled run promoted",
-                            metadata: [
-                                "org": "\(run.org)", "schedule": "\(run.schedule)", "job": "\(run.job)",
-                                "run": "\(Schedule.rfc3339(run.run))", "replayed": "\(run.replayed)",
-                            ])
+                    let pass = try session.promoteDue(owner: owner, leaseSeconds: leaseSeconds, now: now, batch: batch)
+                    var recurringPass: SchedulePromotionStateMachine.RecurringPass?
+                    if recurring {
+                        let runs = try schedules.promoteDue(
+                            dueBy: now, now: now, leaseSeconds: leaseSeconds, owner: owner)
+                        for run in runs.promoted {
+                            logger.info(
+                                "scheduled run promoted",
+                                metadata: [
+                                    "org": "\(run.org)", "schedule": "\(run.schedule)", "job": "\(run.job)",
+                                    "run": "\(Schedule.rfc3339(run.run))", "replayed": "\(run.replayed)",
+                                ])
+                        }
+                        recurringPass = .init(leased: runs.leased, more: runs.more)
                     }
-                    pass.leased = pass.leased || runs.leased
-                    pass.full = pass.full || runs.more
                     if pass.promoted > 0 {
                         promotedCounter.increment(by: pass.promoted)
                         logger.info(
@@ -82,7 +84,7 @@ public final class SchedulePromoter: @unchecked Sendable {
                         gaugeReadAt = now
                         scheduledGauge.record(try session.scheduledCount())
                     }
-                    action = machine.passed(pass, now: clock.now())
+                    action = machine.passed(pass, recurring: recurringPass, now: clock.now())
                 } catch {
                     logger.warning("promoting scheduled jobs failed; retrying", metadata: ["error": "\(error)"])
                     action = machine.failed(now: clock.now())
