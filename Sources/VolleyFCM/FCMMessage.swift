@@ -184,6 +184,14 @@ public struct FCMPreparedNotification: PreparedNotification {
             path: path, sharedFields: shared)
     }
 
+    /// Throws what `init` throws for `n`, without encoding: every language variant's message is built, which is
+    /// where a notification is refused, and neither the bytes nor the header fields are made. The API's check of a
+    /// job at the door runs this, so it refuses exactly what a worker would.
+    public static func check(_ n: VolleyCore.Notification) throws {
+        _ = try FCMMessage.message(for: n, text: n.text(variant: nil))
+        for key in (n.localized ?? [:]).keys { _ = try FCMMessage.message(for: n, text: n.text(variant: key)) }
+    }
+
     private init(storage: Storage) { self.storage = storage }
 
     /// The message `tail` for one device, with the job's path and shared fields.

@@ -104,6 +104,37 @@ private func jsonObject(_ bytes: [UInt8]) -> [String: Any] {
         } catch { Issue.record("\(error)") }
     }
 
+    @Test func theCheckRefusesWhatPreparingRefusesWithTheSameReason() {
+        var fcmNotObject = VolleyCore.Notification(title: "t")
+        fcmNotObject.fcm = .string("x")
+        var fcmDataNumber = VolleyCore.Notification(title: "t")
+        fcmDataNumber.fcm = .object(["data": .object(["n": .number(JSONNumber(1))])])
+        var negativeTTL = VolleyCore.Notification(title: "t")
+        negativeTTL.ttl = -1
+        let notifications: [VolleyCore.Notification] = [
+            .init(title: "t"),
+            .init(title: "t", data: ["k": .string(String(repeating: "v", count: 4100))]),
+            // Only the German variant's subtitle takes the data over the limit.
+            .init(
+                title: "t", localized: ["de": .init(title: "T", subtitle: String(repeating: "u", count: 20))],
+                data: ["k": .string(String(repeating: "v", count: 4080))]),
+            fcmNotObject, fcmDataNumber, negativeTTL,
+        ]
+        func reason(_ body: () throws -> Void) -> String? {
+            do {
+                try body()
+                return nil
+            } catch let e as NotificationError { return "\(e.reason): \(e.message)" } catch { return "\(error)" }
+        }
+        var refused = 0
+        for n in notifications {
+            let preparing = reason { _ = try FCMPreparedNotification(n, projectID: "p") }
+            #expect(reason { try FCMPreparedNotification.check(n) } == preparing, "\(n)")
+            if preparing != nil { refused += 1 }
+        }
+        #expect(refused == 5)
+    }
+
     @Test func localizedChoice() throws {
         let p = try FCMPreparedNotification(
             .init(title: "Hello", localized: ["de": .init(title: "Hallo")]), projectID: "p")

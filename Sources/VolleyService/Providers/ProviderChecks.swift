@@ -5,9 +5,9 @@ import VolleyFCM
 
 extension NotificationCheck {
     /// The workers' preparation of a notification for the configured apps: `APNSPreparedNotification` with the app's
-    /// topic for iOS, `FCMPreparedNotification` for Android, the functions `APNSProvider.prepare` and
-    /// `FCMProvider.prepare` run. The FCM project id only shapes the request path, which no check reads, so the
-    /// service account file is not opened here.
+    /// topic for iOS, `FCMPreparedNotification.check` for Android (the messages `FCMProvider.prepare` builds, not
+    /// encoded: nothing in the encoding refuses). The FCM project id only shapes the request path, so the service
+    /// account file is not opened here.
     public static func providers(_ apps: [AppSettings]) -> NotificationCheck {
         let byName = Dictionary(apps.map { ($0.name, $0) }, uniquingKeysWith: { a, _ in a })
         return NotificationCheck { app, platform, notification in
@@ -19,7 +19,7 @@ extension NotificationCheck {
                     notification, jobID: JobID("door-check"), bundleID: apns.topic, now: Date())
             case .android:
                 guard settings.fcm != nil else { return }
-                _ = try FCMPreparedNotification(notification, projectID: "door-check")
+                try FCMPreparedNotification.check(notification)
             }
         }
     }
