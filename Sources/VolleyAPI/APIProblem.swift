@@ -33,6 +33,12 @@ public struct APIProblem: Error, Sendable, CustomStringConvertible {
         return p
     }()
     static func forbidden(_ detail: String) -> APIProblem { APIProblem(.forbidden, detail, field: "Authorization") }
+    /// A resource this process was built without (`what`: the store or credentials it lacks): 501, the same answer on
+    /// every retry until the process is started with it, so no `Retry-After`. A store that is there but does not
+    /// answer is 503 instead.
+    static func startedWithout(_ what: String) -> APIProblem {
+        APIProblem(.notImplemented, "this API process was started without \(what)")
+    }
 
     /// The same error in Salesforce's shape, for the compatible paths: `[{"errorCode", "message"}]`, the message
     /// starting with the field.

@@ -14,7 +14,7 @@ extension APIServer {
 
     private func frequencyCapStore() throws -> any FrequencyCapRepository {
         guard let store = stores.frequencyCaps else {
-            throw APIProblem(.notImplemented, "this API process was started without a frequency-cap store")
+            throw APIProblem.startedWithout("a frequency-cap store")
         }
         return store
     }

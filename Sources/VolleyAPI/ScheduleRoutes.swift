@@ -17,7 +17,7 @@ extension APIServer {
 
     func scheduleStore() throws -> any ScheduleStore {
         guard let s = stores.schedules else {
-            throw APIProblem(.serviceUnavailable, "recurring schedules are not available on this server")
+            throw APIProblem.startedWithout("a schedule store")
         }
         return s
     }

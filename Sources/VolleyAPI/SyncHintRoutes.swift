@@ -16,7 +16,7 @@ extension APIServer {
 
     func syncHintStore() throws -> any SyncHintStore {
         guard let store = stores.syncHints else {
-            throw APIProblem(.serviceUnavailable, "sync hints are not available on this server")
+            throw APIProblem.startedWithout("a sync-hint store")
         }
         return store
     }

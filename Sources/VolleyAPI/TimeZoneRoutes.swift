@@ -15,7 +15,7 @@ extension APIServer {
 
     private func timeZoneStore() throws -> any OrgTimeZoneRepository {
         guard let store = stores.timeZones else {
-            throw APIProblem(.notImplemented, "this API process was started without a time-zone store")
+            throw APIProblem.startedWithout("a time-zone store")
         }
         return store
     }

@@ -477,7 +477,7 @@ extension APIServer {
         }
         guard !b.token.isEmpty else { throw APIProblem.badRequest("token", "required") }
         guard let testPush else {
-            throw APIProblem(.notImplemented, "this API process was started without provider credentials")
+            throw APIProblem.startedWithout("provider credentials")
         }
         let dryRun = b.dryRun ?? false
         let quota = stores.quota

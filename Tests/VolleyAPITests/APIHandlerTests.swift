@@ -27,7 +27,11 @@ struct InMemoryAPI {
     let timeZones = InMemoryOrgTimeZones()
     let server: APIServer
 
-    init(rate: APIConfiguration.RateLimit = .init(requestsPerSecond: 1000, burst: 1000)) {
+    /// `withOptionalStores` false: a process started without the frequency-cap, sync-hint and time-zone stores
+    /// (the schedule store is never given here).
+    init(
+        rate: APIConfiguration.RateLimit = .init(requestsPerSecond: 1000, burst: 1000), withOptionalStores: Bool = true
+    ) {
         credentials = InMemoryCredentialStore(clock: clock, outage: outage)
         templates = InMemoryTemplateStore(outage: outage)
         quota = InMemoryQuota(limits: QuotaLimits(ios: 2, android: 2), clock: clock)
@@ -45,9 +49,12 @@ struct InMemoryAPI {
             logger: Logger(label: "test"))
         var stores = APIServer.Stores(
             credentials: credentials, jobs: jobs, jobStatus: jobs, devices: devices, types: types, quota: quota,
-            templates: templates, attributes: InMemoryUserAttributeStore(), frequencyCaps: frequencyCaps)
-        stores.syncHints = syncHints
-        stores.timeZones = timeZones
+            templates: templates, attributes: InMemoryUserAttributeStore(),
+            frequencyCaps: withOptionalStores ? frequencyCaps : nil)
+        if withOptionalStores {
+            stores.syncHints = syncHints
+            stores.timeZones = timeZones
+        }
         server = APIServer(
             configuration: configuration, stores: stores, openAPIDocument: OpenAPIDocument.yaml,
             logger: Logger(label: "test"), connect: connect)
@@ -153,6 +160,28 @@ private func object(_ text: String) throws -> [String: Any] {
             #expect(down.status == 503)
             #expect(down.headers[.retryAfter] == "1")
             #expect(try await client.call(.get, "/readyz").status == 503)
+        }
+    }
+
+    @Test func aResourceTheProcessWasStartedWithoutAnswers501NamingWhatItLacks() async throws {
+        let api = InMemoryAPI(withOptionalStores: false)
+        let admin = try api.key(role: .admin)
+        try await api.test { client async throws in
+            let lacking: [(HTTPRequest.Method, String, String?, String)] = [
+                (.get, "/v1/schedules", nil, "a schedule store"),
+                (.get, "/v1/sync-hints/005A?app=app1", nil, "a sync-hint store"),
+                (.get, "/v1/frequency-caps", nil, "a frequency-cap store"),
+                (.get, "/v1/time-zone", nil, "a time-zone store"),
+                (.post, "/v1/test-push", #"{"app":"app1","platform":"ios","token":"ab12"}"#, "provider credentials"),
+            ]
+            for (method, path, body, what) in lacking {
+                let r = try await client.call(method, path, token: admin, json: body)
+                #expect(r.status == 501, "\(path): \(r.text)")
+                #expect(r.text.contains("started without \(what)"), "\(path): \(r.text)")
+                #expect(r.headers[.retryAfter] == nil)
+            }
+            // The stores it has still answer.
+            #expect(try await client.call(.get, "/v1/types", token: admin).status == 200)
         }
     }
 
