@@ -9,10 +9,6 @@ import VolleyTestTags
 
 @testable import VolleyAPI
 
-private func object(_ text: String) throws -> [String: Any] {
-    try #require(try JSONSerialization.jsonObject(with: Data(text.utf8)) as? [String: Any])
-}
-
 private func errors(_ text: String) throws -> [[String: Any]] {
     try #require(try JSONSerialization.jsonObject(with: Data(text.utf8)) as? [[String: Any]])
 }

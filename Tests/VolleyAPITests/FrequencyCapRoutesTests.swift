@@ -11,10 +11,6 @@ import VolleyTestTags
 /// `/v1/frequency-caps` on the in-memory stores: who may read and replace the rules, the 400s that name the field,
 /// and which rules hold (the API's, the file's, none).
 @Suite(.tags(.unit)) struct FrequencyCapRoutesTests {
-    private func object(_ text: String) throws -> [String: Any] {
-        try #require(try JSONSerialization.jsonObject(with: Data(text.utf8)) as? [String: Any])
-    }
-
     @Test func rulesAreReadReplacedAndRemovedPerOrg() async throws {
         let api = InMemoryAPI()
         let admin = try api.key(role: .admin)

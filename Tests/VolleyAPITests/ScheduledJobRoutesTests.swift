@@ -13,10 +13,6 @@ import VolleyTestTags
         #"{"app":"app1","recipients":["005A"],"notification":{"title":"Hi"},"sendAt":"\#(sendAt)"}"#
     }
 
-    func object(_ text: String) throws -> [String: Any] {
-        try #require(try JSONSerialization.jsonObject(with: Data(text.utf8)) as? [String: Any])
-    }
-
     @Test func aTimeAheadIsAcceptedAsScheduledWithTheCallersText() async throws {
         let api = InMemoryAPI()
         let send = try api.key(role: .send)
@@ -25,7 +21,7 @@ import VolleyTestTags
         try await api.test { client async throws in
             let r = try await client.call(.post, "/v1/jobs", token: send, json: Self.job(sendAt: text))
             #expect(r.status == 202, "\(r.text)")
-            let body = try self.object(r.text)
+            let body = try object(r.text)
             #expect(body["state"] as? String == "scheduled")
             let due = try #require((body["dueAt"] as? String).flatMap(ScheduledTime.init)?.date)
             #expect(abs(due.timeIntervalSince(ScheduledTime(text)!.date)) < 0.002)
@@ -42,7 +38,7 @@ import VolleyTestTags
         try await api.test { client async throws in
             let r = try await client.call(.post, "/v1/jobs", token: send, json: Self.job(sendAt: text))
             #expect(r.status == 422, "\(r.text)")
-            #expect(try self.object(r.text)["field"] as? String == "sendAt")
+            #expect(try object(r.text)["field"] as? String == "sendAt")
         }
         #expect(api.jobs.entries.isEmpty)
     }
@@ -53,7 +49,7 @@ import VolleyTestTags
         try await api.test { client async throws in
             let r = try await client.call(.post, "/v1/jobs", token: send, json: Self.job(sendAt: "2026-12-01 09:00"))
             #expect(r.status == 400, "\(r.text)")
-            #expect(try self.object(r.text)["field"] as? String == "sendAt")
+            #expect(try object(r.text)["field"] as? String == "sendAt")
         }
     }
 
@@ -66,14 +62,14 @@ import VolleyTestTags
                 .put, "/v1/devices", token: alice,
                 json: #"{"platform":"android","token":"fcm-1","timeZone":"Asia/Kolkata"}"#)
             #expect(put.status == 200, "\(put.text)")
-            #expect(try self.object(put.text)["timeZone"] as? String == "Asia/Kolkata")
+            #expect(try object(put.text)["timeZone"] as? String == "Asia/Kolkata")
             let listed = try await client.call(.get, "/v1/users/alice/devices", token: admin)
-            let devices = try #require(try self.object(listed.text)["devices"] as? [[String: Any]])
+            let devices = try #require(try object(listed.text)["devices"] as? [[String: Any]])
             #expect(devices.first?["timeZone"] as? String == "Asia/Kolkata")
             let bad = try await client.call(
                 .put, "/v1/devices", token: alice, json: #"{"platform":"android","token":"fcm-2","timeZone":"CEST"}"#)
             #expect(bad.status == 400, "\(bad.text)")
-            #expect(try self.object(bad.text)["field"] as? String == "timeZone")
+            #expect(try object(bad.text)["field"] as? String == "timeZone")
         }
     }
 
@@ -90,7 +86,7 @@ import VolleyTestTags
                 .post, "/v1/jobs", token: send,
                 json: #"{"app":"app1","recipients":["005A"],"notification":{"title":"Hi"},"deliverAtLocalTime":"9am"}"#)
             #expect(bad.status == 400, "\(bad.text)")
-            #expect(try self.object(bad.text)["field"] as? String == "deliverAtLocalTime")
+            #expect(try object(bad.text)["field"] as? String == "deliverAtLocalTime")
         }
         #expect(api.jobs.jobs().first?.deliverAtLocalTime == LocalDeliveryTime("09:00"))
     }
@@ -112,10 +108,10 @@ import VolleyTestTags
             #expect(try await client.call(.delete, "/v1/jobs/nope", token: send).status == 404)
             let cancelled = try await client.call(.delete, "/v1/jobs/s-1", token: send)
             #expect(cancelled.status == 200, "\(cancelled.text)")
-            #expect(try self.object(cancelled.text)["state"] as? String == "cancelled")
-            #expect(try self.object(cancelled.text)["id"] as? String == "s-1")
+            #expect(try object(cancelled.text)["state"] as? String == "cancelled")
+            #expect(try object(cancelled.text)["id"] as? String == "s-1")
             let status = try await client.call(.get, "/v1/jobs/s-1", token: read)
-            #expect(try self.object(status.text)["state"] as? String == "cancelled")
+            #expect(try object(status.text)["state"] as? String == "cancelled")
         }
         // A finished job cannot be cancelled.
         try await api.test { client async throws in
@@ -126,7 +122,7 @@ import VolleyTestTags
             api.jobs.setStatus(org: "orgA", job: "s-2") { $0.state = "done" }
             let refused = try await client.call(.delete, "/v1/jobs/s-2", token: send)
             #expect(refused.status == 409, "\(refused.text)")
-            #expect(try self.object(refused.text)["field"] as? String == "id")
+            #expect(try object(refused.text)["field"] as? String == "id")
         }
     }
 }

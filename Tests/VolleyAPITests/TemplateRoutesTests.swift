@@ -15,10 +15,6 @@ import VolleyTestTags
         #"{"notification":{"title":"Hi {{ first_name | 'Friend' }}","body":"Order {{ message.custom_data.order }}","#
         + #""data":{"n":18446744073709551617}}}"#
 
-    static func object(_ text: String) throws -> [String: Any] {
-        try #require(try JSONSerialization.jsonObject(with: Data(text.utf8)) as? [String: Any])
-    }
-
     @Test func aTemplateIsCreatedReadListedReplacedAndDeleted() async throws {
         let api = InMemoryAPI()
         let admin = try api.key(role: .admin)
@@ -30,13 +26,13 @@ import VolleyTestTags
             #expect(created.headers[.location] == "/v1/templates/welcome")
             // The notification comes back as it was put, digit for digit.
             #expect(created.text.contains(#""n":18446744073709551617"#), "\(created.text)")
-            let first = try Self.object(created.text)
+            let first = try object(created.text)
             #expect(first["id"] as? String == "welcome")
             let createdAt = try #require(first["createdAt"] as? String)
 
             let got = try await client.call(.get, "/v1/templates/welcome", token: read)
             #expect(got.status == 200)
-            let notification = try #require(try Self.object(got.text)["notification"] as? [String: Any])
+            let notification = try #require(try object(got.text)["notification"] as? [String: Any])
             #expect(notification["title"] as? String == "Hi {{ first_name | 'Friend' }}")
 
             api.clock.advance(by: 5)
@@ -44,18 +40,18 @@ import VolleyTestTags
                 .put, "/v1/templates/welcome", token: admin,
                 json: #"{"id":"welcome","notification":{"title":"Hello {{ first_name }}"}}"#)
             #expect(replaced.status == 200, "\(replaced.text)")
-            #expect(try Self.object(replaced.text)["createdAt"] as? String == createdAt)
+            #expect(try object(replaced.text)["createdAt"] as? String == createdAt)
 
             let list = try await client.call(.get, "/v1/templates", token: read)
             #expect(list.status == 200)
-            let templates = try #require(try Self.object(list.text)["templates"] as? [[String: Any]])
+            let templates = try #require(try object(list.text)["templates"] as? [[String: Any]])
             #expect(templates.map { $0["id"] as? String } == ["welcome"])
 
             // Another org sees none of it.
             #expect(try await client.call(.get, "/v1/templates/welcome", token: other).status == 404)
             let otherList = try await client.call(.get, "/v1/templates", token: other)
-            #expect(try Self.object(otherList.text)["templates"] as? [Any] != nil)
-            #expect((try Self.object(otherList.text)["templates"] as? [Any])?.isEmpty == true)
+            #expect(try object(otherList.text)["templates"] as? [Any] != nil)
+            #expect((try object(otherList.text)["templates"] as? [Any])?.isEmpty == true)
             #expect(try await client.call(.delete, "/v1/templates/welcome", token: other).status == 404)
 
             // Only an admin key changes templates.
@@ -87,7 +83,7 @@ import VolleyTestTags
         try await api.test { client async throws in
             let answer = try await client.call(.put, "/v1/templates/t1", token: admin, json: json)
             #expect(answer.status == 400, "\(answer.text)")
-            #expect(try Self.object(answer.text)["field"] as? String == field, "\(answer.text)")
+            #expect(try object(answer.text)["field"] as? String == field, "\(answer.text)")
         }
         #expect(try await api.templates.list(org: "orgA").isEmpty)
     }
@@ -98,12 +94,12 @@ import VolleyTestTags
         try await api.test { client async throws in
             let badID = try await client.call(.put, "/v1/templates/a%20b", token: admin, json: Self.body)
             #expect(badID.status == 400)
-            #expect(try Self.object(badID.text)["field"] as? String == "id")
+            #expect(try object(badID.text)["field"] as? String == "id")
             let long = String(repeating: "x", count: StoredTemplate.maxNotificationBytes)
             let big = try await client.call(
                 .put, "/v1/templates/big", token: admin, json: #"{"notification":{"body":"\#(long)"}}"#)
             #expect(big.status == 400)
-            #expect(try Self.object(big.text)["field"] as? String == "notification")
+            #expect(try object(big.text)["field"] as? String == "notification")
         }
     }
 
@@ -143,31 +139,31 @@ import VolleyTestTags
             let unknown = try await client.call(
                 .post, "/v1/jobs", token: send, json: job.replacingOccurrences(of: "welcome", with: "nope"))
             #expect(unknown.status == 404)
-            #expect(try Self.object(unknown.text)["field"] as? String == "templateId")
+            #expect(try object(unknown.text)["field"] as? String == "templateId")
             // Another org's job cannot name this org's template.
             let app2 = job.replacingOccurrences(of: "app1", with: "app2")
             let foreign = try await client.call(.post, "/v1/jobs", token: other, json: app2)
             #expect(foreign.status == 404, "\(foreign.text)")
-            #expect(try Self.object(foreign.text)["field"] as? String == "templateId")
+            #expect(try object(foreign.text)["field"] as? String == "templateId")
 
             let both = try await client.call(
                 .post, "/v1/jobs", token: send,
                 json: #"{"app":"app1","recipients":["005A"],"templateId":"welcome","notification":{"title":"x"}}"#)
             #expect(both.status == 400)
-            #expect(try Self.object(both.text)["field"] as? String == "notification")
+            #expect(try object(both.text)["field"] as? String == "notification")
 
             let large = String(repeating: "x", count: PushJob.maxCustomDataBytes)
             let tooMuch = try await client.call(
                 .post, "/v1/jobs", token: send,
                 json: #"{"app":"app1","recipients":["005A"],"templateId":"welcome","customData":{"k":"\#(large)"}}"#)
             #expect(tooMuch.status == 400)
-            #expect(try Self.object(tooMuch.text)["field"] as? String == "customData")
+            #expect(try object(tooMuch.text)["field"] as? String == "customData")
 
             let notObject = try await client.call(
                 .post, "/v1/jobs", token: send,
                 json: #"{"app":"app1","recipients":["005A"],"templateId":"welcome","customData":[1]}"#)
             #expect(notObject.status == 400)
-            #expect(try Self.object(notObject.text)["field"] as? String == "customData")
+            #expect(try object(notObject.text)["field"] as? String == "customData")
         }
         let jobs = api.jobs.jobs()
         #expect(jobs.count == 1)

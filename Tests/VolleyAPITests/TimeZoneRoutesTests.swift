@@ -11,10 +11,6 @@ import VolleyTestTags
 /// `/v1/time-zone` on the in-memory stores: who may read and set the org's zone, the 400s that name the field, and
 /// which zone holds (the API's, the file's, UTC).
 @Suite(.tags(.unit)) struct TimeZoneRoutesTests {
-    private func object(_ text: String) throws -> [String: Any] {
-        try #require(try JSONSerialization.jsonObject(with: Data(text.utf8)) as? [String: Any])
-    }
-
     @Test func theZoneIsReadSetAndRemovedPerOrg() async throws {
         let api = InMemoryAPI()
         let admin = try api.key(role: .admin)
