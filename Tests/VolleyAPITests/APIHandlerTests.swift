@@ -1,7 +1,6 @@
 import Foundation
 import HTTPTypes
 import Hummingbird
-import HummingbirdTesting
 import Logging
 import Testing
 import VolleyConnect
@@ -69,26 +68,8 @@ struct InMemoryAPI {
     }
 
     /// Runs `body` with a client of the router (no socket).
-    func test(_ body: @escaping @Sendable (any TestClientProtocol) async throws -> Void) async throws {
-        let app = Application(router: server.router())
-        try await app.test(.router) { client in try await body(client) }
-    }
-}
-
-extension TestClientProtocol {
-    /// One request with `token` as the bearer credential; answers the status, body and headers.
-    func call(
-        _ method: HTTPRequest.Method, _ uri: String, token: String? = nil, json: String? = nil,
-        headers: HTTPFields = [:]
-    ) async throws -> (status: Int, text: String, headers: HTTPFields) {
-        var h = headers
-        if let token { h[.authorization] = "Bearer \(token)" }
-        if json != nil { h[.contentType] = "application/json" }
-        return try await execute(
-            uri: uri, method: method, headers: h, body: json.map { ByteBuffer(string: $0) }
-        ) { response in
-            (Int(response.status.code), String(buffer: response.body), response.headers)
-        }
+    func test(_ body: @escaping @Sendable (RouterClient) async throws -> Void) async throws {
+        try await body(RouterClient(server.router()))
     }
 }
 

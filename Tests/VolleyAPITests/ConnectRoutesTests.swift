@@ -1,7 +1,6 @@
 import Foundation
 import HTTPTypes
 import Hummingbird
-import HummingbirdTesting
 import Logging
 import Testing
 import VolleyConnect
@@ -87,18 +86,12 @@ private final class Harness: @unchecked Sendable {
                 "/services/data/v60.0" + path.replacingOccurrences(of: " ", with: "%20")
                 + (items.isEmpty ? "" : "?" + items.joined(separator: "&"))
             let requestMethod = try #require(HTTPRequest.Method(method.uppercased()))
-            let app = Application(router: server.router())
             var extra: HTTPFields = [.authorization: "Bearer \(token)"]
             for (name, value) in headers { extra[try #require(HTTPField.Name(name))] = value }
             let fields = extra
-            return try await app.test(.router) { client in
-                try await client.execute(
-                    uri: uri, method: requestMethod, headers: fields,
-                    body: body.isEmpty ? nil : ByteBuffer(string: body)
-                ) { response in
-                    ConnectResponse(status: Int(response.status.code), body: Data(buffer: response.body))
-                }
-            }
+            let answer = try await RouterClient(server.router()).execute(
+                uri: uri, method: requestMethod, headers: fields, body: body.isEmpty ? nil : ByteBuffer(string: body))
+            return ConnectResponse(status: Int(answer.status.code), body: Data(buffer: answer.body))
         } catch {
             Issue.record(error)
             return ConnectResponse(status: 0, body: Data())
