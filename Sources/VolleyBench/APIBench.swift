@@ -23,6 +23,12 @@ public struct APIBenchRow: Sendable, Codable, Hashable {
     /// Answers outside 2xx (wrk's "Non-2xx or 3xx responses").
     public var non2xx: Int
     public var errors: Int
+    /// Requests wrk completed in the workload.
+    public var requests: Int?
+    /// CPU (user + system) per request over the workload: the `volley api` process's and redis-server's. Unlike
+    /// req/s, these hardly move when the machine's other load does, so they show a change in the API's own cost.
+    public var apiCPUMicrosPerRequest: Double?
+    public var redisCPUMicrosPerRequest: Double?
 }
 
 public struct APIBenchResult: Sendable, Codable, Hashable {
@@ -31,6 +37,9 @@ public struct APIBenchResult: Sendable, Codable, Hashable {
     public var rows: [APIBenchRow]
     /// Job POST rate over the `/livez` rate (goal ≥ 0.5).
     public var jobsOverLivez: Double?
+    /// `/livez`'s API CPU per request over the job POST's: what the ratio would be if the API's own work were all
+    /// that the two cost.
+    public var jobsOverLivezAPICPU: Double?
 }
 
 public enum APIBench {
@@ -118,13 +127,23 @@ public enum APIBench {
                     lua += "wrk.headers[\"Content-Type\"] = \"application/json\"\nwrk.body = [[\(body)]]\n"
                 }
                 try lua.write(toFile: script, atomically: true, encoding: .utf8)
+                let before = (api: api.sample()?.cpuSeconds, redis: redis.child.sample()?.cpuSeconds)
                 let out = try runOnce(
                     wrk,
                     [
                         "-t", String(o.threads), "-c", String(o.connections), "-d", "\(o.durationSeconds)s",
                         "--latency", "-s", script, base + w.path,
                     ], directory: dir, name: "wrk")
-                let row = parse(out, name: w.name, method: w.method, path: w.path)
+                let after = (api: api.sample()?.cpuSeconds, redis: redis.child.sample()?.cpuSeconds)
+                var row = parse(out, name: w.name, method: w.method, path: w.path)
+                if let requests = row.requests, requests > 0 {
+                    func perRequest(_ from: Double?, _ to: Double?) -> Double? {
+                        guard let from, let to else { return nil }
+                        return (to - from) * 1e6 / Double(requests)
+                    }
+                    row.apiCPUMicrosPerRequest = perRequest(before.api, after.api)
+                    row.redisCPUMicrosPerRequest = perRequest(before.redis, after.redis)
+                }
                 logger.info(
                     "round \(round + 1) \(w.name): \(Int(row.requestsPerSecond)) req/s, p99 \(row.p99Ms ?? 0) ms")
                 if let b = best[w.name], b.requestsPerSecond >= row.requestsPerSecond { continue }
@@ -134,9 +153,13 @@ public enum APIBench {
         let rows = workloads.compactMap { best[$0.name] }
         let livez = best["livez"]?.requestsPerSecond
         let jobs = best["job POST"]?.requestsPerSecond
+        var cpuRatio: Double?
+        if let l = best["livez"]?.apiCPUMicrosPerRequest, let j = best["job POST"]?.apiCPUMicrosPerRequest, j > 0 {
+            cpuRatio = l / j
+        }
         return APIBenchResult(
             connections: o.connections, durationSeconds: o.durationSeconds, rows: rows,
-            jobsOverLivez: (livez ?? 0) > 0 ? (jobs ?? 0) / (livez ?? 1) : nil)
+            jobsOverLivez: (livez ?? 0) > 0 ? (jobs ?? 0) / (livez ?? 1) : nil, jobsOverLivezAPICPU: cpuRatio)
     }
 
     /// wrk's summary: `Requests/sec:`, the `--latency` percentiles, non-2xx and socket errors.
@@ -146,6 +169,8 @@ public enum APIBench {
         for line in out.split(separator: "\n").map({ $0.trimmingCharacters(in: .whitespaces) }) {
             let parts = line.split(separator: " ", omittingEmptySubsequences: true).map(String.init)
             if line.hasPrefix("Requests/sec:"), parts.count >= 2 { row.requestsPerSecond = Double(parts[1]) ?? 0 }
+            // "123456 requests in 10.00s, 19.87MB read"
+            if parts.count >= 3, parts[1] == "requests", parts[2] == "in", let n = Int(parts[0]) { row.requests = n }
             if line.hasPrefix("50%"), parts.count >= 2 { row.p50Ms = milliseconds(parts[1]) }
             if line.hasPrefix("99%"), parts.count >= 2 { row.p99Ms = milliseconds(parts[1]) }
             if line.hasPrefix("Non-2xx or 3xx responses:"), let n = parts.last.flatMap({ Int($0) }) { row.non2xx = n }
@@ -195,15 +220,22 @@ public enum APIBench {
 
     /// A table for the terminal and docs/benchmarks.md.
     public static func table(_ r: APIBenchResult) -> String {
-        var lines = ["| workload | req/s | p50 ms | p99 ms | non-2xx | errors |", "|---|---:|---:|---:|---:|---:|"]
+        var lines = [
+            "| workload | req/s | p50 ms | p99 ms | non-2xx | errors | API CPU µs/req | Redis CPU µs/req |",
+            "|---|---:|---:|---:|---:|---:|---:|---:|",
+        ]
+        func f(_ v: Double?, _ format: String) -> String { v.map { String(format: format, $0) } ?? "-" }
         for row in r.rows {
             lines.append(
                 "| \(row.method) \(row.path) (\(row.name)) | \(Int(row.requestsPerSecond)) | "
-                    + "\(row.p50Ms.map { String(format: "%.2f", $0) } ?? "-") | "
-                    + "\(row.p99Ms.map { String(format: "%.2f", $0) } ?? "-") | \(row.non2xx) | \(row.errors) |")
+                    + "\(f(row.p50Ms, "%.2f")) | \(f(row.p99Ms, "%.2f")) | \(row.non2xx) | \(row.errors) | "
+                    + "\(f(row.apiCPUMicrosPerRequest, "%.1f")) | \(f(row.redisCPUMicrosPerRequest, "%.1f")) |")
         }
         if let ratio = r.jobsOverLivez {
             lines.append("job POST / livez: \(String(format: "%.2f", ratio)) (goal ≥ 0.5)")
+        }
+        if let ratio = r.jobsOverLivezAPICPU {
+            lines.append("livez / job POST, API CPU per request: \(String(format: "%.2f", ratio))")
         }
         return lines.joined(separator: "\n")
     }
