@@ -155,75 +155,6 @@ import VolleyTestTags
     /// Three devices in Berlin, Kolkata and New York, and one without a zone whose user's directory record says
     /// Kolkata; one `HH:MM` for all, picked so Berlin's is the coming minute: Berlin's device is sent at that minute,
     /// the other three wait as waves due at their own 09:00-style instants, and the job's status says so.
-    @Test func aLocalTimeJobReachesTheZoneDueNowAndTheOthersWaitForTheirOwnTime() async throws {
-        let w = try MockWorld(mockConfig: #"{"capturePushes": 100}"#)
-        defer { w.stop() }
-        let zones = ["Europe/Berlin", "Asia/Kolkata", "America/New_York"]
-        try w.h.admin.register(
-            zones.enumerated().map { i, z in
-                DeviceImportRecord(
-                    org: "org1", app: "app1", user: "user0", platform: .android,
-                    token: DeviceToken("lt-\(i)-" + String(repeating: "c", count: 20)), timeZone: z)
-            }
-                // A device that registered no zone: its user's directory record places it in Kolkata.
-                + [
-                    DeviceImportRecord(
-                        org: "org1", app: "app1", user: "user1", platform: .android,
-                        token: DeviceToken("lt-dir-" + String(repeating: "c", count: 20)))
-                ])
-        try RedisDirectory(client: w.redis.client(name: "dir")).importRecords([
-            DirectoryRecord(org: "org1", kind: .user, id: "user0"),
-            DirectoryRecord(org: "org1", kind: .user, id: "user1", attributes: ["timeZone": "Asia/Kolkata"]),
-        ])
-        let config = try w.writeConfig(worker: workerKeys())
-        let a = try WorkerProcess(config: config, consumer: "A", logDirectory: w.dir)
-        defer { if a.isRunning { a.kill9() } }
-        try await started(w)
-        // Berlin's next whole minute, at least 5 s away.
-        let berlin = TimeZone(identifier: "Europe/Berlin")!
-        let now = Date()
-        var target = (now.timeIntervalSince1970 / 60).rounded(.up) * 60
-        if target - now.timeIntervalSince1970 < 5 { target += 60 }
-        let wall = Int(target) + berlin.secondsFromGMT(for: Date(timeIntervalSince1970: target))
-        let hhmm = String(format: "%02d:%02d", (wall % 86_400) / 3_600, (wall % 3_600) / 60)
-        let time = try #require(LocalDeliveryTime(hhmm))
-        var job = PushJob(
-            id: "local-1", org: "org1", app: "app1", recipients: ["user0", "user1"],
-            notification: VolleyCore.Notification(title: "Good morning"))
-        job.deliverAtLocalTime = time
-        let entry = try w.h.producer.enqueue(job)
-        let reference = Date(timeIntervalSince1970: Double(entry.rawValue.split(separator: "-")[0])! / 1000)
-        let due = zones.map { time.due(in: TimeZone(identifier: $0)!, after: reference) }
-        #expect(due[0] == Date(timeIntervalSince1970: target))
-
-        try await waitUntil(
-            "Berlin's device at the mock: \(a.log.suffix(1500))", timeout: .seconds(75), interval: .milliseconds(5)
-        ) { !w.mock.capturedPushes().isEmpty }
-        let arrived = lastArrival(w)
-        #expect(arrived >= due[0], "sent \(due[0].timeIntervalSince(arrived)) s early")
-        #expect(arrived.timeIntervalSince(due[0]) < 1, "sent \(arrived.timeIntervalSince(due[0])) s late")
-        #expect(w.mock.capturedPushes().map(\.token) == ["lt-0-" + String(repeating: "c", count: 20)])
-
-        // The others wait: the job reads scheduled, due at New York's time, two devices waiting.
-        let reader = RedisJobStatusReader(
-            lanes: SerialLanes(count: 1, label: "status") { _ in RedisClient(endpoint: w.redis.endpoint) },
-            store: w.h.store)
-        var status: JobStatus?
-        try await waitUntil("local-1 waiting for three devices", timeout: .seconds(10)) {
-            status = try await reader.status(org: "org1", job: "local-1")
-            return status?.waiting == 3
-        }
-        #expect(status?.state == "scheduled")
-        #expect(status?.dueAt == ScheduledTime.utcText(min(due[1], due[2])))
-        // Each wave is parked at its own instant.
-        let parked = try w.h.admin.client.checked(["ZRANGE", w.h.store.scheduleKey(shard: 0), "0", "-1", "WITHSCORES"])
-        let scores = (parked.array ?? []).enumerated().filter { $0.offset % 2 == 1 }.compactMap {
-            $0.element.string.flatMap(Double.init)
-        }
-        #expect(Set(scores) == Set([due[1], due[2]].map { ($0.timeIntervalSince1970 * 1000).rounded(.up) }))
-        #expect(try w.h.report(for: "local-1") == nil)
-    }
-
     /// The worker holding the promotion lease is killed just before a 20,000-device campaign falls due: the other
     /// takes the lease once it lapses, promotes the campaign once, and every device is sent once.
     @Test func killingThePromotingWorkerLosesNothingAndSendsNothingTwice() async throws {
@@ -268,5 +199,80 @@ import VolleyTestTags
         #expect(try !self.parked(w, "campaign-at"))
         // Sent once the lease lapsed (3 s) and the survivor took it: late, never early.
         #expect(r.startedAt >= due.addingTimeInterval(-0.05))
+    }
+}
+
+/// A local-time job end to end. A suite of its own: it waits for Berlin's next whole minute (up to 65 s on the wall
+/// clock), and beside the other scheduled sends rather than after them that wait costs the integration lane nothing.
+@Suite(.tags(.integration)) struct LocalTimeSendTests {
+    let helpers = ScheduledSendTests()
+
+    @Test func aLocalTimeJobReachesTheZoneDueNowAndTheOthersWaitForTheirOwnTime() async throws {
+        let w = try MockWorld(mockConfig: #"{"capturePushes": 100}"#)
+        defer { w.stop() }
+        let zones = ["Europe/Berlin", "Asia/Kolkata", "America/New_York"]
+        try w.h.admin.register(
+            zones.enumerated().map { i, z in
+                DeviceImportRecord(
+                    org: "org1", app: "app1", user: "user0", platform: .android,
+                    token: DeviceToken("lt-\(i)-" + String(repeating: "c", count: 20)), timeZone: z)
+            }
+                // A device that registered no zone: its user's directory record places it in Kolkata.
+                + [
+                    DeviceImportRecord(
+                        org: "org1", app: "app1", user: "user1", platform: .android,
+                        token: DeviceToken("lt-dir-" + String(repeating: "c", count: 20)))
+                ])
+        try RedisDirectory(client: w.redis.client(name: "dir")).importRecords([
+            DirectoryRecord(org: "org1", kind: .user, id: "user0"),
+            DirectoryRecord(org: "org1", kind: .user, id: "user1", attributes: ["timeZone": "Asia/Kolkata"]),
+        ])
+        let config = try w.writeConfig(worker: helpers.workerKeys())
+        let a = try WorkerProcess(config: config, consumer: "A", logDirectory: w.dir)
+        defer { if a.isRunning { a.kill9() } }
+        try await helpers.started(w)
+        // Berlin's next whole minute, at least 5 s away.
+        let berlin = TimeZone(identifier: "Europe/Berlin")!
+        let now = Date()
+        var target = (now.timeIntervalSince1970 / 60).rounded(.up) * 60
+        if target - now.timeIntervalSince1970 < 5 { target += 60 }
+        let wall = Int(target) + berlin.secondsFromGMT(for: Date(timeIntervalSince1970: target))
+        let hhmm = String(format: "%02d:%02d", (wall % 86_400) / 3_600, (wall % 3_600) / 60)
+        let time = try #require(LocalDeliveryTime(hhmm))
+        var job = PushJob(
+            id: "local-1", org: "org1", app: "app1", recipients: ["user0", "user1"],
+            notification: VolleyCore.Notification(title: "Good morning"))
+        job.deliverAtLocalTime = time
+        let entry = try w.h.producer.enqueue(job)
+        let reference = Date(timeIntervalSince1970: Double(entry.rawValue.split(separator: "-")[0])! / 1000)
+        let due = zones.map { time.due(in: TimeZone(identifier: $0)!, after: reference) }
+        #expect(due[0] == Date(timeIntervalSince1970: target))
+
+        try await waitUntil(
+            "Berlin's device at the mock: \(a.log.suffix(1500))", timeout: .seconds(75), interval: .milliseconds(5)
+        ) { !w.mock.capturedPushes().isEmpty }
+        let arrived = helpers.lastArrival(w)
+        #expect(arrived >= due[0], "sent \(due[0].timeIntervalSince(arrived)) s early")
+        #expect(arrived.timeIntervalSince(due[0]) < 1, "sent \(arrived.timeIntervalSince(due[0])) s late")
+        #expect(w.mock.capturedPushes().map(\.token) == ["lt-0-" + String(repeating: "c", count: 20)])
+
+        // The others wait: the job reads scheduled, due at New York's time, two devices waiting.
+        let reader = RedisJobStatusReader(
+            lanes: SerialLanes(count: 1, label: "status") { _ in RedisClient(endpoint: w.redis.endpoint) },
+            store: w.h.store)
+        var status: JobStatus?
+        try await waitUntil("local-1 waiting for three devices", timeout: .seconds(10)) {
+            status = try await reader.status(org: "org1", job: "local-1")
+            return status?.waiting == 3
+        }
+        #expect(status?.state == "scheduled")
+        #expect(status?.dueAt == ScheduledTime.utcText(min(due[1], due[2])))
+        // Each wave is parked at its own instant.
+        let parked = try w.h.admin.client.checked(["ZRANGE", w.h.store.scheduleKey(shard: 0), "0", "-1", "WITHSCORES"])
+        let scores = (parked.array ?? []).enumerated().filter { $0.offset % 2 == 1 }.compactMap {
+            $0.element.string.flatMap(Double.init)
+        }
+        #expect(Set(scores) == Set([due[1], due[2]].map { ($0.timeIntervalSince1970 * 1000).rounded(.up) }))
+        #expect(try w.h.report(for: "local-1") == nil)
     }
 }
