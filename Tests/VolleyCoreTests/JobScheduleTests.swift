@@ -100,12 +100,17 @@ import VolleyTestTags
     typealias Machine = SchedulePromotionStateMachine
     let clock = ManualClock()
     let config = Machine.Configuration(tickSeconds: 0.25, leaseSeconds: 3, batch: 500, retrySeconds: 1)
+
+    /// The pass `config` asks for at `now`: 500 jobs a shard under a 3 s lease, with or without the recurring pass.
+    func promotion(at now: Date, recurring: Bool = true) -> Machine.Action {
+        .promote(now: now, batch: 500, leaseSeconds: 3, recurring: recurring)
+    }
     /// A recurring schedules' pass that held its lease and took every schedule due.
     let held = Machine.RecurringPass(leased: true)
 
     @Test func promotesAtOnceWhenStarted() {
         var m = Machine(configuration: config)
-        #expect(m.started(now: clock.now()) == .promote(now: clock.now(), batch: 500, leaseSeconds: 3, recurring: true))
+        #expect(m.started(now: clock.now()) == promotion(at: clock.now()))
     }
 
     @Test func sleepsUntilTheEarliestDueTimeOrTheTickWhicheverIsFirst() {
@@ -129,7 +134,7 @@ import VolleyTestTags
         clock.advance(by: 0.01)
         let pass = Machine.Pass(leased: true, promoted: 500, full: true, nextDue: clock.now())
         #expect(
-            m.passed(pass, now: clock.now()) == .promote(now: clock.now(), batch: 500, leaseSeconds: 3, recurring: true)
+            m.passed(pass, now: clock.now()) == promotion(at: clock.now())
         )
     }
 
@@ -140,7 +145,7 @@ import VolleyTestTags
         clock.advance(by: 0.05) // the pass took 50 ms; a job fell due meanwhile
         #expect(
             m.passed(.init(leased: true, nextDue: due), now: clock.now())
-                == .promote(now: clock.now(), batch: 500, leaseSeconds: 3, recurring: true))
+                == promotion(at: clock.now()))
     }
 
     @Test func withoutTheLeaseItTriesAgainWithinHalfTheLease() {
@@ -153,7 +158,7 @@ import VolleyTestTags
         #expect(!m.holdsLease)
         // The holder died: its lease runs out within 3 s, so a second try after it finds the lease free.
         clock.advance(by: 1.5)
-        #expect(m.waited(now: clock.now()) == .promote(now: clock.now(), batch: 500, leaseSeconds: 3, recurring: true))
+        #expect(m.waited(now: clock.now()) == promotion(at: clock.now()))
     }
 
     @Test func theHolderRenewsWellWithinItsLease() {
@@ -169,7 +174,7 @@ import VolleyTestTags
             #expect(until.timeIntervalSince(now) <= config.leaseSeconds / 2)
             clock.set(until)
             #expect(
-                m.waited(now: clock.now()) == .promote(now: clock.now(), batch: 500, leaseSeconds: 3, recurring: true))
+                m.waited(now: clock.now()) == promotion(at: clock.now()))
         }
     }
 
@@ -210,7 +215,7 @@ import VolleyTestTags
         let now = clock.now()
         #expect(
             m.passed(.init(leased: true), recurring: .init(leased: true, more: true), now: now)
-                == .promote(now: now, batch: 500, leaseSeconds: 3, recurring: true))
+                == promotion(at: now))
         #expect(
             m.passed(.init(leased: true), recurring: .init(leased: true), now: now)
                 == .wait(until: now.addingTimeInterval(0.25)))
@@ -227,9 +232,9 @@ import VolleyTestTags
                 == .wait(until: now.addingTimeInterval(0.25)))
         #expect(m.recurringAt == now.addingTimeInterval(1.5))
         clock.advance(by: 0.25)
-        #expect(m.waited(now: clock.now()) == .promote(now: clock.now(), batch: 500, leaseSeconds: 3, recurring: false))
+        #expect(m.waited(now: clock.now()) == promotion(at: clock.now(), recurring: false))
         clock.set(now.addingTimeInterval(1.5))
-        #expect(m.waited(now: clock.now()) == .promote(now: clock.now(), batch: 500, leaseSeconds: 3, recurring: true))
+        #expect(m.waited(now: clock.now()) == promotion(at: clock.now()))
         // Neither lease held: both tried again within half the lease.
         let later = clock.now()
         #expect(
