@@ -118,6 +118,8 @@ public enum APIBench {
                 "-sf", "-X", "PUT", base + "/v1/types/0MLxx0000000001", "-H", "Authorization: Bearer \(key)",
                 "-H", "Content-Type: application/json", "-d", #"{"name":"Bench"}"#,
             ], directory: dir, name: "curl")
+        /// CPU seconds so far of the API process and of redis-server (nil for one that is gone).
+        func cpuNow() -> (api: Double?, redis: Double?) { (api.sample()?.cpuSeconds, redis.child.sample()?.cpuSeconds) }
         var best: [String: APIBenchRow] = [:]
         for round in 0..<max(1, o.rounds) {
             for w in workloads {
@@ -127,14 +129,14 @@ public enum APIBench {
                     lua += "wrk.headers[\"Content-Type\"] = \"application/json\"\nwrk.body = [[\(body)]]\n"
                 }
                 try lua.write(toFile: script, atomically: true, encoding: .utf8)
-                let before = (api: api.sample()?.cpuSeconds, redis: redis.child.sample()?.cpuSeconds)
+                let before = cpuNow()
                 let out = try runOnce(
                     wrk,
                     [
                         "-t", String(o.threads), "-c", String(o.connections), "-d", "\(o.durationSeconds)s",
                         "--latency", "-s", script, base + w.path,
                     ], directory: dir, name: "wrk")
-                let after = (api: api.sample()?.cpuSeconds, redis: redis.child.sample()?.cpuSeconds)
+                let after = cpuNow()
                 var row = parse(out, name: w.name, method: w.method, path: w.path)
                 if let requests = row.requests, requests > 0 {
                     func perRequest(_ from: Double?, _ to: Double?) -> Double? {
