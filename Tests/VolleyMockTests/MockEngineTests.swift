@@ -608,6 +608,75 @@ struct APNsCase: Sendable, CustomTestStringConvertible {
         #expect(engine.stats().fcmValidateOnly == 1)
     }
 
+    /// A campaign's bodies differ only in the token: after one passed, the next with the same tail is not parsed
+    /// again, and every answer is still the one a full reading gives (a new connection's, which has kept nothing).
+    @Test func campaignBodiesAnswerAsAFullReadingDoes() throws {
+        let engine = try makeEngine(#"{"fcm": {"unregisteredPrefixes": ["dead"]}}"#)
+        let (state, _) = openConnection(engine)
+        let access = try token(engine, state)
+        var fresh: UInt64 = 100
+        func body(_ token: String, _ tail: String) -> String { #"{"message":{"token":""# + token + "\"" + tail }
+        func answers(_ token: String, _ tail: String) throws -> (kept: Int, full: Int) {
+            fresh += 1
+            let (other, _) = openConnection(engine, id: fresh)
+            return (
+                try send(engine, state, access: access, body: body(token, tail)).status,
+                try send(engine, other, access: access, body: body(token, tail)).status
+            )
+        }
+        let tail = #","data":{"k":"v"},"android":{"priority":"HIGH","ttl":"3.5s"}}}"#
+        let urgent = #","android":{"priority":"URGENT"}}}"#
+        let dry = #"},"validate_only":true}"#
+        let cases: [(token: String, tail: String, status: Int)] = [
+            ("tok-1", tail, 200),
+            // The same tail after other tokens: the token's own rules still decide.
+            ("tok-2", tail, 200), ("dead-1", tail, 404), ("to k", tail, 400),
+            // An escaped token is read in full (it decodes to tok1).
+            (#"tok\u0031"#, tail, 200),
+            // Another tail is read in full, whichever tail was kept; a refused one is never kept.
+            ("tok-3", urgent, 400), ("tok-4", urgent, 400), ("tok-5", #","data":{"k":1}}}"#, 400),
+            ("tok-6", tail, 200),
+            // validate_only belongs to the tail.
+            ("tok-7", dry, 200), ("tok-8", dry, 200), ("dead-2", dry, 404),
+        ]
+        for c in cases {
+            let a = try answers(c.token, c.tail)
+            #expect(a.kept == c.status && a.full == c.status, "\(c.token) \(c.tail)")
+        }
+        // The connection keeps the last tail that passed: the next body after it is answered without a reading.
+        let kept = Array(body("tok-10", dry).utf8).withUnsafeBufferPointer { b in
+            state.fcmBodies.match(b).map { (String(decoding: $0.token, as: UTF8.self), $0.validateOnly) }
+        }
+        #expect(kept?.0 == "tok-10" && kept?.1 == true)
+        #expect(Array(body("tok-10", tail).utf8).withUnsafeBufferPointer { state.fcmBodies.match($0) } == nil)
+        // A tail that names the token again is never answered from the memo, whatever a full reading makes of it.
+        let twice = try answers("tok-9", #","token":"dead-3"}}"#)
+        #expect(twice.kept == twice.full)
+        let s = engine.stats()
+        #expect(s.fcmValidateOnly == 4)
+        #expect(s.count(.fcm, 404, "UNREGISTERED") == 4 + (twice.full == 404 ? 2 : 0))
+    }
+
+    @Test func campaignBodyMemoSplitsOnlyPlainTokens() {
+        func split(_ s: String) -> (String, String)? {
+            Array(s.utf8).withUnsafeBufferPointer { b in
+                MockFCMBodyMemo.split(b).map {
+                    (String(decoding: $0.token, as: UTF8.self), String(decoding: $0.tail, as: UTF8.self))
+                }
+            }
+        }
+        #expect(split(#"{"message":{"token":"abc","data":{"k":"v"}}}"#)! == ("abc", #","data":{"k":"v"}}}"#))
+        #expect(split(#"{"message":{"token":"abc"}}"#)! == ("abc", "}}"))
+        for refused in [
+            #"{"message":{"token":""}}"#, #"{"message":{"token":"a b"}}"#, #"{"message":{"token":"a\"b"}}"#,
+            #"{"message":{"token":"abc"#, #"{"message":{"token":"a","data":{"x":"\n"}}}"#,
+            #"{"message":{"token":"a","token":"b"}}"#, #"{"message":{"token":"a"},"message":{}}"#,
+            #"{"message": {"token":"a"}}"#, #"{"validate_only":true,"message":{"token":"a"}}"#,
+        ] {
+            #expect(split(refused) == nil, "\(refused)")
+        }
+    }
+
     /// `last_accepted_ns`: CLOCK_MONOTONIC of the latest accepted send (what `bench e2e` times idle probes with);
     /// rejected and validate-only sends leave it alone; reset clears it.
     @Test func lastAcceptedIsStampedWithTheMonotonicClock() throws {

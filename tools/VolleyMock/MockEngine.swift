@@ -46,6 +46,8 @@ public final class MockConnectionState: @unchecked Sendable {
     var accessTokens: [String: Int64] = [:]
     /// The engine's revocation count when `accessTokens` was last valid; a newer count empties it.
     var accessTokenRevocations = 0
+    /// The tail of the last FCM body that passed the message's checks (see `MockFCMBodyMemo`).
+    var fcmBodies = MockFCMBodyMemo()
     var streams = 0
     var clientCertificate: Bool
     /// True while "one stream until authenticated" holds the connection at 1.
@@ -838,6 +840,16 @@ public final class MockEngine: Sendable {
                 errorCode: nil)
         }
         authenticated = true
+        // A campaign's next body: the same message after another token, whose checks are already known to pass.
+        let known = req.body.withUnsafeBufferPointer { b in
+            state.fcmBodies.match(b).map {
+                (target: String(decoding: $0.token, as: UTF8.self), validateOnly: $0.validateOnly)
+            }
+        }
+        if let known {
+            return fcmAccept(
+                req, state: state, config: config, now: now, validateOnly: known.validateOnly, target: known.target)
+        }
         guard let doc = JSONValue.parse(req.body), case .object = doc else {
             return fcmError(
                 state, 400, status: "INVALID_ARGUMENT",
@@ -910,6 +922,7 @@ public final class MockEngine: Sendable {
             }
         }
         let validateOnly = doc["validate_only"]?.boolValue == true
+        req.body.withUnsafeBufferPointer { state.fcmBodies.remember($0, validateOnly: validateOnly) }
         return fcmAccept(req, state: state, config: config, now: now, validateOnly: validateOnly, target: target)
     }
 

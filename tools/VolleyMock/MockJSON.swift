@@ -225,3 +225,72 @@ enum MockJSONWriter {
         return out + "\""
     }
 }
+
+/// The last FCM send body of a connection that passed every check of its message, kept so that the next body that
+/// differs from it only in the registration token is not parsed again: a campaign's bodies are one tail after
+/// different tokens.
+///
+/// Exact, not a guess: a body of the form `{"message":{"token":"<token>",<tail>` whose token is printable ASCII
+/// without `"` or `\` parses to the same tree for every such token, so every check but the token's own gives the
+/// same answer for the same tail. The message's target is that token unless the tail could name another (a
+/// `"token"` or `"message"` member, or any escape, which could spell one); such tails are never kept.
+struct MockFCMBodyMemo {
+    private static let prefix: StaticString = #"{"message":{"token":""#
+    private var tail: [UInt8] = []
+    private var validateOnly = false
+    private var kept = false
+
+    /// The token and the tail of a body of the memo's form, or nil.
+    static func split(_ body: UnsafeBufferPointer<UInt8>) -> (
+        token: UnsafeBufferPointer<UInt8>, tail: UnsafeBufferPointer<UInt8>
+    )? {
+        let p = prefix.utf8Start
+        let n = prefix.utf8CodeUnitCount
+        guard body.count > n else { return nil }
+        for i in 0..<n where body[i] != p[i] { return nil }
+        var end = n
+        while end < body.count {
+            let c = body[end]
+            if c == UInt8(ascii: "\"") { break }
+            guard c > 0x20, c < 0x7F, c != UInt8(ascii: "\\") else { return nil }
+            end += 1
+        }
+        guard end > n, end < body.count else { return nil }
+        let tail = UnsafeBufferPointer(rebasing: body[(end + 1)...])
+        guard !tail.contains(UInt8(ascii: "\\")), !contains(tail, #""token""#), !contains(tail, #""message""#) else {
+            return nil
+        }
+        return (UnsafeBufferPointer(rebasing: body[n..<end]), tail)
+    }
+
+    private static func contains(_ bytes: UnsafeBufferPointer<UInt8>, _ needle: StaticString) -> Bool {
+        let k = needle.utf8CodeUnitCount
+        guard bytes.count >= k else { return false }
+        let p = needle.utf8Start
+        var i = 0
+        while i <= bytes.count - k {
+            if bytes[i] == p[0] {
+                var j = 1
+                while j < k && bytes[i + j] == p[j] { j += 1 }
+                if j == k { return true }
+            }
+            i += 1
+        }
+        return false
+    }
+
+    /// The token and `validate_only` of a body whose message passes every check but the token's own, known without
+    /// parsing it; nil when the body has to be read.
+    func match(_ body: UnsafeBufferPointer<UInt8>) -> (token: UnsafeBufferPointer<UInt8>, validateOnly: Bool)? {
+        guard kept, let parts = Self.split(body), MockBytes.equal(parts.tail, tail) else { return nil }
+        return (parts.token, validateOnly)
+    }
+
+    /// Keeps the tail of a body whose message passed every check (when the body has the memo's form).
+    mutating func remember(_ body: UnsafeBufferPointer<UInt8>, validateOnly: Bool) {
+        guard let parts = Self.split(body) else { return }
+        tail = Array(parts.tail)
+        self.validateOnly = validateOnly
+        kept = true
+    }
+}
