@@ -57,8 +57,13 @@ struct BenchE2E: AsyncParsableCommand {
         name: .customLong("redis-cluster"),
         help: "Run the same campaign against one Redis and against a Redis Cluster of this many primaries it starts.")
     var redisCluster: Int?
-    @Option(name: .customLong("compare-requests"), help: "Requests for the transport and h2load runs of --compare.")
-    var compareRequests = 100_000
+    @Option(
+        name: .customLong("compare-requests"),
+        help: """
+            Requests for the transport and h2load runs of --compare (default: --devices, so the transport sends as \
+            many notifications as the campaign and the two rates cover the same amount of work).
+            """)
+    var compareRequests: Int?
     @Option(name: .customLong("peer-requests"), help: "Requests for the aioapns run of --compare.") var peerRequests =
         20_000
     @Option(name: .customLong("compare-concurrency"), help: "Streams in flight per connection in --compare.")
@@ -225,7 +230,7 @@ struct BenchE2E: AsyncParsableCommand {
         let opts = e2eOptions()
         let compare = self.compare
         var c = E2ECompare.Options()
-        c.requests = compareRequests
+        c.requests = compareRequests ?? devices
         c.peerRequests = peerRequests
         c.connections = compareConnections ?? connections
         c.concurrency = compareConcurrency
