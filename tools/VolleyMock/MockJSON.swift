@@ -236,12 +236,20 @@ enum MockJSONWriter {
 /// `"token"` or `"message"` member, or any escape, which could spell one); such tails are never kept.
 struct MockFCMBodyMemo {
     private static let prefix: StaticString = #"{"message":{"token":""#
-    private var tail: [UInt8] = []
-    private var validateOnly = false
-    private var kept = false
+    private static let namesATarget = [Array(#""token""#.utf8), Array(#""message""#.utf8)]
+    /// The tail of the last body that passed, and its `validate_only`.
+    private var kept: (tail: [UInt8], validateOnly: Bool)?
 
     /// The token and the tail of a body of the memo's form, or nil.
     static func split(_ body: UnsafeBufferPointer<UInt8>) -> (
+        token: UnsafeBufferPointer<UInt8>, tail: UnsafeBufferPointer<UInt8>
+    )? {
+        guard let parts = tokenAndTail(body), mayKeep(parts.tail) else { return nil }
+        return parts
+    }
+
+    /// The body's token, when it opens the body as the memo's prefix and is plain, and the bytes after it.
+    private static func tokenAndTail(_ body: UnsafeBufferPointer<UInt8>) -> (
         token: UnsafeBufferPointer<UInt8>, tail: UnsafeBufferPointer<UInt8>
     )? {
         let p = prefix.utf8Start
@@ -256,41 +264,24 @@ struct MockFCMBodyMemo {
             end += 1
         }
         guard end > n, end < body.count else { return nil }
-        let tail = UnsafeBufferPointer(rebasing: body[(end + 1)...])
-        guard !tail.contains(UInt8(ascii: "\\")), !contains(tail, #""token""#), !contains(tail, #""message""#) else {
-            return nil
-        }
-        return (UnsafeBufferPointer(rebasing: body[n..<end]), tail)
+        return (UnsafeBufferPointer(rebasing: body[n..<end]), UnsafeBufferPointer(rebasing: body[(end + 1)...]))
     }
 
-    private static func contains(_ bytes: UnsafeBufferPointer<UInt8>, _ needle: StaticString) -> Bool {
-        let k = needle.utf8CodeUnitCount
-        guard bytes.count >= k else { return false }
-        let p = needle.utf8Start
-        var i = 0
-        while i <= bytes.count - k {
-            if bytes[i] == p[0] {
-                var j = 1
-                while j < k && bytes[i + j] == p[j] { j += 1 }
-                if j == k { return true }
-            }
-            i += 1
-        }
-        return false
+    /// False for a tail that could name another target than the token: an escape, a `"token"` or `"message"`.
+    private static func mayKeep(_ tail: UnsafeBufferPointer<UInt8>) -> Bool {
+        !tail.contains(UInt8(ascii: "\\")) && !namesATarget.contains { tail.contains($0) }
     }
 
     /// The token and `validate_only` of a body whose message passes every check but the token's own, known without
-    /// parsing it; nil when the body has to be read.
+    /// parsing it; nil when the body has to be read. A tail equal to the kept one was checked when it was kept.
     func match(_ body: UnsafeBufferPointer<UInt8>) -> (token: UnsafeBufferPointer<UInt8>, validateOnly: Bool)? {
-        guard kept, let parts = Self.split(body), MockBytes.equal(parts.tail, tail) else { return nil }
-        return (parts.token, validateOnly)
+        guard let kept, let parts = Self.tokenAndTail(body), MockBytes.equal(parts.tail, kept.tail) else { return nil }
+        return (parts.token, kept.validateOnly)
     }
 
     /// Keeps the tail of a body whose message passed every check (when the body has the memo's form).
     mutating func remember(_ body: UnsafeBufferPointer<UInt8>, validateOnly: Bool) {
         guard let parts = Self.split(body) else { return }
-        tail = Array(parts.tail)
-        self.validateOnly = validateOnly
-        kept = true
+        kept = (Array(parts.tail), validateOnly)
     }
 }
