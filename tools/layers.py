@@ -45,7 +45,7 @@ ALLOWED = {
     "VolleyObservability": IO | {"Hummingbird", "Metrics", "Prometheus", "ServiceLifecycle"},
     "VolleyConnect": IO | {"COpenSSL", "Crypto", "CryptoExtras", "VolleyCore"},
     "VolleyAPI": IO | {"Crypto", "Hummingbird", "Metrics", "ServiceLifecycle", "VolleyConnect", "VolleyCore",
-                       "HummingbirdCore", "HummingbirdTLS", "NIOSSL", "NIOCore", "NIOPosix"},
+                       "HummingbirdCore", "HummingbirdTLS", "NIOSSL", "NIOCore", "NIOPosix", "Atomics"},
     "VolleyService": IO | {"Metrics", "Prometheus", "ServiceLifecycle", "Yams", "NIOPosix", "VolleyCore", "VolleyHTTP2",
                            "VolleyRedis", "VolleyStore", "VolleyAPNs", "VolleyFCM", "VolleyEngine",
                            "VolleyObservability", "VolleyAPI", "VolleyConnect"},

@@ -110,7 +110,7 @@ public final class APIServer: Sendable {
     /// stores keep any blocking work on serial queues of their own, never on this pool.
     @discardableResult
     public static func runTasksOnEventLoops() -> Bool {
-        NIOSingletons.unsafeTryInstallSingletonPosixEventLoopGroupAsConcurrencyGlobalExecutor()
+        EventLoopGlobalExecutor.install()
     }
 
     /// The router with every route.
