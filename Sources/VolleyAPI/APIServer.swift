@@ -152,7 +152,9 @@ public final class APIServer: Sendable {
         let connections = ConnectionCount(cap: cap)
         let headerTimeout = TimeAmount.fromSeconds(configuration.headerTimeoutSeconds)
         let http = HTTP1Channel.Configuration(
-            additionalChannelHandlers: [RequestHeadTimeoutHandler(timeout: headerTimeout, connections: connections)],
+            additionalChannelHandlers: [
+                RequestHeadTimeoutHandler(timeout: headerTimeout, connections: connections), LoopPassFlushHandler(),
+            ],
             idleTimeout: .fromSeconds(configuration.idleTimeoutSeconds))
         let builder =
             configuration.tls?.serverBuilder(http: http, connections: connections)
