@@ -202,7 +202,7 @@ extension APIServer {
                     let reads = method == .get || method == .head || method == .delete
                     var idempotencyKey: String?
                     if !reads && (writes == .push || writes == .userPush),
-                        let key = request.headers[.init("Idempotency-Key")!]
+                        let key = request.headers[.idempotencyKey]
                     {
                         guard Input.isSafeID(key) else {
                             return Self.response(

@@ -1,4 +1,5 @@
 import Foundation
+import Hummingbird
 import VolleyCore
 
 /// Turns request bodies into values, or into a 400 that names the field at fault.
@@ -39,26 +40,29 @@ enum Input {
     /// first member; nil when the body does not start with `{` after white space (another encoding), for the caller
     /// to serialise instead.
     static func addingMembers(_ members: [(key: String, value: String)], to data: Data) -> Data? {
-        func isSpace(_ b: UInt8) -> Bool { b == 0x20 || b == 0x09 || b == 0x0A || b == 0x0D }
-        guard let open = data.firstIndex(where: { !isSpace($0) }), data[open] == UInt8(ascii: "{") else { return nil }
-        if members.isEmpty { return data }
-        var added: [UInt8] = []
-        for (i, m) in members.enumerated() {
-            if i > 0 { added.append(UInt8(ascii: ",")) }
-            added.append(UInt8(ascii: "\""))
-            appendJSONStringContent(m.key, to: &added)
-            added.append(contentsOf: #"":""#.utf8)
-            appendJSONStringContent(m.value, to: &added)
-            added.append(UInt8(ascii: "\""))
+        data.withUnsafeBytes { (bytes: UnsafeRawBufferPointer) -> Data? in
+            func isSpace(_ b: UInt8) -> Bool { b == 0x20 || b == 0x09 || b == 0x0A || b == 0x0D }
+            guard let open = bytes.firstIndex(where: { !isSpace($0) }), bytes[open] == UInt8(ascii: "{") else {
+                return nil
+            }
+            if members.isEmpty { return data }
+            let rest = bytes[(open + 1)...]
+            let empty = rest.first(where: { !isSpace($0) }) == UInt8(ascii: "}")
+            var out: [UInt8] = []
+            out.reserveCapacity(bytes.count + 64 + members.reduce(0) { $0 + $1.key.utf8.count + $1.value.utf8.count })
+            out.append(contentsOf: bytes[...open])
+            for (i, m) in members.enumerated() {
+                if i > 0 { out.append(UInt8(ascii: ",")) }
+                out.append(UInt8(ascii: "\""))
+                appendJSONStringContent(m.key, to: &out)
+                out.append(contentsOf: #"":""#.utf8)
+                appendJSONStringContent(m.value, to: &out)
+                out.append(UInt8(ascii: "\""))
+            }
+            if !empty { out.append(UInt8(ascii: ",")) }
+            out.append(contentsOf: rest)
+            return Data(out)
         }
-        let rest = data[data.index(after: open)...]
-        let empty = rest.first(where: { !isSpace($0) }) == UInt8(ascii: "}")
-        var out = Data(capacity: data.count + added.count + 1)
-        out.append(data[...open])
-        out.append(contentsOf: added)
-        if !empty { out.append(UInt8(ascii: ",")) }
-        out.append(rest)
-        return out
     }
 
     /// A 400 naming the first of `keys` (sorted) outside `known`.
@@ -105,4 +109,10 @@ struct JobBody {
         }
         keys = top.keys
     }
+}
+
+extension HTTPFields.Element.Name {
+    /// Made once: a name built per request validates and lowercases its text each time.
+    static let idempotencyKey = Self("Idempotency-Key")!
+    static let idempotentReplayed = Self("Idempotent-Replayed")!
 }

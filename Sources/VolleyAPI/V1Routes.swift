@@ -76,7 +76,7 @@ extension APIServer {
         guard configuration.org(org, mayUse: job.app) else {
             throw APIProblem.notFound("no app named '\(job.app)' is available to this org", field: "app")
         }
-        let headerKey = request.headers[.init("Idempotency-Key")!]
+        let headerKey = request.headers[.idempotencyKey]
         if let headerKey, !Input.isSafeID(headerKey) {
             throw APIProblem.badRequest("Idempotency-Key", "1–128 characters of letters, digits and . _ : -")
         }
@@ -113,7 +113,7 @@ extension APIServer {
             throw APIProblem.badRequest(
                 Self.field(of: refusal.error, in: body), "\(refusal.platform): \(refusal.error.message)")
         }
-        let id = job.id ?? headerKey.map(JobID.init) ?? .generated()
+        let id = job.id ?? headerKey.map(JobID.init) ?? KernelRandom.jobID()
         // The stream entry is the body as sent, with the key's org and the job id added in front when it leaves them
         // out: the worker decodes exactly the bytes decoded and checked here. A body that cannot take them that way
         // (an "id": null, a byte-order mark) is written from the decoded job instead.
@@ -135,7 +135,7 @@ extension APIServer {
         switch submission {
         case .accepted(let entry), .replayed(let entry):
             var headers: HTTPFields = [.location: "/v1/jobs/\(id)"]
-            if case .replayed = submission { headers[.init("Idempotent-Replayed")!] = "true" }
+            if case .replayed = submission { headers[.idempotentReplayed] = "true" }
             var members: [(String, JSONResponse.Member)] = [
                 ("entry", .text(entry)), ("id", .text(id.rawValue)), ("state", .text("queued")),
             ]

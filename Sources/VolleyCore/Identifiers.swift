@@ -78,6 +78,12 @@ public struct JobID: StringIdentifier {
     /// opening `/dev/urandom` per id as Foundation's `UUID()` does on Linux.
     public static func generated(prefix: String = "job-") -> JobID {
         var rng = SystemRandomNumberGenerator()
+        return generated(prefix: prefix, using: &rng)
+    }
+
+    /// `generated(prefix:)` with 128 bits from `rng`, which must be a cryptographically secure generator (the API
+    /// passes one that reads the kernel's generator in bulk).
+    public static func generated<R: RandomNumberGenerator>(prefix: String = "job-", using rng: inout R) -> JobID {
         var bytes = withUnsafeBytes(of: (rng.next() as UInt64, rng.next() as UInt64)) { Array($0) }
         bytes[6] = bytes[6] & 0x0F | 0x40
         bytes[8] = bytes[8] & 0x3F | 0x80

@@ -117,4 +117,19 @@ struct JobJSONTests {
         // Not UTF-8 text that starts with "{": the caller serialises the decoded job instead.
         #expect(Input.addingMembers([("org", "orgA")], to: Data([0xFF, 0xFE, 0x7B, 0x00, 0x7D, 0x00])) == nil)
     }
+
+    /// The ids the API generates come from the kernel's bytes read in bulk: across several refills of the pool (256
+    /// ids each) every id is a distinct version-4 UUID.
+    @Test func idsFromTheKernelPoolAreDistinctVersion4UUIDs() {
+        let ids = (0..<1000).map { _ in KernelRandom.jobID().rawValue }
+        #expect(Set(ids).count == ids.count)
+        for id in ids {
+            let uuid = String(id.dropFirst(4))
+            #expect(id.hasPrefix("job-") && UUID(uuidString: uuid)?.uuidString.lowercased() == uuid, "\(id)")
+            #expect(Array(uuid.utf8)[14] == UInt8(ascii: "4"), "\(id)")
+            #expect(
+                [UInt8(ascii: "8"), UInt8(ascii: "9"), UInt8(ascii: "a"), UInt8(ascii: "b")].contains(
+                    Array(uuid.utf8)[19]), "\(id)")
+        }
+    }
 }

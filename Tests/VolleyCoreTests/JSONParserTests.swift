@@ -226,4 +226,14 @@ struct JobJSONReadingTests {
             #expect(Array(id.utf8)[4 + 14] == UInt8(ascii: "4"))
         }
     }
+
+    /// The id's bits are the generator's, little-endian word by word, with the version and variant bits set.
+    @Test func generatedJobIDsTakeTheirBitsFromTheGivenGenerator() {
+        struct Fixed: RandomNumberGenerator {
+            var words: [UInt64] = [0x0011_2233_4455_6677, 0x8899_AABB_CCDD_EEFF]
+            mutating func next() -> UInt64 { words.removeFirst() }
+        }
+        var rng = Fixed()
+        #expect(JobID.generated(prefix: "p-", using: &rng).rawValue == "p-77665544-3322-4100-bfee-ddccbbaa9988")
+    }
 }
