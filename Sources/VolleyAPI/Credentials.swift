@@ -43,8 +43,9 @@ public enum APIKeyFormat {
         let bytes = key.utf8
         guard bytes.count >= 60, bytes.starts(with: "vk_".utf8) else { return nil }
         let id = bytes.dropFirst(3).prefix(16)
+        // At least 60 characters: the bytes less those that continue a multi-byte character.
         guard id.allSatisfy({ hexDigitValue($0) != nil }), bytes.dropFirst(19).first == UInt8(ascii: "_"),
-            key.unicodeScalars.count >= 60
+            bytes.count - bytes.lazy.filter({ $0 & 0xC0 == 0x80 }).count >= 60
         else { return nil }
         return String(decoding: id, as: UTF8.self)
     }
@@ -61,14 +62,17 @@ public enum APIKeyFormat {
 
     /// True when `key` hashes to `digest` (a stored SHA-256, as bytes), compared in constant time.
     static func matches(_ key: String, digest: [UInt8]) -> Bool {
-        constantTimeEqual(SHA256.hash(data: Data(key.utf8)).withUnsafeBytes { Array($0) }, digest)
+        var key = key
+        // Hashed from the string's own bytes (made contiguous once if they are not): every API-key request passes here.
+        let presented = key.withUTF8 { SHA256.hash(data: UnsafeRawBufferPointer($0)) }
+        return presented.withUnsafeBytes { constantTimeEqual($0, digest) }
     }
 
     /// True when `a` and `b` hold the same bytes, in a time that depends only on their lengths.
-    static func constantTimeEqual(_ a: [UInt8], _ b: [UInt8]) -> Bool {
+    static func constantTimeEqual(_ a: some RandomAccessCollection<UInt8>, _ b: [UInt8]) -> Bool {
         guard a.count == b.count else { return false }
         var diff: UInt8 = 0
-        for i in a.indices { diff |= a[i] ^ b[i] }
+        for (x, y) in zip(a, b) { diff |= x ^ y }
         return diff == 0
     }
 

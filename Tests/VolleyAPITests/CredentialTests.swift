@@ -76,6 +76,13 @@ struct APIKeyTests {
         #expect(APIKeyFormat.id(of: key) == nil)
     }
 
+    /// The 60 characters a key needs are characters, not bytes: 20 two-byte characters after the id make 60 bytes
+    /// and only 40 characters.
+    @Test func aKeyIsCountedInCharacters() {
+        #expect(APIKeyFormat.id(of: "vk_0123456789abcdef_" + String(repeating: "é", count: 20)) == nil)
+        #expect(APIKeyFormat.id(of: "vk_0123456789abcdef_" + String(repeating: "é", count: 40)) == "0123456789abcdef")
+    }
+
     @Test func aKeyIDIsItsSixteenHexDigits() {
         #expect(APIKeyFormat.id(of: "vk_0123456789ABCdef_" + String(repeating: "x", count: 40)) == "0123456789ABCdef")
     }

@@ -19,5 +19,9 @@ import VolleyStore
             let record = keys.job(OrgID("org{1}"), JobID("j{2}"), stream: stream)
             #expect(RedisClusterSlot(key: record) == RedisClusterSlot(key: stream), "\(stream) → \(record)")
         }
+        #expect(keys.job(OrgID("orgA"), JobID("j-1"), stream: "volley:jobs") == "volley:api:job:{volley:jobs}:orgA:j-1")
+        #expect(
+            keys.job(OrgID("orgA"), JobID("j-1"), stream: "volley:jobs:{jobs3}") == "volley:api:job:{jobs3}:orgA:j-1")
+        #expect(keys.job(OrgID("ö"), JobID("j"), stream: "{é}x") == "volley:api:job:{é}:ö:j")
     }
 }
