@@ -80,6 +80,9 @@ private struct JSONCodingKey: CodingKey {
 public struct JSONObjectReader {
     public let members: [String: JSONValue]
     public let path: [JSONPathComponent]
+    /// One bit per (length, first byte) of the members' keys. A decoder asks for every key it knows and an object
+    /// holds few of them: a key whose bit is clear is absent without hashing it.
+    private let keyMask: UInt64
 
     /// The object at `path`; throws when `value` is not an object.
     public init(_ value: JSONValue, at path: [JSONPathComponent]) throws(JSONFieldError) {
@@ -88,6 +91,15 @@ public struct JSONObjectReader {
         }
         self.members = members
         self.path = path
+        var mask: UInt64 = 0
+        for key in members.keys { mask |= Self.bit(key) }
+        keyMask = mask
+    }
+
+    /// `key`'s bit in `keyMask`.
+    @inline(__always) static func bit(_ key: String) -> UInt64 {
+        let utf8 = key.utf8
+        return 1 &<< ((UInt64(utf8.count) &* 31 &+ UInt64(utf8.first ?? 0)) & 63)
     }
 
     func fault(_ key: String, _ what: String) -> JSONFieldError {
@@ -96,9 +108,10 @@ public struct JSONObjectReader {
 
     /// The member `key`, or nil when it is absent or null.
     public func value(_ key: String) -> JSONValue? {
+        guard keyMask & Self.bit(key) != 0 else { return nil }
         switch members[key] {
-        case nil, .null?: nil
-        case let v?: v
+        case nil, .null?: return nil
+        case let v?: return v
         }
     }
 

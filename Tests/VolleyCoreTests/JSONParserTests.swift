@@ -227,6 +227,27 @@ struct JobJSONReadingTests {
         }
     }
 
+    /// The reader's key mask only ever answers "absent" for a key the object does not hold: every member is found,
+    /// including keys that share a length and a first byte (one bit) with another, present or not.
+    @Test func theObjectReaderFindsEveryMemberAndNoOther() throws {
+        var keys = ["", "a", "ab", "ba", "é", "title", "titlf", "x\u{0}", "notification", "recipients"]
+        var rng = SystemRandomNumberGenerator()
+        for _ in 0..<200 {
+            let length = Int.random(in: 1...20, using: &rng)
+            keys.append(String((0..<length).map { _ in "abcdefghijklmnopqrstuvwxyzé{}_".randomElement(using: &rng)! }))
+        }
+        for size in [0, 1, 2, 5, 8, 40, 210] {
+            let present = Array(Set(keys).shuffled(using: &rng).prefix(size))
+            var members: [String: JSONValue] = [:]
+            for (i, key) in present.enumerated() { members[key] = .string("v\(i)") }
+            let reader = try JSONObjectReader(.object(members), at: [])
+            for key in Set(keys) {
+                #expect(reader.value(key) == members[key], "size \(size), key \(key.debugDescription)")
+            }
+            #expect(reader.value("titlg") == members["titlg"])
+        }
+    }
+
     /// The id's bits are the generator's, little-endian word by word, with the version and variant bits set.
     @Test func generatedJobIDsTakeTheirBitsFromTheGivenGenerator() {
         struct Fixed: RandomNumberGenerator {
