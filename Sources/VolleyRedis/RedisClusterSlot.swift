@@ -33,6 +33,17 @@ public struct RedisClusterSlot: Sendable, Hashable, Comparable, CustomStringConv
         return (open + 1)..<close
     }
 
+    /// `hashedPart` of a key given as a string: its hash tag, or the whole key. Keys that must share a slot with
+    /// another carry this part of it in their own `{…}`.
+    public static func hashedPart(of key: String) -> Substring {
+        var key = key
+        let part = key.withUTF8 { hashedPart($0) }
+        let utf8 = key.utf8
+        let start = utf8.index(utf8.startIndex, offsetBy: part.lowerBound)
+        let end = utf8.index(utf8.startIndex, offsetBy: part.upperBound)
+        return Substring(utf8[start..<end])
+    }
+
     /// CRC16-CCITT (XModem): polynomial 0x1021, initial value 0, no reflection, no final xor. The specification's
     /// check value: CRC16("123456789") = 0x31C3.
     public static func crc16(_ bytes: UnsafeBufferPointer<UInt8>) -> UInt16 {

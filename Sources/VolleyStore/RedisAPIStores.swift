@@ -34,7 +34,7 @@ public struct APIKeys: Sendable {
     public func rate(_ subject: String) -> String { "\(prefix):{api}:rate:\(subject)" }
     public func job(_ org: OrgID, _ job: JobID, stream: String) -> String {
         // Appended piece by piece: built on every job POST, where interpolating the identifiers cost twice as much.
-        let tag = Self.hashTag(of: stream)
+        let tag = RedisClusterSlot.hashedPart(of: stream)
         var key = ""
         key.reserveCapacity(prefix.utf8.count + tag.utf8.count + org.rawValue.utf8.count + job.rawValue.utf8.count + 12)
         key += prefix
@@ -45,19 +45,6 @@ public struct APIKeys: Sendable {
         key += ":"
         key += job.rawValue
         return key
-    }
-
-    /// The part of `key` Redis Cluster hashes: its first non-empty `{…}`, else the whole key. Found in the UTF-8
-    /// bytes: `{` and `}` are ASCII, so a match is never inside another character.
-    static func hashTag(of key: String) -> Substring {
-        let bytes = key.utf8
-        if let open = bytes.firstIndex(of: UInt8(ascii: "{")) {
-            let rest = bytes[bytes.index(after: open)...]
-            if let close = rest.firstIndex(of: UInt8(ascii: "}")), close != rest.startIndex {
-                return Substring(rest[..<close])
-            }
-        }
-        return key[...]
     }
 }
 

@@ -12,7 +12,7 @@ import VolleyRedis
 
 extension StoreConfiguration {
     /// The hash tag of job stream shard `shard`, as the schedule's keys carry it.
-    func scheduleTag(shard: Int) -> Substring { APIKeys.hashTag(of: jobStream(shard: shard)) }
+    func scheduleTag(shard: Int) -> Substring { RedisClusterSlot.hashedPart(of: jobStream(shard: shard)) }
     /// The schedule (sorted set by due time) of job stream shard `shard`.
     public func scheduleKey(shard: Int) -> String { "\(prefix):sched:{\(scheduleTag(shard: shard))}" }
     /// The parked jobs' bodies of job stream shard `shard`.

@@ -28,6 +28,18 @@ import VolleyTestTags
         #expect(RedisClusterSlot(key: "").rawValue == 0)
     }
 
+    /// The hashed part as a string, for keys that carry another key's tag: the specification's examples, and a tag
+    /// of characters beyond ASCII.
+    @Test func theHashedPartOfAKeyIsItsTagOrTheWholeKey() {
+        #expect(RedisClusterSlot.hashedPart(of: "{user1000}.following") == "user1000")
+        #expect(RedisClusterSlot.hashedPart(of: "foo{}{bar}") == "foo{}{bar}")
+        #expect(RedisClusterSlot.hashedPart(of: "foo{{bar}}zap") == "{bar")
+        #expect(RedisClusterSlot.hashedPart(of: "foo{bar}{zap}") == "bar")
+        #expect(RedisClusterSlot.hashedPart(of: "foo{") == "foo{")
+        #expect(RedisClusterSlot.hashedPart(of: "volley:jobs") == "volley:jobs")
+        #expect(RedisClusterSlot.hashedPart(of: "é{ü}x") == "ü")
+    }
+
     @Test func slotsAreInRange() {
         for i in 0..<2_000 { #expect(RedisClusterSlot(key: "k\(i)").rawValue < RedisClusterSlot.count) }
         #expect(RedisClusterSlot(rawValue: 16_384) == nil)
