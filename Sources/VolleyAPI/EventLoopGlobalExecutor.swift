@@ -20,15 +20,10 @@ enum EventLoopGlobalExecutor {
     /// `swift_task_enqueueGlobal_hook`'s type: the job and the runtime's own enqueue.
     private typealias EnqueueGlobalHook = @convention(thin) (UnownedJob, @convention(thin) (UnownedJob) -> Void) -> Void
 
-    private static let installed = ManagedAtomic<Bool>(false)
-
-    /// Installs the hook; false when it cannot (already installed, or another hook is in place), and then tasks stay
-    /// where they were.
+    /// Installs the hook; false when it cannot (the hook is already installed, or another one is in place: the slot
+    /// is taken only when it is empty), and then tasks stay where they were.
     static func install() -> Bool {
         #if os(Linux)
-            guard installed.compareExchange(expected: false, desired: true, ordering: .relaxed).exchanged else {
-                return false
-            }
             guard
                 let slot = dlsym(dlopen(nil, RTLD_NOW), "swift_task_enqueueGlobal_hook")?
                     .assumingMemoryBound(to: UnsafeAtomic<UnsafeRawPointer?>.Storage.self)
