@@ -1,3 +1,5 @@
+import NIOCore
+
 /// One Redis command in its wire form (a RESP array of bulk strings), built argument by argument.
 ///
 /// Commands with an argument per device (the outcome ledger's HMGET and HSET) are built straight into bytes: no
@@ -82,6 +84,15 @@ public struct RedisCommand: Sendable {
         scratch.append(10)
         scratch.append(contentsOf: self.body)
         return scratch.withUnsafeBufferPointer(body)
+    }
+
+    /// Appends the whole command as sent to `buffer`.
+    public func writeWireBytes(into buffer: inout ByteBuffer) {
+        buffer.reserveCapacity(minimumWritableBytes: body.count + 24)
+        buffer.writeInteger(UInt8(ascii: "*"))
+        RedisCommand.decimal(count) { buffer.writeBytes($0) }
+        buffer.writeInteger(UInt16(0x0D0A))
+        buffer.writeBytes(body)
     }
 
     /// The wire form as a new array (tests, diagnostics).

@@ -63,14 +63,15 @@ public final class RedisEventLoopPipeline: Sendable {
         } else {
             lane = all[Int.random(in: 0..<all.count)]
         }
-        let promise = lane.eventLoop.makePromise(of: RedisReply.self)
-        let call = RedisCall(command: command, promise: promise, script: script)
-        if lane.eventLoop.inEventLoop {
-            lane.send(call)
-        } else {
-            lane.eventLoop.execute { lane.send(call) }
+        // The reply resumes the caller straight from the connection's handler: no promise and future between them.
+        return try await withCheckedThrowingContinuation { continuation in
+            let call = RedisCall(command: command, reply: .continuation(continuation), script: script)
+            if lane.eventLoop.inEventLoop {
+                lane.send(call)
+            } else {
+                lane.eventLoop.execute { lane.send(call) }
+            }
         }
-        return try await promise.futureResult.get()
     }
 }
 
@@ -80,7 +81,7 @@ private final class Lane: @unchecked Sendable {
     private let endpoint: RedisEndpoint
     private let options: RedisClient.Options
     private let logger: Logger
-    private var channel: (any Channel)?
+    private var connection: (channel: any Channel, handler: RedisCallHandler)?
     private var connecting = false
     /// Calls made while the connection opens.
     private var waiting: [RedisCall] = []
@@ -95,19 +96,21 @@ private final class Lane: @unchecked Sendable {
 
     func send(_ call: RedisCall) {
         eventLoop.preconditionInEventLoop()
-        guard let channel else {
+        guard let connection else {
             waiting.append(call)
             connect()
             return
         }
-        write(call, on: channel)
+        write(call, on: connection)
     }
 
-    private func write(_ call: RedisCall, on channel: any Channel) {
-        channel.write(call, promise: nil)
+    private func write(_ call: RedisCall, on connection: (channel: any Channel, handler: RedisCallHandler)) {
+        // Straight into the handler's batch, in the order the replies will come: no trip down the pipeline per call.
+        connection.handler.enqueue(call)
         if !flushScheduled {
             flushScheduled = true
             // After the other tasks of this pass of the loop: their calls leave in the same flush.
+            let channel = connection.channel
             eventLoop.execute {
                 self.flushScheduled = false
                 channel.flush()
@@ -121,13 +124,14 @@ private final class Lane: @unchecked Sendable {
         let timeout = options.commandTimeout
         let denials = options.permissionDenials
         let logger = self.logger
+        let handler = NIOLoopBound(
+            RedisCallHandler(timeoutSeconds: timeout, denials: denials, logger: logger), eventLoop: eventLoop)
         let bootstrap = ClientBootstrap(group: eventLoop)
             .connectTimeout(.milliseconds(Int64(options.connectTimeout * 1000)))
             .channelOption(.socketOption(.so_keepalive), value: 1)
             .channelInitializer { channel in
                 channel.eventLoop.makeCompletedFuture {
-                    try channel.pipeline.syncOperations.addHandler(
-                        RedisCallHandler(timeoutSeconds: timeout, denials: denials, logger: logger))
+                    try channel.pipeline.syncOperations.addHandler(handler.value)
                 }
             }
         let connected: EventLoopFuture<any Channel>
@@ -141,16 +145,17 @@ private final class Lane: @unchecked Sendable {
             self.waiting = []
             switch result {
             case .success(let channel):
-                self.channel = channel
+                let connection = (channel: channel, handler: handler.value)
+                self.connection = connection
                 channel.closeFuture.whenComplete { _ in
-                    if self.channel === channel { self.channel = nil }
+                    if self.connection?.channel === channel { self.connection = nil }
                 }
                 // AUTH and SELECT go first; a refusal fails them, and the calls after them get Redis's own
                 // NOAUTH errors, which the API reports as a store failure.
-                for call in self.handshake() + calls { self.write(call, on: channel) }
+                for call in self.handshake() + calls { self.write(call, on: connection) }
             case .failure(let error):
                 let failure = RedisError(.connection, "cannot connect to Redis at \(self.endpoint): \(error)")
-                for call in calls { call.promise.fail(failure) }
+                for call in calls { call.reply.fail(failure) }
             }
         }
     }
@@ -167,7 +172,7 @@ private final class Lane: @unchecked Sendable {
                     }
                 if let message { self.logger.error("Redis \(what) failed: \(message)") }
             }
-            out.append(RedisCall(command: RedisCommand(args), promise: promise, script: nil))
+            out.append(RedisCall(command: RedisCommand(args), reply: .promise(promise), script: nil))
         }
         if let password = endpoint.password {
             add(["AUTH"] + (endpoint.user.map { [$0] } ?? []) + [password], "AUTH")
@@ -186,14 +191,38 @@ struct RedisCall: Sendable {
         var args: [String]
     }
 
+    /// Where the reply goes: the caller's continuation, or a promise (the connection's own AUTH and SELECT).
+    enum Reply: Sendable {
+        case continuation(CheckedContinuation<RedisReply, any Error>)
+        case promise(EventLoopPromise<RedisReply>)
+
+        func succeed(_ reply: RedisReply) {
+            switch self {
+            case .continuation(let c): c.resume(returning: reply)
+            case .promise(let p): p.succeed(reply)
+            }
+        }
+
+        func fail(_ error: any Error) {
+            switch self {
+            case .continuation(let c): c.resume(throwing: error)
+            case .promise(let p): p.fail(error)
+            }
+        }
+    }
+
     var command: RedisCommand
-    var promise: EventLoopPromise<RedisReply>
+    var reply: Reply
     var script: Script?
 }
 
 /// Writes calls as RESP and hands each reply, in order, to the call it answers. Any failure (a broken socket,
 /// bytes that are not RESP, a reply late by more than the command timeout) closes the channel and fails every call
 /// still waiting.
+///
+/// Calls reach it as outbound writes or, from the lane that owns the connection, by `enqueue`; either way their
+/// bytes gather in one buffer, in the order of the calls waiting for replies, and leave at the next flush as one
+/// write.
 ///
 /// NOSCRIPT is decided here, once for every caller: an EVALSHA answered NOSCRIPT is written again as EVAL (which
 /// runs the script and puts it back in Redis's cache), and the call waits for that reply instead, behind the calls
@@ -204,7 +233,7 @@ final class RedisCallHandler: ChannelDuplexHandler {
     typealias OutboundOut = ByteBuffer
 
     private struct Pending {
-        var promise: EventLoopPromise<RedisReply>
+        var reply: RedisCall.Reply
         var script: RedisCall.Script?
         var sentAt: NIODeadline
         /// To name the command and key of a NOPERM answer.
@@ -214,10 +243,16 @@ final class RedisCallHandler: ChannelDuplexHandler {
     private var pending = CircularBuffer<Pending>()
     private let reader: RedisReplyReader?
     private let timeout: TimeAmount
-    private var scratch: [UInt8] = []
     private var watchdog: RepeatedTask?
     private let denials: RedisPermissionDenials?
     private let logger: Logger
+    /// The context while the handler is in a pipeline; nil before and after.
+    private var context: ChannelHandlerContext?
+    /// Set when the connection closes: a call after that is refused at once, as there is no reply to wait for.
+    private var closed = false
+    /// Commands written since the last flush, and the promises of the writes that brought them.
+    private var batch = ByteBuffer()
+    private var batchPromises: [EventLoopPromise<Void>] = []
 
     init(timeoutSeconds: Double, denials: RedisPermissionDenials? = nil, logger: Logger = Logger(label: "volley.redis"))
     {
@@ -228,6 +263,8 @@ final class RedisCallHandler: ChannelDuplexHandler {
     }
 
     func handlerAdded(context: ChannelHandlerContext) {
+        self.context = context
+        batch = context.channel.allocator.buffer(capacity: 1024)
         let loopBound = NIOLoopBound((self, context), eventLoop: context.eventLoop)
         let interval = min(timeout, .seconds(1))
         watchdog = context.eventLoop.scheduleRepeatedTask(initialDelay: interval, delay: interval) { _ in
@@ -240,18 +277,51 @@ final class RedisCallHandler: ChannelDuplexHandler {
     }
 
     func handlerRemoved(context: ChannelHandlerContext) {
+        self.context = nil
+        closed = true
         watchdog?.cancel()
         failAll(RedisError(.connection, "the Redis connection closed"))
     }
 
-    func write(context: ChannelHandlerContext, data: NIOAny, promise: EventLoopPromise<Void>?) {
-        write(unwrapOutboundIn(data), context: context, promise: promise)
+    /// Adds `call` to the batch the next flush writes. On the channel's event loop only. A handler whose connection
+    /// closed fails the call at once.
+    func enqueue(_ call: RedisCall) {
+        guard context != nil, !closed else {
+            call.reply.fail(RedisError(.connection, "the Redis connection closed"))
+            return
+        }
+        pending.append(Pending(reply: call.reply, script: call.script, sentAt: .now(), command: call.command))
+        call.command.writeWireBytes(into: &batch)
     }
 
-    private func write(_ call: RedisCall, context: ChannelHandlerContext, promise: EventLoopPromise<Void>?) {
-        pending.append(Pending(promise: call.promise, script: call.script, sentAt: .now(), command: call.command))
-        let buffer = call.command.withWireBytes(into: &scratch) { context.channel.allocator.buffer(bytes: $0) }
-        context.write(wrapOutboundOut(buffer), promise: promise)
+    func write(context: ChannelHandlerContext, data: NIOAny, promise: EventLoopPromise<Void>?) {
+        enqueue(unwrapOutboundIn(data))
+        if let promise { batchPromises.append(promise) }
+    }
+
+    func flush(context: ChannelHandlerContext) {
+        writeBatch(context: context)
+        context.flush()
+    }
+
+    /// Passes the batch on as one buffer; the next call starts a new one.
+    private func writeBatch(context: ChannelHandlerContext) {
+        let promises = batchPromises
+        batchPromises = []
+        guard batch.readableBytes > 0 else {
+            for p in promises { p.succeed() }
+            return
+        }
+        var promise: EventLoopPromise<Void>?
+        if !promises.isEmpty {
+            let all = context.eventLoop.makePromise(of: Void.self)
+            for p in promises { all.futureResult.cascade(to: p) }
+            promise = all
+        }
+        let out = batch
+        // `clear` on a buffer still shared with the write gives it new storage, so the written bytes stay as they are.
+        batch.clear()
+        context.write(wrapOutboundOut(out), promise: promise)
     }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
@@ -271,17 +341,17 @@ final class RedisCallHandler: ChannelDuplexHandler {
                     RedisCommand.decimal(script.keys.count) { eval.append(bytes: $0) }
                     for key in script.keys { eval.append(key) }
                     for arg in script.args { eval.append(arg) }
-                    write(RedisCall(command: eval, promise: call.promise, script: nil), context: context, promise: nil)
+                    enqueue(RedisCall(command: eval, reply: call.reply, script: nil))
                     rewritten = true
                 } else if let e = reply.errorMessage, RedisPermissionDenials.isRefusal(e) {
-                    call.promise.succeed(
+                    call.reply.succeed(
                         RedisPermissionDenials.annotate(
                             reply, command: call.command, denials: denials, logger: logger))
                 } else {
-                    call.promise.succeed(reply)
+                    call.reply.succeed(reply)
                 }
             }
-            if rewritten { context.flush() }
+            if rewritten { flush(context: context) }
         } catch {
             failAll(error)
             context.close(promise: nil)
@@ -289,6 +359,7 @@ final class RedisCallHandler: ChannelDuplexHandler {
     }
 
     func channelInactive(context: ChannelHandlerContext) {
+        closed = true
         failAll(RedisError(.connection, "the Redis connection closed"))
         context.fireChannelInactive()
     }
@@ -299,6 +370,10 @@ final class RedisCallHandler: ChannelDuplexHandler {
     }
 
     private func failAll(_ error: any Error) {
-        while let call = pending.popFirst() { call.promise.fail(error) }
+        while let call = pending.popFirst() { call.reply.fail(error) }
+        let promises = batchPromises
+        batchPromises = []
+        batch.clear()
+        for p in promises { p.fail(error) }
     }
 }

@@ -36,19 +36,48 @@ import VolleyTestTags
         let command = RedisCommand(["EVALSHA", script.sha1, String(keys.count)] + keys + args)
         try channel.writeOutbound(
             RedisCall(
-                command: command, promise: promise, script: .init(script: script, keys: keys, args: args)))
+                command: command, reply: .promise(promise), script: .init(script: script, keys: keys, args: args)))
         return promise.futureResult
     }
 
     static func command(_ channel: EmbeddedChannel, _ args: [String]) throws -> EventLoopFuture<RedisReply> {
         let promise = channel.eventLoop.makePromise(of: RedisReply.self)
-        try channel.writeOutbound(RedisCall(command: RedisCommand(args), promise: promise, script: nil))
+        try channel.writeOutbound(RedisCall(command: RedisCommand(args), reply: .promise(promise), script: nil))
         return promise.futureResult
     }
 
     @Test func theScriptNameIsItsSHA1() {
         // `redis-cli SCRIPT LOAD "return ARGV[1]"` answers this.
         #expect(Self.script.sha1 == "098e0f0d1448c0a81dafe820f66d460eb09263da")
+    }
+
+    @Test func callsWrittenBeforeAFlushLeaveAsOneWriteInTheirOrder() async throws {
+        let channel = try Self.channel()
+        let first = channel.eventLoop.makePromise(of: RedisReply.self)
+        let second = channel.eventLoop.makePromise(of: RedisReply.self)
+        channel.write(
+            RedisCall(command: RedisCommand(["GET", "a"]), reply: .promise(first), script: nil), promise: nil)
+        channel.write(
+            RedisCall(command: RedisCommand(["SET", "b", "2"]), reply: .promise(second), script: nil), promise: nil)
+        #expect(try channel.readOutbound(as: ByteBuffer.self) == nil)
+        channel.flush()
+        let written = try #require(try channel.readOutbound(as: ByteBuffer.self))
+        #expect(String(buffer: written) == Self.resp(["GET", "a"]) + Self.resp(["SET", "b", "2"]))
+        #expect(try channel.readOutbound(as: ByteBuffer.self) == nil)
+        try channel.writeInbound(ByteBuffer(string: "$1\r\n1\r\n+OK\r\n"))
+        #expect(try await first.futureResult.get().string == "1")
+        #expect(try await second.futureResult.get().string == "OK")
+        _ = try channel.finish()
+    }
+
+    @Test func aCallGivenToAHandlerWhoseConnectionClosedFailsAtOnce() async throws {
+        let handler = RedisCallHandler(timeoutSeconds: 5)
+        let channel = EmbeddedChannel()
+        try channel.pipeline.syncOperations.addHandler(handler)
+        try await channel.close()
+        let promise = channel.eventLoop.makePromise(of: RedisReply.self)
+        handler.enqueue(RedisCall(command: RedisCommand(["GET", "a"]), reply: .promise(promise), script: nil))
+        await #expect(throws: RedisError.self) { _ = try await promise.futureResult.get() }
     }
 
     @Test func aNoscriptAnswerRunsTheScriptWithEvalAndAnswersTheCallerOnce() async throws {
