@@ -6,6 +6,9 @@ import VolleyCore
 /// `admin`: everything, including types, settings, devices and keys.
 public enum APIRole: String, Sendable, Codable, CaseIterable {
     case send, read, admin
+
+    /// The roles that may send (`send` and `admin`), made once: the job POST asks on every request.
+    public static let senders: Set<APIRole> = [.send, .admin]
 }
 
 /// One API key as stored: never the key itself, only the SHA-256 of its secret part.

@@ -36,32 +36,44 @@ enum Input {
         return try fields { () throws(JSONFieldError) in try T(json: parsed, at: []) }
     }
 
-    /// `data`, a UTF-8 JSON object without the keys of `members`, with each `"key": "value"` added in front of its
-    /// first member; nil when the body does not start with `{` after white space (another encoding), for the caller
-    /// to serialise instead.
-    static func addingMembers(_ members: [(key: String, value: String)], to data: Data) -> Data? {
-        data.withUnsafeBytes { (bytes: UnsafeRawBufferPointer) -> Data? in
+    /// `data`, a UTF-8 JSON object without the keys of `members`, as text with each `"key": "value"` added in front
+    /// of its first member; nil when the body does not start with `{` after white space (another encoding), for the
+    /// caller to serialise instead. The text is the only allocation: it is the job's stream entry, made on every job
+    /// POST.
+    static func addingMembers(_ members: [(key: String, value: String)], to data: Data) -> String? {
+        data.withUnsafeBytes { (bytes: UnsafeRawBufferPointer) -> String? in
             func isSpace(_ b: UInt8) -> Bool { b == 0x20 || b == 0x09 || b == 0x0A || b == 0x0D }
             guard let open = bytes.firstIndex(where: { !isSpace($0) }), bytes[open] == UInt8(ascii: "{") else {
                 return nil
             }
-            if members.isEmpty { return data }
             let rest = bytes[(open + 1)...]
             let empty = rest.first(where: { !isSpace($0) }) == UInt8(ascii: "}")
-            var out: [UInt8] = []
-            out.reserveCapacity(bytes.count + 64 + members.reduce(0) { $0 + $1.key.utf8.count + $1.value.utf8.count })
-            out.append(contentsOf: bytes[...open])
-            for (i, m) in members.enumerated() {
-                if i > 0 { out.append(UInt8(ascii: ",")) }
-                out.append(UInt8(ascii: "\""))
-                appendJSONStringContent(m.key, to: &out)
-                out.append(contentsOf: #"":""#.utf8)
-                appendJSONStringContent(m.value, to: &out)
-                out.append(UInt8(ascii: "\""))
+            // At most 6 bytes per byte of a key or value (`\u00XX`), and `"":"",` around each member.
+            let most = members.reduce(bytes.count + 1) { $0 + 6 * ($1.key.utf8.count + $1.value.utf8.count) + 6 }
+            return String(unsafeUninitializedCapacity: most) { out in
+                var at = 0
+                func put(_ b: UInt8) {
+                    out[at] = b
+                    at += 1
+                }
+                func copy(_ part: UnsafeRawBufferPointer) {
+                    UnsafeMutableRawBufferPointer(UnsafeMutableBufferPointer(rebasing: out[at..<(at + part.count)]))
+                        .copyMemory(from: part)
+                    at += part.count
+                }
+                copy(UnsafeRawBufferPointer(rebasing: bytes[...open]))
+                for (i, m) in members.enumerated() {
+                    if i > 0 { put(UInt8(ascii: ",")) }
+                    put(UInt8(ascii: "\""))
+                    at += writeJSONStringContent(m.key, into: UnsafeMutableBufferPointer(rebasing: out[at...]))
+                    for b in #"":""#.utf8 { put(b) }
+                    at += writeJSONStringContent(m.value, into: UnsafeMutableBufferPointer(rebasing: out[at...]))
+                    put(UInt8(ascii: "\""))
+                }
+                if !empty && !members.isEmpty { put(UInt8(ascii: ",")) }
+                copy(UnsafeRawBufferPointer(rebasing: rest))
+                return at
             }
-            if !empty { out.append(UInt8(ascii: ",")) }
-            out.append(contentsOf: rest)
-            return Data(out)
         }
     }
 

@@ -23,7 +23,7 @@ extension APIServer {
     }
 
     func createSchedule(_ request: Request, _ context: APIRequestContext) async throws -> Response {
-        let org = try context.key([.send, .admin])
+        let org = try context.key(APIRole.senders)
         let store = try scheduleStore()
         let data = try await body(request)
         guard !data.isEmpty else { throw APIProblem.badRequest("body", "the request needs a JSON object body") }
@@ -67,7 +67,7 @@ extension APIServer {
     }
 
     func pauseSchedule(_ context: APIRequestContext, paused: Bool) async throws -> Response {
-        let org = try context.key([.send, .admin])
+        let org = try context.key(APIRole.senders)
         let id = try parameter(context, "id")
         guard StoredTemplate.isValidID(id),
             let s = try await scheduleStore().setPaused(org: org, id: id, paused: paused, now: Date())
@@ -78,7 +78,7 @@ extension APIServer {
     }
 
     func deleteSchedule(_ context: APIRequestContext) async throws -> Response {
-        let org = try context.key([.send, .admin])
+        let org = try context.key(APIRole.senders)
         let id = try parameter(context, "id")
         guard StoredTemplate.isValidID(id), try await scheduleStore().delete(org: org, id: id) else {
             throw APIProblem.notFound("no schedule '\(id)' in this org", field: "id")

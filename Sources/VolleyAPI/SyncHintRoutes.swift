@@ -23,7 +23,7 @@ extension APIServer {
 
     /// `{app, users, type, recordIds}` with a send key (the org is the key's): each user's hint id, 202.
     func postSyncHints(_ request: Request, _ context: APIRequestContext) async throws -> Response {
-        let org = try context.key([.send, .admin])
+        let org = try context.key(APIRole.senders)
         let data = try await body(request)
         let o = try Input.object(data)
         try Input.rejectUnknownKeys(o.members.keys, known: ["app", "users", "type", "recordIds"], at: "")

@@ -42,8 +42,8 @@ extension APIServer {
                 field: "body")
         }
         do {
-            var buffer = try await request.body.collect(upTo: limit)
-            return Data(buffer.readBytes(length: buffer.readableBytes) ?? [])
+            let buffer = try await request.body.collect(upTo: limit)
+            return buffer.withUnsafeReadableBytes { Data($0) }
         } catch {
             throw APIProblem(
                 .contentTooLarge, "the body is larger than \(limit) bytes (api.maxBodyBytes)", field: "body")
@@ -60,7 +60,7 @@ extension APIServer {
     // MARK: - jobs
 
     func createJob(_ request: Request, _ context: APIRequestContext) async throws -> Response {
-        let org = try context.key([.send, .admin])
+        let org = try context.key(APIRole.senders)
         let data = try await body(request)
         guard !data.isEmpty else { throw APIProblem.badRequest("body", "the request needs a JSON object body") }
         let body = try JobBody(data, org: org)
@@ -120,17 +120,17 @@ extension APIServer {
         var added: [(key: String, value: String)] = []
         if !body.keys.contains("id") { added.append(("id", id.rawValue)) }
         if !body.keys.contains("org") { added.append(("org", org.rawValue)) }
-        let entry: Data
+        let entry: String
         if job.id != nil || !body.keys.contains("id"), let spliced = Input.addingMembers(added, to: data) {
             entry = spliced
         } else {
             job.id = id
-            entry = try JSONResponse.encoder.encode(job)
+            entry = String(decoding: try JSONResponse.encoder.encode(job), as: UTF8.self)
         }
         // A replay is the same request again: the body's bytes name it (its SHA-256), as they arrived.
         let digest = SHA256.hash(data: data).withUnsafeBytes { $0.lowercaseHex }
         let submission = try await stores.jobs.submit(
-            org: org, job: id, app: job.app, digest: digest, entry: String(decoding: entry, as: UTF8.self),
+            org: org, job: id, app: job.app, digest: digest, entry: entry,
             createdAt: CivilDate.iso8601Seconds(Date()))
         switch submission {
         case .accepted(let entry), .replayed(let entry):
@@ -175,7 +175,7 @@ extension APIServer {
     /// Cancels a job of the send key's org: 200 with the job's status (`cancelled`; `dueAt` when it was scheduled),
     /// 404 for a job the org does not have, 409 (problem+json) for one that has finished or was dead-lettered.
     func cancelJob(_ context: APIRequestContext) async throws -> Response {
-        let org = try context.key([.send, .admin])
+        let org = try context.key(APIRole.senders)
         let id = try parameter(context, "id")
         guard Input.isSafeID(id) else { throw APIProblem.notFound("no job '\(id)' in this org", field: "id") }
         switch try await stores.jobStatus.cancel(org: org, job: JobID(id), now: Date()) {
@@ -208,7 +208,7 @@ extension APIServer {
     // MARK: - user tokens
 
     func createUserToken(_ request: Request, _ context: APIRequestContext) async throws -> Response {
-        let org = try context.key([.send, .admin])
+        let org = try context.key(APIRole.senders)
         let data = try await body(request)
         let o = try Input.object(data)
         try Input.rejectUnknownKeys(o.members.keys, known: ["userId", "appName", "ttlSeconds"], at: "")
@@ -452,7 +452,7 @@ extension APIServer {
     // MARK: - test push
 
     func postTestPush(_ request: Request, _ context: APIRequestContext) async throws -> Response {
-        let org = try context.key([.send, .admin])
+        let org = try context.key(APIRole.senders)
         let data = try await body(request)
         let o = try Input.object(data)
         try Input.rejectUnknownKeys(

@@ -251,8 +251,6 @@ public struct APNSPreparedNotification: PreparedNotification {
         return HTTP2Request(sharedFields: storage.sharedFields, fields: fields, body: payload(forLocale: device.locale))
     }
 
-    @inline(__always) static func hexDigit(_ v: UInt8) -> UInt8 { v < 10 ? 48 + v : 87 + v }
-
     /// `apns-id`: a UUID derived from (job id, device token), so the same delivery always carries the same id and
     /// a resend is recognisable. Per job, a key = the first 16 bytes of SHA-256(job id); per device, SipHash-2-4
     /// (128-bit output) of the token under that key — a keyed PRF, about a tenth of a SHA-256 per device. The 16
@@ -275,21 +273,7 @@ public struct APNSPreparedNotification: PreparedNotification {
             withUnsafeMutableBytes(of: &digest) { SipHash128.hash(UnsafeRawBufferPointer(t), key: key, into: $0) }
         }
         return withUnsafeTemporaryAllocation(of: UInt8.self, capacity: 36) { out in
-            withUnsafeBytes(of: &digest) { d in
-                var o = 0
-                for i in 0..<16 {
-                    var b = d[i]
-                    if i == 6 { b = 0x80 | (b & 0x0F) } // version 8
-                    if i == 8 { b = 0x80 | (b & 0x3F) } // variant 10
-                    if i == 4 || i == 6 || i == 8 || i == 10 {
-                        out[o] = UInt8(ascii: "-")
-                        o += 1
-                    }
-                    out[o] = hexDigit(b >> 4)
-                    out[o + 1] = hexDigit(b & 0x0F)
-                    o += 2
-                }
-            }
+            withUnsafeBytes(of: &digest) { writeUUIDText($0, version: 8, into: out) }
             return body(UnsafeBufferPointer(rebasing: out[0..<36]))
         }
     }

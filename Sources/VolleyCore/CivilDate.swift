@@ -35,26 +35,28 @@ public enum CivilDate {
         let days = total >= 0 ? total / 86_400 : (total - 86_399) / 86_400
         let second = total - days * 86_400
         let d = Self.date(days: days)
-        var out = [UInt8](repeating: 0, count: 20)
-        func put(_ value: Int, at index: Int, width: Int) {
-            var v = value
-            for k in stride(from: index + width - 1, through: index, by: -1) {
-                out[k] = UInt8(ascii: "0") + UInt8(v % 10)
-                v /= 10
+        // Written in place: the String is the only allocation (the API stamps every job POST with one).
+        return String(unsafeUninitializedCapacity: 20) { out in
+            func put(_ value: Int, at index: Int, width: Int) {
+                var v = value
+                for k in stride(from: index + width - 1, through: index, by: -1) {
+                    out[k] = UInt8(ascii: "0") + UInt8(v % 10)
+                    v /= 10
+                }
             }
+            put(d.year, at: 0, width: 4)
+            out[4] = UInt8(ascii: "-")
+            put(d.month, at: 5, width: 2)
+            out[7] = UInt8(ascii: "-")
+            put(d.day, at: 8, width: 2)
+            out[10] = UInt8(ascii: "T")
+            put(second / 3600, at: 11, width: 2)
+            out[13] = UInt8(ascii: ":")
+            put(second % 3600 / 60, at: 14, width: 2)
+            out[16] = UInt8(ascii: ":")
+            put(second % 60, at: 17, width: 2)
+            out[19] = UInt8(ascii: "Z")
+            return 20
         }
-        put(d.year, at: 0, width: 4)
-        out[4] = UInt8(ascii: "-")
-        put(d.month, at: 5, width: 2)
-        out[7] = UInt8(ascii: "-")
-        put(d.day, at: 8, width: 2)
-        out[10] = UInt8(ascii: "T")
-        put(second / 3600, at: 11, width: 2)
-        out[13] = UInt8(ascii: ":")
-        put(second % 3600 / 60, at: 14, width: 2)
-        out[16] = UInt8(ascii: ":")
-        put(second % 60, at: 17, width: 2)
-        out[19] = UInt8(ascii: "Z")
-        return String(decoding: out, as: UTF8.self)
     }
 }

@@ -6,16 +6,36 @@ extension Sequence<UInt8> {
         var out: [UInt8] = []
         out.reserveCapacity(underestimatedCount * 2)
         for byte in self {
-            out.append(hexDigit(byte >> 4))
-            out.append(hexDigit(byte & 0x0F))
+            out.append(lowercaseHexDigit(byte >> 4))
+            out.append(lowercaseHexDigit(byte & 0x0F))
         }
         return String(decoding: out, as: UTF8.self)
     }
 }
 
+/// Writes 16 bytes as a UUID's canonical text (8-4-4-4-12 lower-case hex, 36 bytes) at the start of `out`, with
+/// `version` in the high nibble of byte 6 and the RFC 9562 variant (binary 10) in the top bits of byte 8.
+@inlinable
+public func writeUUIDText(_ bytes: UnsafeRawBufferPointer, version: UInt8, into out: UnsafeMutableBufferPointer<UInt8>)
+{
+    var at = 0
+    for i in 0..<16 {
+        var byte = bytes[i]
+        if i == 6 { byte = byte & 0x0F | version << 4 }
+        if i == 8 { byte = byte & 0x3F | 0x80 }
+        if i == 4 || i == 6 || i == 8 || i == 10 {
+            out[at] = UInt8(ascii: "-")
+            at += 1
+        }
+        out[at] = lowercaseHexDigit(byte >> 4)
+        out[at + 1] = lowercaseHexDigit(byte & 0x0F)
+        at += 2
+    }
+}
+
 /// The lower-case hex digit of a value 0–15.
-@inline(__always)
-func hexDigit(_ nibble: UInt8) -> UInt8 {
+@inlinable
+public func lowercaseHexDigit(_ nibble: UInt8) -> UInt8 {
     nibble < 10 ? UInt8(ascii: "0") + nibble : UInt8(ascii: "a") - 10 + nibble
 }
 

@@ -84,17 +84,23 @@ public struct JobID: StringIdentifier {
     /// `generated(prefix:)` with 128 bits from `rng`, which must be a cryptographically secure generator (the API
     /// passes one that reads the kernel's generator in bulk).
     public static func generated<R: RandomNumberGenerator>(prefix: String = "job-", using rng: inout R) -> JobID {
-        var bytes = withUnsafeBytes(of: (rng.next() as UInt64, rng.next() as UInt64)) { Array($0) }
-        bytes[6] = bytes[6] & 0x0F | 0x40
-        bytes[8] = bytes[8] & 0x3F | 0x80
-        var out = Array(prefix.utf8)
-        out.reserveCapacity(out.count + 36)
-        for (i, byte) in bytes.enumerated() {
-            if i == 4 || i == 6 || i == 8 || i == 10 { out.append(UInt8(ascii: "-")) }
-            out.append(hexDigit(byte >> 4))
-            out.append(hexDigit(byte & 0x0F))
+        let bits = (rng.next() as UInt64, rng.next() as UInt64)
+        var prefix = prefix
+        // Written in place: the id's String is its only allocation.
+        let text = prefix.withUTF8 { head in
+            String(unsafeUninitializedCapacity: head.count + 36) { out in
+                var at = 0
+                for byte in head {
+                    out[at] = byte
+                    at += 1
+                }
+                withUnsafeBytes(of: bits) { random in
+                    writeUUIDText(random, version: 4, into: UnsafeMutableBufferPointer(rebasing: out[at...]))
+                }
+                return at + 36
+            }
         }
-        return JobID(String(decoding: out, as: UTF8.self))
+        return JobID(text)
     }
 }
 /// A recipient id as a job names it: a user, group, queue, account team or opportunity team.

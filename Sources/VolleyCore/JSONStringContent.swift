@@ -4,30 +4,63 @@
 public func appendJSONStringContent(_ s: String, to out: inout [UInt8]) {
     var s = s
     s.withUTF8 { bytes in
-        var plain = true
-        for b in bytes where b == UInt8(ascii: "\"") || b == UInt8(ascii: "\\") || b < 0x20 {
-            plain = false
-            break
-        }
-        if plain {
+        if isPlainJSONStringContent(bytes) {
             out.append(contentsOf: bytes)
             return
         }
+        for b in bytes { forEachJSONEscapedByte(of: b) { out.append($0) } }
+    }
+}
+
+/// Writes a string's JSON-escaped content (no quotes) at the start of `out` and returns how many bytes it wrote.
+/// `out` must have room for 6 bytes per byte of `s` (`\u00XX`), the most an escape takes.
+@inlinable
+public func writeJSONStringContent(_ s: String, into out: UnsafeMutableBufferPointer<UInt8>) -> Int {
+    var s = s
+    return s.withUTF8 { bytes in
+        if isPlainJSONStringContent(bytes) {
+            guard let base = bytes.baseAddress, let to = out.baseAddress else { return 0 }
+            to.update(from: base, count: bytes.count)
+            return bytes.count
+        }
+        var at = 0
         for b in bytes {
-            switch b {
-            case UInt8(ascii: "\""): out.append(contentsOf: [0x5C, 0x22])
-            case UInt8(ascii: "\\"): out.append(contentsOf: [0x5C, 0x5C])
-            // The short forms, as Foundation's JSONEncoder writes them.
-            case 0x08: out.append(contentsOf: [0x5C, UInt8(ascii: "b")])
-            case 0x0C: out.append(contentsOf: [0x5C, UInt8(ascii: "f")])
-            case 0x0A: out.append(contentsOf: [0x5C, UInt8(ascii: "n")])
-            case 0x0D: out.append(contentsOf: [0x5C, UInt8(ascii: "r")])
-            case 0x09: out.append(contentsOf: [0x5C, UInt8(ascii: "t")])
-            case 0..<0x20:
-                let hex = Array("0123456789abcdef".utf8)
-                out.append(contentsOf: [0x5C, UInt8(ascii: "u"), 0x30, 0x30, hex[Int(b >> 4)], hex[Int(b & 0xF)]])
-            default: out.append(b)
+            forEachJSONEscapedByte(of: b) {
+                out[at] = $0
+                at += 1
             }
         }
+        return at
+    }
+}
+
+/// True when no byte of `bytes` needs escaping inside a JSON string.
+@inlinable
+public func isPlainJSONStringContent(_ bytes: UnsafeBufferPointer<UInt8>) -> Bool {
+    for b in bytes where b == UInt8(ascii: "\"") || b == UInt8(ascii: "\\") || b < 0x20 { return false }
+    return true
+}
+
+/// Hands `emit` the bytes that stand for `b` inside a JSON string: `b` itself, or its escape. The short forms are
+/// the ones Foundation's JSONEncoder writes.
+@inlinable
+public func forEachJSONEscapedByte(of b: UInt8, _ emit: (UInt8) -> Void) {
+    switch b {
+    case UInt8(ascii: "\""), UInt8(ascii: "\\"):
+        emit(0x5C)
+        emit(b)
+    case 0x08, 0x09, 0x0A, 0x0C, 0x0D:
+        emit(0x5C)
+        // \b \t \n (0x0B has none) \f \r
+        let letters: StaticString = "btn-fr"
+        letters.withUTF8Buffer { emit($0[Int(b) - 0x08]) }
+    case 0..<0x20:
+        emit(0x5C)
+        emit(UInt8(ascii: "u"))
+        emit(0x30)
+        emit(0x30)
+        emit(lowercaseHexDigit(b >> 4))
+        emit(lowercaseHexDigit(b & 0xF))
+    default: emit(b)
     }
 }

@@ -101,17 +101,21 @@ struct JobJSONTests {
     /// The org and id go in as the first members of a body without them, whatever white space it has, escaped.
     @Test func membersAreSplicedIntoTheBodyInFront() throws {
         func spliced(_ body: String, _ members: [(key: String, value: String)]) -> String? {
-            Input.addingMembers(members, to: Data(body.utf8)).map { String(decoding: $0, as: UTF8.self) }
+            Input.addingMembers(members, to: Data(body.utf8))
         }
         #expect(spliced(#"{"app":"app1"}"#, [("org", "org\"A")]) == #"{"org":"org\"A","app":"app1"}"#)
         #expect(spliced(" \n{ }", [("org", "org\"A")]) == " \n{\"org\":\"org\\\"A\" }")
         #expect(spliced("{}", [("id", "j"), ("org", "o")]) == #"{"id":"j","org":"o"}"#)
         #expect(spliced(#"{"a":1}"#, []) == #"{"a":1}"#)
+        #expect(spliced(" {}", []) == " {}")
+        // Every control character takes its longest escape (`\u00XX`): the text has room for it.
+        #expect(
+            spliced("{}", [("k", "\u{01}\u{02}\u{1F}")]) == #"{"k":"\u0001\u0002\u001f"}"#)
         let job = try #require(
             Input.addingMembers(
                 [("id", "job-1.a_b:c-d"), ("org", "orgA")],
                 to: Data(#"{"app":"app1","recipients":["005A"],"notification":{"title":"t"}}"#.utf8)))
-        let decoded = try JSONDecoder().decode(PushJob.self, from: job)
+        let decoded = try JSONDecoder().decode(PushJob.self, from: Data(job.utf8))
         #expect(decoded.org == "orgA")
         #expect(decoded.id == "job-1.a_b:c-d")
         // Not UTF-8 text that starts with "{": the caller serialises the decoded job instead.

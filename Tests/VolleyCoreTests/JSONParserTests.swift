@@ -5,6 +5,25 @@ import VolleyTestTags
 
 @Suite(.tags(.unit))
 struct JSONParserTests {
+    /// A string's escaped content, appended to an array or written into a buffer, is what Foundation's encoder
+    /// writes between the quotes, for every ASCII byte and for text beyond ASCII.
+    @Test func stringContentIsEscapedAsFoundationEscapesIt() throws {
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = .withoutEscapingSlashes
+        var samples = (0..<128).map { String(UnicodeScalar(UInt8($0))) }
+        samples += ["héllo wörld ✓ 😀", "a\"b\\c\u{1F}d", "plain-id_1.2:3", ""]
+        for text in samples {
+            let foundation = String(decoding: try encoder.encode(text).dropFirst().dropLast(), as: UTF8.self)
+            var appended: [UInt8] = []
+            appendJSONStringContent(text, to: &appended)
+            let written = [UInt8](unsafeUninitializedCapacity: 6 * text.utf8.count) { out, count in
+                count = writeJSONStringContent(text, into: out)
+            }
+            #expect(String(decoding: appended, as: UTF8.self) == foundation, "\(Array(text.utf8))")
+            #expect(written == appended, "\(Array(text.utf8))")
+        }
+    }
+
     /// Documents of every kind read as Foundation's decoder reads them.
     @Test(arguments: [
         #"{"a":1,"b":[true,false,null],"c":{"d":"e"},"f":-2.5e3,"g":"","h":[],"i":{}}"#,
