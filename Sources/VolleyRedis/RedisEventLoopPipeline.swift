@@ -296,7 +296,12 @@ final class RedisCallHandler: ChannelDuplexHandler {
 
     func write(context: ChannelHandlerContext, data: NIOAny, promise: EventLoopPromise<Void>?) {
         enqueue(unwrapOutboundIn(data))
-        if let promise { batchPromises.append(promise) }
+        guard let promise else { return }
+        if closed {
+            promise.fail(RedisError(.connection, "the Redis connection closed"))
+        } else {
+            batchPromises.append(promise)
+        }
     }
 
     func flush(context: ChannelHandlerContext) {
