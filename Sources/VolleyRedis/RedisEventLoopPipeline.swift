@@ -246,10 +246,9 @@ final class RedisCallHandler: ChannelDuplexHandler {
     private var watchdog: RepeatedTask?
     private let denials: RedisPermissionDenials?
     private let logger: Logger
-    /// The context while the handler is in a pipeline; nil before and after.
-    private var context: ChannelHandlerContext?
-    /// Set when the connection closes: a call after that is refused at once, as there is no reply to wait for.
-    private var closed = false
+    /// True from the handler's addition to a pipeline until its connection closes: a call outside that time is
+    /// refused at once, as no reply will come for it.
+    private var accepting = false
     /// Commands written since the last flush, and the promises of the writes that brought them.
     private var batch = ByteBuffer()
     private var batchPromises: [EventLoopPromise<Void>] = []
@@ -263,7 +262,7 @@ final class RedisCallHandler: ChannelDuplexHandler {
     }
 
     func handlerAdded(context: ChannelHandlerContext) {
-        self.context = context
+        accepting = true
         batch = context.channel.allocator.buffer(capacity: 1024)
         let loopBound = NIOLoopBound((self, context), eventLoop: context.eventLoop)
         let interval = min(timeout, .seconds(1))
@@ -277,8 +276,7 @@ final class RedisCallHandler: ChannelDuplexHandler {
     }
 
     func handlerRemoved(context: ChannelHandlerContext) {
-        self.context = nil
-        closed = true
+        accepting = false
         watchdog?.cancel()
         failAll(RedisError(.connection, "the Redis connection closed"))
     }
@@ -286,7 +284,7 @@ final class RedisCallHandler: ChannelDuplexHandler {
     /// Adds `call` to the batch the next flush writes. On the channel's event loop only. A handler whose connection
     /// closed fails the call at once.
     func enqueue(_ call: RedisCall) {
-        guard context != nil, !closed else {
+        guard accepting else {
             call.reply.fail(RedisError(.connection, "the Redis connection closed"))
             return
         }
@@ -297,7 +295,7 @@ final class RedisCallHandler: ChannelDuplexHandler {
     func write(context: ChannelHandlerContext, data: NIOAny, promise: EventLoopPromise<Void>?) {
         enqueue(unwrapOutboundIn(data))
         guard let promise else { return }
-        if closed {
+        if !accepting {
             promise.fail(RedisError(.connection, "the Redis connection closed"))
         } else {
             batchPromises.append(promise)
@@ -364,7 +362,7 @@ final class RedisCallHandler: ChannelDuplexHandler {
     }
 
     func channelInactive(context: ChannelHandlerContext) {
-        closed = true
+        accepting = false
         failAll(RedisError(.connection, "the Redis connection closed"))
         context.fireChannelInactive()
     }
