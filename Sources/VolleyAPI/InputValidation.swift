@@ -52,26 +52,19 @@ enum Input {
             let most = members.reduce(bytes.count + 1) { $0 + 6 * ($1.key.utf8.count + $1.value.utf8.count) + 6 }
             return String(unsafeUninitializedCapacity: most) { out in
                 var at = 0
-                func put(_ b: UInt8) {
-                    out[at] = b
-                    at += 1
+                func copy(_ part: some Collection<UInt8>) {
+                    at += UnsafeMutableBufferPointer(rebasing: out[at...]).initialize(fromContentsOf: part)
                 }
-                func copy(_ part: UnsafeRawBufferPointer) {
-                    UnsafeMutableRawBufferPointer(UnsafeMutableBufferPointer(rebasing: out[at..<(at + part.count)]))
-                        .copyMemory(from: part)
-                    at += part.count
-                }
-                copy(UnsafeRawBufferPointer(rebasing: bytes[...open]))
+                copy(bytes[...open])
                 for (i, m) in members.enumerated() {
-                    if i > 0 { put(UInt8(ascii: ",")) }
-                    put(UInt8(ascii: "\""))
+                    copy(i > 0 ? #",""#.utf8 : #"""#.utf8)
                     at += writeJSONStringContent(m.key, into: UnsafeMutableBufferPointer(rebasing: out[at...]))
-                    for b in #"":""#.utf8 { put(b) }
+                    copy(#"":""#.utf8)
                     at += writeJSONStringContent(m.value, into: UnsafeMutableBufferPointer(rebasing: out[at...]))
-                    put(UInt8(ascii: "\""))
+                    copy(#"""#.utf8)
                 }
-                if !empty && !members.isEmpty { put(UInt8(ascii: ",")) }
-                copy(UnsafeRawBufferPointer(rebasing: rest))
+                if !empty && !members.isEmpty { copy(",".utf8) }
+                copy(rest)
                 return at
             }
         }

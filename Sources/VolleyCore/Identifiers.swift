@@ -89,11 +89,7 @@ public struct JobID: StringIdentifier {
         // Written in place: the id's String is its only allocation.
         let text = prefix.withUTF8 { head in
             String(unsafeUninitializedCapacity: head.count + 36) { out in
-                var at = 0
-                for byte in head {
-                    out[at] = byte
-                    at += 1
-                }
+                let at = out.initialize(fromContentsOf: head)
                 withUnsafeBytes(of: bits) { random in
                     writeUUIDText(random, version: 4, into: UnsafeMutableBufferPointer(rebasing: out[at...]))
                 }

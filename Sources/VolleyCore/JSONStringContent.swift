@@ -18,11 +18,7 @@ public func appendJSONStringContent(_ s: String, to out: inout [UInt8]) {
 public func writeJSONStringContent(_ s: String, into out: UnsafeMutableBufferPointer<UInt8>) -> Int {
     var s = s
     return s.withUTF8 { bytes in
-        if isPlainJSONStringContent(bytes) {
-            guard let base = bytes.baseAddress, let to = out.baseAddress else { return 0 }
-            to.update(from: base, count: bytes.count)
-            return bytes.count
-        }
+        if isPlainJSONStringContent(bytes) { return out.initialize(fromContentsOf: bytes) }
         var at = 0
         for b in bytes {
             forEachJSONEscapedByte(of: b) {
