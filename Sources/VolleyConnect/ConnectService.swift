@@ -193,7 +193,7 @@ public final class ConnectService: Sendable {
     }
 
     static func digest(_ body: Data) -> String {
-        SHA256.hash(data: body).map { String(format: "%02x", $0) }.joined()
+        SHA256.hash(data: body).withUnsafeBytes { $0.lowercaseHex }
     }
 
     static let jobEncoder: JSONEncoder = {

@@ -298,9 +298,6 @@ public struct RedisScript: Sendable, Hashable {
     public let sha1: String
     public init(_ source: String) {
         self.source = source
-        sha1 = Insecure.SHA1.hash(data: Array(source.utf8)).map { byte in
-            let digits = Array("0123456789abcdef".utf8)
-            return String(decoding: [digits[Int(byte >> 4)], digits[Int(byte & 0xf)]], as: UTF8.self)
-        }.joined()
+        sha1 = Insecure.SHA1.hash(data: Array(source.utf8)).withUnsafeBytes { $0.lowercaseHex }
     }
 }

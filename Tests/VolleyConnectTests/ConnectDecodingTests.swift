@@ -347,3 +347,12 @@ func actionRecipientLimit(count: Int) throws {
         #expect(unknown.isEmpty, "\(unknown)")
     }
 }
+
+/// A replayed request is found by this text, which idempotency records written by earlier versions also hold: the
+/// SHA-256 of the body in lower-case hex (FIPS 180-2's example "abc").
+@Test(.tags(.unit)) func anIdempotentRequestIsNamedByItsBodysSHA256InLowerCaseHex() {
+    #expect(
+        ConnectService.digest(json("abc"))
+            == "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad")
+    #expect(ConnectService.digest(Data()) == "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855")
+}
