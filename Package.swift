@@ -22,6 +22,7 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-log", from: "1.6.0"),
         .package(url: "https://github.com/apple/swift-crypto", from: "4.0.0"),
         .package(url: "https://github.com/apple/swift-certificates", from: "1.10.0"),
+        .package(url: "https://github.com/apple/swift-asn1", from: "1.0.0"),
         .package(url: "https://github.com/jpsim/Yams", from: "6.0.0"),
         .package(url: "https://github.com/swift-server/swift-service-lifecycle", from: "2.6.0"),
         .package(url: "https://github.com/apple/swift-metrics", from: "2.5.0"),
@@ -31,7 +32,6 @@ let package = Package(
         // would only add build time.
         .package(
             url: "https://github.com/hummingbird-project/hummingbird", from: "2.0.0", traits: ["FullFoundation"]),
-        .package(url: "https://github.com/apple/swift-nio-ssl", from: "2.27.0"),
         .package(url: "https://github.com/apple/swift-nio", from: "2.81.0"),
         .package(url: "https://github.com/apple/swift-atomics.git", from: "1.2.0"),
     ],
@@ -49,12 +49,14 @@ let package = Package(
             dependencies: [
                 "VolleyCore", "CNGHTTP2", "COpenSSL",
                 .product(name: "Logging", package: "swift-log"),
+                // The API's TLS channel handler: the same OpenSSL on NIO's event loops.
+                .product(name: "NIOCore", package: "swift-nio"),
             ]),
         // The server side of HTTP/2 (listener, delayed answers, arrival-time BIO): only the mock and `bench serve`.
         .target(
             name: "VolleyHTTP2Server",
             dependencies: [
-                "VolleyHTTP2", "CNGHTTP2", "COpenSSL",
+                "VolleyHTTP2", "COpenSSL",
                 .product(name: "Logging", package: "swift-log"),
             ]),
         // hiredis behind one small wrapper: pipelining, reconnect (VolleyCore's back-off), AUTH, scripts; and the
@@ -138,11 +140,9 @@ let package = Package(
         .target(
             name: "VolleyAPI",
             dependencies: [
-                "VolleyCore", "VolleyConnect",
+                "VolleyCore", "VolleyConnect", "VolleyHTTP2",
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "HummingbirdCore", package: "hummingbird"),
-                .product(name: "HummingbirdTLS", package: "hummingbird"),
-                .product(name: "NIOSSL", package: "swift-nio-ssl"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "Atomics", package: "swift-atomics"),
@@ -188,6 +188,7 @@ let package = Package(
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "CryptoExtras", package: "swift-crypto"),
                 .product(name: "X509", package: "swift-certificates"),
+                .product(name: "SwiftASN1", package: "swift-asn1"),
                 .product(name: "Logging", package: "swift-log"),
             ], path: "tools/VolleyMock"),
         .executableTarget(

@@ -35,8 +35,8 @@ IO = SYSTEM | {"Dispatch", "Glibc", "Logging"}
 # Lower layers first: `--table` prints the rows, and each row's modules, in this order.
 ALLOWED = {
     "VolleyCore": SYSTEM,
-    "VolleyHTTP2": IO | {"CNGHTTP2", "COpenSSL", "VolleyCore"},
-    "VolleyHTTP2Server": IO | {"CNGHTTP2", "COpenSSL", "VolleyHTTP2"},
+    "VolleyHTTP2": IO | {"CNGHTTP2", "COpenSSL", "NIOCore", "VolleyCore"},
+    "VolleyHTTP2Server": IO | {"COpenSSL", "VolleyHTTP2"},
     "VolleyRedis": IO | {"CHiredis", "Crypto", "NIOCore", "NIOPosix", "VolleyCore"},
     "VolleyStore": IO | {"VolleyCore", "VolleyRedis"},
     "VolleyAPNs": IO | {"Crypto", "VolleyCore", "VolleyHTTP2"},
@@ -45,7 +45,7 @@ ALLOWED = {
     "VolleyObservability": IO | {"Hummingbird", "Metrics", "Prometheus", "ServiceLifecycle"},
     "VolleyConnect": IO | {"COpenSSL", "Crypto", "CryptoExtras", "VolleyCore"},
     "VolleyAPI": IO | {"Crypto", "Hummingbird", "Metrics", "ServiceLifecycle", "VolleyConnect", "VolleyCore",
-                       "HummingbirdCore", "HummingbirdTLS", "NIOSSL", "NIOCore", "NIOPosix", "Atomics"},
+                       "VolleyHTTP2", "HummingbirdCore", "NIOCore", "NIOPosix", "Atomics"},
     "VolleyService": IO | {"Metrics", "Prometheus", "ServiceLifecycle", "Yams", "NIOPosix", "VolleyCore", "VolleyHTTP2",
                            "VolleyRedis", "VolleyStore", "VolleyAPNs", "VolleyFCM", "VolleyEngine",
                            "VolleyObservability", "VolleyAPI", "VolleyConnect"},
@@ -64,6 +64,7 @@ ALLOWED = {
 C_MODULES = ("CNGHTTP2", "COpenSSL", "CHiredis")
 WRAPPERS = {
     "Sources/VolleyHTTP2/TLS.swift",
+    "Sources/VolleyHTTP2/TLSServerChannelHandler.swift",
     "Sources/VolleyHTTP2/HTTP2Session.swift",
     "Sources/VolleyHTTP2/HTTP2SessionMemory.swift",
     "Sources/VolleyHTTP2/HTTP2Error+C.swift",

@@ -1,16 +1,18 @@
 import Foundation
 import HummingbirdCore
-import HummingbirdTLS
-import NIOSSL
+import Logging
+import NIOCore
+import VolleyHTTP2
 
-/// HTTPS for `volley api` (`api.tls.certFile` / `api.tls.keyFile`): HTTP/1.1 over TLS, ALPN `http/1.1`.
+/// HTTPS for `volley api` (`api.tls.certFile` / `api.tls.keyFile`): HTTP/1.1 over TLS, ALPN `http/1.1`, on the
+/// same OpenSSL as the worker's connections to the providers (`TLSServerChannelHandler`).
 ///
 /// Loaded and checked once at startup, so an unreadable or malformed file, or a key that is not the certificate's,
 /// stops the process with the configuration key named instead of failing every handshake later.
 public struct APITLS: Sendable {
     public let certFile: String
     public let keyFile: String
-    let configuration: TLSConfiguration
+    let identity: TLSServerIdentity
 
     /// Why the files cannot serve: `key` is the configuration key to fix.
     public struct Failure: Error, Sendable, CustomStringConvertible {
@@ -23,37 +25,45 @@ public struct APITLS: Sendable {
     public init(certFile: String, keyFile: String) throws {
         self.certFile = certFile
         self.keyFile = keyFile
-        let chain: [NIOSSLCertificate]
-        do { chain = try NIOSSLCertificate.fromPEMFile(certFile) } catch {
-            throw Failure(key: "api.tls.certFile", message: "cannot read a PEM certificate from \(certFile): \(error)")
+        do {
+            identity = try TLSServerIdentity(
+                certificateChainFile: certFile, privateKeyFile: keyFile, alpnProtocols: ["http/1.1"])
+        } catch {
+            switch error {
+            case .certificate(let m): throw Failure(key: "api.tls.certFile", message: m)
+            case .key(let m): throw Failure(key: "api.tls.keyFile", message: m)
+            case .mismatch(let m): throw Failure(key: "api.tls.keyFile", message: m + " (api.tls.certFile)")
+            }
         }
-        if chain.isEmpty {
-            throw Failure(key: "api.tls.certFile", message: "no PEM certificate in \(certFile)")
-        }
-        let key: NIOSSLPrivateKey
-        do { key = try NIOSSLPrivateKey(file: keyFile, format: .pem) } catch {
-            throw Failure(key: "api.tls.keyFile", message: "cannot read a PEM private key from \(keyFile): \(error)")
-        }
-        var c = TLSConfiguration.makeServerConfiguration(
-            certificateChain: chain.map { .certificate($0) }, privateKey: .privateKey(key))
-        c.applicationProtocols = ["http/1.1"]
-        // Building a context is where BoringSSL compares the key with the leaf certificate.
-        do { _ = try NIOSSLContext(configuration: c) } catch {
-            throw Failure(
-                key: "api.tls.keyFile",
-                message: "the private key in \(keyFile) does not match the certificate in \(certFile) "
-                    + "(api.tls.certFile): \(error)")
-        }
-        configuration = c
     }
 
     /// The listener's channel: TLS first, then HTTP/1.1.
     func serverBuilder(http: HTTP1Channel.Configuration, connections: ConnectionCount) -> HTTPServerBuilder {
-        let c = configuration
+        let identity = self.identity
         return HTTPServerBuilder { responder in
             CappedChildChannel(
-                base: try TLSChannel(HTTP1Channel(responder: responder, configuration: http), tlsConfiguration: c),
+                base: TLSChildChannel(
+                    base: HTTP1Channel(responder: responder, configuration: http), identity: identity),
                 count: connections)
         }
+    }
+}
+
+/// A child channel that speaks TLS (`TLSServerChannelHandler`) before its base's handlers.
+struct TLSChildChannel<Base: ServerChildChannel>: ServerChildChannel {
+    typealias Value = Base.Value
+    let base: Base
+    let identity: TLSServerIdentity
+
+    func setup(channel: any Channel, logger: Logger) -> EventLoopFuture<Value> {
+        channel.eventLoop.makeCompletedFuture {
+            try channel.pipeline.syncOperations.addHandler(TLSServerChannelHandler(identity: identity))
+        }.flatMap {
+            base.setup(channel: channel, logger: logger)
+        }
+    }
+
+    func handle(value: Value, logger: Logger) async {
+        await base.handle(value: value, logger: logger)
     }
 }

@@ -223,13 +223,8 @@ package final class TLSContext: @unchecked Sendable {
     ) throws(HTTP2Error) -> TLSContext {
         let c = try base(server: true)
         let ctx = c.pointer
-        guard SSL_CTX_use_certificate_chain_file(ctx, certificateChainFile) == 1 else {
-            throw HTTP2Error.openSSL("Cannot load certificate chain \(certificateChainFile)", in: .setup)
-        }
-        guard SSL_CTX_use_PrivateKey_file(ctx, privateKeyFile, SSL_FILETYPE_PEM) == 1,
-            SSL_CTX_check_private_key(ctx) == 1
-        else {
-            throw HTTP2Error.openSSL("Cannot load private key \(privateKeyFile)", in: .setup)
+        if let problem = c.useIdentity(certificateChainFile: certificateChainFile, privateKeyFile: privateKeyFile) {
+            throw HTTP2Error(.configuration, resendIsSafe: false, problem.message)
         }
         if let clientCAFile {
             guard SSL_CTX_load_verify_locations(ctx, clientCAFile, nil) == 1 else {
@@ -238,8 +233,14 @@ package final class TLSContext: @unchecked Sendable {
             if let names = SSL_load_client_CA_file(clientCAFile) { SSL_CTX_set_client_CA_list(ctx, names) }
             SSL_CTX_set_verify(ctx, SSL_VERIFY_PEER | SSL_VERIFY_FAIL_IF_NO_PEER_CERT, nil)
         }
+        c.setALPN(alpnProtocols)
+        return c
+    }
+
+    /// The server's ALPN choice: the first of `protocols` that the client also offers.
+    fileprivate func setALPN(_ protocols: [String]) {
         var wire: [UInt8] = []
-        for p in alpnProtocols where !p.isEmpty && p.utf8.count < 256 {
+        for p in protocols where !p.isEmpty && p.utf8.count < 256 {
             wire.append(UInt8(p.utf8.count))
             wire.append(contentsOf: p.utf8)
         }
@@ -248,8 +249,63 @@ package final class TLSContext: @unchecked Sendable {
         list[0] = UInt8(wire.count & 0xff)
         list[1] = UInt8(wire.count >> 8)
         for (i, b) in wire.enumerated() { list[i + 2] = b }
-        c.alpnSelectList = list
-        copenssl_ctx_set_alpn_select(ctx, list)
+        alpnSelectList = list
+        copenssl_ctx_set_alpn_select(pointer, list)
+    }
+}
+
+extension TLSContext {
+    /// Why a certificate chain and key cannot serve, with the file to fix.
+    package enum IdentityProblem: Error, Sendable {
+        case certificate(String)
+        case key(String)
+        case mismatch(String)
+
+        package var message: String {
+            switch self {
+            case .certificate(let m), .key(let m), .mismatch(let m): m
+            }
+        }
+    }
+
+    /// Loads the PEM chain (leaf first) and the PEM key into this context and checks that the key is the leaf's,
+    /// naming which of the two files is at fault.
+    func useIdentity(certificateChainFile: String, privateKeyFile: String) -> IdentityProblem? {
+        ERR_clear_error()
+        guard SSL_CTX_use_certificate_chain_file(pointer, certificateChainFile) == 1 else {
+            return .certificate(openSSLErrorString("cannot read a PEM certificate chain from \(certificateChainFile)"))
+        }
+        guard let keyBIO = BIO_new_file(privateKeyFile, "r") else {
+            return .key(openSSLErrorString("cannot open \(privateKeyFile)"))
+        }
+        defer { BIO_free(keyBIO) }
+        // An empty passphrase rather than OpenSSL's default, which would ask the terminal for one: a server key is
+        // unencrypted.
+        let key: OpaquePointer? = "".withCString {
+            PEM_read_bio_PrivateKey(keyBIO, nil, nil, UnsafeMutableRawPointer(mutating: $0))
+        }
+        guard let key else {
+            return .key(openSSLErrorString("cannot read an unencrypted PEM private key from \(privateKeyFile)"))
+        }
+        let owned = PrivateKey(owned: key)
+        guard SSL_CTX_use_PrivateKey(pointer, owned.pointer) == 1, SSL_CTX_check_private_key(pointer) == 1 else {
+            return .mismatch(
+                openSSLErrorString(
+                    "the private key in \(privateKeyFile) does not match the certificate in \(certificateChainFile)"))
+        }
+        return nil
+    }
+
+    /// A server context for a NIO channel (`TLSServerChannelHandler`): the chain and key, ALPN `alpnProtocols`.
+    package static func nioServer(certificateChainFile: String, privateKeyFile: String, alpnProtocols: [String])
+        throws(IdentityProblem) -> TLSContext
+    {
+        let c: TLSContext
+        do { c = try base(server: true) } catch { throw .certificate(error.description) }
+        if let problem = c.useIdentity(certificateChainFile: certificateChainFile, privateKeyFile: privateKeyFile) {
+            throw problem
+        }
+        c.setALPN(alpnProtocols)
         return c
     }
 }

@@ -70,6 +70,33 @@ import VolleyTestTags
         #expect(job.summary == "202 1.1", "\(job.summary) \(job.body)")
         #expect(try APIServerTests.streamLength(w) == 1)
 
+        // A body of many TLS records arrives whole, and one kept-alive connection carries several requests: curl
+        // given three URLs on one host reuses its connection (`%{num_connects}` counts the new ones).
+        let document = OpenAPIDocument.yaml
+        #expect(document.utf8.count > 100_000)
+        let big = try await Self.curl(["--cacert", pki.caFile, https + "/openapi.yaml"])
+        #expect(big.summary == "200 1.1", "\(big.summary)")
+        #expect(big.body == document)
+        let reused = try await Self.curl([
+            "--cacert", pki.caFile, "-w", "%{http_code} %{num_connects};", "-o", "/dev/null", "-o", "/dev/null",
+            https + "/livez", https + "/livez", https + "/livez",
+        ])
+        #expect(reused.exitCode == 0)
+        #expect(reused.summary == "200 1;200 0;200 0;", "\(reused.summary)")
+        // A request body of many records (a job whose data is 200 KB) is read whole: the answer judges the job (too
+        // large for a push), not a body cut short (malformed JSON, or no answer at all).
+        let padding = String(repeating: "x", count: 200_000)
+        let bodyFile = w.dir.appendingPathComponent("large-job.json").path
+        try (#"{"app":"app1","recipients":["u"],"notification":{"title":"x"},"data":{"pad":""# + padding + #""}}"#)
+            .write(toFile: bodyFile, atomically: true, encoding: .utf8)
+        let large = try await Self.curl([
+            "--cacert", pki.caFile, "-X", "POST", https + "/v1/jobs", "-H", "Authorization: Bearer \(send)",
+            "-H", "Content-Type: application/json", "--data-binary", "@" + bodyFile,
+        ])
+        #expect(large.exitCode == 0)
+        #expect(large.summary.hasSuffix(" 1.1") && !large.summary.hasPrefix("000"), "\(large.summary)")
+        #expect(!large.body.contains("malformed JSON"), "\(large.body)")
+
         // Without the CA the certificate is not trusted: the client refuses, nothing is served in clear.
         let untrusted = try await Self.curl([https + "/livez"])
         #expect(untrusted.exitCode != 0)
