@@ -108,6 +108,12 @@ public final class APIServer: Sendable {
     /// Makes NIO's event loops Swift Concurrency's global executor for this process, so a request's handler runs on
     /// the event loop that read it and answers without a hop between thread pools. Call once, before serving; the
     /// stores keep any blocking work on serial queues of their own, never on this pool.
+    ///
+    /// `volley api` calls it unless `api.tasksOnEventLoops` is false. It changes how the whole process schedules
+    /// tasks through a runtime hook (`swift_task_enqueueGlobal_hook`), for about a fifth of a job POST's CPU
+    /// (docs/benchmarks.md). Remove it, and the setting, when a job POST under `api.tasksOnEventLoops: false` costs
+    /// no more than 1.1× the hook's (`tools/api-ab` in turns): when Hummingbird and NIO run a request's async calls
+    /// on its event loop without going back through the loop's queue (task executors throughout, SE-0417).
     @discardableResult
     public static func runTasksOnEventLoops() -> Bool {
         EventLoopGlobalExecutor.install()

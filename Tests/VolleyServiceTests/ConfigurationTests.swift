@@ -378,3 +378,30 @@ func invalidProviderOutageSecondsStopsStartupNamingTheKey(worker: String, proble
         #expect(text.contains("orgs[1].id: required"), "\(text)")
     }
 }
+
+/// Every scalar key of the `api` section takes its environment override, as docs/api.md says: the table below must
+/// name each key the section reads, so a new key without an override fails here.
+@Test(.tags(.unit)) func everyAPIKeyTakesItsEnvironmentOverride() throws {
+    let cases: [(key: String, value: String, holds: (APISettings) -> Bool)] = [
+        ("host", "10.1.2.3", { $0.host == "10.1.2.3" }),
+        ("port", "8181", { $0.port == 8181 }),
+        ("maxBodyBytes", "4096", { $0.maxBodyBytes == 4096 }),
+        ("drainSeconds", "7.5", { $0.drainSeconds == 7.5 }),
+        ("redisConnections", "3", { $0.redisConnections == 3 }),
+        ("keyCacheSeconds", "9", { $0.keyCacheSeconds == 9 }),
+        ("headerTimeoutSeconds", "3.5", { $0.headerTimeoutSeconds == 3.5 }),
+        ("idleTimeoutSeconds", "11", { $0.idleTimeoutSeconds == 11 }),
+        ("maxConnections", "123", { $0.maxConnections == 123 }),
+        ("readinessTimeoutSeconds", "4", { $0.readinessTimeoutSeconds == 4 }),
+        ("tasksOnEventLoops", "false", { $0.tasksOnEventLoops == false }),
+    ]
+    #expect(Set(cases.map(\.key)) == APISettings.keys)
+    let defaults = try VolleyConfiguration.parse(yaml: "", baseDirectory: nil).api
+    for c in cases {
+        #expect(!c.holds(defaults), "\(c.key)'s test value is its default")
+        let name = EnvironmentOverrides.envName(["api", c.key])
+        let parsed = try VolleyConfiguration.parse(yaml: "", baseDirectory: nil, environment: [name: c.value]).api
+        #expect(c.holds(parsed), "\(name)=\(c.value) was not applied")
+    }
+    #expect(EnvironmentOverrides.envName(["api", "maxConnections"]) == "VOLLEY_API_MAX_CONNECTIONS")
+}

@@ -32,11 +32,14 @@ public struct APISettings: Sendable, Hashable {
     public var userTokenKeys: [UserTokenKey] = []
     /// `api.userTokens.maxTTLSeconds` (at most 86400).
     public var userTokenMaxTTLSeconds: Int = 86_400
+    /// `api.tasksOnEventLoops`: Swift Concurrency's jobs run on NIO's event loops (`APIServer.runTasksOnEventLoops`).
+    public var tasksOnEventLoops = true
     public init() {}
 
     static let keys: Set<String> = [
         "host", "port", "maxBodyBytes", "drainSeconds", "redisConnections", "keyCacheSeconds",
         "headerTimeoutSeconds", "idleTimeoutSeconds", "maxConnections", "readinessTimeoutSeconds",
+        "tasksOnEventLoops",
     ]
     /// Keys that were removed, with what to do instead: named at startup rather than reported as unknown.
     static let removed: [String: String] = [
@@ -53,6 +56,7 @@ public struct APISettings: Sendable, Hashable {
         for (key, why) in removed.sorted(by: { $0.key < $1.key }) where s[key] != nil { r.problem("\(p).\(key)", why) }
         if let v = r.string(s, "host", at: p) { a.host = v }
         if let v = r.int(s, "port", at: p, range: 0...65535) { a.port = v }
+        if let v = r.bool(s, "tasksOnEventLoops", at: p) { a.tasksOnEventLoops = v }
         if let v = r.int(s, "maxBodyBytes", at: p, range: 1024...(64 << 20)) { a.maxBodyBytes = v }
         if let v = r.double(s, "drainSeconds", at: p, min: 0) { a.drainSeconds = v }
         if let v = r.int(s, "redisConnections", at: p, range: 1...1024) { a.redisConnections = v }

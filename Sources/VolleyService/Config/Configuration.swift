@@ -247,10 +247,9 @@ extension VolleyConfiguration {
         "schedule": ["maxAheadDays"],
         "log": ["level", "format"],
         "metrics": ["enabled", "host", "port", "apiPort"],
-        // `redisPipelines` was removed; its environment override is still read so that it stops startup by name.
-        "api": [
-            "host", "port", "maxBodyBytes", "drainSeconds", "redisConnections", "keyCacheSeconds", "redisPipelines",
-        ],
+        // Every scalar key the API section reads, and the removed ones, whose environment overrides still stop
+        // startup by name.
+        "api": (APISettings.keys.union(APISettings.removed.keys)).sorted(),
     ]
     static let appSchema: [String: [String]] = [
         "apns": [
