@@ -373,37 +373,13 @@ public enum SalesforcePushBuilder {
     /// AES-CBC with PKCS #7 always adds 1 to 16 bytes of padding.
     static func cbcLength(_ n: Int) -> Int { (n / 16 + 1) * 16 }
 
-    static func base64Length(_ n: Int) -> Int { (n + 2) / 3 * 4 }
+    /// Standard base64 with padding (RFC 4648 §4), as the Mobile SDKs decode `content` and `secret`.
+    static func base64Length(_ n: Int) -> Int { Base64.encodedLength(n, padded: true) }
 
-    private static let alphabet = Array("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/".utf8)
-
-    /// Standard base64 with padding (RFC 4648 §4).
     static func base64(_ bytes: [UInt8]) -> [UInt8] {
         var out: [UInt8] = []
-        appendBase64(bytes, to: &out)
+        Base64.append(bytes, alphabet: .standard, padded: true, to: &out)
         return out
-    }
-
-    static func appendBase64(_ bytes: [UInt8], to out: inout [UInt8]) {
-        out.reserveCapacity(out.count + base64Length(bytes.count))
-        var i = 0
-        while i + 3 <= bytes.count {
-            let g = UInt32(bytes[i]) << 16 | UInt32(bytes[i + 1]) << 8 | UInt32(bytes[i + 2])
-            out.append(alphabet[Int(g >> 18 & 0x3F)])
-            out.append(alphabet[Int(g >> 12 & 0x3F)])
-            out.append(alphabet[Int(g >> 6 & 0x3F)])
-            out.append(alphabet[Int(g & 0x3F)])
-            i += 3
-        }
-        let rest = bytes.count - i
-        if rest > 0 {
-            let b1 = rest == 2 ? UInt32(bytes[i + 1]) : 0
-            let g = UInt32(bytes[i]) << 16 | b1 << 8
-            out.append(alphabet[Int(g >> 18 & 0x3F)])
-            out.append(alphabet[Int(g >> 12 & 0x3F)])
-            out.append(rest == 2 ? alphabet[Int(g >> 6 & 0x3F)] : UInt8(ascii: "="))
-            out.append(UInt8(ascii: "="))
-        }
     }
 }
 
@@ -442,7 +418,7 @@ struct JSONWriter {
     mutating func base64(_ k: String, _ bytes: [UInt8]) {
         key(k)
         out.append(UInt8(ascii: "\""))
-        SalesforcePushBuilder.appendBase64(bytes, to: &out)
+        Base64.append(bytes, alphabet: .standard, padded: true, to: &out)
         out.append(UInt8(ascii: "\""))
     }
 }

@@ -53,3 +53,28 @@ import VolleyTestTags
         #expect(Base64URL.decode(text) == nil)
     }
 }
+
+/// The standard alphabet (RFC 4648 §4) through the same encoder and decoder: §10's test vectors, and every byte
+/// value as Foundation writes it.
+@Suite(.tags(.unit)) struct Base64StandardTests {
+    @Test func rfc4648TestVectors() {
+        let vectors = [
+            ("", ""), ("f", "Zg=="), ("fo", "Zm8="), ("foo", "Zm9v"), ("foob", "Zm9vYg=="), ("fooba", "Zm9vYmE="),
+            ("foobar", "Zm9vYmFy"),
+        ]
+        for (plain, encoded) in vectors {
+            #expect(Base64.encode(Array(plain.utf8), alphabet: .standard, padded: true) == encoded)
+            #expect(Base64.decode(encoded, alphabet: .standard) == Array(plain.utf8))
+            #expect(Base64.encodedLength(plain.utf8.count, padded: true) == encoded.utf8.count)
+        }
+        let every = (0...255).map { UInt8($0) }
+        #expect(Base64.encode(every, alphabet: .standard, padded: true) == Data(every).base64EncodedString())
+        #expect(Base64.decode(Data(every).base64EncodedString(), alphabet: .standard) == every)
+    }
+
+    @Test func eachAlphabetRefusesTheOthersCharacters() {
+        #expect(Base64.decode("-_-_", alphabet: .standard) == nil)
+        #expect(Base64.decode("+/+/", alphabet: .url) == nil)
+        #expect(Base64.decode("+/+/", alphabet: .standard) == [0xFB, 0xFF, 0xBF])
+    }
+}
