@@ -74,6 +74,8 @@ public struct E2EBench {
         public var payload: PayloadKind?
         /// Plain/per-person pairs `--payload` runs.
         public var payloadRounds = 2
+        /// `--payload encrypted`: distinct device keys, cycled over the devices; nil: one per device.
+        public var payloadKeys: Int?
         public init() {}
 
         /// `KEY=VALUE` entries (`--worker-env`) as a dictionary, the last one winning; nil when an entry has no `=`
@@ -338,8 +340,7 @@ public struct E2EBench {
         let iosPerMille = Int((o.iosShare * 1000).rounded())
         let started = benchNow()
         // `--payload encrypted`: every campaign device registers a key, half of them for OAEP.
-        let keys =
-            o.payload == .encrypted ? try Self.benchKeys(count: Self.encryptionKeys, directory: stage.directory) : []
+        let keys = o.payload == .encrypted ? try benchKeys(count: o.payloadKeys ?? o.devices) : nil
         let named = o.payload == .personalized
         let threads = 2
         final class Shared: @unchecked Sendable {
@@ -368,8 +369,8 @@ public struct E2EBench {
                         let end = min(o.devices, d + 2000)
                         for i in d..<end {
                             let user = UserID("u\(i / perUser)")
-                            let publicKey = keys.isEmpty ? nil : keys[i % keys.count]
-                            let cipher = keys.isEmpty || i % 2 == 1 ? nil : "RSA_OAEP_SHA256"
+                            let publicKey = keys?.key(i)
+                            let cipher = keys == nil || i % 2 == 1 ? nil : "RSA_OAEP_SHA256"
                             if i % 1000 < iosPerMille {
                                 batch.append(
                                     DeviceImportRecord(
@@ -821,7 +822,9 @@ public struct E2EBench {
         if let kind = o.payload {
             if o.progress { stderrLine("payload: plain against \(kind.rawValue), \(o.payloadRounds) round(s)…\n") }
             try preparePayload(kind, settings: settings)
-            payload = try measurePayload(kind, settings: settings, client: client, producer: producer)
+            payload = try measurePayload(
+                kind, settings: settings, client: client, producer: producer, workers: stage.workers,
+                keys: kind == .encrypted ? min(o.payloadKeys ?? o.devices, o.devices) : nil)
         }
         return Result(
             devices: o.devices, ios: pop.ios, android: pop.android, users: pop.users.count, jobs: jobs.count,
@@ -886,6 +889,12 @@ public struct E2EBench {
                     "plain vs \(p.payload)",
                     "\(grouped(p.plain_rate)) vs \(grouped(p.payload_rate)) devices/s "
                         + "(median of \(p.plain_rates.count)): \(f(p.payload_vs_plain, 2))×"
+                ))
+            rows.append(
+                (
+                    "worker CPU per device",
+                    "\(f(p.plain_worker_cpu_us_per_device, 1)) vs \(f(p.payload_worker_cpu_us_per_device, 1)) µs"
+                        + (p.payload_keys.map { ", \(grouped(Double($0))) distinct device keys" } ?? "")
                 ))
         }
         let w = rows.map(\.0.count).max() ?? 0

@@ -14,9 +14,9 @@ import VolleyStore
 ///
 /// - `salesforce`: the notification names a custom notification type: each device gets the Notification Builder
 ///   payload (`nid`, `uid`, badge = the user's unseen count read as the inbox stores the notification).
-/// - `encrypted`: the same, and every device registered an RSA-2048 key (half OAEP, half PKCS #1 v1.5; a pool of
-///   `encryptionKeys` keys, each parsed once per job delivery): one RSA public-key operation and one AES pass per
-///   device.
+/// - `encrypted`: the same, and every device registered its own RSA-2048 key (half OAEP, half PKCS #1 v1.5;
+///   `--payload-keys` distinct keys, by default one per device, cycled when fewer; see `BenchKeyPool`): per device
+///   one key parsed, one RSA public-key operation and one AES pass.
 /// - `personalized`: the title and body are a template (`{{ first_name | 'Friend' }}`), rendered per user from the
 ///   directory's attributes (every campaign user has a `first_name`).
 /// - `capped`: the bench org gets a frequency cap (`cappedWindow`, `cappedMax`) that no campaign user reaches, so
@@ -34,22 +34,16 @@ extension E2EBench {
 
     /// The custom notification type the per-person campaign names.
     static let benchType = "0MLbench"
-    /// Distinct device keys for `--payload encrypted`, cycled over the devices.
-    static let encryptionKeys = 16
-
-    /// RSA-2048 public keys (base64 SubjectPublicKeyInfo DER, as the SDKs register them), made with `openssl`.
-    static func benchKeys(count: Int, directory: String) throws -> [String] {
-        try (0..<count).map { i in
-            let pem = directory + "/device-key-\(i).pem"
-            try runTool(
-                "/usr/bin/env",
-                [
-                    "openssl", "genpkey", "-algorithm", "RSA", "-pkeyopt", "rsa_keygen_bits:2048",
-                    "-out", pem,
-                ])
-            let der = try runTool("/usr/bin/env", ["openssl", "pkey", "-in", pem, "-pubout", "-outform", "DER"])
-            return der.base64EncodedString()
+    /// The device keys of `--payload encrypted`: `Options.payloadKeys` distinct keys, one per device by default.
+    func benchKeys(count: Int) throws -> BenchKeyPool {
+        let started = benchNow()
+        let pool = try BenchKeyPool(keys: count)
+        if options.progress {
+            stderrLine(
+                "device keys: \(grouped(Double(pool.count))) distinct RSA-2048 keys from \(pool.primeCount) primes "
+                    + String(format: "in %.1f s\n", benchNow() - started))
         }
+        return pool
     }
 
     @discardableResult
@@ -106,18 +100,47 @@ extension E2EBench {
         try types.setType(org: Self.org, NotificationType(id: Self.benchType, name: "Bench"))
     }
 
-    /// One campaign job, from its XADD until its report is published and nothing is pending: devices per second.
+    /// One campaign job, from its XADD until its report is published and nothing is pending: devices per second,
+    /// and the workers' CPU seconds (user + system, /proc) over the same window.
+    ///
+    /// The poll reads only the report entries added since the XADD (one exclusive XRANGE per report stream every
+    /// 20 ms) and decodes each once, so what the bench spends polling stays small and flat however many reports the
+    /// run has published: it shares the machine with the worker it measures.
     func campaignRate(
-        json: String, id: String, settings: PipelineSettings, client: RedisClient, producer: JobProducer
-    ) throws -> (rate: Double, report: JobReport) {
+        json: String, id: String, settings: PipelineSettings, client: RedisClient, producer: JobProducer,
+        workers: [BenchChild]
+    ) throws -> (rate: Double, report: JobReport, workerCPUSeconds: Double) {
+        var cursors = try settings.store.reportStreams.map { stream in
+            (
+                stream,
+                try client.checked(["XREVRANGE", stream, "+", "-", "COUNT", "1"]).array?.first?.array?.first?.string
+                    ?? "0-0"
+            )
+        }
+        let w0 = workers.map { $0.sample()?.cpuSeconds ?? 0 }
         let t0 = benchNow()
         _ = try client.checked(["XADD", settings.store.jobStream(for: JobID(id)), "*", "job", json])
+        var report: JobReport?
         while true {
-            if let r = try producer.allReports().first(where: { $0.job.rawValue == id }),
-                try producer.pendingCount() == 0
-            {
+            if report == nil {
+                for k in cursors.indices {
+                    let entries = try client.checked(["XRANGE", cursors[k].0, "(" + cursors[k].1, "+"]).array ?? []
+                    for e in entries {
+                        guard let entry = e.array, entry.count == 2, let entryID = entry[0].string else { continue }
+                        cursors[k].1 = entryID
+                        guard let text = entry[1].fieldPairs.first(where: { $0.0 == "report" })?.1,
+                            let r = try? ReportCoding.decoder.decode(JobReport.self, from: Data(text.utf8)),
+                            r.job.rawValue == id
+                        else { continue }
+                        report = r
+                    }
+                }
+            }
+            if let report, try producer.pendingCount() == 0 {
                 let seconds = benchNow() - t0
-                return (Double(r.devices) / seconds, r)
+                let w1 = workers.map { $0.sample()?.cpuSeconds ?? 0 }
+                let cpu = zip(w1, w0).reduce(0.0) { $0 + max(0, $1.0 - $1.1) }
+                return (Double(report.devices) / seconds, report, cpu)
             }
             if benchNow() - t0 > options.timeoutSeconds {
                 throw BenchError("the payload campaign \(id) did not finish in \(Int(options.timeoutSeconds)) s")
@@ -128,10 +151,13 @@ extension E2EBench {
 
     /// Alternates the plain and the per-person campaign `rounds` times and returns their median rates.
     func measurePayload(
-        _ kind: PayloadKind, settings: PipelineSettings, client: RedisClient, producer: JobProducer
+        _ kind: PayloadKind, settings: PipelineSettings, client: RedisClient, producer: JobProducer,
+        workers: [BenchChild], keys: Int?
     ) throws -> PayloadFigures {
         var plain: [Double] = []
         var personal: [Double] = []
+        var plainCPU: [Double] = []
+        var personalCPU: [Double] = []
         var last: JobReport?
         let tag = UUID().uuidString.prefix(6)
         for round in 0..<max(1, options.payloadRounds) {
@@ -139,13 +165,15 @@ extension E2EBench {
             let plainJSON = try job(id: plainID, users: [Self.campaignGroup.rawValue])
             let p = try campaignRate(
                 json: kind == .capped ? try Self.bypassingCaps(plainJSON) : plainJSON, id: plainID,
-                settings: settings, client: client, producer: producer)
+                settings: settings, client: client, producer: producer, workers: workers)
             plain.append(p.rate)
+            plainCPU.append(p.workerCPUSeconds / Double(max(1, p.report.devices)) * 1e6)
             let payloadID = "\(kind.rawValue)-\(tag)-\(round)"
             let q = try campaignRate(
                 json: try payloadJob(kind, id: payloadID), id: payloadID, settings: settings, client: client,
-                producer: producer)
+                producer: producer, workers: workers)
             personal.append(q.rate)
+            personalCPU.append(q.workerCPUSeconds / Double(max(1, q.report.devices)) * 1e6)
             last = q.report
             if kind == .capped, q.report.capped != 0 {
                 throw BenchError(
@@ -161,8 +189,10 @@ extension E2EBench {
             }
             if options.progress {
                 stderrLine(
-                    "payload round \(round + 1): plain \(grouped(p.rate)) devices/s, \(kind.rawValue) "
-                        + "\(grouped(q.rate)) devices/s\n")
+                    "payload round \(round + 1): plain \(grouped(p.rate)) devices/s "
+                        + String(format: "(worker %.1f µs/device), ", plainCPU[round]) + "\(kind.rawValue) "
+                        + "\(grouped(q.rate)) devices/s"
+                        + String(format: " (worker %.1f µs/device)\n", personalCPU[round]))
             }
         }
         func median(_ a: [Double]) -> Double {
@@ -173,7 +203,10 @@ extension E2EBench {
             payload: kind.rawValue, plain_rate: median(plain), payload_rate: median(personal),
             payload_vs_plain: median(personal) / median(plain), plain_rates: plain, payload_rates: personal,
             payload_encrypted: last?.personalContent?.encrypted ?? 0,
-            payload_template_names_missing: last?.personalContent?.templateNamesMissing ?? 0)
+            payload_template_names_missing: last?.personalContent?.templateNamesMissing ?? 0,
+            plain_worker_cpu_us_per_device: median(plainCPU), payload_worker_cpu_us_per_device: median(personalCPU),
+            plain_worker_cpu_us_per_device_rounds: plainCPU, payload_worker_cpu_us_per_device_rounds: personalCPU,
+            payload_keys: keys)
     }
 
     /// The plain campaign's job with `enableFrequencyCap: false`.
@@ -196,5 +229,138 @@ extension E2EBench {
         /// From the last per-person campaign's report: pushes encrypted, template names missing.
         public var payload_encrypted: Int
         public var payload_template_names_missing: Int
+        /// The workers' CPU (user + system) per device of each campaign, µs: medians over the rounds, and each round.
+        public var plain_worker_cpu_us_per_device: Double
+        public var payload_worker_cpu_us_per_device: Double
+        public var plain_worker_cpu_us_per_device_rounds: [Double]
+        public var payload_worker_cpu_us_per_device_rounds: [Double]
+        /// `encrypted`: the distinct device keys the campaign's devices registered (absent for the other kinds).
+        public var payload_keys: Int?
+    }
+}
+
+/// Distinct RSA-2048 public keys for `--payload encrypted`, as many as there are devices, made once per run: the
+/// moduli are the products of pairs of 1,024-bit primes from a pool (`openssl prime -generate`, on every core), so
+/// `p` primes give p·(p−1)/2 keys: 448 primes for 100,000 devices, 1,415 for 1,000,000. Each key is a real RSA-2048
+/// key (n = p·q with both primes 1,024 bits and the top two bits set, e = 65537 prime to p−1 and q−1), parsed and
+/// used by the worker exactly as a device's own key; keys sharing a prime would be broken by a GCD, which does not
+/// matter to a benchmark that only encrypts to them. Key `i` is built when asked for (a multiplication and 294 bytes
+/// of DER), so a million devices do not hold a million keys.
+struct BenchKeyPool: Sendable {
+    /// The distinct keys; key `i` is key `i % count`.
+    let count: Int
+    /// The primes, little-endian 64-bit limbs (16 each).
+    private let primes: [[UInt64]]
+    var primeCount: Int { primes.count }
+
+    static let exponent: UInt64 = 65537
+
+    init(keys: Int) throws {
+        let count = max(1, keys)
+        var p = 2
+        while p * (p - 1) / 2 < count { p += 1 }
+        self.count = count
+        self.primes = try Self.makePrimes(p)
+    }
+
+    /// Key `i` as devices register it: base64 of the SubjectPublicKeyInfo DER.
+    func key(_ i: Int) -> String {
+        let k = i % count
+        // Pairs in the order (0,1), (0,2), (1,2), (0,3), …: key k is (a, b) with b(b−1)/2 ≤ k < b(b+1)/2.
+        var b = Int((1 + (1 + 8 * Double(k)).squareRoot()) / 2)
+        while b * (b - 1) / 2 > k { b -= 1 }
+        while (b + 1) * b / 2 <= k { b += 1 }
+        let a = k - b * (b - 1) / 2
+        return Data(Self.subjectPublicKeyInfo(modulus: Self.product(primes[a], primes[b]))).base64EncodedString()
+    }
+
+    /// `count` distinct 1,024-bit primes p with p mod 65537 ≠ 1, from `openssl prime`, one shell loop per core.
+    private static func makePrimes(_ count: Int) throws -> [[UInt64]] {
+        let lanes = max(1, min(count, ProcessInfo.processInfo.activeProcessorCount))
+        final class Results: @unchecked Sendable {
+            let lock = NSLock()
+            var texts: [String] = []
+            var error: Error?
+        }
+        var primes: [[UInt64]] = []
+        var seen = Set<[UInt64]>()
+        while primes.count < count {
+            let wanted = count - primes.count + 2
+            let results = Results()
+            DispatchQueue.concurrentPerform(iterations: lanes) { lane in
+                let n = wanted / lanes + (lane < wanted % lanes ? 1 : 0)
+                guard n > 0 else { return }
+                do {
+                    let out = try E2EBench.runTool(
+                        "/bin/sh", ["-c", "for i in $(seq \(n)); do openssl prime -generate -bits 1024 -hex; done"])
+                    results.lock.withLock { results.texts.append(String(decoding: out, as: UTF8.self)) }
+                } catch {
+                    results.lock.withLock { results.error = error }
+                }
+            }
+            if let e = results.error { throw BenchError("generating device key primes with openssl failed: \(e)") }
+            for line in results.texts.joined(separator: "\n").split(whereSeparator: \.isNewline) {
+                guard let limbs = limbs(hex: line), limbs[15] >> 62 == 3, remainder(limbs, exponent) != 1,
+                    seen.insert(limbs).inserted, primes.count < count
+                else { continue }
+                primes.append(limbs)
+            }
+        }
+        return primes
+    }
+
+    /// 256 hex digits as 16 little-endian limbs.
+    static func limbs(hex: Substring) -> [UInt64]? {
+        let digits = Array(hex.utf8)
+        guard digits.count == 256 else { return nil }
+        var out = [UInt64](repeating: 0, count: 16)
+        for (j, c) in digits.enumerated() {
+            guard let d = hexDigitValue(c) else { return nil }
+            let bit = (255 - j) * 4
+            out[bit / 64] |= UInt64(d) << UInt64(bit % 64)
+        }
+        return out
+    }
+
+    /// `x mod m` for a small `m`.
+    static func remainder(_ x: [UInt64], _ m: UInt64) -> UInt64 {
+        var r: UInt64 = 0
+        for limb in x.reversed() {
+            r = ((r << 32) | (limb >> 32)) % m
+            r = ((r << 32) | (limb & 0xFFFF_FFFF)) % m
+        }
+        return r
+    }
+
+    /// The product of two numbers in little-endian limbs.
+    static func product(_ x: [UInt64], _ y: [UInt64]) -> [UInt64] {
+        var out = [UInt64](repeating: 0, count: x.count + y.count)
+        for i in x.indices {
+            var carry: UInt64 = 0
+            for j in y.indices {
+                let (high, low) = x[i].multipliedFullWidth(by: y[j])
+                let (s1, o1) = low.addingReportingOverflow(out[i + j])
+                let (s2, o2) = s1.addingReportingOverflow(carry)
+                out[i + j] = s2
+                carry = high &+ (o1 ? 1 : 0) &+ (o2 ? 1 : 0)
+            }
+            out[i + y.count] = carry
+        }
+        return out
+    }
+
+    /// DER of SubjectPublicKeyInfo { rsaEncryption, RSAPublicKey { n, 65537 } } for a 2,048-bit modulus (RFC 8017
+    /// A.1.1, RFC 5280 §4.1.2.7): 294 bytes.
+    static func subjectPublicKeyInfo(modulus n: [UInt64]) -> [UInt8] {
+        var out: [UInt8] = [0x30, 0x82, 0x01, 0x22]
+        // AlgorithmIdentifier: rsaEncryption (1.2.840.113549.1.1.1), NULL parameters.
+        out += [0x30, 0x0D, 0x06, 0x09, 0x2A, 0x86, 0x48, 0x86, 0xF7, 0x0D, 0x01, 0x01, 0x01, 0x05, 0x00]
+        // BIT STRING, no unused bits, holding RSAPublicKey: INTEGER n (a leading zero keeps it positive), INTEGER e.
+        out += [0x03, 0x82, 0x01, 0x0F, 0x00, 0x30, 0x82, 0x01, 0x0A, 0x02, 0x82, 0x01, 0x01, 0x00]
+        for limb in n.reversed() {
+            for shift in stride(from: 56, through: 0, by: -8) { out.append(UInt8(truncatingIfNeeded: limb >> shift)) }
+        }
+        out += [0x02, 0x03, 0x01, 0x00, 0x01]
+        return out
     }
 }

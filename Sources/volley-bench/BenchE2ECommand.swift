@@ -101,15 +101,21 @@ struct BenchE2E: AsyncParsableCommand {
             "After the load phase, run the plain campaign against a per-person one, alternating: salesforce "
                 + "(Notification Builder payload), encrypted (the same with each device's key), personalized (a "
                 + "template per user), capped (a frequency cap no user reaches, against the same campaign "
-                + "bypassing it). The JSON gains plain_rate, payload_rate and payload_vs_plain."))
+                + "bypassing it). The JSON gains plain_rate, payload_rate, payload_vs_plain and each campaign's "
+                + "worker CPU per device."))
     var payload: String?
     @Option(name: .customLong("payload-rounds"), help: "With --payload: plain/per-person pairs to run.")
     var payloadRounds = 2
+    @Option(
+        name: .customLong("payload-keys"),
+        help: "With --payload encrypted: distinct device keys, cycled over the devices (default: one per device).")
+    var payloadKeys: Int?
 
     func e2eOptions() -> E2EBench.Options {
         var o = E2EBench.Options()
         o.payload = payload.flatMap(E2EBench.PayloadKind.init(rawValue:))
         o.payloadRounds = max(1, payloadRounds)
+        o.payloadKeys = payloadKeys
         o.devices = devices
         o.iosShare = iosShare
         o.devicesPerUser = devicesPerUser
@@ -157,6 +163,7 @@ struct BenchE2E: AsyncParsableCommand {
                     + E2EBench.PayloadKind.allCases.map(\.rawValue).joined(separator: ", ") + ", not '\(payload)'")
         }
         if payloadRounds < 1 { throw ValidationError("--payload-rounds must be at least 1") }
+        if let payloadKeys, payloadKeys < 1 { throw ValidationError("--payload-keys must be at least 1") }
         if payload != nil && (sweep || metricsCompare) {
             throw ValidationError("run --payload apart from --sweep and --metrics-compare")
         }

@@ -35,9 +35,14 @@ public final class MockAcceptJournal: Sendable {
         append(line)
     }
 
-    /// Appends one FCM line.
-    func recordFCM(token: String) {
-        append(Array("fcm \(token)\n".utf8))
+    /// Appends one FCM line; `token` is the registration token's UTF-8 (nil for a topic or condition: `-`).
+    func recordFCM(token: UnsafeBufferPointer<UInt8>?) {
+        var line: [UInt8] = []
+        line.reserveCapacity(5 + (token?.count ?? 1))
+        line.append(contentsOf: "fcm ".utf8)
+        if let token { line.append(contentsOf: token) } else { line.append(UInt8(ascii: "-")) }
+        line.append(UInt8(ascii: "\n"))
+        append(line)
     }
 
     /// One write: with `O_APPEND` each line lands whole at the end of the file, whichever connection queue writes.

@@ -108,27 +108,10 @@ struct MockJSONValidator {
     mutating func string() -> Bool {
         i += 1
         while i < b.count {
-            // Fast path, eight bytes at a time: skip words with no control byte, no byte >= 0x80, no '"', no '\\'
-            // (the classic "has zero byte" test on x, x ^ '"'*8 and x ^ '\\'*8).
-            if let base = b.baseAddress {
-                let ones: UInt64 = 0x0101_0101_0101_0101
-                let highs: UInt64 = 0x8080_8080_8080_8080
-                while i + 8 <= b.count {
-                    let x = UnsafeRawPointer(base + i).loadUnaligned(as: UInt64.self)
-                    let q = x ^ (ones &* 0x22)
-                    let bs = x ^ (ones &* 0x5C)
-                    let special = (x &- ones &* 0x20) | x | (q &- ones) & ~q | (bs &- ones) & ~bs
-                    if special & highs != 0 { break }
-                    i += 8
-                }
-                guard i < b.count else { return false } // no closing quote
-            }
-            var c = b[i]
-            while c >= 0x20, c < 0x80, c != UInt8(ascii: "\""), c != UInt8(ascii: "\\") {
-                i += 1
-                guard i < b.count else { return false }
-                c = b[i]
-            }
+            // Plain text (0x20–0x7F but `"` and `\\`), eight bytes at a time where it can.
+            MockBytes.skipPlainText(b, from: &i)
+            guard i < b.count else { return false } // no closing quote
+            let c = b[i]
             if c == UInt8(ascii: "\"") {
                 i += 1
                 return true
@@ -174,25 +157,8 @@ struct MockJSONValidator {
     @inline(__always) func isHex(_ c: UInt8) -> Bool {
         (c >= 0x30 && c <= 0x39) || (c >= 0x41 && c <= 0x46) || (c >= 0x61 && c <= 0x66)
     }
-    @inline(__always) func isDigit(_ c: UInt8) -> Bool { c >= 0x30 && c <= 0x39 }
 
-    mutating func number() -> Bool {
-        if i < b.count, b[i] == UInt8(ascii: "-") { i += 1 }
-        guard i < b.count, isDigit(b[i]) else { return false }
-        if b[i] == UInt8(ascii: "0") { i += 1 } else { while i < b.count, isDigit(b[i]) { i += 1 } }
-        if i < b.count, b[i] == UInt8(ascii: ".") {
-            i += 1
-            guard i < b.count, isDigit(b[i]) else { return false }
-            while i < b.count, isDigit(b[i]) { i += 1 }
-        }
-        if i < b.count, b[i] == UInt8(ascii: "e") || b[i] == UInt8(ascii: "E") {
-            i += 1
-            if i < b.count, b[i] == UInt8(ascii: "+") || b[i] == UInt8(ascii: "-") { i += 1 }
-            guard i < b.count, isDigit(b[i]) else { return false }
-            while i < b.count, isDigit(b[i]) { i += 1 }
-        }
-        return true
-    }
+    mutating func number() -> Bool { MockBytes.skipNumber(b, from: &i) }
 }
 
 extension JSONValue {
@@ -223,65 +189,5 @@ enum MockJSONWriter {
             }
         }
         return out + "\""
-    }
-}
-
-/// The last FCM send body of a connection that passed every check of its message, kept so that the next body that
-/// differs from it only in the registration token is not parsed again: a campaign's bodies are one tail after
-/// different tokens.
-///
-/// Exact, not a guess: a body of the form `{"message":{"token":"<token>",<tail>` whose token is printable ASCII
-/// without `"` or `\` parses to the same tree for every such token, so every check but the token's own gives the
-/// same answer for the same tail. The message's target is that token unless the tail could name another (a
-/// `"token"` or `"message"` member, or any escape, which could spell one); such tails are never kept.
-struct MockFCMBodyMemo {
-    private static let prefix: StaticString = #"{"message":{"token":""#
-    private static let namesATarget = [Array(#""token""#.utf8), Array(#""message""#.utf8)]
-    /// The tail of the last body that passed, and its `validate_only`.
-    private var kept: (tail: [UInt8], validateOnly: Bool)?
-
-    /// The token and the tail of a body of the memo's form, or nil.
-    static func split(_ body: UnsafeBufferPointer<UInt8>) -> (
-        token: UnsafeBufferPointer<UInt8>, tail: UnsafeBufferPointer<UInt8>
-    )? {
-        guard let parts = tokenAndTail(body), mayKeep(parts.tail) else { return nil }
-        return parts
-    }
-
-    /// The body's token, when it opens the body as the memo's prefix and is plain, and the bytes after it.
-    private static func tokenAndTail(_ body: UnsafeBufferPointer<UInt8>) -> (
-        token: UnsafeBufferPointer<UInt8>, tail: UnsafeBufferPointer<UInt8>
-    )? {
-        let p = prefix.utf8Start
-        let n = prefix.utf8CodeUnitCount
-        guard body.count > n else { return nil }
-        for i in 0..<n where body[i] != p[i] { return nil }
-        var end = n
-        while end < body.count {
-            let c = body[end]
-            if c == UInt8(ascii: "\"") { break }
-            guard c > 0x20, c < 0x7F, c != UInt8(ascii: "\\") else { return nil }
-            end += 1
-        }
-        guard end > n, end < body.count else { return nil }
-        return (UnsafeBufferPointer(rebasing: body[n..<end]), UnsafeBufferPointer(rebasing: body[(end + 1)...]))
-    }
-
-    /// False for a tail that could name another target than the token: an escape, a `"token"` or `"message"`.
-    private static func mayKeep(_ tail: UnsafeBufferPointer<UInt8>) -> Bool {
-        !tail.contains(UInt8(ascii: "\\")) && !namesATarget.contains { tail.contains($0) }
-    }
-
-    /// The token and `validate_only` of a body whose message passes every check but the token's own, known without
-    /// parsing it; nil when the body has to be read. A tail equal to the kept one was checked when it was kept.
-    func match(_ body: UnsafeBufferPointer<UInt8>) -> (token: UnsafeBufferPointer<UInt8>, validateOnly: Bool)? {
-        guard let kept, let parts = Self.tokenAndTail(body), MockBytes.equal(parts.tail, kept.tail) else { return nil }
-        return (parts.token, kept.validateOnly)
-    }
-
-    /// Keeps the tail of a body whose message passed every check (when the body has the memo's form).
-    mutating func remember(_ body: UnsafeBufferPointer<UInt8>, validateOnly: Bool) {
-        guard let parts = Self.split(body) else { return }
-        kept = (Array(parts.tail), validateOnly)
     }
 }
