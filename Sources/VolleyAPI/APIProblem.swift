@@ -77,7 +77,7 @@ enum JSONResponse {
     static let encoder: JSONEncoder = {
         let e = JSONEncoder()
         e.outputFormatting = [.sortedKeys]
-        e.dateEncodingStrategy = .iso8601
+        e.dateEncodingStrategy = RFC3339.encodingStrategy()
         return e
     }()
 

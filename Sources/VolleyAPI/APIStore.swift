@@ -12,12 +12,12 @@ public final class APIKeyStore: Sendable {
     static let encoder: JSONEncoder = {
         let e = JSONEncoder()
         e.outputFormatting = [.sortedKeys]
-        e.dateEncodingStrategy = .iso8601
+        e.dateEncodingStrategy = RFC3339.encodingStrategy()
         return e
     }()
     static let decoder: JSONDecoder = {
         let d = JSONDecoder()
-        d.dateDecodingStrategy = .iso8601
+        d.dateDecodingStrategy = RFC3339.decodingStrategy
         return d
     }()
 

@@ -52,18 +52,11 @@ extension APIServer {
     }
 
     /// A template's answer: its notification as it was put, digit for digit.
-    static func templateJSON(_ t: StoredTemplate) -> [UInt8] {
-        var out: [UInt8] = []
-        out.append(contentsOf: #"{"createdAt":""#.utf8)
-        appendJSONStringContent(t.createdAt.ISO8601Format(), to: &out)
-        out.append(contentsOf: #"","id":""#.utf8)
-        appendJSONStringContent(t.id, to: &out)
-        out.append(contentsOf: #"","notification":"#.utf8)
-        t.notification.append(to: &out)
-        out.append(contentsOf: #","updatedAt":""#.utf8)
-        appendJSONStringContent(t.updatedAt.ISO8601Format(), to: &out)
-        out.append(contentsOf: #""}"#.utf8)
-        return out
+    static func templateJSON(_ t: StoredTemplate) -> JSONValue {
+        .object([
+            "createdAt": .string(RFC3339.format(t.createdAt)), "id": .string(t.id), "notification": t.notification,
+            "updatedAt": .string(RFC3339.format(t.updatedAt)),
+        ])
     }
 
     func templateID(_ context: APIRequestContext) throws -> String {
@@ -77,13 +70,7 @@ extension APIServer {
     func listTemplates(_ context: APIRequestContext) async throws -> Response {
         let org = try context.key([.send, .read, .admin])
         let list = try await stores.templates.list(org: org)
-        var out: [UInt8] = Array(#"{"templates":["#.utf8)
-        for (i, t) in list.enumerated() {
-            if i > 0 { out.append(UInt8(ascii: ",")) }
-            out.append(contentsOf: Self.templateJSON(t))
-        }
-        out.append(contentsOf: "]}".utf8)
-        return JSONResponse.raw(out)
+        return JSONResponse.raw(JSONValue.object(["templates": .array(list.map(Self.templateJSON))]).encoded())
     }
 
     func getTemplate(_ context: APIRequestContext) async throws -> Response {
@@ -92,7 +79,7 @@ extension APIServer {
         guard StoredTemplate.isValidID(id), let t = try await stores.templates.template(org: org, id: id) else {
             throw APIProblem.notFound("no template '\(id)' in this org", field: "id")
         }
-        return JSONResponse.raw(Self.templateJSON(t))
+        return JSONResponse.raw(Self.templateJSON(t).encoded())
     }
 
     func putTemplate(_ request: Request, _ context: APIRequestContext) async throws -> Response {
@@ -109,9 +96,9 @@ extension APIServer {
         switch put {
         case .created(let t):
             return JSONResponse.raw(
-                Self.templateJSON(t), status: .created, headers: [.location: "/v1/templates/\(id)"])
+                Self.templateJSON(t).encoded(), status: .created, headers: [.location: "/v1/templates/\(id)"])
         case .replaced(let t):
-            return JSONResponse.raw(Self.templateJSON(t))
+            return JSONResponse.raw(Self.templateJSON(t).encoded())
         case .limitReached:
             throw APIProblem(
                 .unprocessableContent,

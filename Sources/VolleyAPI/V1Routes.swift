@@ -125,13 +125,13 @@ extension APIServer {
             entry = spliced
         } else {
             job.id = id
-            entry = String(decoding: try JSONResponse.encoder.encode(job), as: UTF8.self)
+            entry = job.jsonText
         }
         // A replay is the same request again: the body's bytes name it (its SHA-256), as they arrived.
         let digest = SHA256.hash(data: data).withUnsafeBytes { $0.lowercaseHex }
         let submission = try await stores.jobs.submit(
             org: org, job: id, app: job.app, digest: digest, entry: entry,
-            createdAt: CivilDate.iso8601Seconds(Date()))
+            createdAt: RFC3339.format(Date()))
         switch submission {
         case .accepted(let entry), .replayed(let entry):
             var headers: HTTPFields = [.location: "/v1/jobs/\(id)"]
@@ -236,7 +236,7 @@ extension APIServer {
         } catch {
             throw APIProblem(.serviceUnavailable, "\(error)")
         }
-        let expiresAt = Date(timeIntervalSince1970: TimeInterval(exp)).ISO8601Format()
+        let expiresAt = RFC3339.format(Date(timeIntervalSince1970: TimeInterval(exp)))
         return try JSONResponse.make(["token": token, "expiresAt": expiresAt], status: .created)
     }
 

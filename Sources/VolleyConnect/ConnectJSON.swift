@@ -151,10 +151,11 @@ enum ConnectJSON {
         return state == .outside ? out : nil
     }
 
-    /// JSON text of a value (FCM data values are strings; objects and numbers are sent as their JSON).
+    /// JSON text of a value (FCM data values are strings; objects and numbers are sent as their JSON, numbers as
+    /// the text they came as).
     static func text(_ v: JSONValue) -> String {
         if case .string(let s) = v { return s }
-        return String(decoding: (try? encoder.encode(v)) ?? Data(), as: UTF8.self)
+        return v.jsonText
     }
 }
 

@@ -196,12 +196,6 @@ public final class ConnectService: Sendable {
         SHA256.hash(data: body).withUnsafeBytes { $0.lowercaseHex }
     }
 
-    static let jobEncoder: JSONEncoder = {
-        let e = JSONEncoder()
-        e.outputFormatting = [.sortedKeys]
-        return e
-    }()
-
     /// Queues `job`: once per (org, job id) under an idempotent submission (a replay of the same body is skipped,
     /// another body under the key is a 422), else as a new stream entry.
     func queue(_ job: PushJob, _ submission: Submission?) async throws {
@@ -209,10 +203,9 @@ public final class ConnectService: Sendable {
             try await jobs.enqueue(job)
             return
         }
-        let entry = String(decoding: try Self.jobEncoder.encode(job), as: UTF8.self)
         let answer = try await jobs.submit(
-            org: job.org, job: id, app: job.app, digest: submission.digest, entry: entry,
-            createdAt: CivilDate.iso8601Seconds(submission.now))
+            org: job.org, job: id, app: job.app, digest: submission.digest, entry: job.jsonText,
+            createdAt: RFC3339.format(submission.now))
         if case .conflict = answer {
             throw ConnectError(
                 status: 422, errorCode: "DUPLICATE_VALUE",

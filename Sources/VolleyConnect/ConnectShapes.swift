@@ -63,8 +63,8 @@ public struct ConnectNotification: Sendable, Hashable, Encodable {
         try c.encode(seen, forKey: .seen)
         try c.encode(organizationId, forKey: .organizationId)
         try c.encode(recipientId, forKey: .recipientId)
-        try c.encode(ConnectJSON.format(lastModified), forKey: .lastModified)
-        try c.encode(ConnectJSON.format(mostRecentActivityDate), forKey: .mostRecentActivityDate)
+        try c.encode(RFC3339.format(lastModified, .milliseconds), forKey: .lastModified)
+        try c.encode(RFC3339.format(mostRecentActivityDate, .milliseconds), forKey: .mostRecentActivityDate)
         try c.encode(count, forKey: .count)
         try opt(image, .image)
         try opt(url, .url)
@@ -88,9 +88,9 @@ struct ConnectNotificationStatus: Sendable, Encodable {
     var unseenCount: Int
 
     init(_ s: InboxStatus, now: Date) {
-        lastActivity = ConnectJSON.format(s.lastActivity ?? now)
-        oldestUnread = ConnectJSON.format(s.oldestUnread ?? now)
-        oldestUnseen = ConnectJSON.format(s.oldestUnseen ?? now)
+        lastActivity = RFC3339.format(s.lastActivity ?? now, .milliseconds)
+        oldestUnread = RFC3339.format(s.oldestUnread ?? now, .milliseconds)
+        oldestUnseen = RFC3339.format(s.oldestUnseen ?? now, .milliseconds)
         unreadCount = s.unreadCount
         unseenCount = s.unseenCount
     }

@@ -40,11 +40,15 @@ public struct NotificationListParameters: Sendable, Hashable {
         }
     }
 
+    /// An RFC 3339 date, or one with the offset the Mobile SDKs write (`…T13:12:03.956-0800`); the blanks around it
+    /// that query strings pick up are ignored.
     static func date(_ s: String, field: String) throws(ConnectError) -> Date {
-        guard let d = ConnectJSON.parseDate(s) else {
-            throw .invalidInput("\(field): expected an ISO 8601 date such as 2019-06-25T18:24:31.000Z, got \"\(s)\"")
+        do throws(RFC3339.ParseError) {
+            return try RFC3339.parse(s.trimmingCharacters(in: .whitespaces), offsets: .rfc3339OrBasic)
+        } catch {
+            throw .invalidInput(
+                "\(field): expected an RFC 3339 date such as 2019-06-25T18:24:31.000Z, got \"\(s)\" (\(error.reason))")
         }
-        return d
     }
 
     static func flag(_ s: String, field: String) throws(ConnectError) -> Bool {

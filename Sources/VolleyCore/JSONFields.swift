@@ -212,3 +212,41 @@ extension JSONReadable {
         do { return try Self(json: value, at: []) } catch { throw error.decodingError(under: decoder.codingPath) }
     }
 }
+
+/// Types written as a `JSONValue` (jobs and notifications on their way to the job stream), the inverse of their
+/// `JSONReadable` reading: `jsonText` is the one writing of a job for every producer, and its pass-through numbers
+/// (`data`, `apns`, `fcm`, `customData`) keep their text, however long. `Codable` encodes the same value through
+/// `encode(to:)` (where numbers are what `JSONNumber.encode(to:)` can hold).
+public protocol JSONWritable: Encodable {
+    /// The value as JSON: a member the reading takes as nil is left out.
+    var json: JSONValue { get }
+}
+
+extension JSONWritable {
+    /// `json` as compact UTF-8 (`JSONValue.encoded()`: keys sorted, numbers as their text).
+    public func encoded() -> [UInt8] { json.encoded() }
+    /// `encoded()` as text: what a producer puts in a job stream entry's `job` field.
+    public var jsonText: String { json.jsonText }
+}
+
+/// Members of a JSON object being written, the counterpart of `JSONObjectReader`: a nil value leaves its key out,
+/// as the reader takes an absent member for nil.
+public struct JSONObjectWriter {
+    public private(set) var members: [String: JSONValue] = [:]
+
+    public init() {}
+
+    public var value: JSONValue { .object(members) }
+
+    public mutating func add(_ key: String, _ v: JSONValue?) {
+        if let v { members[key] = v }
+    }
+    public mutating func add(_ key: String, _ v: String?) { add(key, v.map(JSONValue.string)) }
+    public mutating func add(_ key: String, _ v: Bool?) { add(key, v.map(JSONValue.bool)) }
+    public mutating func add(_ key: String, _ v: Int?) { add(key, v.map { .number(JSONNumber($0)) }) }
+    public mutating func add(_ key: String, _ v: Double?) { add(key, v.map { .number(JSONNumber($0)) }) }
+    public mutating func add(_ key: String, _ v: [String]?) { add(key, v.map { .array($0.map(JSONValue.string)) }) }
+    public mutating func add(_ key: String, _ v: [String: JSONValue]?) { add(key, v.map(JSONValue.object)) }
+    public mutating func add(_ key: String, _ v: (some JSONWritable)?) { add(key, v?.json) }
+    public mutating func add(_ key: String, _ v: [some JSONWritable]?) { add(key, v.map { .array($0.map(\.json)) }) }
+}

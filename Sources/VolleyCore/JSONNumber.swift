@@ -100,7 +100,8 @@ extension JSONNumber: Codable {
 
     /// Through `Codable` (`JSONEncoder`): integers as `Int64` or `UInt64`, other numbers as a `Decimal` when it
     /// holds them exactly (at most 38 significant digits), else as the nearest `Double`. Payloads bound for a
-    /// provider are written by `JSONValue.encoded()`, which copies the text and has no such limit.
+    /// provider and jobs bound for the job stream (`PushJob.jsonText`) are written by `JSONValue.encoded()`, which
+    /// copies the text and has no such limit.
     public func encode(to encoder: any Encoder) throws {
         var c = encoder.singleValueContainer()
         if let i = Int64(text) {

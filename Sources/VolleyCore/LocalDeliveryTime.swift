@@ -36,38 +36,19 @@ public struct LocalDeliveryTime: Sendable, Hashable, Codable, CustomStringConver
         (hour < 10 ? "0" : "") + "\(hour):" + (minute < 10 ? "0" : "") + "\(minute)"
     }
 
-    /// The first instant at or after `reference` whose wall-clock time in `zone` is this time. A time that does not
-    /// exist that day (the hour skipped when clocks go forward) is the next valid minute, the moment of the change;
-    /// a time that happens twice (clocks go back) is its first occurrence. Pure: the same inputs, the same instant.
+    /// The first instant at or after `reference` whose wall-clock time in `zone` is this time, by `CivilTime`'s rule:
+    /// a time that does not exist that day (the hour skipped when clocks go forward) is the moment of the change (the
+    /// next valid minute), a time that happens twice (clocks go back) its first occurrence. Pure: the same inputs, the
+    /// same instant.
     public func due(in zone: TimeZone, after reference: Date) -> Date {
-        let localNow = reference.timeIntervalSince1970 + Double(zone.secondsFromGMT(for: reference))
-        var day = Int((localNow / 86_400).rounded(.down))
+        var day = CivilTime.wallClock(of: reference, in: zone).days
         // Today's time may have passed: tomorrow's is then the first; two days covers any offset change.
         for _ in 0..<3 {
-            let wall = Double(day * 86_400 + hour * 3_600 + minute * 60)
-            let instant = Self.instant(ofWallClock: wall, in: zone)
+            let instant = CivilTime.instant(of: CivilDateTime(days: day, hour: hour, minute: minute), in: zone)
             if instant >= reference { return instant }
             day += 1
         }
-        return Self.instant(ofWallClock: Double(day * 86_400 + hour * 3_600 + minute * 60), in: zone)
-    }
-
-    /// The instant a wall-clock reading (seconds since 1970 as if the zone were UTC) names in `zone`: its first
-    /// occurrence when it happens twice, the moment of the change when it falls in a gap.
-    static func instant(ofWallClock wall: Double, in zone: TimeZone) -> Date {
-        // The offsets in force half a day either side: a real zone changes its offset at most once in that span.
-        let before = Double(zone.secondsFromGMT(for: Date(timeIntervalSince1970: wall - 43_200)))
-        let after = Double(zone.secondsFromGMT(for: Date(timeIntervalSince1970: wall + 43_200)))
-        var valid: [Date] = []
-        for offset in [before, after] {
-            let t = Date(timeIntervalSince1970: wall - offset)
-            if Double(zone.secondsFromGMT(for: t)) == offset { valid.append(t) }
-        }
-        if let first = valid.min() { return first }
-        // In the gap: the clocks jumped over this reading. The change happens between the two candidates.
-        let earliest = Date(timeIntervalSince1970: wall - max(before, after))
-        return zone.nextDaylightSavingTimeTransition(after: earliest)
-            ?? Date(timeIntervalSince1970: wall - min(before, after))
+        return CivilTime.instant(of: CivilDateTime(days: day, hour: hour, minute: minute), in: zone)
     }
 }
 

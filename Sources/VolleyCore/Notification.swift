@@ -1,7 +1,7 @@
 /// A notification as jobs and `volley test-push` give it (camelCase keys: a contract with users).
 /// Provider-specific encoding lives in VolleyAPNs / VolleyFCM; this is the platform-neutral input.
-public struct Notification: Sendable, Hashable, Codable, JSONReadable {
-    public struct LocalizedText: Sendable, Hashable, Codable, JSONReadable {
+public struct Notification: Sendable, Hashable, Codable, JSONReadable, JSONWritable {
+    public struct LocalizedText: Sendable, Hashable, Codable, JSONReadable, JSONWritable {
         public var title: String?
         public var subtitle: String?
         public var body: String?
@@ -19,6 +19,16 @@ public struct Notification: Sendable, Hashable, Codable, JSONReadable {
         }
 
         public init(from decoder: any Decoder) throws { self = try Self.decoded(from: decoder) }
+
+        public var json: JSONValue {
+            var o = JSONObjectWriter()
+            o.add("title", title)
+            o.add("subtitle", subtitle)
+            o.add("body", body)
+            return o.value
+        }
+
+        public func encode(to encoder: any Encoder) throws { try json.encode(to: encoder) }
     }
 
     public enum Priority: String, Sendable, Hashable, Codable, CaseIterable { case high, normal }
@@ -139,6 +149,42 @@ public struct Notification: Sendable, Hashable, Codable, JSONReadable {
     }
 
     public init(from decoder: any Decoder) throws { self = try Self.decoded(from: decoder) }
+
+    /// The one writing of a notification, the inverse of `init(json:at:)`: `data`, `apns` and `fcm` keep their
+    /// numbers' text (`Codable` writes this value too).
+    public var json: JSONValue {
+        var o = JSONObjectWriter()
+        o.add("title", title)
+        o.add("subtitle", subtitle)
+        o.add("body", body)
+        o.add("localized", localized.map { $0.mapValues(\.json) })
+        o.add("sound", sound)
+        o.add("badge", badge)
+        o.add("badgeIncrement", badgeIncrement)
+        o.add("data", data)
+        o.add("contentAvailable", contentAvailable)
+        o.add("mutableContent", mutableContent)
+        o.add("category", category)
+        o.add("threadId", threadId)
+        o.add("collapseId", collapseId)
+        o.add("interruptionLevel", interruptionLevel)
+        o.add("relevanceScore", relevanceScore)
+        o.add("targetContentId", targetContentId)
+        o.add("ttl", ttl)
+        o.add("priority", priority?.rawValue)
+        o.add("pushType", pushType)
+        o.add("imageUrl", imageUrl)
+        o.add("url", url)
+        o.add("channelId", channelId)
+        o.add("type", type)
+        o.add("targetId", targetId)
+        o.add("targetPageRef", targetPageRef)
+        o.add("apns", apns)
+        o.add("fcm", fcm)
+        return o.value
+    }
+
+    public func encode(to encoder: any Encoder) throws { try json.encode(to: encoder) }
 
     /// APNs's interruption level for a spelling a job may use: OneSignal writes `time_sensitive` where APNs writes
     /// `time-sensitive`. Any other value is kept as given (the APNs encoder refuses one it does not know).

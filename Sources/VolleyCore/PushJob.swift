@@ -1,7 +1,7 @@
 import Foundation
 
 /// A device named explicitly by a job (`devices: [{platform, token}]`).
-public struct JobDevice: Sendable, Hashable, Codable, JSONReadable {
+public struct JobDevice: Sendable, Hashable, Codable, JSONReadable, JSONWritable {
     public var platform: Platform
     public var token: DeviceToken
     public var environment: APNSEnvironment?
@@ -19,12 +19,22 @@ public struct JobDevice: Sendable, Hashable, Codable, JSONReadable {
     }
 
     public init(from decoder: any Decoder) throws { self = try Self.decoded(from: decoder) }
+
+    public var json: JSONValue {
+        var o = JSONObjectWriter()
+        o.add("platform", platform.rawValue)
+        o.add("token", token.rawValue)
+        o.add("environment", environment?.rawValue)
+        return o.value
+    }
+
+    public func encode(to encoder: any Encoder) throws { try json.encode(to: encoder) }
 }
 
 /// A job as it travels on the job stream (field `job`, JSON). A contract with producers:
 /// `id` (idempotency key; default the stream entry id), `org`, `app`, `recipients` (≤ 500 ids) and/or `devices`,
 /// `notification`, optional raw `apns` / `fcm` payloads passed through, optional `platforms` targeting.
-public struct PushJob: Sendable, Hashable, Codable, JSONReadable {
+public struct PushJob: Sendable, Hashable, Codable, JSONReadable, JSONWritable {
     /// Salesforce's customNotificationAction allows at most 500 recipients per call.
     public static let maxRecipients = 500
 
@@ -141,6 +151,36 @@ public struct PushJob: Sendable, Hashable, Codable, JSONReadable {
     }
 
     public init(from decoder: any Decoder) throws { self = try Self.decoded(from: decoder) }
+
+    /// The one writing of a job, the inverse of `init(json:at:defaultOrg:)`: every producer puts `jsonText` on the
+    /// job stream, so a number in `data`, `apns`, `fcm` or `customData` reaches the worker as the text it was given
+    /// (`Codable` writes this value too).
+    public var json: JSONValue {
+        var o = JSONObjectWriter()
+        o.add("id", id?.rawValue)
+        o.add("org", org.rawValue)
+        o.add("app", app.rawValue)
+        o.add("recipients", recipients?.map(\.rawValue))
+        o.add("devices", devices)
+        o.add("notification", notification)
+        o.add("apns", apns)
+        o.add("fcm", fcm)
+        o.add("platforms", platforms?.map(\.rawValue))
+        o.add("shard", shard)
+        o.add("debug", debug)
+        o.add("salesforcePayload", salesforcePayload)
+        o.add("inbox", inbox)
+        o.add("notificationId", notificationId)
+        o.add("templateId", templateId)
+        o.add("customData", customData)
+        o.add("throttlePerMinute", throttlePerMinute)
+        o.add("enableFrequencyCap", enableFrequencyCap)
+        o.add("sendAt", sendAt?.text)
+        o.add("deliverAtLocalTime", deliverAtLocalTime?.description)
+        return o.value
+    }
+
+    public func encode(to encoder: any Encoder) throws { try json.encode(to: encoder) }
 
     /// The job's throttle, once `validate()` has passed (nil: not throttled).
     public var throttle: ThrottleRate? { throttlePerMinute.flatMap(ThrottleRate.init(perMinute:)) }

@@ -5,8 +5,9 @@ import Foundation
 /// daylight-saving changes, and an optional `end`.
 ///
 /// A pure function of its fields: `run(onOrAfter:)` and `run(after:)` answer the same for the same input, on any
-/// clock. A time of day that does not exist on a day (the hour skipped when clocks go forward) runs at the next
-/// valid minute, the instant clocks jumped; one that happens twice (clocks go back) runs once, the first time.
+/// clock. Each run is the time of day on a run day in `timeZone` by `CivilTime`'s rule: a time that does not exist on
+/// a day (the hour skipped when clocks go forward) runs at the moment of the change, the next valid minute; one that
+/// happens twice (clocks go back) runs once, the first time.
 public struct ScheduleRecurrence: Sendable, Hashable {
     public enum Frequency: String, Sendable, Hashable, CaseIterable {
         case once, daily, weekly
@@ -51,30 +52,15 @@ public struct ScheduleRecurrence: Sendable, Hashable {
     public func run(onOrAfter t: Date) -> Date? {
         if frequency == .once { return start >= t && within(start) ? start : nil }
         let from = max(t, start)
-        var cal = Calendar(identifier: .gregorian)
-        cal.timeZone = timeZone
-        let time = cal.dateComponents([.hour, .minute, .second], from: start)
+        let time = CivilTime.wallClock(of: start, in: timeZone)
         let runDays: Set<Int> =
-            frequency == .weekly
-            ? Set((days.isEmpty ? [Self.day(of: start, in: cal)] : Array(days)).map(\.weekday))
-            : Set(1...7)
+            frequency == .weekly ? (days.isEmpty ? [time.weekday] : Set(days.map(\.weekday))) : Set(1...7)
         // From the day before `from` (a run late on it may fall after `from` in another offset), at most a week on.
-        let first = cal.dateComponents([.year, .month, .day], from: from)
-        guard var day = Self.utc.date(from: DateComponents(year: first.year, month: first.month, day: first.day))
-        else { return nil }
-        day = day.addingTimeInterval(-86_400)
-        for _ in 0..<9 {
-            let ymd = Self.utc.dateComponents([.year, .month, .day, .weekday], from: day)
-            if let weekday = ymd.weekday, runDays.contains(weekday),
-                let wall = Self.utc.date(
-                    from: DateComponents(
-                        year: ymd.year, month: ymd.month, day: ymd.day, hour: time.hour, minute: time.minute,
-                        second: time.second)),
-                let instant = Self.instant(wall: wall, in: timeZone), instant >= from
-            {
-                return within(instant) ? instant : nil
-            }
-            day = day.addingTimeInterval(86_400)
+        let first = CivilTime.wallClock(of: from, in: timeZone).days - 1
+        for day in first..<(first + 9) where runDays.contains(CivilDate.weekday(days: day)) {
+            let wall = CivilDateTime(days: day, hour: time.hour, minute: time.minute, second: time.second)
+            let instant = CivilTime.instant(of: wall, in: timeZone)
+            if instant >= from { return within(instant) ? instant : nil }
         }
         return nil
     }
@@ -83,31 +69,4 @@ public struct ScheduleRecurrence: Sendable, Hashable {
     public func run(after t: Date) -> Date? { run(onOrAfter: t.addingTimeInterval(0.001)) }
 
     private func within(_ t: Date) -> Bool { end.map { t <= $0 } ?? true }
-
-    private static func day(of t: Date, in cal: Calendar) -> Day {
-        Day.allCases[max(0, min(6, cal.component(.weekday, from: t) - 1))]
-    }
-
-    static let utc: Calendar = {
-        var c = Calendar(identifier: .gregorian)
-        c.timeZone = TimeZone(secondsFromGMT: 0)!
-        return c
-    }()
-
-    /// The instant a wall-clock time (given as if it were UTC) happens in `zone`: the earlier one when it happens
-    /// twice, the end of the gap (the next valid minute) when it does not happen.
-    static func instant(wall: Date, in zone: TimeZone) -> Date? {
-        // A zone changes its offset at most once in a day: the offsets half a day either side are the candidates.
-        let before = zone.secondsFromGMT(for: wall.addingTimeInterval(-14 * 3600))
-        let after = zone.secondsFromGMT(for: wall.addingTimeInterval(14 * 3600))
-        let valid = Set([before, after]).compactMap { offset -> Date? in
-            let t = wall.addingTimeInterval(-TimeInterval(offset))
-            return zone.secondsFromGMT(for: t) == offset ? t : nil
-        }
-        if let earliest = valid.min() { return earliest }
-        // In the gap: clocks jumped over this time; run when they landed, rounded up to a whole minute.
-        guard let jump = zone.nextDaylightSavingTimeTransition(after: wall.addingTimeInterval(-TimeInterval(after)))
-        else { return nil }
-        return Date(timeIntervalSince1970: (jump.timeIntervalSince1970 / 60).rounded(.up) * 60)
-    }
 }

@@ -56,8 +56,9 @@ public struct Schedule: Sendable, Hashable {
         guard let startText = o["start"]?.stringValue else {
             throw ScheduleError("start", "required: an RFC 3339 time with an offset (2027-03-01T09:00:00+01:00)")
         }
-        guard let start = Self.instant(startText) else {
-            throw ScheduleError("start", "'\(startText)' is not an RFC 3339 time with an offset")
+        let start: Date
+        do throws(RFC3339.ParseError) { start = try RFC3339.parse(startText) } catch {
+            throw ScheduleError("start", "'\(startText)' is not an RFC 3339 time with an offset: \(error.reason)")
         }
         let frequencyText = o["frequency"]?.stringValue ?? ""
         guard let frequency = ScheduleRecurrence.Frequency(rawValue: frequencyText) else {
@@ -76,8 +77,12 @@ public struct Schedule: Sendable, Hashable {
         }
         var end: Date?
         if let endValue = o["end"] {
-            guard let text = endValue.stringValue, let e = Self.instant(text) else {
+            guard let text = endValue.stringValue else {
                 throw ScheduleError("end", "expected an RFC 3339 time with an offset")
+            }
+            let e: Date
+            do throws(RFC3339.ParseError) { e = try RFC3339.parse(text) } catch {
+                throw ScheduleError("end", "'\(text)' is not an RFC 3339 time with an offset: \(error.reason)")
             }
             guard e >= start else { throw ScheduleError("end", "is before start") }
             end = e
@@ -119,39 +124,24 @@ public struct Schedule: Sendable, Hashable {
         }
     }
 
-    /// An RFC 3339 time with an offset (`Z` or `+02:00`), fractional seconds allowed.
-    public static func instant(_ text: String) -> Date? {
-        let f = ISO8601DateFormatter()
-        f.formatOptions = [.withInternetDateTime]
-        if let d = f.date(from: text) { return d }
-        f.formatOptions = [.withInternetDateTime, .withFractionalSeconds]
-        return f.date(from: text)
-    }
-
-    public static func rfc3339(_ date: Date) -> String {
-        let f = ISO8601DateFormatter()
-        f.formatOptions = [.withInternetDateTime]
-        return f.string(from: date)
-    }
-
     /// The definition as stored and listed: what `init(body:org:now:)` read, in its own keys, and `createdAt`.
     public var definition: JSONValue {
         var o: [String: JSONValue] = [
-            "id": .string(id), "job": job, "start": .string(Self.rfc3339(recurrence.start)),
+            "id": .string(id), "job": job, "start": .string(RFC3339.format(recurrence.start)),
             "frequency": .string(recurrence.frequency.rawValue), "timeZone": .string(recurrence.timeZone.identifier),
-            "createdAt": .string(Self.rfc3339(createdAt)),
+            "createdAt": .string(RFC3339.format(createdAt)),
         ]
         if recurrence.frequency == .weekly && !recurrence.days.isEmpty {
             o["days"] = .array(recurrence.days.sorted().map { .string($0.rawValue) })
         }
-        if let end = recurrence.end { o["end"] = .string(Self.rfc3339(end)) }
+        if let end = recurrence.end { o["end"] = .string(RFC3339.format(end)) }
         return .object(o)
     }
 
     /// A stored definition read back (`definition`'s form).
     public init(definition: JSONValue, org: OrgID) throws(ScheduleError) {
         guard var o = definition.objectValue, let created = o.removeValue(forKey: "createdAt")?.stringValue,
-            let createdAt = Self.instant(created)
+            let createdAt = RFC3339.date(created)
         else { throw ScheduleError("definition", "a stored schedule of org \(org) is not readable") }
         // Stored definitions are read as they were checked; `now` far in the past keeps a finished one readable.
         var s = try Schedule(body: .object(o), org: org, now: .distantPast)
@@ -189,7 +179,7 @@ public struct ScheduleState: Sendable, Hashable {
     public var json: JSONValue {
         var o = schedule.definition.objectValue ?? [:]
         o["paused"] = .bool(paused)
-        o["nextRunAt"] = nextRunAt.map { .string(Schedule.rfc3339($0)) } ?? .null
+        o["nextRunAt"] = nextRunAt.map { .string(RFC3339.format($0)) } ?? .null
         o["lastRunJob"] = lastRunJob.map { .string($0.rawValue) } ?? .null
         return .object(o)
     }

@@ -1,7 +1,7 @@
 import Foundation
 
 /// Names a shard of a campaign: shard `index` (0-based) of `count`, of parent job `parent`.
-public struct ShardRef: Sendable, Hashable, Codable, JSONReadable {
+public struct ShardRef: Sendable, Hashable, Codable, JSONReadable, JSONWritable {
     public var parent: JobID
     public var index: Int
     public var count: Int
@@ -19,6 +19,17 @@ public struct ShardRef: Sendable, Hashable, Codable, JSONReadable {
     }
 
     public init(from decoder: any Decoder) throws { self = try Self.decoded(from: decoder) }
+
+    public var json: JSONValue {
+        var o = JSONObjectWriter()
+        o.add("parent", parent.rawValue)
+        o.add("index", index)
+        o.add("count", count)
+        return o.value
+    }
+
+    public func encode(to encoder: any Encoder) throws { try json.encode(to: encoder) }
+
     /// The shard job's id (its own ledger, report and inbox scope are keyed by it).
     public var jobID: JobID { JobID("\(parent.rawValue).s\(index)") }
 }

@@ -147,16 +147,8 @@ public struct SyncHintID: Sendable, Hashable, Comparable, CustomStringConvertibl
             self.init(milliseconds: ms)
             return
         }
-        guard let date = SyncHintID.parseTime(text) else { return nil }
+        guard let date = RFC3339.date(text) else { return nil }
         self.init(milliseconds: Int64((date.timeIntervalSince1970 * 1_000).rounded(.down)))
-    }
-
-    static func parseTime(_ text: String) -> Date? {
-        let plain = ISO8601DateFormatter()
-        if let d = plain.date(from: text) { return d }
-        let fractional = ISO8601DateFormatter()
-        fractional.formatOptions = [.withInternetDateTime, .withFractionalSeconds]
-        return fractional.date(from: text)
     }
 
     public static func milliseconds(_ date: Date) -> Int64 {

@@ -12,20 +12,13 @@ public final class JobProducer: @unchecked Sendable {
         self.store = store
     }
 
-    static let jobEncoder: JSONEncoder = {
-        let e = JSONEncoder()
-        e.outputFormatting = [.sortedKeys]
-        return e
-    }()
-
     /// Where jobs without an id go, round robin (a job with an id goes to the shard of its id).
     private var nextShard = 0
 
     /// XADDs the job (field `job`) on the job stream shard of its id; returns the entry id.
     @discardableResult
     public func enqueue(_ job: PushJob) throws -> StreamEntryID {
-        let json = String(decoding: try Self.jobEncoder.encode(job), as: UTF8.self)
-        return try enqueueRaw(fields: ["job": json], shard: job.id.map { store.streamShard(of: $0) })
+        try enqueueRaw(fields: ["job": job.jsonText], shard: job.id.map { store.streamShard(of: $0) })
     }
 
     /// XADDs arbitrary fields (tests use it for malformed jobs) on job stream shard `shard` (nil: round robin).

@@ -196,7 +196,7 @@ public final class RedisJobSubmitter: JobSubmitter, @unchecked Sendable {
 
     public func enqueue(_ job: PushJob) async throws -> String {
         do {
-            let json = String(decoding: try JobProducer.jobEncoder.encode(job), as: UTF8.self)
+            let json = job.jsonText
             let shard =
                 job.id.map { store.streamShard(of: $0) }
                 ?? lock.withLock {

@@ -218,7 +218,7 @@ public struct RedisScheduleAdmin: Sendable {
         let ledger = store.ledgerKey(org, job)
         let marked = try client.eval(
             ScheduleScripts.markCancelled, keys: [ledger],
-            args: [now.ISO8601Format(), String(store.ledgerTTLSeconds)])
+            args: [RFC3339.format(now), String(store.ledgerTTLSeconds)])
         try marked.throwIfError("cancel job")
         if marked.integer == 0 { return .finished }
         let member = StoreConfiguration.scheduleMember(org: org, job: job)

@@ -208,7 +208,7 @@ public final class RedisSchedules: @unchecked Sendable {
             try $0.eval(
                 APIScripts.submit, keys: [APIKeys(prefix: store.prefix).job(org, jobID, stream: stream), stream],
                 args: [
-                    "schedule:\(id):\(runMS)", state.schedule.runJob(at: run).jsonText, Schedule.rfc3339(now), app,
+                    "schedule:\(id):\(runMS)", state.schedule.runJob(at: run).jsonText, RFC3339.format(now), app,
                     String(store.ledgerTTLSeconds),
                 ])
         }

@@ -79,8 +79,7 @@ public final class RedisShardCoordinator: ShardCoordinator, @unchecked Sendable 
                 let ref = ShardRef(parent: jobID, index: i, count: count)
                 s.id = ref.jobID
                 s.shard = ref
-                let json = String(decoding: try JSONEncoder().encode(s), as: UTF8.self)
-                xadds.append(["XADD", store.jobStream(for: ref.jobID), "*", "job", json])
+                xadds.append(["XADD", store.jobStream(for: ref.jobID), "*", "job", s.jsonText])
             }
             xadds.append(["HSET", agg, "planned", String(count)])
             for r in try c.pipeline(xadds) { try r.throwIfError("XADD shard") }

@@ -389,13 +389,13 @@ public final class RedisSyncHintStore: SyncHintIntake, @unchecked Sendable {
         for b in batches {
             let job = SyncHintPush.job(org: org, batch: b)
             let id = job.id ?? SyncHintPush.jobID(org: org, batch: b)
-            let entry = String(decoding: try JobProducer.jobEncoder.encode(job), as: UTF8.self)
+            let entry = job.jsonText
             let stream = store.jobStream(for: id)
             let reply = try redis.with {
                 try $0.eval(
                     APIScripts.submit, keys: [keys.job(org, id, stream: stream), stream],
                     args: [
-                        Self.digest(entry), entry, now.ISO8601Format(), b.key.app.rawValue,
+                        Self.digest(entry), entry, RFC3339.format(now), b.key.app.rawValue,
                         String(store.ledgerTTLSeconds),
                     ])
             }

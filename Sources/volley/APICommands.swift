@@ -18,7 +18,9 @@ struct API: AsyncParsableCommand {
         let c = try loadConfiguration(config)
         SignalMask.unblockTerminationSignals()
         let logger = Logger(label: "volley.api")
-        if !APIServer.runTasksOnEventLoops() {
+        if !c.api.tasksOnEventLoops {
+            logger.notice("tasks stay on Swift's own thread pool (api.tasksOnEventLoops is false)")
+        } else if !APIServer.runTasksOnEventLoops() {
             logger.notice("tasks stay on Swift's own thread pool: NIO's event loops could not take it over")
         }
         do { try await APIRunner.run(configuration: c, logger: logger) } catch let e as ConfigurationError {
@@ -74,10 +76,9 @@ struct KeysList: ParsableCommand {
     func run() throws {
         let records = try keyStore(config).list(org: org.map(OrgID.init))
         if records.isEmpty { print("no API keys") }
-        let f = ISO8601DateFormatter()
         for r in records {
             print(
-                "\(r.id)  org \(r.org)  role \(r.role.rawValue)  created \(f.string(from: r.createdAt))  "
+                "\(r.id)  org \(r.org)  role \(r.role.rawValue)  created \(RFC3339.format(r.createdAt))  "
                     + (r.name ?? "")
             )
         }

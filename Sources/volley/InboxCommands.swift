@@ -16,19 +16,10 @@ struct InboxOptions: ParsableArguments {
     @Flag(help: "Print JSON.") var json = false
 }
 
-private var iso: ISO8601DateFormatter {
-    let f = ISO8601DateFormatter()
-    f.formatOptions = [.withInternetDateTime, .withFractionalSeconds]
-    return f
-}
-
 private func printJSON<T: Encodable>(_ value: T) throws {
     let e = JSONEncoder()
     e.outputFormatting = [.sortedKeys]
-    e.dateEncodingStrategy = .custom { d, enc in
-        var c = enc.singleValueContainer()
-        try c.encode(iso.string(from: d))
-    }
+    e.dateEncodingStrategy = RFC3339.encodingStrategy(.milliseconds)
     print(String(decoding: try e.encode(value), as: UTF8.self))
 }
 
@@ -36,16 +27,15 @@ struct InboxList: ParsableCommand {
     static let configuration = CommandConfiguration(commandName: "list", abstract: "Newest notifications first.")
     @OptionGroup var options: InboxOptions
     @Option(help: "How many (1–50).") var size: Int = 10
-    @Option(help: "Only notifications created before this ISO 8601 time.") var before: String?
+    @Option(help: "Only notifications created before this RFC 3339 time.") var before: String?
 
     func run() throws {
         let services = try RecipientServices(configuration: try VolleyConfiguration.load(path: options.config))
         var b: Date?
         if let before {
-            guard let d = iso.date(from: before) ?? ISO8601DateFormatter().date(from: before) else {
-                throw ValidationError("--before must be ISO 8601, e.g. 2026-06-25T18:24:31Z")
+            do throws(RFC3339.ParseError) { b = try RFC3339.parse(before) } catch {
+                throw ValidationError("--before must be RFC 3339, e.g. 2026-06-25T18:24:31Z: \(error.reason)")
             }
-            b = d
         }
         let list = try services.inbox.list(
             org: OrgID(options.org), user: UserID(options.user), size: min(50, max(1, size)), before: b)
@@ -60,7 +50,8 @@ struct InboxList: ParsableCommand {
         for n in list {
             let flags = n.read ? "read" : (n.seen ? "seen" : "new")
             print(
-                "\(iso.string(from: n.createdAt))  \(flags.padding(toLength: 4, withPad: " ", startingAt: 0))  "
+                "\(RFC3339.format(n.createdAt, .milliseconds))  "
+                    + "\(flags.padding(toLength: 4, withPad: " ", startingAt: 0))  "
                     + "\(n.id)  [\(n.type ?? "-")] \(n.title)"
             )
         }
@@ -80,16 +71,16 @@ struct InboxStatusCommand: ParsableCommand {
         if options.json {
             try printJSON([
                 "unreadCount": AnyEncodable(s.unreadCount), "unseenCount": AnyEncodable(s.unseenCount),
-                "oldestUnread": AnyEncodable(iso.string(from: s.oldestUnread ?? now)),
-                "oldestUnseen": AnyEncodable(iso.string(from: s.oldestUnseen ?? now)),
-                "lastActivity": AnyEncodable(iso.string(from: s.lastActivity ?? now)),
+                "oldestUnread": AnyEncodable(RFC3339.format(s.oldestUnread ?? now, .milliseconds)),
+                "oldestUnseen": AnyEncodable(RFC3339.format(s.oldestUnseen ?? now, .milliseconds)),
+                "lastActivity": AnyEncodable(RFC3339.format(s.lastActivity ?? now, .milliseconds)),
             ])
             return
         }
         print("unread \(s.unreadCount)  unseen \(s.unseenCount)")
         print(
-            "oldest unread \(s.oldestUnread.map(iso.string(from:)) ?? "-")  oldest unseen "
-                + "\(s.oldestUnseen.map(iso.string(from:)) ?? "-")"
+            "oldest unread \(s.oldestUnread.map { RFC3339.format($0, .milliseconds) } ?? "-")  oldest unseen "
+                + "\(s.oldestUnseen.map { RFC3339.format($0, .milliseconds) } ?? "-")"
         )
     }
 }
@@ -105,7 +96,7 @@ struct InboxMarkCommand: ParsableCommand {
         commandName: "mark", abstract: "Mark notifications read/unread, seen/unseen (read also marks seen).")
     @OptionGroup var options: InboxOptions
     @Option(help: "Comma-separated notification ids (at most 50).") var ids: String?
-    @Option(help: "Every notification created before this ISO 8601 time.") var before: String?
+    @Option(help: "Every notification created before this RFC 3339 time.") var before: String?
     @Flag(help: "Every notification (before now).") var all = false
     @Option(help: "true or false.") var read: Bool?
     @Option(help: "true or false.") var seen: Bool?
@@ -116,8 +107,9 @@ struct InboxMarkCommand: ParsableCommand {
         case (let i?, nil, false):
             selection = .ids(i.split(separator: ",").map { String($0).trimmingCharacters(in: .whitespaces) })
         case (nil, let b?, false):
-            guard let d = iso.date(from: b) ?? ISO8601DateFormatter().date(from: b) else {
-                throw ValidationError("--before must be ISO 8601, e.g. 2026-06-25T18:24:31Z")
+            let d: Date
+            do throws(RFC3339.ParseError) { d = try RFC3339.parse(b) } catch {
+                throw ValidationError("--before must be RFC 3339, e.g. 2026-06-25T18:24:31Z: \(error.reason)")
             }
             selection = .before(d)
         case (nil, nil, true): selection = .before(Date().addingTimeInterval(1))

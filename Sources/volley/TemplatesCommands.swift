@@ -12,8 +12,8 @@ struct Templates: ParsableCommand {
     /// A template as `GET /v1/templates/{id}` answers it.
     static func json(_ t: StoredTemplate) -> String {
         let object: JSONValue = .object([
-            "id": .string(t.id), "notification": t.notification, "createdAt": .string(t.createdAt.ISO8601Format()),
-            "updatedAt": .string(t.updatedAt.ISO8601Format()),
+            "id": .string(t.id), "notification": t.notification, "createdAt": .string(RFC3339.format(t.createdAt)),
+            "updatedAt": .string(RFC3339.format(t.updatedAt)),
         ])
         return object.jsonText
     }
@@ -125,7 +125,7 @@ struct TemplatesList: ParsableCommand {
             }
             print(
                 "\(t.id)  title \"\(t.notification["title"]?.stringValue ?? "")\"  names: \(names ?? "unreadable")"
-                    + "  updated \(t.updatedAt.ISO8601Format())")
+                    + "  updated \(RFC3339.format(t.updatedAt))")
         }
     }
 }

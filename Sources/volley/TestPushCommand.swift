@@ -67,15 +67,17 @@ struct TestPush: AsyncParsableCommand {
     private func buildNotification() throws -> VolleyCore.Notification {
         if let notification {
             guard notification.isEmpty == false else { throw ValidationError("--notification is empty") }
-            do { return try JSONDecoder().decode(VolleyCore.Notification.self, from: Data(notification.utf8)) } catch {
+            // Read as the worker reads a job, so a number in `data` or a raw payload keeps its text.
+            do { return try VolleyCore.Notification(json: try JSONValue(parsing: notification), at: []) } catch {
                 throw ValidationError("--notification must be valid JSON with camelCase keys: \(error)")
             }
         }
         var customData: [String: JSONValue]?
         if let data {
-            do { customData = try JSONDecoder().decode([String: JSONValue].self, from: Data(data.utf8)) } catch {
+            guard case .object(let members)? = try? JSONValue(parsing: data) else {
                 throw ValidationError("--data must be a JSON object")
             }
+            customData = members
         }
         if silent {
             if title != nil || body != nil || sound != nil || badge != nil {

@@ -211,6 +211,35 @@ func actionRecipientLimit(count: Int) throws {
     #expect(job.fcm?["data"] == .object(["number": .string("1"), "name": .string("test")]))
 }
 
+/// Numbers in a push's payload and in an action's page reference keep their text on the way to the job stream: a
+/// number in the APNs payload, its text in FCM data (strings), and the page reference's text as written.
+@Test(.tags(.unit)) func pushAndActionNumbersKeepTheirText() throws {
+    let numbers = ["9007199254740993", "18446744073709551617", "0.1", "1e-7", String(repeating: "1234567", count: 6)]
+    let members = numbers.enumerated().map { #""n\#($0.offset)":\#($0.element)"# }.joined(separator: ",")
+    let push = try ConnectPush.decode(
+        json(#"{"appName":"A","userIds":["u"],"payload":{"aps":{"alert":"x"},"o":{\#(members)},\#(members)}}"#))
+    let job = ConnectPush.job(push, id: "j", org: "o")
+    let written = try PushJob(json: JSONValue(parsing: job.jsonText), defaultOrg: nil)
+    for (i, text) in numbers.enumerated() {
+        #expect(written.apns?["n\(i)"] == .number(try #require(JSONNumber(text: text))))
+        #expect(written.fcm?["data"]?["n\(i)"] == .string(text))
+    }
+    #expect(written.fcm?["data"]?["o"] == .string("{\(members)}"))
+
+    let raw = try JSONValue(
+        parsing: #"{"customNotifTypeId":"T","recipientIds":["005U"],"title":"t","body":"b","#
+            + #""targetPageRef":{"attributes":{\#(members)},"type":"standard__recordPage"}}"#)
+    guard case .valid(let input) = CustomNotificationAction.decode(raw) else {
+        Issue.record("the input is refused")
+        return
+    }
+    #expect(input.targetPageRef == #"{"attributes":{\#(members)},"type":"standard__recordPage"}"#)
+    let action = CustomNotificationAction.job(input, id: "j", org: "o", app: "a")
+    #expect(
+        try PushJob(json: JSONValue(parsing: action.jsonText), defaultOrg: nil).notification.targetPageRef
+            == input.targetPageRef)
+}
+
 @Test(.tags(.unit)) func pushProblemsNameTheirFields() {
     func field(_ s: String) -> String? {
         thrown { _ = try ConnectPush.decode(json(s)) }.map { String($0.message.prefix { $0 != ":" }) }
@@ -252,6 +281,11 @@ func actionRecipientLimit(count: Int) throws {
     let offset = try NotificationListParameters(query: q(("before", "2019-06-25T20:24:31+02:00")))
     #expect(offset.before == Date(timeIntervalSince1970: 1_561_487_071))
     #expect(try NotificationListParameters(query: q(("after", "2019-06-25T18:24:31Z"))).after != nil)
+    // The Mobile SDKs' builders write dates as `yyyy-MM-dd'T'HH:mm:ss.SSSZ` (FormatUtils): an offset without the
+    // colon.
+    let sdk = try NotificationListParameters(query: q(("after", "2019-06-25T11:24:31.000-0700")))
+    #expect(sdk.after == Date(timeIntervalSince1970: 1_561_487_071))
+    #expect(try NotificationListParameters(query: q(("before", "2019-06-25T18:24:31.000+0000"))).before == p.before)
     for bad in [
         q(("size", "0")), q(("size", "x")), q(("trimMessages", "yes")), q(("before", "yesterday")),
         q(("after", "2019-06-25T18:24:31Z"), ("before", "2019-06-26T18:24:31Z")),

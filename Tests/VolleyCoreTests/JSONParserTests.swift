@@ -67,7 +67,7 @@ struct JSONParserTests {
         #expect(String(decoding: value.encoded(), as: UTF8.self) == #"{"a":[\#(text)],"data":{"n":\#(text)}}"#)
     }
 
-    /// Through `Codable` (shard jobs, `volley send`), numbers of up to 38 significant digits keep their value.
+    /// Through `Codable` (Foundation's coders, YAML), numbers of up to 38 significant digits keep their value.
     @Test(arguments: ["9007199254740993", "18446744073709551617", "0.1", "1e-7", "-42", "18446744073709551615"])
     func numbersKeepTheirValueThroughCodable(_ text: String) throws {
         let value = try JSONValue(parsing: "[\(text)]")

@@ -39,6 +39,10 @@ import VolleyTestTags
         // New York falls back on 2026-11-01 at 02:00 → 01:00: 01:30 happens twice; the first (EDT) is taken.
         ("01:30", "America/New_York", "2026-11-01T04:00:00Z", "2026-11-01T05:30:00.000Z"),
         ("09:00", "America/New_York", "2026-11-01T04:00:00Z", "2026-11-01T14:00:00.000Z"),
+        // Lord Howe springs forward by half an hour on 2026-10-04 at 02:00: 02:15 is the change, 02:30 (+11).
+        ("02:15", "Australia/Lord_Howe", "2026-10-03T12:00:00Z", "2026-10-03T15:30:00.000Z"),
+        // Samoa skipped 30 December 2011: that day's 09:00 is the change, 31 December 00:00 (+14).
+        ("09:00", "Pacific/Apia", "2011-12-29T20:00:00Z", "2011-12-30T10:00:00.000Z"),
     ])
     func dueInstants(_ hhmm: String, _ zoneID: String, _ after: String, _ expected: String) {
         #expect(due(hhmm, zoneID, after: after) == expected)

@@ -4,13 +4,9 @@ import VolleyCore
 import VolleyTestTags
 
 /// Next-run computation of recurring schedules: the start's wall-clock time kept in its zone across daylight-saving
-/// changes (a skipped time runs at the next valid minute, a repeated one once), weekly days, half-hour zones, `end`.
+/// changes (a skipped time runs at the moment of the change, a repeated one once), weekly days, half-hour zones, `end`.
 @Suite(.tags(.unit)) struct ScheduleRecurrenceTests {
-    func at(_ s: String) -> Date {
-        let f = ISO8601DateFormatter()
-        f.formatOptions = [.withInternetDateTime]
-        return f.date(from: s)!
-    }
+    func at(_ s: String) -> Date { RFC3339.date(s)! }
     func zone(_ id: String) -> TimeZone { TimeZone(identifier: id)! }
 
     /// Runs from the first on, `n` of them.
@@ -52,6 +48,15 @@ import VolleyTestTags
             start: at("2027-10-30T02:30:00+02:00"), frequency: .daily, timeZone: zone("Europe/Berlin"))
         #expect(
             runs(r, 3) == [at("2027-10-30T00:30:00Z"), at("2027-10-31T00:30:00Z"), at("2027-11-01T01:30:00Z")])
+    }
+
+    @Test func aSkippedDayRunsAtTheChange() {
+        // Samoa skipped 30 December 2011 (−10 → +14 at midnight): that day's 09:00 runs when the clocks landed,
+        // 31 December 00:00, and 31 December's own 09:00 follows.
+        let r = ScheduleRecurrence(
+            start: at("2011-12-29T09:00:00-10:00"), frequency: .daily, timeZone: zone("Pacific/Apia"))
+        #expect(
+            runs(r, 3) == [at("2011-12-29T19:00:00Z"), at("2011-12-30T10:00:00Z"), at("2011-12-30T19:00:00Z")])
     }
 
     @Test func weeklyRunsOnItsDaysInItsZone() {

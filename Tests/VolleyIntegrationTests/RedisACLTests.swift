@@ -161,7 +161,7 @@ import VolleyTestTags
         let once = try await api.call(
             "POST", "/v1/schedules", token: send,
             json:
-                #"{"id":"acl-s","start":"\#(Schedule.rfc3339(run))","frequency":"once","timeZone":"UTC","job":\#(job)}"#
+                #"{"id":"acl-s","start":"\#(RFC3339.format(run))","frequency":"once","timeZone":"UTC","job":\#(job)}"#
         )
         #expect(once.status == 201, "\(once.text)")
         let daily = try await api.call(

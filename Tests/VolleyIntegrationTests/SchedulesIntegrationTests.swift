@@ -20,13 +20,13 @@ import VolleyTestTags
         // The first run a few seconds ahead, on a whole second.
         let run = Date(timeIntervalSince1970: (Date().timeIntervalSince1970 + 4).rounded(.up))
         let body = """
-            {"id":"flash","start":"\(Schedule.rfc3339(run))","frequency":"once","timeZone":"Europe/Berlin",
+            {"id":"flash","start":"\(RFC3339.format(run))","frequency":"once","timeZone":"Europe/Berlin",
              "job":{"app":"app1","devices":[{"platform":"ios","token":"\(token)"}],"notification":{"title":"Now"}}}
             """
         let created = try await api.call("POST", "/v1/schedules", token: send, json: body)
         #expect(created.status == 201, "\(created.text)")
         #expect(created.headers["location"] == "/v1/schedules/flash")
-        #expect(created.json["nextRunAt"] as? String == Schedule.rfc3339(run))
+        #expect(created.json["nextRunAt"] as? String == RFC3339.format(run))
         #expect(created.json["paused"] as? Bool == false)
         // The same id again is a conflict; a bad field is named.
         #expect(try await api.call("POST", "/v1/schedules", token: send, json: body).status == 409)

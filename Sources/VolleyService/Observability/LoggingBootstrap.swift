@@ -1,5 +1,6 @@
 import Foundation
 import Logging
+import VolleyCore
 
 /// The one place that bootstraps swift-log (called from `main` only). Text for terminals, JSON lines for
 /// log shippers in containers.
@@ -55,7 +56,7 @@ public struct JSONLogHandler: LogHandler {
         date: Date, level: Logger.Level, label: String, message: String, metadata: Logger.Metadata
     ) -> Data? {
         var object: [String: Any] = [
-            "ts": ISO8601DateFormatter().string(from: date), "level": level.rawValue, "logger": label, "msg": message,
+            "ts": RFC3339.format(date), "level": level.rawValue, "logger": label, "msg": message,
         ]
         for (k, v) in metadata { object[k] = json(v) }
         return try? JSONSerialization.data(withJSONObject: object, options: [.sortedKeys])

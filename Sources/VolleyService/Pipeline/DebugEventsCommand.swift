@@ -45,12 +45,10 @@ public enum DebugEventsCommand {
                     + "not started yet, or expired with its ledger)"
             ]
         }
-        let f = ISO8601DateFormatter()
-        f.formatOptions = [.withInternetDateTime, .withFractionalSeconds]
         let header = ["time", "org", "event", "user", "platform", "token", "status", "answer"]
         let rows = all.map { org, e in
             [
-                f.string(from: e.at), org.rawValue, e.event.rawValue, e.user?.rawValue ?? "-",
+                RFC3339.format(e.at, .milliseconds), org.rawValue, e.event.rawValue, e.user?.rawValue ?? "-",
                 e.platform?.rawValue ?? "-", e.token ?? "-", e.status.map(String.init) ?? "-", e.answer,
             ]
         }

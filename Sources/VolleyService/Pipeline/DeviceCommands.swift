@@ -55,7 +55,7 @@ public enum DeviceCommands {
     ) throws {
         let s = session(settings)
         let encoder = JSONEncoder()
-        encoder.dateEncodingStrategy = .iso8601
+        encoder.dateEncodingStrategy = RFC3339.encodingStrategy()
         encoder.outputFormatting = [.sortedKeys]
         var shown = 0
         func show(_ records: [DeviceRecord]) {
@@ -66,7 +66,7 @@ public enum DeviceCommands {
                 } else {
                     output(
                         "\(r.user)\t\(r.platform)\t\(r.token.redacted)\t\(r.environment?.rawValue ?? "-")\t"
-                            + "\(r.locale ?? "-")\tlastSeen \(ISO8601DateFormatter().string(from: r.lastSeenAt))"
+                            + "\(r.locale ?? "-")\tlastSeen \(RFC3339.format(r.lastSeenAt))"
                     )
                 }
             }

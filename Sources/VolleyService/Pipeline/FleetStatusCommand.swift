@@ -38,8 +38,7 @@ public enum FleetStatusCommand {
     }
 
     public static func text(_ s: FleetStatus) -> [String] {
-        let f = ISO8601DateFormatter()
-        var lines = ["volley status at \(f.string(from: s.at)): stream \(s.stream.name), group \(s.stream.group)"]
+        var lines = ["volley status at \(RFC3339.format(s.at)): stream \(s.stream.name), group \(s.stream.group)"]
         let oldest =
             s.stream.oldestPendingAgeSeconds.map {
                 "  oldest pending \(duration($0))" + (s.stream.oldestPendingConsumer.map { " on \($0)" } ?? "")
@@ -50,7 +49,7 @@ public enum FleetStatusCommand {
         if s.stream.scheduled > 0 {
             lines.append(
                 "scheduled   \(s.stream.scheduled) jobs"
-                    + (s.stream.nextDueAt.map { ", next due \(f.string(from: $0))" } ?? ""))
+                    + (s.stream.nextDueAt.map { ", next due \(RFC3339.format($0))" } ?? ""))
         }
         for shard in s.shards {
             lines.append(

@@ -72,16 +72,19 @@ public enum JobSubmission {
             if o.title != nil || o.body != nil || o.silent {
                 throw InputError("--notification carries the whole notification: drop --title, --body and --silent")
             }
-            if case .object(let n)? = try? JSONValue(parsing: json) {
+            let form = "--notification must be a JSON object with camelCase keys (title, body, data, …)"
+            // Read as the worker reads a job, so a number in `data` or a raw payload keeps its text.
+            let parsed: JSONValue
+            do { parsed = try JSONValue(parsing: json) } catch { throw InputError("\(form): \(error)") }
+            if case .object(let n) = parsed {
                 let unknown = JobKeys.unknownKeys(in: ["notification": .object(n)])
                 if !unknown.isEmpty {
                     throw InputError(
                         "--notification: unknown key " + unknown.map(\.description).joined(separator: ", "))
                 }
             }
-            do { notification = try JSONDecoder().decode(VolleyCore.Notification.self, from: Data(json.utf8)) } catch {
-                throw InputError(
-                    "--notification must be a JSON object with camelCase keys (title, body, data, …): \(error)")
+            do { notification = try VolleyCore.Notification(json: parsed, at: []) } catch {
+                throw InputError("\(form): \(error)")
             }
             if let data { notification.data = (notification.data ?? [:]).merging(data) { _, new in new } }
         } else if o.silent {

@@ -70,7 +70,7 @@ public final class SchedulePromoter: @unchecked Sendable {
                                 "scheduled run promoted",
                                 metadata: [
                                     "org": "\(run.org)", "schedule": "\(run.schedule)", "job": "\(run.job)",
-                                    "run": "\(Schedule.rfc3339(run.run))", "replayed": "\(run.replayed)",
+                                    "run": "\(RFC3339.format(run.run))", "replayed": "\(run.replayed)",
                                 ])
                         }
                         recurringPass = .init(leased: runs.leased, more: runs.more)

@@ -59,7 +59,7 @@ public final class StaleDeviceSweeper: @unchecked Sendable {
                         logger.info(
                             "removed stale devices",
                             metadata: [
-                                "removed": "\(r.removed)", "notRegisteredSince": "\(cutoff.ISO8601Format())",
+                                "removed": "\(r.removed)", "notRegisteredSince": "\(RFC3339.format(cutoff))",
                             ])
                     }
                     action = machine.swept(now: clock.now(), leased: r.leased, more: r.more)
