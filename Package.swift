@@ -278,7 +278,7 @@ let package = Package(
         .testTarget(
             name: "VolleyServiceTests",
             dependencies: [
-                "VolleyTestTags", "VolleyService", "VolleyCore", "VolleyStore", "VolleyHTTP2",
+                "VolleyTestTags", "VolleyService", "VolleyCore", "VolleyStore", "VolleyHTTP2", "VolleyTestDoubles",
                 .product(name: "Logging", package: "swift-log"),
             ]),
         .testTarget(

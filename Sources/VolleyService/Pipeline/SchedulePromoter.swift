@@ -55,7 +55,7 @@ public final class SchedulePromoter: @unchecked Sendable {
         while true {
             switch action {
             case .wait(let until):
-                if thread.sleep(until: until) { return }
+                if thread.sleep(seconds: until.timeIntervalSince(clock.now())) { return }
                 action = machine.waited(now: clock.now())
             case .promote(let now, let batch, let leaseSeconds, let recurring):
                 if thread.isStopped { return }

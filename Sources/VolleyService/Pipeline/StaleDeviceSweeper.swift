@@ -48,7 +48,7 @@ public final class StaleDeviceSweeper: @unchecked Sendable {
         while true {
             switch action {
             case .wait(let until):
-                if thread.sleep(until: until) { return }
+                if thread.sleep(seconds: until.timeIntervalSince(clock.now())) { return }
                 action = machine.tick(now: clock.now())
             case .sweep(let cutoff, let leaseSeconds):
                 if thread.isStopped { return }

@@ -52,6 +52,9 @@ public final class SyncHintFlusher: @unchecked Sendable {
     /// next worker pushes again when its lease ends.
     public func stop() { thread.stop() }
 
+    /// The wait between passes while they fail: twice the tick after the first failure, doubling to 5 s.
+    private var retry: ExponentialBackoff { ExponentialBackoff(base: 2 * tickSeconds, max: 5) }
+
     private func loop() {
         var failures = 0
         while !thread.isStopped {
@@ -66,8 +69,8 @@ public final class SyncHintFlusher: @unchecked Sendable {
                 }
                 failures += 1
             }
-            let wait = min(5, tickSeconds * Double(1 << min(failures, 5)))
-            if thread.sleep(until: Date().addingTimeInterval(wait)) { return }
+            let wait = failures == 0 ? tickSeconds : retry.delay(afterFailures: failures)
+            if thread.sleep(seconds: wait) { return }
         }
     }
 
