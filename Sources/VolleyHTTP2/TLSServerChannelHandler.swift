@@ -139,7 +139,8 @@ public final class TLSServerChannelHandler: ChannelDuplexHandler {
         let sent = context.eventLoop.makePromise(of: Void.self)
         sendCiphertext(context: context, promise: sent)
         // close_notify is a courtesy: the connection closes whether or not it could be written.
-        sent.futureResult.whenComplete { _ in context.close(mode: mode, promise: promise) }
+        let loopBound = NIOLoopBound(context, eventLoop: context.eventLoop)
+        sent.futureResult.whenComplete { _ in loopBound.value.close(mode: mode, promise: promise) }
     }
 
     public func channelInactive(context: ChannelHandlerContext) {
@@ -229,8 +230,9 @@ public final class TLSServerChannelHandler: ChannelDuplexHandler {
         }
         let sent: EventLoopPromise<Void>? = promises.isEmpty ? nil : context.eventLoop.makePromise()
         if let sent {
+            let waiting = promises
             sent.futureResult.whenComplete { result in
-                for p in promises { p.completeWith(result) }
+                for p in waiting { p.completeWith(result) }
             }
         }
         sendCiphertext(context: context, promise: sent)

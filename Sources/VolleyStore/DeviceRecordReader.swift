@@ -2,12 +2,13 @@ import VolleyCore
 
 /// Reads the registry's device record JSON straight into a `Device` on the send path.
 ///
-/// Every resolved device passes through here (one HGETALL value each), and Foundation's `JSONDecoder` cost ~24% of
-/// a worker's CPU on a campaign (keyed containers, date decoding, a `Data` copy per record). The registry writes
-/// these records itself (`DeviceRecord`, compact JSON, flat object of strings and numbers), so a single pass over
-/// the bytes is enough. Anything this reader does not recognise — nesting, arrays, a missing required key, a
-/// malformed escape — returns nil and the caller falls back to `JSONDecoder`, so odd records are read exactly as
-/// before (or skipped with the same warning).
+/// Every resolved device passes through here: each of a user's records is one value of the `HVALS` on their device
+/// hash (`RedisPipelineSession.devices`). Decoding them with Foundation's `JSONDecoder` cost about a quarter of a
+/// worker's CPU on a campaign (keyed containers, date decoding, a `Data` copy per record). The registry writes these
+/// records itself (`DeviceRecord`, compact JSON, a flat object of strings and numbers), so one pass over the bytes
+/// is enough. Anything this reader does not recognise (nesting, arrays, a missing required key, a malformed escape)
+/// returns nil, and the session decodes that record with `DeviceRecord.decoder` instead, or skips it with a warning
+/// when that fails too: an odd record is read as `DeviceRecord` reads it.
 public enum DeviceRecordReader {
     /// The device in `json`, or nil when the record is not a plain flat object this reader accepts.
     public static func device(fromJSON json: String) -> Device? {
