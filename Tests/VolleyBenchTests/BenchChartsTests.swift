@@ -80,7 +80,12 @@ struct TransportBenchRoundsTests {
         #expect(!TransportBench.latencyLine(r, mockLatencyMs: 0).contains("above the mock"))
         #expect(!TransportBench.latencyLine(r, mockLatencyMs: nil).contains("above the mock"))
     }
+}
 
+/// `volley-bench transport --rounds` against a real `volley-mock` process: the integration lane, which builds the
+/// mock next to the tests.
+@Suite(.tags(.integration))
+struct TransportBenchRoundsProcessTests {
     /// Two short rounds against a real volley-mock (debug build next to the tests), bare transport and provider.
     @Test func roundsRunEveryContenderAndReportMedians() async throws {
         let candidates = [
