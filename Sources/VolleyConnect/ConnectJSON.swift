@@ -10,21 +10,6 @@ enum ConnectJSON {
         return e
     }()
 
-    // MARK: Dates
-
-    /// Salesforce prints `2019-06-25T18:24:31.000Z`: UTC, milliseconds.
-    static func format(_ date: Date) -> String {
-        date.formatted(Date.ISO8601FormatStyle(includingFractionalSeconds: true, timeZone: .gmt))
-    }
-
-    /// ISO 8601 with or without fractional seconds, `Z` or an offset. Nil when it is not such a date.
-    static func parseDate(_ s: String) -> Date? {
-        let text = s.trimmingCharacters(in: .whitespaces)
-        if let d = try? Date.ISO8601FormatStyle(includingFractionalSeconds: true).parse(text) { return d }
-        if let d = try? Date.ISO8601FormatStyle().parse(text) { return d }
-        return nil
-    }
-
     // MARK: Bodies
 
     /// The body as a JSON object, refusing keys outside `allowed` (named in the error). An empty body is `{}`.
