@@ -265,7 +265,13 @@ public enum RFC3339 {
         let days = total >= 0 ? total / 86_400 : (total - 86_399) / 86_400
         let second = total - days * 86_400
         let d = CivilDate.date(days: days)
-        let yearWidth = max(4, String(abs(d.year)).count) + (d.year < 0 ? 1 : 0)
+        var digits = 1
+        var rest = abs(d.year) / 10
+        while rest > 0 {
+            digits += 1
+            rest /= 10
+        }
+        let yearWidth = max(4, digits) + (d.year < 0 ? 1 : 0)
         let length = yearWidth + 16 + (precision == .milliseconds ? 4 : 0)
         // Written in place: the String is the only allocation (the API stamps every job POST with one).
         return String(unsafeUninitializedCapacity: length) { out in

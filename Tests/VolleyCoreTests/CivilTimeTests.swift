@@ -175,6 +175,14 @@ import VolleyTestTags
         #expect(throws: DecodingError.self) { try d.decode(Stamp.self, from: Data(#"{"at":"2026-11-27"}"#.utf8)) }
     }
 
+    /// Years past 9999 take the digits they need; earlier ones keep four.
+    @Test func yearsWiderThanFourDigitsAreWrittenWhole() {
+        let y10k = Double(CivilDate.days(year: 10_000, month: 1, day: 2)) * 86_400 + 3_723
+        #expect(RFC3339.format(Date(timeIntervalSince1970: y10k)) == "10000-01-02T01:02:03Z")
+        let y1 = Double(CivilDate.days(year: 1, month: 1, day: 1)) * 86_400
+        #expect(RFC3339.format(Date(timeIntervalSince1970: y1), .milliseconds) == "0001-01-01T00:00:00.000Z")
+    }
+
     /// ISO 8601's basic offset (`±HHMM`) only where a reader asks for it (the Salesforce routes).
     @Test func theBasicOffsetIsReadOnlyWhenAskedFor() throws {
         #expect(
