@@ -33,6 +33,18 @@ final class PrivateKey {
     let pointer: OpaquePointer
     init(owned pointer: OpaquePointer) { self.pointer = pointer }
     deinit { EVP_PKEY_free(pointer) }
+
+    /// The PEM private key in `file`, decrypted with `passphrase` (empty for an unencrypted key, so that OpenSSL never
+    /// asks the terminal for one); nil when the file cannot be opened or read, with OpenSSL's error queue saying why.
+    static func readPEM(file: String, passphrase: String) -> PrivateKey? {
+        guard let bio = BIO_new_file(file, "r") else { return nil }
+        defer { BIO_free(bio) }
+        // With a nil callback, OpenSSL uses `u` as the NUL-terminated passphrase (PEM_read_bio_PrivateKey(3)).
+        let key: OpaquePointer? = passphrase.withCString {
+            PEM_read_bio_PrivateKey(bio, nil, nil, UnsafeMutableRawPointer(mutating: $0))
+        }
+        return key.map(PrivateKey.init(owned:))
+    }
 }
 
 /// A client certificate loaded into memory: leaf, key and extra chain certificates.
@@ -91,20 +103,11 @@ final class LoadedClientCertificate {
         var chain: [X509Certificate] = []
         while let extra = PEM_read_bio_X509(certBIO, nil, nil, nil) { chain.append(X509Certificate(owned: extra)) }
         ERR_clear_error()
-        guard let keyBIO = BIO_new_file(keyFile, "r") else {
+        guard let key = PrivateKey.readPEM(file: keyFile, passphrase: passphrase ?? "") else {
             ERR_clear_error()
             throw invalid
         }
-        defer { BIO_free(keyBIO) }
-        // With a nil callback, OpenSSL uses `u` as the NUL-terminated passphrase (PEM_read_bio_PrivateKey(3)).
-        let keyPtr: OpaquePointer? = (passphrase ?? "").withCString { pass in
-            PEM_read_bio_PrivateKey(keyBIO, nil, nil, UnsafeMutableRawPointer(mutating: pass))
-        }
-        guard let keyPtr else {
-            ERR_clear_error()
-            throw invalid
-        }
-        return LoadedClientCertificate(leaf: leaf, key: PrivateKey(owned: keyPtr), chain: chain)
+        return LoadedClientCertificate(leaf: leaf, key: key, chain: chain)
     }
 
     private static func loadPKCS12(_ file: String, _ password: String) throws(HTTP2Error) -> LoadedClientCertificate {
@@ -275,19 +278,10 @@ extension TLSContext {
         guard SSL_CTX_use_certificate_chain_file(pointer, certificateChainFile) == 1 else {
             return .certificate(openSSLErrorString("cannot read a PEM certificate chain from \(certificateChainFile)"))
         }
-        guard let keyBIO = BIO_new_file(privateKeyFile, "r") else {
-            return .key(openSSLErrorString("cannot open \(privateKeyFile)"))
-        }
-        defer { BIO_free(keyBIO) }
-        // An empty passphrase rather than OpenSSL's default, which would ask the terminal for one: a server key is
-        // unencrypted.
-        let key: OpaquePointer? = "".withCString {
-            PEM_read_bio_PrivateKey(keyBIO, nil, nil, UnsafeMutableRawPointer(mutating: $0))
-        }
-        guard let key else {
+        // A server key is unencrypted: the empty passphrase keeps OpenSSL from asking the terminal for one.
+        guard let owned = PrivateKey.readPEM(file: privateKeyFile, passphrase: "") else {
             return .key(openSSLErrorString("cannot read an unencrypted PEM private key from \(privateKeyFile)"))
         }
-        let owned = PrivateKey(owned: key)
         guard SSL_CTX_use_PrivateKey(pointer, owned.pointer) == 1, SSL_CTX_check_private_key(pointer) == 1 else {
             return .mismatch(
                 openSSLErrorString(
