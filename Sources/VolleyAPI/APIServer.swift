@@ -26,6 +26,8 @@ public final class APIServer: Sendable {
     let openAPIDocument: String
     /// The workers' preparation of a notification, run before a job is accepted.
     let notificationCheck: NotificationCheck
+    /// The API's clock (what `now` is for the handlers that take one).
+    let clock: any WallClock
 
     /// Sends one notification to one device and says what the provider answered (`volley test-push`).
     public typealias TestPushHandler = @Sendable (TestPushInput) async -> TestPushAnswer
@@ -71,6 +73,10 @@ public final class APIServer: Sendable {
         public var syncHints: (any SyncHintStore)?
         /// The orgs' default zones set through `/v1/time-zone` (nil: those routes answer 501).
         public var timeZones: (any OrgTimeZoneRepository)?
+        /// Engagement reported by apps (`/v1/interactions`; nil: the route answers 501).
+        public var interactions: (any InteractionRecorder)?
+        /// The orgs' segments (`/v1/segments`; nil: those routes answer 501).
+        public var segments: (any SegmentStore)?
 
         public init(
             credentials: any CredentialStore, jobs: any JobSubmitter, jobStatus: any JobStatusReader,
@@ -93,8 +99,10 @@ public final class APIServer: Sendable {
 
     public init(
         configuration: APIConfiguration, stores: Stores, openAPIDocument: String, logger: Logger,
-        testPush: TestPushHandler? = nil, connect: ConnectService? = nil, notificationCheck: NotificationCheck = .none
+        testPush: TestPushHandler? = nil, connect: ConnectService? = nil, notificationCheck: NotificationCheck = .none,
+        clock: any WallClock = SystemClock()
     ) {
+        self.clock = clock
         self.connect = connect
         self.notificationCheck = notificationCheck
         self.configuration = configuration

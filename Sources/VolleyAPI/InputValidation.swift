@@ -80,8 +80,13 @@ enum Input {
     }
 
     /// Ids that travel in Redis key names and URLs: 1–128 of letters, digits and `._:-`.
-    static func isSafeID(_ s: String) -> Bool {
-        !s.isEmpty && s.utf8.count <= 128
+    /// A job id as the API hands it out or derives it (a schedule's run `<schedule>-<seconds>`, a Salesforce
+    /// notification's job per app `<key>:<app>`, a campaign's shard `<job>.s<n>`): the characters of `isSafeID`,
+    /// up to 512 bytes, so every job that can be sent can be followed and cancelled.
+    static func isJobID(_ s: String) -> Bool { isSafeID(s, maxBytes: 512) }
+
+    static func isSafeID(_ s: String, maxBytes: Int = 128) -> Bool {
+        !s.isEmpty && s.utf8.count <= maxBytes
             && s.unicodeScalars.allSatisfy {
                 ($0.isASCII && (CharacterSet.alphanumerics.contains($0))) || "._:-".unicodeScalars.contains($0)
             }

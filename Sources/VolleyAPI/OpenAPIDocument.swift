@@ -30,6 +30,8 @@ tags:
   - name: types
   - name: templates
     description: Notifications with per-person names (`{{ first_name | 'Friend' }}`); jobs name them by `templateId`.
+  - name: segments
+    description: Audiences by user attribute (plan = gold and city = Berlin); jobs name them in recipients and exclude.
   - name: schedules
     description: Recurring jobs (once, daily, weekly in a time zone), each run a job with its own derived id.
   - name: quota
@@ -37,6 +39,8 @@ tags:
     description: How many visible notifications one person is pushed in rolling windows; the inbox keeps the rest.
   - name: sync-hints
     description: '"These records changed", coalesced per user and type into silent pushes (docs/api.md).'
+  - name: interactions
+    description: Engagement feedback by each push's message id (`mid`) - opens, dismissals and taps, counted once.
   - name: time-zone
     description: The org's default zone for deliverAtLocalTime, for devices and users without a zone of their own.
   - name: health
@@ -143,9 +147,11 @@ paths:
       operationId: cancelJob
       summary: Cancel a job that has not finished (role send or admin, the key's org only).
       description: |
-        A scheduled job leaves the schedule and sends nothing. A queued one sends nothing when a worker reads it; a
-        running one stops between chunks of devices, and its report (`GET /v1/jobs/{id}` once `done`) says
-        `status: cancelled` with what went.
+        A scheduled job leaves the schedule and sends nothing. A queued one sends nothing when a worker reads it
+        (and stores nothing in any inbox); a running one stops before its next credits or throttle slice (the marks
+        are looked at with each record of outcomes, before each throttle slice and before a delivery's first send),
+        gives back the quota charged for pushes it will not send, and its report (`GET /v1/jobs/{id}` once `done`)
+        says `status: cancelled` with what went. A paused job is brought back to publish that report.
       parameters:
         - name: id
           in: path
@@ -185,6 +191,65 @@ paths:
         "401": {$ref: "#/components/responses/Unauthorized"}
         "403": {$ref: "#/components/responses/Forbidden"}
         "404": {$ref: "#/components/responses/NotFound"}
+        "429": {$ref: "#/components/responses/TooManyRequests"}
+        "503": {$ref: "#/components/responses/Unavailable"}
+  /v1/jobs/{id}/pause:
+    post:
+      tags: [jobs]
+      operationId: pauseJob
+      summary: Pause a job that has not finished (role send or admin, the key's org only).
+      description: |
+        Nothing more is sent: a running job stops before its next credits or throttle slice, records what went and
+        is parked, keeping its place (the outcomes recorded) and its throttle; a queued or scheduled one is parked
+        when it comes up. `GET /v1/jobs/{id}` reads `paused` until `POST /v1/jobs/{id}/resume`.
+      parameters:
+        - name: id
+          in: path
+          required: true
+          schema: {type: string}
+      responses:
+        "200":
+          description: Paused; the job's status (`paused`).
+          content:
+            application/json:
+              schema: {$ref: "#/components/schemas/JobStatus"}
+        "401": {$ref: "#/components/responses/Unauthorized"}
+        "403": {$ref: "#/components/responses/Forbidden"}
+        "404": {$ref: "#/components/responses/NotFound"}
+        "409":
+          description: The job has finished, was dead-lettered or cancelled; nothing was changed.
+          content:
+            application/problem+json:
+              schema: {$ref: "#/components/schemas/Problem"}
+        "429": {$ref: "#/components/responses/TooManyRequests"}
+        "503": {$ref: "#/components/responses/Unavailable"}
+  /v1/jobs/{id}/resume:
+    post:
+      tags: [jobs]
+      operationId: resumeJob
+      summary: Resume a paused job (role send or admin, the key's org only).
+      description: |
+        The pause is lifted and every parked part of the job (a campaign's shards, a local-time job's waves) comes
+        back to the job stream: each device not yet recorded is sent once, at the job's throttle.
+      parameters:
+        - name: id
+          in: path
+          required: true
+          schema: {type: string}
+      responses:
+        "200":
+          description: Resumed; the job's status now.
+          content:
+            application/json:
+              schema: {$ref: "#/components/schemas/JobStatus"}
+        "401": {$ref: "#/components/responses/Unauthorized"}
+        "403": {$ref: "#/components/responses/Forbidden"}
+        "404": {$ref: "#/components/responses/NotFound"}
+        "409":
+          description: The job is not paused; nothing was changed.
+          content:
+            application/problem+json:
+              schema: {$ref: "#/components/schemas/Problem"}
         "429": {$ref: "#/components/responses/TooManyRequests"}
         "503": {$ref: "#/components/responses/Unavailable"}
   /v1/jobs/{id}/events:
@@ -804,6 +869,40 @@ paths:
         "429": {$ref: "#/components/responses/TooManyRequests"}
         "501": {$ref: "#/components/responses/Unavailable"}
         "503": {$ref: "#/components/responses/Unavailable"}
+  /v1/interactions:
+    post:
+      tags: [interactions]
+      operationId: postInteractions
+      summary: What people did with their pushes (opened, dismissed, tapped an action), by each push's message id.
+      description: >-
+        With the app user's token (the events are that user's; only the token's app's pushes are known to it) or a
+        key of role send or admin (a backend relaying its apps' events; any app of the org, `userId` naming the
+        person). 1 to 100 events; each is counted at most once per message id, event and action into the job's
+        `opened`, `dismissed` and `actions` (`GET /v1/jobs/{id}`) and told once on the event stream. A message id
+        that names no campaign of the caller's org is counted `unknown`, never an error for the batch; an `opened`
+        of a notification whose job stored an in-app entry marks it read for its user.
+      security:
+        - apiKey: []
+        - userToken: []
+      requestBody:
+        required: true
+        content:
+          application/json:
+            schema: {$ref: "#/components/schemas/InteractionBatch"}
+      responses:
+        "202":
+          description: Taken; how many events were counted, were replays, and named no known campaign.
+          content:
+            application/json:
+              schema: {$ref: "#/components/schemas/InteractionTally"}
+        "400": {$ref: "#/components/responses/BadRequest"}
+        "401": {$ref: "#/components/responses/Unauthorized"}
+        "403": {$ref: "#/components/responses/Forbidden"}
+        "413": {$ref: "#/components/responses/TooLarge"}
+        "415": {$ref: "#/components/responses/UnsupportedMediaType"}
+        "429": {$ref: "#/components/responses/TooManyRequests"}
+        "501": {$ref: "#/components/responses/Unavailable"}
+        "503": {$ref: "#/components/responses/Unavailable"}
   /v1/quota:
     get:
       tags: [quota]
@@ -894,6 +993,137 @@ paths:
               schema: {$ref: "#/components/schemas/FrequencyCaps"}
         "401": {$ref: "#/components/responses/Unauthorized"}
         "403": {$ref: "#/components/responses/Forbidden"}
+        "429": {$ref: "#/components/responses/TooManyRequests"}
+        "501": {$ref: "#/components/responses/Unavailable"}
+        "503": {$ref: "#/components/responses/Unavailable"}
+  /v1/segments:
+    get:
+      tags: [segments]
+      operationId: listSegments
+      summary: The org's segments, by id (role read, send or admin).
+      responses:
+        "200":
+          description: The segments.
+          content:
+            application/json:
+              schema:
+                type: object
+                required: [segments]
+                properties:
+                  segments:
+                    type: array
+                    items: {$ref: "#/components/schemas/Segment"}
+        "401": {$ref: "#/components/responses/Unauthorized"}
+        "403": {$ref: "#/components/responses/Forbidden"}
+        "429": {$ref: "#/components/responses/TooManyRequests"}
+        "501": {$ref: "#/components/responses/Unavailable"}
+        "503": {$ref: "#/components/responses/Unavailable"}
+  /v1/segments/{id}:
+    parameters:
+      - name: id
+        in: path
+        required: true
+        schema: {$ref: "#/components/schemas/SafeID"}
+    get:
+      tags: [segments]
+      operationId: getSegment
+      summary: One segment (role read, send or admin).
+      responses:
+        "200":
+          description: The segment.
+          content:
+            application/json:
+              schema: {$ref: "#/components/schemas/Segment"}
+        "401": {$ref: "#/components/responses/Unauthorized"}
+        "403": {$ref: "#/components/responses/Forbidden"}
+        "404": {$ref: "#/components/responses/NotFound"}
+        "429": {$ref: "#/components/responses/TooManyRequests"}
+        "501": {$ref: "#/components/responses/Unavailable"}
+        "503": {$ref: "#/components/responses/Unavailable"}
+    put:
+      tags: [segments]
+      operationId: putSegment
+      summary: Create or replace a segment (role admin).
+      description: >-
+        The users whose attributes match `all` (default) or `any` of at most 20 filters. Ops: `eq`, `ne` (has the
+        attribute with another value), `in` (1–100 values), `exists`, `notExists` (no value), `gt`, `lt` (a number or
+        an RFC 3339 time; an attribute compares as a number or as an instant when it reads as one, else never).
+        Values are matched case-sensitively, as stored. A fault is a 400 naming the field (`filters[1].op`); an org
+        keeps at most 1,000 segments (422 naming `id` beyond). Who matches is decided when a job naming it is
+        resolved.
+      requestBody:
+        required: true
+        content:
+          application/json:
+            schema: {$ref: "#/components/schemas/SegmentBody"}
+      responses:
+        "200":
+          description: An existing segment, replaced.
+          content:
+            application/json:
+              schema: {$ref: "#/components/schemas/Segment"}
+        "201":
+          description: A new segment.
+          headers:
+            Location:
+              schema: {type: string}
+          content:
+            application/json:
+              schema: {$ref: "#/components/schemas/Segment"}
+        "400": {$ref: "#/components/responses/BadRequest"}
+        "401": {$ref: "#/components/responses/Unauthorized"}
+        "403": {$ref: "#/components/responses/Forbidden"}
+        "413": {$ref: "#/components/responses/TooLarge"}
+        "415": {$ref: "#/components/responses/UnsupportedMediaType"}
+        "422":
+          description: The org already keeps 1,000 segments and this id is not one of them; `field` is `id`.
+          content:
+            application/problem+json:
+              schema: {$ref: "#/components/schemas/Problem"}
+        "429": {$ref: "#/components/responses/TooManyRequests"}
+        "501": {$ref: "#/components/responses/Unavailable"}
+        "503": {$ref: "#/components/responses/Unavailable"}
+    delete:
+      tags: [segments]
+      operationId: deleteSegment
+      summary: >-
+        Delete a segment (role admin). Jobs already queued that name it report it as an unknown recipient
+        (`segment:<id>`).
+      responses:
+        "204": {description: Deleted.}
+        "401": {$ref: "#/components/responses/Unauthorized"}
+        "403": {$ref: "#/components/responses/Forbidden"}
+        "404": {$ref: "#/components/responses/NotFound"}
+        "429": {$ref: "#/components/responses/TooManyRequests"}
+        "501": {$ref: "#/components/responses/Unavailable"}
+        "503": {$ref: "#/components/responses/Unavailable"}
+  /v1/segments/{id}/count:
+    parameters:
+      - name: id
+        in: path
+        required: true
+        schema: {$ref: "#/components/schemas/SafeID"}
+    get:
+      tags: [segments]
+      operationId: countSegment
+      summary: >-
+        How many active users the segment matches now, as a job naming it alone would reach (role read, send or
+        admin).
+      responses:
+        "200":
+          description: The count.
+          content:
+            application/json:
+              schema:
+                type: object
+                additionalProperties: false
+                required: [id, users]
+                properties:
+                  id: {type: string}
+                  users: {type: integer, minimum: 0}
+        "401": {$ref: "#/components/responses/Unauthorized"}
+        "403": {$ref: "#/components/responses/Forbidden"}
+        "404": {$ref: "#/components/responses/NotFound"}
         "429": {$ref: "#/components/responses/TooManyRequests"}
         "501": {$ref: "#/components/responses/Unavailable"}
         "503": {$ref: "#/components/responses/Unavailable"}
@@ -1998,7 +2228,21 @@ components:
         recipients:
           type: array
           maxItems: 500
-          items: {type: string}
+          description: >-
+            Directory ids (users, groups, queues, account and opportunity teams), stored segments
+            (`{"segment": "<id>"}`) and every active user with a device in the job's app (`{"all": true}`), mixed.
+            A segment the org does not have is reported in `unknownRecipientIDs` as `segment:<id>`.
+          items: {$ref: "#/components/schemas/RecipientEntry"}
+        exclude:
+          type: array
+          maxItems: 500
+          description: >-
+            Ids and segments whose users get nothing from this job though `recipients` reach them (`{"all": true}`
+            is not taken here). Explicit `devices` are not affected.
+          items:
+            oneOf:
+              - {type: string}
+              - {$ref: "#/components/schemas/SegmentEntry"}
         devices:
           type: array
           maxItems: 500
@@ -2067,6 +2311,11 @@ components:
             UTC), at the first such moment after `sendAt` (or after the job was added). A time skipped by a
             daylight-saving change is sent at the next valid minute, one that happens twice once. The job reads
             `scheduled` (with `dueAt` and `waiting`) until its last device's time.
+        tracking:
+          type: boolean
+          description: >-
+            False: the pushes carry no message id (`mid`, at the APNs payload's root and in FCM `data`), by which
+            apps report opens, dismissals and taps (`POST /v1/interactions`). Default true; silent pushes carry none.
     Notification:
       type: object
       additionalProperties: false
@@ -2148,7 +2397,7 @@ components:
       required: [id, state]
       properties:
         id: {type: string}
-        state: {type: string, enum: [queued, scheduled, running, done, dead-lettered, cancelled]}
+        state: {type: string, enum: [queued, scheduled, running, paused, done, dead-lettered, cancelled]}
         dueAt:
           type: string
           format: date-time
@@ -2165,6 +2414,43 @@ components:
         report:
           type: object
           description: The delivery report (README "Jobs"), once done.
+        opened:
+          type: integer
+          description: Pushes opened, each device once (`POST /v1/interactions`); absent until one is.
+        dismissed:
+          type: integer
+          description: Pushes dismissed without being opened, each device once; absent until one is.
+        actions:
+          type: object
+          additionalProperties: {type: integer}
+          description: Taps per action id, each device once per action; absent until one is.
+        counts:
+          type: object
+          description: >-
+            The device outcomes recorded so far, while the job runs and after: written with the outcomes in one
+            transaction, so exact after a worker's crash; a campaign's shards count into it.
+          properties:
+            accepted: {type: integer}
+            rejected: {type: integer}
+            failed: {type: integer}
+            quotaExceeded: {type: integer}
+            expired: {type: integer}
+            tokensRemoved: {type: integer}
+            byPlatform:
+              type: object
+              additionalProperties: {type: object, additionalProperties: {type: integer}}
+            byReason:
+              type: object
+              additionalProperties: {type: integer}
+            perMinute:
+              type: array
+              items:
+                type: object
+                required: [minute, accepted, opened]
+                properties:
+                  minute: {type: string, format: date-time}
+                  accepted: {type: integer}
+                  opened: {type: integer}
     Device:
       type: object
       required: [app, user, platform, token, registeredAt, lastSeenAt]
@@ -2179,6 +2465,45 @@ components:
         lastSeenAt: {type: string, format: date-time}
         rsaPublicKey: {type: string, description: The registered key (base64 of the SubjectPublicKeyInfo DER), if any.}
         cipherName: {type: string, enum: [RSA_OAEP_SHA256]}
+    InteractionBatch:
+      type: object
+      additionalProperties: false
+      required: [events]
+      properties:
+        events:
+          type: array
+          minItems: 1
+          maxItems: 100
+          items: {$ref: "#/components/schemas/Interaction"}
+    Interaction:
+      type: object
+      additionalProperties: false
+      required: [messageId, event]
+      description: An `actionId` goes with `event` action, and only with it.
+      properties:
+        messageId:
+          type: string
+          pattern: "^[A-Za-z0-9_-]{11}[.][A-Za-z0-9_-]{11}$"
+          description: The push's `mid` (APNs payload root, FCM `data`).
+        event: {type: string, enum: [opened, dismissed, action]}
+        actionId: {$ref: "#/components/schemas/SafeID"}
+        at:
+          type: string
+          format: date-time
+          description: >-
+            When it happened, RFC 3339 with an offset; default when it was received; a later one is taken as then.
+        userId:
+          allOf: [{$ref: "#/components/schemas/SafeID"}]
+          description: The person, for a backend relaying events; with a user token, absent or the token's user.
+    InteractionTally:
+      type: object
+      required: [accepted, duplicates, unknown]
+      properties:
+        accepted: {type: integer, description: Counted now.}
+        duplicates: {type: integer, description: Counted before (the same message id, event and action).}
+        unknown:
+          type: integer
+          description: Message ids of no campaign of the caller's org (or app, for a user token).
     SyncHintBody:
       type: object
       additionalProperties: false
@@ -2293,6 +2618,97 @@ components:
         paused: {type: boolean}
         nextRunAt: {type: [string, "null"], format: date-time, description: The next run; null when none is left.}
         lastRunJob: {type: [string, "null"], description: "The job id of the last run promoted."}
+    RecipientEntry:
+      oneOf:
+        - {type: string}
+        - {$ref: "#/components/schemas/SegmentEntry"}
+        - type: object
+          additionalProperties: false
+          required: [all]
+          properties:
+            all: {type: boolean, const: true}
+    SegmentEntry:
+      type: object
+      additionalProperties: false
+      required: [segment]
+      properties:
+        segment: {$ref: "#/components/schemas/SafeID"}
+    SegmentFilter:
+      type: object
+      additionalProperties: false
+      required: [attribute, op]
+      properties:
+        attribute: {type: string, pattern: "^[A-Za-z0-9_-]{1,64}$"}
+        op: {type: string, enum: [eq, ne, in, exists, notExists, gt, lt]}
+        value:
+          description: >-
+            `eq`, `ne`: a string; `in`: 1–100 strings; `gt`, `lt`: a number, or a string that is one or an RFC 3339
+            time; `exists`, `notExists`: none. Strings are at most 512 bytes.
+          oneOf:
+            - {type: string}
+            - {type: number}
+            - type: array
+              items: {type: string}
+    SegmentBody:
+      type: object
+      additionalProperties: false
+      required: [filters]
+      properties:
+        id: {$ref: "#/components/schemas/SafeID"}
+        match: {type: string, enum: [all, any], description: "all (default): every filter holds; any: at least one."}
+        filters:
+          type: array
+          minItems: 1
+          maxItems: 20
+          items: {$ref: "#/components/schemas/SegmentFilterInput"}
+    SegmentFilterInput:
+      description: A filter as PUT takes it, one shape per kind of op.
+      oneOf:
+        - type: object
+          additionalProperties: false
+          required: [attribute, op, value]
+          properties:
+            attribute: {type: string, pattern: "^[A-Za-z0-9_-]{1,64}$"}
+            op: {type: string, enum: [eq, ne]}
+            value: {type: string, maxLength: 128}
+        - type: object
+          additionalProperties: false
+          required: [attribute, op, value]
+          properties:
+            attribute: {type: string, pattern: "^[A-Za-z0-9_-]{1,64}$"}
+            op: {type: string, enum: [in]}
+            value:
+              type: array
+              minItems: 1
+              maxItems: 100
+              items: {type: string, maxLength: 128}
+        - type: object
+          additionalProperties: false
+          required: [attribute, op]
+          properties:
+            attribute: {type: string, pattern: "^[A-Za-z0-9_-]{1,64}$"}
+            op: {type: string, enum: [exists, notExists]}
+        - type: object
+          additionalProperties: false
+          required: [attribute, op, value]
+          properties:
+            attribute: {type: string, pattern: "^[A-Za-z0-9_-]{1,64}$"}
+            op: {type: string, enum: [gt, lt]}
+            value:
+              oneOf:
+                - {type: number}
+                - {type: string, pattern: "^-?[0-9]{1,15}(\\.[0-9]{1,6})?$"}
+                - {type: string, format: date-time}
+    Segment:
+      type: object
+      additionalProperties: false
+      required: [id, match, filters]
+      properties:
+        id: {type: string}
+        match: {type: string, enum: [all, any]}
+        filters:
+          type: array
+          items: {$ref: "#/components/schemas/SegmentFilter"}
     Template:
       type: object
       required: [id, notification, createdAt, updatedAt]

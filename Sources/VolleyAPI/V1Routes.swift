@@ -11,6 +11,8 @@ extension APIServer {
         v1.post("/jobs") { request, context in try await self.createJob(request, context) }
         v1.get("/jobs/:id") { _, context in try await self.getJob(context) }
         v1.delete("/jobs/:id") { _, context in try await self.cancelJob(context) }
+        v1.post("/jobs/:id/pause") { _, context in try await self.steerJob(context, pause: true) }
+        v1.post("/jobs/:id/resume") { _, context in try await self.steerJob(context, pause: false) }
         v1.get("/jobs/:id/events") { _, context in try await self.getJobEvents(context) }
         v1.post("/user-tokens") { request, context in try await self.createUserToken(request, context) }
         v1.put("/devices") { request, context in try await self.putDevice(request, context) }
@@ -31,6 +33,8 @@ extension APIServer {
         addTemplateRoutes(v1)
         addScheduleRoutes(v1)
         addSyncHintRoutes(v1)
+        addInteractionRoutes(v1)
+        addSegmentRoutes(v1)
     }
 
     /// The body, at most `api.maxBodyBytes` (413 beyond).
@@ -164,7 +168,7 @@ extension APIServer {
     func getJob(_ context: APIRequestContext) async throws -> Response {
         let org = try context.key([.send, .read, .admin])
         let id = try parameter(context, "id")
-        guard Input.isSafeID(id) else { throw APIProblem.notFound("no job '\(id)' in this org", field: "id") }
+        guard Input.isJobID(id) else { throw APIProblem.notFound("no job '\(id)' in this org", field: "id") }
         guard var status = try await stores.jobStatus.status(org: org, job: JobID(id)) else {
             throw APIProblem.notFound("no job '\(id)' in this org", field: "id")
         }
@@ -177,7 +181,7 @@ extension APIServer {
     func cancelJob(_ context: APIRequestContext) async throws -> Response {
         let org = try context.key(APIRole.senders)
         let id = try parameter(context, "id")
-        guard Input.isSafeID(id) else { throw APIProblem.notFound("no job '\(id)' in this org", field: "id") }
+        guard Input.isJobID(id) else { throw APIProblem.notFound("no job '\(id)' in this org", field: "id") }
         switch try await stores.jobStatus.cancel(org: org, job: JobID(id), now: Date()) {
         case .unknown: throw APIProblem.notFound("no job '\(id)' in this org", field: "id")
         case .finished(let status):
@@ -189,12 +193,34 @@ extension APIServer {
         }
     }
 
+    /// Pauses or resumes a job of the send key's org: 200 with the job's status (`paused`; after a resume where it
+    /// is now), 404 for a job the org does not have, 409 for one that has finished or was cancelled (a resume: one
+    /// that is not paused).
+    func steerJob(_ context: APIRequestContext, pause: Bool) async throws -> Response {
+        let org = try context.key(APIRole.senders)
+        let id = try parameter(context, "id")
+        guard Input.isJobID(id) else { throw APIProblem.notFound("no job '\(id)' in this org", field: "id") }
+        let answer =
+            pause
+            ? try await stores.jobStatus.pause(org: org, job: JobID(id), now: Date())
+            : try await stores.jobStatus.resume(org: org, job: JobID(id), now: Date())
+        switch answer {
+        case .unknown: throw APIProblem.notFound("no job '\(id)' in this org", field: "id")
+        case .refused(let status):
+            let why = pause ? "nothing left to pause" : "it is not paused"
+            throw APIProblem(.conflict, "job '\(id)' is \(status.state): \(why)", field: "id")
+        case .changed(var status):
+            status.id = id
+            return JSONResponse.raw(try ReportCoding.encoder.encode(status))
+        }
+    }
+
     /// The debug events of a job of the caller's org (`volley events` over HTTP). A job the org does not know
     /// answers 404; a known job without events (not a debug job, or expired) an empty list.
     func getJobEvents(_ context: APIRequestContext) async throws -> Response {
         let org = try context.key([.send, .read, .admin])
         let id = try parameter(context, "id")
-        guard Input.isSafeID(id) else { throw APIProblem.notFound("no job '\(id)' in this org", field: "id") }
+        guard Input.isJobID(id) else { throw APIProblem.notFound("no job '\(id)' in this org", field: "id") }
         guard let events = try await stores.jobStatus.events(org: org, job: JobID(id)) else {
             throw APIProblem.notFound("no job '\(id)' in this org", field: "id")
         }

@@ -68,10 +68,11 @@ public enum APNSPayload {
         -> JSONValue
     {
         if let raw = n.apns {
-            guard case .object = raw else {
+            guard case .object(let root) = raw else {
                 throw NotificationError(
                     "BadPayload", "apns must be a JSON object (the whole APNs payload)", field: "apns")
             }
+            if root["mid"] != nil { throw reservedMessageIDKey(field: "apns.mid") }
             return raw
         }
         var aps: [String: JSONValue] = [:]
@@ -128,6 +129,7 @@ public enum APNSPayload {
                 throw NotificationError(
                     "BadPayload", "data must not contain the key \"aps\" (reserved by Apple)", field: "data.aps")
             }
+            if data["mid"] != nil { throw reservedMessageIDKey(field: "data.mid") }
             root = data
         }
         if let url = n.url { root["url"] = .string(url) }
@@ -137,6 +139,13 @@ public enum APNSPayload {
         if let inc = n.badgeIncrement, n.badge == nil { root["badge-increment"] = .number(JSONNumber(inc)) }
         root["aps"] = .object(aps)
         return .object(root)
+    }
+
+    /// `mid` is Volley's message id (`MessageTracking`) at the payload's root: a job may not use the key itself.
+    static func reservedMessageIDKey(field: String) -> NotificationError {
+        NotificationError(
+            "BadPayload", "\(field) is reserved: Volley puts the push's message id (mid) there; rename the key",
+            field: field)
     }
 
     /// Compact JSON bytes, keys sorted (stable output for tests and caches).

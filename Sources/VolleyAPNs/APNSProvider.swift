@@ -86,8 +86,11 @@ public final class APNSProvider: PushSender, ShellSender, @unchecked Sendable {
     /// Why this app stopped sending (a `fix-app` answer), if it did.
     public var stopReason: String? { shell.stopSwitch.message }
 
-    public func prepare(_ notification: VolleyCore.Notification, jobID: JobID) throws -> any PreparedNotification {
-        try APNSPreparedNotification(notification, jobID: jobID, bundleID: app.topic, now: clock.now())
+    public func prepare(_ notification: VolleyCore.Notification, jobID: JobID, tracking: MessageTracking?) throws
+        -> any PreparedNotification
+    {
+        try APNSPreparedNotification(
+            notification, jobID: jobID, bundleID: app.topic, now: clock.now(), tracking: tracking)
     }
 
     public func personalized(

@@ -32,8 +32,12 @@ public enum APNSPushType: String, Sendable, Hashable, CaseIterable {
 
 /// A notification encoded once per job for APNs: one payload per language variant and the header fields that
 /// do not depend on the device, already encoded for the transport. Building a device's request from it costs
-/// one SHA-256 (apns-id) and one small buffer; the body bytes and shared fields are shared, not copied.
+/// one SipHash (apns-id) and one small buffer; the body bytes and shared fields are shared, not copied.
 /// A value type over one immutable object, so passing it around (and capturing it per send) is one retain.
+///
+/// A tracked alert push (`tracking`) carries the device's message id as the payload's first member,
+/// `{"mid":"<id>",` followed by the encoded payload after its `{`: per device one more SipHash and one copy of the
+/// payload into the request's body, never a second encoding.
 public struct APNSPreparedNotification: PreparedNotification {
     final class Storage: Sendable {
         let payloadBytes: Int
@@ -47,10 +51,12 @@ public struct APNSPreparedNotification: PreparedNotification {
         let notification: VolleyCore.Notification
         /// The job's apns-id key: the first 16 bytes of SHA-256(job id), computed once per job.
         let apnsIDKey: SipHashKey
+        /// The message ids each device's payload starts with; nil: the payloads go as they are.
+        let tracking: MessageTracking?
         init(
             payloadBytes: Int, pushType: APNSPushType, priority: Int, topic: String, defaultPayload: [UInt8],
             variantPayloads: [String: [UInt8]], sharedHeaders: [HTTP2Header], sharedFields: HTTP2HeaderBlock? = nil,
-            notification: VolleyCore.Notification, apnsIDKey: SipHashKey
+            notification: VolleyCore.Notification, apnsIDKey: SipHashKey, tracking: MessageTracking?
         ) {
             self.payloadBytes = payloadBytes
             self.pushType = pushType
@@ -62,6 +68,7 @@ public struct APNSPreparedNotification: PreparedNotification {
             self.sharedFields = sharedFields ?? HTTP2HeaderBlock(sharedHeaders)
             self.notification = notification
             self.apnsIDKey = apnsIDKey
+            self.tracking = tracking
         }
     }
     let storage: Storage
@@ -81,8 +88,12 @@ public struct APNSPreparedNotification: PreparedNotification {
     public var sharedFields: HTTP2HeaderBlock { storage.sharedFields }
     var notification: VolleyCore.Notification { storage.notification }
 
-    /// Validates and encodes. `now` fixes `apns-expiration` for the job (ttl counts from preparation).
-    public init(_ n: VolleyCore.Notification, jobID: JobID, bundleID: String, now: Date) throws {
+    /// Validates and encodes. `now` fixes `apns-expiration` for the job (ttl counts from preparation). With
+    /// `tracking`, an alert push carries each device's message id (`mid`); other push types (background, VoIP, live
+    /// activities …) are not something a person opens, and carry none.
+    public init(
+        _ n: VolleyCore.Notification, jobID: JobID, bundleID: String, now: Date, tracking: MessageTracking? = nil
+    ) throws {
         // Push type: explicit, else background for a silent push, else alert.
         let pushType: APNSPushType
         if let raw = n.pushType {
@@ -137,14 +148,18 @@ public struct APNSPreparedNotification: PreparedNotification {
             }
             headers.append(HTTP2Header("apns-collapse-id", c))
         }
+        let tracking = pushType == .alert ? tracking : nil
+        let midBytes = tracking == nil ? 0 : MessageTracking.apnsPayloadBytes
         let defaultPayload = try APNSPayload.encode(APNSPayload.payload(for: n, text: n.text(variant: nil)))
-        try APNSPayload.checkSize(defaultPayload.count, pushType: pushType)
+        try APNSPayload.checkSize(defaultPayload.count + midBytes, pushType: pushType)
         var variants: [String: [UInt8]] = [:]
         var largest = defaultPayload.count
         if n.apns == nil, let localized = n.localized {
             for key in localized.keys {
                 let p = try APNSPayload.encode(APNSPayload.payload(for: n, text: n.text(variant: key)))
-                do { try APNSPayload.checkSize(p.count, pushType: pushType) } catch let e as NotificationError {
+                do {
+                    try APNSPayload.checkSize(p.count + midBytes, pushType: pushType)
+                } catch let e as NotificationError {
                     throw NotificationError(e.reason, "localized[\(key)]: \(e.message)", field: "localized.\(key)")
                 }
                 variants[key] = p
@@ -152,27 +167,31 @@ public struct APNSPreparedNotification: PreparedNotification {
             }
         }
         storage = Storage(
-            payloadBytes: largest, pushType: pushType, priority: priority, topic: topic,
+            payloadBytes: largest + midBytes, pushType: pushType, priority: priority, topic: topic,
             defaultPayload: defaultPayload, variantPayloads: variants, sharedHeaders: headers,
-            notification: n, apnsIDKey: Self.apnsIDKey(jobID: jobID))
+            notification: n, apnsIDKey: Self.apnsIDKey(jobID: jobID), tracking: tracking)
     }
 
     private init(storage: Storage) { self.storage = storage }
 
-    /// The job's notification with one device's own payload: the same headers and apns-id key, `payload` as the
-    /// body of every language (a personal payload is already in the device's language).
+    /// The job's notification with one device's own payload: the same headers, apns-id key and message ids,
+    /// `payload` as the body of every language (a personal payload is already in the device's language).
     func personalized(payload: [UInt8]) throws(PersonalPayloadError) -> APNSPreparedNotification {
         let s = storage
-        do { try APNSPayload.checkSize(payload.count, pushType: s.pushType) } catch let e as NotificationError {
+        let midBytes = s.tracking == nil ? 0 : MessageTracking.apnsPayloadBytes
+        do {
+            try APNSPayload.checkSize(payload.count + midBytes, pushType: s.pushType)
+        } catch let e as NotificationError {
             throw PersonalPayloadError(e.reason.rawValue, e.message)
         } catch {
             throw PersonalPayloadError("PayloadTooLarge", "\(error)")
         }
         return APNSPreparedNotification(
             storage: Storage(
-                payloadBytes: payload.count, pushType: s.pushType, priority: s.priority, topic: s.topic,
+                payloadBytes: payload.count + midBytes, pushType: s.pushType, priority: s.priority, topic: s.topic,
                 defaultPayload: payload, variantPayloads: [:], sharedHeaders: s.sharedHeaders,
-                sharedFields: s.sharedFields, notification: s.notification, apnsIDKey: s.apnsIDKey))
+                sharedFields: s.sharedFields, notification: s.notification, apnsIDKey: s.apnsIDKey,
+                tracking: s.tracking))
     }
 
     /// One device's payload: a whole APNs payload, or the job's notification with that recipient's texts, encoded
@@ -201,6 +220,27 @@ public struct APNSPreparedNotification: PreparedNotification {
     private static func rawIsSilent(_ raw: JSONValue?) -> Bool {
         guard let aps = raw?["aps"]?.objectValue else { return false }
         return aps.count == 1 && aps["content-available"] != nil
+    }
+
+    /// The body for one device: the payload of its locale, with its message id in front when the push is tracked.
+    public func body(for device: Device) -> [UInt8] {
+        let payload = payload(forLocale: device.locale)
+        guard let tracking = storage.tracking else { return payload }
+        return Self.payload(payload, withMessageID: tracking, token: device.token)
+    }
+
+    /// `payload` (a JSON object's bytes) with `"mid":"<id>"` as its first member; the rest byte for byte.
+    static func payload(_ payload: [UInt8], withMessageID tracking: MessageTracking, token: DeviceToken) -> [UInt8] {
+        guard payload.first == UInt8(ascii: "{") else { return payload }
+        var out: [UInt8] = []
+        out.reserveCapacity(payload.count + MessageTracking.apnsPayloadBytes)
+        out.append(contentsOf: #"{"mid":""#.utf8)
+        tracking.appendMessageID(for: token, to: &out)
+        out.append(UInt8(ascii: "\""))
+        // An object with members (every payload Volley makes has `aps`) goes on after a comma.
+        if payload.count > 2 { out.append(UInt8(ascii: ",")) }
+        out.append(contentsOf: payload.dropFirst())
+        return out
     }
 
     /// The payload for a device's locale (exact, then language, then default).
@@ -248,7 +288,7 @@ public struct APNSPreparedNotification: PreparedNotification {
         fields.append(contentsOf: prefix)
         fields.append(":path", "/3/device/", token, sensitive: true)
         Self.withAPNSID(key: storage.apnsIDKey, token: token) { fields.append("apns-id", bytes: $0, sensitive: true) }
-        return HTTP2Request(sharedFields: storage.sharedFields, fields: fields, body: payload(forLocale: device.locale))
+        return HTTP2Request(sharedFields: storage.sharedFields, fields: fields, body: body(for: device))
     }
 
     /// `apns-id`: a UUID derived from (job id, device token), so the same delivery always carries the same id and

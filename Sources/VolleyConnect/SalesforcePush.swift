@@ -112,19 +112,23 @@ public struct SalesforcePushError: Error, Sendable, Hashable, CustomStringConver
 /// `alertBody` shortened first, then the title (`alertTitle` and the title's copies in `aps.alert` and `alert`),
 /// on grapheme boundaries, to the longest text that fits; the sizes are computed before anything is encrypted, so
 /// each push costs one RSA operation and one AES pass. A push that does not fit with both texts empty is an error.
+///
+/// A tracked push also carries its message id (`mid`), outside the encrypted part: at the APNs payload's root and in
+/// FCM's `data`, beside `encrypted`, `secret` and `content`, where the app reads it whether or not it decrypts (an id
+/// says nothing of the notification). The provider adds it per device; `reserve` keeps room for it in the fit.
 public enum SalesforcePushBuilder {
     public static let apnsMaxBytes = 4096
     public static let fcmMaxDataBytes = 4096
 
     /// The push of `content` to a device on `platform`, encrypted when the device has a key (which must be for
-    /// the same platform).
+    /// the same platform). `reserve`: bytes of the limit the provider adds to the push afterwards (its message id).
     public static func build(
-        _ content: SalesforcePushContent, platform: Platform, key: DeviceEncryptionKey? = nil
+        _ content: SalesforcePushContent, platform: Platform, key: DeviceEncryptionKey? = nil, reserve: Int = 0
     ) throws(SalesforcePushError) -> SalesforcePush {
         if let key, key.platform != platform {
             throw SalesforcePushError(message: "the device key is for \(key.platform), the device is \(platform)")
         }
-        let limit = platform == .ios ? apnsMaxBytes : fcmMaxDataBytes
+        let limit = (platform == .ios ? apnsMaxBytes : fcmMaxDataBytes) - reserve
         let texts = Texts(content)
         let secretBytes = key.map { base64Length($0.secretBytes) } ?? 0
         // The custom keys of the untrimmed push, written once: what nearly every push encrypts.

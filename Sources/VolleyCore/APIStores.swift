@@ -96,6 +96,16 @@ public enum JobCancellation: Sendable {
     case cancelled(JobStatus)
 }
 
+/// What a pause or resume did.
+public enum JobSteerAnswer: Sendable {
+    /// `org` has no such job.
+    case unknown
+    /// Nothing to change: the job has finished, was cancelled, or (a resume) is not paused. Its status says which.
+    case refused(JobStatus)
+    /// Done: the job's status after the change (`paused`; after a resume, where it is now).
+    case changed(JobStatus)
+}
+
 /// `GET /v1/jobs/{id}`: where a job is, as its stores show it.
 ///
 /// - `done`: the outcome ledger holds the published report, which comes along.
@@ -105,6 +115,7 @@ public enum JobCancellation: Sendable {
 /// - `scheduled`: parked until `dueAt` (its `sendAt`).
 /// - `cancelled`: cancelled before its report; one that was sending turns `done` (report `status: cancelled`) once
 ///   its worker has recorded what went.
+/// - `paused`: paused (`POST /v1/jobs/{id}/pause`): nothing more is sent until `POST /v1/jobs/{id}/resume`.
 public struct JobStatus: Sendable, Encodable {
     public var id: String = ""
     public var state: String
@@ -119,6 +130,13 @@ public struct JobStatus: Sendable, Encodable {
     public var dueAt: String?
     /// `scheduled`, a `deliverAtLocalTime` job: devices still waiting for their local time.
     public var waiting: Int?
+    /// Engagement reported by the apps (`POST /v1/interactions`), each device once: pushes opened, dismissed, and
+    /// taps per action id; absent until one is counted.
+    public var opened: Int?
+    public var dismissed: Int?
+    public var actions: [String: Int]?
+    /// The device outcomes recorded so far, while the job runs and after (absent before the first is recorded).
+    public var counts: JobCounts?
 
     public init(
         state: String, entry: String? = nil, app: String? = nil, createdAt: String? = nil, report: JobReport? = nil,
@@ -143,6 +161,74 @@ public struct JobStatus: Sendable, Encodable {
     }
 }
 
+/// A job's live counts: each device outcome recorded so far, per platform and per failure reason, the tokens
+/// removed, and the accepted and opened pushes per minute. Written in the transaction that records the outcomes, so
+/// exact while the job runs and after a worker's crash; a campaign's shards count into it.
+public struct JobCounts: Sendable, Encodable, Equatable {
+    public var accepted: Int64 = 0
+    public var rejected: Int64 = 0
+    public var failed: Int64 = 0
+    public var quotaExceeded: Int64 = 0
+    public var expired: Int64 = 0
+    public var tokensRemoved: Int64 = 0
+    /// `ios`, `android`: the same outcomes of that platform's devices.
+    public var byPlatform: [String: [String: Int64]] = [:]
+    /// Rejected and failed pushes by the provider's reason (`Unregistered`, `UNAVAILABLE`, …).
+    public var byReason: [String: Int64] = [:]
+    /// One entry per minute (UTC, oldest first) in which a push was accepted or opened.
+    public var perMinute: [Minute] = []
+
+    public struct Minute: Sendable, Encodable, Equatable {
+        /// The minute's start, RFC 3339 in UTC.
+        public var minute: String
+        public var accepted: Int64
+        public var opened: Int64
+    }
+
+    public init() {}
+
+    /// From the counts hash's fields (docs/redis-keys.md): nil when it holds no device outcome yet. Fields it does
+    /// not know (engagement's, read on their own) are left alone.
+    public init?(fields: [(String, String)]) {
+        var minutes: [Int64: (accepted: Int64, opened: Int64)] = [:]
+        var any = false
+        for (field, value) in fields {
+            guard let n = Int64(value) else { continue }
+            let parts = field.split(separator: ":", maxSplits: 1)
+            if parts.count == 2, let minute = Int64(parts[1]), parts[0] == "accepted" || parts[0] == "opened" {
+                if parts[0] == "accepted" { minutes[minute, default: (0, 0)].accepted += n }
+                if parts[0] == "opened" { minutes[minute, default: (0, 0)].opened += n }
+                continue
+            }
+            if parts.count == 2, parts[0] == "reason" {
+                byReason[String(parts[1]), default: 0] += n
+                continue
+            }
+            if parts.count == 2, Platform(rawValue: String(parts[0])) != nil {
+                byPlatform[String(parts[0]), default: [:]][String(parts[1]), default: 0] += n
+                continue
+            }
+            switch field {
+            case "accepted": accepted = n
+            case "rejected": rejected = n
+            case "failed": failed = n
+            case "quotaExceeded": quotaExceeded = n
+            case "expired": expired = n
+            case "tokensRemoved": tokensRemoved = n
+            default: continue
+            }
+            any = true
+        }
+        if !any { return nil }
+        perMinute = minutes.keys.sorted().map {
+            Minute(
+                minute: RFC3339.format(Date(timeIntervalSince1970: Double($0) * 60)),
+                accepted: minutes[$0]?.accepted ?? 0,
+                opened: minutes[$0]?.opened ?? 0)
+        }
+    }
+}
+
 /// Jobs accepted through the API: their state and their debug events.
 public protocol JobStatusReader: Sendable {
     /// nil when `org` submitted no job `job` (or its record expired).
@@ -151,6 +237,13 @@ public protocol JobStatusReader: Sendable {
     /// nothing is sent; a queued or running one is marked, and its worker sends nothing more after the chunk it is
     /// on, then publishes a report with `status: cancelled`.
     func cancel(org: OrgID, job: JobID, now: Date) async throws -> JobCancellation
+    /// `POST /v1/jobs/{id}/pause`: marks a job of `org` that has not finished paused. Its worker sends nothing more
+    /// after the credits or throttle slice it is on, records what went and parks it; a queued or scheduled job is
+    /// parked when it comes up.
+    func pause(org: OrgID, job: JobID, now: Date) async throws -> JobSteerAnswer
+    /// `POST /v1/jobs/{id}/resume`: lifts the pause and brings every parked part back to the stream (due `now`); a
+    /// worker then sends each device not yet recorded, once, at its throttle.
+    func resume(org: OrgID, job: JobID, now: Date) async throws -> JobSteerAnswer
     /// The job's debug events, oldest first; nil when `org` has no such job (an empty list: known, no events).
     func events(org: OrgID, job: JobID) async throws -> [DebugEvent]?
 }

@@ -94,6 +94,38 @@ public protocol UserBatches: AnyObject {
 /// `scope` names the resolution (the job id or shard), so a redelivery restarts it from scratch.
 public protocol DirectoryResolver: Sendable {
     func open(org: OrgID, recipients: [RecipientID], scope: String) throws -> any UserBatches
+    /// A job's whole audience: its `recipients` (ids, segments, `all` of the app's users with a device) less its
+    /// `exclude`, de-duplicated, containers and inactive users removed. Entries it cannot resolve (an unknown id, a
+    /// segment the org does not have) go to the summary's `unknown` (`RecipientEntry.description`).
+    func open(org: OrgID, audience: Audience, scope: String) throws -> any UserBatches
+}
+
+extension DirectoryResolver {
+    /// A resolver of directory ids only: the audience's ids less its excluded ids; a segment or `all` is reported
+    /// unknown.
+    public func open(org: OrgID, audience: Audience, scope: String) throws -> any UserBatches {
+        if audience.isPlainIDs, audience.exclude.isEmpty {
+            return try open(org: org, recipients: audience.include.compactMap(\.recipientID), scope: scope)
+        }
+        let excluded = Set(audience.exclude.compactMap(\.recipientID))
+        let ids = audience.include.compactMap(\.recipientID).filter { !excluded.contains($0) }
+        let inner = try open(org: org, recipients: ids, scope: scope)
+        let unresolved = (audience.include + audience.exclude).filter { $0.recipientID == nil }
+        return UnresolvedEntries(inner, unknown: unresolved.map { RecipientID($0.description) })
+    }
+}
+
+/// A resolution with entries its resolver could not answer added to the summary's unknown ids.
+final class UnresolvedEntries: UserBatches {
+    let inner: any UserBatches
+    let summary: ResolutionSummary
+    init(_ inner: any UserBatches, unknown: [RecipientID]) {
+        self.inner = inner
+        var s = inner.summary
+        s.unknown += unknown
+        summary = s
+    }
+    func next(max: Int) throws -> [UserID]? { try inner.next(max: max) }
 }
 
 /// Walks the container graph breadth-first from `roots`, asking `children` for one level at a time

@@ -5,9 +5,10 @@ import Foundation
 /// `apns` / `fcm` payloads, the language tags of `localized`) are not checked.
 public enum JobKeys {
     public static let job: Set<String> = [
-        "id", "org", "app", "recipients", "devices", "notification", "apns", "fcm", "platforms", "shard", "debug",
+        "id", "org", "app", "recipients", "exclude", "devices", "notification", "apns", "fcm", "platforms", "shard",
+        "debug",
         "salesforcePayload", "inbox", "notificationId", "templateId", "customData", "sendAt",
-        "deliverAtLocalTime", "throttlePerMinute", "enableFrequencyCap",
+        "deliverAtLocalTime", "throttlePerMinute", "enableFrequencyCap", "tracking",
     ]
     public static let notification: Set<String> = [
         "title", "subtitle", "body", "localized", "sound", "badge", "badgeIncrement", "data", "contentAvailable",
@@ -18,6 +19,8 @@ public enum JobKeys {
     public static let localizedText: Set<String> = ["title", "subtitle", "body"]
     public static let device: Set<String> = ["platform", "token", "environment"]
     public static let shard: Set<String> = ["parent", "index", "count"]
+    /// An object entry of `recipients` or `exclude` (`{"segment": "<id>"}`, `{"all": true}`).
+    public static let recipientEntry: Set<String> = RecipientEntry.keys
 
     /// The key sets one reader checks a job against, level by level.
     public struct Schema: Sendable {
@@ -44,7 +47,8 @@ public enum JobKeys {
     }
 
     /// Every unknown key of a job's JSON object, each with its path: the top level first, then `notification`, its
-    /// `localized` texts, `devices` and `shard`, each level's keys sorted. Free-form maps (`data`, `apns`, `fcm`) are
+    /// `localized` texts, `devices`, `shard` and the object entries of `recipients` and `exclude`, each level's keys
+    /// sorted. Free-form maps (`data`, `apns`, `fcm`) are
     /// not checked; a member of the wrong kind is left to decoding.
     public static func unknownKeys(in job: [String: JSONValue], schema: Schema = .stream) -> [UnknownKey] {
         var out = check(job, known: schema.job, at: "")
@@ -64,6 +68,12 @@ public enum JobKeys {
             }
         }
         if case .object(let s)? = job["shard"] { out += check(s, known: schema.shard, at: "shard") }
+        for list in ["recipients", "exclude"] {
+            guard case .array(let entries)? = job[list] else { continue }
+            for (i, e) in entries.enumerated() {
+                if case .object(let e) = e { out += check(e, known: recipientEntry, at: "\(list)[\(i)]") }
+            }
+        }
         return out
     }
 

@@ -6,10 +6,11 @@
 /// own functions), so there is one set of checks.
 public struct NotificationCheck: Sendable {
     /// Prepares `notification` for `platform` of `app` and discards the result; throws `NotificationError` as the
-    /// worker's preparation would. An app or platform the process has no configuration for passes (the worker
-    /// decides those, with the configuration it has).
+    /// worker's preparation would. `tracked`: the job's visible pushes carry a message id (`mid`), which counts
+    /// against the provider's payload limit. An app or platform the process has no configuration for passes (the
+    /// worker decides those, with the configuration it has).
     public typealias Prepare =
-        @Sendable (_ app: AppName, _ platform: Platform, _ notification: Notification) throws
+        @Sendable (_ app: AppName, _ platform: Platform, _ notification: Notification, _ tracked: Bool) throws
         -> Void
 
     let prepare: Prepare
@@ -17,7 +18,7 @@ public struct NotificationCheck: Sendable {
     public init(_ prepare: @escaping Prepare) { self.prepare = prepare }
 
     /// A check that passes everything: for processes without the apps' configuration.
-    public static let none = NotificationCheck { _, _, _ in }
+    public static let none = NotificationCheck { _, _, _, _ in }
 
     /// A provider's refusal of a job's notification.
     public struct Refusal: Sendable, Hashable {
@@ -30,7 +31,9 @@ public struct NotificationCheck: Sendable {
     public func refusal(of job: PushJob) -> Refusal? {
         let notification = job.effectiveNotification
         for platform in Platform.allCases where job.targets(platform) {
-            do { try prepare(job.app, platform, notification) } catch let e as NotificationError {
+            do {
+                try prepare(job.app, platform, notification, job.tracking != false)
+            } catch let e as NotificationError {
                 return Refusal(platform: platform, error: e)
             } catch {
                 return Refusal(platform: platform, error: NotificationError("BadPayload", "\(error)"))

@@ -19,6 +19,9 @@ public struct RecipientContext: Sendable, Hashable {
 public struct RecipientNeeds: Sendable, Hashable {
     public var unseenCount: Bool
     public var attributes: Bool
+    /// The chunks are read only to count what earlier deliveries recorded (a cancelled job's report): nothing is
+    /// stored in an inbox and no frequency cap is charged.
+    public var countOnly = false
     public init(unseenCount: Bool = false, attributes: Bool = false) {
         self.unseenCount = unseenCount
         self.attributes = attributes

@@ -110,11 +110,31 @@ public protocol OutcomeLedger: AnyObject {
     /// Adds to a job's progress counters (devices resolved, devices with a recorded outcome) for `volley send
     /// --wait`. May be buffered until the next `record`, so it costs no round trip of its own.
     func noteProgress(org: OrgID, job: JobID, resolved: Int, done: Int)
+    /// Adds to a job's live counts (`GET /v1/jobs/{id}`'s `counts`: field → amount), written in the same
+    /// transaction as the next `record`'s outcomes, so the counts and the ledger never disagree, even after a crash.
+    func noteCounts(org: OrgID, job: JobID, _ counts: [String: Int64])
     /// Asks each following `record` to look, in its own round trip, whether one of `jobs` (the job, and the campaign
-    /// it is a shard of) was cancelled; `cancellationSeen` tells what the last `record` found.
-    func watchCancellation(org: OrgID, jobs: [JobID])
-    /// True once a `record` after `watchCancellation` found the job cancelled (`DELETE /v1/jobs/{id}`).
-    var cancellationSeen: Bool { get }
+    /// it is a shard of) was paused or cancelled; `steeringSeen` tells what the last look found.
+    func watchSteering(org: OrgID, jobs: [JobID])
+    /// What the last `record` or `checkSteering` after `watchSteering` found (`POST /v1/jobs/{id}/pause`,
+    /// `DELETE /v1/jobs/{id}`).
+    var steeringSeen: JobSteering { get }
+    /// Looks at the watched jobs' marks now, in one round trip (before a throttle slice, before a delivery's first
+    /// send), and answers what `steeringSeen` then says.
+    @discardableResult
+    func checkSteering() throws -> JobSteering
+    /// Gives back the charges of pushes that were charged but will not be sent (a pause or cancel stopped them):
+    /// releases them from the job's unsettled charges. `QuotaAccount.settle` then updates the hour's counters.
+    func releaseCharges(org: OrgID, job: JobID, _ settlement: QuotaSettlement) throws
+}
+
+/// What a job's owner asked of it while it has not finished. A cancel outranks a pause.
+public enum JobSteering: Sendable, Equatable {
+    case run
+    /// `POST /v1/jobs/{id}/pause`: nothing more is sent until `POST /v1/jobs/{id}/resume`.
+    case paused
+    /// `DELETE /v1/jobs/{id}`: nothing more is sent; the report says `cancelled`.
+    case cancelled
 }
 
 extension OutcomeLedger {
@@ -122,14 +142,24 @@ extension OutcomeLedger {
     public func recordDebugEvents(org: OrgID, job: JobID, _ events: [DebugEvent]) throws {}
     /// A ledger that keeps no progress counters ignores them.
     public func noteProgress(org: OrgID, job: JobID, resolved: Int, done: Int) {}
-    /// A ledger that cannot be told of a cancel never sees one.
-    public func watchCancellation(org: OrgID, jobs: [JobID]) {}
-    public var cancellationSeen: Bool { false }
+    /// A ledger that keeps no live counts ignores them.
+    public func noteCounts(org: OrgID, job: JobID, _ counts: [String: Int64]) {}
+    /// A ledger that cannot be told of a pause or cancel never sees one.
+    public func watchSteering(org: OrgID, jobs: [JobID]) {}
+    public var steeringSeen: JobSteering { .run }
+    public func checkSteering() throws -> JobSteering { .run }
+    public func releaseCharges(org: OrgID, job: JobID, _ settlement: QuotaSettlement) throws {}
 
     /// Records outcomes that settle no quota charge.
     public func record(org: OrgID, job: JobID, outcomes: [(Device, DeliveryOutcome)]) throws {
         try record(org: org, job: job, outcomes: outcomes, releasing: nil)
     }
+}
+
+/// `OutcomeLedger.publish` refused a report that does not say `cancelled` for a job cancelled since the delivery last
+/// looked: the delivery publishes it again, saying so.
+public struct CancelledBeforeReport: Error, Sendable {
+    public init() {}
 }
 
 /// A job's ledger as a delivery finds it when it starts.
@@ -142,6 +172,8 @@ public enum LedgerState: Sendable, Equatable {
     case reported
     /// The job was cancelled (`DELETE /v1/jobs/{id}`) before its report: nothing more is sent.
     case cancelled
+    /// The job is paused (`POST /v1/jobs/{id}/pause`): it waits, parked, for its resume.
+    case paused
 }
 
 /// Jobs parked until their time (`sendAt`): a sorted set by due time beside each job stream shard, in its slot.
@@ -155,6 +187,11 @@ public protocol JobScheduleStore: AnyObject {
     /// Notes in the job's ledger when the next wave is due and how many devices wait, for status reads. A wave
     /// parked already stays as it is.
     func parkWaves(_ entry: JobEntry, org: OrgID, job: JobID, reference: Date, waves: [Date: Int]) throws
+    /// Parks a paused job (`job`, paused itself or through the campaign it is a shard of: `pausedBy` names both)
+    /// until its resume and acknowledges the entry, in one step. The parking is noted under each of `pausedBy`, so
+    /// a resume (or cancel) brings every parked part back; a pause lifted while it was being parked brings the job
+    /// back at once (due `now`).
+    func parkPaused(_ entry: JobEntry, org: OrgID, job: JobID, pausedBy: [JobID], now: Date) throws
     /// The org's default zone set through `PUT /v1/time-zone` (an IANA name), nil when none is: a local-time job's
     /// devices and users without a zone of their own take it, before the configuration's `orgs[].timeZone`.
     func orgTimeZone(org: OrgID) throws -> String?

@@ -32,8 +32,9 @@ public struct JobDevice: Sendable, Hashable, Codable, JSONReadable, JSONWritable
 }
 
 /// A job as it travels on the job stream (field `job`, JSON). A contract with producers:
-/// `id` (idempotency key; default the stream entry id), `org`, `app`, `recipients` (≤ 500 ids) and/or `devices`,
-/// `notification`, optional raw `apns` / `fcm` payloads passed through, optional `platforms` targeting.
+/// `id` (idempotency key; default the stream entry id), `org`, `app`, `recipients` (≤ 500 entries: directory ids,
+/// `{"segment": "<id>"}`, `{"all": true}`) less `exclude`, and/or `devices`, `notification`, optional raw `apns` /
+/// `fcm` payloads passed through, optional `platforms` targeting.
 public struct PushJob: Sendable, Hashable, Codable, JSONReadable, JSONWritable {
     /// Salesforce's customNotificationAction allows at most 500 recipients per call.
     public static let maxRecipients = 500
@@ -41,7 +42,11 @@ public struct PushJob: Sendable, Hashable, Codable, JSONReadable, JSONWritable {
     public var id: JobID?
     public var org: OrgID
     public var app: AppName
-    public var recipients: [RecipientID]?
+    /// Directory ids (users, groups, queues, teams), segments and `all`, in the order given (`RecipientEntry`).
+    public var recipients: [RecipientEntry]?
+    /// Entries whose users get nothing from this job, though `recipients` reach them: ids and segments, at most
+    /// `maxRecipients`. Explicit `devices` are not affected.
+    public var exclude: [RecipientEntry]?
     public var devices: [JobDevice]?
     public var notification: Notification
     public var apns: JSONValue?
@@ -76,6 +81,9 @@ public struct PushJob: Sendable, Hashable, Codable, JSONReadable, JSONWritable {
     /// Each device gets the notification at this wall-clock time in its own zone, at the first such moment after
     /// `sendAt` (or after the job was added); the devices due later wait as the job's waves (docs/scheduling.md).
     public var deliverAtLocalTime: LocalDeliveryTime?
+    /// False: the job's pushes carry no message id (`mid`), so the app cannot report opens, dismissals and taps of
+    /// them. Absent or true: every visible push carries one.
+    public var tracking: Bool?
 
     public init(
         id: JobID? = nil, org: OrgID, app: AppName, recipients: [RecipientID]? = nil,
@@ -85,7 +93,7 @@ public struct PushJob: Sendable, Hashable, Codable, JSONReadable, JSONWritable {
         self.id = id
         self.org = org
         self.app = app
-        self.recipients = recipients
+        self.recipients = recipients?.map(RecipientEntry.id)
         self.devices = devices
         self.notification = notification
         self.apns = apns
@@ -100,7 +108,8 @@ public struct PushJob: Sendable, Hashable, Codable, JSONReadable, JSONWritable {
         id = try o.string("id").map(JobID.init)
         org = try o.required(o.string("org").map(OrgID.init) ?? defaultOrg, "org")
         app = AppName(try o.required(o.string("app"), "app"))
-        recipients = try o.strings("recipients")?.map(RecipientID.init)
+        recipients = try RecipientEntry.list(o, "recipients", allowsAll: true)
+        exclude = try RecipientEntry.list(o, "exclude", allowsAll: false)
         devices = try o.array("devices") { (v, at) throws(JSONFieldError) in try JobDevice(json: v, at: at) }
         templateId = try o.string("templateId")
         // A templated job takes its notification from the template; one of its own is required otherwise.
@@ -144,6 +153,7 @@ public struct PushJob: Sendable, Hashable, Codable, JSONReadable, JSONWritable {
             }
             return t
         }
+        tracking = try o.bool("tracking")
     }
 
     public init(json: JSONValue, at path: [JSONPathComponent]) throws(JSONFieldError) {
@@ -160,7 +170,8 @@ public struct PushJob: Sendable, Hashable, Codable, JSONReadable, JSONWritable {
         o.add("id", id?.rawValue)
         o.add("org", org.rawValue)
         o.add("app", app.rawValue)
-        o.add("recipients", recipients?.map(\.rawValue))
+        o.add("recipients", recipients)
+        o.add("exclude", exclude)
         o.add("devices", devices)
         o.add("notification", notification)
         o.add("apns", apns)
@@ -177,6 +188,7 @@ public struct PushJob: Sendable, Hashable, Codable, JSONReadable, JSONWritable {
         o.add("enableFrequencyCap", enableFrequencyCap)
         o.add("sendAt", sendAt?.text)
         o.add("deliverAtLocalTime", deliverAtLocalTime?.description)
+        o.add("tracking", tracking)
         return o.value
     }
 
@@ -205,6 +217,10 @@ public struct PushJob: Sendable, Hashable, Codable, JSONReadable, JSONWritable {
         let d = devices ?? []
         if r.count > PushJob.maxRecipients {
             throw JobRejection(.tooManyRecipients, "\(r.count) recipients; at most \(PushJob.maxRecipients) per job")
+        }
+        if let x = exclude, x.count > PushJob.maxRecipients {
+            throw JobRejection(
+                .tooManyRecipients, "exclude has \(x.count) entries; at most \(PushJob.maxRecipients) per job")
         }
         if r.isEmpty && d.isEmpty {
             throw JobRejection(.noTargets, "job names neither recipients nor devices")

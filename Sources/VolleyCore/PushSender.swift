@@ -12,8 +12,10 @@ public protocol PreparedNotification: Sendable {
 /// what comes back is terminal.
 public protocol PushSender: AnyObject, Sendable {
     var platform: Platform { get }
-    /// Validate and encode once per job. Throws `NotificationError` when the notification is invalid.
-    func prepare(_ notification: Notification, jobID: JobID) throws -> any PreparedNotification
+    /// Validate and encode once per job. Throws `NotificationError` when the notification is invalid. With
+    /// `tracking`, each device's push carries its message id (`mid`) when the push is a visible one.
+    func prepare(_ notification: Notification, jobID: JobID, tracking: MessageTracking?) throws
+        -> any PreparedNotification
     /// Send to one device. `receiver` gets exactly one terminal outcome for it, on any queue.
     func send(_ prepared: any PreparedNotification, to device: Device, jobID: JobID, receiver: any DeliveryReceiver)
     /// `prepared` (the job's) with one device's own payload (`PersonalContent`): the job's headers, that device's
@@ -30,6 +32,11 @@ public protocol DeliveryReceiver: AnyObject, Sendable {
 }
 
 extension PushSender {
+    /// `prepare` without message ids.
+    public func prepare(_ notification: Notification, jobID: JobID) throws -> any PreparedNotification {
+        try prepare(notification, jobID: jobID, tracking: nil)
+    }
+
     /// Send to one device; `completion` is called exactly once, on any queue, with a terminal outcome.
     public func send(
         _ prepared: any PreparedNotification, to device: Device, jobID: JobID,

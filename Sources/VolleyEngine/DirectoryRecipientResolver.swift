@@ -2,7 +2,8 @@ import Foundation
 import VolleyCore
 
 /// The recipient step: a job's `recipients` may mix user, group, queue, account-team and opportunity-team
-/// ids; the directory resolves them to distinct active users, streamed in chunks (never the whole set in memory).
+/// ids, segments and `{"all": true}`, less its `exclude`; the directory resolves them to distinct active users,
+/// streamed in chunks (never the whole set in memory).
 /// For each chunk of users: store the notification in their in-app inboxes (every user, with or without a device,
 /// pushed or not), then look the chunk's devices up in the registry.
 ///
@@ -60,7 +61,7 @@ public struct DirectoryRecipientResolver: RecipientResolver {
         let n = job.effectiveNotification
         let text = n.isSilent ? nil : n.inAppText
         let content: InboxContent? =
-            (inbox == nil || !policy.storesInbox || !job.storesInbox)
+            (inbox == nil || !policy.storesInbox || !job.storesInbox || needs.countOnly)
             ? nil
             : text.map {
                 InboxContent(
@@ -76,7 +77,7 @@ public struct DirectoryRecipientResolver: RecipientResolver {
         c.clock = clock
         c.needs = needs
         c.attributes = attributes
-        if let caps = frequencyCaps, job.recipients?.isEmpty == false, policy.sendsPush,
+        if let caps = frequencyCaps, !needs.countOnly, job.recipients?.isEmpty == false, policy.sendsPush,
             let plan = try caps.plan(for: job, notification: job.inboxEntryID(jobID: jobID))
         {
             c.capping = (caps.store, plan)
@@ -153,7 +154,7 @@ public struct DirectoryRecipientResolver: RecipientResolver {
                     batches = try shards.users(of: ref, org: job.org)
                     reportedUnknown = true // the parent's report carries the unknown ids
                 } else {
-                    let b = try directory.open(org: job.org, recipients: recipients, scope: jobID.rawValue)
+                    let b = try directory.open(org: job.org, audience: Audience(job: job), scope: jobID.rawValue)
                     if let shards, job.shard == nil, b.summary.users > shardSize {
                         unknownRecipientIDs = b.summary.unknown
                         shardedInto = try shards.split(

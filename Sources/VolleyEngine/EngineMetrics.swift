@@ -16,7 +16,8 @@ public final class EngineMetrics: @unchecked Sendable {
     public static let recipientOutcomes = ["no_devices", "unknown_recipient", "not_enabled", "frequency_capped"]
     /// `volley_jobs_total{result}`.
     public static let jobResults = [
-        "completed", "sharded", "duplicate", "dead_lettered", "abandoned", "parked", "cancelled", "waves_waiting",
+        "completed", "sharded", "duplicate", "dead_lettered", "abandoned", "parked", "cancelled", "paused",
+        "waves_waiting",
     ]
     /// `volley_notification_failures_total{reason}` of each provider: its documented reasons, the transport's two
     /// ways of ending a send without an answer, then `other`.

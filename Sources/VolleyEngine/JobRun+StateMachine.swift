@@ -10,8 +10,12 @@ import VolleyCore
 // the quota wait, the drain cut-off, the abandon deadline — on a manual clock. `JobRun` owns the I/O: the job's
 // parsing, the sessions, the mailbox, the report.
 //
-//     claiming  --ledgerRead-->        acknowledge(.duplicate) | openDelivery(readLedger:);  --dueLater--> park
-//     (a cancelled job stops reading chunks at the next chunk boundary: stopSending, then its report is published)
+//     claiming  --ledgerRead-->        acknowledge(.duplicate) | parkPaused | openDelivery(readLedger:);
+//               --dueLater--> park
+//     (a cancelled or paused job stops before its next credit or throttle slice: the devices charged and not sent
+//     are released (releaseUnsent --unsentReleased-->), then stopSending; a cancelled job's report is published, a
+//     paused one is parked (parkPaused) until its resume. The marks are read with the ledger when the delivery
+//     starts, with each record, and once more (checkSteering --steeringChecked-->) before each throttle slice)
 //     opening   --deliveryOpened-->    takeChunk;       (claiming, opening) --entryRejected--> deadLetter
 //     taking    --chunkResolved-->     takeChunk | charge | reserveCredits | stopSending | recordReadyOutcomes
 //               --devicesExhausted-->  awaitOutcomes | recordRemaining
@@ -81,6 +85,10 @@ extension JobRun {
             case publishing
             /// A local-time job's later waves are being parked.
             case parkingWaves
+            /// The job's pause and cancel marks are being looked at before a send.
+            case checkingSteering
+            /// The charges of devices a pause or cancel kept from being sent are being given back.
+            case releasingUnsent
             case finished
         }
 
@@ -138,6 +146,12 @@ extension JobRun {
             case publishReport
             /// Park the job's later local-time waves (and note when the next is due); answer `wavesParked()`.
             case parkWaves
+            /// Look at the job's pause and cancel marks now; answer `steeringChecked(_:now:)`.
+            case checkSteering
+            /// Give back the quota charges of these devices, charged and not sent; answer `unsentReleased(now:)`.
+            case releaseUnsent([Device])
+            /// Park the paused job until its resume and acknowledge the entry, in one step. The delivery is over.
+            case parkPaused
             /// Acknowledge the entry. The delivery is over.
             case acknowledge(Completion)
             /// Dead-letter the entry. The delivery is over.
@@ -163,7 +177,13 @@ extension JobRun {
         /// The job was cancelled: no more sends start, what went is recorded and reported (`status: cancelled`).
         private(set) var cancelled = false
         /// Cancelled before this delivery began: chunks are counted, nothing is sent.
-        private var countingOnly = false
+        private(set) var countingOnly = false
+        /// The job (or its campaign) is paused: nothing more is sent; once what is out is recorded, it is parked.
+        private(set) var paused = false
+        /// A pause or cancel stopped the sends before every device was sent.
+        private(set) var halted = false
+        /// The marks were looked at since the gate last granted a slice.
+        private var steeringFresh = false
 
         /// The chunk's devices to send, and how many of them have been handed to `send`.
         private var toSend: [Device] = []
@@ -218,6 +238,11 @@ extension JobRun {
                 state = .finished
                 return .acknowledge(.duplicate)
             }
+            if ledger == .paused {
+                // Paused before this delivery: it waits, parked, for its resume; nothing is read or sent.
+                state = .finished
+                return .parkPaused
+            }
             if ledger == .cancelled {
                 // Cancelled before this delivery: its chunks are read only to count what earlier deliveries (a
                 // local-time job's waves, a crashed delivery) recorded, for the report that says so; nothing is sent.
@@ -243,18 +268,40 @@ extension JobRun {
             return .takeChunk
         }
 
-        /// A record found the job cancelled. It takes effect between chunks: the chunk being sent goes, nothing
-        /// after it.
-        mutating func cancellationSeen() {
-            if state != .finished { cancelled = true }
+        /// A record found the job paused or cancelled (or a pause lifted). It takes effect before the next credit
+        /// or throttle slice: what is out is recorded, nothing more starts.
+        mutating func steeringSeen(_ steering: JobSteering) {
+            if state == .finished { return }
+            switch steering {
+            case .cancelled: cancelled = true
+            case .paused: paused = true
+            case .run: if !halted { paused = false }
+            }
         }
+
+        /// The job's marks were looked at (`checkSteering`).
+        mutating func steeringChecked(_ steering: JobSteering, now: Date) -> Action {
+            precondition(state == .checkingSteering, "steeringChecked in \(state)")
+            steeringSeen(steering)
+            steeringFresh = true
+            return askThrottle(now: now)
+        }
+
+        /// The charges of the devices of `releaseUnsent` are given back: stop.
+        mutating func unsentReleased(now: Date) -> Action {
+            precondition(state == .releasingUnsent, "unsentReleased in \(state)")
+            return stopForCancel()
+        }
+
+        /// A pause or cancel is in force.
+        var stopped: Bool { cancelled || paused }
 
         /// A chunk of the job's devices, with the outcome an earlier delivery recorded for each (or nil). Recorded
         /// devices are skipped; the rest are charged (when a quota is configured) and sent.
         mutating func chunkResolved(_ devices: [Device], recorded: [RecordedOutcome?], now: Date) -> Action {
             precondition(state == .takingChunk, "chunkResolved in \(state)")
             if countingOnly { return .takeChunk }
-            if cancelled { return stopForCancel() }
+            if stopped { return stopForCancel() }
             if devices.isEmpty { return .takeChunk }
             if recorded.contains(where: { $0 != nil }) {
                 toSend = []
@@ -286,6 +333,7 @@ extension JobRun {
         mutating func throttleAnswered(granted: Int, retryAfter: TimeInterval, now: Date) -> Action {
             precondition(state == .throttling, "throttleAnswered in \(state)")
             throttleFreeAt = now.addingTimeInterval(max(0, retryAfter))
+            steeringFresh = false
             let n = min(max(0, granted), held.count - heldNext)
             guard n > 0 else { return askThrottle(now: now) }
             toSend = Array(held[heldNext..<heldNext + n])
@@ -355,7 +403,7 @@ extension JobRun {
         /// The chunk's ready outcomes are recorded: on to the next chunk.
         mutating func outcomesRecorded() -> Action {
             precondition(state == .recordingChunk, "outcomesRecorded in \(state)")
-            if cancelled { return stopForCancel() }
+            if stopped { return stopForCancel() }
             state = .takingChunk
             return .takeChunk
         }
@@ -388,6 +436,10 @@ extension JobRun {
                     why: "drain deadline reached with \(outstanding) sends outstanding; outcomes so far are recorded")
             }
             if shardedInto > 0 { return .acknowledge(.sharded) }
+            if paused && halted && !cancelled {
+                // Stopped by a pause: parked until its resume, which sends the devices not recorded yet.
+                return .parkPaused
+            }
             if laterWaves && !cancelled {
                 state = .parkingWaves
                 return .parkWaves
@@ -517,21 +569,44 @@ extension JobRun {
                 state = .waitingForThrottle
                 return .waitForThrottle(until: min(throttleFreeAt, now.addingTimeInterval(Self.recheckInterval)))
             }
+            if stopped {
+                // Nothing of the held devices is charged yet (a slice is charged when granted): just stop.
+                held = []
+                heldNext = 0
+                return stopForCancel()
+            }
+            if !steeringFresh {
+                // A throttled job's slices are far apart: one look at the marks before each.
+                state = .checkingSteering
+                return .checkSteering
+            }
             state = .throttling
             // Up to a burst: a sender that fell behind catches up in one round trip.
             return .throttle(count: min(held.count - heldNext, throttle.burst))
         }
 
-        /// Stops reading chunks for a cancelled job; the sends still out are awaited and the report published.
+        /// Stops reading chunks for a paused or cancelled job; the sends still out are awaited, then a cancelled
+        /// job's report is published and a paused one parked.
         private mutating func stopForCancel() -> Action {
             toSend = []
+            held = []
+            heldNext = 0
+            halted = true
             state = .stoppingSends
             return .stopSending
         }
 
-        /// The next slice of the chunk, unless the drain's cut-off has passed; when the chunk is sent, record. (A
-        /// cancel stops between chunks: the chunk's devices are charged already, so all of them go.)
+        /// The next slice of the chunk, unless the drain's cut-off has passed or a pause or cancel is in force (the
+        /// chunk's devices charged and not sent are then given back); when the chunk is sent, record.
         private mutating func continueSending(now: Date) -> Action {
+            if stopped, next < toSend.count {
+                let unsent = Array(toSend[next...])
+                toSend = []
+                if quotaWait == nil { return stopForCancel() }
+                state = .releasingUnsent
+                return .releaseUnsent(unsent)
+            }
+
             if next >= toSend.count, throttle != nil, heldNext < held.count {
                 toSend = []
                 return askThrottle(now: now)

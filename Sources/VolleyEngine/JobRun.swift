@@ -143,6 +143,9 @@ final class JobRun {
         let readLedger: Bool
         switch machine.ledgerRead(claim.ledger, deliveryCount: entry.deliveryCount) {
         case .openDelivery(let r): readLedger = r
+        case .parkPaused:
+            try parkPaused(claim)
+            return true
         case let other: return try end(other)
         }
         var plan: Plan
@@ -167,6 +170,8 @@ final class JobRun {
         // registered none.
         var needs = plan.personal?.needs ?? .none
         if local != nil { needs.attributes = true }
+        // A job cancelled before this delivery reads its chunks only to count them: no inbox, no cap.
+        needs.countOnly = machine.countingOnly
         let cursor = try worker.resolver.cursor(for: cursorJob, session: prefetcher.session, needs: needs)
         let config = worker.configuration
         let ahead = prefetcher.start(
@@ -290,6 +295,17 @@ final class JobRun {
                             entry, org: plan.job.org, job: plan.jobID, reference: local.reference, waves: local.later)
                     }
                     action = machine.wavesParked()
+                case .checkSteering:
+                    let steering = try session.checkSteering()
+                    let t = now()
+                    action = machine.steeringChecked(steering, now: t)
+                case .releaseUnsent(let devices):
+                    try releaseCharges(of: devices, plan)
+                    let t = now()
+                    action = machine.unsentReleased(now: t)
+                case .parkPaused:
+                    try parkPaused(Claim(job: plan.job, jobID: plan.jobID, senders: [:], ledger: .paused, due: nil))
+                    return true
                 case .publishReport:
                     try publish(plan, facts: facts, &report)
                     action = machine.reportPublished()
@@ -389,6 +405,34 @@ final class JobRun {
         }
     }
 
+    /// The jobs whose pause and cancel marks steer a delivery: the job, and the campaign it is a shard of.
+    static func steeredBy(_ claim: Claim) -> [JobID] { [claim.jobID] + (claim.job.shard.map { [$0.parent] } ?? []) }
+
+    /// Parks a paused job until its resume and acknowledges its entry (one script); what it sent is recorded.
+    private func parkPaused(_ claim: Claim) throws {
+        try session.parkPaused(
+            entry, org: claim.job.org, job: claim.jobID, pausedBy: Self.steeredBy(claim), now: worker.clock.now())
+        worker.addStats { $0.jobsParked += 1 }
+        worker.metrics.job("paused")
+        logger.info("job paused: parked until it is resumed")
+    }
+
+    /// Gives back the quota charges of devices that were charged and will not be sent (a pause or cancel came
+    /// between the charge and their send).
+    private func releaseCharges(of devices: [Device], _ plan: Plan) throws {
+        guard let quota, !devices.isEmpty else { return }
+        var counts = [Int](repeating: 0, count: Platform.allCases.count)
+        for d in devices { counts[d.platform.index] += 1 }
+        var settlement: QuotaSettlement?
+        for p in Platform.allCases where counts[p.index] > 0 {
+            let s = quota.settlement(platform: p, delivered: 0, refunded: counts[p.index])
+            if settlement == nil { settlement = s } else { settlement?.append(s) }
+        }
+        guard let settlement else { return }
+        try session.releaseCharges(org: plan.job.org, job: plan.jobID, settlement)
+        try quota.settle(settlement)
+    }
+
     /// Parks a job due later in the schedule and acknowledges its entry (one script).
     private func park(_ claim: Claim, until due: Date) throws {
         try session.park(entry, org: claim.job.org, job: claim.jobID, due: due)
@@ -426,6 +470,8 @@ final class JobRun {
         let expiresAt: Date?
         /// Where progress counts: a shard counts into its parent, so `send --wait` on a campaign sees all of it.
         var progressJob: JobID { job.shard?.parent ?? jobID }
+        /// The message ids the pushes carry (nil: none), kept for `refreshLifetime`.
+        var tracking: MessageTracking?
     }
 
     /// Step 1: parse and validate the entry, find its app for its org, and read what earlier deliveries left.
@@ -509,11 +555,12 @@ final class JobRun {
                 time: time, reference: Date(timeIntervalSince1970: ms.rounded(.down) / 1000),
                 fallbackZone: stored ?? worker.configuration.orgTimeZones[job.org] ?? TimeZone(identifier: "UTC")!)
         }
-        // A cancel (`DELETE /v1/jobs/{id}`, of the job or of the campaign it is a shard of) is seen by the outcome
-        // records' own round trips.
-        session.watchCancellation(org: job.org, jobs: [claim.jobID] + (job.shard.map { [$0.parent] } ?? []))
+        // A pause or cancel (of the job or of the campaign it is a shard of) is seen by the outcome records' own
+        // round trips, and looked at before a throttle slice and before the first send.
+        session.watchSteering(org: job.org, jobs: Self.steeredBy(claim))
         let personal = try worker.personalContent?.plan(for: job, jobID: claim.jobID)
         let notification = personal?.notification ?? job.effectiveNotification
+        let tracking = try messageTracking(for: job, jobID: claim.jobID, notification: notification)
         // The lifetime counts from when the notification was due: a delivery that starts later (a queue, a
         // redelivery, a throttle) gives the providers what is left of it, not the whole `ttl` again.
         let lifetime = Self.lifetime(of: notification, start: lifetimeStart(of: job), now: worker.clock.now())
@@ -523,7 +570,9 @@ final class JobRun {
         for platform in Platform.allCases where job.targets(platform) {
             guard let sender = claim.senders[platform] else { continue }
             do {
-                prepared[platform.index] = (sender, try sender.prepare(toPrepare, jobID: claim.jobID))
+                prepared[platform.index] = (
+                    sender, try sender.prepare(toPrepare, jobID: claim.jobID, tracking: tracking)
+                )
             } catch let e as NotificationError {
                 throw JobRejection(.invalidNotification, "\(platform): \(e)")
             }
@@ -531,7 +580,7 @@ final class JobRun {
         return Plan(
             job: job, jobID: claim.jobID, notification: notification, personal: personal?.content,
             prepared: prepared, preparedTTL: lifetime?.remaining, readLedger: readLedger,
-            expiresAt: lifetime?.expiresAt)
+            expiresAt: lifetime?.expiresAt, tracking: tracking)
     }
 
     /// Before a send: FCM's `ttl` counts from when FCM accepts the message, so a send that starts a second or more
@@ -547,7 +596,7 @@ final class JobRun {
         var n = plan.notification
         n.ttl = left
         // The same notification prepared at open; a failure now would be a bug, and the open one stays.
-        guard let p = try? sender.prepare(n, jobID: plan.jobID) else { return }
+        guard let p = try? sender.prepare(n, jobID: plan.jobID, tracking: plan.tracking) else { return }
         plan.prepared[android] = (sender, p)
         plan.preparedTTL = left
     }
@@ -689,10 +738,11 @@ final class JobRun {
         report.capped = facts.frequencyCapped
         if let personal = plan.personal { report.personalContent = personal.tally }
         if !facts.unknownRecipientIDs.isEmpty { report.unknownRecipientIDs = facts.unknownRecipientIDs.map(\.rawValue) }
-        if machine.cancelled {
+        func markCancelled() {
             report.status = "cancelled"
             report.statusDetail = "cancelled (DELETE /v1/jobs/{id}); \(report.accepted) pushes were accepted before"
         }
+        if machine.cancelled { markCancelled() }
         if let why = facts.notEnabledReason {
             report.status = "not_enabled"
             report.statusDetail = why
@@ -700,12 +750,26 @@ final class JobRun {
             worker.metrics.recipients("not_enabled", max(1, report.recipients), app: plan.job.app)
         }
         report.finishedAt = worker.clock.now()
-        try session.publish(report)
+        do {
+            try session.publish(report)
+        } catch is CancelledBeforeReport {
+            // Cancelled after the last look, with every device sent: the report says so.
+            machine.steeringSeen(.cancelled)
+            markCancelled()
+            try session.publish(report)
+        }
         // A shard adds its counts to its parent; the last one publishes the parent's report.
         if let shard = plan.job.shard, let shards = worker.resolver.shards,
-            let parent = try shards.shardFinished(report, shard: shard)
+            var parent = try shards.shardFinished(report, shard: shard)
         {
-            if try session.publish(parent) { worker.onReport?(parent) }
+            do {
+                if try session.publish(parent) { worker.onReport?(parent) }
+            } catch is CancelledBeforeReport {
+                // The campaign was cancelled after its last shard's last look: its report says so.
+                parent.status = "cancelled"
+                parent.statusDetail = "cancelled (DELETE /v1/jobs/{id}); \(parent.accepted) pushes were accepted before"
+                if try session.publish(parent) { worker.onReport?(parent) }
+            }
         }
     }
 
@@ -766,6 +830,28 @@ final class JobRun {
         }
     }
 
+    /// A batch's additions to its campaign's live counts (`GET /v1/jobs/{id}`'s `counts`, docs/api.md): each outcome,
+    /// per platform, each failure's reason, the tokens removed, and the accepted pushes of the batch's minute.
+    static func liveCounts(_ tally: BatchTally, tokensRemoved: Int, at now: Date) -> [String: Int64] {
+        var counts: [String: Int64] = [:]
+        for p in Platform.allCases {
+            let t = tally.byPlatform[p.index]
+            for (name, n) in [
+                ("accepted", t.accepted), ("rejected", t.rejected), ("failed", t.failed),
+                ("quotaExceeded", t.quotaExceeded), ("expired", t.expired),
+            ] where n > 0 {
+                counts[name, default: 0] += n
+                counts["\(p.rawValue):\(name)", default: 0] += n
+            }
+            if t.accepted > 0 {
+                counts["accepted:\(Int64((now.timeIntervalSince1970 / 60).rounded(.down)))", default: 0] += t.accepted
+            }
+        }
+        for (key, n) in tally.failures { counts["reason:\(key.reason)", default: 0] += n }
+        if tokensRemoved > 0 { counts["tokensRemoved"] = Int64(tokensRemoved) }
+        return counts
+    }
+
     /// Records a batch of outcomes (one pipelined write), removes dead tokens, refunds quota, counts the report.
     private func record(_ batch: [(Device, DeliveryOutcome)], _ plan: Plan, _ report: inout JobReport) throws {
         let job = plan.job
@@ -805,12 +891,15 @@ final class JobRun {
             }
         }
         session.noteProgress(org: job.org, job: plan.progressJob, resolved: 0, done: batch.count)
+        for p in Platform.allCases { tally.byPlatform[p.index].accepted = Int64(delivered[p.index]) }
+        session.noteCounts(
+            org: job.org, job: plan.progressJob,
+            Self.liveCounts(tally, tokensRemoved: dead.count, at: worker.clock.now()))
         try session.record(org: job.org, job: plan.jobID, outcomes: batch, releasing: settlement)
         if let d = debug, d.remaining > 0 {
             let now = worker.clock.now()
             recordDebugEvents(batch.prefix(d.remaining).map { DebugEvent(device: $0.0, outcome: $0.1, at: now) })
         }
-        for p in Platform.allCases { tally.byPlatform[p.index].accepted = Int64(delivered[p.index]) }
         worker.metrics.recorded(tally, app: job.app)
         if !dead.isEmpty {
             for p in Platform.allCases {
@@ -822,6 +911,6 @@ final class JobRun {
         }
         if let quota, let settlement { try quota.settle(settlement) }
         worker.addStats { $0.outcomesRecorded += batch.count }
-        if session.cancellationSeen { machine.cancellationSeen() }
+        machine.steeringSeen(session.steeringSeen)
     }
 }

@@ -40,6 +40,9 @@ public final class PipelineWorker: @unchecked Sendable {
     /// Where entries of the job stream that carry a sync hint (field `syncHint`) are stored; nil: such entries are
     /// dead-lettered. Set before `start`.
     public var syncHints: (any SyncHintIntake)?
+    /// Where a tracked delivery registers its message ids' campaign (`MessageTrackingStore`); nil: pushes carry no
+    /// message id. Set before `start`.
+    public var messageTracking: (any MessageTrackingStore)?
 
     public init(
         configuration: WorkerConfiguration, backend: any PipelineBackend, apps: any AppDirectory,

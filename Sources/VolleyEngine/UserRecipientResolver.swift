@@ -1,7 +1,8 @@
 import VolleyCore
 
 /// Resolves a job's explicit `devices` and its `recipients` as user ids through the device registry, in chunks.
-/// Recipients are de-duplicated; a token belongs to one user, so devices are not repeated across users.
+/// Recipients are de-duplicated, the ids in `exclude` left out; a token belongs to one user, so devices are not
+/// repeated across users. Segments and `{"all": true}` need a directory: here they are reported as unknown.
 public struct UserRecipientResolver: RecipientResolver {
     /// Users per registry round trip (one pipelined HVALS each).
     public var usersPerRead: Int
@@ -14,9 +15,12 @@ public struct UserRecipientResolver: RecipientResolver {
     public func cursor(for job: PushJob, session: any PipelineSession, needs: RecipientNeeds) throws
         -> any DeviceCursor
     {
-        var seen = Set<RecipientID>()
-        let users = (job.recipients ?? []).filter { seen.insert($0).inserted }.map { UserID($0.rawValue) }
-        return Cursor(job: job, users: users, registry: session, usersPerRead: usersPerRead)
+        var seen = Set(job.exclude?.compactMap(\.recipientID) ?? [])
+        let users = job.recipientIDs.filter { seen.insert($0).inserted }.map { UserID($0.rawValue) }
+        let c = Cursor(job: job, users: users, registry: session, usersPerRead: usersPerRead)
+        let unresolved = ((job.recipients ?? []) + (job.exclude ?? [])).filter { $0.recipientID == nil }
+        c.facts.unknownRecipientIDs = unresolved.map { RecipientID($0.description) }
+        return c
     }
 
     final class Cursor: DeviceCursor {
@@ -27,8 +31,8 @@ public struct UserRecipientResolver: RecipientResolver {
         var explicitIndex = 0
         var userIndex = 0
         var seenExplicit = Set<String>()
-        /// User ids name only users: nothing more to report than the devices.
-        var facts: RecipientFacts { RecipientFacts() }
+        /// User ids name only users: nothing more to report than the devices, and the entries that need a directory.
+        var facts = RecipientFacts()
 
         init(job: PushJob, users: [UserID], registry: any DeviceRegistry, usersPerRead: Int) {
             self.job = job

@@ -7,10 +7,11 @@ public enum FCMMessage {
     /// Data payload limit (keys + values, bytes), checked before sending.
     public static let maxDataBytes = 4096
 
-    /// The `message` object without `token`, for one language variant.
-    public static func message(for n: VolleyCore.Notification, text: VolleyCore.Notification.LocalizedText) throws
-        -> [String: JSONValue]
-    {
+    /// The `message` object without `token`, for one language variant. `tracked`: each device's `data` will also
+    /// carry its message id (`mid`), which counts against the 4 KB.
+    public static func message(
+        for n: VolleyCore.Notification, text: VolleyCore.Notification.LocalizedText, tracked: Bool = false
+    ) throws -> [String: JSONValue] {
         var message: [String: JSONValue] = [:]
         if !n.isSilent {
             var notification: [String: JSONValue] = [:]
@@ -21,6 +22,7 @@ public enum FCMMessage {
         }
         // data: every value a string (FCM rejects anything else).
         var data: [String: JSONValue] = [:]
+        if n.data?["mid"] != nil { throw reservedMessageIDKey(field: "data.mid") }
         for (k, v) in n.data ?? [:] { data[k] = .string(try stringValue(v, key: k)) }
         if let url = n.url, data["url"] == nil { data["url"] = .string(url) }
         if let subtitle = text.subtitle, data["subtitle"] == nil, !n.isSilent { data["subtitle"] = .string(subtitle) }
@@ -28,7 +30,9 @@ public enum FCMMessage {
         // the thread travels as data, for the app's NotificationCompat.Builder.setGroup.
         if let thread = n.threadId, data["threadId"] == nil, !n.isSilent { data["threadId"] = .string(thread) }
         if !data.isEmpty {
-            let bytes = data.reduce(0) { $0 + $1.key.utf8.count + ($1.value.stringValue?.utf8.count ?? 0) }
+            let bytes =
+                data.reduce(0) { $0 + $1.key.utf8.count + ($1.value.stringValue?.utf8.count ?? 0) }
+                + (tracked && !n.isSilent ? MessageTracking.fcmDataBytes : 0)
             if bytes > maxDataBytes {
                 throw NotificationError(
                     "PayloadTooLarge",
@@ -77,6 +81,7 @@ public enum FCMMessage {
                     throw NotificationError(
                         "INVALID_ARGUMENT", "fcm.data.\(k) must be a string (FCM data values are strings)")
                 }
+                if d["mid"] != nil { throw reservedMessageIDKey(field: "fcm.data.mid") }
             }
         }
         return message
@@ -84,11 +89,16 @@ public enum FCMMessage {
 
     /// A data message for one device: `data` as given, the job's delivery options (`android.priority`, `ttl`,
     /// `collapse_key`) and no `notification` block, so the app builds what it shows (as the Salesforce Mobile SDK
-    /// does with a Notification Builder push, decrypting it first).
-    public static func dataMessage(_ data: [String: String], options n: VolleyCore.Notification)
-        throws(PersonalPayloadError) -> [String: JSONValue]
-    {
-        let bytes = data.reduce(0) { $0 + $1.key.utf8.count + $1.value.utf8.count }
+    /// does with a Notification Builder push, decrypting it first). `tracked`: `data` will also carry the device's
+    /// message id (`mid`).
+    public static func dataMessage(
+        _ data: [String: String], options n: VolleyCore.Notification, tracked: Bool = false
+    ) throws(PersonalPayloadError) -> [String: JSONValue] {
+        if data["mid"] != nil {
+            throw PersonalPayloadError("INVALID_ARGUMENT", reservedMessageIDKey(field: "data.mid").message)
+        }
+        let idBytes = tracked ? MessageTracking.fcmDataBytes : 0
+        let bytes = data.reduce(idBytes) { $0 + $1.key.utf8.count + $1.value.utf8.count }
         if bytes > maxDataBytes {
             throw PersonalPayloadError(
                 "PayloadTooLarge",
@@ -101,6 +111,45 @@ public enum FCMMessage {
         if let ttl = n.ttl, ttl >= 0 { android["ttl"] = .string("\(ttl)s") }
         if let c = n.collapseId { android["collapse_key"] = .string(c) }
         return ["data": .object(data.mapValues(JSONValue.string)), "android": .object(android)]
+    }
+
+    /// `mid` is Volley's message id (`MessageTracking`) in `data`: a job may not use the key itself.
+    static func reservedMessageIDKey(field: String) -> NotificationError {
+        NotificationError(
+            "INVALID_ARGUMENT",
+            "\(field) is reserved: Volley puts the push's message id (mid) there; rename the key", field: field)
+    }
+
+    /// The offset just past the `{` that opens the object of the top-level member `"data"` in `bytes`, a compact
+    /// JSON object as `JSONValue.encoded()` writes it; nil when it has no such member. Strings are skipped whole
+    /// (an escaped quote included), so a key or value that spells `"data":{` inside a string is never taken.
+    static func dataObjectStart(in bytes: [UInt8]) -> Int? {
+        let quote = UInt8(ascii: "\"")
+        let backslash = UInt8(ascii: "\\")
+        let key = Array(#""data":{"#.utf8)
+        var depth = 0
+        var i = 0
+        var previous: UInt8 = 0
+        while i < bytes.count {
+            let c = bytes[i]
+            if c == quote {
+                // At the top level, a string right after `{` or `,` is a key.
+                if depth == 1, previous == UInt8(ascii: "{") || previous == UInt8(ascii: ","),
+                    bytes.count - i >= key.count, bytes[i..<(i + key.count)].elementsEqual(key)
+                {
+                    return i + key.count
+                }
+                i += 1
+                while i < bytes.count, bytes[i] != quote { i += bytes[i] == backslash ? 2 : 1 }
+            } else if c == UInt8(ascii: "{") || c == UInt8(ascii: "[") {
+                depth += 1
+            } else if c == UInt8(ascii: "}") || c == UInt8(ascii: "]") {
+                depth -= 1
+            }
+            previous = bytes[min(i, bytes.count - 1)]
+            i += 1
+        }
+        return nil
     }
 
     static func merge(_ a: [String: JSONValue], _ b: [String: JSONValue]) -> [String: JSONValue] {
@@ -127,20 +176,27 @@ public enum FCMMessage {
 /// A notification encoded once per job for FCM. The per-device request splices the token into a
 /// pre-encoded body: `{"message":{"token":"<token>",` + rest-of-message + `}`.
 ///
+/// A tracked push (`tracking`, not silent) also carries the device's message id in `data`: the encoded message is
+/// kept with the offset of its `data` object's first member, and the device's `"mid":"<id>",` goes there (or a
+/// `"data":{"mid":"<id>"}` member right after the token when the message has no `data`), the rest byte for byte.
+///
 /// Its fields live in one shared object, so the per-send cast out of `any PreparedNotification` copies a reference,
 /// not every field of the notification (a retain and a release each).
 public struct FCMPreparedNotification: PreparedNotification {
     final class Storage: Sendable {
         let payloadBytes: Int
         let validateOnly: Bool
-        let defaultTail: [UInt8]
-        let variantTails: [String: [UInt8]]
+        let defaultTail: Tail
+        let variantTails: [String: Tail]
         let notification: VolleyCore.Notification
         let path: String
         let sharedFields: HTTP2HeaderBlock
+        /// The message ids each device's `data` carries; nil: none.
+        let tracking: MessageTracking?
         init(
-            payloadBytes: Int, validateOnly: Bool, defaultTail: [UInt8], variantTails: [String: [UInt8]],
-            notification: VolleyCore.Notification, path: String, sharedFields: HTTP2HeaderBlock
+            payloadBytes: Int, validateOnly: Bool, defaultTail: Tail, variantTails: [String: Tail],
+            notification: VolleyCore.Notification, path: String, sharedFields: HTTP2HeaderBlock,
+            tracking: MessageTracking?
         ) {
             self.payloadBytes = payloadBytes
             self.validateOnly = validateOnly
@@ -149,6 +205,21 @@ public struct FCMPreparedNotification: PreparedNotification {
             self.notification = notification
             self.path = path
             self.sharedFields = sharedFields
+            self.tracking = tracking
+        }
+    }
+
+    /// A message's bytes after its opening brace (`"android":{…},…}`), or empty when the message has no fields, and
+    /// where its `data` object's members start in them (set only for a tracked notification).
+    struct Tail {
+        let bytes: [UInt8]
+        let dataAt: Int?
+
+        /// The tail of `message`; `locateData`: find its `data` object for the message ids.
+        init(_ message: [String: JSONValue], locateData: Bool) {
+            let encoded = JSONValue.object(message).encoded()
+            bytes = encoded.count <= 2 ? [] : Array(encoded.dropFirst()) // drop "{", keep the closing "}"
+            dataAt = locateData && !bytes.isEmpty ? FCMMessage.dataObjectStart(in: encoded).map { $0 - 1 } : nil
         }
     }
     let storage: Storage
@@ -157,21 +228,23 @@ public struct FCMPreparedNotification: PreparedNotification {
     public var payloadBytes: Int { storage.payloadBytes }
     public var validateOnly: Bool { storage.validateOnly }
     /// Message bytes after the opening brace (`"android":{…},…}`), or empty when the message has no fields.
-    var defaultTail: [UInt8] { storage.defaultTail }
-    var variantTails: [String: [UInt8]] { storage.variantTails }
+    var defaultTail: [UInt8] { storage.defaultTail.bytes }
     var notification: VolleyCore.Notification { storage.notification }
     var path: String { storage.path }
     /// `:method`, `:path` (never indexed) and `content-type`, encoded once per job.
     var sharedFields: HTTP2HeaderBlock { storage.sharedFields }
 
-    public init(_ n: VolleyCore.Notification, projectID: String, validateOnly: Bool = false) throws {
-        func tail(_ text: VolleyCore.Notification.LocalizedText) throws -> [UInt8] {
-            let m = try FCMMessage.message(for: n, text: text)
-            let bytes = JSONValue.object(m).encoded()
-            return bytes.count <= 2 ? [] : Array(bytes.dropFirst()) // drop "{", keep the closing "}"
+    /// Validates and encodes. With `tracking`, a push that is not silent carries each device's message id in
+    /// `data` (`mid`).
+    public init(
+        _ n: VolleyCore.Notification, projectID: String, validateOnly: Bool = false, tracking: MessageTracking? = nil
+    ) throws {
+        let tracking = n.isSilent ? nil : tracking
+        func tail(_ text: VolleyCore.Notification.LocalizedText) throws -> Tail {
+            Tail(try FCMMessage.message(for: n, text: text, tracked: tracking != nil), locateData: tracking != nil)
         }
         let defaultTail = try tail(n.text(variant: nil))
-        var variants: [String: [UInt8]] = [:]
+        var variants: [String: Tail] = [:]
         for key in (n.localized ?? [:]).keys { variants[key] = try tail(n.text(variant: key)) }
         let path = "/v1/projects/\(projectID)/messages:send"
         var shared = HTTP2HeaderBlock()
@@ -179,28 +252,30 @@ public struct FCMPreparedNotification: PreparedNotification {
         shared.append(":path", path, sensitive: true)
         shared.append("content-type", "application/json")
         storage = Storage(
-            payloadBytes: ([defaultTail.count] + variants.values.map(\.count)).max() ?? 0,
+            payloadBytes: ([defaultTail.bytes.count] + variants.values.map(\.bytes.count)).max() ?? 0,
             validateOnly: validateOnly, defaultTail: defaultTail, variantTails: variants, notification: n,
-            path: path, sharedFields: shared)
+            path: path, sharedFields: shared, tracking: tracking)
     }
 
     /// Throws what `init` throws for `n`, without encoding: every language variant's message is built, which is
     /// where a notification is refused, and neither the bytes nor the header fields are made. The API's check of a
-    /// job at the door runs this, so it refuses exactly what a worker would.
-    public static func check(_ n: VolleyCore.Notification) throws {
-        _ = try FCMMessage.message(for: n, text: n.text(variant: nil))
-        for key in (n.localized ?? [:]).keys { _ = try FCMMessage.message(for: n, text: n.text(variant: key)) }
+    /// job at the door runs this, so it refuses exactly what a worker would. `tracked`: as `init` with `tracking`.
+    public static func check(_ n: VolleyCore.Notification, tracked: Bool = false) throws {
+        _ = try FCMMessage.message(for: n, text: n.text(variant: nil), tracked: tracked)
+        for key in (n.localized ?? [:]).keys {
+            _ = try FCMMessage.message(for: n, text: n.text(variant: key), tracked: tracked)
+        }
     }
 
     private init(storage: Storage) { self.storage = storage }
 
-    /// The message `tail` for one device, with the job's path and shared fields.
-    private func personalized(tail: [UInt8]) -> FCMPreparedNotification {
+    /// The message `tail` for one device, with the job's path, shared fields and message ids.
+    private func personalized(tail: Tail) -> FCMPreparedNotification {
         let s = storage
         return FCMPreparedNotification(
             storage: Storage(
-                payloadBytes: tail.count, validateOnly: s.validateOnly, defaultTail: tail, variantTails: [:],
-                notification: s.notification, path: s.path, sharedFields: s.sharedFields))
+                payloadBytes: tail.bytes.count, validateOnly: s.validateOnly, defaultTail: tail, variantTails: [:],
+                notification: s.notification, path: s.path, sharedFields: s.sharedFields, tracking: s.tracking))
     }
 
     /// One device's message: a data message with the job's delivery options, or the job's notification with that
@@ -209,11 +284,14 @@ public struct FCMPreparedNotification: PreparedNotification {
         -> FCMPreparedNotification
     {
         let message: [String: JSONValue]
+        let tracked = storage.tracking != nil
         switch payload {
-        case .fcmData(let data): message = try FCMMessage.dataMessage(data, options: storage.notification)
+        case .fcmData(let data):
+            message = try FCMMessage.dataMessage(data, options: storage.notification, tracked: tracked)
         case .notification(let n):
             do {
-                message = try FCMMessage.message(for: n, text: n.text(variant: n.variantKey(for: device.locale)))
+                message = try FCMMessage.message(
+                    for: n, text: n.text(variant: n.variantKey(for: device.locale)), tracked: tracked)
             } catch let e as NotificationError {
                 throw PersonalPayloadError(e.reason.rawValue, e.message)
             } catch {
@@ -222,23 +300,44 @@ public struct FCMPreparedNotification: PreparedNotification {
         case .apns:
             throw PersonalPayloadError("INVALID_ARGUMENT", "an APNs payload cannot be sent to an Android device")
         }
-        let bytes = JSONValue.object(message).encoded()
-        return personalized(tail: bytes.count <= 2 ? [] : Array(bytes.dropFirst()))
+        return personalized(tail: Tail(message, locateData: tracked))
     }
 
     /// The JSON body for one device.
     public func body(token: DeviceToken, locale: String?) -> [UInt8] {
         let s = storage
-        var tail = s.defaultTail
+        var whole = s.defaultTail
         if !s.variantTails.isEmpty, let key = s.notification.variantKey(for: locale), let v = s.variantTails[key] {
-            tail = v
+            whole = v
         }
+        let tail = whole.bytes
         var out: [UInt8] = []
-        out.reserveCapacity(tail.count + token.rawValue.utf8.count + 48)
+        out.reserveCapacity(tail.count + token.rawValue.utf8.count + 48 + (s.tracking == nil ? 0 : 40))
         out.append(contentsOf: #"{"message":{"token":""#.utf8)
         appendJSONStringContent(token.rawValue, to: &out)
         out.append(UInt8(ascii: "\""))
-        if tail.isEmpty {
+        if let tracking = s.tracking {
+            if let at = whole.dataAt {
+                // The id first among `data`'s members, the message otherwise as encoded.
+                out.append(UInt8(ascii: ","))
+                out.append(contentsOf: tail[..<at])
+                out.append(contentsOf: #""mid":""#.utf8)
+                tracking.appendMessageID(for: token, to: &out)
+                out.append(UInt8(ascii: "\""))
+                if tail[at] != UInt8(ascii: "}") { out.append(UInt8(ascii: ",")) }
+                out.append(contentsOf: tail[at...])
+            } else {
+                out.append(contentsOf: #","data":{"mid":""#.utf8)
+                tracking.appendMessageID(for: token, to: &out)
+                out.append(contentsOf: #""}"#.utf8)
+                if tail.isEmpty {
+                    out.append(UInt8(ascii: "}"))
+                } else {
+                    out.append(UInt8(ascii: ","))
+                    out.append(contentsOf: tail)
+                }
+            }
+        } else if tail.isEmpty {
             out.append(UInt8(ascii: "}"))
         } else {
             out.append(UInt8(ascii: ","))

@@ -108,8 +108,10 @@ public final class FCMProvider: PushSender, ShellSender, @unchecked Sendable {
 
     public var stopReason: String? { shell.stopSwitch.message }
 
-    public func prepare(_ notification: VolleyCore.Notification, jobID: JobID) throws -> any PreparedNotification {
-        try FCMPreparedNotification(notification, projectID: account.projectID)
+    public func prepare(_ notification: VolleyCore.Notification, jobID: JobID, tracking: MessageTracking?) throws
+        -> any PreparedNotification
+    {
+        try FCMPreparedNotification(notification, projectID: account.projectID, tracking: tracking)
     }
 
     public func personalized(

@@ -11,9 +11,21 @@ import VolleyCore
 /// volley:dir:{O}:inactive                SET   inactive user ids
 /// volley:dir:{O}:m:<id>                  SET   direct members of a container (users, or groups for groups/queues)
 /// volley:dir:{O}:attrs                   HASH  user id → the user's attributes, a JSON object of strings
+/// volley:attr:{O}:eq:<attr>:<value>     SET   users whose attribute <attr> is <value> (the attribute index)
+/// volley:attr:{O}:has:<attr>             SET   users who have <attr>
+/// volley:attr:{O}:num:<attr>             ZSET  user → <attr> as a number, for users whose value is one
+/// volley:attr:{O}:time:<attr>            ZSET  user → <attr> as ms since 1970, for values that are RFC 3339 times
+/// volley:attr:{O}:vals:<attr>            SET   every value of <attr> indexed (what a rebuild clears)
+/// volley:attr:{O}:names                  SET   every attribute indexed
+/// volley:attr:{O}:users                  SET   the org's known users: directory user records and users given
+///                                              attributes (what `notExists` is relative to)
+/// volley:attr:{O}:count:<uuid>:…         SET, ZSET  a segment count's scratch sets (TTL 1 hour; deleted)
+/// volley:segments:{O}                    HASH  segment id → its definition (JSON: match, filters)
 /// volley:resolve:{O}:<scope>             SET   one resolution's de-duplicated active users (TTL 1 day; popped)
 /// volley:resolve:{O}:<scope>:last        HASH  step, batch: the drain's last batch, answered again to a repeated
 ///                                              step (TTL 1 day; deleted with the set)
+/// volley:resolve:{O}:<scope>:x           SET   the users a resolution excludes (deleted once subtracted)
+/// volley:resolve:{O}:<scope>:s<n>:…      SET, ZSET  a resolution's segment scratch sets (deleted once used)
 /// volley:quota:{O}:limits                HASH  ios / android: per-org overrides (`volley quota set`)
 /// volley:quota:{O}:<platform>:<yyyyMMddHH> HASH used (charged, in-flight included), pending (charged, unsettled);
 ///                                              TTL = end of the UTC hour + grace
@@ -56,6 +68,33 @@ public struct RecipientKeys: Sendable {
     public var attributes: String { "volley:dir:\(tag):attrs" }
     public func resolution(_ scope: String) -> String { "volley:resolve:\(tag):\(scope)" }
     public func resolutionLastBatch(_ scope: String) -> String { "volley:resolve:\(tag):\(scope):last" }
+    /// The users a resolution subtracts (`exclude`).
+    public func resolutionExclusion(_ scope: String) -> String { "volley:resolve:\(tag):\(scope):x" }
+    /// The prefix of a resolution's scratch sets for its `n`th segment.
+    public func resolutionScratch(_ scope: String, _ n: Int) -> String { "volley:resolve:\(tag):\(scope):s\(n)" }
+
+    /// The prefix of every key of the attribute index; the index script derives its keys from it.
+    public var attributeIndex: String { "volley:attr:\(tag):" }
+    /// SET: users whose `attribute` is `value`.
+    public func attributeEquals(_ attribute: String, _ value: String) -> String {
+        "\(attributeIndex)eq:\(attribute):\(value)"
+    }
+    /// SET: users who have `attribute`.
+    public func attributeHas(_ attribute: String) -> String { "\(attributeIndex)has:\(attribute)" }
+    /// ZSET: users by `attribute` read as a number (`AttributeScore.Kind.number`) or an instant (`.instant`).
+    public func attributeScores(_ attribute: String, _ kind: AttributeScore.Kind) -> String {
+        "\(attributeIndex)\(kind == .number ? "num" : "time"):\(attribute)"
+    }
+    /// SET: every value of `attribute` the index holds.
+    public func attributeValues(_ attribute: String) -> String { "\(attributeIndex)vals:\(attribute)" }
+    /// SET: every attribute the index holds.
+    public var attributeNames: String { "\(attributeIndex)names" }
+    /// SET: the org's known users, the set `notExists` is relative to.
+    public var attributeUsers: String { "\(attributeIndex)users" }
+    /// The prefix of one segment count's scratch sets.
+    public func segmentCountScratch(_ id: String) -> String { "\(attributeIndex)count:\(id)" }
+    /// HASH: segment id → definition.
+    public var segments: String { "volley:segments:\(tag)" }
 
     public var quotaLimits: String { "volley:quota:\(tag):limits" }
     public func quota(_ platform: Platform, _ hour: QuotaHour) -> String {

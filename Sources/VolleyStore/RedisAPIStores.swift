@@ -254,7 +254,13 @@ public final class RedisJobStatusReader: JobStatusReader {
     }
 
     public func status(org: OrgID, job: JobID) async throws -> JobStatus? {
-        try await lanes.run { client in try self.read(client, org: org, job: job) }
+        try await lanes.run { client in
+            guard var status = try self.read(client, org: org, job: job) else { return nil }
+            let counts = try client.checked(["HGETALL", self.store.countsKey(org, job)]).fieldPairs
+            status.counts = JobCounts(fields: counts)
+            status.addEngagement(fields: counts)
+            return status
+        }
     }
 
     public func events(org: OrgID, job: JobID) async throws -> [DebugEvent]? {
@@ -282,6 +288,25 @@ public final class RedisJobStatusReader: JobStatusReader {
         }
     }
 
+    public func pause(org: OrgID, job: JobID, now: Date) async throws -> JobSteerAnswer {
+        try await lanes.run { client in
+            guard let before = try self.read(client, org: org, job: job) else { return .unknown }
+            if ["done", "dead-lettered", "cancelled"].contains(before.state) { return .refused(before) }
+            let marked = try RedisScheduleAdmin(store: self.store).pause(client, org: org, job: job, now: now)
+            let after = try self.read(client, org: org, job: job) ?? before
+            return marked ? .changed(after) : .refused(after)
+        }
+    }
+
+    public func resume(org: OrgID, job: JobID, now: Date) async throws -> JobSteerAnswer {
+        try await lanes.run { client in
+            guard let before = try self.read(client, org: org, job: job) else { return .unknown }
+            if before.state != "paused" { return .refused(before) }
+            try RedisScheduleAdmin(store: self.store).resume(client, org: org, job: job, now: now)
+            return .changed(try self.read(client, org: org, job: job) ?? before)
+        }
+    }
+
     /// The job of `org` as its stores show it, read from the job stream shard of its id; nil when unknown.
     func read(_ client: RedisClient, org: OrgID, job: JobID) throws -> JobStatus? {
         let shard = store.streamShard(of: job)
@@ -289,7 +314,7 @@ public final class RedisJobStatusReader: JobStatusReader {
         let ledger = store.ledgerKey(org, job)
         let r = try client.pipeline([
             ["HGETALL", recordKey], ["HGET", ledger, "_report"],
-            ["HMGET", ledger, "_cancelled", "_nextDue", "_waiting"],
+            ["HMGET", ledger, "_cancelled", "_nextDue", "_waiting", "_paused"],
             ["ZSCORE", store.scheduleKey(shard: shard), StoreConfiguration.scheduleMember(org: org, job: job)],
         ])
         for x in r { try x.throwIfError("job status") }
@@ -305,7 +330,12 @@ public final class RedisJobStatusReader: JobStatusReader {
             return JobStatus(
                 state: "cancelled", entry: record["entry"], app: record["app"], createdAt: record["createdAt"])
         }
-        if marks.count == 3, let ms = marks[1].string.flatMap(Double.init) {
+        // Paused: marked, or parked until a resume (a resume cut short before it brought the job back).
+        if (marks.count == 4 && marks[3].string != nil) || r[3].string.flatMap(Int64.init) == pausedDueMillis {
+            return JobStatus(
+                state: "paused", entry: record["entry"], app: record["app"], createdAt: record["createdAt"])
+        }
+        if marks.count == 4, let ms = marks[1].string.flatMap(Double.init) {
             // A local-time job between its waves: the devices due so far are sent, the rest wait.
             var status = JobStatus(
                 state: "scheduled", entry: record["entry"], app: record["app"], createdAt: record["createdAt"])

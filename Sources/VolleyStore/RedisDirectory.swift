@@ -11,6 +11,9 @@ import VolleyRedis
 /// 3. Redis unions every reached member set with the direct user ids into a per-resolution temporary set
 ///    (`SUNIONSTORE`, de-duplication happens there) and removes containers and inactive users (`SDIFFSTORE`);
 /// An org without any directory record resolves recipient ids as user ids.
+/// Segments are set operations on the attribute index (`SegmentSets`), `{"all": true}` the app's users with a device
+/// (`volley:devusers:{org}:<app>`), both unioned into the same set; `exclude` is resolved the same way into a second
+/// set and subtracted with the containers and inactive users.
 /// 4. the set is drained `chunkSize` users at a time by `drainScript` (`SPOP` inside a script: exact, each user
 ///    once, unlike SSCAN, which may repeat elements). The script keeps the batch it popped under the step's name,
 ///    so a step the client sends again (after a timeout it cannot tell whether Redis ran the first one) answers
@@ -20,8 +23,13 @@ public final class RedisDirectory: DirectoryResolver, UserAttributeReader, @unch
     private let redis: SerializedRedis
     /// TTL of a resolution's temporary set (it is deleted when drained; this only bounds leftovers of a crash).
     public var resolutionTTLSeconds = 86_400
+    /// Names the device registry's keys (`{"all": true}` reads the app's users with a device).
+    let store: StoreConfiguration
 
-    public init(client: RedisClient) { redis = SerializedRedis(client) }
+    public init(client: RedisClient, store: StoreConfiguration = StoreConfiguration()) {
+        redis = SerializedRedis(client)
+        self.store = store
+    }
 
     // MARK: import
 
@@ -44,6 +52,8 @@ public final class RedisDirectory: DirectoryResolver, UserAttributeReader, @unch
         var counts = ImportCounts()
         var commands: [[String]] = []
         commands.reserveCapacity(records.count * 2)
+        // Attributes go through the index script after the pipeline, per org (its keys share the org's slot).
+        var attributeWrites: [OrgID: [(RecipientID, [String: String])]] = [:]
         for r in records {
             let problems = r.problems()
             if !problems.isEmpty {
@@ -58,7 +68,9 @@ public final class RedisDirectory: DirectoryResolver, UserAttributeReader, @unch
                 commands.append(["SREM", k.containers, r.id.rawValue])
                 if let attributes = r.attributes {
                     counts.usersWithAttributes += attributes.isEmpty ? 0 : 1
-                    commands.append(Self.attributesWrite(k, r.id, attributes))
+                    attributeWrites[r.org, default: []].append((r.id, attributes))
+                } else {
+                    commands.append(["SADD", k.attributeUsers, r.id.rawValue])
                 }
                 if r.active == false {
                     counts.inactiveUsers += 1
@@ -80,22 +92,97 @@ public final class RedisDirectory: DirectoryResolver, UserAttributeReader, @unch
                 }
             }
         }
-        let replies = try redis.with { try $0.pipeline(commands) }
-        for (i, reply) in replies.enumerated() { try reply.throwIfError(commands[i].first ?? "") }
+        try redis.with { c in
+            let replies = try c.pipeline(commands)
+            for (i, reply) in replies.enumerated() { try reply.throwIfError(commands[i].first ?? "") }
+            for (org, users) in attributeWrites { try AttributeIndex.write(org: org, users, on: c) }
+        }
         return counts
     }
 
-    /// The command that stores a user's attributes as one compact JSON object (keys sorted), or removes them.
-    static func attributesWrite(_ k: RecipientKeys, _ user: RecipientID, _ attributes: [String: String]) -> [String] {
-        if attributes.isEmpty { return ["HDEL", k.attributes, user.rawValue] }
-        let json = JSONValue.object(attributes.mapValues { .string($0) }).jsonText
-        return ["HSET", k.attributes, user.rawValue, json]
+    /// Replaces one user's attributes (empty: removes them), as the import does for a user record, and moves the
+    /// user's entries in the attribute index in the same step.
+    public func setAttributes(org: OrgID, user: UserID, _ attributes: [String: String]) throws {
+        try redis.with { try AttributeIndex.write(org: org, [(RecipientID(user.rawValue), attributes)], on: $0) }
     }
 
-    /// Replaces one user's attributes (empty: removes them), as the import does for a user record.
-    public func setAttributes(org: OrgID, user: UserID, _ attributes: [String: String]) throws {
-        let command = Self.attributesWrite(RecipientKeys(org: org), RecipientID(user.rawValue), attributes)
-        _ = try redis.with { try $0.checked(command) }
+    public struct ReindexCounts: Sendable, Hashable, Codable {
+        /// Users whose stored attributes were indexed again.
+        public var users = 0
+        /// (user, attribute value) entries indexed.
+        public var values = 0
+        /// Users the org's known-users set holds afterwards (directory user records and users with attributes).
+        public var knownUsers = 0
+        public init() {}
+    }
+
+    /// Rebuilds the org's attribute index from the stored attributes and directory users (`volley segments
+    /// reindex`): clears every index key the index's names and values sets list, then indexes each user's stored
+    /// attributes again, `pageSize` users per step (`HSCAN`). For data written before the index existed, or after
+    /// the attributes hash was changed by hand. While it runs, segments resolve against a partial index.
+    @discardableResult
+    public func reindexAttributes(
+        org: OrgID, pageSize: Int = 500, progress: (ReindexCounts) -> Void = { _ in }
+    ) throws -> ReindexCounts {
+        let k = RecipientKeys(org: org)
+        var counts = ReindexCounts()
+        try redis.with { c in
+            let names = (try c.checked(["SMEMBERS", k.attributeNames]).array ?? []).compactMap(\.string)
+            for name in names {
+                try Self.scan(c, ["SSCAN", k.attributeValues(name)], pageSize: pageSize) { values in
+                    let keys = values.map { k.attributeEquals(name, $0) }
+                    if !keys.isEmpty { _ = try c.checked(["DEL"] + keys) }
+                }
+                _ = try c.checked([
+                    "DEL", k.attributeValues(name), k.attributeHas(name), k.attributeScores(name, .number),
+                    k.attributeScores(name, .instant),
+                ])
+            }
+            _ = try c.checked(["DEL", k.attributeNames, k.attributeUsers])
+            // Directory users: every id of kind user.
+            try Self.scan(c, ["HSCAN", k.kind], pageSize: pageSize) { pairs in
+                var users: [String] = []
+                var i = 0
+                while i + 1 < pairs.count {
+                    if pairs[i + 1] == DirectoryKind.user.rawValue { users.append(pairs[i]) }
+                    i += 2
+                }
+                if !users.isEmpty { _ = try c.checked(["SADD", k.attributeUsers] + users) }
+            }
+            try Self.scan(c, ["HSCAN", k.attributes], pageSize: pageSize) { pairs in
+                var batch: [(RecipientID, [String: String])] = []
+                var i = 0
+                while i + 1 < pairs.count {
+                    let read = Self.attributes(json: pairs[i + 1])
+                    if let read {
+                        batch.append((RecipientID(pairs[i]), read))
+                        counts.values += read.count
+                    }
+                    i += 2
+                }
+                counts.users += batch.count
+                try AttributeIndex.write(org: org, batch, rebuild: true, on: c)
+                progress(counts)
+            }
+            counts.knownUsers = try c.checked(["SCARD", k.attributeUsers]).int("SCARD")
+        }
+        return counts
+    }
+
+    /// Walks a `SSCAN` or `HSCAN` (`command` without its cursor) page by page; `visit` gets each page's elements.
+    static func scan(
+        _ c: RedisClient, _ command: [String], pageSize: Int, _ visit: ([String]) throws -> Void
+    ) throws {
+        var cursor = "0"
+        repeat {
+            let r = try c.checked(command + [cursor, "COUNT", String(max(1, pageSize))])
+            guard let parts = r.array, parts.count == 2 else {
+                throw RedisError(.unexpectedReply, "\(command.first ?? "SCAN") returned \(r)")
+            }
+            cursor = parts[0].string ?? "0"
+            let elements = (parts[1].array ?? []).compactMap(\.string)
+            if !elements.isEmpty { try visit(elements) }
+        } while cursor != "0"
     }
 
     /// Removes a container's members (before re-importing it whole).
@@ -175,23 +262,29 @@ public final class RedisDirectory: DirectoryResolver, UserAttributeReader, @unch
         guard let values = reply.array, values.count == count else {
             throw RedisError(.unexpectedReply, "HMGET attributes: \(reply)")
         }
-        return values.map { value in
-            guard let text = value.string, let json = try? JSONValue(parsing: text), let object = json.objectValue
-            else { return nil }
-            var out: [String: String] = [:]
-            out.reserveCapacity(object.count)
-            for (key, v) in object {
-                guard let s = v.stringValue else { return nil }
-                out[key] = s
-            }
-            return out
+        return values.map { $0.string.flatMap(Self.attributes(json:)) }
+    }
+
+    /// One stored attributes value; nil when it is not a JSON object of strings.
+    static func attributes(json text: String) -> [String: String]? {
+        guard let json = try? JSONValue(parsing: text), let object = json.objectValue else { return nil }
+        var out: [String: String] = [:]
+        out.reserveCapacity(object.count)
+        for (key, v) in object {
+            guard let s = v.stringValue else { return nil }
+            out[key] = s
         }
+        return out
     }
 
     // MARK: resolution
 
     public func open(org: OrgID, recipients: [RecipientID], scope: String) throws -> any UserBatches {
-        let (summary, _) = try prepare(org: org, recipients: recipients, scope: scope)
+        try open(org: org, audience: Audience(include: recipients.map(RecipientEntry.id), app: ""), scope: scope)
+    }
+
+    public func open(org: OrgID, audience: Audience, scope: String) throws -> any UserBatches {
+        let (summary, _) = try prepare(org: org, audience: audience, scope: scope)
         let k = RecipientKeys(org: org)
         return Batches(
             directory: self, keys: RedisKeyGroups.directoryDrain(org: org, scope: scope), summary: summary,
@@ -281,27 +374,119 @@ public final class RedisDirectory: DirectoryResolver, UserAttributeReader, @unch
 
     /// Builds the resolution's temporary set; returns the summary (users = its size) and the containers reached.
     func prepare(org: OrgID, recipients: [RecipientID], scope: String) throws -> (ResolutionSummary, Int) {
+        try prepare(org: org, audience: Audience(include: recipients.map(RecipientEntry.id), app: ""), scope: scope)
+    }
+
+    /// Builds the resolution's temporary set for an audience: the included ids' users and containers' members, the
+    /// included segments' users and (`all`) the app's users with a device, less the excluded ids' and segments'
+    /// users, containers and inactive users. One pipeline for plain ids; each segment adds its own steps. Returns the
+    /// summary (users = the set's size) and the containers reached from the included ids.
+    func prepare(org: OrgID, audience: Audience, scope: String) throws -> (ResolutionSummary, Int) {
         let k = RecipientKeys(org: org)
+        var summary = ResolutionSummary()
         var seen = Set<RecipientID>()
-        let ids = recipients.filter { seen.insert($0).inserted }
-        var kinds = try self.kinds(org: org, ids: ids)
+        let ids = audience.include.compactMap(\.recipientID).filter { seen.insert($0).inserted }
+        seen = []
+        let excludedIDs = audience.exclude.compactMap(\.recipientID).filter { seen.insert($0).inserted }
+        var kinds = try self.kinds(org: org, ids: ids + excludedIDs)
         // An org that never imported a directory keeps the plain meaning: recipients are user ids.
         if kinds.contains(where: { $0 == nil }),
             try redis.with({ try $0.checked(["EXISTS", k.kind]) }).integer == 0
         {
             kinds = kinds.map { $0 ?? .user }
         }
-        var summary = ResolutionSummary()
         var users: [RecipientID] = []
         var roots: [RecipientID] = []
-        for (id, kind) in zip(ids, kinds) {
+        var excludedUsers: [RecipientID] = []
+        var excludedRoots: [RecipientID] = []
+        for (n, (id, kind)) in zip(ids + excludedIDs, kinds).enumerated() {
+            let excluded = n >= ids.count
             switch kind {
-            case nil: summary.unknown.append(id)
-            case .user?: users.append(id)
-            case _?: roots.append(id)
+            case nil: if !summary.unknown.contains(id) { summary.unknown.append(id) }
+            case .user?: if excluded { excludedUsers.append(id) } else { users.append(id) }
+            case _?: if excluded { excludedRoots.append(id) } else { roots.append(id) }
             }
         }
-        let closure = try ContainerClosure.compute(roots: roots) { level in
+        let closure = try containerClosure(k, roots: roots)
+        let excludedClosure = try containerClosure(k, roots: excludedRoots)
+        summary.containers = closure.count
+        var segmentIDs: [SegmentID] = []
+        for entry in audience.include + audience.exclude {
+            if let id = entry.segmentID, !segmentIDs.contains(id) { segmentIDs.append(id) }
+        }
+        let segments = try self.segments(org: org, ids: segmentIDs)
+        for id in segmentIDs where segments[id] == nil {
+            summary.unknown.append(RecipientID(RecipientEntry.segment(id).description))
+        }
+        func segmentsOf(_ entries: [RecipientEntry]) -> [Segment] {
+            var out: [Segment] = []
+            for e in entries {
+                if let id = e.segmentID, let s = segments[id], !out.contains(where: { $0.id == id }) { out.append(s) }
+            }
+            return out
+        }
+        let included = segmentsOf(audience.include)
+        let excludedSegments = segmentsOf(audience.exclude)
+        let excludes = !excludedUsers.isEmpty || !excludedClosure.isEmpty || !excludedSegments.isEmpty
+        let tmp = k.resolution(scope)
+        let exclusion = k.resolutionExclusion(scope)
+        let ttl = String(resolutionTTLSeconds)
+        var commands: [[String]] = [["DEL", tmp, k.resolutionLastBatch(scope), exclusion]]
+        func union(into set: String, containers: [RecipientID], users: [RecipientID]) {
+            var i = 0
+            while i < containers.count {
+                let end = min(containers.count, i + 256)
+                commands.append(["SUNIONSTORE", set, set] + containers[i..<end].map { k.members($0) })
+                i = end
+            }
+            i = 0
+            while i < users.count {
+                let end = min(users.count, i + 1000)
+                commands.append(["SADD", set] + users[i..<end].map(\.rawValue))
+                i = end
+            }
+            if !containers.isEmpty || !users.isEmpty { commands.append(["EXPIRE", set, ttl]) }
+        }
+        union(into: tmp, containers: closure, users: users)
+        if audience.include.contains(.all) {
+            commands.append(["SUNIONSTORE", tmp, tmp, store.usersKey(org, audience.app)])
+        }
+        union(into: exclusion, containers: excludedClosure, users: excludedUsers)
+        let replies: [RedisReply] = try redis.with { c in
+            var n = 0
+            for (list, set) in [(included, tmp), (excludedSegments, exclusion)] {
+                for segment in list {
+                    if !commands.isEmpty {
+                        try SegmentSets.run(commands, on: c)
+                        commands = []
+                    }
+                    let sets = SegmentSets(
+                        keys: k, scratch: k.resolutionScratch(scope, n), ttlSeconds: resolutionTTLSeconds)
+                    try sets.add(segment, to: set, on: c)
+                    n += 1
+                }
+            }
+            commands.append(["SDIFFSTORE", tmp, tmp, k.containers, k.inactive] + (excludes ? [exclusion] : []))
+            if excludes { commands.append(["DEL", exclusion]) }
+            commands.append(["EXPIRE", tmp, ttl])
+            commands.append(["SCARD", tmp])
+            if !users.isEmpty { commands.append(["SMISMEMBER", k.inactive] + users.map(\.rawValue)) }
+            let replies = try c.pipeline(commands)
+            for (j, r) in replies.enumerated() { try r.throwIfError(commands[j].first ?? "") }
+            return replies
+        }
+        let cardIndex = users.isEmpty ? replies.count - 1 : replies.count - 2
+        summary.users = try replies[cardIndex].int("SCARD")
+        if !users.isEmpty, let flags = replies[replies.count - 1].array {
+            for (u, f) in zip(users, flags) where f.integer == 1 { summary.inactive.append(u) }
+        }
+        return (summary, closure.count)
+    }
+
+    /// Every container reached from `roots`, level by level (`SINTER members containers`, pipelined).
+    private func containerClosure(_ k: RecipientKeys, roots: [RecipientID]) throws -> [RecipientID] {
+        if roots.isEmpty { return [] }
+        return try ContainerClosure.compute(roots: roots) { level in
             try redis.with { c in
                 let replies = try c.pipeline(level.map { ["SINTER", k.members($0), k.containers] })
                 return try replies.map { r in
@@ -310,32 +495,24 @@ public final class RedisDirectory: DirectoryResolver, UserAttributeReader, @unch
                 }
             }
         }
-        summary.containers = closure.count
-        let tmp = k.resolution(scope)
-        var commands: [[String]] = [["DEL", tmp, k.resolutionLastBatch(scope)]]
-        var i = 0
-        while i < closure.count {
-            let end = min(closure.count, i + 256)
-            commands.append(["SUNIONSTORE", tmp, tmp] + closure[i..<end].map { k.members($0) })
-            i = end
+    }
+
+    // MARK: segments
+
+    /// The org's segments of `ids` (one `HMGET`); a stored definition that no longer reads (written by hand) is left
+    /// out, as an unknown segment.
+    public func segments(org: OrgID, ids: [SegmentID]) throws -> [SegmentID: Segment] {
+        if ids.isEmpty { return [:] }
+        let reply = try redis.with {
+            try $0.checked(["HMGET", RecipientKeys(org: org).segments] + ids.map(\.rawValue))
         }
-        i = 0
-        while i < users.count {
-            let end = min(users.count, i + 1000)
-            commands.append(["SADD", tmp] + users[i..<end].map(\.rawValue))
-            i = end
+        guard let values = reply.array, values.count == ids.count else {
+            throw RedisError(.unexpectedReply, "HMGET segments: \(reply)")
         }
-        commands.append(["SDIFFSTORE", tmp, tmp, k.containers, k.inactive])
-        commands.append(["EXPIRE", tmp, String(resolutionTTLSeconds)])
-        commands.append(["SCARD", tmp])
-        if !users.isEmpty { commands.append(["SMISMEMBER", k.inactive] + users.map(\.rawValue)) }
-        let replies = try redis.with { try $0.pipeline(commands) }
-        for (j, r) in replies.enumerated() { try r.throwIfError(commands[j].first ?? "") }
-        let cardIndex = users.isEmpty ? replies.count - 1 : replies.count - 2
-        summary.users = try replies[cardIndex].int("SCARD")
-        if !users.isEmpty, let flags = replies[replies.count - 1].array {
-            for (u, f) in zip(users, flags) where f.integer == 1 { summary.inactive.append(u) }
+        var out: [SegmentID: Segment] = [:]
+        for (id, value) in zip(ids, values) {
+            if let text = value.string, let s = RedisSegmentStore.segment(id: id, json: text) { out[id] = s }
         }
-        return (summary, closure.count)
+        return out
     }
 }

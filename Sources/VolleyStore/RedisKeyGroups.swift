@@ -66,6 +66,35 @@ enum RedisKeyGroups {
         return [k.resolution(scope), k.containers, k.inactive] + ids.map { k.members($0) }
     }
 
+    /// `AttributeIndex.writeScript`: the attributes hash and the index's prefix, declared; then an example of every
+    /// key the script derives from the prefix.
+    static func attributeIndexWrite(org: OrgID) -> [String] {
+        let k = RecipientKeys(org: org)
+        return [k.attributes, k.attributeIndex]
+    }
+
+    /// Keys `attributeIndexWrite` derives for one attribute and value.
+    static func attributeIndexDerived(org: OrgID, attribute: String, value: String) -> [String] {
+        let k = RecipientKeys(org: org)
+        return [
+            k.attributeEquals(attribute, value), k.attributeHas(attribute), k.attributeScores(attribute, .number),
+            k.attributeScores(attribute, .instant), k.attributeValues(attribute), k.attributeNames, k.attributeUsers,
+        ]
+    }
+
+    /// A segment's set operations in a resolution (`SegmentSets`), and `AttributeIndex.moveScript`'s two keys: the
+    /// resolution and exclusion sets, the segment's scratch sets, the index keys it reads, containers, inactive users
+    /// and the app's users with a device.
+    static func segmentResolution(
+        _ store: StoreConfiguration, org: OrgID, app: AppName, scope: String, attribute: String, value: String
+    ) -> [String] {
+        let k = RecipientKeys(org: org)
+        let scratch = k.resolutionScratch(scope, 0)
+        return [k.resolution(scope), k.resolutionExclusion(scope), scratch + ":f0", scratch + ":z0", k.segments]
+            + attributeIndexDerived(org: org, attribute: attribute, value: value)
+            + [k.containers, k.inactive, store.usersKey(org, app), k.segmentCountScratch("c") + ":f0"]
+    }
+
     /// `RedisDirectory.drainScript`: the resolution set and its last batch.
     static func directoryDrain(org: OrgID, scope: String) -> [String] {
         let k = RecipientKeys(org: org)

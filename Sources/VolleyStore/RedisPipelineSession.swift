@@ -44,9 +44,12 @@ public final class RedisPipelineSession: PipelineSession, @unchecked Sendable {
     let logger: Logger
     /// Progress counts not yet written, per progress key: written with the next `record`'s pipeline.
     private var progress: [String: (resolved: Int, done: Int)] = [:]
-    /// The ledgers whose `_cancelled` mark each `record` looks at (`watchCancellation`), and what the last one saw.
-    private var cancellationKeys: [String] = []
-    public private(set) var cancellationSeen = false
+    /// Live counts not yet written, per counts key: written in the next `record`'s transaction.
+    private var counts: [String: [String: Int64]] = [:]
+    /// The ledgers whose `_cancelled` and `_paused` marks each `record` looks at (`watchSteering`), and what the
+    /// last look saw.
+    private var steeringKeys: [String] = []
+    public private(set) var steeringSeen = JobSteering.run
 
     public init(client: RedisClient, store: StoreConfiguration, consumer: String, logger: Logger) {
         self.client = client
@@ -428,9 +431,9 @@ public final class RedisPipelineSession: PipelineSession, @unchecked Sendable {
             others += 1
         }
         var commands: [RedisCommand] = []
-        // The cancel mark rides on this round trip (first, before any MULTI): a cancel costs a running job nothing
-        // more than a command per record.
-        for k in cancellationKeys { commands.append(RedisCommand(["HEXISTS", k, "_cancelled"])) }
+        // The pause and cancel marks ride on this round trip (first, before any MULTI): they cost a running job
+        // nothing more than a command per record.
+        commands += JobSteeringMarks.commands(for: steeringKeys)
         if !batch.isEmpty {
             var rpush = RedisCommand(["RPUSH", acceptedKey])
             batch.withUnsafeBufferPointer { rpush.append(bytes: $0) }
@@ -445,23 +448,34 @@ public final class RedisPipelineSession: PipelineSession, @unchecked Sendable {
             ]
         }
         progress.removeAll(keepingCapacity: true)
-        let transaction = settlement.map { !$0.isEmpty } ?? false
-        if let settlement, transaction {
-            // The outcomes and the release of their quota charges land together or not at all (MULTI/EXEC): a
-            // redelivery adopts only the charges of devices it will send again.
+        for (countsKey, fields) in counts {
+            for (field, n) in fields.sorted(by: { $0.key < $1.key }) where n != 0 {
+                commands.append(RedisCommand(["HINCRBY", countsKey, field, String(n)]))
+            }
+            commands.append(RedisCommand(["EXPIRE", countsKey, ttl]))
+        }
+        let counted = !counts.isEmpty
+        counts.removeAll(keepingCapacity: true)
+        let settling = settlement.map { !$0.isEmpty } ?? false
+        let transaction = settling || counted
+        if transaction {
+            // The outcomes, their live counts and the release of their quota charges land together or not at all
+            // (MULTI/EXEC): a redelivery adopts only the charges of devices it will send again, and counts only
+            // what it records.
+            commands.insert(RedisCommand(["MULTI"]), at: steeringKeys.count)
+        }
+        if let settlement, settling {
             let charges = RecipientKeys(org: org).quotaCharges(job)
-            // After the cancel look-ups, which are not part of the transaction.
-            commands.insert(RedisCommand(["MULTI"]), at: cancellationKeys.count)
             for p in settlement.parts where p.delivered + p.refunded > 0 {
                 let field = RedisQuotaStore.chargeField(
                     delivery: settlement.delivery, platform: p.platform, hour: p.hour)
                 commands.append(RedisCommand(["HINCRBY", charges, field, String(-(p.delivered + p.refunded))]))
             }
-            commands.append(RedisCommand(["EXEC"]))
         }
+        if transaction { commands.append(RedisCommand(["EXEC"])) }
         let replies = try client.pipeline(commands)
         for r in replies { try r.throwIfError("record outcomes") }
-        if replies.prefix(cancellationKeys.count).contains(where: { $0.integer == 1 }) { cancellationSeen = true }
+        if !steeringKeys.isEmpty { steeringSeen = JobSteeringMarks.steering(from: replies.prefix(steeringKeys.count)) }
         // EXEC answers with each queued command's reply: an error there fails the record too.
         if transaction, let exec = replies.last?.array { for r in exec { try r.throwIfError("record outcomes") } }
         try waitForReplicas(after: key)
@@ -469,34 +483,60 @@ public final class RedisPipelineSession: PipelineSession, @unchecked Sendable {
 
     public func ledgerState(org: OrgID, job: JobID) throws -> LedgerState {
         let key = store.ledgerKey(org, job)
-        let replies = try client.pipeline([
-            RedisCommand(["HEXISTS", key, "_published"]),
-            RedisCommand(["EXISTS", key, store.acceptedKey(org, job)]), // one slot: RedisKeyGroups.recordTransaction
-            RedisCommand(["HEXISTS", key, "_cancelled"]),
-        ])
+        // One slot (RedisKeyGroups.recordTransaction): the ledger and its accepted list.
+        let replies = try client.pipeline(
+            [
+                RedisCommand(["HEXISTS", key, "_published"]),
+                RedisCommand(["EXISTS", key, store.acceptedKey(org, job)]),
+            ] + JobSteeringMarks.commands(for: [key]))
         for r in replies { try r.throwIfError("ledger state") }
-        guard replies.count == 3, let reported = replies[0].integer, let exists = replies[1].integer,
-            let cancelled = replies[2].integer
-        else {
+        guard replies.count == 3, let reported = replies[0].integer, let exists = replies[1].integer else {
             throw RedisError(.unexpectedReply, "HEXISTS/EXISTS ledger: \(replies)")
         }
         if reported == 1 { return .reported }
-        if cancelled == 1 { return .cancelled }
-        return exists > 0 ? .partial : .empty
+        switch JobSteeringMarks.steering(from: replies[2...]) {
+        case .cancelled: return .cancelled
+        case .paused: return .paused
+        case .run: return exists > 0 ? .partial : .empty
+        }
     }
 
-    public func watchCancellation(org: OrgID, jobs: [JobID]) {
-        cancellationKeys = jobs.map { store.ledgerKey(org, $0) }
-        cancellationSeen = false
+    public func watchSteering(org: OrgID, jobs: [JobID]) {
+        steeringKeys = jobs.map { store.ledgerKey(org, $0) }
+        steeringSeen = .run
+    }
+
+    @discardableResult
+    public func checkSteering() throws -> JobSteering {
+        if steeringKeys.isEmpty { return steeringSeen }
+        let replies = try client.pipeline(JobSteeringMarks.commands(for: steeringKeys))
+        for r in replies { try r.throwIfError("pause and cancel marks") }
+        steeringSeen = JobSteeringMarks.steering(from: replies[...])
+        return steeringSeen
+    }
+
+    public func releaseCharges(org: OrgID, job: JobID, _ settlement: QuotaSettlement) throws {
+        let charges = RecipientKeys(org: org).quotaCharges(job)
+        var commands: [RedisCommand] = []
+        for p in settlement.parts where p.delivered + p.refunded > 0 {
+            let field = RedisQuotaStore.chargeField(delivery: settlement.delivery, platform: p.platform, hour: p.hour)
+            commands.append(RedisCommand(["HINCRBY", charges, field, String(-(p.delivered + p.refunded))]))
+        }
+        if commands.isEmpty { return }
+        for r in try client.pipeline(commands) { try r.throwIfError("release unsent charges") }
     }
 
     /// The report goes through the job's ledger (an outbox): `HSETNX _report` keeps the first completion's report,
     /// and the script answers it until `_published` is set. The ledger lives in the org's slot and the report stream
     /// elsewhere, so one script cannot write both on a Redis Cluster. KEYS[1] the ledger; ARGV[1] this delivery's
-    /// report JSON, ARGV[2] ttl seconds. Returns the report to publish, or nil when it is on the stream already.
+    /// report JSON, ARGV[2] ttl seconds, ARGV[3] '1' when the report says cancelled. Returns the report to publish,
+    /// nil when it is on the stream already, or 0 when the job was cancelled after the delivery last looked and the
+    /// report does not say so (a cancel answered 200 is never followed by a report that says otherwise).
     static let publishScript = RedisScript(
         """
         if redis.call('HEXISTS', KEYS[1], '_published') == 1 then return false end
+        if ARGV[3] ~= '1' and redis.call('HEXISTS', KEYS[1], '_report') == 0
+          and redis.call('HEXISTS', KEYS[1], '_cancelled') == 1 then return 0 end
         redis.call('HSETNX', KEYS[1], '_report', ARGV[1])
         redis.call('EXPIRE', KEYS[1], ARGV[2])
         return redis.call('HGET', KEYS[1], '_report')
@@ -511,8 +551,9 @@ public final class RedisPipelineSession: PipelineSession, @unchecked Sendable {
         let ledger = store.ledgerKey(report.org, report.job)
         let r = try client.eval(
             Self.publishScript, keys: RedisKeyGroups.publish(store, org: report.org, job: report.job),
-            args: [json, String(store.ledgerTTLSeconds)])
+            args: [json, String(store.ledgerTTLSeconds), report.status == "cancelled" ? "1" : "0"])
         try r.throwIfError("publish report")
+        if r.integer == 0 { throw CancelledBeforeReport() }
         guard let kept = r.string else { return false }
         try client.checked([
             "XADD", store.reportStream(for: report.job), "MAXLEN", "~", String(store.reportsMaxLength), "*",
@@ -520,6 +561,10 @@ public final class RedisPipelineSession: PipelineSession, @unchecked Sendable {
         ])
         try client.checked(["HSET", ledger, "_published", "1"])
         return true
+    }
+
+    public func noteCounts(org: OrgID, job: JobID, _ add: [String: Int64]) {
+        counts[store.countsKey(org, job), default: [:]].merge(add, uniquingKeysWith: +)
     }
 
     public func noteProgress(org: OrgID, job: JobID, resolved: Int, done: Int) {

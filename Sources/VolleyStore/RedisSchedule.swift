@@ -104,6 +104,23 @@ enum ScheduleScripts {
         return tonumber(due)
         """)
 
+    /// Marks a job paused in its outcome ledger unless its report is there or it was cancelled. KEYS: the ledger.
+    /// ARGV: when (ISO 8601), ttl seconds. Answers 1 when marked (or marked before), 0 when finished or cancelled.
+    static let markPaused = RedisScript(
+        """
+        if redis.call('HEXISTS', KEYS[1], '_report') == 1 then return 0 end
+        if redis.call('HEXISTS', KEYS[1], '_cancelled') == 1 then return 0 end
+        redis.call('HSETNX', KEYS[1], '_paused', ARGV[1])
+        redis.call('EXPIRE', KEYS[1], ARGV[2])
+        return 1
+        """)
+
+    /// Moves a parked member's due time to ARGV[2] if it is parked. KEYS: schedule. ARGV: member, due ms.
+    static let reschedule = RedisScript(
+        """
+        return redis.call('ZADD', KEYS[1], 'XX', 'CH', ARGV[2], ARGV[1])
+        """)
+
     /// Marks a job cancelled in its outcome ledger unless its report is there already. KEYS: the ledger. ARGV:
     /// when (ISO 8601), ttl seconds. Answers 1 when marked (or marked before), 0 when the job has finished.
     static let markCancelled = RedisScript(
@@ -115,7 +132,83 @@ enum ScheduleScripts {
         """)
 }
 
+/// The schedule's due time of a paused job (the last millisecond of year 9999): parked until its resume moves it.
+let pausedDueMillis: Int64 = 253_402_300_799_999
+
+/// Pause, resume and the paused parts a resume or cancel brings back: one place for the API's stores and the
+/// worker's session.
+struct JobSteeringMarks {
+    let store: StoreConfiguration
+
+    /// What the ledgers' marks say (a cancel outranks a pause); `replies` answer `commands(for:)`.
+    static func steering(from replies: ArraySlice<RedisReply>) -> JobSteering {
+        var paused = false
+        for r in replies {
+            let marks = r.array ?? []
+            if marks.first?.string != nil { return .cancelled }
+            if marks.count > 1, marks[1].string != nil { paused = true }
+        }
+        return paused ? .paused : .run
+    }
+
+    /// One `HMGET _cancelled _paused` per ledger.
+    static func commands(for ledgers: [String]) -> [RedisCommand] {
+        ledgers.map { RedisCommand(["HMGET", $0, "_cancelled", "_paused"]) }
+    }
+
+    /// Brings every parked part of a paused job back to the stream at `now` (the promoter moves it), forgetting
+    /// each once it is moved. A part not parked (yet) is forgotten too: its worker looks at the marks again after
+    /// parking it.
+    func bringBack(_ client: RedisClient, org: OrgID, job: JobID, now: Date) throws -> Int {
+        let key = store.pausedPartsKey(org, job)
+        let parts = try client.checked(["SMEMBERS", key]).array?.compactMap(\.string) ?? []
+        var moved = 0
+        for part in parts {
+            guard let sep = part.firstIndex(of: "\u{1F}"), let shard = Int(part[..<sep]) else { continue }
+            let member = String(part[part.index(after: sep)...])
+            let r = try client.eval(
+                ScheduleScripts.reschedule, keys: [store.scheduleKey(shard: shard)],
+                args: [member, String(RedisPipelineSession.millis(now))])
+            try r.throwIfError("bring a paused job back")
+            moved += Int(r.integer ?? 0)
+            try client.checked(["SREM", key, part])
+        }
+        return moved
+    }
+}
+
 extension RedisPipelineSession {
+    public func parkPaused(_ entry: JobEntry, org: OrgID, job: JobID, pausedBy: [JobID], now: Date) throws {
+        guard let body = entry.fields["job"] else {
+            throw RedisError(.unexpectedReply, "entry \(entry.entryID) has no job to park")
+        }
+        let shard = entry.entryID.shard
+        var member = StoreConfiguration.scheduleMember(org: org, job: job)
+        // A local-time wave keeps its wave: it comes back as the same wave.
+        if let wave = entry.fields["wave"] { member += "\u{1F}" + wave }
+        let ttl = String(store.ledgerTTLSeconds)
+        // Noted first (the org's slot), parked second (the stream's slot).
+        var notes: [RedisCommand] = []
+        for p in pausedBy {
+            let key = store.pausedPartsKey(org, p)
+            notes += [RedisCommand(["SADD", key, "\(shard)\u{1F}\(member)"]), RedisCommand(["EXPIRE", key, ttl])]
+        }
+        for r in try client.pipeline(notes) { try r.throwIfError("note a paused job") }
+        try client.eval(
+            ScheduleScripts.park, keys: RedisKeyGroups.schedulePark(store, shard: shard),
+            args: [member, String(pausedDueMillis), body, store.group, entry.entryID.rawValue]
+        ).throwIfError("park a paused job")
+        // A resume (or cancel) between the note and the park found nothing parked to move: look again.
+        let marks = try client.pipeline(JobSteeringMarks.commands(for: pausedBy.map { store.ledgerKey(org, $0) }))
+        for r in marks { try r.throwIfError("pause marks") }
+        if JobSteeringMarks.steering(from: marks[...]) != .paused {
+            try client.eval(
+                ScheduleScripts.reschedule, keys: [store.scheduleKey(shard: shard)],
+                args: [member, String(Self.millis(now))]
+            ).throwIfError("bring a resumed job back")
+        }
+    }
+
     public func park(_ entry: JobEntry, org: OrgID, job: JobID, due: Date) throws {
         guard let body = entry.fields["job"] else {
             throw RedisError(.unexpectedReply, "entry \(entry.entryID) has no job to park")
@@ -214,6 +307,8 @@ public struct RedisScheduleAdmin: Sendable {
 
     /// Marks the job cancelled in its ledger first, then removes it from the schedule: a promotion between the two
     /// brings back a job its worker then finds cancelled, so no order of events sends it.
+    /// A paused job is brought back instead of unparked: its worker publishes the report of what went, saying
+    /// `cancelled`.
     public func cancel(_ client: RedisClient, org: OrgID, job: JobID, now: Date) throws -> ScheduleCancel {
         let ledger = store.ledgerKey(org, job)
         let marked = try client.eval(
@@ -221,6 +316,12 @@ public struct RedisScheduleAdmin: Sendable {
             args: [RFC3339.format(now), String(store.ledgerTTLSeconds)])
         try marked.throwIfError("cancel job")
         if marked.integer == 0 { return .finished }
+        let pause = try client.pipeline([["HDEL", ledger, "_paused"], ["SCARD", store.pausedPartsKey(org, job)]])
+        for r in pause { try r.throwIfError("cancel job") }
+        if pause[0].integer == 1 || (pause[1].integer ?? 0) > 0 {
+            _ = try JobSteeringMarks(store: store).bringBack(client, org: org, job: job, now: now)
+            return .marked
+        }
         let member = StoreConfiguration.scheduleMember(org: org, job: job)
         // A job without its own id is parked on the shard of its entry, which the id does not name: every shard is
         // looked at (a handful of scripts, once per cancel).
@@ -232,6 +333,23 @@ public struct RedisScheduleAdmin: Sendable {
             if let ms = r.integer, ms >= 0 { return .unparked(due: Date(timeIntervalSince1970: Double(ms) / 1000)) }
         }
         return .marked
+    }
+
+    /// Marks a job that has not finished or been cancelled paused; false when it has.
+    public func pause(_ client: RedisClient, org: OrgID, job: JobID, now: Date) throws -> Bool {
+        let r = try client.eval(
+            ScheduleScripts.markPaused, keys: [store.ledgerKey(org, job)],
+            args: [RFC3339.format(now), String(store.ledgerTTLSeconds)])
+        try r.throwIfError("pause job")
+        return r.integer == 1
+    }
+
+    /// Lifts a pause and brings every parked part of the job back (due `now`); answers how many parts came back.
+    /// The mark goes first: a part parked after this is brought back by its own worker (`parkPaused`).
+    @discardableResult
+    public func resume(_ client: RedisClient, org: OrgID, job: JobID, now: Date) throws -> Int {
+        try client.checked(["HDEL", store.ledgerKey(org, job), "_paused"])
+        return try JobSteeringMarks(store: store).bringBack(client, org: org, job: job, now: now)
     }
 
     /// When the job is due, if it is parked on its id's shard (nil: not parked there).

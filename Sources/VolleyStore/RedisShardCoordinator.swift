@@ -137,6 +137,7 @@ public final class RedisShardCoordinator: ShardCoordinator, @unchecked Sendable 
         ]
         for (name, v) in zip(Self.counters, values) { args += [name, String(v)] }
         if let capped = report.capped { args += ["capped", String(capped)] }
+        if report.status == "cancelled" { args += ["cancelledShards", "1"] }
         for (reason, v) in report.rejectedByReason { args += ["rejectedByReason.\(reason)", String(v)] }
         for (reason, v) in report.failedByReason { args += ["failedByReason.\(reason)", String(v)] }
         for (p, v) in report.byPlatform { args += ["byPlatform.\(p)", String(v)] }
@@ -174,6 +175,12 @@ public final class RedisShardCoordinator: ShardCoordinator, @unchecked Sendable 
         parent.shards = shard.count
         parent.worker = report.worker
         parent.finishedAt = report.finishedAt
+        if let n = f["cancelledShards"], n > 0 {
+            parent.status = "cancelled"
+            parent.statusDetail =
+                "cancelled (DELETE /v1/jobs/{id}); \(parent.accepted) pushes were accepted before "
+                + "(\(n) of \(shard.count) shards stopped)"
+        }
         return parent
     }
 }

@@ -45,6 +45,15 @@ public struct StoreConfiguration: Sendable, Hashable {
     /// `worker.streamShards`: how many job streams (and dead-letter and report streams) there are; 1 is the plain
     /// names above.
     public var streamShards: Int = 1
+    /// True on a Redis Cluster: the event stream is one stream per org (`eventStream(org:)`), in the org's slot, so
+    /// each entry is appended in the transaction that records what it tells (exactly once).
+    public var eventStreamPerOrg = false
+    /// `events.maxLength`: the event stream is trimmed (approximately) to this many entries per stream.
+    public var eventsMaxLength: Int = 1_000_000
+    /// `events.maxAgeSeconds`: entries older than this are trimmed (`XADD … MINID`); 0 keeps them by length only.
+    public var eventsMaxAgeSeconds: Int = 7 * 86_400
+    /// `events.enabled`: false writes no event stream entries (outcomes and counts are kept all the same).
+    public var eventsEnabled = true
 
     public init(
         prefix: String = "volley", jobStream: String? = nil, deadStream: String? = nil,
@@ -90,6 +99,12 @@ public struct StoreConfiguration: Sendable, Hashable {
     /// Every report stream shard, in shard order.
     public var reportStreams: [String] { streamShardIndexes.map { reportStream(shard: $0) } }
 
+    /// The engagement event stream (docs/events.md): `volley:events` on one Redis node; on a cluster
+    /// `volley:events:{<org>}`, one per org in the slot of the org's ledgers.
+    public func eventStream(org: OrgID) -> String {
+        eventStreamPerOrg ? "\(prefix):events:{\(org)}" : "\(prefix):events"
+    }
+
     static func shardName(_ base: String, shard: Int, of count: Int) -> String {
         count <= 1 ? base : "\(base):{jobs\(shard)}"
     }
@@ -104,6 +119,13 @@ public struct StoreConfiguration: Sendable, Hashable {
     public func ledgerKey(_ org: OrgID, _ job: JobID) -> String { "\(prefix):outcomes:{\(org)}:\(job)" }
     func acceptedKey(_ org: OrgID, _ job: JobID) -> String { "\(prefix):outcomes:{\(org)}:\(job):accepted" }
     func debugEventsKey(_ org: OrgID, _ job: JobID) -> String { "\(prefix):events:{\(org)}:\(job)" }
+    /// The parts of a paused job parked until its resume: `<job stream shard>␟<schedule member>` (SET, the ledger's
+    /// TTL). The resume and the cancel bring each back.
+    func pausedPartsKey(_ org: OrgID, _ job: JobID) -> String { "\(prefix):paused:{\(org)}:\(job)" }
+    /// A job's live counts (HASH: outcome, `<platform>:<outcome>`, `reason:<reason>`, `accepted:<unix minute>`;
+    /// engagement adds `opened`, `dismissed`, `action:<id>`, `opened:<unix minute>`); the ledger's TTL. A shard
+    /// counts into its campaign.
+    public func countsKey(_ org: OrgID, _ job: JobID) -> String { "\(prefix):counts:{\(org)}:\(job)" }
     func progressKey(_ org: OrgID, _ job: JobID) -> String { "\(prefix):progress:{\(org)}:\(job)" }
     static func deviceField(_ platform: Platform, _ token: DeviceToken) -> String {
         // Built with one allocation (interpolation sizes its buffer by guess and may grow it): twice per device.

@@ -15,7 +15,7 @@ struct VolleyBenchCommand: AsyncParsableCommand {
         version: VolleyVersion.current,
         subcommands: [
             BenchTransport.self, BenchServe.self, BenchE2E.self, BenchAPI.self, BenchChaos.self, BenchHints.self,
-            BenchSchedule.self, BenchThrottle.self,
+            BenchSchedule.self, BenchThrottle.self, BenchInteractions.self, BenchSegments.self,
         ])
 }
 
@@ -175,6 +175,29 @@ struct BenchAPI: ParsableCommand {
         o.rounds = rounds
         let r = try APIBench.run(o, logger: Logger(label: "volley.bench"))
         try printResult(r, json: json) { APIBench.table(r) }
+    }
+}
+
+/// `volley-bench interactions`: wrk posting engagement events at `volley api` on its own redis-server.
+struct BenchInteractions: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "interactions",
+        abstract: "wrk posting batches of engagement events (POST /v1/interactions): events/s and API CPU per event.")
+
+    @Option(help: "wrk connections.") var connections = 16
+    @Option(help: "wrk threads.") var threads = 2
+    @Option(help: "Seconds of load.") var duration = 10
+    @Option(name: .customLong("events-per-request"), help: "Events per request (1-100).") var eventsPerRequest = 100
+    @Flag(help: "Print one JSON object.") var json = false
+
+    func run() throws {
+        var o = InteractionsBenchOptions()
+        o.connections = connections
+        o.threads = threads
+        o.durationSeconds = duration
+        o.eventsPerRequest = min(100, max(1, eventsPerRequest))
+        let r = try InteractionsBench.run(o, logger: Logger(label: "volley.bench"))
+        try printResult(r, json: json) { InteractionsBench.table(r) }
     }
 }
 

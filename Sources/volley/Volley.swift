@@ -10,7 +10,7 @@ struct Volley: AsyncParsableCommand {
         version: VolleyVersion.current,
         subcommands: [
             Demo.self, Worker.self, Send.self, Devices.self, Directory.self, Quota.self, Inbox.self, Types.self,
-            Templates.self, Schedules.self,
+            Templates.self, Segments.self, Schedules.self,
             TestPush.self, Status.self, Events.self, API.self, Keys.self, Jobs.self,
         ]
     )

@@ -24,6 +24,8 @@ struct InMemoryAPI {
     let frequencyCaps = InMemoryFrequencyCaps()
     let syncHints = InMemorySyncHintStore(maxRecordIds: 5)
     let timeZones = InMemoryOrgTimeZones()
+    /// The users' attributes and the segments counted over them.
+    let directory = InMemoryDirectory()
     let server: APIServer
 
     /// `withOptionalStores` false: a process started without the frequency-cap, sync-hint and time-zone stores
@@ -48,11 +50,12 @@ struct InMemoryAPI {
             logger: Logger(label: "test"))
         var stores = APIServer.Stores(
             credentials: credentials, jobs: jobs, jobStatus: jobs, devices: devices, types: types, quota: quota,
-            templates: templates, attributes: InMemoryUserAttributeStore(),
+            templates: templates, attributes: directory,
             frequencyCaps: withOptionalStores ? frequencyCaps : nil)
         if withOptionalStores {
             stores.syncHints = syncHints
             stores.timeZones = timeZones
+            stores.segments = InMemorySegmentStore(directory: directory)
         }
         server = APIServer(
             configuration: configuration, stores: stores, openAPIDocument: OpenAPIDocument.yaml,

@@ -8,7 +8,8 @@ import VolleyTestTags
 @Suite(.tags(.unit))
 struct JobJSONTests {
     static let everyKey = #"""
-        {"id":"j-1","org":"orgA","app":"app1","recipients":["005A","00G1"],
+        {"id":"j-1","org":"orgA","app":"app1","recipients":["005A","00G1",{"segment":"gold"},{"all":true}],
+         "exclude":["005B",{"segment":"churned"}],
          "devices":[{"platform":"ios","token":"beef","environment":"sandbox"},{"platform":"android","token":"f1"}],
          "notification":{"title":"Hi \"there\"","body":"a/b","localized":{"es":{"title":"Hola","body":"b"}},
            "badge":3,"sound":"ping.caf","data":{"recordId":"001","n":[1,2]},"contentAvailable":true,"ttl":60},
@@ -16,7 +17,7 @@ struct JobJSONTests {
          "salesforcePayload":false,"inbox":true,"notificationId":"n-1","templateId":"tpl-1",
          "customData":{"plan":"gold","n":9007199254740993},"throttlePerMinute":1019,
          "enableFrequencyCap":false,"sendAt":"2026-12-01T09:00:00.5+01:00",
-         "deliverAtLocalTime":"09:30"}
+         "deliverAtLocalTime":"09:30","tracking":false}
         """#
 
     /// The API reads a body into the job a worker decodes from the same bytes.

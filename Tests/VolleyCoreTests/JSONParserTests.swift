@@ -165,6 +165,8 @@ struct JobJSONReadingTests {
             notification: notification, apns: .object(["aps": .object(["alert": .string("x")])]),
             fcm: .object(["k": .bool(true)]), platforms: [.ios, .android])
         job.shard = ShardRef(parent: "p", index: 1, count: 4)
+        job.recipients = ["005A", .segment("gold-berlin"), .all]
+        job.exclude = ["005B", .segment("churned")]
         job.debug = true
         job.salesforcePayload = false
         job.inbox = true
@@ -175,6 +177,7 @@ struct JobJSONReadingTests {
         job.enableFrequencyCap = false
         job.sendAt = ScheduledTime("2026-12-01T09:00:00.25+01:00")
         job.deliverAtLocalTime = LocalDeliveryTime("07:45")
+        job.tracking = false
         return job
     }
 

@@ -25,6 +25,8 @@ import VolleyTestTags
             devices: [JobDevice(platform: .ios, token: DeviceToken("t"), environment: .sandbox)], notification: n,
             apns: .object([:]), fcm: .object([:]), platforms: [.ios])
         job.shard = ShardRef(parent: "p", index: 0, count: 2)
+        job.recipients = ["u", .segment("gold"), .all]
+        job.exclude = [.segment("churned")]
         job.debug = true
         job.salesforcePayload = false
         job.inbox = true
@@ -35,6 +37,7 @@ import VolleyTestTags
         job.enableFrequencyCap = false
         job.sendAt = ScheduledTime("2026-12-01T09:00:00Z")
         job.deliverAtLocalTime = LocalDeliveryTime("09:00")
+        job.tracking = false
         let object = try #require(try JSONValue(parsing: JSONEncoder().encode(job)).objectValue)
         #expect(Set(object.keys) == JobKeys.job)
         #expect(Set((object["notification"]?.objectValue ?? [:]).keys) == JobKeys.notification)

@@ -8,7 +8,7 @@ import VolleyTestTags
     final class Recorder: @unchecked Sendable {
         var asked: [(AppName, Platform)] = []
         let lock = NSLock()
-        lazy var check = NotificationCheck { [unowned self] app, platform, n in
+        lazy var check = NotificationCheck { [unowned self] app, platform, n, _ in
             self.lock.withLock { self.asked.append((app, platform)) }
             if platform == .ios, let ttl = n.ttl, ttl < 0 {
                 throw NotificationError("BadExpirationDate", "ttl \(ttl) must be 0 or more seconds", field: "ttl")

@@ -163,7 +163,7 @@ import VolleyTestTags
         #expect(n.ttl == SyncHintPush.ttlSeconds)
         #expect(
             n.data == ["type": .string("ACCOUNT_UPDATE"), "recordIds": .array([.string("001a"), .string("001b")])])
-        #expect(job.recipients == [RecipientID("005x1")])
+        #expect(job.recipientIDs == [RecipientID("005x1")])
         #expect(job.inbox == false)
         #expect(job.salesforcePayload == false)
         #expect(!job.storesInbox)

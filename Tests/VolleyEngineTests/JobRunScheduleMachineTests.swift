@@ -5,8 +5,9 @@ import VolleyTestTags
 
 @testable import VolleyEngine
 
-/// A delivery's decisions about time and cancels: parking a job due later, stopping a cancelled one between chunks,
-/// and waiting for a local-time job's later waves, on a manual clock.
+/// A delivery's decisions about time, pauses and cancels: parking a job due later, stopping a paused or cancelled one
+/// before its next send (giving back what was charged and not sent), and waiting for a local-time job's later waves,
+/// on a manual clock.
 @Suite(.tags(.unit)) struct JobRunScheduleMachineTests {
     typealias Machine = JobRun.StateMachine
     let clock = ManualClock()
@@ -24,27 +25,83 @@ import VolleyTestTags
         #expect(m.isFinished)
     }
 
-    @Test func aCancelSeenWhileSendingStopsAtTheNextChunkAndPublishes() {
-        var m = Machine(quotaWait: nil)
+    /// A machine sending `first`, its first chunk.
+    func sending(_ first: [Device], quota: QuotaWaitPolicy? = nil) -> Machine {
+        var m = Machine(quotaWait: quota)
         _ = m.ledgerRead(.empty, deliveryCount: 1)
         _ = m.deliveryOpened()
+        let credits = Machine.Action.reserveCredits(upTo: first.count, until: until(0.2))
+        if quota == nil {
+            #expect(m.chunkResolved(first, recorded: none(first), now: clock.now()) == credits)
+        } else {
+            #expect(
+                m.chunkResolved(first, recorded: none(first), now: clock.now()) == .charge(.ios, count: first.count))
+            #expect(m.quotaGranted(count: first.count, now: clock.now()) == credits)
+        }
+        return m
+    }
+
+    @Test func aCancelSeenWhileSendingStopsBeforeTheNextCreditsAndPublishes() {
         let first = devices(3)
-        #expect(
-            m.chunkResolved(first, recorded: none(first), now: clock.now())
-                == .reserveCredits(upTo: 3, until: until(0.2)))
+        var m = sending(first)
         #expect(m.creditsReserved(2, now: clock.now()) == .send(first[0..<2]))
-        // A record in the middle of the chunk saw the mark: the chunk still goes whole (it is charged already).
-        m.cancellationSeen()
-        #expect(m.devicesSent(now: clock.now()) == .reserveCredits(upTo: 1, until: until(0.2)))
-        #expect(m.creditsReserved(1, now: clock.now()) == .send(first[2..<3]))
-        #expect(m.devicesSent(now: clock.now()) == .recordReadyOutcomes)
-        // Between chunks: no more chunks, the sends still out are awaited, the report is published.
-        #expect(m.outcomesRecorded() == .stopSending)
+        // A record in the middle of the chunk saw the mark: nothing more starts, not even the chunk's rest.
+        m.steeringSeen(.cancelled)
+        #expect(m.devicesSent(now: clock.now()) == .stopSending)
         #expect(m.sendingStopped(outstanding: 1, now: clock.now()) == .awaitOutcomes(until: until(0.2)))
         #expect(m.outcomesAwaited(outstanding: 0, now: clock.now()) == .recordRemaining)
         #expect(m.remainingRecorded(outstanding: 0, shardedInto: 0) == .publishReport)
         #expect(m.cancelled)
         #expect(m.reportPublished() == .acknowledge(.completed))
+    }
+
+    @Test func theChargesOfDevicesACancelKeptBackAreGivenBack() {
+        let first = devices(5)
+        var m = sending(first, quota: QuotaWaitPolicy())
+        #expect(m.creditsReserved(2, now: clock.now()) == .send(first[0..<2]))
+        m.steeringSeen(.cancelled)
+        #expect(m.devicesSent(now: clock.now()) == .releaseUnsent(Array(first[2...])))
+        #expect(m.unsentReleased(now: clock.now()) == .stopSending)
+    }
+
+    @Test func aPausedJobRecordsWhatWentThenParksUntilItsResume() {
+        let first = devices(4)
+        var m = sending(first)
+        #expect(m.creditsReserved(1, now: clock.now()) == .send(first[0..<1]))
+        m.steeringSeen(.paused)
+        #expect(m.devicesSent(now: clock.now()) == .stopSending)
+        #expect(m.sendingStopped(outstanding: 1, now: clock.now()) == .awaitOutcomes(until: until(0.2)))
+        #expect(m.outcomesAwaited(outstanding: 0, now: clock.now()) == .recordRemaining)
+        #expect(m.remainingRecorded(outstanding: 0, shardedInto: 0, laterWaves: true) == .parkPaused)
+        #expect(m.isFinished)
+    }
+
+    @Test func aPauseLiftedBeforeItTookEffectChangesNothing() {
+        let first = devices(2)
+        var m = sending(first)
+        m.steeringSeen(.paused)
+        m.steeringSeen(.run)
+        #expect(m.creditsReserved(2, now: clock.now()) == .send(first[0..<2]))
+        #expect(m.devicesSent(now: clock.now()) == .recordReadyOutcomes)
+        #expect(m.outcomesRecorded() == .takeChunk)
+    }
+
+    @Test func aJobPausedBeforeItsDeliveryIsParkedWithoutReadingAChunk() {
+        var m = Machine(quotaWait: nil)
+        #expect(m.ledgerRead(.paused, deliveryCount: 1) == .parkPaused)
+        #expect(m.isFinished)
+    }
+
+    @Test func aPauseAfterTheLastDeviceWentPublishesTheReport() {
+        // Every device was sent before the pause took effect: nothing waits for a resume.
+        let first = devices(1)
+        var m = sending(first)
+        #expect(m.creditsReserved(1, now: clock.now()) == .send(first[0..<1]))
+        #expect(m.devicesSent(now: clock.now()) == .recordReadyOutcomes)
+        #expect(m.outcomesRecorded() == .takeChunk)
+        m.steeringSeen(.paused)
+        #expect(m.devicesExhausted(outstanding: 0, now: clock.now()) == .recordRemaining)
+        #expect(m.remainingRecorded(outstanding: 0, shardedInto: 0) == .publishReport)
     }
 
     @Test func aJobCancelledBeforeItsDeliveryCountsItsChunksAndSendsNothing() {

@@ -159,7 +159,9 @@ final class PartlyAnsweringSender: PushSender, @unchecked Sendable {
     /// Answers handed to the receiver so far.
     var answeredCount: Int { lock.withLock { answers } }
 
-    func prepare(_ notification: VolleyCore.Notification, jobID: JobID) throws -> any PreparedNotification {
+    func prepare(_ notification: VolleyCore.Notification, jobID: JobID, tracking: MessageTracking?) throws
+        -> any PreparedNotification
+    {
         Prepared()
     }
 

@@ -25,6 +25,9 @@ import VolleyTestTags
         var sends: [(at: Date, count: Int)] = []
         var charges: [(at: Date, platform: Platform, count: Int)] = []
         var expired: [(at: Date, count: Int)] = []
+        /// Looks at the pause and cancel marks, and devices whose charges were given back.
+        var steeringChecks = 0
+        var released = 0
         var final: Machine.Action?
         var sent: Int { sends.reduce(0) { $0 + $1.count } }
 
@@ -43,7 +46,8 @@ import VolleyTestTags
     /// pushes were sent (a worker killed there: its machine is dropped). Outcomes come back at once.
     func drive(
         _ m: inout Machine, _ all: [Device], chunk: Int, gate: InMemoryThrottle, rate: ThrottleRate,
-        stopAfter: Int = .max, trace: inout Trace, drainAt: Date? = nil, expiresAt: Date? = nil
+        stopAfter: Int = .max, trace: inout Trace, drainAt: Date? = nil, expiresAt: Date? = nil,
+        steering: (Date) -> JobSteering = { _ in .run }
     ) throws {
         var chunks = stride(from: 0, to: all.count, by: chunk).map { Array(all[$0..<min(all.count, $0 + chunk)]) }
         var action = m.deliveryOpened(throttle: rate, expiresAt: expiresAt)
@@ -83,7 +87,14 @@ import VolleyTestTags
                 trace.expired.append((clock.now(), late.count))
                 action = m.devicesExpired(now: clock.now())
             case .recordReadyOutcomes:
+                m.steeringSeen(steering(clock.now()))
                 action = m.outcomesRecorded()
+            case .checkSteering:
+                trace.steeringChecks += 1
+                action = m.steeringChecked(steering(clock.now()), now: clock.now())
+            case .releaseUnsent(let devices):
+                trace.released += devices.count
+                action = m.unsentReleased(now: clock.now())
             case .stopSending:
                 action = m.sendingStopped(outstanding: 0, now: clock.now())
             case .awaitOutcomes:
@@ -92,7 +103,8 @@ import VolleyTestTags
                 action = m.remainingRecorded(outstanding: 0, shardedInto: 0)
             case .publishReport:
                 action = m.reportPublished()
-            case .acknowledge, .abandon, .deadLetter, .openDelivery, .waitForQuota, .refuseOverQuota, .park, .parkWaves:
+            case .acknowledge, .abandon, .deadLetter, .openDelivery, .waitForQuota, .refuseOverQuota, .park, .parkWaves,
+                .parkPaused:
                 trace.final = action
                 return
             }
@@ -121,6 +133,53 @@ import VolleyTestTags
         #expect(took >= 149 && took <= 150)
         // One round trip per slice of five, not one per device.
         #expect(gate.asks <= 3000 / rate.slice + 10)
+    }
+
+    @Test func tenThousandDevicesAt600AMinuteCancelledFiveSecondsInSendAtMostOneSliceMore() throws {
+        let gate = InMemoryThrottle()
+        let rate = ThrottleRate(perMinute: 600)!
+        var m = opened(quota: QuotaWaitPolicy())
+        var trace = Trace()
+        let cancelAt = clock.now().addingTimeInterval(5)
+        try drive(
+            &m, devices(10_000), chunk: 500, gate: gate, rate: rate, trace: &trace,
+            steering: { $0 >= cancelAt ? .cancelled : .run })
+        #expect(trace.final == .acknowledge(.completed))
+        #expect(m.cancelled)
+        let after = trace.sends.filter { $0.at >= cancelAt }.reduce(0) { $0 + $1.count }
+        #expect(after <= rate.slice, "\(after) pushes after the cancel")
+        #expect(trace.sent <= 50 + rate.slice)
+        // Slices are charged when granted: none was charged and left unsent.
+        #expect(trace.charges.reduce(0) { $0 + $1.count } == trace.sent)
+    }
+
+    @Test func pausedSixtySecondsAndResumedEveryDeviceGoesOnceAndNoMinuteIsOverTheRate() throws {
+        let gate = InMemoryThrottle()
+        let rate = ThrottleRate(perMinute: 600)!
+        let all = devices(1_000)
+        let start = clock.now()
+        let pauseAt = start.addingTimeInterval(5)
+        var first = opened()
+        var before = Trace()
+        try drive(
+            &first, all, chunk: 500, gate: gate, rate: rate, trace: &before,
+            steering: { $0 >= pauseAt ? .paused : .run })
+        #expect(before.final == .parkPaused)
+        // Resumed 60 s later: the next delivery skips what went (the ledger) and goes on through the same gate.
+        clock.set(pauseAt.addingTimeInterval(60))
+        var second = opened(deliveryCount: 1)
+        var after = Trace()
+        try drive(&second, Array(all[before.sent...]), chunk: 500, gate: gate, rate: rate, trace: &after)
+        #expect(after.final == .acknowledge(.completed))
+        #expect(before.sent + after.sent == all.count)
+        #expect(before.sends.allSatisfy { $0.at <= pauseAt })
+        #expect(after.sends.allSatisfy { $0.at >= pauseAt.addingTimeInterval(60) })
+        // Every whole minute from the first send holds at most the rate.
+        var perMinute: [Int: Int] = [:]
+        for s in before.sends + after.sends {
+            perMinute[Int(s.at.timeIntervalSince(start) / 60), default: 0] += s.count
+        }
+        #expect(perMinute.values.allSatisfy { $0 <= 600 }, "\(perMinute.sorted { $0.key < $1.key })")
     }
 
     @Test func aThrottledJobIsChargedPerSliceWhenTheSliceGoes() throws {

@@ -138,7 +138,7 @@ import VolleyTestTags
         }
         let w = worker([.ios: ios], chunkSize: 100)
         var j = job("jc2")
-        j.recipients = users.map { RecipientID($0.rawValue) }
+        j.recipients = users.map { .id(RecipientID($0.rawValue)) }
         let entry = try backend.enqueue(j)
         try w.start()
         defer { w.drain(deadline: 1) }

@@ -104,6 +104,33 @@ import VolleyTestTags
             "PUT", "/v1/users/005A/attributes", token: admin, json: #"{"attributes":{"first_name":"Ada"}}"#)
         #expect(attributes.status == 200, "\(attributes.text)")
         #expect(try await api.call("GET", "/v1/users/005A/attributes", token: admin).status == 200)
+        // Segments: the put script, counts (the index's set operations, a score range) and a job naming them.
+        let segments = [
+            (
+                "ada",
+                #"{"match":"any","filters":[{"attribute":"first_name","op":"eq","value":"Ada"},"#
+                    + #"{"attribute":"n","op":"gt","value":1},{"attribute":"plan","op":"notExists"}]}"#
+            ),
+            (
+                "none",
+                #"{"filters":[{"attribute":"first_name","op":"ne","value":"Bo"},"#
+                    + #"{"attribute":"n","op":"lt","value":1}]}"#
+            ),
+        ]
+        for (id, body) in segments {
+            let put = try await api.call("PUT", "/v1/segments/\(id)", token: admin, json: body)
+            #expect(put.status == 201, "\(put.text)")
+        }
+        let counted = try await api.call("GET", "/v1/segments/ada/count", token: send)
+        #expect(counted.json["users"] as? Int == 1, "\(counted.text)")
+        #expect(try await api.call("GET", "/v1/segments/none/count", token: send).json["users"] as? Int == 0)
+        #expect(try await api.call("GET", "/v1/segments", token: send).status == 200)
+        let segmentJob = try await api.call(
+            "POST", "/v1/jobs", token: send,
+            json: #"{"app":"app1","recipients":[{"segment":"ada"}],"exclude":[{"segment":"none"}],"#
+                + #""notification":{"title":"Segment"}}"#,
+            headers: ["Idempotency-Key": "acl-6"])
+        #expect(segmentJob.status == 202, "\(segmentJob.text)")
         // Frequency caps: the rules the worker then applies (no user reaches them).
         let caps = try await api.call(
             "PUT", "/v1/frequency-caps", token: admin, json: #"{"rules":[{"window":"1h","max":100}]}"#)
@@ -189,7 +216,7 @@ import VolleyTestTags
             w.mock.stats().acceptedAPNs >= 3
         }
         let runJob = Schedule.runJobID(schedule: "acl-s", run: run)
-        for id in ["acl-2", "acl-4", runJob.rawValue] {
+        for id in ["acl-2", "acl-4", "acl-6", runJob.rawValue] {
             try await waitUntil("job \(id) done: \(worker.log.suffix(2000))", timeout: .seconds(60)) {
                 try await api.call("GET", "/v1/jobs/\(id)", token: send).json["state"] as? String == "done"
             }

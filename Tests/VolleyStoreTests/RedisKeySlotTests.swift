@@ -73,6 +73,20 @@ import VolleyTestTags
                 ))
             out.append(("directoryDrain", RedisKeyGroups.directoryDrain(org: org, scope: "job-1")))
             out.append(("templatePut", RedisKeyGroups.templatePut(org: org)))
+            for (attribute, value) in [("plan", "gold"), ("city", "{Berlin}"), ("n", "1:2"), ("seen", "")] {
+                out.append(
+                    (
+                        "attributeIndexWrite",
+                        RedisKeyGroups.attributeIndexWrite(org: org)
+                            + RedisKeyGroups.attributeIndexDerived(org: org, attribute: attribute, value: value)
+                    ))
+                out.append(
+                    (
+                        "segmentResolution",
+                        RedisKeyGroups.segmentResolution(
+                            store, org: org, app: "Sales App", scope: "job{1}", attribute: attribute, value: value)
+                    ))
+            }
         }
         out.append(("keepAlive", RedisKeyGroups.keepAlive(stream: store.jobStream)))
         // The schedule's scripts, with one job stream and with shards, default and configured stream names.

@@ -39,7 +39,14 @@ public final class FakePushSender: PushSender, @unchecked Sendable {
         queue = DispatchQueue(label: "fake-\(platform)", attributes: .concurrent)
     }
 
-    public func prepare(_ notification: VolleyCore.Notification, jobID: JobID) throws -> any PreparedNotification {
+    /// The message ids of each preparation so far, in order (nil: an untracked one).
+    public var preparedTracking: [MessageTracking?] { lock.withLock { tracked } }
+    private var tracked: [MessageTracking?] = []
+
+    public func prepare(_ notification: VolleyCore.Notification, jobID: JobID, tracking: MessageTracking?) throws
+        -> any PreparedNotification
+    {
+        lock.withLock { tracked.append(tracking) }
         if notification.contentAvailable == true && (notification.title != nil || notification.body != nil) {
             throw NotificationError("SilentWithAlert", "silent push must not carry an alert")
         }

@@ -150,6 +150,30 @@ public final class InMemoryJobs: JobSubmitter, JobStatusReader {
         }
     }
 
+    /// A job not finished or cancelled becomes `paused`.
+    public func pause(org: OrgID, job: JobID, now: Date) async throws -> JobSteerAnswer {
+        try outage.check()
+        return state.withLock { s in
+            guard var r = s.records[Self.key(org, job)] else { return .unknown }
+            if ["done", "dead-lettered", "cancelled"].contains(r.status.state) { return .refused(r.status) }
+            r.status.state = "paused"
+            s.records[Self.key(org, job)] = r
+            return .changed(r.status)
+        }
+    }
+
+    /// A paused job goes back to `queued`.
+    public func resume(org: OrgID, job: JobID, now: Date) async throws -> JobSteerAnswer {
+        try outage.check()
+        return state.withLock { s in
+            guard var r = s.records[Self.key(org, job)] else { return .unknown }
+            if r.status.state != "paused" { return .refused(r.status) }
+            r.status.state = "queued"
+            s.records[Self.key(org, job)] = r
+            return .changed(r.status)
+        }
+    }
+
     public func events(org: OrgID, job: JobID) async throws -> [DebugEvent]? {
         try outage.check()
         return state.withLock { s in

@@ -32,6 +32,11 @@ public final class InMemoryBackend: PipelineBackend, @unchecked Sendable {
     /// The orgs' zones set as `PUT /v1/time-zone` sets them.
     private var orgZones: [OrgID: String] = [:]
     private var cancelled: Set<String> = []
+    /// Jobs paused (`pause`), and the parts parked under each until its resume.
+    private var paused: Set<String> = []
+    private var pausedParts: [String: Set<String>] = [:]
+    /// Charges given back for pushes a pause or cancel kept from being sent, per job.
+    public private(set) var releasedCharges: [String: Int] = [:]
 
     /// A store error the in-memory backend answers when told to (`failDeviceReads`).
     public struct StoreFailure: Error, CustomStringConvertible {
@@ -127,6 +132,21 @@ public final class InMemoryBackend: PipelineBackend, @unchecked Sendable {
         }
     }
 
+    /// `POST /v1/jobs/{id}/pause`: the job is marked paused.
+    public func pause(org: OrgID, job: JobID) { _ = locked { paused.insert("\(org)|\(job)") } }
+
+    /// `POST /v1/jobs/{id}/resume`: the mark goes and every parked part is due at `now`. Answers how many parts.
+    @discardableResult
+    public func resume(org: OrgID, job: JobID, now: Date) -> Int {
+        locked {
+            let key = "\(org)|\(job)"
+            paused.remove(key)
+            let parts = pausedParts.removeValue(forKey: key) ?? []
+            for part in parts { parked[part]?.due = now }
+            return parts.count
+        }
+    }
+
     public var pendingCount: Int { locked { pending.count } }
     public var allReports: [JobReport] { locked { reports } }
     public var ackedEntries: [StreamEntryID] { locked { acked } }
@@ -141,7 +161,7 @@ public final class InMemoryBackend: PipelineBackend, @unchecked Sendable {
         let backend: InMemoryBackend
         let isCancelled: @Sendable () -> Bool
         private var watched: [String] = []
-        private(set) var cancellationSeen = false
+        private(set) var steeringSeen = JobSteering.run
         init(backend: InMemoryBackend, isCancelled: @escaping @Sendable () -> Bool) {
             self.backend = backend
             self.isCancelled = isCancelled
@@ -231,13 +251,39 @@ public final class InMemoryBackend: PipelineBackend, @unchecked Sendable {
         ) throws {
             backend.locked {
                 for (d, o) in outcomes { backend.ledger["\(org)|\(job)", default: [:]][InMemoryBackend.field(d)] = o }
-                if watched.contains(where: { backend.cancelled.contains($0) }) { cancellationSeen = true }
             }
+            try checkSteering()
         }
 
-        func watchCancellation(org: OrgID, jobs: [JobID]) {
+        func watchSteering(org: OrgID, jobs: [JobID]) {
             watched = jobs.map { "\(org)|\($0)" }
-            cancellationSeen = false
+            steeringSeen = .run
+        }
+
+        @discardableResult
+        func checkSteering() throws -> JobSteering {
+            if watched.isEmpty { return steeringSeen }
+            steeringSeen = backend.locked {
+                if watched.contains(where: { backend.cancelled.contains($0) }) { return .cancelled }
+                return watched.contains(where: { backend.paused.contains($0) }) ? .paused : .run
+            }
+            return steeringSeen
+        }
+
+        func releaseCharges(org: OrgID, job: JobID, _ settlement: QuotaSettlement) throws {
+            let n = settlement.parts.reduce(0) { $0 + $1.delivered + $1.refunded }
+            backend.locked { backend.releasedCharges["\(org)|\(job)", default: 0] += n }
+        }
+
+        func parkPaused(_ entry: JobEntry, org: OrgID, job: JobID, pausedBy: [JobID], now: Date) throws {
+            backend.locked {
+                let key = "\(org)|\(job)" + (entry.fields["wave"].map { "@\($0)" } ?? "")
+                backend.parked[key] = (.distantFuture, entry.fields, job.rawValue, entry.fields["wave"])
+                let stillPaused = pausedBy.contains { backend.paused.contains("\(org)|\($0)") }
+                for p in pausedBy { backend.pausedParts["\(org)|\(p)", default: []].insert(key) }
+                if !stillPaused { backend.parked[key]?.due = now }
+            }
+            try ack(entry.entryID)
         }
 
         func park(_ entry: JobEntry, org: OrgID, job: JobID, due: Date) throws {
@@ -265,6 +311,7 @@ public final class InMemoryBackend: PipelineBackend, @unchecked Sendable {
             backend.locked {
                 if backend.reported.contains("\(org)|\(job)") { return .reported }
                 if backend.cancelled.contains("\(org)|\(job)") { return .cancelled }
+                if backend.paused.contains("\(org)|\(job)") { return .paused }
                 return (backend.ledger["\(org)|\(job)"]?.isEmpty == false) ? .partial : .empty
             }
         }

@@ -1,3 +1,4 @@
+import Foundation
 import VolleyCore
 
 // The FCM send body's checks over its bytes. A per-person campaign sends a body the mock has never seen at every
@@ -353,18 +354,23 @@ struct MockFCMSendScan {
 
 /// The last FCM send body of a connection that passed every check of its message, kept so that the next body that
 /// differs from it only in the registration token is not read again: a campaign's bodies are one tail after
-/// different tokens.
+/// different tokens, and a tracked campaign's also differ in the message id of `data.mid`.
 ///
 /// Exact, not a guess: a body of the form `{"message":{"token":"<token>",<tail>` whose token is printable ASCII
 /// without `"` or `\` parses to the same tree for every such token, so every check but the token's own gives the
 /// same answer for the same tail. The message's target is that token unless the tail could name another (a
-/// `"token"` or `"message"` member, or any escape, which could spell one); such tails are never kept.
+/// `"token"` or `"message"` member, or any escape, which could spell one); such tails are never kept. The same holds
+/// for the value of a `"mid"` member when it is Volley's message id (23 characters of base64url and a dot): no check
+/// reads a `mid` but as a string of its length.
 struct MockFCMBodyMemo {
     private static let prefix: StaticString = #"{"message":{"token":""#
     /// The tail of the last body that passed (its storage is reused from one kept tail to the next).
     private var tail: [UInt8] = []
     /// The kept tail's `validate_only`; nil while no tail is kept.
     private var validateOnly: Bool?
+    /// Where the kept tail's message id starts (the value of its first `"mid"` member), if it has one.
+    private var messageIDAt: Int?
+    static let messageIDLength = 23
 
     /// The token and the tail of a body of the memo's form, or nil.
     static func split(_ body: UnsafeBufferPointer<UInt8>) -> (
@@ -413,10 +419,45 @@ struct MockFCMBodyMemo {
     /// The token and `validate_only` of a body whose message passes every check but the token's own, known without
     /// reading it; nil when the body has to be read. A tail equal to the kept one was checked when it was kept.
     func match(_ body: UnsafeBufferPointer<UInt8>) -> (token: UnsafeBufferPointer<UInt8>, validateOnly: Bool)? {
-        guard let validateOnly, let parts = Self.tokenAndTail(body), MockBytes.equal(parts.tail, tail) else {
-            return nil
+        guard let validateOnly, let parts = Self.tokenAndTail(body) else { return nil }
+        guard let at = messageIDAt else { return MockBytes.equal(parts.tail, tail) ? (parts.token, validateOnly) : nil }
+        let end = at + Self.messageIDLength
+        guard parts.tail.count == tail.count, let new = parts.tail.baseAddress,
+            parts.tail[at..<end].allSatisfy(Self.isMessageIDByte)
+        else { return nil }
+        let same = tail.withUnsafeBufferPointer { kept -> Bool in
+            guard let old = kept.baseAddress else { return false }
+            return memcmp(new, old, at) == 0 && memcmp(new + end, old + end, kept.count - end) == 0
         }
-        return (parts.token, validateOnly)
+        return same ? (parts.token, validateOnly) : nil
+    }
+
+    /// The offset of the first `"mid"` member's value in `tail` when it is a message id, else nil.
+    static func messageIDStart(in tail: UnsafeBufferPointer<UInt8>) -> Int? {
+        let key: StaticString = #""mid":""#
+        var k = 0
+        while k < tail.count {
+            if tail[k] == UInt8(ascii: "\""), MockBytes.hasPrefix(tail, at: k, key) {
+                let at = k + key.utf8CodeUnitCount
+                let end = at + messageIDLength
+                guard end < tail.count, tail[end] == UInt8(ascii: "\""),
+                    tail[at..<end].allSatisfy(isMessageIDByte)
+                else { return nil }
+                return at
+            }
+            k += 1
+        }
+        return nil
+    }
+
+    /// A byte of a message id: base64url or its dot.
+    static func isMessageIDByte(_ c: UInt8) -> Bool {
+        switch c {
+        case UInt8(ascii: "A")...UInt8(ascii: "Z"), UInt8(ascii: "a")...UInt8(ascii: "z"),
+            UInt8(ascii: "0")...UInt8(ascii: "9"), UInt8(ascii: "-"), UInt8(ascii: "_"), UInt8(ascii: "."):
+            return true
+        default: return false
+        }
     }
 
     /// Keeps the tail of a body whose message passed every check (when the body has the memo's form).
@@ -424,6 +465,7 @@ struct MockFCMBodyMemo {
         guard let parts = Self.split(body) else { return }
         tail.removeAll(keepingCapacity: true)
         tail.append(contentsOf: parts.tail)
+        messageIDAt = Self.messageIDStart(in: parts.tail)
         self.validateOnly = validateOnly
     }
 }

@@ -86,6 +86,9 @@ struct RedisAPIStores {
         api.syncHints = RedisSyncHintRepository(
             client: client("api-sync-hints"), maxRecordIds: c.syncHints.maxRecordIds)
         api.timeZones = RedisOrgTimeZoneRepository(client: client("api-time-zones"))
+        // Interactions count on the hot path's connection (one script per batch); opens mark the inbox through it.
+        api.interactions = RedisInteractionRecorder(redis: route, store: settings.store, inbox: inbox)
+        api.segments = RedisSegmentRepository(client: client("api-segments"))
     }
 
     /// The Salesforce-compatible resources on the same stores as the worker (types, inbox, job stream).

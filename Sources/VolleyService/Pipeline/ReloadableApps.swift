@@ -325,13 +325,16 @@ public final class ManagedSender: PushSender, @unchecked Sendable {
             })
     }
 
-    public func prepare(_ notification: VolleyCore.Notification, jobID: JobID) throws -> any PreparedNotification {
+    public func prepare(_ notification: VolleyCore.Notification, jobID: JobID, tracking: MessageTracking?) throws
+        -> any PreparedNotification
+    {
         guard let g = current.withLock({ $0 }) else {
             throw NotificationError("AppRemoved", "the app was removed from the configuration")
         }
         return Prepared(
-            platform: platform, generation: g.number, prepared: try g.sender.prepare(notification, jobID: jobID),
-            remake: { g in try g.sender.prepare(notification, jobID: jobID) })
+            platform: platform, generation: g.number,
+            prepared: try g.sender.prepare(notification, jobID: jobID, tracking: tracking),
+            remake: { g in try g.sender.prepare(notification, jobID: jobID, tracking: tracking) })
     }
 
     public func send(

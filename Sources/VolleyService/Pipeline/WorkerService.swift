@@ -131,6 +131,9 @@ extension WorkerRunner {
         worker.syncHints = RedisSyncHintStore(
             client: settings.client(name: "sync-hint-intake", giveUpAfter: 10, logger: logger),
             maxRecordIds: c.syncHints.maxRecordIds)
+        // Message ids: each tracked delivery maps its campaign to the job its interactions count for.
+        worker.messageTracking = RedisMessageTracking(
+            client: settings.client(name: "message-ids", logger: logger), store: settings.store)
         let hintFlusher = SyncHintFlusher(configuration: c.syncHints, settings: settings, logger: logger)
         hintFlusher.start()
         // Scheduled jobs and recurring schedules' runs due: one worker of the fleet at a time moves them onto the job

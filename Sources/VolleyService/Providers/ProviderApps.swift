@@ -99,7 +99,9 @@ public final class UnavailableSender: PushSender, @unchecked Sendable {
         self.platform = platform
         self.reason = reason
     }
-    public func prepare(_ notification: VolleyCore.Notification, jobID: JobID) throws -> any PreparedNotification {
+    public func prepare(_ notification: VolleyCore.Notification, jobID: JobID, tracking: MessageTracking?) throws
+        -> any PreparedNotification
+    {
         Prepared(platform: platform)
     }
     /// Every send fails `fix-app` whatever its payload.

@@ -10,16 +10,19 @@ extension NotificationCheck {
     /// account file is not opened here.
     public static func providers(_ apps: [AppSettings]) -> NotificationCheck {
         let byName = Dictionary(apps.map { ($0.name, $0) }, uniquingKeysWith: { a, _ in a })
-        return NotificationCheck { app, platform, notification in
+        // Any job's message ids have the same size: the door's own stand in for the job's.
+        let tracking = MessageTracking(org: "door-check", job: "door-check")
+        return NotificationCheck { app, platform, notification, tracked in
             guard let settings = byName[app] else { return }
             switch platform {
             case .ios:
                 guard let apns = settings.apns else { return }
                 _ = try APNSPreparedNotification(
-                    notification, jobID: JobID("door-check"), bundleID: apns.topic, now: Date())
+                    notification, jobID: JobID("door-check"), bundleID: apns.topic, now: Date(),
+                    tracking: tracked ? tracking : nil)
             case .android:
                 guard settings.fcm != nil else { return }
-                try FCMPreparedNotification.check(notification)
+                try FCMPreparedNotification.check(notification, tracked: tracked)
             }
         }
     }

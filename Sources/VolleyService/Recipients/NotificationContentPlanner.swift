@@ -59,6 +59,8 @@ final class SalesforcePersonalContent: PersonalContent {
     let base: SalesforcePushContent
     /// The recipient's own title and body, for a templated notification.
     let texts: TemplateContent?
+    /// The job's pushes carry a message id (`mid`), which the provider adds after the payload is fitted.
+    let tracked: Bool
     private let keys = Mutex<[KeyID: ParsedKey]>([:])
     private let counts = Mutex(PersonalContentTally())
 
@@ -77,6 +79,7 @@ final class SalesforcePersonalContent: PersonalContent {
         timestamp: Int64, texts: TemplateContent? = nil
     ) {
         self.texts = texts
+        tracked = job.tracking != false
         base = SalesforcePushContent(
             orgID: job.org.rawValue, userID: "", notificationID: notificationID, targetID: n.targetId ?? "",
             typeID: n.type ?? "", title: n.title ?? "", body: n.body ?? "", fullContent: fullContent, badge: 0,
@@ -111,7 +114,9 @@ final class SalesforcePersonalContent: PersonalContent {
         }
         let push: SalesforcePush
         do {
-            push = try SalesforcePushBuilder.build(content, platform: device.platform, key: key)
+            let reserve =
+                !tracked ? 0 : device.platform == .ios ? MessageTracking.apnsPayloadBytes : MessageTracking.fcmDataBytes
+            push = try SalesforcePushBuilder.build(content, platform: device.platform, key: key, reserve: reserve)
         } catch {
             throw PersonalPayloadError("PayloadTooLarge", error.message)
         }

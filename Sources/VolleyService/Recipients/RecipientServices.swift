@@ -15,6 +15,8 @@ public struct RecipientServices: Sendable {
     public let types: RedisNotificationTypeStore
     /// Notification templates (`volley templates`; the worker reads a templated job's template here).
     public let templates: RedisTemplateStore
+    /// Segments (`volley segments`; the worker reads a job's segments through the directory).
+    public let segments: RedisSegmentStore
     public let shards: RedisShardCoordinator
     /// Recurring schedules (`volley schedules`).
     public let schedules: ScheduleAdmin
@@ -46,6 +48,7 @@ public struct RecipientServices: Sendable {
             clock: clock)
         types = RedisNotificationTypeStore(client: try client("types"))
         templates = RedisTemplateStore(client: try client("templates"))
+        segments = RedisSegmentStore(client: try client("segments"))
         var store = StoreConfiguration(jobStream: c.worker.stream)
         store.streamShards = c.worker.streamShards
         shards = RedisShardCoordinator(client: try client("shards"), store: store)

@@ -1,8 +1,7 @@
 import Foundation
 import Testing
+import VolleyCore
 import VolleyTestTags
-
-@testable import VolleyAPNs
 
 @Suite(.tags(.unit)) struct SipHashTests {
     /// Reference vectors of SipHash-2-4 with 128-bit output (key 00…0f, message 00…(n-1)).

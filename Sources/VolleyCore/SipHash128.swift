@@ -1,21 +1,24 @@
 // SipHash-2-4 with a 128-bit output (Aumasson & Bernstein; the reference implementation's `outlen == 16` mode).
-// Used for the per-device half of `apns-id`: a keyed PRF over the device token, keyed once per job.
+// A keyed PRF over short messages: the per-device half of `apns-id` (keyed once per job) and both halves of a
+// message id (`MessageTracking`).
 
 /// A SipHash-2-4 key (two little-endian 64-bit words).
-struct SipHashKey: Sendable, Hashable {
-    let k0: UInt64
-    let k1: UInt64
+package struct SipHashKey: Sendable, Hashable {
+    package let k0: UInt64
+    package let k1: UInt64
 
     /// The first 16 bytes of `bytes` (which must hold at least 16), little-endian.
-    init(_ bytes: UnsafeRawBufferPointer) {
+    package init(_ bytes: UnsafeRawBufferPointer) {
         k0 = bytes.loadUnaligned(fromByteOffset: 0, as: UInt64.self).littleEndian
         k1 = bytes.loadUnaligned(fromByteOffset: 8, as: UInt64.self).littleEndian
     }
 }
 
-enum SipHash128 {
+package enum SipHash128 {
     /// The 16-byte digest of `message` under `key`, written to `out` (16 bytes).
-    static func hash(_ message: UnsafeRawBufferPointer, key: SipHashKey, into out: UnsafeMutableRawBufferPointer) {
+    package static func hash(
+        _ message: UnsafeRawBufferPointer, key: SipHashKey, into out: UnsafeMutableRawBufferPointer
+    ) {
         var v0: UInt64 = 0x736f_6d65_7073_6575 ^ key.k0
         var v1: UInt64 = 0x646f_7261_6e64_6f6d ^ key.k1 ^ 0xee
         var v2: UInt64 = 0x6c79_6765_6e65_7261 ^ key.k0

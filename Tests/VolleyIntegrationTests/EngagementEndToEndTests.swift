@@ -1,0 +1,144 @@
+import Foundation
+import Logging
+import Testing
+import VolleyAPI
+import VolleyCore
+import VolleyEngine
+import VolleyMock
+import VolleyRedis
+import VolleyService
+import VolleyStore
+import VolleyTestDoubles
+import VolleyTestSupport
+import VolleyTestTags
+
+/// Engagement feedback end to end: a campaign through the real API over HTTP, a real worker on a real redis-server
+/// and the mock over TLS; the app side posts opens for every push's `mid` (as the mock received it), taps on two
+/// actions and replays; the job's counts, the event stream and the users' inboxes say what happened, each once.
+@Suite(.serialized, .tags(.integration)) struct EngagementEndToEndTests {
+    static let users = 24
+
+    static func token(_ u: Int) -> String {
+        u % 3 == 2 ? "fcm-engaged-\(u)" : "beef" + String(format: "%060x", u)
+    }
+
+    @Test func opensAndTapsAreCountedOnceAndMarkTheInbox() async throws {
+        let w = try MockWorld(mockConfig: #"{"capturePushes": 200}"#)
+        defer { w.stop() }
+        try w.h.admin.register(
+            (0..<Self.users).map { u in
+                DeviceImportRecord(
+                    org: "orgA", app: "app1", user: UserID("u\(u)"), platform: u % 3 == 2 ? .android : .ios,
+                    token: DeviceToken(Self.token(u)))
+            })
+        let directory = RedisDirectory(client: w.redis.client(name: "dir"))
+        try directory.importRecords(
+            (0..<Self.users).map { DirectoryRecord(org: "orgA", kind: .user, id: RecipientID("u\($0)")) })
+        let inbox = RedisInboxStore(client: w.redis.client(name: "inbox"))
+        let apps = try w.apps()
+        defer { apps.shutdown() }
+        let worker = PipelineWorker(
+            configuration: WorkerConfiguration(consumer: "engaged", inFlight: 32, blockMillis: 50),
+            backend: RedisPipelineBackend(endpoint: w.redis.endpoint, consumer: "engaged"), apps: apps,
+            resolver: DirectoryRecipientResolver(directory: directory, inbox: inbox, types: nil))
+        worker.messageTracking = RedisMessageTracking(client: w.redis.client(name: "mid"), store: StoreConfiguration())
+        try worker.start()
+        defer { worker.drain(deadline: 2) }
+        let api = try await RunningAPI(configFile: try APIServerTests.config(w))
+        let send = try APIServerTests.key(w, org: "orgA", role: .send)
+        let recipients = (0..<Self.users).map { "\"u\($0)\"" }.joined(separator: ",")
+
+        // `mid` is Volley's: a job's own `data.mid` is refused at the door.
+        let refused = try await api.call(
+            "POST", "/v1/jobs", token: send,
+            json: #"{"app":"app1","recipients":["u0"],"notification":{"title":"x","data":{"mid":"m"}}}"#)
+        #expect(refused.status == 400)
+        #expect(refused.field == "notification.data.mid", "\(refused.text)")
+
+        let job = #"{"app":"app1","recipients":[\#(recipients)],"notification":{"title":"Sale","body":"Today"}}"#
+        let posted = try await api.call("POST", "/v1/jobs", token: send, json: job, headers: ["Idempotency-Key": "c-1"])
+        #expect(posted.status == 202, "\(posted.text)")
+        try await waitUntil("the report of c-1", timeout: .seconds(60)) { (try? w.h.report(for: "c-1")) != nil }
+        #expect(try w.h.report(for: "c-1")?.accepted == Self.users)
+
+        // Each device's message id, as the mock received it: at the APNs payload's root, in FCM's data.
+        let tracking = MessageTracking(org: "orgA", job: "c-1")
+        var mids: [Int: String] = [:]
+        for push in w.mock.capturedPushes() {
+            let body = try #require(push.json)
+            let mid = push.provider == .apns ? body["mid"]?.stringValue : body["message"]?["data"]?["mid"]?.stringValue
+            let u = try #require((0..<Self.users).first { Self.token($0) == push.token })
+            #expect(mid == tracking.messageID(for: DeviceToken(push.token)), "\(push.token)")
+            mids[u] = mid
+        }
+        #expect(mids.count == Self.users)
+
+        // Opens of every push (a backend relaying them with each user's id), then taps: `reply` on 10 devices and
+        // `archive` on 6, some sent twice, and the first batch of opens again.
+        func event(_ u: Int, _ event: String, action: String? = nil) -> String {
+            #"{"messageId":""# + (mids[u] ?? "") + #"","event":""# + event + #"""#
+                + (action.map { #","actionId":""# + $0 + #"""# } ?? "") + #","userId":"u\#(u)"}"#
+        }
+        func post(_ events: [String], token: String) async throws -> [String: Any] {
+            let a = try await api.call(
+                "POST", "/v1/interactions", token: token, json: #"{"events":["# + events.joined(separator: ",") + "]}")
+            #expect(a.status == 202, "\(a.text)")
+            return a.json
+        }
+        let opens = (0..<Self.users).map { event($0, "opened") }
+        let first = try await post(Array(opens.prefix(15)), token: send)
+        #expect(first["accepted"] as? Int == 15 && first["duplicates"] as? Int == 0)
+        let taps =
+            (0..<10).map { event($0, "action", action: "reply") }
+            + (5..<11).map { event($0, "action", action: "archive") }
+        let rest = try await post(
+            Array(opens.dropFirst(15)) + taps + (0..<3).map { event($0, "action", action: "reply") }, token: send)
+        #expect(rest["accepted"] as? Int == Self.users - 15 + 16, "\(rest)")
+        #expect(rest["duplicates"] as? Int == 3)
+        let replay = try await post(Array(opens.prefix(15)), token: send)
+        #expect(replay["accepted"] as? Int == 0 && replay["duplicates"] as? Int == 15)
+        // The app's own user token: a replay too; an id of no campaign is unknown, not an error.
+        let user = try await APIServerTests.userToken(api, key: send, user: "u1")
+        let own = try await post(
+            [
+                #"{"messageId":""# + (mids[1] ?? "") + #"","event":"opened"}"#,
+                #"{"messageId":"AAAAAAAAAAA.BBBBBBBBBBB","event":"opened"}"#,
+            ], token: user)
+        #expect(own["duplicates"] as? Int == 1 && own["unknown"] as? Int == 1)
+
+        let status = try await api.call("GET", "/v1/jobs/c-1", token: send)
+        #expect(status.json["opened"] as? Int == Self.users, "\(status.text)")
+        #expect(status.json["actions"] as? [String: Int] == ["reply": 10, "archive": 6], "\(status.text)")
+        #expect(status.json["dismissed"] == nil)
+
+        // The event stream holds each interaction once.
+        let redis = w.redis.client(name: "check")
+        var seen: [String] = []
+        for entry in try redis.checked(["XRANGE", "volley:events", "-", "+"]).array ?? [] {
+            var f: [String: String] = [:]
+            for (k, v) in entry.array?.last?.fieldPairs ?? [] { f[k] = v }
+            guard f["kind"] == "interaction" else { continue }
+            #expect(f["org"] == "orgA" && f["job"] == "c-1" && f["user"] != nil && f["at"]?.hasSuffix("Z") == true)
+            seen.append([f["messageId"] ?? "", f["event"] ?? "", f["actionId"] ?? ""].joined(separator: " "))
+        }
+        #expect(seen.count == Self.users + 16)
+        #expect(Set(seen).count == seen.count)
+
+        // Opened: each user's in-app entry of the campaign is read.
+        for u in [0, 1, 2, Self.users - 1] {
+            let entry = try #require(try inbox.list(org: "orgA", user: UserID("u\(u)"), size: 5, before: nil).first)
+            #expect(entry.id == "c-1" && entry.read, "u\(u)")
+        }
+
+        // `"tracking": false`: the pushes carry no message id.
+        let untracked = #"{"app":"app1","recipients":["u0"],"tracking":false,"notification":{"title":"Quiet"}}"#
+        let quiet = try await api.call(
+            "POST", "/v1/jobs", token: send, json: untracked, headers: ["Idempotency-Key": "c-2"])
+        #expect(quiet.status == 202, "\(quiet.text)")
+        try await waitUntil("the report of c-2", timeout: .seconds(60)) { (try? w.h.report(for: "c-2")) != nil }
+        let last = try #require(w.mock.capturedPushes().last { $0.token == Self.token(0) })
+        #expect(last.json?["aps"]?["alert"]?["title"]?.stringValue == "Quiet")
+        #expect(last.json?["mid"] == nil)
+        await api.stop()
+    }
+}
