@@ -23,9 +23,11 @@ import VolleyStore
 ///   every chunk of users pays the caps' script (check and record) and every device is still pushed; the plain
 ///   campaign bypasses the caps (`enableFrequencyCap: false`), which costs nothing. `payload_vs_plain` is the capped
 ///   campaign's rate against the same campaign without caps.
+/// - `tracked`: the campaign as it is sent by default, each push carrying its device's message id (`mid`), against
+///   the same campaign with `"tracking": false`, which carries none.
 extension E2EBench {
     public enum PayloadKind: String, Sendable, CaseIterable {
-        case salesforce, encrypted, personalized, capped
+        case salesforce, encrypted, personalized, capped, tracked
     }
 
     /// The cap `--payload capped` puts on the bench org: far above the rounds a run sends to one user.
@@ -69,7 +71,7 @@ extension E2EBench {
         o.users = [Self.campaignGroup.rawValue]
         o.id = id
         switch kind {
-        case .salesforce, .encrypted, .capped:
+        case .salesforce, .encrypted, .capped, .tracked:
             o.title = "Volley"
             o.body = notificationBody()
         case .personalized:
@@ -77,7 +79,9 @@ extension E2EBench {
             o.body = "{{ first_name | 'Friend' }}, " + notificationBody()
         }
         var job = try JobSubmission.buildJob(o)
-        if kind == .capped { return String(decoding: try Self.jobEncoder.encode(job), as: UTF8.self) }
+        if kind == .capped || kind == .tracked {
+            return String(decoding: try Self.jobEncoder.encode(job), as: UTF8.self)
+        }
         if kind != .personalized {
             job.notification.type = Self.benchType
             job.notification.targetId = "006bench0000001"
@@ -87,6 +91,7 @@ extension E2EBench {
 
     /// Sets up what the per-person campaign needs beyond the registry: the custom notification type.
     func preparePayload(_ kind: PayloadKind, settings: PipelineSettings) throws {
+        if kind == .tracked { return }
         if kind == .capped {
             let caps = RedisFrequencyCapStore(client: settings.client(name: "bench-caps", logger: logger))
             try caps.setRules(
@@ -164,7 +169,9 @@ extension E2EBench {
             let plainID = "plain-\(tag)-\(round)"
             let plainJSON = try job(id: plainID, users: [Self.campaignGroup.rawValue])
             let p = try campaignRate(
-                json: kind == .capped ? try Self.bypassingCaps(plainJSON) : plainJSON, id: plainID,
+                json: kind == .capped
+                    ? try Self.bypassingCaps(plainJSON) : kind == .tracked ? try Self.untracked(plainJSON) : plainJSON,
+                id: plainID,
                 settings: settings, client: client, producer: producer, workers: workers)
             plain.append(p.rate)
             plainCPU.append(p.workerCPUSeconds / Double(max(1, p.report.devices)) * 1e6)
@@ -213,6 +220,13 @@ extension E2EBench {
     static func bypassingCaps(_ json: String) throws -> String {
         var job = try JSONDecoder().decode(PushJob.self, from: Data(json.utf8))
         job.enableFrequencyCap = false
+        return String(decoding: try jobEncoder.encode(job), as: UTF8.self)
+    }
+
+    /// The plain campaign's job with `"tracking": false`: its pushes carry no message id.
+    static func untracked(_ json: String) throws -> String {
+        var job = try JSONDecoder().decode(PushJob.self, from: Data(json.utf8))
+        job.tracking = false
         return String(decoding: try jobEncoder.encode(job), as: UTF8.self)
     }
 

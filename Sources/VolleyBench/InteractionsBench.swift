@@ -34,7 +34,8 @@ public struct InteractionsBenchResult: Sendable, Codable, Hashable {
     public var errors: Int
     /// Events the job's counts hold after the run (`opened` + `dismissed` + every `action:<id>`).
     public var events_counted: Int
-    /// Events in requests wrk completed (each answered 202, unless `non2xx` says otherwise).
+    /// Events in requests wrk completed (each answered 202, unless `non2xx` says otherwise); `events_counted` is
+    /// higher by the requests in flight when wrk stopped, which the API still answered.
     public var events_sent: Int
     /// Entries on the event stream after the run (trimmed at `events.maxLength`).
     public var stream_entries: Int
@@ -116,19 +117,35 @@ public enum InteractionsBench {
             guard let from, let to, events > 0 else { return nil }
             return (to - from) * 1e6 / Double(events)
         }
-        var counted = 0
-        for (field, value) in try client.checked(["HGETALL", store.countsKey(OrgID(org), JobID(job))]).fieldPairs
-        where field == "opened" || field == "dismissed" || field.hasPrefix("action:") {
-            counted += Int(value) ?? 0
+        // Requests wrk gave up on at its end are still being counted: read until the counts and the stream agree
+        // and stay put (at most 5 s).
+        func settled() throws -> (counted: Int, stream: Int) {
+            let r = try client.pipeline([
+                ["HGETALL", store.countsKey(OrgID(org), JobID(job))], ["XLEN", store.eventStream(org: OrgID(org))],
+            ])
+            var counted = 0
+            for (field, value) in r[0].fieldPairs
+            where field == "opened" || field == "dismissed" || field.hasPrefix("action:") {
+                counted += Int(value) ?? 0
+            }
+            return (counted, Int(r[1].integer ?? 0))
         }
-        let streamLength = try client.checked(["XLEN", store.eventStream(org: OrgID(org))]).integer ?? 0
+        var last = try settled()
+        let deadline = benchNow() + 5
+        while benchNow() < deadline {
+            usleep(100_000)
+            let now = try settled()
+            if now == last && now.counted == now.stream { break }
+            last = now
+        }
+        let (counted, streamLength) = last
         let result = InteractionsBenchResult(
             events_per_second: row.requestsPerSecond * Double(o.eventsPerRequest),
             api_cpu_us_per_event: perEvent(before.api, after.api),
             redis_cpu_us_per_event: perEvent(before.redis, after.redis),
             requests_per_second: row.requestsPerSecond, events_per_request: o.eventsPerRequest, p50_ms: row.p50Ms,
             p99_ms: row.p99Ms, connections: o.connections, duration_seconds: o.durationSeconds, non2xx: row.non2xx,
-            errors: row.errors, events_counted: counted, events_sent: events, stream_entries: Int(streamLength))
+            errors: row.errors, events_counted: counted, events_sent: events, stream_entries: streamLength)
         logger.info("\(Int(result.events_per_second)) events/s, \(counted) counted of \(events) sent")
         return result
     }

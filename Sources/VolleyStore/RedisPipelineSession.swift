@@ -462,7 +462,7 @@ public final class RedisPipelineSession: PipelineSession, @unchecked Sendable {
             // The outcomes, their live counts and the release of their quota charges land together or not at all
             // (MULTI/EXEC): a redelivery adopts only the charges of devices it will send again, and counts only
             // what it records.
-            commands.insert(RedisCommand(["MULTI"]), at: steeringKeys.count)
+            commands.insert(RedisCommand(["MULTI"]), at: 2 * steeringKeys.count)
         }
         if let settlement, settling {
             let charges = RecipientKeys(org: org).quotaCharges(job)
@@ -475,7 +475,9 @@ public final class RedisPipelineSession: PipelineSession, @unchecked Sendable {
         if transaction { commands.append(RedisCommand(["EXEC"])) }
         let replies = try client.pipeline(commands)
         for r in replies { try r.throwIfError("record outcomes") }
-        if !steeringKeys.isEmpty { steeringSeen = JobSteeringMarks.steering(from: replies.prefix(steeringKeys.count)) }
+        if !steeringKeys.isEmpty {
+            steeringSeen = JobSteeringMarks.steering(from: replies.prefix(2 * steeringKeys.count))
+        }
         // EXEC answers with each queued command's reply: an error there fails the record too.
         if transaction, let exec = replies.last?.array { for r in exec { try r.throwIfError("record outcomes") } }
         try waitForReplicas(after: key)
@@ -490,7 +492,7 @@ public final class RedisPipelineSession: PipelineSession, @unchecked Sendable {
                 RedisCommand(["EXISTS", key, store.acceptedKey(org, job)]),
             ] + JobSteeringMarks.commands(for: [key]))
         for r in replies { try r.throwIfError("ledger state") }
-        guard replies.count == 3, let reported = replies[0].integer, let exists = replies[1].integer else {
+        guard replies.count == 4, let reported = replies[0].integer, let exists = replies[1].integer else {
             throw RedisError(.unexpectedReply, "HEXISTS/EXISTS ledger: \(replies)")
         }
         if reported == 1 { return .reported }

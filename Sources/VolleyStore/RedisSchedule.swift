@@ -140,20 +140,21 @@ let pausedDueMillis: Int64 = 253_402_300_799_999
 struct JobSteeringMarks {
     let store: StoreConfiguration
 
-    /// What the ledgers' marks say (a cancel outranks a pause); `replies` answer `commands(for:)`.
+    /// What the ledgers' marks say (a cancel outranks a pause); `replies` answer `commands(for:)`, two per ledger.
     static func steering(from replies: ArraySlice<RedisReply>) -> JobSteering {
         var paused = false
-        for r in replies {
-            let marks = r.array ?? []
-            if marks.first?.string != nil { return .cancelled }
-            if marks.count > 1, marks[1].string != nil { paused = true }
+        for (i, r) in replies.enumerated() where r.integer == 1 {
+            if i % 2 == 0 { return .cancelled }
+            paused = true
         }
         return paused ? .paused : .run
     }
 
-    /// One `HMGET _cancelled _paused` per ledger.
+    /// `HEXISTS _cancelled` and `HEXISTS _paused` per ledger (no HMGET: that is the outcome look-up's command).
     static func commands(for ledgers: [String]) -> [RedisCommand] {
-        ledgers.map { RedisCommand(["HMGET", $0, "_cancelled", "_paused"]) }
+        ledgers.flatMap {
+            [RedisCommand(["HEXISTS", $0, "_cancelled"]), RedisCommand(["HEXISTS", $0, "_paused"])]
+        }
     }
 
     /// Brings every parked part of a paused job back to the stream at `now` (the promoter moves it), forgetting

@@ -101,7 +101,8 @@ struct BenchE2E: AsyncParsableCommand {
             "After the load phase, run the plain campaign against a per-person one, alternating: salesforce "
                 + "(Notification Builder payload), encrypted (the same with each device's key), personalized (a "
                 + "template per user), capped (a frequency cap no user reaches, against the same campaign "
-                + "bypassing it). The JSON gains plain_rate, payload_rate, payload_vs_plain and each campaign's "
+                + "bypassing it), tracked (each push with its message id, against the same campaign with "
+                + "\"tracking\": false). The JSON gains plain_rate, payload_rate, payload_vs_plain and each campaign's "
                 + "worker CPU per device."))
     var payload: String?
     @Option(name: .customLong("payload-rounds"), help: "With --payload: plain/per-person pairs to run.")
