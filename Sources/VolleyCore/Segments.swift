@@ -352,11 +352,19 @@ public enum RecipientEntry: Sendable, Hashable, ExpressibleByStringLiteral, Cust
         }
     }
 
-    /// Reads a job's `recipients` or `exclude` array.
+    /// Reads a job's `recipients` or `exclude` array. (`validate()` checks their length; `exclude` is checked here
+    /// too, so the API's answer names it rather than `recipients`.)
     static func list(_ o: JSONObjectReader, _ key: String, allowsAll: Bool) throws(JSONFieldError)
         -> [RecipientEntry]?
     {
-        try o.array(key) { (v, at) throws(JSONFieldError) in try RecipientEntry(json: v, at: at, allowsAll: allowsAll) }
+        if !allowsAll, case .array(let a)? = o.value(key), a.count > PushJob.maxRecipients {
+            throw JSONFieldError(
+                path: o.path + [.key(key)],
+                problem: .expected("at most \(PushJob.maxRecipients) entries, not \(a.count)"))
+        }
+        return try o.array(key) { (v, at) throws(JSONFieldError) in
+            try RecipientEntry(json: v, at: at, allowsAll: allowsAll)
+        }
     }
 }
 

@@ -143,17 +143,44 @@ enum AttributeIndex {
 /// Each filter is one set: `eq` and `exists` an index set as it is; `in` the union of its values' sets; `ne` the
 /// users with the attribute less those with the value; `notExists` the org's known users less those with it; `gt`
 /// and `lt` a score range of the attribute's sorted set, copied with `ZRANGESTORE` and moved into a set in steps
-/// (`AttributeIndex.moveScript`). `match: all` intersects the filters' sets (`SINTERSTORE`), `any` unions them; the
-/// result is added to a destination set (`SUNIONSTORE`). Scratch sets are named under `scratch`, expire after
-/// `ttlSeconds` and are deleted once used.
+/// (`AttributeIndex.moveScript`). `match: all` intersects the filters' sets (`SINTERSTORE`), `any` unions them.
+/// A segment of one filter is left as an expression (`base` less `minus`), so the caller's last `SDIFFSTORE`, which
+/// removes containers and inactive users anyway, makes it in the same pass: a segment of most of a million users
+/// costs one set built, not three. Scratch sets are named under `scratch`, expire after `ttlSeconds` and are
+/// deleted once used (`temporary`).
 struct SegmentSets {
     let keys: RecipientKeys
     let scratch: String
     let ttlSeconds: Int
 
-    /// Adds the segment's users (before removing containers and inactive users, which the caller does) to the set
-    /// `destination`.
+    /// A segment's users: the set `base` less the sets `minus`; `temporary` are the scratch sets to delete after use.
+    struct Expression {
+        var base: String
+        var minus: [String] = []
+        var temporary: [String] = []
+    }
+
+    /// Adds the segment's users (containers and inactive users still in, the caller removes them) to the set
+    /// `destination`, and deletes the scratch sets.
     func add(_ segment: Segment, to destination: String, on c: RedisClient) throws {
+        let e = try expression(segment, on: c)
+        var finish: [[String]] = []
+        if e.minus.isEmpty {
+            finish.append(["SUNIONSTORE", destination, destination, e.base])
+        } else {
+            let difference = "\(scratch):d"
+            finish.append(["SDIFFSTORE", difference, e.base] + e.minus)
+            finish.append(["SUNIONSTORE", destination, destination, difference])
+            finish.append(["DEL", difference])
+        }
+        finish.append(["EXPIRE", destination, String(ttlSeconds)])
+        if !e.temporary.isEmpty { finish.append(["DEL"] + e.temporary) }
+        try Self.run(finish, on: c)
+    }
+
+    /// Makes what the segment needs made (its filters' scratch sets) and answers the expression of its users.
+    func expression(_ segment: Segment, on c: RedisClient) throws -> Expression {
+        if segment.filters.count == 1, let f = segment.filters.first, let e = Self.plain(f, keys) { return e }
         var prepare: [[String]] = []
         var ranges: [(sorted: String, set: String)] = []
         var operands: [String] = []
@@ -198,18 +225,27 @@ struct SegmentSets {
                 if try r.int("move a score range") < AttributeIndex.moveBatch { break }
             }
         }
-        var finish: [[String]] = []
-        if segment.match == .all, operands.count > 1 {
-            let both = "\(scratch):all"
-            finish.append(["SINTERSTORE", both] + operands)
-            finish.append(["SUNIONSTORE", destination, destination, both])
-            temporary.append(both)
-        } else {
-            finish.append(["SUNIONSTORE", destination, destination] + operands)
+        if operands.count == 1, let only = operands.first { return Expression(base: only, temporary: temporary) }
+        let combined = "\(scratch):c"
+        try Self.run(
+            [
+                [segment.match == .all ? "SINTERSTORE" : "SUNIONSTORE", combined] + operands,
+                ["EXPIRE", combined, ttl],
+            ],
+            on: c)
+        return Expression(base: combined, temporary: temporary + [combined])
+    }
+
+    /// A filter whose users are an index set, or one less another, as they are: nothing to make.
+    static func plain(_ f: SegmentFilter, _ keys: RecipientKeys) -> Expression? {
+        switch (f.op, f.operand) {
+        case (.eq, .value(let v)): Expression(base: keys.attributeEquals(f.attribute, v))
+        case (.exists, _): Expression(base: keys.attributeHas(f.attribute))
+        case (.ne, .value(let v)):
+            Expression(base: keys.attributeHas(f.attribute), minus: [keys.attributeEquals(f.attribute, v)])
+        case (.notExists, _): Expression(base: keys.attributeUsers, minus: [keys.attributeHas(f.attribute)])
+        default: nil
         }
-        finish.append(["EXPIRE", destination, ttl])
-        if !temporary.isEmpty { finish.append(["DEL"] + temporary) }
-        try Self.run(finish, on: c)
     }
 
     /// Runs `commands` as one pipeline; the first error throws, naming its command.

@@ -447,9 +447,16 @@ public final class RedisDirectory: DirectoryResolver, UserAttributeReader, @unch
             }
             if !containers.isEmpty || !users.isEmpty { commands.append(["EXPIRE", set, ttl]) }
         }
-        union(into: tmp, containers: closure, users: users)
-        if audience.include.contains(.all) {
-            commands.append(["SUNIONSTORE", tmp, tmp, store.usersKey(org, audience.app)])
+        // One source alone (a segment, or the app's users) is not copied first: the last SDIFFSTORE, which removes
+        // containers, inactive and excluded users anyway, builds the resolution from it in one pass.
+        let all = audience.include.contains(.all)
+        let alone = users.isEmpty && closure.isEmpty && included.count + (all ? 1 : 0) == 1
+        var source = SegmentSets.Expression(base: tmp)
+        if !alone {
+            union(into: tmp, containers: closure, users: users)
+            if all { commands.append(["SUNIONSTORE", tmp, tmp, store.usersKey(org, audience.app)]) }
+        } else if all {
+            source.base = store.usersKey(org, audience.app)
         }
         union(into: exclusion, containers: excludedClosure, users: excludedUsers)
         let replies: [RedisReply] = try redis.with { c in
@@ -462,12 +469,19 @@ public final class RedisDirectory: DirectoryResolver, UserAttributeReader, @unch
                     }
                     let sets = SegmentSets(
                         keys: k, scratch: k.resolutionScratch(scope, n), ttlSeconds: resolutionTTLSeconds)
-                    try sets.add(segment, to: set, on: c)
+                    if alone, set == tmp {
+                        source = try sets.expression(segment, on: c)
+                    } else {
+                        try sets.add(segment, to: set, on: c)
+                    }
                     n += 1
                 }
             }
-            commands.append(["SDIFFSTORE", tmp, tmp, k.containers, k.inactive] + (excludes ? [exclusion] : []))
+            commands.append(
+                ["SDIFFSTORE", tmp, source.base] + source.minus + [k.containers, k.inactive]
+                    + (excludes ? [exclusion] : []))
             if excludes { commands.append(["DEL", exclusion]) }
+            if !source.temporary.isEmpty { commands.append(["DEL"] + source.temporary) }
             commands.append(["EXPIRE", tmp, ttl])
             commands.append(["SCARD", tmp])
             if !users.isEmpty { commands.append(["SMISMEMBER", k.inactive] + users.map(\.rawValue)) }

@@ -66,9 +66,11 @@ public final class RedisSegmentStore: @unchecked Sendable {
         let scratch = k.segmentCountScratch(UUID().uuidString)
         let result = scratch + ":users"
         return try redis.with { c in
-            try SegmentSets(keys: k, scratch: scratch, ttlSeconds: scratchTTLSeconds).add(segment, to: result, on: c)
+            // One pass: the segment's set less containers and inactive users, counted and dropped.
+            let e = try SegmentSets(keys: k, scratch: scratch, ttlSeconds: scratchTTLSeconds).expression(segment, on: c)
             let commands = [
-                ["SDIFFSTORE", result, result, k.containers, k.inactive], ["SCARD", result], ["DEL", result],
+                ["SDIFFSTORE", result, e.base] + e.minus + [k.containers, k.inactive], ["SCARD", result],
+                ["DEL", result] + e.temporary,
             ]
             let replies = try c.pipeline(commands)
             for (i, r) in replies.enumerated() { try r.throwIfError(commands[i].first ?? "") }

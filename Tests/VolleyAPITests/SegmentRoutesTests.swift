@@ -147,6 +147,10 @@ import VolleyTestTags
                 (#""recipients":[{"segmnt":"x"}]"#, "recipients[0].segmnt"),
                 (#""recipients":[{"all":false}]"#, "recipients[0].all"),
                 (#""recipients":["a"],"exclude":[{"all":true}]"#, "exclude[0].all"),
+                (
+                    #""recipients":["a"],"exclude":[\#((0...500).map { "\"u\($0)\"" }.joined(separator: ","))]"#,
+                    "exclude"
+                ),
             ] {
                 let bad = try await client.call(
                     .post, "/v1/jobs", token: send, json: #"{"app":"app1",\#(members),"notification":{"title":"x"}}"#)

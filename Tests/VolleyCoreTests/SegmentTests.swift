@@ -198,6 +198,8 @@ import VolleyTestTags
         try j.validate()
         j.exclude = (0...PushJob.maxRecipients).map { .id(RecipientID("u\($0)")) }
         #expect(throws: JobRejection.self) { try j.validate() }
+        let many = (0...PushJob.maxRecipients).map { "\"u\($0)\"" }.joined(separator: ",")
+        #expect(fault(#""recipients":["u"],"exclude":[\#(many)]"#) == "exclude")
         // A segment or `all` is a target of its own.
         j.exclude = nil
         j.recipients = [.segment("s")]

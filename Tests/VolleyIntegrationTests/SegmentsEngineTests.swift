@@ -292,10 +292,17 @@ import VolleyTestTags
             _ = try store.put(org: Self.org, segment, maxCount: 100)
             oracle.putSegment(org: Self.org, segment)
             #expect(try store.count(org: Self.org, segment) == oracle.count(org: Self.org, segment), "\(text)")
-            // The same segment as a job's audience, with an exclusion, ids and the app's users.
-            let audience = Audience(
-                include: [.segment(segment.id), "g1", "u5"] + (s % 4 == 0 ? [.all] : []),
-                exclude: [.segment(SegmentID("s\(max(0, s - 1))")), "u2"], app: "app1")
+            // The same segment as a job's audience: alone (built in one pass), the app's users alone, or with ids, a
+            // group and the app's users; with or without an exclusion.
+            let include: [RecipientEntry] =
+                switch s % 4 {
+                case 0: [.segment(segment.id), "g1", "u5", .all]
+                case 1: [.segment(segment.id)]
+                case 2: [.all]
+                default: [.segment(segment.id), "g1", "u5"]
+                }
+            let exclude: [RecipientEntry] = s % 8 < 4 ? [.segment(SegmentID("s\(max(0, s - 1))")), "u2"] : []
+            let audience = Audience(include: include, exclude: exclude, app: "app1")
             let batches = try directory.open(org: Self.org, audience: audience, scope: "check-\(s)")
             var drained = Set<UserID>()
             while let users = try batches.next(max: 97) { drained.formUnion(users) }
