@@ -182,7 +182,7 @@ extension APIServer {
         let org = try context.key(APIRole.senders)
         let id = try parameter(context, "id")
         guard Input.isJobID(id) else { throw APIProblem.notFound("no job '\(id)' in this org", field: "id") }
-        switch try await stores.jobStatus.cancel(org: org, job: JobID(id), now: Date()) {
+        switch try await stores.jobStatus.cancel(org: org, job: JobID(id), now: clock.now()) {
         case .unknown: throw APIProblem.notFound("no job '\(id)' in this org", field: "id")
         case .finished(let status):
             throw APIProblem(
@@ -202,8 +202,8 @@ extension APIServer {
         guard Input.isJobID(id) else { throw APIProblem.notFound("no job '\(id)' in this org", field: "id") }
         let answer =
             pause
-            ? try await stores.jobStatus.pause(org: org, job: JobID(id), now: Date())
-            : try await stores.jobStatus.resume(org: org, job: JobID(id), now: Date())
+            ? try await stores.jobStatus.pause(org: org, job: JobID(id), now: clock.now())
+            : try await stores.jobStatus.resume(org: org, job: JobID(id), now: clock.now())
         switch answer {
         case .unknown: throw APIProblem.notFound("no job '\(id)' in this org", field: "id")
         case .refused(let status):

@@ -423,12 +423,8 @@ final class JobRun {
         guard let quota, !devices.isEmpty else { return }
         var counts = [Int](repeating: 0, count: Platform.allCases.count)
         for d in devices { counts[d.platform.index] += 1 }
-        var settlement: QuotaSettlement?
-        for p in Platform.allCases where counts[p.index] > 0 {
-            let s = quota.settlement(platform: p, delivered: 0, refunded: counts[p.index])
-            if settlement == nil { settlement = s } else { settlement?.append(s) }
-        }
-        guard let settlement else { return }
+        let none = [Int](repeating: 0, count: counts.count)
+        guard let settlement = Self.settlement(quota, delivered: none, refunded: counts) else { return }
         try session.releaseCharges(org: plan.job.org, job: plan.jobID, settlement)
         try quota.settle(settlement)
     }
@@ -830,6 +826,17 @@ final class JobRun {
         }
     }
 
+    /// What pushes settle of this delivery's charges, per platform (by `Platform.index`): `delivered` stay charged,
+    /// `refunded` are given back. nil when there is nothing to settle.
+    static func settlement(_ quota: any QuotaAccount, delivered: [Int], refunded: [Int]) -> QuotaSettlement? {
+        var settlement: QuotaSettlement?
+        for p in Platform.allCases where delivered[p.index] > 0 || refunded[p.index] > 0 {
+            let s = quota.settlement(platform: p, delivered: delivered[p.index], refunded: refunded[p.index])
+            if settlement == nil { settlement = s } else { settlement?.append(s) }
+        }
+        return settlement
+    }
+
     /// A batch's additions to its campaign's live counts (`GET /v1/jobs/{id}`'s `counts`, docs/api.md): each outcome,
     /// per platform, each failure's reason, the tokens removed, and the accepted pushes of the batch's minute.
     static func liveCounts(_ tally: BatchTally, tokensRemoved: Int, at now: Date) -> [String: Int64] {
@@ -883,13 +890,7 @@ final class JobRun {
         for p in Platform.allCases { report.countAccepted(delivered[p.index], platform: p) }
         // Every charged push is settled: accepted ones stay charged, the rest are refunded. The ledger write
         // releases the charges with the outcomes, in one transaction; the hour's counters follow.
-        var settlement: QuotaSettlement?
-        if let quota {
-            for p in Platform.allCases where delivered[p.index] > 0 || refunds[p.index] > 0 {
-                let s = quota.settlement(platform: p, delivered: delivered[p.index], refunded: refunds[p.index])
-                if settlement == nil { settlement = s } else { settlement?.append(s) }
-            }
-        }
+        let settlement = quota.flatMap { Self.settlement($0, delivered: delivered, refunded: refunds) }
         session.noteProgress(org: job.org, job: plan.progressJob, resolved: 0, done: batch.count)
         for p in Platform.allCases { tally.byPlatform[p.index].accepted = Int64(delivered[p.index]) }
         session.noteCounts(

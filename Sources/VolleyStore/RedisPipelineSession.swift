@@ -464,14 +464,7 @@ public final class RedisPipelineSession: PipelineSession, @unchecked Sendable {
             // what it records.
             commands.insert(RedisCommand(["MULTI"]), at: 2 * steeringKeys.count)
         }
-        if let settlement, settling {
-            let charges = RecipientKeys(org: org).quotaCharges(job)
-            for p in settlement.parts where p.delivered + p.refunded > 0 {
-                let field = RedisQuotaStore.chargeField(
-                    delivery: settlement.delivery, platform: p.platform, hour: p.hour)
-                commands.append(RedisCommand(["HINCRBY", charges, field, String(-(p.delivered + p.refunded))]))
-            }
-        }
+        if let settlement, settling { commands += Self.chargeReleases(org: org, job: job, settlement) }
         if transaction { commands.append(RedisCommand(["EXEC"])) }
         let replies = try client.pipeline(commands)
         for r in replies { try r.throwIfError("record outcomes") }
@@ -481,6 +474,16 @@ public final class RedisPipelineSession: PipelineSession, @unchecked Sendable {
         // EXEC answers with each queued command's reply: an error there fails the record too.
         if transaction, let exec = replies.last?.array { for r in exec { try r.throwIfError("record outcomes") } }
         try waitForReplicas(after: key)
+    }
+
+    /// Takes a settlement's pushes off the job's unsettled charges (`volley:quota:{O}:job:<job>`): with the outcomes
+    /// that settle them (`record`), or alone for pushes charged and never sent (`releaseCharges`).
+    static func chargeReleases(org: OrgID, job: JobID, _ settlement: QuotaSettlement) -> [RedisCommand] {
+        let charges = RecipientKeys(org: org).quotaCharges(job)
+        return settlement.parts.filter { $0.delivered + $0.refunded > 0 }.map { p in
+            let field = RedisQuotaStore.chargeField(delivery: settlement.delivery, platform: p.platform, hour: p.hour)
+            return RedisCommand(["HINCRBY", charges, field, String(-(p.delivered + p.refunded))])
+        }
     }
 
     public func ledgerState(org: OrgID, job: JobID) throws -> LedgerState {
@@ -518,12 +521,7 @@ public final class RedisPipelineSession: PipelineSession, @unchecked Sendable {
     }
 
     public func releaseCharges(org: OrgID, job: JobID, _ settlement: QuotaSettlement) throws {
-        let charges = RecipientKeys(org: org).quotaCharges(job)
-        var commands: [RedisCommand] = []
-        for p in settlement.parts where p.delivered + p.refunded > 0 {
-            let field = RedisQuotaStore.chargeField(delivery: settlement.delivery, platform: p.platform, hour: p.hour)
-            commands.append(RedisCommand(["HINCRBY", charges, field, String(-(p.delivered + p.refunded))]))
-        }
+        let commands = Self.chargeReleases(org: org, job: job, settlement)
         if commands.isEmpty { return }
         for r in try client.pipeline(commands) { try r.throwIfError("release unsent charges") }
     }

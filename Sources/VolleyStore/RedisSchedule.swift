@@ -26,7 +26,12 @@ extension StoreConfiguration {
     /// The member of a local-time job's wave: the job's member, then `<reference ms>@<wave ms>` (promotion hands it
     /// to the worker as the entry's `wave` field).
     public static func waveMember(org: OrgID, job: JobID, reference: Date, at: Date) -> String {
-        scheduleMember(org: org, job: job) + "\u{1F}" + LocalTimeWaves.waveField(reference: reference, at: at)
+        scheduleMember(org: org, job: job, wave: LocalTimeWaves.waveField(reference: reference, at: at))
+    }
+
+    /// The job's member, followed by its wave field when it has one (an entry's `wave`, as promotion wrote it).
+    static func scheduleMember(org: OrgID, job: JobID, wave: String?) -> String {
+        scheduleMember(org: org, job: job) + (wave.map { "\u{1F}" + $0 } ?? "")
     }
 }
 
@@ -184,9 +189,8 @@ extension RedisPipelineSession {
             throw RedisError(.unexpectedReply, "entry \(entry.entryID) has no job to park")
         }
         let shard = entry.entryID.shard
-        var member = StoreConfiguration.scheduleMember(org: org, job: job)
         // A local-time wave keeps its wave: it comes back as the same wave.
-        if let wave = entry.fields["wave"] { member += "\u{1F}" + wave }
+        let member = StoreConfiguration.scheduleMember(org: org, job: job, wave: entry.fields["wave"])
         let ttl = String(store.ledgerTTLSeconds)
         // Noted first (the org's slot), parked second (the stream's slot).
         var notes: [RedisCommand] = []

@@ -34,6 +34,14 @@ import VolleyTestTags
         try PipelineSettings(try VolleyConfiguration.load(path: config))
     }
 
+    /// Enqueues `job` and waits until `pushes` of it have reached the mock: the job is mid-way.
+    func sending(_ job: PushJob, _ w: MockWorld, _ a: WorkerProcess, pushes n: Int) async throws {
+        try w.h.producer.enqueue(job)
+        try await waitUntil("\(n) pushes at the mock: \(a.log.suffix(1500))", timeout: .seconds(60)) {
+            pushes(w.mock.stats()) >= n
+        }
+    }
+
     @Test func aThrottledJobCancelledMidWaySendsAtMostOneSliceMore() async throws {
         let w = try MockWorld()
         defer { w.stop() }
@@ -41,10 +49,7 @@ import VolleyTestTags
         let a = try WorkerProcess(config: config, consumer: "A", logDirectory: w.dir)
         defer { if a.isRunning { a.kill9() } }
         // 600 a minute: a slice of 2 every 0.2 s.
-        try w.h.producer.enqueue(throttled("slow-cancel", devices: 1_000, perMinute: 600))
-        try await waitUntil("20 pushes at the mock: \(a.log.suffix(1500))", timeout: .seconds(60)) {
-            pushes(w.mock.stats()) >= 20
-        }
+        try await sending(throttled("slow-cancel", devices: 1_000, perMinute: 600), w, a, pushes: 20)
         // A job enqueued straight onto the stream (no API record) is steered as `volley jobs` does.
         let answer = try JobCancelCommand.cancel(
             settings: try settings(config), org: "org1", job: "slow-cancel", logger: Logger(label: "t"))
@@ -71,10 +76,7 @@ import VolleyTestTags
         defer { if a.isRunning { a.kill9() } }
         try await helpers.started(w)
         // 1,200 a minute: 20 a second, 200 devices in about 10 s.
-        try w.h.producer.enqueue(throttled("pause-me", devices: 200, perMinute: 1_200))
-        try await waitUntil("30 pushes at the mock: \(a.log.suffix(1500))", timeout: .seconds(60)) {
-            pushes(w.mock.stats()) >= 30
-        }
+        try await sending(throttled("pause-me", devices: 200, perMinute: 1_200), w, a, pushes: 30)
         let paused = try JobPauseCommand.pause(
             settings: try settings(config), org: "org1", job: "pause-me", logger: Logger(label: "t"))
         #expect(paused.paused, "\(paused.message)")
@@ -120,10 +122,7 @@ import VolleyTestTags
         let a = try WorkerProcess(config: config, consumer: "A", logDirectory: w.dir)
         defer { if a.isRunning { a.kill9() } }
         try await helpers.started(w)
-        try w.h.producer.enqueue(throttled("pause-cancel", devices: 200, perMinute: 1_200))
-        try await waitUntil("10 pushes at the mock: \(a.log.suffix(1500))", timeout: .seconds(60)) {
-            pushes(w.mock.stats()) >= 10
-        }
+        try await sending(throttled("pause-cancel", devices: 200, perMinute: 1_200), w, a, pushes: 10)
         let settings = try settings(config)
         let pause = try JobPauseCommand.pause(
             settings: settings, org: "org1", job: "pause-cancel", logger: Logger(label: "t"))
