@@ -63,6 +63,41 @@ public enum APIBench {
                 + #""title":"Hi","body":"Bench","targetId":"001xx000003DGb2"}]}"#),
     ]
 
+    /// Writes a bench's `volley.yaml` (and the FCM service account file it names) in `dir`: one FCM app, the bench's
+    /// redis-server, the API on `port` without a rate limit; `apiExtra` adds lines to the `api` section.
+    static func writeConfig(dir: String, redisURL: String, port: Int, apiExtra: String = "") throws -> String {
+        let config = dir + "/volley.yaml"
+        try """
+        apps:
+          - name: bench_app
+            fcm:
+              serviceAccountFile: "\(dir)/sa.json"
+        redis:
+          url: "\(redisURL)"
+        log:
+          level: error
+        api:
+          host: 127.0.0.1
+          port: \(port)
+          drainSeconds: 0
+          rateLimit: {requestsPerSecond: 0, burst: 1}
+
+        """.appending(apiExtra).write(toFile: config, atomically: true, encoding: .utf8)
+        try "{}".write(toFile: dir + "/sa.json", atomically: true, encoding: .utf8)
+        return config
+    }
+
+    /// An API key of `role` for `org`, made with `volley keys create` as an operator would.
+    static func createKey(volley: String, config: String, org: String, role: String, dir: String) throws -> String {
+        let out = try runOnce(
+            volley, ["keys", "create", "--config", config, "--org", org, "--role", role, "--json"],
+            directory: dir, name: "keys")
+        guard let json = try? JSONSerialization.jsonObject(with: Data(out.utf8)) as? [String: Any],
+            let key = json["key"] as? String
+        else { throw BenchError("volley keys create printed no key: \(out)") }
+        return key
+    }
+
     public static func run(_ o: APIBenchOptions, logger: Logger) throws -> APIBenchResult {
         guard let wrk = which("wrk") else { throw BenchError("wrk not found: apt-get install -y wrk") }
         guard let curl = which("curl") else { throw BenchError("curl not found: apt-get install -y curl") }
@@ -75,33 +110,11 @@ public enum APIBench {
         defer { redis.stop() }
         let port = try freePort()
         let secret = Data((0..<32).map { _ in UInt8.random(in: 0...255) }).base64EncodedString()
-        let config = dir + "/volley.yaml"
-        try """
-        apps:
-          - name: bench_app
-            fcm:
-              serviceAccountFile: "\(dir)/sa.json"
-        redis:
-          url: "\(redis.url)"
-        log:
-          level: error
-        api:
-          host: 127.0.0.1
-          port: \(port)
-          drainSeconds: 0
-          rateLimit: {requestsPerSecond: 0, burst: 1}
-          userTokens:
-            keys: [{id: bench, secret: "\(secret)"}]
-
-        """.write(toFile: config, atomically: true, encoding: .utf8)
-        try "{}".write(toFile: dir + "/sa.json", atomically: true, encoding: .utf8)
+        let config = try writeConfig(
+            dir: dir, redisURL: redis.url, port: port,
+            apiExtra: "  userTokens:\n    keys: [{id: bench, secret: \"\(secret)\"}]\n")
         let volley = volleyExecutablePath()
-        let keyOut = try runOnce(
-            volley, ["keys", "create", "--config", config, "--org", "00Dxx0000001gEF", "--role", "admin", "--json"],
-            directory: dir, name: "keys")
-        guard let keyJSON = try? JSONSerialization.jsonObject(with: Data(keyOut.utf8)) as? [String: Any],
-            let key = keyJSON["key"] as? String
-        else { throw BenchError("volley keys create printed no key: \(keyOut)") }
+        let key = try createKey(volley: volley, config: config, org: "00Dxx0000001gEF", role: "admin", dir: dir)
         let api = try BenchChild(
             name: "volley api", executable: volley, arguments: ["api", "--config", config], logFile: dir + "/api.log")
         defer { api.stop(grace: 5) }

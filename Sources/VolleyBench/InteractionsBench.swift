@@ -1,4 +1,5 @@
 // swift-format-ignore-file: AlwaysUseLowerCamelCase
+
 import Foundation
 import Logging
 import VolleyCore
@@ -56,31 +57,9 @@ public enum InteractionsBench {
         let redis = try BenchRedis(directory: dir)
         defer { redis.stop() }
         let port = try APIBench.freePort()
-        let config = dir + "/volley.yaml"
-        try """
-        apps:
-          - name: bench_app
-            fcm:
-              serviceAccountFile: "\(dir)/sa.json"
-        redis:
-          url: "\(redis.url)"
-        log:
-          level: error
-        api:
-          host: 127.0.0.1
-          port: \(port)
-          drainSeconds: 0
-          rateLimit: {requestsPerSecond: 0, burst: 1}
-
-        """.write(toFile: config, atomically: true, encoding: .utf8)
-        try "{}".write(toFile: dir + "/sa.json", atomically: true, encoding: .utf8)
+        let config = try APIBench.writeConfig(dir: dir, redisURL: redis.url, port: port)
         let volley = volleyExecutablePath()
-        let keyOut = try APIBench.runOnce(
-            volley, ["keys", "create", "--config", config, "--org", org, "--role", "send", "--json"],
-            directory: dir, name: "keys")
-        guard let keyJSON = try? JSONSerialization.jsonObject(with: Data(keyOut.utf8)) as? [String: Any],
-            let key = keyJSON["key"] as? String
-        else { throw BenchError("volley keys create printed no key: \(keyOut)") }
+        let key = try APIBench.createKey(volley: volley, config: config, org: org, role: "send", dir: dir)
 
         // The campaign a worker would have registered when it sent the job.
         let endpoint = RedisEndpoint.unix(redis.socket)
