@@ -32,13 +32,13 @@ extension APIServer {
             throw APIProblem.badRequest("body", "malformed JSON: \(error)")
         }
         let schedule: Schedule
-        do { schedule = try Schedule(body: parsed, org: org, now: Date()) } catch {
+        do { schedule = try Schedule(body: parsed, org: org, now: clock.now()) } catch {
             throw APIProblem.badRequest(error.field, error.message)
         }
         if let app = schedule.job.objectValue?["app"]?.stringValue, !configuration.org(org, mayUse: AppName(app)) {
             throw APIProblem.notFound("no app named '\(app)' is available to this org", field: "job.app")
         }
-        switch try await store.create(schedule, now: Date()) {
+        switch try await store.create(schedule, now: clock.now()) {
         case .created(let state):
             return JSONResponse.raw(
                 state.json.encoded(), status: .created, headers: [.location: "/v1/schedules/\(schedule.id)"])
@@ -70,7 +70,7 @@ extension APIServer {
         let org = try context.key(APIRole.senders)
         let id = try parameter(context, "id")
         guard StoredTemplate.isValidID(id),
-            let s = try await scheduleStore().setPaused(org: org, id: id, paused: paused, now: Date())
+            let s = try await scheduleStore().setPaused(org: org, id: id, paused: paused, now: clock.now())
         else {
             throw APIProblem.notFound("no schedule '\(id)' in this org", field: "id")
         }

@@ -34,7 +34,7 @@ extension APIServer {
         }
         let store = try syncHintStore()
         let ids = try await store.add(
-            org: org, app: hint.app, users: hint.users, type: hint.type, recordIds: hint.recordIds, now: Date())
+            org: org, app: hint.app, users: hint.users, type: hint.type, recordIds: hint.recordIds, now: clock.now())
         Self.syncHintsReceived.increment(by: hint.users.count)
         struct Accepted: Encodable {
             var user: String
@@ -91,7 +91,7 @@ extension APIServer {
         let chosen = try appsAsked(in: request, org: org)
         let store = try syncHintStore()
         let hints = try await store.status(
-            org: org, apps: chosen, user: UserID(user), configuration: configuration.syncHints, now: Date())
+            org: org, apps: chosen, user: UserID(user), configuration: configuration.syncHints, now: clock.now())
         struct Answer: Encodable {
             var user: String
             var hints: [SyncHintStatus]

@@ -92,7 +92,7 @@ extension APIServer {
         }
         let notification = try Self.templateNotification(o)
         let put = try await stores.templates.put(
-            org: org, id: id, notification: notification, now: Date(), maxCount: StoredTemplate.maxPerOrg)
+            org: org, id: id, notification: notification, now: clock.now(), maxCount: StoredTemplate.maxPerOrg)
         switch put {
         case .created(let t):
             return JSONResponse.raw(

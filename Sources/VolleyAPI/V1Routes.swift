@@ -101,7 +101,7 @@ extension APIServer {
         }
         // A time the worker would refuse (more than a minute past, beyond `schedule.maxAheadDays`) is refused here.
         let timing = JobTiming.of(
-            sendAt: job.sendAt, now: Date(), maxAheadDays: configuration.scheduleMaxAheadDays, promoted: false)
+            sendAt: job.sendAt, now: clock.now(), maxAheadDays: configuration.scheduleMaxAheadDays, promoted: false)
         if case .refused(let r) = timing { throw APIProblem(.unprocessableContent, r.message, field: "sendAt") }
         // What every worker would refuse is refused here, before the Idempotency-Key is recorded: a corrected retry
         // under the same key is then a new job, not a conflict. A templated job is checked with its template's
@@ -135,7 +135,7 @@ extension APIServer {
         let digest = SHA256.hash(data: data).withUnsafeBytes { $0.lowercaseHex }
         let submission = try await stores.jobs.submit(
             org: org, job: id, app: job.app, digest: digest, entry: entry,
-            createdAt: RFC3339.format(Date()))
+            createdAt: RFC3339.format(clock.now()))
         switch submission {
         case .accepted(let entry), .replayed(let entry):
             var headers: HTTPFields = [.location: "/v1/jobs/\(id)"]
@@ -255,7 +255,7 @@ extension APIServer {
         guard (60...maxTTL).contains(ttl) else {
             throw APIProblem.badRequest("ttlSeconds", "an integer from 60 to \(maxTTL)")
         }
-        let exp = Int64(Date().timeIntervalSince1970) + Int64(ttl)
+        let exp = Int64(clock.now().timeIntervalSince1970) + Int64(ttl)
         let token: String
         do {
             token = try signer.sign(UserTokenClaims(org: org, user: UserID(user), app: AppName(app), exp: exp))
@@ -334,7 +334,7 @@ extension APIServer {
             org: claims.org, app: claims.app, user: claims.user, platform: platform, token: DeviceToken(token),
             environment: environment, locale: locale, rsaPublicKey: key?.rsaPublicKey, cipherName: key?.cipherName,
             timeZone: b.timeZone)
-        let now = Date()
+        let now = clock.now()
         try await stores.devices.register(record, now: now)
         return try JSONResponse.make(
             DeviceBody(
@@ -471,7 +471,8 @@ extension APIServer {
         }
         return try JSONResponse.make(
             Answer(
-                org: org.rawValue, hour: usage.first?.hour ?? QuotaHour(containing: Date()).label, platforms: platforms)
+                org: org.rawValue, hour: usage.first?.hour ?? QuotaHour(containing: clock.now()).label,
+                platforms: platforms)
         )
     }
 
