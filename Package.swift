@@ -214,7 +214,7 @@ let package = Package(
             ], path: "Tests/VolleyTestSupport"),
 
         // Unit tests, one target per module; real redis-server and the mock only where the module owns the wire.
-        .testTarget(name: "VolleyCoreTests", dependencies: ["VolleyCore", "VolleyTestTags"]),
+        .testTarget(name: "VolleyCoreTests", dependencies: ["VolleyCore", "VolleyTestTags", "VolleyTestDoubles"]),
         .testTarget(
             name: "VolleyHTTP2Tests",
             dependencies: [
