@@ -77,6 +77,11 @@ public final class APIServer: Sendable {
         public var interactions: (any InteractionRecorder)?
         /// The orgs' segments (`/v1/segments`; nil: those routes answer 501).
         public var segments: (any SegmentStore)?
+        /// An org's job list and a job's per-device outcomes as CSV (`GET /v1/jobs`, `GET /v1/jobs/{id}/outcomes`;
+        /// nil: those routes answer 501).
+        public var jobHistory: (any JobHistoryReader)?
+        /// The users' delivery histories (`GET /v1/users/{user}/deliveries`; nil: the route answers 501).
+        public var deliveries: (any DeliveryHistoryReader)?
 
         public init(
             credentials: any CredentialStore, jobs: any JobSubmitter, jobStatus: any JobStatusReader,

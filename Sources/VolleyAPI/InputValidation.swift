@@ -126,3 +126,23 @@ extension HTTPFields.Element.Name {
     static let idempotencyKey = Self("Idempotency-Key")!
     static let idempotentReplayed = Self("Idempotent-Replayed")!
 }
+
+/// The query parameters lists take, read one way: a bad one is a 400 naming it.
+enum ListQuery {
+    /// `since`: an RFC 3339 time.
+    static func since(_ text: String?) throws -> Date? {
+        guard let text else { return nil }
+        do { return try RFC3339.parse(text) } catch {
+            throw APIProblem.badRequest("since", "\(error) (for example 2026-03-01T00:00:00Z)")
+        }
+    }
+
+    /// `limit`: a whole number from 1 to `max`; `default` without one.
+    static func limit(_ text: String?, max: Int, default fallback: Int) throws -> Int {
+        guard let text else { return fallback }
+        guard let n = Int(text), (1...max).contains(n) else {
+            throw APIProblem.badRequest("limit", "an integer from 1 to \(max)")
+        }
+        return n
+    }
+}

@@ -141,6 +141,52 @@ paths:
               schema: {$ref: "#/components/schemas/Problem"}
         "429": {$ref: "#/components/responses/TooManyRequests"}
         "503": {$ref: "#/components/responses/Unavailable"}
+    get:
+      tags: [jobs]
+      operationId: listJobs
+      summary: The org's jobs, newest first, a page at a time (role read, send or admin).
+      description: |
+        Every job accepted through the API (`POST /v1/jobs`, a Salesforce `Idempotency-Key` request, a schedule's
+        run, a sync hint's push) for as long as `GET /v1/jobs/{id}` knows it (`redis.ledgerTTLSeconds`), ordered by
+        `createdAt` (milliseconds; the same millisecond by id, descending). Each item is what `GET /v1/jobs/{id}`
+        says in brief, with the report's totals once `done`; live counts are read one job at a time there. Follow
+        `nextCursor` with the same `state` and `since` until it is absent. With `state`, a page looks at no more than
+        500 jobs and may hold fewer than `limit` (even none) with a `nextCursor` still to follow.
+      parameters:
+        - name: state
+          in: query
+          required: false
+          schema: {type: string, enum: [queued, running, scheduled, paused, cancelled, done, dead-lettered]}
+        - name: since
+          in: query
+          required: false
+          description: Only jobs created at or after this time (RFC 3339 with an offset, e.g. 2026-03-01T00:00:00Z).
+          schema: {type: string, format: date-time}
+        - name: limit
+          in: query
+          required: false
+          schema: {type: integer, minimum: 1, maximum: 100, default: 20}
+        - name: cursor
+          in: query
+          required: false
+          description: A previous page's `nextCursor`, as it was (opaque).
+          schema: {type: string}
+      responses:
+        "200":
+          description: One page of jobs.
+          content:
+            application/json:
+              schema: {$ref: "#/components/schemas/JobList"}
+        "400":
+          description: A bad `state`, `since`, `limit` or `cursor`; `field` names it.
+          content:
+            application/problem+json:
+              schema: {$ref: "#/components/schemas/Problem"}
+        "401": {$ref: "#/components/responses/Unauthorized"}
+        "403": {$ref: "#/components/responses/Forbidden"}
+        "429": {$ref: "#/components/responses/TooManyRequests"}
+        "501": {$ref: "#/components/responses/Unavailable"}
+        "503": {$ref: "#/components/responses/Unavailable"}
   /v1/jobs/{id}:
     delete:
       tags: [jobs]
@@ -177,6 +223,9 @@ paths:
       tags: [jobs]
       operationId: getJob
       summary: A job's state (queued, scheduled, running, done, dead-lettered, cancelled) and its report once done.
+      description: |
+        With `Accept` naming `text/csv` (at least as preferred as `application/json`), the job's per-device
+        outcomes as CSV instead, exactly as `GET /v1/jobs/{id}/outcomes` answers them.
       parameters:
         - name: id
           in: path
@@ -184,14 +233,55 @@ paths:
           schema: {type: string}
       responses:
         "200":
-          description: The job's state.
+          description: The job's state (or, asked for `text/csv`, its outcomes).
           content:
             application/json:
               schema: {$ref: "#/components/schemas/JobStatus"}
+            text/csv:
+              schema: {$ref: "#/components/schemas/OutcomesCSV"}
         "401": {$ref: "#/components/responses/Unauthorized"}
         "403": {$ref: "#/components/responses/Forbidden"}
         "404": {$ref: "#/components/responses/NotFound"}
         "429": {$ref: "#/components/responses/TooManyRequests"}
+        "503": {$ref: "#/components/responses/Unavailable"}
+  /v1/jobs/{id}/outcomes:
+    get:
+      tags: [jobs]
+      operationId: exportJobOutcomes
+      summary: The job's per-device outcomes as CSV, streamed (role read, send or admin).
+      description: |
+        `platform,token,user,outcome,reason`, one row per device with a recorded outcome, RFC 4180 (CRLF, fields
+        quoted when they hold a comma, quote or line break), UTF-8, a header line first. `token` is redacted to `…`
+        and its last 8 characters; `user` is who the token is registered to now (empty once it is removed, as a
+        dead token is, or for an explicit device never registered); `outcome` is `accepted`, `rejected`, `failed`,
+        `quotaExceeded` or `expired`, and `reason` the provider's reason of a rejected or failed push. A campaign
+        split into shards exports its shards' devices too. Rows come in ledger order (not sorted), written as each
+        page is read, so the export of a running job holds what is recorded so far. A store failure part way ends
+        the response without its final chunk: the client sees it incomplete.
+      parameters:
+        - name: id
+          in: path
+          required: true
+          schema: {type: string}
+      responses:
+        "200":
+          description: The outcomes, streamed (chunked).
+          headers:
+            Content-Disposition:
+              schema: {type: string}
+          content:
+            text/csv:
+              schema: {$ref: "#/components/schemas/OutcomesCSV"}
+        "401": {$ref: "#/components/responses/Unauthorized"}
+        "403": {$ref: "#/components/responses/Forbidden"}
+        "404": {$ref: "#/components/responses/NotFound"}
+        "406":
+          description: "`Accept` excludes text/csv (`field` Accept)."
+          content:
+            application/problem+json:
+              schema: {$ref: "#/components/schemas/Problem"}
+        "429": {$ref: "#/components/responses/TooManyRequests"}
+        "501": {$ref: "#/components/responses/Unavailable"}
         "503": {$ref: "#/components/responses/Unavailable"}
   /v1/jobs/{id}/pause:
     post:
@@ -425,6 +515,56 @@ paths:
         "403": {$ref: "#/components/responses/Forbidden"}
         "404": {$ref: "#/components/responses/NotFound"}
         "429": {$ref: "#/components/responses/TooManyRequests"}
+        "503": {$ref: "#/components/responses/Unavailable"}
+  /v1/users/{user}/deliveries:
+    get:
+      tags: [jobs]
+      operationId: userDeliveries
+      summary: >-
+        A user's notifications of the kept days (`deliveries.days`), newest first: each device's outcome and
+        reason (the token redacted), and the jobs that skipped the user (role read or admin).
+      parameters:
+        - name: user
+          in: path
+          required: true
+          schema: {type: string}
+        - name: since
+          in: query
+          required: false
+          schema: {type: string, format: date-time}
+        - name: limit
+          in: query
+          required: false
+          schema: {type: integer, minimum: 1, maximum: 500, default: 100}
+      responses:
+        "200":
+          description: The history (empty for a user without one).
+          content:
+            application/json:
+              schema:
+                type: object
+                required: [user, deliveries]
+                properties:
+                  user: {type: string}
+                  deliveries:
+                    type: array
+                    items:
+                      type: object
+                      required: [job, at, outcome]
+                      properties:
+                        job: {type: string}
+                        at: {type: string, format: date-time}
+                        platform: {$ref: "#/components/schemas/Platform"}
+                        device: {type: string, description: "`…` and the token's last 8 characters."}
+                        outcome:
+                          type: string
+                          enum: [accepted, rejected, failed, quotaExceeded, expired, capped, noDevice]
+                        reason: {type: string}
+        "400": {$ref: "#/components/responses/BadRequest"}
+        "401": {$ref: "#/components/responses/Unauthorized"}
+        "403": {$ref: "#/components/responses/Forbidden"}
+        "429": {$ref: "#/components/responses/TooManyRequests"}
+        "501": {$ref: "#/components/responses/Unavailable"}
         "503": {$ref: "#/components/responses/Unavailable"}
   /v1/types:
     get:
@@ -2392,6 +2532,41 @@ components:
         token: {type: string, description: "Redacted: its start and end only."}
         status: {type: integer, description: "The provider's HTTP status, when it answered."}
         answer: {type: string, description: "The provider's answer or Volley's reason."}
+    JobList:
+      type: object
+      required: [jobs]
+      properties:
+        jobs:
+          type: array
+          items: {$ref: "#/components/schemas/JobSummary"}
+        nextCursor:
+          type: string
+          description: Where the next page starts; absent when no older job is left.
+    JobSummary:
+      type: object
+      required: [id, state]
+      properties:
+        id: {type: string}
+        state: {type: string, enum: [queued, scheduled, running, paused, done, dead-lettered, cancelled]}
+        app: {type: string}
+        createdAt: {type: string, format: date-time}
+        dueAt: {type: string, format: date-time}
+        reason: {type: string, description: With `dead-lettered`, why.}
+        report:
+          type: object
+          description: With `done`, the report's totals; `status` as the report says it (absent when it completed).
+          required: [devices, accepted, rejected, failed]
+          properties:
+            status: {type: string}
+            devices: {type: integer}
+            accepted: {type: integer}
+            rejected: {type: integer}
+            failed: {type: integer}
+    OutcomesCSV:
+      type: string
+      description: |
+        `platform,token,user,outcome,reason` then one CRLF-terminated row per device, e.g.
+        `ios,…1a2b3c4d,005A,accepted,` or `android,…9f8e7d6c,,rejected,UNREGISTERED`.
     JobStatus:
       type: object
       required: [id, state]
@@ -2436,6 +2611,20 @@ components:
             quotaExceeded: {type: integer}
             expired: {type: integer}
             tokensRemoved: {type: integer}
+            capped: {type: integer, description: Users a frequency cap held (in-app only), each once.}
+            noDevice: {type: integer, description: Users with no device for the job's app, each once.}
+            audience:
+              type: integer
+              description: Devices with an outcome and users skipped so far; final with the report.
+            perWave:
+              type: array
+              description: A local-time job's outcomes per wave (its instant), oldest first.
+              items:
+                type: object
+                required: [wave, outcomes]
+                properties:
+                  wave: {type: string, format: date-time}
+                  outcomes: {type: object, additionalProperties: {type: integer}}
             byPlatform:
               type: object
               additionalProperties: {type: object, additionalProperties: {type: integer}}

@@ -1,6 +1,7 @@
 import Crypto
 import Foundation
 import Hummingbird
+import Metrics
 import VolleyConnect
 import VolleyCore
 
@@ -9,7 +10,9 @@ import VolleyCore
 extension APIServer {
     func addV1Routes(_ v1: RouterGroup<APIRequestContext>) {
         v1.post("/jobs") { request, context in try await self.createJob(request, context) }
-        v1.get("/jobs/:id") { _, context in try await self.getJob(context) }
+        v1.get("/jobs") { request, context in try await self.listJobs(request, context) }
+        v1.get("/jobs/:id") { request, context in try await self.getJob(request, context) }
+        v1.get("/jobs/:id/outcomes") { request, context in try await self.exportOutcomes(request, context) }
         v1.delete("/jobs/:id") { _, context in try await self.cancelJob(context) }
         v1.post("/jobs/:id/pause") { _, context in try await self.steerJob(context, pause: true) }
         v1.post("/jobs/:id/resume") { _, context in try await self.steerJob(context, pause: false) }
@@ -34,6 +37,7 @@ extension APIServer {
         addScheduleRoutes(v1)
         addSyncHintRoutes(v1)
         addInteractionRoutes(v1)
+        addDeliveryRoutes(v1)
         addSegmentRoutes(v1)
     }
 
@@ -62,6 +66,22 @@ extension APIServer {
     }
 
     // MARK: - jobs
+
+    /// A segment the job names in `recipients` or `exclude` must exist in the org when the job is posted: 422 naming
+    /// the entry (`recipients[2].segment`). One deleted later reaches nobody when the job resolves.
+    func checkSegments(of job: PushJob, org: OrgID) async throws {
+        guard let store = stores.segments else { return }
+        for (field, entries) in [("recipients", job.recipients ?? []), ("exclude", job.exclude ?? [])] {
+            for (i, entry) in entries.enumerated() {
+                guard case .segment(let id) = entry else { continue }
+                if try await store.segment(org: org, id: id) == nil {
+                    throw APIProblem(
+                        .unprocessableContent, "no segment '\(id)' in this org (PUT /v1/segments/\(id) first)",
+                        field: "\(field)[\(i)].segment")
+                }
+            }
+        }
+    }
 
     func createJob(_ request: Request, _ context: APIRequestContext) async throws -> Response {
         let org = try context.key(APIRole.senders)
@@ -99,6 +119,7 @@ extension APIServer {
             let field = named ?? (r.reason == .invalidJob ? "id" : "recipients")
             throw APIProblem.badRequest(field, r.message)
         }
+        try await checkSegments(of: job, org: org)
         // A time the worker would refuse (more than a minute past, beyond `schedule.maxAheadDays`) is refused here.
         let timing = JobTiming.of(
             sendAt: job.sendAt, now: clock.now(), maxAheadDays: configuration.scheduleMaxAheadDays, promoted: false)
@@ -135,7 +156,7 @@ extension APIServer {
         let digest = SHA256.hash(data: data).withUnsafeBytes { $0.lowercaseHex }
         let submission = try await stores.jobs.submit(
             org: org, job: id, app: job.app, digest: digest, entry: entry,
-            createdAt: RFC3339.format(clock.now()))
+            createdAt: RFC3339.format(clock.now(), .milliseconds))
         switch submission {
         case .accepted(let entry), .replayed(let entry):
             var headers: HTTPFields = [.location: "/v1/jobs/\(id)"]
@@ -165,7 +186,10 @@ extension APIServer {
         return "notification.\(field)"
     }
 
-    func getJob(_ context: APIRequestContext) async throws -> Response {
+    /// The job's status as JSON, or (`Accept` preferring `text/csv`) its per-device outcomes as CSV, as
+    /// `GET /v1/jobs/{id}/outcomes` answers.
+    func getJob(_ request: Request, _ context: APIRequestContext) async throws -> Response {
+        if OutcomeCSV.prefersCSV(accept: request.headers[.accept]) { return try await exportOutcomes(request, context) }
         let org = try context.key([.send, .read, .admin])
         let id = try parameter(context, "id")
         guard Input.isJobID(id) else { throw APIProblem.notFound("no job '\(id)' in this org", field: "id") }
@@ -188,10 +212,18 @@ extension APIServer {
             throw APIProblem(
                 .conflict, "job '\(id)' has finished (\(status.state)): nothing left to cancel", field: "id")
         case .cancelled(var status):
+            Self.jobsSteered["cancel"]?.increment()
             status.id = id
             return JSONResponse.raw(try ReportCoding.encoder.encode(status))
         }
     }
+
+    /// `volley_jobs_steered_total{action}`: jobs paused, resumed and cancelled through the API (a total: no job or
+    /// org label).
+    static let jobsSteered = Dictionary(
+        uniqueKeysWithValues: ["pause", "resume", "cancel"].map {
+            ($0, Counter(label: "volley_jobs_steered_total", dimensions: [("action", $0)]))
+        })
 
     /// Pauses or resumes a job of the send key's org: 200 with the job's status (`paused`; after a resume where it
     /// is now), 404 for a job the org does not have, 409 for one that has finished or was cancelled (a resume: one
@@ -210,6 +242,7 @@ extension APIServer {
             let why = pause ? "nothing left to pause" : "it is not paused"
             throw APIProblem(.conflict, "job '\(id)' is \(status.state): \(why)", field: "id")
         case .changed(var status):
+            Self.jobsSteered[pause ? "pause" : "resume"]?.increment()
             status.id = id
             return JSONResponse.raw(try ReportCoding.encoder.encode(status))
         }

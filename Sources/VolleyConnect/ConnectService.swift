@@ -205,7 +205,7 @@ public final class ConnectService: Sendable {
         }
         let answer = try await jobs.submit(
             org: job.org, job: id, app: job.app, digest: submission.digest, entry: job.jsonText,
-            createdAt: RFC3339.format(submission.now))
+            createdAt: RFC3339.format(submission.now, .milliseconds))
         if case .conflict = answer {
             throw ConnectError(
                 status: 422, errorCode: "DUPLICATE_VALUE",

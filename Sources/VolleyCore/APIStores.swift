@@ -171,12 +171,28 @@ public struct JobCounts: Sendable, Encodable, Equatable {
     public var quotaExceeded: Int64 = 0
     public var expired: Int64 = 0
     public var tokensRemoved: Int64 = 0
+    /// Users the job skipped: held by a frequency cap (in-app only), or with no device for the job's app.
+    public var capped: Int64 = 0
+    public var noDevice: Int64 = 0
+    /// Everyone the job has decided about so far: the devices with an outcome and the users skipped. It grows as the
+    /// job resolves its recipients and is final with its report.
+    public var audience: Int64 = 0
     /// `ios`, `android`: the same outcomes of that platform's devices.
     public var byPlatform: [String: [String: Int64]] = [:]
     /// Rejected and failed pushes by the provider's reason (`Unregistered`, `UNAVAILABLE`, …).
     public var byReason: [String: Int64] = [:]
     /// One entry per minute (UTC, oldest first) in which a push was accepted or opened.
     public var perMinute: [Minute] = []
+
+    /// A local-time job's outcomes per wave (the wave's instant, oldest first): absent for other jobs.
+    public var perWave: [Wave]?
+
+    public struct Wave: Sendable, Encodable, Equatable {
+        /// The wave's instant, RFC 3339 in UTC: when its devices' local time came.
+        public var wave: String
+        /// Outcome → devices (`accepted`, `rejected`, `failed`, `quotaExceeded`, `expired`).
+        public var outcomes: [String: Int64]
+    }
 
     public struct Minute: Sendable, Encodable, Equatable {
         /// The minute's start, RFC 3339 in UTC.
@@ -191,6 +207,7 @@ public struct JobCounts: Sendable, Encodable, Equatable {
     /// not know (engagement's, read on their own) are left alone.
     public init?(fields: [(String, String)]) {
         var minutes: [Int64: (accepted: Int64, opened: Int64)] = [:]
+        var waves: [Int64: [String: Int64]] = [:]
         var any = false
         for (field, value) in fields {
             guard let n = Int64(value) else { continue }
@@ -198,6 +215,13 @@ public struct JobCounts: Sendable, Encodable, Equatable {
             if parts.count == 2, let minute = Int64(parts[1]), parts[0] == "accepted" || parts[0] == "opened" {
                 if parts[0] == "accepted" { minutes[minute, default: (0, 0)].accepted += n }
                 if parts[0] == "opened" { minutes[minute, default: (0, 0)].opened += n }
+                continue
+            }
+            if parts.count == 2, parts[0] == "wave" {
+                let waveParts = parts[1].split(separator: ":", maxSplits: 1)
+                if waveParts.count == 2, let instant = Int64(waveParts[0]) {
+                    waves[instant, default: [:]][String(waveParts[1]), default: 0] += n
+                }
                 continue
             }
             if parts.count == 2, parts[0] == "reason" {
@@ -215,11 +239,19 @@ public struct JobCounts: Sendable, Encodable, Equatable {
             case "quotaExceeded": quotaExceeded = n
             case "expired": expired = n
             case "tokensRemoved": tokensRemoved = n
+            case "capped": capped = n
+            case "noDevice": noDevice = n
             default: continue
             }
             any = true
         }
         if !any { return nil }
+        audience = accepted + rejected + failed + quotaExceeded + expired + capped + noDevice
+        if !waves.isEmpty {
+            perWave = waves.keys.sorted().map {
+                Wave(wave: RFC3339.format(Date(timeIntervalSince1970: Double($0))), outcomes: waves[$0] ?? [:])
+            }
+        }
         perMinute = minutes.keys.sorted().map {
             Minute(
                 minute: RFC3339.format(Date(timeIntervalSince1970: Double($0) * 60)),
@@ -325,4 +357,125 @@ public protocol QuotaLedger: Sendable {
     func charge(org: OrgID, platform: Platform, count: Int) async throws -> QuotaGrant
     /// Settles this hour's charge: `delivered` stays charged, `refunded` is given back.
     func settle(org: OrgID, platform: Platform, delivered: Int, refunded: Int) async throws
+}
+
+/// Where a page of `GET /v1/jobs` ends: the last job it listed, by creation time (milliseconds since 1970) and id.
+/// The list is ordered newest first, jobs created in the same millisecond by id, descending (as Redis orders equal
+/// scores in `ZREVRANGEBYSCORE`); the next page starts strictly after this one. Written as `<millis>:<job id>`,
+/// which clients treat as opaque.
+public struct JobListCursor: Sendable, Hashable, CustomStringConvertible {
+    public var createdAtMillis: Int64
+    public var job: JobID
+
+    public init(createdAtMillis: Int64, job: JobID) {
+        self.createdAtMillis = createdAtMillis
+        self.job = job
+    }
+
+    /// The cursor a page's `nextCursor` wrote; nil when `text` is not one (a 400 naming `cursor`).
+    public init?(_ text: String) {
+        guard let colon = text.utf8.firstIndex(of: UInt8(ascii: ":")) else { return nil }
+        let digits = text[..<colon]
+        let id = text[text.index(after: colon)...]
+        guard !digits.isEmpty, digits.utf8.count <= 15, digits.utf8.allSatisfy({ $0 >= 48 && $0 <= 57 }),
+            let millis = Int64(digits), !id.isEmpty, id.utf8.count <= 128
+        else { return nil }
+        createdAtMillis = millis
+        job = JobID(String(id))
+    }
+
+    public var description: String { "\(createdAtMillis):\(job.rawValue)" }
+
+    /// True when a job created at `millis` with id `job` comes after this cursor in the list's order (older, or as
+    /// old with a smaller id).
+    public func precedes(millis: Int64, job other: JobID) -> Bool {
+        if millis != createdAtMillis { return millis < createdAtMillis }
+        return other.rawValue.utf8.lexicographicallyPrecedes(job.rawValue.utf8)
+    }
+}
+
+/// What `GET /v1/jobs` asks for: at most `limit` jobs of one org, newest first, created at or after `since`, in
+/// `state` (one of `JobListQuery.states`), after `cursor`.
+public struct JobListQuery: Sendable, Hashable {
+    /// The states a job can be in (`JobStatus`).
+    public static let states = ["queued", "running", "scheduled", "paused", "cancelled", "done", "dead-lettered"]
+    /// A page's size when the request does not say, and the most it may ask for.
+    public static let defaultLimit = 20
+    public static let maxLimit = 100
+
+    public var state: String?
+    public var since: Date?
+    public var limit: Int
+    public var cursor: JobListCursor?
+
+    public init(
+        state: String? = nil, since: Date? = nil, limit: Int = JobListQuery.defaultLimit,
+        cursor: JobListCursor? = nil
+    ) {
+        self.state = state
+        self.since = since
+        self.limit = limit
+        self.cursor = cursor
+    }
+}
+
+/// One page of `GET /v1/jobs`: the jobs in order, and where the next page starts (nil: no older job is left).
+/// With a `state` filter a page may hold fewer than `limit` jobs (a store looks at a bounded number of jobs per
+/// page) and still have a next one.
+public struct JobListPage: Sendable {
+    public var jobs: [JobStatus]
+    public var next: JobListCursor?
+    public init(jobs: [JobStatus], next: JobListCursor?) {
+        self.jobs = jobs
+        self.next = next
+    }
+}
+
+/// One device's recorded outcome, as the CSV export writes it.
+public struct OutcomeExportRow: Sendable, Hashable {
+    public var platform: Platform
+    public var token: DeviceToken
+    /// The user the token is registered to now (the registry's reverse index); nil when it is not registered (a
+    /// token the provider reported dead has been removed, an explicit device was never registered).
+    public var user: UserID?
+    public var outcome: DeliveryOutcome
+
+    public init(platform: Platform, token: DeviceToken, user: UserID?, outcome: DeliveryOutcome) {
+        self.platform = platform
+        self.token = token
+        self.user = user
+        self.outcome = outcome
+    }
+}
+
+/// Where an export of one ledger has got to: the non-accepted outcomes (a hash, scanned from `scanCursor`), then
+/// the accepted ones (a list of batches, from element `acceptedIndex`).
+public enum OutcomeExportPosition: Sendable, Hashable {
+    case start
+    case nonAccepted(scanCursor: String)
+    case accepted(index: Int)
+}
+
+/// One page of a ledger's outcomes and where the next starts (nil: the ledger is exhausted).
+public struct OutcomeExportPage: Sendable {
+    public var rows: [OutcomeExportRow]
+    public var next: OutcomeExportPosition?
+    public init(rows: [OutcomeExportRow], next: OutcomeExportPosition?) {
+        self.rows = rows
+        self.next = next
+    }
+}
+
+/// `GET /v1/jobs` and the per-device CSV export of `GET /v1/jobs/{id}/outcomes`: an org's jobs accepted through the
+/// API, and the outcome ledgers of one of them, page by page.
+public protocol JobHistoryReader: Sendable {
+    /// A page of `org`'s jobs, newest first; only jobs of `org` are ever read.
+    func jobs(org: OrgID, query: JobListQuery) async throws -> JobListPage
+    /// The jobs whose ledgers hold `job`'s device outcomes: the job itself and, for a campaign split into shards,
+    /// each shard's job (`<job>.s<i>`), in shard order.
+    func outcomeLedgers(org: OrgID, job: JobID) async throws -> [JobID]
+    /// One page of the ledger of `ledger` (a job or shard of `org`) from `position`; users are looked up in `app`'s
+    /// registry when it is given.
+    func outcomes(org: OrgID, ledger: JobID, app: AppName?, from position: OutcomeExportPosition) async throws
+        -> OutcomeExportPage
 }

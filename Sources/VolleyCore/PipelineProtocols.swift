@@ -113,6 +113,13 @@ public protocol OutcomeLedger: AnyObject {
     /// Adds to a job's live counts (`GET /v1/jobs/{id}`'s `counts`: field → amount), written in the same
     /// transaction as the next `record`'s outcomes, so the counts and the ledger never disagree, even after a crash.
     func noteCounts(org: OrgID, job: JobID, _ counts: [String: Int64])
+    /// Asks the next `record` to tell its outcomes, recorded at `at`, on the event stream and in their users'
+    /// delivery histories (`DeliveryTrail`), in the same transaction as the outcomes.
+    func noteTrail(_ trail: DeliveryTrail, at: Date)
+    /// Tells that `users` got no push of the trail's job, and why: a line in each user's delivery history, an entry
+    /// on the event stream and the job's `capped` or `noDevice` count, each once per (job, user) however often a
+    /// redelivery resolves the user again.
+    func recordSkipped(_ trail: DeliveryTrail, users: [UserID], reason: SkippedRecipient, at: Date) throws
     /// Asks each following `record` to look, in its own round trip, whether one of `jobs` (the job, and the campaign
     /// it is a shard of) was paused or cancelled; `steeringSeen` tells what the last look found.
     func watchSteering(org: OrgID, jobs: [JobID])
@@ -144,6 +151,9 @@ extension OutcomeLedger {
     public func noteProgress(org: OrgID, job: JobID, resolved: Int, done: Int) {}
     /// A ledger that keeps no live counts ignores them.
     public func noteCounts(org: OrgID, job: JobID, _ counts: [String: Int64]) {}
+    /// A ledger that keeps no event stream or history tells nothing.
+    public func noteTrail(_ trail: DeliveryTrail, at: Date) {}
+    public func recordSkipped(_ trail: DeliveryTrail, users: [UserID], reason: SkippedRecipient, at: Date) throws {}
     /// A ledger that cannot be told of a pause or cancel never sees one.
     public func watchSteering(org: OrgID, jobs: [JobID]) {}
     public var steeringSeen: JobSteering { .run }

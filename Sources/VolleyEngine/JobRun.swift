@@ -194,6 +194,7 @@ final class JobRun {
                         // The machine sends a chunk's devices before it takes the next chunk.
                         recipients = chunk.recipients
                         count(chunk, recorded: recorded, plan, &report)
+                        try recordSkipped(chunk, plan)
                         let t = now()
                         if var waves = local {
                             // A local-time job sends the devices due by now; the others wait for their wave.
@@ -468,6 +469,10 @@ final class JobRun {
         var progressJob: JobID { job.shard?.parent ?? jobID }
         /// The message ids the pushes carry (nil: none), kept for `refreshLifetime`.
         var tracking: MessageTracking?
+        /// What the delivery tells of its outcomes on the event stream and in the users' histories.
+        var trail: DeliveryTrail {
+            DeliveryTrail(org: job.org, campaign: progressJob, app: job.app, tracking: tracking)
+        }
     }
 
     /// Step 1: parse and validate the entry, find its app for its org, and read what earlier deliveries left.
@@ -655,6 +660,16 @@ final class JobRun {
         if skipped > 0 { worker.addStats { $0.devicesSkippedAsRecorded += skipped } }
     }
 
+    /// Tells the event stream and the users' histories who of a chunk's audience got nothing, and why (each once
+    /// per job and user, however often a redelivery resolves the chunk again).
+    private func recordSkipped(_ chunk: DeviceChunk, _ plan: Plan) throws {
+        if machine.countingOnly || (chunk.cappedUserIDs.isEmpty && chunk.usersWithoutDevicesIDs.isEmpty) { return }
+        let trail = plan.trail
+        let now = worker.clock.now()
+        try session.recordSkipped(trail, users: chunk.cappedUserIDs, reason: .capped, at: now)
+        try session.recordSkipped(trail, users: chunk.usersWithoutDevicesIDs, reason: .noDevice, at: now)
+    }
+
     /// Sends devices whose credits are reserved.
     private func send(_ devices: ArraySlice<Device>, _ plan: Plan) {
         if let personal = plan.personal { return sendPersonal(devices, plan, personal) }
@@ -839,8 +854,11 @@ final class JobRun {
 
     /// A batch's additions to its campaign's live counts (`GET /v1/jobs/{id}`'s `counts`, docs/api.md): each outcome,
     /// per platform, each failure's reason, the tokens removed, and the accepted pushes of the batch's minute.
-    static func liveCounts(_ tally: BatchTally, tokensRemoved: Int, at now: Date) -> [String: Int64] {
+    /// A local-time wave's delivery (`wave`: the wave's instant) also counts its outcomes under the wave.
+    static func liveCounts(_ tally: BatchTally, tokensRemoved: Int, at now: Date, wave: Date? = nil) -> [String: Int64]
+    {
         var counts: [String: Int64] = [:]
+        let waveKey = wave.map { "wave:\(Int64($0.timeIntervalSince1970.rounded(.down)))" }
         for p in Platform.allCases {
             let t = tally.byPlatform[p.index]
             for (name, n) in [
@@ -849,6 +867,7 @@ final class JobRun {
             ] where n > 0 {
                 counts[name, default: 0] += n
                 counts["\(p.rawValue):\(name)", default: 0] += n
+                if let waveKey { counts["\(waveKey):\(name)", default: 0] += n }
             }
             if t.accepted > 0 {
                 counts["accepted:\(Int64((now.timeIntervalSince1970 / 60).rounded(.down)))", default: 0] += t.accepted
@@ -893,12 +912,15 @@ final class JobRun {
         let settlement = quota.flatMap { Self.settlement($0, delivered: delivered, refunded: refunds) }
         session.noteProgress(org: job.org, job: plan.progressJob, resolved: 0, done: batch.count)
         for p in Platform.allCases { tally.byPlatform[p.index].accepted = Int64(delivered[p.index]) }
+        let now = worker.clock.now()
         session.noteCounts(
             org: job.org, job: plan.progressJob,
-            Self.liveCounts(tally, tokensRemoved: dead.count, at: worker.clock.now()))
+            Self.liveCounts(
+                tally, tokensRemoved: dead.count, at: now,
+                wave: entry.fields["wave"].flatMap(LocalTimeWaves.instant(fromWaveField:))))
+        session.noteTrail(plan.trail, at: now)
         try session.record(org: job.org, job: plan.jobID, outcomes: batch, releasing: settlement)
         if let d = debug, d.remaining > 0 {
-            let now = worker.clock.now()
             recordDebugEvents(batch.prefix(d.remaining).map { DebugEvent(device: $0.0, outcome: $0.1, at: now) })
         }
         worker.metrics.recorded(tally, app: job.app)

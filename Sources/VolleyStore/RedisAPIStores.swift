@@ -27,6 +27,9 @@ func apiStoreError(_ error: RedisError) -> any Error {
 /// - `volley:api:job:{<stream>}:<org>:<job>` — hash `body` (SHA-256 of the canonical job), `entry`, `app`,
 ///   `createdAt`: jobs accepted through the API, for idempotent replays and `GET /v1/jobs/{id}`; expires with the
 ///   outcome ledger. Tagged with the job stream's slot, since one script checks it and adds the job.
+/// - `volley:api:job:index:{<stream>}:<org>` — sorted set: the org's job ids submitted on that stream shard, scored
+///   by their `createdAt` in milliseconds, for `GET /v1/jobs`. Written by the same script as the record (same slot),
+///   trimmed to the ledger's TTL by age on every write and expiring with it.
 public struct APIKeys: Sendable {
     public let prefix: String
     public init(prefix: String) { self.prefix = prefix }
@@ -45,6 +48,24 @@ public struct APIKeys: Sendable {
         key += ":"
         key += job.rawValue
         return key
+    }
+    /// The org's jobs submitted on `stream`, by creation time: in the slot of the records beside that stream.
+    public func jobIndex(_ org: OrgID, stream: String) -> String {
+        "\(prefix):api:job:index:{\(RedisClusterSlot.hashedPart(of: stream))}:\(org.rawValue)"
+    }
+
+    /// The keys and arguments of `APIScripts.submit` for a job of `org` on `stream`: the record, the stream, the
+    /// org's job index; `createdAt` (RFC 3339, as the record keeps it) also scores the job in the index.
+    public func submission(
+        org: OrgID, job: JobID, stream: String, digest: String, entry: String, createdAt: String, app: String,
+        ttlSeconds: Int
+    ) -> (keys: [String], args: [String]) {
+        let created = try? RFC3339.parse(createdAt)
+        let millis = created.map { String(Int64(($0.timeIntervalSince1970 * 1000).rounded(.down))) }
+        return (
+            [self.job(org, job, stream: stream), stream, jobIndex(org, stream: stream)],
+            [digest, entry, createdAt, app, String(ttlSeconds), millis ?? "", job.rawValue]
+        )
     }
 }
 
@@ -157,7 +178,6 @@ public final class RedisJobSubmitter: JobSubmitter, @unchecked Sendable {
     private let keys: APIKeys
     private let store: StoreConfiguration
     private let redis: RedisScriptRoute
-    private let recordTTL: String
     private let lock = NSLock()
     /// Where jobs without an id go, round robin.
     private var nextShard = 0
@@ -166,7 +186,6 @@ public final class RedisJobSubmitter: JobSubmitter, @unchecked Sendable {
         self.redis = redis
         self.store = store
         keys = APIKeys(prefix: store.prefix)
-        recordTTL = String(store.ledgerTTLSeconds)
     }
 
     public func submit(
@@ -176,9 +195,10 @@ public final class RedisJobSubmitter: JobSubmitter, @unchecked Sendable {
             // The job id picks the stream shard; the record carries that shard's hash tag, so the script's two keys
             // share a slot and a replay of the id finds the record beside the stream it wrote to.
             let stream = store.jobStream(for: job)
-            let reply = try await redis.eval(
-                APIScripts.submit, keys: [keys.job(org, job, stream: stream), stream],
-                args: [digest, entry, createdAt, app.rawValue, recordTTL])
+            let submission = keys.submission(
+                org: org, job: job, stream: stream, digest: digest, entry: entry, createdAt: createdAt,
+                app: app.rawValue, ttlSeconds: store.ledgerTTLSeconds)
+            let reply = try await redis.eval(APIScripts.submit, keys: submission.keys, args: submission.args)
             try reply.throwIfError("submit job")
             guard let parts = reply.array, let code = parts.first?.integer else {
                 throw RedisError(.unexpectedReply, "submit: \(reply)")
@@ -569,10 +589,12 @@ public enum APIScripts {
         return {1, rec, wait}
         """)
 
-    /// Accepts a job once per (org, id). KEYS: job record, job stream. ARGV: body digest, job JSON, createdAt, app,
-    /// record TTL seconds. Answers {0, entry} for a new job, {1, entry} for a replay of the same body, {2} for a
-    /// different body under the same id. Checking and XADD happen in one script, so two racing requests with one
-    /// key can never both enqueue.
+    /// Accepts a job once per (org, id). KEYS: job record, job stream, the org's job index. ARGV: body digest, job
+    /// JSON, createdAt, app, record TTL seconds, createdAt in milliseconds ('' leaves the index alone), job id
+    /// (`APIKeys.submission` builds both). Answers {0, entry} for a new job, {1, entry} for a replay of the same
+    /// body, {2} for a different body under the same id. Checking and XADD happen in one script, so two racing
+    /// requests with one key can never both enqueue. The index loses the jobs older than the record TTL (their
+    /// records have expired) on each write, so it holds what `GET /v1/jobs` can still describe.
     static let submit = RedisScript(
         """
         local h = redis.call('HGET', KEYS[1], 'body')
@@ -583,6 +605,12 @@ public enum APIScripts {
         local e = redis.call('XADD', KEYS[2], '*', 'job', ARGV[2])
         redis.call('HSET', KEYS[1], 'body', ARGV[1], 'entry', e, 'createdAt', ARGV[3], 'app', ARGV[4])
         redis.call('EXPIRE', KEYS[1], ARGV[5])
+        local ms = tonumber(ARGV[6])
+        if KEYS[3] and ms then
+          redis.call('ZADD', KEYS[3], ARGV[6], ARGV[7])
+          redis.call('ZREMRANGEBYSCORE', KEYS[3], '-inf', '(' .. string.format('%d', ms - tonumber(ARGV[5]) * 1000))
+          redis.call('EXPIRE', KEYS[3], ARGV[5])
+        end
         return {0, e}
         """)
 

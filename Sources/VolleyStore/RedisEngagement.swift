@@ -71,7 +71,12 @@ public final class RedisInteractionRecorder: InteractionRecorder {
 
     public func record(org: OrgID, app: AppName?, _ events: [Interaction]) async throws -> [InteractionResult] {
         if events.isEmpty { return [] }
-        var args = [ttl, store.eventsEnabled ? "1" : "0", maxLength, org.rawValue, app?.rawValue ?? ""]
+        // Entries older than `events.maxAgeSeconds` before the newest interaction go (stream ids are milliseconds).
+        let newest = events.map(\.at).max() ?? Date(timeIntervalSince1970: 0)
+        let minID =
+            store.eventsMaxAgeSeconds > 0
+            ? String(max(0, Int64((newest.timeIntervalSince1970 - Double(store.eventsMaxAgeSeconds)) * 1000))) : ""
+        var args = [ttl, store.eventsEnabled ? "1" : "0", maxLength, org.rawValue, app?.rawValue ?? "", minID]
         args.reserveCapacity(args.count + events.count * 7)
         for e in events {
             args.append(e.messageID.campaign)
@@ -135,18 +140,18 @@ public enum EngagementScripts {
     /// counted-interaction sets and of the jobs' live counts (each completed by a campaign or job id: every key the
     /// script derives carries the org's hash tag, in the slot the declared ones route it to), and the event stream.
     /// ARGV: the TTL (seconds), events on ('1'/'0'), the stream's MAXLEN, the org, the app a campaign must be of
-    /// ('' any); then 7 per interaction: campaign, device, event, action id ('' none), at (RFC 3339), minute, user
-    /// ('' none). Answers 2 per interaction: 1 counted, 2 counted before, 0 unknown campaign; the in-app entry of
-    /// its job ('' none).
+    /// ('' any), the stream's MINID cutoff ('' none: trim by length only); then 7 per interaction: campaign, device,
+    /// event, action id ('' none), at (RFC 3339), minute, user ('' none). Answers 2 per interaction: 1 counted, 2
+    /// counted before, 0 unknown campaign; the in-app entry of its job ('' none).
     ///
     /// Counted: `SADD` of `<device>:<event>[:<action>]` to the campaign's set answers 1; then `HINCRBY` of `opened`
     /// (and `opened:<minute>`), `dismissed` or `action:<id>` on the job's counts, and one `XADD` of the interaction to
     /// the event stream, in this one script, so each interaction is counted and told exactly once.
     public static let record = RedisScript(
         """
-        local ttl, events, maxlen, org, app = ARGV[1], ARGV[2] == '1', ARGV[3], ARGV[4], ARGV[5]
+        local ttl, events, maxlen, org, app, minid = ARGV[1], ARGV[2] == '1', ARGV[3], ARGV[4], ARGV[5], ARGV[6]
         local jobs, touched, out = {}, {}, {}
-        for i = 6, #ARGV, 7 do
+        for i = 7, #ARGV, 7 do
           local c, d, ev, action, at, minute, user =
             ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3], ARGV[i + 4], ARGV[i + 5], ARGV[i + 6]
           local m = jobs[c]
@@ -194,6 +199,7 @@ public enum EngagementScripts {
           end
         end
         for k in pairs(touched) do redis.call('EXPIRE', k, ttl) end
+        if events and minid ~= '' and #out > 0 then redis.call('XTRIM', KEYS[4], 'MINID', '~', minid) end
         return out
         """)
 }

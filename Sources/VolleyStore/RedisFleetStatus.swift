@@ -32,6 +32,8 @@ public struct FleetStatus: Sendable, Codable, Equatable {
         /// Jobs parked in the schedule beside the stream (`sendAt` later), and when the earliest is due.
         public var scheduled = 0
         public var nextDueAt: Date?
+        /// Parts of paused jobs parked until their resume (`POST /v1/jobs/{id}/pause`): not counted in `scheduled`.
+        public var paused = 0
         public init(
             name: String, group: String, length: Int, lag: Int?, pending: Int, oldestPendingAgeSeconds: Double? = nil,
             oldestPendingConsumer: String? = nil
@@ -160,6 +162,7 @@ public struct RedisFleetStatus {
             t.pending += s.pending
             t.lag = t.lag.flatMap { total in s.lag.map { total + $0 } }
             t.scheduled += s.scheduled
+            t.paused += s.paused
             if let d = s.nextDueAt { t.nextDueAt = min(t.nextDueAt ?? d, d) }
             if let age = s.oldestPendingAgeSeconds, age > (t.oldestPendingAgeSeconds ?? -1) {
                 t.oldestPendingAgeSeconds = age
@@ -183,6 +186,7 @@ public struct RedisFleetStatus {
             ["XRANGE", store.deadStream(shard: shard), "\(nowMillis - 3_600_000)", "+", "COUNT", String(scanLimit)],
             ["ZCARD", store.scheduleKey(shard: shard)],
             ["ZRANGE", store.scheduleKey(shard: shard), "0", "0", "WITHSCORES"],
+            ["ZCOUNT", store.scheduleKey(shard: shard), String(pausedDueMillis), "+inf"],
         ])
         // A missing stream or group (nothing enqueued yet) reads as empty, not as an error.
         func ok(_ r: RedisReply, _ what: String) throws -> RedisReply? {
@@ -205,9 +209,10 @@ public struct RedisFleetStatus {
                 lastDelivered: f["last-delivered-id"]?.string)
             stream.pending = Int(f["pending"]?.integer ?? 0)
         }
-        stream.scheduled = Int(try ok(replies[6], "ZCARD schedule")?.integer ?? 0)
+        stream.paused = Int(try ok(replies[8], "ZCOUNT paused")?.integer ?? 0)
+        stream.scheduled = Int(try ok(replies[6], "ZCARD schedule")?.integer ?? 0) - stream.paused
         if let first = try ok(replies[7], "ZRANGE schedule")?.array, first.count == 2,
-            let ms = first[1].string.flatMap(Double.init)
+            let ms = first[1].string.flatMap(Double.init), ms < Double(pausedDueMillis)
         {
             stream.nextDueAt = Date(timeIntervalSince1970: ms / 1000)
         }

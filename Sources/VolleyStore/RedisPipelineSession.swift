@@ -17,6 +17,10 @@ public struct RedisPipelineBackend: PipelineBackend {
         options: RedisClient.Options = .init(), logger: Logger = Logger(label: "volley.store")
     ) {
         self.endpoint = endpoint
+        var store = store
+        // On a Redis Cluster the event stream must live in the org's slot, beside the ledger its entries are
+        // written with (one transaction), whoever built the configuration.
+        if endpoint.isCluster { store.eventStreamPerOrg = true }
         self.store = store
         self.consumer = consumer
         self.options = options
@@ -46,6 +50,8 @@ public final class RedisPipelineSession: PipelineSession, @unchecked Sendable {
     private var progress: [String: (resolved: Int, done: Int)] = [:]
     /// Live counts not yet written, per counts key: written in the next `record`'s transaction.
     private var counts: [String: [String: Int64]] = [:]
+    /// What the next `record` tells on the event stream and in the users' histories (`noteTrail`).
+    private var trail: (DeliveryTrail, Date)?
     /// The ledgers whose `_cancelled` and `_paused` marks each `record` looks at (`watchSteering`), and what the
     /// last look saw.
     private var steeringKeys: [String] = []
@@ -456,8 +462,19 @@ public final class RedisPipelineSession: PipelineSession, @unchecked Sendable {
         }
         let counted = !counts.isEmpty
         counts.removeAll(keepingCapacity: true)
+        var trailing = false
+        if let (trail, at) = self.trail {
+            self.trail = nil
+            trailing = true
+            commands.append(
+                DeliveryTrailScript.command(
+                    store, trail, at: at, guarded: false,
+                    lines: outcomes.map { d, o in
+                        (d.user, d.platform, d.token, DeliveryRecord.outcomeName(o), DeliveryRecord.reason(o))
+                    }))
+        }
         let settling = settlement.map { !$0.isEmpty } ?? false
-        let transaction = settling || counted
+        let transaction = settling || counted || trailing
         if transaction {
             // The outcomes, their live counts and the release of their quota charges land together or not at all
             // (MULTI/EXEC): a redelivery adopts only the charges of devices it will send again, and counts only
@@ -561,6 +578,17 @@ public final class RedisPipelineSession: PipelineSession, @unchecked Sendable {
         ])
         try client.checked(["HSET", ledger, "_published", "1"])
         return true
+    }
+
+    public func noteTrail(_ trail: DeliveryTrail, at: Date) {
+        self.trail = (trail, at)
+    }
+
+    public func recordSkipped(_ trail: DeliveryTrail, users: [UserID], reason: SkippedRecipient, at: Date) throws {
+        if users.isEmpty { return }
+        let command = DeliveryTrailScript.command(
+            store, trail, at: at, guarded: true, lines: users.map { ($0, nil, nil, reason.rawValue, nil) })
+        try client.command(command).throwIfError("record skipped users")
     }
 
     public func noteCounts(org: OrgID, job: JobID, _ add: [String: Int64]) {

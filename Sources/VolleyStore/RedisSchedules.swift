@@ -204,14 +204,12 @@ public final class RedisSchedules: @unchecked Sendable {
         let jobID = Schedule.runJobID(schedule: id, run: run)
         let app = state.schedule.job.objectValue?["app"]?.stringValue ?? ""
         let stream = store.jobStream(for: jobID)
-        let reply = try redis.with {
-            try $0.eval(
-                APIScripts.submit, keys: [APIKeys(prefix: store.prefix).job(org, jobID, stream: stream), stream],
-                args: [
-                    "schedule:\(id):\(runMS)", state.schedule.runJob(at: run).jsonText, RFC3339.format(now), app,
-                    String(store.ledgerTTLSeconds),
-                ])
-        }
+        // Listed at `GET /v1/jobs` like a job the API accepted: the script also adds it to the org's job index.
+        let submission = APIKeys(prefix: store.prefix).submission(
+            org: org, job: jobID, stream: stream, digest: "schedule:\(id):\(runMS)",
+            entry: state.schedule.runJob(at: run).jsonText, createdAt: RFC3339.format(now, .milliseconds), app: app,
+            ttlSeconds: store.ledgerTTLSeconds)
+        let reply = try redis.with { try $0.eval(APIScripts.submit, keys: submission.keys, args: submission.args) }
         try reply.throwIfError("submit scheduled run")
         let replayed = reply.array?.first?.integer == 1
         let following = state.schedule.recurrence.run(after: max(run, now))

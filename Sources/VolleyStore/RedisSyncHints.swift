@@ -391,14 +391,11 @@ public final class RedisSyncHintStore: SyncHintIntake, @unchecked Sendable {
             let id = job.id ?? SyncHintPush.jobID(org: org, batch: b)
             let entry = job.jsonText
             let stream = store.jobStream(for: id)
-            let reply = try redis.with {
-                try $0.eval(
-                    APIScripts.submit, keys: [keys.job(org, id, stream: stream), stream],
-                    args: [
-                        Self.digest(entry), entry, RFC3339.format(now), b.key.app.rawValue,
-                        String(store.ledgerTTLSeconds),
-                    ])
-            }
+            let submission = keys.submission(
+                org: org, job: id, stream: stream, digest: Self.digest(entry), entry: entry,
+                createdAt: RFC3339.format(now, .milliseconds), app: b.key.app.rawValue,
+                ttlSeconds: store.ledgerTTLSeconds)
+            let reply = try redis.with { try $0.eval(APIScripts.submit, keys: submission.keys, args: submission.args) }
             try reply.throwIfError("submit sync hint push")
             // 2: a different job holds this id (cannot happen for a batch's own id); the batch stays taken.
             if reply.array?.first?.integer != 2 { done.append(b) }

@@ -54,6 +54,9 @@ public struct StoreConfiguration: Sendable, Hashable {
     public var eventsMaxAgeSeconds: Int = 7 * 86_400
     /// `events.enabled`: false writes no event stream entries (outcomes and counts are kept all the same).
     public var eventsEnabled = true
+    /// `deliveries.days`: a user's delivery history keeps what happened in this many days
+    /// (`deliveryHistoryKey`).
+    public var deliveryHistoryDays: Int = 7
 
     public init(
         prefix: String = "volley", jobStream: String? = nil, deadStream: String? = nil,
@@ -127,6 +130,12 @@ public struct StoreConfiguration: Sendable, Hashable {
     /// counts into its campaign.
     public func countsKey(_ org: OrgID, _ job: JobID) -> String { "\(prefix):counts:{\(org)}:\(job)" }
     func progressKey(_ org: OrgID, _ job: JobID) -> String { "\(prefix):progress:{\(org)}:\(job)" }
+    /// A user's delivery history (ZSET, score the outcome's Unix milliseconds, member
+    /// `<outcome>␉<platform>␉<device>␉<job>␉<reason>` as `DeliveryTrailScript` writes it); lines older than
+    /// `deliveryHistoryDays` are trimmed as lines are added, and the key expires that long after its last line.
+    public func deliveryHistoryKey(_ org: OrgID, _ user: UserID) -> String {
+        "\(prefix):deliveries:{\(org)}:\(user)"
+    }
     static func deviceField(_ platform: Platform, _ token: DeviceToken) -> String {
         // Built with one allocation (interpolation sizes its buffer by guess and may grow it): twice per device.
         var field = platform.rawValue

@@ -73,3 +73,43 @@ struct Events: AsyncParsableCommand {
         if found.allSatisfy({ $0.events.isEmpty }) { throw ExitCode(1) }
     }
 }
+
+struct Deliveries: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "A user's recent notifications: each device's outcome and reason, and the jobs that skipped them.",
+        discussion:
+            "Newest first, as GET /v1/users/{user}/deliveries answers: accepted, rejected, failed, quotaExceeded, "
+            + "expired per device (the token redacted to its last 8 characters), capped and noDevice per job. Kept "
+            + "deliveries.days days (default 7). Exits 1 when there is nothing.")
+
+    @Option(help: "YAML configuration file.") var config: String
+    @Option(help: "Org id.") var org: String
+    @Option(help: "User id.") var user: String
+    @Option(help: "Only what happened at or after this RFC 3339 time.") var since: String?
+    @Option(help: "At most this many lines (1–500).") var limit: Int = 100
+    @Flag(help: "One JSON object per line.") var json = false
+
+    func run() async throws {
+        guard (1...500).contains(limit) else { throw ValidationError("--limit must be from 1 to 500") }
+        var from: Date?
+        if let since {
+            do throws(RFC3339.ParseError) { from = try RFC3339.parse(since) } catch {
+                throw ValidationError("--since must be RFC 3339, e.g. 2026-06-25T18:24:31Z: \(error.reason)")
+            }
+        }
+        let settings = try PipelineSettings(try loadConfiguration(config))
+        let logger = Logger(label: "volley.deliveries")
+        let (org, user, limit, since) = (OrgID(self.org), UserID(self.user), self.limit, from)
+        let lines = try await runBlocking {
+            try DeliveriesCommand.read(
+                settings: settings, org: org, user: user, since: since, limit: limit, now: SystemClock().now(),
+                logger: logger)
+        }
+        if json {
+            for l in lines { print(String(decoding: try ReportCoding.encoder.encode(l), as: UTF8.self)) }
+        } else {
+            for l in DeliveriesCommand.text(lines) { print(l) }
+        }
+        if lines.isEmpty { throw ExitCode(1) }
+    }
+}

@@ -11,7 +11,7 @@ struct Volley: AsyncParsableCommand {
         subcommands: [
             Demo.self, Worker.self, Send.self, Devices.self, Directory.self, Quota.self, Inbox.self, Types.self,
             Templates.self, Segments.self, Schedules.self,
-            TestPush.self, Status.self, Events.self, API.self, Keys.self, Jobs.self,
+            TestPush.self, Status.self, Events.self, Deliveries.self, API.self, Keys.self, Jobs.self,
         ]
     )
 }

@@ -65,6 +65,12 @@ struct Send: AsyncParsableCommand {
                 "Recipient ids of any kind (users, groups, queues, account/opportunity teams), comma-separated; with "
                     + "--users at most 500 in all.")
     ) var recipients: String?
+    @Option(help: "A segment of the org (volley segments put): every user it matches (repeatable).")
+    var segment: [String] = []
+    @Flag(help: "Every user with a device for the app.") var all = false
+    @Option(help: "Recipient ids whose members get nothing, comma-separated.") var exclude: String?
+    @Option(name: .customLong("exclude-segment"), help: "A segment whose users get nothing (repeatable).")
+    var excludeSegment: [String] = []
     @Option(help: "An explicit device, platform:TOKEN (repeatable).") var token: [String] = []
     @Option(help: "Alert title.") var title: String?
     @Option(help: "Alert body.") var body: String?
@@ -100,6 +106,11 @@ struct Send: AsyncParsableCommand {
         o.users = ((users ?? "") + "," + (recipients ?? "")).split(separator: ",")
             .map { $0.trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty }
         o.tokens = token
+        o.segments = segment
+        o.everyone = all
+        o.exclude = (exclude ?? "").split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }
+            .filter { !$0.isEmpty }
+        o.excludeSegments = excludeSegment
         o.title = title
         o.body = body
         o.silent = silent

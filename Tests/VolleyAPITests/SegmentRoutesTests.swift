@@ -131,7 +131,20 @@ import VolleyTestTags
     @Test func aJobMayNameSegmentsAllAndExclude() async throws {
         let api = InMemoryAPI()
         let send = try api.key(role: .send)
+        let admin = try api.key(role: .admin)
         try await api.test { client async throws in
+            // A segment the job names must exist when it is posted: 422 naming the entry.
+            let unknown = try await client.call(
+                .post, "/v1/jobs", token: send,
+                json:
+                    #"{"app":"app1","recipients":["a"],"exclude":[{"segment":"churned"}],"notification":{"title":"x"}}"#
+            )
+            #expect(unknown.status == 422, "\(unknown.text)")
+            #expect(try object(unknown.text)["field"] as? String == "exclude[0].segment", "\(unknown.text)")
+            for id in ["gold-berlin", "churned"] {
+                let put = try await client.call(.put, "/v1/segments/\(id)", token: admin, json: Self.goldBerlin)
+                #expect(put.status == 201 || put.status == 200, "\(put.text)")
+            }
             let job =
                 #"{"app":"app1","recipients":["005A",{"segment":"gold-berlin"},{"all":true}],"#
                 + #""exclude":[{"segment":"churned"},"005B"],"notification":{"title":"Hi"}}"#

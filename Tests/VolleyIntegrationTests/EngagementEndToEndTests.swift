@@ -123,6 +123,17 @@ import VolleyTestTags
         }
         #expect(seen.count == Self.users + 16)
         #expect(Set(seen).count == seen.count)
+        // …and each device's outcome once, with the message id the push carried.
+        var outcomes: [String: String] = [:]
+        for entry in try redis.checked(["XRANGE", "volley:events", "-", "+"]).array ?? [] {
+            var f: [String: String] = [:]
+            for (k, v) in entry.array?.last?.fieldPairs ?? [] { f[k] = v }
+            guard f["kind"] == "outcome", f["job"] == "c-1" else { continue }
+            #expect(f["org"] == "orgA" && f["app"] == "app1" && f["outcome"] == "accepted", "\(f)")
+            #expect(outcomes.updateValue(f["user"] ?? "", forKey: f["messageId"] ?? "") == nil, "twice: \(f)")
+        }
+        #expect(outcomes.count == Self.users)
+        #expect(Set(outcomes.keys) == Set(mids.values))
 
         // Opened: each user's in-app entry of the campaign is read.
         for u in [0, 1, 2, Self.users - 1] {
@@ -139,6 +150,117 @@ import VolleyTestTags
         let last = try #require(w.mock.capturedPushes().last { $0.token == Self.token(0) })
         #expect(last.json?["aps"]?["alert"]?["title"]?.stringValue == "Quiet")
         #expect(last.json?["mid"] == nil)
+        await api.stop()
+    }
+
+    /// A user with a dead token, a capped notification and an expired send sees each, with its reason, in their
+    /// delivery history (`GET /v1/users/{user}/deliveries`); a user with no device sees `noDevice`; the event stream
+    /// and the job's counts say the same, and a skipped user told twice (a redelivery) is told once.
+    @Test func deliveryHistoryTellsWhyAUserGotNothing() async throws {
+        let w = try MockWorld(mockConfig: #"{"apns": {"unregisteredPrefixes": ["dead"]}}"#)
+        defer { w.stop() }
+        let live = "beef" + String(format: "%060x", 1)
+        let dead = "dead" + String(format: "%060x", 2)
+        try w.h.admin.register(
+            [live, dead].map {
+                DeviceImportRecord(org: "orgA", app: "app1", user: "sup", platform: .ios, token: DeviceToken($0))
+            })
+        let directory = RedisDirectory(client: w.redis.client(name: "dir"))
+        try directory.importRecords(
+            ["sup", "nodev"].map { DirectoryRecord(org: "orgA", kind: .user, id: RecipientID($0)) })
+        let apps = try w.apps()
+        defer { apps.shutdown() }
+        let caps = RedisFrequencyCapStore(client: w.redis.client(name: "caps"))
+        var resolver = DirectoryRecipientResolver(
+            directory: directory, inbox: RedisInboxStore(client: w.redis.client(name: "inbox")), types: nil)
+        let rule = try FrequencyCapRule.make(window: "1h", max: 2, type: nil, at: "rules[0]")
+        resolver.frequencyCaps = FrequencyCaps(
+            rulebook: FrequencyCapRulebook(configured: ["orgA": [rule]], stored: caps, clock: SystemClock()),
+            store: caps)
+        let worker = PipelineWorker(
+            configuration: WorkerConfiguration(consumer: "history", inFlight: 8, blockMillis: 50),
+            backend: RedisPipelineBackend(endpoint: w.redis.endpoint, consumer: "history"), apps: apps,
+            resolver: resolver)
+        try worker.start()
+        defer { worker.drain(deadline: 2) }
+        let api = try await RunningAPI(configFile: try APIServerTests.config(w))
+        let send = try APIServerTests.key(w, org: "orgA", role: .send)
+        let read = try APIServerTests.key(w, org: "orgA", role: .read)
+
+        // Expired: due 30 s ago with a lifetime of 1 s. Then one that goes (the dead token is refused), then one
+        // the cap of 2 an hour holds; `nodev` has no device.
+        let past = RFC3339.format(Date().addingTimeInterval(-30))
+        let jobs = [
+            (
+                "h-expired",
+                #"{"app":"app1","recipients":["sup"],"sendAt":"\#(past)","notification":{"title":"a","ttl":1}}"#
+            ),
+            ("h-sent", #"{"app":"app1","recipients":["sup"],"notification":{"title":"b"}}"#),
+            ("h-capped", #"{"app":"app1","recipients":["sup","nodev"],"notification":{"title":"c"}}"#),
+        ]
+        for (id, body) in jobs {
+            let posted = try await api.call(
+                "POST", "/v1/jobs", token: send, json: body, headers: ["Idempotency-Key": id])
+            #expect(posted.status == 202, "\(posted.text)")
+            try await waitUntil("the report of \(id)", timeout: .seconds(60)) {
+                (try? w.h.report(for: JobID(id))) != nil
+            }
+        }
+
+        let history = try await api.call("GET", "/v1/users/sup/deliveries", token: read)
+        #expect(history.status == 200, "\(history.text)")
+        let lines = try #require(history.json["deliveries"] as? [[String: Any]])
+        func line(_ job: String, _ outcome: String) -> [String: Any]? {
+            lines.first { $0["job"] as? String == job && $0["outcome"] as? String == outcome }
+        }
+        #expect(lines.count == 5, "\(history.text)")
+        #expect(lines.first?["job"] as? String == "h-capped", "newest first: \(history.text)")
+        #expect(line("h-capped", "capped")?["device"] == nil)
+        #expect(line("h-sent", "accepted")?["device"] as? String == "…" + live.suffix(8))
+        let refused = try #require(line("h-sent", "rejected"), "\(history.text)")
+        #expect(refused["reason"] as? String == "Unregistered" && refused["platform"] as? String == "ios")
+        #expect(refused["device"] as? String == "…" + dead.suffix(8))
+        #expect(
+            lines.filter { $0["job"] as? String == "h-expired" && $0["outcome"] as? String == "expired" }.count == 2)
+        #expect(!history.text.contains(live) && !history.text.contains(dead), "tokens are redacted")
+        let nodev = try await api.call("GET", "/v1/users/nodev/deliveries", token: read)
+        #expect((nodev.json["deliveries"] as? [[String: Any]])?.map { $0["outcome"] as? String } == ["noDevice"])
+        let recent = try await api.call("GET", "/v1/users/sup/deliveries?limit=1", token: read)
+        #expect((recent.json["deliveries"] as? [[String: Any]])?.count == 1)
+        let later = RFC3339.format(Date().addingTimeInterval(60))
+        let none = try await api.call("GET", "/v1/users/sup/deliveries?since=\(later)", token: read)
+        #expect((none.json["deliveries"] as? [[String: Any]])?.isEmpty == true, "\(none.text)")
+        let badSince = try await api.call("GET", "/v1/users/sup/deliveries?since=yesterday", token: read)
+        #expect(badSince.status == 400 && badSince.field == "since", "\(badSince.text)")
+        let badLimit = try await api.call("GET", "/v1/users/sup/deliveries?limit=0", token: read)
+        #expect(badLimit.status == 400 && badLimit.field == "limit", "\(badLimit.text)")
+        // Another org's key sees nothing of orgA's users.
+        let other = try APIServerTests.key(w, org: "orgC", role: .read)
+        let foreign = try await api.call("GET", "/v1/users/sup/deliveries", token: other)
+        #expect((foreign.json["deliveries"] as? [[String: Any]])?.isEmpty == true, "\(foreign.text)")
+
+        // The capped campaign's counts and its entries on the event stream.
+        let status = try await api.call("GET", "/v1/jobs/h-capped", token: send)
+        let counts = try #require(status.json["counts"] as? [String: Any], "\(status.text)")
+        #expect(counts["capped"] as? Int == 1 && counts["noDevice"] as? Int == 1 && counts["audience"] as? Int == 2)
+        let redis = w.redis.client(name: "check")
+        func skipped() throws -> [String] {
+            try (redis.checked(["XRANGE", "volley:events", "-", "+"]).array ?? []).compactMap { entry in
+                var f: [String: String] = [:]
+                for (k, v) in entry.array?.last?.fieldPairs ?? [] { f[k] = v }
+                return f["job"] == "h-capped" ? "\(f["user"] ?? "") \(f["outcome"] ?? "")" : nil
+            }
+        }
+        #expect(try skipped().sorted() == ["nodev noDevice", "sup capped"])
+        // A redelivery that resolves the users again tells nothing new.
+        let session = try RedisPipelineBackend(endpoint: w.redis.endpoint, consumer: "again").makeSession(
+            name: "again", isCancelled: { false })
+        let trail = DeliveryTrail(org: "orgA", campaign: "h-capped", app: "app1", tracking: nil)
+        try session.recordSkipped(trail, users: ["sup"], reason: .capped, at: Date())
+        try session.recordSkipped(trail, users: ["nodev"], reason: .noDevice, at: Date())
+        #expect(try skipped().count == 2)
+        let again = try await api.call("GET", "/v1/jobs/h-capped", token: send)
+        #expect((again.json["counts"] as? [String: Any])?["capped"] as? Int == 1)
         await api.stop()
     }
 }

@@ -92,6 +92,10 @@ import VolleyTestTags
         #expect(recorded == atPark)
         let state = try await reader(w).status(org: "org1", job: "pause-me")?.state
         #expect(state == "paused")
+        // `volley status` shows it paused, not scheduled.
+        let fleet = try RedisFleetStatus(client: w.redis.client(name: "status"), store: w.h.store, quota: nil).read()
+        #expect(fleet.stream.paused == 1 && fleet.stream.scheduled == 0 && fleet.stream.nextDueAt == nil)
+        #expect(FleetStatusCommand.text(fleet).contains { $0.hasPrefix("paused      1 jobs") })
         // A job the org does not have is unknown to a resume.
         if case .unknown = try await reader(w).resume(org: "org1", job: "nothing-here", now: Date()) {
         } else {

@@ -233,6 +233,12 @@ import VolleyTestTags
         let cancelled = try await api.call("DELETE", "/v1/jobs/acl-3", token: send)
         #expect(cancelled.status == 200, "\(cancelled.text)")
         #expect(try await api.call("GET", "/v1/jobs/acl-1/events", token: send).status == 200)
+        // The org's job list (its index, each job's state) and a job's outcomes as CSV (ledger, shard plan, users).
+        let list = try await api.call("GET", "/v1/jobs?limit=100", token: send)
+        #expect(list.status == 200 && (list.json["jobs"] as? [Any])?.isEmpty == false, "\(list.text)")
+        #expect(try await api.call("GET", "/v1/jobs?state=done", token: send).status == 200)
+        let csv = try await api.call("GET", "/v1/jobs/acl-1/outcomes", token: send)
+        #expect(csv.status == 200 && csv.text.contains(",accepted,"), "\(csv.text)")
         let report = try await api.call("GET", "/v1/jobs/acl-1", token: send).json["report"] as? [String: Any]
         #expect(report?["capped"] as? Int == 0, "the caps applied to the job: \(report ?? [:])")
         #expect(try await api.call("DELETE", "/v1/frequency-caps", token: admin).status == 200)

@@ -75,6 +75,20 @@ func pushes(_ s: MockStatsSnapshot) -> Int { s.totalRequests - s.tokenRequests }
         ]
     }
 
+    /// The event stream holds one `outcome` entry per device of `job`, each with its own message id.
+    func expectEachOutcomeToldOnce(_ w: MockWorld, job: String) throws {
+        var told: Set<String> = []
+        var entries = 0
+        for entry in try w.h.admin.client.checked(["XRANGE", "volley:events", "-", "+"]).array ?? [] {
+            var f: [String: String] = [:]
+            for (k, v) in entry.array?.last?.fieldPairs ?? [] { f[k] = v }
+            guard f["kind"] == "outcome", f["job"] == job else { continue }
+            entries += 1
+            told.insert(f["messageId"] ?? "")
+        }
+        #expect(entries == Self.devices && told.count == Self.devices && !told.contains(""), "\(entries) entries")
+    }
+
     @Test func killedWorkerIsReclaimedWithBoundedDuplicates() async throws {
         // 10 ms per answer, so the 20,000-device job is mid-way when the worker is killed.
         let w = try MockWorld(mockConfig: #"{"latencyMs": 10}"#)
@@ -144,6 +158,8 @@ func pushes(_ s: MockStatsSnapshot) -> Int { s.totalRequests - s.tokenRequests }
             #expect(pending <= Int64(Self.recordBatch), "\(platform) pending")
         }
         #expect(r.alreadyRecorded == recordedByA)
+        // The event stream tells each device's outcome once, across the crash and the redelivery.
+        try expectEachOutcomeToldOnce(w, job: "campaign")
         // Duplicates: what A had sent but not recorded when it died; bounded by in-flight + one record batch.
         // (The mock's own duplicate counter sees APNs apns-id repeats only, so count resends from the totals.)
         let resent = pushes(s) - Self.devices
@@ -206,6 +222,7 @@ func pushes(_ s: MockStatsSnapshot) -> Int { s.totalRequests - s.tokenRequests }
         let r = try #require(try w.h.report(for: "big"))
         #expect(r.accepted == Self.devices)
         #expect(r.alreadyRecorded == recordedByA)
+        try expectEachOutcomeToldOnce(w, job: "big")
         #expect(recordedByA == sentByA) // a graceful drain records everything it sent
         #expect(w.mock.stats().duplicateDeliveries == 0)
         #expect(try w.h.ledger(job: "big").count == Self.devices)

@@ -405,3 +405,34 @@ func invalidProviderOutageSecondsStopsStartupNamingTheKey(worker: String, proble
     }
     #expect(EnvironmentOverrides.envName(["api", "maxConnections"]) == "VOLLEY_API_MAX_CONNECTIONS")
 }
+
+/// `events` and `deliveries` reach the store's configuration; a cluster gets one event stream per org; bad values stop
+/// startup naming the key.
+@Test(.tags(.unit)) func eventsAndDeliveriesReachTheStoreAndBadValuesAreNamed() throws {
+    let plain = try PipelineSettings(
+        try VolleyConfiguration.parse(yaml: "redis:\n  url: unix:///tmp/r.sock\n", baseDirectory: nil)
+    ).store
+    #expect(plain.eventsEnabled && plain.eventsMaxLength == 1_000_000 && plain.eventsMaxAgeSeconds == 604_800)
+    #expect(plain.deliveryHistoryDays == 7 && plain.eventStream(org: "o1") == "volley:events")
+    let yaml = """
+        redis:
+          cluster: ["127.0.0.1:7000"]
+        events:
+          enabled: false
+          maxLength: 5000
+          maxAgeSeconds: 3600
+        deliveries:
+          days: 30
+        """
+    let set = try PipelineSettings(try VolleyConfiguration.parse(yaml: yaml, baseDirectory: nil)).store
+    #expect(!set.eventsEnabled && set.eventsMaxLength == 5_000 && set.eventsMaxAgeSeconds == 3_600)
+    #expect(set.deliveryHistoryDays == 30 && set.eventStream(org: "o1") == "volley:events:{o1}")
+    let bad = "events:\n  enabled: maybe\n  maxLength: 10\n  extra: 1\ndeliveries:\n  days: 0\n"
+    #expect {
+        try VolleyConfiguration.parse(yaml: bad, baseDirectory: nil)
+    } throws: { error in
+        let text = "\(error)"
+        return text.contains("events.enabled") && text.contains("events.maxLength") && text.contains("events.extra")
+            && text.contains("deliveries.days")
+    }
+}

@@ -89,6 +89,8 @@ struct RedisAPIStores {
         // Interactions count on the hot path's connection (one script per batch); opens mark the inbox through it.
         api.interactions = RedisInteractionRecorder(redis: route, store: settings.store, inbox: inbox)
         api.segments = RedisSegmentRepository(client: client("api-segments"))
+        api.jobHistory = RedisJobHistory(lanes: lanes, store: settings.store)
+        api.deliveries = RedisDeliveryHistory(lanes: lanes, store: settings.store, clock: SystemClock())
     }
 
     /// The Salesforce-compatible resources on the same stores as the worker (types, inbox, job stream).

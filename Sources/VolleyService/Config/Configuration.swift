@@ -14,6 +14,10 @@ public struct VolleyConfiguration: Sendable {
     public var quotas: QuotaSettings
     public var inbox: InboxSettings = .init()
     public var devices: DeviceSettings = .init()
+    /// `events`: the event stream of device outcomes and interactions (docs/events.md).
+    public var events: EventSettings = .init()
+    /// `deliveries`: the users' delivery histories (`GET /v1/users/{user}/deliveries`).
+    public var deliveries: DeliverySettings = .init()
     /// `syncHints`: how waiting sync hints coalesce into silent pushes.
     public var syncHints: SyncHintConfiguration = .init()
     /// `schedule`: how far ahead a job's `sendAt` may be.
@@ -184,6 +188,25 @@ public struct InboxSettings: Sendable, Hashable {
     public init() {}
 }
 
+/// The event stream (docs/events.md): one entry per device outcome and per interaction.
+public struct EventSettings: Sendable, Hashable {
+    /// `events.enabled`: false writes no entries (outcomes, counts and histories are kept all the same).
+    public var enabled = true
+    /// `events.maxLength`: the stream is trimmed to about this many entries (per org's stream on a cluster).
+    public var maxLength = 1_000_000
+    /// `events.maxAgeSeconds`: entries older than this are trimmed as new ones come; 0 trims by length only.
+    public var maxAgeSeconds = 7 * 86_400
+    public init() {}
+}
+
+/// The users' delivery histories.
+public struct DeliverySettings: Sendable, Hashable {
+    /// `deliveries.days`: each user's history keeps the outcomes of this many days (about 100 bytes of Redis memory
+    /// per device outcome kept).
+    public var days = 7
+    public init() {}
+}
+
 /// The device registry's hygiene.
 public struct DeviceSettings: Sendable, Hashable {
     /// `devices.staleAfterDays`: workers remove devices not registered again for this many days (FCM treats a token
@@ -243,6 +266,8 @@ extension VolleyConfiguration {
         "quotas": ["ios", "android"],
         "inbox": ["maxCount", "maxAgeSeconds"],
         "devices": ["staleAfterDays"],
+        "events": ["enabled", "maxLength", "maxAgeSeconds"],
+        "deliveries": ["days"],
         "syncHints": ["minIntervalSeconds", "maxPerHour", "maxRecordIds"],
         "schedule": ["maxAheadDays"],
         "log": ["level", "format"],
@@ -390,6 +415,18 @@ extension VolleyConfiguration {
         if let s = r.section(tree, "devices", at: "") {
             r.rejectUnknownKeys(s, known: keys("devices"), at: "devices")
             if let v = r.int(s, "staleAfterDays", at: "devices", range: 0...3_650) { c.devices.staleAfterDays = v }
+        }
+        if let s = r.section(tree, "events", at: "") {
+            r.rejectUnknownKeys(s, known: keys("events"), at: "events")
+            if let v = r.bool(s, "enabled", at: "events") { c.events.enabled = v }
+            if let v = r.int(s, "maxLength", at: "events", range: 1_000...Int(Int32.max)) { c.events.maxLength = v }
+            if let v = r.int(s, "maxAgeSeconds", at: "events", range: 0...Int(Int32.max)) {
+                c.events.maxAgeSeconds = v
+            }
+        }
+        if let s = r.section(tree, "deliveries", at: "") {
+            r.rejectUnknownKeys(s, known: keys("deliveries"), at: "deliveries")
+            if let v = r.int(s, "days", at: "deliveries", range: 1...90) { c.deliveries.days = v }
         }
         if let s = r.section(tree, "syncHints", at: "") {
             let p = "syncHints"

@@ -79,3 +79,21 @@ public enum TextTable {
         return [line(header)] + rows.map(line)
     }
 }
+
+/// `volley deliveries --user U`: a user's delivery history, as `GET /v1/users/{user}/deliveries` answers it.
+public enum DeliveriesCommand {
+    public static func read(
+        settings: PipelineSettings, org: OrgID, user: UserID, since: Date?, limit: Int, now: Date, logger: Logger
+    ) throws -> [DeliveryRecord] {
+        try RedisDeliveryHistory.read(
+            settings.client(name: "deliveries", logger: logger), store: settings.store, org: org, user: user,
+            since: since, limit: limit, now: now)
+    }
+
+    /// A table, newest first: time, job, outcome, platform, device, reason.
+    public static func text(_ lines: [DeliveryRecord]) -> [String] {
+        lines.map { r in
+            [r.at, r.job, r.outcome, r.platform ?? "-", r.device ?? "-", r.reason ?? ""].joined(separator: "  ")
+        }
+    }
+}

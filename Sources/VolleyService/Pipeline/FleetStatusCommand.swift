@@ -51,6 +51,9 @@ public enum FleetStatusCommand {
                 "scheduled   \(s.stream.scheduled) jobs"
                     + (s.stream.nextDueAt.map { ", next due \(RFC3339.format($0))" } ?? ""))
         }
+        if s.stream.paused > 0 {
+            lines.append("paused      \(s.stream.paused) jobs (or campaign parts) until resumed")
+        }
         for shard in s.shards {
             lines.append(
                 "  \(shard.name)  length \(shard.length)  lag \(shard.lag.map(String.init) ?? "?")  "

@@ -31,6 +31,13 @@ public enum JobSubmission {
         public var throttlePerMinute: Int?
         /// `--no-frequency-cap`: the org's frequency caps neither hold the job back nor count it.
         public var bypassFrequencyCaps = false
+        /// `--segment ID` (repeatable): every user a segment of the org matches when the job resolves.
+        public var segments: [String] = []
+        /// `--all`: every user with a device for the job's app.
+        public var everyone = false
+        /// `--exclude ID,…` (users, groups, queues, teams) and `--exclude-segment ID`: their members get nothing.
+        public var exclude: [String] = []
+        public var excludeSegments: [String] = []
         public init(org: String, app: String) {
             self.org = org
             self.app = app
@@ -45,8 +52,13 @@ public enum JobSubmission {
     public static func buildJob(_ o: Options) throws -> PushJob {
         guard !o.org.isEmpty else { throw InputError("--org must not be empty") }
         guard !o.app.isEmpty else { throw InputError("--app must not be empty") }
-        if o.users.isEmpty && o.tokens.isEmpty { throw InputError("give --users u1,u2 or --token platform:TOKEN") }
-        if o.users.count > PushJob.maxRecipients {
+        if o.users.isEmpty && o.tokens.isEmpty && o.segments.isEmpty && !o.everyone {
+            throw InputError("give --users u1,u2, --segment ID, --all or --token platform:TOKEN")
+        }
+        for id in o.segments + o.excludeSegments where !SegmentID(id).isValid {
+            throw InputError("--segment '\(id)' is not a segment id (1–128 of A–Z a–z 0–9 _ . -)")
+        }
+        if o.users.count + o.segments.count + (o.everyone ? 1 : 0) > PushJob.maxRecipients {
             throw InputError("--users names \(o.users.count) users; at most \(PushJob.maxRecipients) per job")
         }
         var devices: [JobDevice] = []
@@ -112,6 +124,11 @@ public enum JobSubmission {
             recipients: o.users.isEmpty ? nil : o.users.map(RecipientID.init),
             devices: devices.isEmpty ? nil : devices, notification: notification, platforms: platforms)
         if o.debug { job.debug = true }
+        let audience = o.segments.map { RecipientEntry.segment(SegmentID($0)) } + (o.everyone ? [.all] : [])
+        if !audience.isEmpty { job.recipients = (job.recipients ?? []) + audience }
+        let excluded =
+            o.exclude.map { RecipientEntry.id(RecipientID($0)) } + o.excludeSegments.map { .segment(SegmentID($0)) }
+        if !excluded.isEmpty { job.exclude = excluded }
         if let text = o.sendAt {
             guard let at = ScheduledTime(text) else {
                 throw InputError("--send-at '\(text)' must be an RFC 3339 time with an offset (2026-12-01T09:00:00Z)")

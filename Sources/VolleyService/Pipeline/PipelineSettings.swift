@@ -35,11 +35,7 @@ public struct PipelineSettings: Sendable {
             connectTimeout: config.redis.connectTimeoutSeconds,
             commandTimeout: config.redis.commandTimeoutSeconds, permissionDenials: RedisPermissionDenials())
         let w = config.worker
-        store = StoreConfiguration(
-            jobStream: w.stream, deadStream: w.deadLetterStream, reportStream: w.reportStream,
-            group: w.group)
-        store.waitReplicas = config.redis.waitReplicas
-        store.streamShards = w.streamShards
+        store = StoreConfiguration(config)
         worker = WorkerConfiguration(
             consumer: consumerOverride ?? w.consumer ?? WorkerConfiguration.defaultConsumerName(),
             concurrentJobs: w.concurrentJobs, inFlight: w.inFlight, readBatch: w.batchSize,
@@ -68,5 +64,21 @@ public struct PipelineSettings: Sendable {
         var o = redisOptions
         o.giveUpAfter = giveUpAfter
         return RedisClient(endpoint: endpoint, options: o, name: name, logger: logger)
+    }
+}
+
+extension StoreConfiguration {
+    /// The key names and limits the configuration sets: the `worker` streams, `redis.waitReplicas`, `events` and
+    /// `deliveries`. On a Redis Cluster (`redis.cluster`) the event stream is one per org, in the org's slot.
+    public init(_ config: VolleyConfiguration) {
+        let w = config.worker
+        self.init(jobStream: w.stream, deadStream: w.deadLetterStream, reportStream: w.reportStream, group: w.group)
+        waitReplicas = config.redis.waitReplicas
+        streamShards = w.streamShards
+        eventStreamPerOrg = !config.redis.cluster.isEmpty
+        eventsEnabled = config.events.enabled
+        eventsMaxLength = config.events.maxLength
+        eventsMaxAgeSeconds = config.events.maxAgeSeconds
+        deliveryHistoryDays = config.deliveries.days
     }
 }

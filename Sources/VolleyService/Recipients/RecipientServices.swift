@@ -49,8 +49,7 @@ public struct RecipientServices: Sendable {
         types = RedisNotificationTypeStore(client: try client("types"))
         templates = RedisTemplateStore(client: try client("templates"))
         segments = RedisSegmentStore(client: try client("segments"))
-        var store = StoreConfiguration(jobStream: c.worker.stream)
-        store.streamShards = c.worker.streamShards
+        let store = StoreConfiguration(c)
         shards = RedisShardCoordinator(client: try client("shards"), store: store)
         schedules = RedisSchedules(client: try client("schedules"), store: store)
         shardSize = c.worker.shardSize

@@ -1,0 +1,163 @@
+import Foundation
+import VolleyCore
+import VolleyRedis
+
+/// The event stream's outcome entries and the users' delivery histories (`DeliveryTrail`): one script per recorded
+/// batch, queued in the transaction that records the batch's outcomes (`RedisPipelineSession.record`), or alone for
+/// the users a chunk skipped (`recordSkipped`).
+///
+/// A history line is a member of the user's ZSET (`StoreConfiguration.deliveryHistoryKey`), scored by the
+/// outcome's Unix milliseconds: `<outcome>␉<platform>␉<device>␉<job>␉<reason>` (tabs between; `-` for no
+/// platform or device; the reason last, as the provider gave it). The member names the job, the device and the
+/// outcome but not the time, so `ZADD NX` of a line a redelivery writes again adds nothing: a skipped user's entry
+/// and count follow only a line that was new. A device's outcome is recorded once by the ledger's transaction, so
+/// its entry is not guarded.
+public enum DeliveryTrailScript {
+    /// KEYS[1] the event stream, KEYS[2] the campaign's live counts, KEYS[3…] the history of each user the batch
+    /// names. ARGV[1] '1' events on; [2] the stream's MAXLEN; [3] its MINID cutoff ('' none); [4] the histories'
+    /// cutoff (Unix ms: older lines go); [5] their TTL (ms); [6] the counts' TTL (s); [7] org; [8] campaign; [9] app;
+    /// [10] at (Unix ms); [11] at (RFC 3339); [12] '1' guarded (skipped users: entry and count only for a new line);
+    /// then 7 per line: history key index into KEYS (0: none), user, platform, message id, outcome, reason, member.
+    public static let script = RedisScript(
+        """
+        local events, guarded = ARGV[1] == '1', ARGV[12] == '1'
+        local at, touched, counted = ARGV[10], {}, false
+        for i = 13, #ARGV, 7 do
+          local k, user, platform, mid, outcome, reason, member =
+            tonumber(ARGV[i]), ARGV[i + 1], ARGV[i + 2], ARGV[i + 3], ARGV[i + 4], ARGV[i + 5], ARGV[i + 6]
+          local new = 1
+          if k > 0 then
+            new = redis.call('ZADD', KEYS[k], 'NX', at, member)
+            touched[k] = true
+          end
+          if new == 1 or not guarded then
+            if guarded then
+              redis.call('HINCRBY', KEYS[2], outcome, 1)
+              counted = true
+            end
+            if events then
+              local f = {'kind', 'outcome', 'org', ARGV[7], 'job', ARGV[8], 'app', ARGV[9]}
+              if user ~= '' then f[#f + 1] = 'user'; f[#f + 1] = user end
+              if platform ~= '' then f[#f + 1] = 'platform'; f[#f + 1] = platform end
+              f[#f + 1] = 'outcome'; f[#f + 1] = outcome
+              if reason ~= '' then f[#f + 1] = 'reason'; f[#f + 1] = reason end
+              if mid ~= '' then f[#f + 1] = 'messageId'; f[#f + 1] = mid end
+              f[#f + 1] = 'at'; f[#f + 1] = ARGV[11]
+              redis.call('XADD', KEYS[1], 'MAXLEN', '~', ARGV[2], '*', unpack(f))
+            end
+          end
+        end
+        for k in pairs(touched) do
+          redis.call('ZREMRANGEBYSCORE', KEYS[k], '-inf', '(' .. ARGV[4])
+          redis.call('PEXPIRE', KEYS[k], ARGV[5])
+        end
+        if counted then redis.call('EXPIRE', KEYS[2], ARGV[6]) end
+        if events and ARGV[3] ~= '' then redis.call('XTRIM', KEYS[1], 'MINID', '~', ARGV[3]) end
+        return 1
+        """)
+
+    /// The script's `EVAL` for a batch: `lines` are (user, platform, device, outcome, reason, message id).
+    /// The full source rides in the command (not `EVALSHA`): queued in a MULTI, a script the server does not know
+    /// would fail at EXEC after the outcomes were written.
+    static func command(
+        _ store: StoreConfiguration, _ trail: DeliveryTrail, at: Date, guarded: Bool,
+        lines: [(user: UserID?, platform: Platform?, device: DeviceToken?, outcome: String, reason: String?)]
+    ) -> RedisCommand {
+        let ms = Int64((at.timeIntervalSince1970 * 1000).rounded(.down))
+        var historyKeys: [UserID: Int] = [:]
+        var keys = [store.eventStream(org: trail.org), store.countsKey(trail.org, trail.campaign)]
+        let historyMillis = Int64(store.deliveryHistoryDays) * 86_400_000
+        let minID = store.eventsMaxAgeSeconds > 0 ? String(max(0, ms - Int64(store.eventsMaxAgeSeconds) * 1000)) : ""
+        var args = [
+            store.eventsEnabled ? "1" : "0", String(store.eventsMaxLength), minID, String(ms - historyMillis),
+            String(historyMillis), String(store.ledgerTTLSeconds), trail.org.rawValue, trail.campaign.rawValue,
+            trail.app.rawValue, String(ms), RFC3339.format(at, .milliseconds), guarded ? "1" : "0",
+        ]
+        args.reserveCapacity(args.count + 7 * lines.count)
+        let job = trail.campaign.rawValue
+        for line in lines {
+            var index = 0
+            if let user = line.user {
+                if let k = historyKeys[user] {
+                    index = k
+                } else {
+                    keys.append(store.deliveryHistoryKey(trail.org, user))
+                    index = keys.count
+                    historyKeys[user] = index
+                }
+            }
+            let device = line.device.map(DeliveryRecord.redacted) ?? "-"
+            let platform = line.platform?.rawValue ?? "-"
+            args.append(String(index))
+            args.append(line.user?.rawValue ?? "")
+            args.append(line.platform?.rawValue ?? "")
+            args.append(line.device.flatMap { d in trail.tracking.map { $0.messageID(for: d) } } ?? "")
+            args.append(line.outcome)
+            args.append(line.reason ?? "")
+            args.append("\(line.outcome)\t\(platform)\t\(device)\t\(job)\t\(line.reason ?? "")")
+        }
+        var command = RedisCommand(["EVAL", script.source, String(keys.count)])
+        for k in keys { command.append(k) }
+        for a in args { command.append(a) }
+        return command
+    }
+
+    /// A history line from its member and score; nil for a member it cannot read.
+    static func record(member: String, score: Double) -> DeliveryRecord? {
+        let parts = member.split(separator: "\t", maxSplits: 4, omittingEmptySubsequences: false)
+        guard parts.count == 5 else { return nil }
+        let at = Date(timeIntervalSince1970: score / 1000)
+        return DeliveryRecord(
+            job: String(parts[3]), at: RFC3339.format(at, .milliseconds),
+            platform: parts[1] == "-" ? nil : String(parts[1]), device: parts[2] == "-" ? nil : String(parts[2]),
+            outcome: String(parts[0]), reason: parts[4].isEmpty ? nil : String(parts[4]))
+    }
+}
+
+/// Reads users' delivery histories (the API's `GET /v1/users/{user}/deliveries`, the CLI's `volley deliveries`).
+public final class RedisDeliveryHistory: DeliveryHistoryReader {
+    private let lanes: SerialLanes<RedisClient>
+    private let store: StoreConfiguration
+    private let clock: any WallClock
+
+    public init(lanes: SerialLanes<RedisClient>, store: StoreConfiguration, clock: any WallClock) {
+        self.lanes = lanes
+        self.store = store
+        self.clock = clock
+    }
+
+    public func deliveries(org: OrgID, user: UserID, since: Date?, limit: Int) async throws -> [DeliveryRecord] {
+        let store = self.store
+        let now = clock.now()
+        return try await lanes.run {
+            try Self.read($0, store: store, org: org, user: user, since: since, limit: limit, now: now)
+        }
+    }
+
+    /// The lines recorded at or after `since` (and within the days kept before `now`), newest first, at most `limit`.
+    public static func read(
+        _ client: RedisClient, store: StoreConfiguration, org: OrgID, user: UserID, since: Date?, limit: Int,
+        now: Date
+    ) throws -> [DeliveryRecord] {
+        let kept = now.addingTimeInterval(-Double(store.deliveryHistoryDays) * 86_400)
+        let from = max(since ?? kept, kept)
+        let min = String(Int64((from.timeIntervalSince1970 * 1000).rounded(.up)))
+        let reply = try client.checked([
+            "ZRANGE", store.deliveryHistoryKey(org, user), "+inf", min, "BYSCORE", "REV", "LIMIT", "0",
+            String(max(0, limit)), "WITHSCORES",
+        ])
+        let items = reply.array ?? []
+        var out: [DeliveryRecord] = []
+        out.reserveCapacity(items.count / 2)
+        var i = 0
+        while i + 1 < items.count {
+            if let member = items[i].string, let score = items[i + 1].string.flatMap(Double.init),
+                let r = DeliveryTrailScript.record(member: member, score: score)
+            {
+                out.append(r)
+            }
+            i += 2
+        }
+        return out
+    }
+}
