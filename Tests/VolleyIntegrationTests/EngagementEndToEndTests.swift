@@ -263,4 +263,108 @@ import VolleyTestTags
         #expect((again.json["counts"] as? [String: Any])?["capped"] as? Int == 1)
         await api.stop()
     }
+
+    /// The issue's acceptance at its size: a 1,000-device campaign through the real API and `volley worker`
+    /// processes, the first killed with SIGKILL mid-campaign; then 1,000 opens and 200 taps on two actions, some sent
+    /// twice. The counts say 1,000, 120 and 80 exactly, and the event stream holds each device's outcome and each
+    /// interaction once.
+    @Test func aThousandOpensAndTwoHundredTapsAfterAKilledWorkerCountOnce() async throws {
+        let users = 1_000
+        let w = try MockWorld(mockConfig: #"{"latencyMs": 15, "capturePushes": 3000}"#)
+        defer { w.stop() }
+        func token(_ u: Int) -> String { u % 4 == 3 ? "fcm-thousand-\(u)" : "cafe" + String(format: "%060x", u) }
+        try w.h.admin.register(
+            (0..<users).map { u in
+                DeviceImportRecord(
+                    org: "orgA", app: "app1", user: UserID("u\(u)"), platform: u % 4 == 3 ? .android : .ios,
+                    token: DeviceToken(token(u)))
+            })
+        var records = (0..<users).map { DirectoryRecord(org: "orgA", kind: .user, id: RecipientID("u\($0)")) }
+        records.append(
+            DirectoryRecord(
+                org: "orgA", kind: .group, id: "everyone", members: (0..<users).map { RecipientID("u\($0)") }))
+        try RedisDirectory(client: w.redis.client(name: "dir")).importRecords(records)
+        let config = try w.writeConfig(worker: [
+            "inFlight": "16", "recordBatchSize": "50", "reclaimIdleMs": "1000", "blockMs": "100", "drainSeconds": "2",
+        ])
+        let a = try WorkerProcess(config: config, consumer: "A", logDirectory: w.dir)
+        defer { if a.isRunning { a.kill9() } }
+        let api = try await RunningAPI(configFile: try APIServerTests.config(w))
+        let send = try APIServerTests.key(w, org: "orgA", role: .send)
+        let job = #"{"app":"app1","recipients":["everyone"],"notification":{"title":"Sale","body":"Today"}}"#
+        let posted = try await api.call("POST", "/v1/jobs", token: send, json: job, headers: ["Idempotency-Key": "k-1"])
+        #expect(posted.status == 202, "\(posted.text)")
+        try await actWhen("300 pushes from worker A: \(a.log.suffix(1500))", timeout: .seconds(60)) {
+            pushes(w.mock.stats()) >= 300
+        } then: {
+            a.kill9()
+        }
+        #expect(pushes(w.mock.stats()) < users, "worker A finished before it was killed; the test proves nothing")
+        let b = try WorkerProcess(config: config, consumer: "B", logDirectory: w.dir)
+        defer { if b.isRunning { b.kill9() } }
+        try await waitUntil("the report of k-1: \(b.log.suffix(1500))", timeout: .seconds(90)) {
+            (try? w.h.report(for: "k-1")) != nil
+        }
+        #expect(try w.h.report(for: "k-1")?.accepted == users)
+
+        // Each device's message id as the mock received it (a device pushed twice across the kill has one id).
+        var mids: [Int: String] = [:]
+        for push in w.mock.capturedPushes() {
+            let body = try #require(push.json)
+            let mid = push.provider == .apns ? body["mid"]?.stringValue : body["message"]?["data"]?["mid"]?.stringValue
+            let u = try #require(
+                Int(push.token.split(separator: "-").last ?? "") ?? Int(push.token.dropFirst(4), radix: 16))
+            if let seen = mids[u] { #expect(seen == mid, "u\(u) got two ids") }
+            mids[u] = mid
+        }
+        #expect(mids.count == users)
+        func event(_ u: Int, _ event: String, action: String? = nil) -> String {
+            #"{"messageId":""# + (mids[u] ?? "") + #"","event":""# + event + #"""#
+                + (action.map { #","actionId":""# + $0 + #"""# } ?? "") + #","userId":"u\#(u)"}"#
+        }
+        // 1,000 opens, 120 taps on `reply` and 80 on `archive`, with 100 opens and 20 taps sent again.
+        let all =
+            (0..<users).map { event($0, "opened") } + (0..<120).map { event($0, "action", action: "reply") }
+            + (500..<580).map { event($0, "action", action: "archive") } + (0..<100).map { event($0 * 7, "opened") }
+            + (0..<20).map { event($0, "action", action: "reply") }
+        var accepted = 0
+        var duplicates = 0
+        var at = 0
+        while at < all.count {
+            let batch = all[at..<min(all.count, at + 100)]
+            let answer = try await api.call(
+                "POST", "/v1/interactions", token: send, json: #"{"events":["# + batch.joined(separator: ",") + "]}")
+            #expect(answer.status == 202, "\(answer.text)")
+            accepted += answer.json["accepted"] as? Int ?? 0
+            duplicates += answer.json["duplicates"] as? Int ?? 0
+            at += 100
+        }
+        #expect(accepted == 1_200 && duplicates == 120)
+        let status = try await api.call("GET", "/v1/jobs/k-1", token: send)
+        #expect(status.json["opened"] as? Int == 1_000, "\(status.text)")
+        #expect(status.json["actions"] as? [String: Int] == ["reply": 120, "archive": 80], "\(status.text)")
+        #expect((status.json["counts"] as? [String: Any])?["accepted"] as? Int == users, "\(status.text)")
+
+        // The event stream: each device's outcome once, each interaction once.
+        var outcomes: Set<String> = []
+        var outcomeEntries = 0
+        var interactions: Set<String> = []
+        var interactionEntries = 0
+        for entry in try w.redis.client(name: "check").checked(["XRANGE", "volley:events", "-", "+"]).array ?? [] {
+            var f: [String: String] = [:]
+            for (k, v) in entry.array?.last?.fieldPairs ?? [] { f[k] = v }
+            guard f["job"] == "k-1" else { continue }
+            if f["kind"] == "outcome" {
+                outcomeEntries += 1
+                outcomes.insert(f["messageId"] ?? "")
+            } else if f["kind"] == "interaction" {
+                interactionEntries += 1
+                interactions.insert(
+                    [f["messageId"] ?? "", f["event"] ?? "", f["actionId"] ?? ""].joined(separator: " "))
+            }
+        }
+        #expect(outcomeEntries == users && outcomes == Set(mids.values))
+        #expect(interactionEntries == 1_200 && interactions.count == 1_200)
+        await api.stop()
+    }
 }
