@@ -138,6 +138,28 @@ public enum SegmentsBench {
         }
         let smallRun = try resolve(small)
         let bigRun = try resolve(big)
+        // Exactly who: gold ∧ Berlin drained as a job reads it is the generator's set; with the first 100 of them
+        // excluded, exactly the rest; the big segment is every user but gold, and a count says as many.
+        let expected = Set(
+            (0..<o.users).filter { attributes($0) == ["plan": "gold", "city": "Berlin"] }.map { "u\($0)" })
+        let excluded = Array(expected.sorted().prefix(100))
+        for (exclude, want) in [
+            ([RecipientEntry](), expected), (excluded.map { .id(RecipientID($0)) }, expected.subtracting(excluded)),
+        ] {
+            let batches = try directory.open(
+                org: org, audience: Audience(include: [.segment(small.id)], exclude: exclude, app: "bench_app"),
+                scope: "bench-exact-\(exclude.count)")
+            var got: Set<String> = []
+            while let users = try batches.next(max: o.drainBatch) { got.formUnion(users.map(\.rawValue)) }
+            guard got == want else {
+                throw BenchError(
+                    "gold ∧ Berlin less \(exclude.count) excluded: \(got.count) users, \(want.count) expected; "
+                        + "\(got.subtracting(want).count) not matching, \(want.subtracting(got).count) missing")
+            }
+        }
+        guard try segments.count(org: org, small) == expected.count, bigRun.users == o.users - (o.users + 9) / 10 else {
+            throw BenchError("segment counts differ from the users generated")
+        }
 
         // 3. Count.
         let countStart = benchNow()
