@@ -147,7 +147,7 @@ public final class APIServer: Sendable {
         }
         let auth = AuthMiddleware(
             configuration: configuration, signer: signer, credentials: stores.credentials,
-            records: APIKeyRecordCache(lifetimeSeconds: configuration.keyCacheSeconds))
+            records: APIKeyRecordCache(lifetimeSeconds: configuration.keyCacheSeconds), clock: clock)
         let v1 = router.group("/v1").add(middleware: auth)
         addV1Routes(v1)
         if let connect { addConnectRoutes(router, auth: auth, connect) }

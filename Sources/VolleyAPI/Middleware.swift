@@ -193,11 +193,14 @@ struct AuthMiddleware: RouterMiddleware {
     let credentials: any CredentialStore
     let records: APIKeyRecordCache
     let bucket: RateBucket
+    /// The API's clock: a user token's expiry is checked against it.
+    let clock: any WallClock
 
     init(
         configuration: APIConfiguration, signer: UserTokenSigner, credentials: any CredentialStore,
-        records: APIKeyRecordCache
+        records: APIKeyRecordCache, clock: any WallClock
     ) {
+        self.clock = clock
         self.configuration = configuration
         self.signer = signer
         self.credentials = credentials
@@ -214,7 +217,7 @@ struct AuthMiddleware: RouterMiddleware {
         var context = context
         let limited = bucket.requestsPerSecond > 0
         if credential.hasPrefix("vut1.") {
-            guard let claims = signer.verify(credential, now: Date()) else { throw APIProblem.unauthorized }
+            guard let claims = signer.verify(credential, now: clock.now()) else { throw APIProblem.unauthorized }
             if limited {
                 try Self.checkAdmitted(
                     try await credentials.admit(

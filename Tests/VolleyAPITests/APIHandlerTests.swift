@@ -31,7 +31,8 @@ struct InMemoryAPI {
     /// `withOptionalStores` false: a process started without the frequency-cap, sync-hint and time-zone stores
     /// (the schedule store is never given here).
     init(
-        rate: APIConfiguration.RateLimit = .init(requestsPerSecond: 1000, burst: 1000), withOptionalStores: Bool = true
+        rate: APIConfiguration.RateLimit = .init(requestsPerSecond: 1000, burst: 1000), withOptionalStores: Bool = true,
+        onManualClock: Bool = false
     ) {
         credentials = InMemoryCredentialStore(clock: clock, outage: outage)
         templates = InMemoryTemplateStore(outage: outage)
@@ -59,7 +60,7 @@ struct InMemoryAPI {
         }
         server = APIServer(
             configuration: configuration, stores: stores, openAPIDocument: OpenAPIDocument.yaml,
-            logger: Logger(label: "test"), connect: connect)
+            logger: Logger(label: "test"), connect: connect, clock: onManualClock ? clock : SystemClock())
     }
 
     func key(org: OrgID = "orgA", role: APIRole) throws -> String {
@@ -83,6 +84,20 @@ func object(_ text: String) throws -> [String: Any] {
 
 @Suite(.tags(.unit)) struct APIHandlerTests {
     static let job = #"{"app":"app1","recipients":["005A"],"notification":{"title":"Hi","body":"There"}}"#
+
+    /// A user token's expiry is read on the API's clock: valid until its `exp`, refused from then on.
+    @Test func aUserTokenExpiresOnTheAPIsClock() async throws {
+        let api = InMemoryAPI(onManualClock: true)
+        let expires = Int64(api.clock.now().timeIntervalSince1970) + 60
+        let token = try api.server.signer.sign(UserTokenClaims(org: "orgA", user: "005A", app: "app1", exp: expires))
+        let body = #"{"events":[{"messageId":"AAAAAAAAAAA.BBBBBBBBBBB","event":"opened"}]}"#
+        try await api.test { client async throws in
+            api.clock.advance(by: 59)
+            #expect(try await client.call(.post, "/v1/interactions", token: token, json: body).status != 401)
+            api.clock.advance(by: 1)
+            #expect(try await client.call(.post, "/v1/interactions", token: token, json: body).status == 401)
+        }
+    }
 
     @Test func aJobIsAcceptedOnceAndItsReplayAnswersTheSameEntry() async throws {
         let api = InMemoryAPI()
