@@ -111,13 +111,10 @@ extension APIServer {
             throw APIProblem.badRequest("id", "differs from the Idempotency-Key header; send one or make them equal")
         }
         do { try job.validate() } catch let r as JobRejection {
-            if r.message.hasPrefix("throttlePerMinute") {
+            if r.field == "throttlePerMinute" {
                 throw APIProblem(.unprocessableContent, r.message, field: "throttlePerMinute")
             }
-            // The rejection's message starts with the field it is about.
-            let named = ["customData", "templateId", "notificationId"].first { r.message.hasPrefix($0) }
-            let field = named ?? (r.reason == .invalidJob ? "id" : "recipients")
-            throw APIProblem.badRequest(field, r.message)
+            throw APIProblem.badRequest(r.field ?? "body", r.message)
         }
         try await checkSegments(of: job, org: org)
         // A time the worker would refuse (more than a minute past, beyond `schedule.maxAheadDays`) is refused here.

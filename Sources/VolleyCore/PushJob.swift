@@ -216,33 +216,41 @@ public struct PushJob: Sendable, Hashable, Codable, JSONReadable, JSONWritable {
         let r = recipients ?? []
         let d = devices ?? []
         if r.count > PushJob.maxRecipients {
-            throw JobRejection(.tooManyRecipients, "\(r.count) recipients; at most \(PushJob.maxRecipients) per job")
+            throw JobRejection(
+                .tooManyRecipients, "\(r.count) recipients; at most \(PushJob.maxRecipients) per job",
+                field: "recipients")
         }
         if let x = exclude, x.count > PushJob.maxRecipients {
             throw JobRejection(
-                .tooManyRecipients, "exclude has \(x.count) entries; at most \(PushJob.maxRecipients) per job")
+                .tooManyRecipients, "exclude has \(x.count) entries; at most \(PushJob.maxRecipients) per job",
+                field: "exclude")
         }
         if r.isEmpty && d.isEmpty {
-            throw JobRejection(.noTargets, "job names neither recipients nor devices")
+            throw JobRejection(.noTargets, "job names neither recipients nor devices", field: "recipients")
         }
-        if org.rawValue.isEmpty { throw JobRejection(.invalidJob, "org is empty") }
-        if let id, id.rawValue.isEmpty { throw JobRejection(.invalidJob, "id is empty") }
-        if let notificationId, notificationId.isEmpty { throw JobRejection(.invalidJob, "notificationId is empty") }
-        if let templateId, templateId.isEmpty { throw JobRejection(.invalidJob, "templateId is empty") }
+        if org.rawValue.isEmpty { throw JobRejection(.invalidJob, "org is empty", field: "org") }
+        if let id, id.rawValue.isEmpty { throw JobRejection(.invalidJob, "id is empty", field: "id") }
+        if let notificationId, notificationId.isEmpty {
+            throw JobRejection(.invalidJob, "notificationId is empty", field: "notificationId")
+        }
+        if let templateId, templateId.isEmpty {
+            throw JobRejection(.invalidJob, "templateId is empty", field: "templateId")
+        }
         if let throttlePerMinute, ThrottleRate(perMinute: throttlePerMinute) == nil {
             throw JobRejection(
                 .invalidJob,
                 "throttlePerMinute \(throttlePerMinute) is outside \(ThrottleRate.range.lowerBound)"
-                    + "...\(ThrottleRate.range.upperBound) pushes per minute")
+                    + "...\(ThrottleRate.range.upperBound) pushes per minute", field: "throttlePerMinute")
         }
         if let customData {
             guard customData.objectValue != nil else {
-                throw JobRejection(.invalidJob, "customData must be a JSON object")
+                throw JobRejection(.invalidJob, "customData must be a JSON object", field: "customData")
             }
             let bytes = customData.encoded().count
             if bytes > PushJob.maxCustomDataBytes {
                 throw JobRejection(
-                    .invalidJob, "customData is \(bytes) bytes; at most \(PushJob.maxCustomDataBytes)")
+                    .invalidJob, "customData is \(bytes) bytes; at most \(PushJob.maxCustomDataBytes)",
+                    field: "customData")
             }
         }
     }
@@ -280,9 +288,12 @@ public struct JobRejection: Error, Sendable, Hashable, CustomStringConvertible {
     }
     public let reason: Reason
     public let message: String
-    public init(_ reason: Reason, _ message: String) {
+    /// The job's field the rejection is about (`throttlePerMinute`, `exclude`), when one is: what the API names.
+    public let field: String?
+    public init(_ reason: Reason, _ message: String, field: String? = nil) {
         self.reason = reason
         self.message = message
+        self.field = field
     }
     public var description: String { "\(reason): \(message)" }
 }
