@@ -76,9 +76,10 @@ public struct DeliveryRecord: Sendable, Encodable, Equatable {
     /// How the history shows a device: `…` and the token's last 8 characters (the whole of a shorter token's last
     /// half), never the token itself.
     public static func redacted(_ token: DeviceToken) -> String {
-        let t = token.rawValue
+        // Tokens are ASCII (hex for APNs, FCM's base64url-like alphabet): counted in bytes, no grapheme walk.
+        let t = token.rawValue.utf8
         let keep = min(8, t.count / 2)
-        return "…" + t.suffix(keep)
+        return "…" + (String(t.suffix(keep)) ?? "")
     }
 }
 

@@ -2,9 +2,9 @@ import Foundation
 import VolleyCore
 import VolleyRedis
 
-/// The event stream's outcome entries and the users' delivery histories (`DeliveryTrail`): one script per recorded
-/// batch, queued in the transaction that records the batch's outcomes (`RedisPipelineSession.record`), or alone for
-/// the users a chunk skipped (`recordSkipped`).
+/// The event stream's outcome entries and the users' delivery histories (`DeliveryTrail`): plain commands queued in
+/// the transaction that records a batch's outcomes (`RedisPipelineSession.record`, `outcomeCommands`), and one script
+/// for the users a chunk skipped (`recordSkipped`), whose entry and count must follow only a new history line.
 ///
 /// A history line is a member of the user's ZSET (`StoreConfiguration.deliveryHistoryKey`), scored by the
 /// outcome's Unix milliseconds: `<outcome>␉<platform>␉<device>␉<job>␉<reason>` (tabs between; `-` for no
@@ -100,6 +100,86 @@ public enum DeliveryTrailScript {
         for k in keys { command.append(k) }
         for a in args { command.append(a) }
         return command
+    }
+
+    /// A recorded batch's trail, as plain commands queued in the record's transaction (MULTI/EXEC makes them
+    /// atomic with the outcomes, so no script is needed): one `XADD` per device, and per user of the batch one
+    /// `ZADD` of their lines, the trim of lines older than the kept days and the key's expiry; the stream's age trim
+    /// once per batch. A device's outcome is recorded once by the ledger, so nothing is guarded.
+    static func outcomeCommands(
+        _ store: StoreConfiguration, _ trail: DeliveryTrail, at: Date, _ outcomes: [(Device, DeliveryOutcome)]
+    ) -> [RedisCommand] {
+        let ms = Int64((at.timeIntervalSince1970 * 1000).rounded(.down))
+        let score = String(ms)
+        let atText = RFC3339.format(at, .milliseconds)
+        let stream = store.eventStream(org: trail.org)
+        let maxLength = String(store.eventsMaxLength)
+        let job = trail.campaign.rawValue
+        var commands: [RedisCommand] = []
+        commands.reserveCapacity(outcomes.count + 8)
+        var lines: [UserID: RedisCommand] = [:]
+        var users: [UserID] = []
+        var mid: [UInt8] = []
+        for i in outcomes.indices {
+            let device = outcomes[i].0
+            let outcome = outcomes[i].1
+            let name = DeliveryRecord.outcomeName(outcome)
+            let reason = DeliveryRecord.reason(outcome)
+            if store.eventsEnabled {
+                var xadd = RedisCommand()
+                xadd.reserveCapacity(256)
+                for a in ["XADD", stream, "MAXLEN", "~", maxLength, "*", "kind", "outcome", "org"] { xadd.append(a) }
+                xadd.append(trail.org.rawValue)
+                xadd.append("job")
+                xadd.append(job)
+                xadd.append("app")
+                xadd.append(trail.app.rawValue)
+                if let user = device.user {
+                    xadd.append("user")
+                    xadd.append(user.rawValue)
+                }
+                xadd.append("platform")
+                xadd.append(device.platform.rawValue)
+                xadd.append("outcome")
+                xadd.append(name)
+                if let reason {
+                    xadd.append("reason")
+                    xadd.append(reason)
+                }
+                if let tracking = trail.tracking {
+                    mid.removeAll(keepingCapacity: true)
+                    tracking.appendMessageID(for: device.token, to: &mid)
+                    xadd.append("messageId")
+                    mid.withUnsafeBufferPointer { xadd.append(bytes: $0) }
+                }
+                xadd.append("at")
+                xadd.append(atText)
+                commands.append(xadd)
+            }
+            guard let user = device.user else { continue }
+            if lines[user] == nil {
+                users.append(user)
+                lines[user] = RedisCommand(["ZADD", store.deliveryHistoryKey(trail.org, user), "NX"])
+            }
+            lines[user]?.append(score)
+            let shown = DeliveryRecord.redacted(device.token)
+            lines[user]?.append("\(name)\t\(device.platform.rawValue)\t\(shown)\t\(job)\t\(reason ?? "")")
+        }
+        let historyMillis = Int64(store.deliveryHistoryDays) * 86_400_000
+        let cutoff = "(" + String(ms - historyMillis)
+        let ttl = String(historyMillis)
+        for user in users {
+            guard let zadd = lines[user] else { continue }
+            let key = store.deliveryHistoryKey(trail.org, user)
+            commands += [
+                zadd, RedisCommand(["ZREMRANGEBYSCORE", key, "-inf", cutoff]), RedisCommand(["PEXPIRE", key, ttl]),
+            ]
+        }
+        if store.eventsEnabled, store.eventsMaxAgeSeconds > 0, !outcomes.isEmpty {
+            let minID = String(max(0, ms - Int64(store.eventsMaxAgeSeconds) * 1000))
+            commands.append(RedisCommand(["XTRIM", stream, "MINID", "~", minID]))
+        }
+        return commands
     }
 
     /// A history line from its member and score; nil for a member it cannot read.

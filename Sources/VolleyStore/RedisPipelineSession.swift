@@ -466,12 +466,7 @@ public final class RedisPipelineSession: PipelineSession, @unchecked Sendable {
         if let (trail, at) = self.trail {
             self.trail = nil
             trailing = true
-            commands.append(
-                DeliveryTrailScript.command(
-                    store, trail, at: at, guarded: false,
-                    lines: outcomes.map { d, o in
-                        (d.user, d.platform, d.token, DeliveryRecord.outcomeName(o), DeliveryRecord.reason(o))
-                    }))
+            commands += DeliveryTrailScript.outcomeCommands(store, trail, at: at, outcomes)
         }
         let settling = settlement.map { !$0.isEmpty } ?? false
         let transaction = settling || counted || trailing

@@ -15,6 +15,15 @@ import VolleyTestTags
 /// Engagement feedback end to end: a campaign through the real API over HTTP, a real worker on a real redis-server
 /// and the mock over TLS; the app side posts opens for every push's `mid` (as the mock received it), taps on two
 /// actions and replays; the job's counts, the event stream and the users' inboxes say what happened, each once.
+/// Every entry of the event stream `volley:events` (docs/events.md), oldest first, as its fields.
+func eventStream(_ redis: RedisClient) throws -> [[String: String]] {
+    try (redis.checked(["XRANGE", "volley:events", "-", "+"]).array ?? []).map { entry in
+        var f: [String: String] = [:]
+        for (k, v) in entry.array?.last?.fieldPairs ?? [] { f[k] = v }
+        return f
+    }
+}
+
 @Suite(.serialized, .tags(.integration)) struct EngagementEndToEndTests {
     static let users = 24
 
@@ -114,9 +123,7 @@ import VolleyTestTags
         // The event stream holds each interaction once.
         let redis = w.redis.client(name: "check")
         var seen: [String] = []
-        for entry in try redis.checked(["XRANGE", "volley:events", "-", "+"]).array ?? [] {
-            var f: [String: String] = [:]
-            for (k, v) in entry.array?.last?.fieldPairs ?? [] { f[k] = v }
+        for f in try eventStream(redis) {
             guard f["kind"] == "interaction" else { continue }
             #expect(f["org"] == "orgA" && f["job"] == "c-1" && f["user"] != nil && f["at"]?.hasSuffix("Z") == true)
             seen.append([f["messageId"] ?? "", f["event"] ?? "", f["actionId"] ?? ""].joined(separator: " "))
@@ -125,9 +132,7 @@ import VolleyTestTags
         #expect(Set(seen).count == seen.count)
         // …and each device's outcome once, with the message id the push carried.
         var outcomes: [String: String] = [:]
-        for entry in try redis.checked(["XRANGE", "volley:events", "-", "+"]).array ?? [] {
-            var f: [String: String] = [:]
-            for (k, v) in entry.array?.last?.fieldPairs ?? [] { f[k] = v }
+        for f in try eventStream(redis) {
             guard f["kind"] == "outcome", f["job"] == "c-1" else { continue }
             #expect(f["org"] == "orgA" && f["app"] == "app1" && f["outcome"] == "accepted", "\(f)")
             #expect(outcomes.updateValue(f["user"] ?? "", forKey: f["messageId"] ?? "") == nil, "twice: \(f)")
@@ -223,6 +228,15 @@ import VolleyTestTags
         #expect(
             lines.filter { $0["job"] as? String == "h-expired" && $0["outcome"] as? String == "expired" }.count == 2)
         #expect(!history.text.contains(live) && !history.text.contains(dead), "tokens are redacted")
+        // `volley deliveries --user sup` reads the same lines.
+        let settings = try PipelineSettings(try VolleyConfiguration.load(path: try APIServerTests.config(w)))
+        let cli = try DeliveriesCommand.read(
+            settings: settings, org: "orgA", user: "sup", since: nil, limit: 100, now: Date(),
+            logger: Logger(label: "t"))
+        #expect(cli.map(\.outcome) == lines.map { $0["outcome"] as? String ?? "" })
+        let table = DeliveriesCommand.text(cli)
+        #expect(table.count == 5 && table.contains { $0.contains("rejected") && $0.contains("Unregistered") })
+        #expect(!table.joined().contains(dead))
         let nodev = try await api.call("GET", "/v1/users/nodev/deliveries", token: read)
         #expect((nodev.json["deliveries"] as? [[String: Any]])?.map { $0["outcome"] as? String } == ["noDevice"])
         let recent = try await api.call("GET", "/v1/users/sup/deliveries?limit=1", token: read)
@@ -245,10 +259,8 @@ import VolleyTestTags
         #expect(counts["capped"] as? Int == 1 && counts["noDevice"] as? Int == 1 && counts["audience"] as? Int == 2)
         let redis = w.redis.client(name: "check")
         func skipped() throws -> [String] {
-            try (redis.checked(["XRANGE", "volley:events", "-", "+"]).array ?? []).compactMap { entry in
-                var f: [String: String] = [:]
-                for (k, v) in entry.array?.last?.fieldPairs ?? [] { f[k] = v }
-                return f["job"] == "h-capped" ? "\(f["user"] ?? "") \(f["outcome"] ?? "")" : nil
+            try eventStream(redis).compactMap { f in
+                f["job"] == "h-capped" ? "\(f["user"] ?? "") \(f["outcome"] ?? "")" : nil
             }
         }
         #expect(try skipped().sorted() == ["nodev noDevice", "sup capped"])
@@ -350,9 +362,7 @@ import VolleyTestTags
         var outcomeEntries = 0
         var interactions: Set<String> = []
         var interactionEntries = 0
-        for entry in try w.redis.client(name: "check").checked(["XRANGE", "volley:events", "-", "+"]).array ?? [] {
-            var f: [String: String] = [:]
-            for (k, v) in entry.array?.last?.fieldPairs ?? [] { f[k] = v }
+        for f in try eventStream(w.redis.client(name: "check")) {
             guard f["job"] == "k-1" else { continue }
             if f["kind"] == "outcome" {
                 outcomeEntries += 1

@@ -48,8 +48,8 @@ import VolleyTestTags
         let config = try w.writeConfig(worker: helpers.workerKeys())
         let a = try WorkerProcess(config: config, consumer: "A", logDirectory: w.dir)
         defer { if a.isRunning { a.kill9() } }
-        // 600 a minute: a slice of 2 every 0.2 s.
-        try await sending(throttled("slow-cancel", devices: 1_000, perMinute: 600), w, a, pushes: 20)
+        // The case: 10,000 devices at 600 a minute (a slice of 2 every 0.2 s), cancelled 5 s in.
+        try await sending(throttled("slow-cancel", devices: 10_000, perMinute: 600), w, a, pushes: 50)
         // A job enqueued straight onto the stream (no API record) is steered as `volley jobs` does.
         let answer = try JobCancelCommand.cancel(
             settings: try settings(config), org: "org1", job: "slow-cancel", logger: Logger(label: "t"))

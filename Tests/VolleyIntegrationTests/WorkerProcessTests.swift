@@ -79,9 +79,7 @@ func pushes(_ s: MockStatsSnapshot) -> Int { s.totalRequests - s.tokenRequests }
     func expectEachOutcomeToldOnce(_ w: MockWorld, job: String) throws {
         var told: Set<String> = []
         var entries = 0
-        for entry in try w.h.admin.client.checked(["XRANGE", "volley:events", "-", "+"]).array ?? [] {
-            var f: [String: String] = [:]
-            for (k, v) in entry.array?.last?.fieldPairs ?? [] { f[k] = v }
+        for f in try eventStream(w.h.admin.client) {
             guard f["kind"] == "outcome", f["job"] == job else { continue }
             entries += 1
             told.insert(f["messageId"] ?? "")
