@@ -1,4 +1,5 @@
 import Foundation
+import Logging
 import VolleyCore
 import VolleyRedis
 
@@ -239,5 +240,173 @@ public final class RedisDeliveryHistory: DeliveryHistoryReader {
             i += 2
         }
         return out
+    }
+}
+
+/// A recorded batch's trail, kept in the job's trail outbox (`StoreConfiguration.trailKey`) by the record's
+/// transaction and written out later as event stream entries and history lines (`RedisTrailWriter`). One element per
+/// batch: a header line (`v1`, campaign, app, delivery job, Unix ms, tracked `1`/`0`) and a line per device (user,
+/// platform, token, outcome, reason), tab-separated, `%`, tab and newline escaped as `%25`, `%09`, `%0A`.
+struct TrailBatch {
+    var trail: DeliveryTrail
+    var at: Date
+    var outcomes: [(Device, DeliveryOutcome)]
+
+    static func escaped(_ s: String) -> String {
+        guard s.utf8.contains(where: { $0 == 0x25 || $0 == 0x09 || $0 == 0x0A }) else { return s }
+        return s.replacingOccurrences(of: "%", with: "%25").replacingOccurrences(of: "\t", with: "%09")
+            .replacingOccurrences(of: "\n", with: "%0A")
+    }
+
+    static func unescaped(_ s: Substring) -> String {
+        guard s.contains("%") else { return String(s) }
+        return s.replacingOccurrences(of: "%0A", with: "\n").replacingOccurrences(of: "%09", with: "\t")
+            .replacingOccurrences(of: "%25", with: "%")
+    }
+
+    /// The outbox element of a batch recorded at `at` by delivery `job`.
+    static func encode(_ trail: DeliveryTrail, job: JobID, at: Date, _ outcomes: [(Device, DeliveryOutcome)]) -> String
+    {
+        var text = "v1\t\(escaped(trail.campaign.rawValue))\t\(escaped(trail.app.rawValue))\t\(escaped(job.rawValue))"
+        text += "\t\(Int64((at.timeIntervalSince1970 * 1000).rounded(.down)))\t\(trail.tracking == nil ? 0 : 1)\n"
+        text.reserveCapacity(text.utf8.count + outcomes.count * 120)
+        for (device, outcome) in outcomes {
+            text += escaped(device.user?.rawValue ?? "")
+            text += "\t"
+            text += device.platform.rawValue
+            text += "\t"
+            text += escaped(device.token.rawValue)
+            text += "\t"
+            text += RecordedOutcome(outcome).encoded.map(escaped) ?? "a"
+            text += "\n"
+        }
+        return text
+    }
+
+    /// Reads an outbox element of `org`; nil for one it cannot read.
+    init?(org: OrgID, decoding text: String) {
+        var lines = text.split(separator: "\n", omittingEmptySubsequences: true)[...]
+        guard let header = lines.popFirst() else { return nil }
+        let h = header.split(separator: "\t", omittingEmptySubsequences: false)
+        guard h.count == 6, h[0] == "v1", let ms = Int64(h[4]) else { return nil }
+        let job = JobID(Self.unescaped(h[3]))
+        trail = DeliveryTrail(
+            org: org, campaign: JobID(Self.unescaped(h[1])), app: AppName(Self.unescaped(h[2])),
+            tracking: h[5] == "1" ? MessageTracking(org: org, job: job) : nil)
+        at = Date(timeIntervalSince1970: Double(ms) / 1000)
+        outcomes = []
+        outcomes.reserveCapacity(lines.count)
+        for line in lines {
+            let f = line.split(separator: "\t", maxSplits: 3, omittingEmptySubsequences: false)
+            guard f.count == 4, let platform = Platform(rawValue: String(f[1])) else { return nil }
+            let outcome: DeliveryOutcome
+            if f[3] == "a" {
+                outcome = .accepted
+            } else {
+                guard let recorded = RecordedOutcome(encoded: Self.unescaped(f[3])) else { return nil }
+                outcome = recorded.outcome
+            }
+            let user = f[0].isEmpty ? nil : UserID(Self.unescaped(f[0]))
+            outcomes.append((Device(platform: platform, token: DeviceToken(Self.unescaped(f[2])), user: user), outcome))
+        }
+    }
+}
+
+/// Writes the trail outboxes out: each element, in one transaction that takes it off the outbox (`LPOP`) and adds
+/// its event stream entries and history lines, so each is written exactly once; `WATCH` on the outbox makes two
+/// writers of one job (a reclaimed delivery's and its successor's) take turns, not both write one element.
+///
+/// The recording delivery asks for its job's outbox after each record (`schedule`), and a writer thread of the
+/// worker writes it out of the send path; before the job's report is published the delivery empties it itself
+/// (`flush`), so a report is never ahead of its trail. A delivery that finds a ledger left by an earlier one asks
+/// for that job's outbox too, so a crash leaves nothing behind.
+public final class RedisTrailWriter: @unchecked Sendable {
+    private let endpoint: RedisEndpoint
+    private let options: RedisClient.Options
+    private let store: StoreConfiguration
+    private let logger: Logger
+    private let condition = NSCondition()
+    private var waiting: [(OrgID, JobID)] = []
+    private var running = false
+
+    public init(endpoint: RedisEndpoint, options: RedisClient.Options, store: StoreConfiguration, logger: Logger) {
+        self.endpoint = endpoint
+        self.options = options
+        self.store = store
+        self.logger = logger
+    }
+
+    /// Asks the writer thread to write `job`'s outbox out.
+    public func schedule(org: OrgID, job: JobID) {
+        condition.lock()
+        defer { condition.unlock() }
+        if !waiting.contains(where: { $0.0 == org && $0.1 == job }) { waiting.append((org, job)) }
+        if running {
+            condition.signal()
+            return
+        }
+        running = true
+        let thread = Thread { [self] in run() }
+        thread.name = "volley.trail"
+        thread.start()
+    }
+
+    /// The thread: writes what is asked for, on its own connection; stops after 5 s with nothing to do. A failure
+    /// is retried with the shared back-off (the outbox keeps the element until it is written).
+    private func run() {
+        let client = RedisClient(endpoint: endpoint, options: options, name: "trail", logger: logger)
+        let backoff = ExponentialBackoff(base: 0.05, max: 2)
+        var failures = 0
+        while true {
+            condition.lock()
+            if waiting.isEmpty { _ = condition.wait(until: Date().addingTimeInterval(5)) }
+            guard !waiting.isEmpty else {
+                running = false
+                condition.unlock()
+                return
+            }
+            let (org, job) = waiting.removeFirst()
+            condition.unlock()
+            do {
+                try Self.write(client, store: store, org: org, job: job, logger: logger)
+                failures = 0
+            } catch {
+                failures += 1
+                logger.warning("writing the event stream and histories failed", metadata: ["error": "\(error)"])
+                Thread.sleep(forTimeInterval: backoff.delay(afterFailures: failures))
+                schedule(org: org, job: job)
+            }
+        }
+    }
+
+    /// Writes `job`'s outbox out on `client`, element by element, until it is empty.
+    public static func write(_ client: RedisClient, store: StoreConfiguration, org: OrgID, job: JobID, logger: Logger)
+        throws
+    {
+        let key = store.trailKey(org, job)
+        while true {
+            let read = try client.pipeline([RedisCommand(["WATCH", key]), RedisCommand(["LINDEX", key, "0"])])
+            for r in read { try r.throwIfError("read trail outbox") }
+            guard let text = read.last?.string else {
+                // An empty transaction on the outbox's own connection ends the WATCH (a keyless UNWATCH could go to
+                // another node's connection on a cluster).
+                let end = try client.pipeline([
+                    RedisCommand(["MULTI"]), RedisCommand(["LLEN", key]), RedisCommand(["EXEC"]),
+                ])
+                for r in end { try r.throwIfError("end trail outbox watch") }
+                return
+            }
+            var commands = [RedisCommand(["MULTI"]), RedisCommand(["LPOP", key])]
+            if let batch = TrailBatch(org: org, decoding: text) {
+                commands += DeliveryTrailScript.outcomeCommands(store, batch.trail, at: batch.at, batch.outcomes)
+            } else {
+                logger.error("dropping a trail outbox element it cannot read", metadata: ["job": "\(job)"])
+            }
+            commands.append(RedisCommand(["EXEC"]))
+            let replies = try client.pipeline(commands)
+            for r in replies.dropLast() { try r.throwIfError("write trail") }
+            // A nil EXEC: another writer took the element first; read the outbox again.
+            if let exec = replies.last?.array { for r in exec { try r.throwIfError("write trail") } }
+        }
     }
 }

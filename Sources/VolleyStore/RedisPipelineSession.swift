@@ -11,6 +11,8 @@ public struct RedisPipelineBackend: PipelineBackend {
     public let consumer: String
     public let options: RedisClient.Options
     public let logger: Logger
+    /// Writes the sessions' trail outboxes out of the send path (one thread of this worker, started when asked).
+    public let trailWriter: RedisTrailWriter
 
     public init(
         endpoint: RedisEndpoint, store: StoreConfiguration = StoreConfiguration(), consumer: String,
@@ -25,6 +27,7 @@ public struct RedisPipelineBackend: PipelineBackend {
         self.consumer = consumer
         self.options = options
         self.logger = logger
+        trailWriter = RedisTrailWriter(endpoint: endpoint, options: options, store: store, logger: logger)
     }
 
     public func makeSession(name: String, isCancelled: @escaping @Sendable () -> Bool) throws -> any PipelineSession {
@@ -36,7 +39,8 @@ public struct RedisPipelineBackend: PipelineBackend {
     {
         let client = RedisClient(
             endpoint: endpoint, options: options, name: name, logger: logger, isCancelled: isCancelled)
-        return RedisPipelineSession(client: client, store: store, consumer: consumer, logger: logger)
+        return RedisPipelineSession(
+            client: client, store: store, consumer: consumer, logger: logger, trailWriter: trailWriter)
     }
 }
 
@@ -57,7 +61,15 @@ public final class RedisPipelineSession: PipelineSession, @unchecked Sendable {
     private var steeringKeys: [String] = []
     public private(set) var steeringSeen = JobSteering.run
 
-    public init(client: RedisClient, store: StoreConfiguration, consumer: String, logger: Logger) {
+    /// Writes the trail outboxes this session records into; nil: the session writes each out itself after its
+    /// record.
+    let trailWriter: RedisTrailWriter?
+
+    public init(
+        client: RedisClient, store: StoreConfiguration, consumer: String, logger: Logger,
+        trailWriter: RedisTrailWriter? = nil
+    ) {
+        self.trailWriter = trailWriter
         self.client = client
         self.store = store
         self.consumer = consumer
@@ -462,11 +474,17 @@ public final class RedisPipelineSession: PipelineSession, @unchecked Sendable {
         }
         let counted = !counts.isEmpty
         counts.removeAll(keepingCapacity: true)
+        // The trail (event stream entries, history lines) goes to the delivery's outbox in this transaction, one
+        // element for the batch; the writer makes the entries and lines out of the send path (`RedisTrailWriter`).
         var trailing = false
+        let trailKey = store.trailKey(org, job)
         if let (trail, at) = self.trail {
             self.trail = nil
             trailing = true
-            commands += DeliveryTrailScript.outcomeCommands(store, trail, at: at, outcomes)
+            commands += [
+                RedisCommand(["RPUSH", trailKey, TrailBatch.encode(trail, job: job, at: at, outcomes)]),
+                RedisCommand(["EXPIRE", trailKey, ttl]),
+            ]
         }
         let settling = settlement.map { !$0.isEmpty } ?? false
         let transaction = settling || counted || trailing
@@ -486,6 +504,17 @@ public final class RedisPipelineSession: PipelineSession, @unchecked Sendable {
         // EXEC answers with each queued command's reply: an error there fails the record too.
         if transaction, let exec = replies.last?.array { for r in exec { try r.throwIfError("record outcomes") } }
         try waitForReplicas(after: key)
+        if trailing { try writeTrail(org: org, job: job, now: false) }
+    }
+
+    /// Has the job's trail outbox written out: by the worker's writer thread (`now` false, with a writer), or here
+    /// and now (before a report is published, and by a session without a writer).
+    func writeTrail(org: OrgID, job: JobID, now: Bool) throws {
+        if !now, let trailWriter {
+            trailWriter.schedule(org: org, job: job)
+        } else {
+            try RedisTrailWriter.write(client, store: store, org: org, job: job, logger: logger)
+        }
     }
 
     /// Takes a settlement's pushes off the job's unsettled charges (`volley:quota:{O}:job:<job>`): with the outcomes
@@ -511,6 +540,8 @@ public final class RedisPipelineSession: PipelineSession, @unchecked Sendable {
             throw RedisError(.unexpectedReply, "HEXISTS/EXISTS ledger: \(replies)")
         }
         if reported == 1 { return .reported }
+        // An earlier delivery may have left trail it had no time to write out (a crash): the writer takes it.
+        if exists > 0 { try writeTrail(org: org, job: job, now: false) }
         switch JobSteeringMarks.steering(from: replies[2...]) {
         case .cancelled: return .cancelled
         case .paused: return .paused
@@ -559,6 +590,8 @@ public final class RedisPipelineSession: PipelineSession, @unchecked Sendable {
     /// loses nothing, since `ledgerState` reports `.partial` until the mark is set.
     @discardableResult
     public func publish(_ report: JobReport) throws -> Bool {
+        // The trail first: a report is never on the stream ahead of its job's event stream entries and histories.
+        try writeTrail(org: report.org, job: report.job, now: true)
         let json = String(decoding: try ReportCoding.encoder.encode(report), as: UTF8.self)
         let ledger = store.ledgerKey(report.org, report.job)
         let r = try client.eval(

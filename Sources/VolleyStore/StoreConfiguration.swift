@@ -130,6 +130,9 @@ public struct StoreConfiguration: Sendable, Hashable {
     /// counts into its campaign.
     public func countsKey(_ org: OrgID, _ job: JobID) -> String { "\(prefix):counts:{\(org)}:\(job)" }
     func progressKey(_ org: OrgID, _ job: JobID) -> String { "\(prefix):progress:{\(org)}:\(job)" }
+    /// A delivery's trail outbox (LIST, one element per recorded batch: `TrailBatch`), written in the record's
+    /// transaction and emptied into the event stream and the histories (`RedisTrailWriter`); the ledger's TTL.
+    func trailKey(_ org: OrgID, _ job: JobID) -> String { "\(prefix):trail:{\(org)}:\(job)" }
     /// A user's delivery history (ZSET, score the outcome's Unix milliseconds, member
     /// `<outcome>␉<platform>␉<device>␉<job>␉<reason>` as `DeliveryTrailScript` writes it); lines older than
     /// `deliveryHistoryDays` are trimmed as lines are added, and the key expires that long after its last line.
