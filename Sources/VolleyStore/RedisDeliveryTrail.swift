@@ -325,11 +325,17 @@ public final class RedisTrailWriter: @unchecked Sendable {
     private let options: RedisClient.Options
     private let store: StoreConfiguration
     private let logger: Logger
+    /// This worker's name among a job's trail writers (its consumer name).
+    private let writer: String
     private let condition = NSCondition()
     private var waiting: [(OrgID, JobID)] = []
     private var running = false
 
-    public init(endpoint: RedisEndpoint, options: RedisClient.Options, store: StoreConfiguration, logger: Logger) {
+    public init(
+        endpoint: RedisEndpoint, options: RedisClient.Options, store: StoreConfiguration, writer: String,
+        logger: Logger
+    ) {
+        self.writer = writer
         self.endpoint = endpoint
         self.options = options
         self.store = store
@@ -368,7 +374,7 @@ public final class RedisTrailWriter: @unchecked Sendable {
             let (org, job) = waiting.removeFirst()
             condition.unlock()
             do {
-                try Self.write(client, store: store, org: org, job: job, logger: logger)
+                try Self.write(client, store: store, org: org, job: job, writer: writer, logger: logger)
                 failures = 0
             } catch {
                 failures += 1
@@ -379,34 +385,77 @@ public final class RedisTrailWriter: @unchecked Sendable {
         }
     }
 
-    /// Writes `job`'s outbox out on `client`, element by element, until it is empty.
-    public static func write(_ client: RedisClient, store: StoreConfiguration, org: OrgID, job: JobID, logger: Logger)
-        throws
-    {
-        let key = store.trailKey(org, job)
+    /// Writes `job`'s outbox out on `client`, element by element, until it is empty. `writer` names this worker
+    /// (its consumer): it first moves an element into its own list (`LMOVE`, so no other writer has it and the
+    /// recording delivery's pushes to the outbox never disturb the write), then writes it out in the transaction
+    /// that takes it off that list, under `WATCH` of the list, which only a recovery of this writer's leftovers
+    /// (`recover`) touches. The writers of a job are noted, so a later delivery finds what a dead one took.
+    public static func write(
+        _ client: RedisClient, store: StoreConfiguration, org: OrgID, job: JobID, writer: String, logger: Logger
+    ) throws {
+        let outbox = store.trailKey(org, job)
+        let mine = store.trailTakenKey(org, job, writer: writer)
+        let writers = store.trailWritersKey(org, job)
+        let ttl = String(store.ledgerTTLSeconds)
+        var noted = false
         while true {
-            let read = try client.pipeline([RedisCommand(["WATCH", key]), RedisCommand(["LINDEX", key, "0"])])
-            for r in read { try r.throwIfError("read trail outbox") }
-            guard let text = read.last?.string else {
-                // An empty transaction on the outbox's own connection ends the WATCH (a keyless UNWATCH could go to
-                // another node's connection on a cluster).
-                let end = try client.pipeline([
-                    RedisCommand(["MULTI"]), RedisCommand(["LLEN", key]), RedisCommand(["EXEC"]),
-                ])
-                for r in end { try r.throwIfError("end trail outbox watch") }
-                return
+            var taken = try client.command(["LINDEX", mine, "0"]).throwIfError("read trail").string
+            if taken == nil {
+                var commands = [RedisCommand(["LMOVE", outbox, mine, "LEFT", "RIGHT"])]
+                if !noted {
+                    commands += [RedisCommand(["SADD", writers, writer]), RedisCommand(["EXPIRE", writers, ttl])]
+                }
+                let replies = try client.pipeline(commands)
+                for r in replies { try r.throwIfError("take trail") }
+                noted = true
+                taken = replies[0].string
+                if taken != nil { _ = try client.command(["EXPIRE", mine, ttl]).throwIfError("take trail") }
             }
-            var commands = [RedisCommand(["MULTI"]), RedisCommand(["LPOP", key])]
-            if let batch = TrailBatch(org: org, decoding: text) {
+            guard let element = taken else { return }
+            try writeOut(client, store: store, org: org, list: mine, element: element, job: job, logger: logger)
+        }
+    }
+
+    /// Writes out what the job's other writers took and did not write (a worker that died between taking an element
+    /// and writing it): called by a delivery that finds an earlier delivery's ledger.
+    public static func recover(
+        _ client: RedisClient, store: StoreConfiguration, org: OrgID, job: JobID, writer: String, logger: Logger
+    ) throws {
+        let writers = store.trailWritersKey(org, job)
+        for other in try client.command(["SMEMBERS", writers]).throwIfError("trail writers").array ?? [] {
+            guard let name = other.string, name != writer else { continue }
+            let list = store.trailTakenKey(org, job, writer: name)
+            while let element = try client.command(["LINDEX", list, "0"]).throwIfError("read trail").string {
+                try writeOut(client, store: store, org: org, list: list, element: element, job: job, logger: logger)
+            }
+            _ = try client.command(["SREM", writers, name]).throwIfError("trail writers")
+        }
+    }
+
+    /// Writes `element`, the head of `list`, out in the transaction that takes it off `list`, if it is still the
+    /// head under `WATCH` (another writer may have written it: then nothing is written twice).
+    private static func writeOut(
+        _ client: RedisClient, store: StoreConfiguration, org: OrgID, list: String, element: String, job: JobID,
+        logger: Logger
+    ) throws {
+        let read = try client.pipeline([RedisCommand(["WATCH", list]), RedisCommand(["LINDEX", list, "0"])])
+        for r in read { try r.throwIfError("read trail") }
+        var commands = [RedisCommand(["MULTI"]), RedisCommand(["LPOP", list])]
+        if read.last?.string == element {
+            if let batch = TrailBatch(org: org, decoding: element) {
                 commands += DeliveryTrailScript.outcomeCommands(store, batch.trail, at: batch.at, batch.outcomes)
             } else {
-                logger.error("dropping a trail outbox element it cannot read", metadata: ["job": "\(job)"])
+                logger.error("dropping a trail element it cannot read", metadata: ["job": "\(job)"])
             }
-            commands.append(RedisCommand(["EXEC"]))
-            let replies = try client.pipeline(commands)
-            for r in replies.dropLast() { try r.throwIfError("write trail") }
-            // A nil EXEC: another writer took the element first; read the outbox again.
-            if let exec = replies.last?.array { for r in exec { try r.throwIfError("write trail") } }
+        } else {
+            // Written by another writer meanwhile: an empty transaction on the list's connection ends the WATCH (a
+            // keyless UNWATCH could go to another node's connection on a cluster).
+            commands = [RedisCommand(["MULTI"]), RedisCommand(["LLEN", list])]
         }
+        commands.append(RedisCommand(["EXEC"]))
+        let replies = try client.pipeline(commands)
+        for r in replies.dropLast() { try r.throwIfError("write trail") }
+        // A nil EXEC: the list changed under the WATCH; the caller reads it again.
+        if let exec = replies.last?.array { for r in exec { try r.throwIfError("write trail") } }
     }
 }

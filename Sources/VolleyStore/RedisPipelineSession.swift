@@ -27,7 +27,8 @@ public struct RedisPipelineBackend: PipelineBackend {
         self.consumer = consumer
         self.options = options
         self.logger = logger
-        trailWriter = RedisTrailWriter(endpoint: endpoint, options: options, store: store, logger: logger)
+        trailWriter = RedisTrailWriter(
+            endpoint: endpoint, options: options, store: store, writer: consumer, logger: logger)
     }
 
     public func makeSession(name: String, isCancelled: @escaping @Sendable () -> Bool) throws -> any PipelineSession {
@@ -513,7 +514,7 @@ public final class RedisPipelineSession: PipelineSession, @unchecked Sendable {
         if !now, let trailWriter {
             trailWriter.schedule(org: org, job: job)
         } else {
-            try RedisTrailWriter.write(client, store: store, org: org, job: job, logger: logger)
+            try RedisTrailWriter.write(client, store: store, org: org, job: job, writer: consumer, logger: logger)
         }
     }
 
@@ -540,8 +541,12 @@ public final class RedisPipelineSession: PipelineSession, @unchecked Sendable {
             throw RedisError(.unexpectedReply, "HEXISTS/EXISTS ledger: \(replies)")
         }
         if reported == 1 { return .reported }
-        // An earlier delivery may have left trail it had no time to write out (a crash): the writer takes it.
-        if exists > 0 { try writeTrail(org: org, job: job, now: false) }
+        // An earlier delivery may have left trail it had no time to write out (a crash): what a dead writer took is
+        // written now, the outbox by the writer.
+        if exists > 0 {
+            try RedisTrailWriter.recover(client, store: store, org: org, job: job, writer: consumer, logger: logger)
+            try writeTrail(org: org, job: job, now: false)
+        }
         switch JobSteeringMarks.steering(from: replies[2...]) {
         case .cancelled: return .cancelled
         case .paused: return .paused

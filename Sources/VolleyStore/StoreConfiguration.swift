@@ -133,6 +133,12 @@ public struct StoreConfiguration: Sendable, Hashable {
     /// A delivery's trail outbox (LIST, one element per recorded batch: `TrailBatch`), written in the record's
     /// transaction and emptied into the event stream and the histories (`RedisTrailWriter`); the ledger's TTL.
     func trailKey(_ org: OrgID, _ job: JobID) -> String { "\(prefix):trail:{\(org)}:\(job)" }
+    /// What one writer (a worker's consumer name) took off a job's trail outbox and has not written out yet (LIST).
+    func trailTakenKey(_ org: OrgID, _ job: JobID, writer: String) -> String {
+        "\(prefix):trail:{\(org)}:\(job):taken:\(writer)"
+    }
+    /// The writers that took from a job's trail outbox (SET), so a later delivery recovers a dead one's list.
+    func trailWritersKey(_ org: OrgID, _ job: JobID) -> String { "\(prefix):trail:{\(org)}:\(job):writers" }
     /// A user's delivery history (ZSET, score the outcome's Unix milliseconds, member
     /// `<outcome>␉<platform>␉<device>␉<job>␉<reason>` as `DeliveryTrailScript` writes it); lines older than
     /// `deliveryHistoryDays` are trimmed as lines are added, and the key expires that long after its last line.
