@@ -20,7 +20,9 @@ extension APIServer {
         let org = try context.key([.read, .admin])
         let user = try parameter(context, "user")
         let parameters = request.uri.queryParameters
-        guard let store = stores.deliveries else { throw APIProblem.startedWithout("a delivery history") }
+        guard let store = stores.deliveries else {
+            throw APIProblem.startedWithout("a delivery history (deliveries.days is 0: no history is kept)")
+        }
         let since = try ListQuery.since(parameters.get("since"))
         let limit = try ListQuery.limit(
             parameters.get("limit"), max: Self.deliveriesMaxLimit, default: Self.deliveriesDefaultLimit)

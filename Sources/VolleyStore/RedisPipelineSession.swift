@@ -11,8 +11,6 @@ public struct RedisPipelineBackend: PipelineBackend {
     public let consumer: String
     public let options: RedisClient.Options
     public let logger: Logger
-    /// Writes the sessions' trail outboxes out of the send path (one thread of this worker, started when asked).
-    public let trailWriter: RedisTrailWriter
 
     public init(
         endpoint: RedisEndpoint, store: StoreConfiguration = StoreConfiguration(), consumer: String,
@@ -27,8 +25,6 @@ public struct RedisPipelineBackend: PipelineBackend {
         self.consumer = consumer
         self.options = options
         self.logger = logger
-        trailWriter = RedisTrailWriter(
-            endpoint: endpoint, options: options, store: store, writer: consumer, logger: logger)
     }
 
     public func makeSession(name: String, isCancelled: @escaping @Sendable () -> Bool) throws -> any PipelineSession {
@@ -40,8 +36,7 @@ public struct RedisPipelineBackend: PipelineBackend {
     {
         let client = RedisClient(
             endpoint: endpoint, options: options, name: name, logger: logger, isCancelled: isCancelled)
-        return RedisPipelineSession(
-            client: client, store: store, consumer: consumer, logger: logger, trailWriter: trailWriter)
+        return RedisPipelineSession(client: client, store: store, consumer: consumer, logger: logger)
     }
 }
 
@@ -62,15 +57,7 @@ public final class RedisPipelineSession: PipelineSession, @unchecked Sendable {
     private var steeringKeys: [String] = []
     public private(set) var steeringSeen = JobSteering.run
 
-    /// Writes the trail outboxes this session records into; nil: the session writes each out itself after its
-    /// record.
-    let trailWriter: RedisTrailWriter?
-
-    public init(
-        client: RedisClient, store: StoreConfiguration, consumer: String, logger: Logger,
-        trailWriter: RedisTrailWriter? = nil
-    ) {
-        self.trailWriter = trailWriter
+    public init(client: RedisClient, store: StoreConfiguration, consumer: String, logger: Logger) {
         self.client = client
         self.store = store
         self.consumer = consumer
@@ -475,17 +462,11 @@ public final class RedisPipelineSession: PipelineSession, @unchecked Sendable {
         }
         let counted = !counts.isEmpty
         counts.removeAll(keepingCapacity: true)
-        // The trail (event stream entries, history lines) goes to the delivery's outbox in this transaction, one
-        // element for the batch; the writer makes the entries and lines out of the send path (`RedisTrailWriter`).
         var trailing = false
-        let trailKey = store.trailKey(org, job)
-        if let (trail, at) = self.trail {
-            self.trail = nil
+        defer { trail = nil }
+        if let (trail, at) = self.trail, store.recordsTrail {
             trailing = true
-            commands += [
-                RedisCommand(["RPUSH", trailKey, TrailBatch.encode(trail, job: job, at: at, outcomes)]),
-                RedisCommand(["EXPIRE", trailKey, ttl]),
-            ]
+            commands += DeliveryTrailScript.outcomeCommands(store, trail, at: at, outcomes)
         }
         let settling = settlement.map { !$0.isEmpty } ?? false
         let transaction = settling || counted || trailing
@@ -505,17 +486,6 @@ public final class RedisPipelineSession: PipelineSession, @unchecked Sendable {
         // EXEC answers with each queued command's reply: an error there fails the record too.
         if transaction, let exec = replies.last?.array { for r in exec { try r.throwIfError("record outcomes") } }
         try waitForReplicas(after: key)
-        if trailing { try writeTrail(org: org, job: job, now: false) }
-    }
-
-    /// Has the job's trail outbox written out: by the worker's writer thread (`now` false, with a writer), or here
-    /// and now (before a report is published, and by a session without a writer).
-    func writeTrail(org: OrgID, job: JobID, now: Bool) throws {
-        if !now, let trailWriter {
-            trailWriter.schedule(org: org, job: job)
-        } else {
-            try RedisTrailWriter.write(client, store: store, org: org, job: job, writer: consumer, logger: logger)
-        }
     }
 
     /// Takes a settlement's pushes off the job's unsettled charges (`volley:quota:{O}:job:<job>`): with the outcomes
@@ -541,12 +511,6 @@ public final class RedisPipelineSession: PipelineSession, @unchecked Sendable {
             throw RedisError(.unexpectedReply, "HEXISTS/EXISTS ledger: \(replies)")
         }
         if reported == 1 { return .reported }
-        // An earlier delivery may have left trail it had no time to write out (a crash): what a dead writer took is
-        // written now, the outbox by the writer.
-        if exists > 0 {
-            try RedisTrailWriter.recover(client, store: store, org: org, job: job, writer: consumer, logger: logger)
-            try writeTrail(org: org, job: job, now: false)
-        }
         switch JobSteeringMarks.steering(from: replies[2...]) {
         case .cancelled: return .cancelled
         case .paused: return .paused
@@ -595,8 +559,6 @@ public final class RedisPipelineSession: PipelineSession, @unchecked Sendable {
     /// loses nothing, since `ledgerState` reports `.partial` until the mark is set.
     @discardableResult
     public func publish(_ report: JobReport) throws -> Bool {
-        // The trail first: a report is never on the stream ahead of its job's event stream entries and histories.
-        try writeTrail(org: report.org, job: report.job, now: true)
         let json = String(decoding: try ReportCoding.encoder.encode(report), as: UTF8.self)
         let ledger = store.ledgerKey(report.org, report.job)
         let r = try client.eval(
@@ -619,8 +581,7 @@ public final class RedisPipelineSession: PipelineSession, @unchecked Sendable {
 
     public func recordSkipped(_ trail: DeliveryTrail, users: [UserID], reason: SkippedRecipient, at: Date) throws {
         if users.isEmpty { return }
-        let command = DeliveryTrailScript.command(
-            store, trail, at: at, guarded: true, lines: users.map { ($0, nil, nil, reason.rawValue, nil) })
+        let command = DeliveryTrailScript.skippedCommand(store, trail, at: at, users: users, reason: reason)
         try client.command(command).throwIfError("record skipped users")
     }
 

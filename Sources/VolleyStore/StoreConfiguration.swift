@@ -54,9 +54,14 @@ public struct StoreConfiguration: Sendable, Hashable {
     public var eventsMaxAgeSeconds: Int = 7 * 86_400
     /// `events.enabled`: false writes no event stream entries (outcomes and counts are kept all the same).
     public var eventsEnabled = true
+    /// `events.outcomes`: the stream also gets one entry per device outcome and per user a job skipped (an `XADD`
+    /// per device in the record's transaction: off by default, docs/benchmarks.md has its cost).
+    public var eventsOutcomes = false
     /// `deliveries.days`: a user's delivery history keeps what happened in this many days
-    /// (`deliveryHistoryKey`).
-    public var deliveryHistoryDays: Int = 7
+    /// (`deliveryHistoryKey`); 0, the default, keeps none.
+    public var deliveryHistoryDays: Int = 0
+    /// True when a record tells its outcomes to the event stream or the users' histories.
+    public var recordsTrail: Bool { (eventsEnabled && eventsOutcomes) || deliveryHistoryDays > 0 }
 
     public init(
         prefix: String = "volley", jobStream: String? = nil, deadStream: String? = nil,
@@ -130,15 +135,9 @@ public struct StoreConfiguration: Sendable, Hashable {
     /// counts into its campaign.
     public func countsKey(_ org: OrgID, _ job: JobID) -> String { "\(prefix):counts:{\(org)}:\(job)" }
     func progressKey(_ org: OrgID, _ job: JobID) -> String { "\(prefix):progress:{\(org)}:\(job)" }
-    /// A delivery's trail outbox (LIST, one element per recorded batch: `TrailBatch`), written in the record's
-    /// transaction and emptied into the event stream and the histories (`RedisTrailWriter`); the ledger's TTL.
-    func trailKey(_ org: OrgID, _ job: JobID) -> String { "\(prefix):trail:{\(org)}:\(job)" }
-    /// What one writer (a worker's consumer name) took off a job's trail outbox and has not written out yet (LIST).
-    func trailTakenKey(_ org: OrgID, _ job: JobID, writer: String) -> String {
-        "\(prefix):trail:{\(org)}:\(job):taken:\(writer)"
-    }
-    /// The writers that took from a job's trail outbox (SET), so a later delivery recovers a dead one's list.
-    func trailWritersKey(_ org: OrgID, _ job: JobID) -> String { "\(prefix):trail:{\(org)}:\(job):writers" }
+    /// The users a job skipped, told once each (SET of `<reason>:<user>`): what makes a redelivery's skips count and
+    /// tell nothing twice; the ledger's TTL.
+    func skippedKey(_ org: OrgID, _ job: JobID) -> String { "\(prefix):skipped:{\(org)}:\(job)" }
     /// A user's delivery history (ZSET, score the outcome's Unix milliseconds, member
     /// `<outcome>␉<platform>␉<device>␉<job>␉<reason>` as `DeliveryTrailScript` writes it); lines older than
     /// `deliveryHistoryDays` are trimmed as lines are added, and the key expires that long after its last line.

@@ -26,6 +26,13 @@ func eventStream(_ redis: RedisClient) throws -> [[String: String]] {
 
 @Suite(.serialized, .tags(.integration)) struct EngagementEndToEndTests {
     static let users = 24
+    /// The stores with the event stream's outcome entries and the delivery history on (both off by default).
+    static var store: StoreConfiguration {
+        var s = StoreConfiguration()
+        s.eventsOutcomes = true
+        s.deliveryHistoryDays = 7
+        return s
+    }
 
     static func token(_ u: Int) -> String {
         u % 3 == 2 ? "fcm-engaged-\(u)" : "beef" + String(format: "%060x", u)
@@ -48,7 +55,8 @@ func eventStream(_ redis: RedisClient) throws -> [[String: String]] {
         defer { apps.shutdown() }
         let worker = PipelineWorker(
             configuration: WorkerConfiguration(consumer: "engaged", inFlight: 32, blockMillis: 50),
-            backend: RedisPipelineBackend(endpoint: w.redis.endpoint, consumer: "engaged"), apps: apps,
+            backend: RedisPipelineBackend(endpoint: w.redis.endpoint, store: Self.store, consumer: "engaged"),
+            apps: apps,
             resolver: DirectoryRecipientResolver(directory: directory, inbox: inbox, types: nil))
         worker.messageTracking = RedisMessageTracking(client: w.redis.client(name: "mid"), store: StoreConfiguration())
         try worker.start()
@@ -184,7 +192,8 @@ func eventStream(_ redis: RedisClient) throws -> [[String: String]] {
             store: caps)
         let worker = PipelineWorker(
             configuration: WorkerConfiguration(consumer: "history", inFlight: 8, blockMillis: 50),
-            backend: RedisPipelineBackend(endpoint: w.redis.endpoint, consumer: "history"), apps: apps,
+            backend: RedisPipelineBackend(endpoint: w.redis.endpoint, store: Self.store, consumer: "history"),
+            apps: apps,
             resolver: resolver)
         try worker.start()
         defer { worker.drain(deadline: 2) }
@@ -265,8 +274,9 @@ func eventStream(_ redis: RedisClient) throws -> [[String: String]] {
         }
         #expect(try skipped().sorted() == ["nodev noDevice", "sup capped"])
         // A redelivery that resolves the users again tells nothing new.
-        let session = try RedisPipelineBackend(endpoint: w.redis.endpoint, consumer: "again").makeSession(
-            name: "again", isCancelled: { false })
+        let session = try RedisPipelineBackend(endpoint: w.redis.endpoint, store: Self.store, consumer: "again")
+            .makeSession(
+                name: "again", isCancelled: { false })
         let trail = DeliveryTrail(org: "orgA", campaign: "h-capped", app: "app1", tracking: nil)
         try session.recordSkipped(trail, users: ["sup"], reason: .capped, at: Date())
         try session.recordSkipped(trail, users: ["nodev"], reason: .noDevice, at: Date())

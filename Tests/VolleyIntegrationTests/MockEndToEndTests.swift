@@ -30,6 +30,9 @@ struct MockWorld {
             apnsTopic: mock.apnsTopic, serviceAccountFile: mock.serviceAccountFile,
             redisURL: redis.url)
         l.appName = "app1"
+        // The integration tests run with the event stream's outcome entries and the delivery history on.
+        l.events = ["outcomes": "true"]
+        l.deliveries = ["days": "7"]
         local = l
     }
 

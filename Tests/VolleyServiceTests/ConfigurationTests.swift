@@ -413,12 +413,14 @@ func invalidProviderOutageSecondsStopsStartupNamingTheKey(worker: String, proble
         try VolleyConfiguration.parse(yaml: "redis:\n  url: unix:///tmp/r.sock\n", baseDirectory: nil)
     ).store
     #expect(plain.eventsEnabled && plain.eventsMaxLength == 1_000_000 && plain.eventsMaxAgeSeconds == 604_800)
-    #expect(plain.deliveryHistoryDays == 7 && plain.eventStream(org: "o1") == "volley:events")
+    #expect(plain.deliveryHistoryDays == 0 && !plain.eventsOutcomes && !plain.recordsTrail)
+    #expect(plain.eventStream(org: "o1") == "volley:events")
     let yaml = """
         redis:
           cluster: ["127.0.0.1:7000"]
         events:
           enabled: false
+          outcomes: true
           maxLength: 5000
           maxAgeSeconds: 3600
         deliveries:
@@ -427,7 +429,8 @@ func invalidProviderOutageSecondsStopsStartupNamingTheKey(worker: String, proble
     let set = try PipelineSettings(try VolleyConfiguration.parse(yaml: yaml, baseDirectory: nil)).store
     #expect(!set.eventsEnabled && set.eventsMaxLength == 5_000 && set.eventsMaxAgeSeconds == 3_600)
     #expect(set.deliveryHistoryDays == 30 && set.eventStream(org: "o1") == "volley:events:{o1}")
-    let bad = "events:\n  enabled: maybe\n  maxLength: 10\n  extra: 1\ndeliveries:\n  days: 0\n"
+    #expect(set.eventsOutcomes && set.recordsTrail)
+    let bad = "events:\n  enabled: maybe\n  maxLength: 10\n  extra: 1\ndeliveries:\n  days: 91\n"
     #expect {
         try VolleyConfiguration.parse(yaml: bad, baseDirectory: nil)
     } throws: { error in

@@ -90,7 +90,10 @@ struct RedisAPIStores {
         api.interactions = RedisInteractionRecorder(redis: route, store: settings.store, inbox: inbox)
         api.segments = RedisSegmentRepository(client: client("api-segments"))
         api.jobHistory = RedisJobHistory(lanes: lanes, store: settings.store)
-        api.deliveries = RedisDeliveryHistory(lanes: lanes, store: settings.store, clock: SystemClock())
+        // No history is kept with `deliveries.days` 0 (the default): the route then answers 501 naming the key.
+        if c.deliveries.days > 0 {
+            api.deliveries = RedisDeliveryHistory(lanes: lanes, store: settings.store, clock: SystemClock())
+        }
     }
 
     /// The Salesforce-compatible resources on the same stores as the worker (types, inbox, job stream).

@@ -192,6 +192,9 @@ public struct InboxSettings: Sendable, Hashable {
 public struct EventSettings: Sendable, Hashable {
     /// `events.enabled`: false writes no entries (outcomes, counts and histories are kept all the same).
     public var enabled = true
+    /// `events.outcomes`: also one entry per device outcome and per user a job skipped (default false: it costs
+    /// the record an `XADD` per device; docs/benchmarks.md).
+    public var outcomes = false
     /// `events.maxLength`: the stream is trimmed to about this many entries (per org's stream on a cluster).
     public var maxLength = 1_000_000
     /// `events.maxAgeSeconds`: entries older than this are trimmed as new ones come; 0 trims by length only.
@@ -201,9 +204,9 @@ public struct EventSettings: Sendable, Hashable {
 
 /// The users' delivery histories.
 public struct DeliverySettings: Sendable, Hashable {
-    /// `deliveries.days`: each user's history keeps the outcomes of this many days (about 100 bytes of Redis memory
-    /// per device outcome kept).
-    public var days = 7
+    /// `deliveries.days`: each user's history keeps the outcomes of this many days (about 170 bytes of Redis memory
+    /// per device outcome kept); 0, the default, keeps no history (it costs the record three commands per user).
+    public var days = 0
     public init() {}
 }
 
@@ -266,7 +269,7 @@ extension VolleyConfiguration {
         "quotas": ["ios", "android"],
         "inbox": ["maxCount", "maxAgeSeconds"],
         "devices": ["staleAfterDays"],
-        "events": ["enabled", "maxLength", "maxAgeSeconds"],
+        "events": ["enabled", "outcomes", "maxLength", "maxAgeSeconds"],
         "deliveries": ["days"],
         "syncHints": ["minIntervalSeconds", "maxPerHour", "maxRecordIds"],
         "schedule": ["maxAheadDays"],
@@ -419,6 +422,7 @@ extension VolleyConfiguration {
         if let s = r.section(tree, "events", at: "") {
             r.rejectUnknownKeys(s, known: keys("events"), at: "events")
             if let v = r.bool(s, "enabled", at: "events") { c.events.enabled = v }
+            if let v = r.bool(s, "outcomes", at: "events") { c.events.outcomes = v }
             if let v = r.int(s, "maxLength", at: "events", range: 1_000...Int(Int32.max)) { c.events.maxLength = v }
             if let v = r.int(s, "maxAgeSeconds", at: "events", range: 0...Int(Int32.max)) {
                 c.events.maxAgeSeconds = v
@@ -426,7 +430,7 @@ extension VolleyConfiguration {
         }
         if let s = r.section(tree, "deliveries", at: "") {
             r.rejectUnknownKeys(s, known: keys("deliveries"), at: "deliveries")
-            if let v = r.int(s, "days", at: "deliveries", range: 1...90) { c.deliveries.days = v }
+            if let v = r.int(s, "days", at: "deliveries", range: 0...90) { c.deliveries.days = v }
         }
         if let s = r.section(tree, "syncHints", at: "") {
             let p = "syncHints"

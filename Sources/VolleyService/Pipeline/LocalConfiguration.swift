@@ -15,6 +15,9 @@ public struct LocalConfiguration: Sendable {
     public var redisURL: String
     /// Extra `worker:` keys (name → YAML scalar).
     public var worker: [String: String] = [:]
+    /// `events:` and `deliveries:` keys (none: their defaults).
+    public var events: [String: String] = [:]
+    public var deliveries: [String: String] = [:]
     /// `metrics:` keys. Local setups run several workers on one host: each takes a free port on loopback.
     public var metrics: [String: String] = ["host": "127.0.0.1", "port": "0", "apiPort": "0"]
     public var logLevel = "warning"
@@ -89,6 +92,9 @@ public struct LocalConfiguration: Sendable {
             """
         if !worker.isEmpty {
             y += "worker:\n" + worker.sorted { $0.key < $1.key }.map { "  \($0.key): \($0.value)\n" }.joined()
+        }
+        for (name, section) in [("events", events), ("deliveries", deliveries)] where !section.isEmpty {
+            y += "\(name):\n" + section.sorted { $0.key < $1.key }.map { "  \($0.key): \($0.value)\n" }.joined()
         }
         if !metrics.isEmpty {
             y += "metrics:\n" + metrics.sorted { $0.key < $1.key }.map { "  \($0.key): \($0.value)\n" }.joined()

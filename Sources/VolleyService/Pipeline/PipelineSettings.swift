@@ -77,6 +77,7 @@ extension StoreConfiguration {
         streamShards = w.streamShards
         eventStreamPerOrg = !config.redis.cluster.isEmpty
         eventsEnabled = config.events.enabled
+        eventsOutcomes = config.events.outcomes
         eventsMaxLength = config.events.maxLength
         eventsMaxAgeSeconds = config.events.maxAgeSeconds
         deliveryHistoryDays = config.deliveries.days
