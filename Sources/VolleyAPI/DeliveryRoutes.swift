@@ -20,8 +20,9 @@ extension APIServer {
         let org = try context.key([.read, .admin])
         let user = try parameter(context, "user")
         let parameters = request.uri.queryParameters
+        // With `deliveries.days` 0 no history is kept: there is none to find.
         guard let store = stores.deliveries else {
-            throw APIProblem.startedWithout("a delivery history (deliveries.days is 0: no history is kept)")
+            throw APIProblem.notFound("no delivery history is kept (the configuration's deliveries.days is 0)")
         }
         let since = try ListQuery.since(parameters.get("since"))
         let limit = try ListQuery.limit(

@@ -522,7 +522,8 @@ paths:
       operationId: userDeliveries
       summary: >-
         A user's notifications of the kept days (`deliveries.days`), newest first: each device's outcome and
-        reason (the token redacted), and the jobs that skipped the user (role read or admin).
+        reason (the token redacted), and the jobs that skipped the user (role read or admin); 404 when no history
+        is kept (`deliveries.days` 0, the default).
       parameters:
         - name: user
           in: path
@@ -563,8 +564,8 @@ paths:
         "400": {$ref: "#/components/responses/BadRequest"}
         "401": {$ref: "#/components/responses/Unauthorized"}
         "403": {$ref: "#/components/responses/Forbidden"}
+        "404": {$ref: "#/components/responses/NotFound"}
         "429": {$ref: "#/components/responses/TooManyRequests"}
-        "501": {$ref: "#/components/responses/Unavailable"}
         "503": {$ref: "#/components/responses/Unavailable"}
   /v1/types:
     get:

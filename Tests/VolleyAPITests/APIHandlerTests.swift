@@ -85,6 +85,19 @@ func object(_ text: String) throws -> [String: Any] {
 @Suite(.tags(.unit)) struct APIHandlerTests {
     static let job = #"{"app":"app1","recipients":["005A"],"notification":{"title":"Hi","body":"There"}}"#
 
+    /// Without a delivery history (`deliveries.days` 0, the default) the route says none is kept; its query is
+    /// still checked first by role.
+    @Test func withoutAHistoryTheDeliveriesRouteAnswers404NamingTheKey() async throws {
+        let api = InMemoryAPI()
+        let read = try api.key(role: .read)
+        let send = try api.key(role: .send)
+        try await api.test { client async throws in
+            let none = try await client.call(.get, "/v1/users/005A/deliveries", token: read)
+            #expect(none.status == 404 && none.text.contains("deliveries.days"), "\(none.text)")
+            #expect(try await client.call(.get, "/v1/users/005A/deliveries", token: send).status == 403)
+        }
+    }
+
     /// A user token's expiry is read on the API's clock: valid until its `exp`, refused from then on.
     @Test func aUserTokenExpiresOnTheAPIsClock() async throws {
         let api = InMemoryAPI(onManualClock: true)
