@@ -19,6 +19,25 @@ struct Segments: ParsableCommand {
     }
 }
 
+/// The options naming one segment: `--config`, `--org`, `--id`.
+struct SegmentTarget: ParsableArguments {
+    @Option(help: "Volley configuration file (YAML).") var config: String
+    @Option(help: "Org id.") var org: String
+    @Option(help: "Segment id.") var id: String
+
+    /// The checked id and the configuration's stores.
+    func open() throws -> (SegmentID, RecipientServices) {
+        let id = try Segments.id(id)
+        return (id, try RecipientServices(configuration: try VolleyConfiguration.load(path: config)))
+    }
+
+    /// Says the org has no such segment and exits 1.
+    func missing(_ id: SegmentID) -> ExitCode {
+        print("no segment \(id) in org \(org)")
+        return ExitCode(1)
+    }
+}
+
 struct SegmentsPut: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "put", abstract: "Create or replace a segment.",
@@ -54,17 +73,11 @@ struct SegmentsPut: ParsableCommand {
 
 struct SegmentsGet: ParsableCommand {
     static let configuration = CommandConfiguration(commandName: "get", abstract: "Print one segment as JSON.")
-    @Option(help: "Volley configuration file (YAML).") var config: String
-    @Option(help: "Org id.") var org: String
-    @Option(help: "Segment id.") var id: String
+    @OptionGroup var target: SegmentTarget
 
     func run() throws {
-        let id = try Segments.id(id)
-        let s = try RecipientServices(configuration: try VolleyConfiguration.load(path: config))
-        guard let segment = try s.segments.segment(org: OrgID(org), id: id) else {
-            print("no segment \(id) in org \(org)")
-            throw ExitCode(1)
-        }
+        let (id, s) = try target.open()
+        guard let segment = try s.segments.segment(org: OrgID(target.org), id: id) else { throw target.missing(id) }
         print(segment.json.jsonText)
     }
 }
@@ -85,35 +98,23 @@ struct SegmentsList: ParsableCommand {
 
 struct SegmentsDelete: ParsableCommand {
     static let configuration = CommandConfiguration(commandName: "delete", abstract: "Delete a segment.")
-    @Option(help: "Volley configuration file (YAML).") var config: String
-    @Option(help: "Org id.") var org: String
-    @Option(help: "Segment id.") var id: String
+    @OptionGroup var target: SegmentTarget
 
     func run() throws {
-        let id = try Segments.id(id)
-        let s = try RecipientServices(configuration: try VolleyConfiguration.load(path: config))
-        guard try s.segments.delete(org: OrgID(org), id: id) else {
-            print("no segment \(id) in org \(org)")
-            throw ExitCode(1)
-        }
-        print("segment \(id) deleted from org \(org)")
+        let (id, s) = try target.open()
+        guard try s.segments.delete(org: OrgID(target.org), id: id) else { throw target.missing(id) }
+        print("segment \(id) deleted from org \(target.org)")
     }
 }
 
 struct SegmentsCount: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "count", abstract: "How many active users a segment matches now.")
-    @Option(help: "Volley configuration file (YAML).") var config: String
-    @Option(help: "Org id.") var org: String
-    @Option(help: "Segment id.") var id: String
+    @OptionGroup var target: SegmentTarget
 
     func run() throws {
-        let id = try Segments.id(id)
-        let s = try RecipientServices(configuration: try VolleyConfiguration.load(path: config))
-        guard let users = try s.segments.count(org: OrgID(org), id: id) else {
-            print("no segment \(id) in org \(org)")
-            throw ExitCode(1)
-        }
+        let (id, s) = try target.open()
+        guard let users = try s.segments.count(org: OrgID(target.org), id: id) else { throw target.missing(id) }
         print(JSONValue.object(["id": .string(id.rawValue), "users": .number(JSONNumber(users))]).jsonText)
     }
 }

@@ -56,7 +56,8 @@ public enum JobSubmission {
             throw InputError("give --users u1,u2, --segment ID, --all or --token platform:TOKEN")
         }
         for id in o.segments + o.excludeSegments where !SegmentID(id).isValid {
-            throw InputError("--segment '\(id)' is not a segment id (1–128 of A–Z a–z 0–9 _ . -)")
+            throw InputError(
+                "--segment '\(id)' is not a segment id (1–128 characters of letters, digits and . _ : -)")
         }
         if o.users.count + o.segments.count + (o.everyone ? 1 : 0) > PushJob.maxRecipients {
             throw InputError("--users names \(o.users.count) users; at most \(PushJob.maxRecipients) per job")
