@@ -9,23 +9,13 @@ enum OutcomeCSV {
     /// The media type of the answer (RFC 4180 §3, RFC 7111's `header` parameter).
     static let contentType = "text/csv; charset=utf-8; header=present"
 
-    /// `token` as the export shows it: `…` and its last 8 characters (a token of 8 or fewer shows nothing), enough to
-    /// match a device a support engineer holds without handing out tokens that can be pushed to.
-    static func redacted(_ token: DeviceToken) -> String {
-        let raw = token.rawValue
-        return raw.count <= 8 ? "…" : "…" + raw.suffix(8)
-    }
+    /// `token` as the export shows it: as the delivery history does (`DeliveryRecord.redacted`).
+    static func redacted(_ token: DeviceToken) -> String { DeliveryRecord.redacted(token) }
 
     /// The outcome column (the names of a job's counts) and the reason column (the provider's reason of a rejected
-    /// or failed push; empty otherwise).
+    /// or failed push; empty otherwise), as the history and the event stream name them.
     static func outcome(_ o: DeliveryOutcome) -> (outcome: String, reason: String) {
-        switch o {
-        case .accepted: ("accepted", "")
-        case .rejected(_, let reason, _): ("rejected", reason.rawValue)
-        case .failed(let reason, _): ("failed", reason.rawValue)
-        case .quotaExceeded: ("quotaExceeded", "")
-        case .expired: ("expired", "")
-        }
+        (DeliveryRecord.outcomeName(o), DeliveryRecord.reason(o) ?? "")
     }
 
     /// Appends `field`, quoted when RFC 4180 §2 requires it.

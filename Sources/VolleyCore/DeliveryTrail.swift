@@ -73,13 +73,14 @@ public struct DeliveryRecord: Sendable, Encodable, Equatable {
         }
     }
 
-    /// How the history shows a device: `…` and the token's last 8 characters (the whole of a shorter token's last
-    /// half), never the token itself.
+    /// How the history and the CSV export show a device: `…` and at most the token's last 8 characters, never more
+    /// than half of it (a token of 8 characters or fewer shows nothing): enough to match a device a support engineer
+    /// holds without handing out tokens that can be pushed to.
     public static func redacted(_ token: DeviceToken) -> String {
         // Tokens are ASCII (hex for APNs, FCM's base64url-like alphabet): counted in bytes, no grapheme walk.
         let t = token.rawValue.utf8
-        let keep = min(8, t.count / 2)
-        return "…" + (String(t.suffix(keep)) ?? "")
+        if t.count <= 8 { return "…" }
+        return "…" + (String(t.suffix(min(8, t.count / 2))) ?? "")
     }
 }
 

@@ -9,8 +9,9 @@ import VolleyTestTags
     @Test func aDeviceIsShownByItsLastEightCharactersNeverWhole() {
         let apns = DeviceToken("beef" + String(format: "%060x", 0xC0FFEE))
         #expect(DeliveryRecord.redacted(apns) == "…00c0ffee")
-        // A short token shows at most its last half.
-        #expect(DeliveryRecord.redacted(DeviceToken("abcdef")) == "…def")
+        // A short token shows nothing of itself, a longer one at most its last half.
+        #expect(DeliveryRecord.redacted(DeviceToken("abcdef")) == "…")
+        #expect(DeliveryRecord.redacted(DeviceToken("abcdefghijkl")) == "…ghijkl")
         #expect(DeliveryRecord.redacted(DeviceToken("")) == "…")
     }
 
