@@ -101,6 +101,12 @@ struct JobBody {
     var job: PushJob
     var keys: Dictionary<String, JSONValue>.Keys
 
+    /// A job read elsewhere (a schedule's `job`), with the keys its object has.
+    init(job: PushJob, keys: Dictionary<String, JSONValue>.Keys) {
+        self.job = job
+        self.keys = keys
+    }
+
     init(_ data: Data, org: OrgID?) throws {
         let parsed: JSONValue
         do { parsed = try JSONValue(parsing: data) } catch {

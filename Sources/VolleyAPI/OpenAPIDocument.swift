@@ -441,13 +441,14 @@ paths:
                   type: string
                   enum: [RSA_OAEP_SHA256]
                   description: >-
-                    RSA_OAEP_SHA256, or absent for an app that decrypts with PKCS #1 v1.5. Without
-                    `rsaPublicKey` it is checked and not kept.
+                    RSA_OAEP_SHA256, or absent for an app that decrypts with PKCS #1 v1.5 (an empty string is a
+                    400 naming `cipherName`, not PKCS #1 v1.5). Without `rsaPublicKey` it is checked and not kept.
                 timeZone:
                   type: string
                   description: >-
                     The device's IANA time zone (`Europe/Berlin`): a job's `deliverAtLocalTime` reaches it at that
-                    wall-clock time there. An unknown zone is a 400 naming `timeZone`.
+                    wall-clock time there. A zone outside the rule of PUT /v1/time-zone (`GMT+5`, `PST`, an unknown
+                    name) is a 400 naming `timeZone`.
       responses:
         "200":
           description: The device as registered.
@@ -681,6 +682,10 @@ paths:
         wall-clock time in `timeZone` (a time skipped by a daylight-saving change runs at the next valid minute, one
         that happens twice runs once), until `end`. Each run is a job of its own with the id
         `<schedule>-<run, seconds since 1970>`, promoted to the job stream when due; a run is accepted once.
+        `job` passes the checks of POST /v1/jobs before anything is stored (the providers' preparation of its
+        notification, its template, its segments, its throttle), each refusal naming `job.<field>`
+        (`job.notification.ttl`, a 404 for `job.templateId`); `job.sendAt` is refused, since each run has its own
+        time.
       requestBody:
         required: true
         content:
@@ -704,7 +709,9 @@ paths:
         "413": {$ref: "#/components/responses/TooLarge"}
         "415": {$ref: "#/components/responses/UnsupportedMediaType"}
         "422":
-          description: The org already keeps 1,000 schedules; `field` is `id`.
+          description: >-
+            The org already keeps 1,000 schedules (`field` is `id`), or the job's throttle or segments would be
+            refused by POST /v1/jobs (`job.throttlePerMinute`, `job.recipients[i].segment`).
           content:
             application/problem+json:
               schema: {$ref: "#/components/schemas/Problem"}
@@ -1299,7 +1306,13 @@ paths:
               additionalProperties: false
               required: [timeZone]
               properties:
-                timeZone: {type: string, minLength: 1, maxLength: 64, description: "An IANA zone (Europe/Berlin)."}
+                timeZone:
+                  type: string
+                  minLength: 1
+                  maxLength: 64
+                  description: >-
+                    An IANA zone in its Area/Location form (Europe/Berlin, Etc/GMT+5), or UTC or GMT. Offsets (GMT+5),
+                    abbreviations (PST), Factory and the older names (US/Pacific) are a 400 naming timeZone.
       responses:
         "200":
           description: The zone now in force (source api).
@@ -2493,10 +2506,12 @@ components:
           maximum: 2419200
           description: Seconds the providers keep it; 0 = now or never; without it 259200 (3 days, OneSignal's).
         priority:
-          description: high or normal, or OneSignal's numbers (10 high, 5 normal).
+          description: >-
+            high or normal, or a whole number by OneSignal's rule: 10 is high, any other number normal (5 is APNs's
+            own number for normal). A number with a fraction is a 400 naming notification.priority.
           oneOf:
             - {type: string, enum: [high, normal]}
-            - {type: integer, enum: [10, 5]}
+            - {type: integer}
         pushType: {type: string}
         imageUrl: {type: string}
         url: {type: string}
@@ -2782,14 +2797,19 @@ components:
       required: [id, job, start, frequency, timeZone]
       properties:
         id: {$ref: "#/components/schemas/SafeID"}
-        job: {type: object, description: "What POST /v1/jobs takes, without `id`."}
+        job: {type: object, description: "What POST /v1/jobs takes and checks, without `id` or `sendAt`."}
         start: {type: string, format: date-time, description: The first run, RFC 3339 with an offset.}
         frequency: {type: string, enum: [once, daily, weekly]}
         days:
           type: array
           description: Weekly only; default the start's weekday.
           items: {type: string, enum: [sun, mon, tue, wed, thu, fri, sat]}
-        timeZone: {type: string, description: "An IANA zone (Europe/Berlin) whose wall clock keeps the start's time."}
+        timeZone:
+          type: string
+          maxLength: 64
+          description: >-
+            An IANA zone whose wall clock keeps the start's time, by the rule of PUT /v1/time-zone (Europe/Berlin,
+            UTC; not GMT+5, PST or Factory).
         end: {type: string, format: date-time, description: No run after this time.}
     Schedule:
       type: object

@@ -4,7 +4,8 @@ import VolleyCore
 
 /// `/v1/schedules`: recurring jobs, as a Salesforce Flow schedule runs a flow (once, daily, weekly on some days, in
 /// an IANA zone, until an optional end). The body is `{"id", "job", "start", "frequency", "days", "timeZone",
-/// "end"}`; `job` is what `POST /v1/jobs` takes, without `id` (each run's is `<schedule>-<run epoch>`).
+/// "end"}`; `job` is what `POST /v1/jobs` takes, without `id` (each run's is `<schedule>-<run epoch>`) or `sendAt`,
+/// and is checked as `POST /v1/jobs` checks a job (`checkAtTheDoor`).
 extension APIServer {
     func addScheduleRoutes(_ v1: RouterGroup<APIRequestContext>) {
         v1.post("/schedules") { request, context in try await self.createSchedule(request, context) }
@@ -33,11 +34,13 @@ extension APIServer {
         }
         let schedule: Schedule
         do { schedule = try Schedule(body: parsed, org: org, now: clock.now()) } catch {
+            // As `POST /v1/jobs` answers a rate outside the throttle's range (`checkAtTheDoor`).
+            if error.field == "job.throttlePerMinute" {
+                throw APIProblem(.unprocessableContent, error.message, field: error.field)
+            }
             throw APIProblem.badRequest(error.field, error.message)
         }
-        if let app = schedule.job.objectValue?["app"]?.stringValue, !configuration.org(org, mayUse: AppName(app)) {
-            throw APIProblem.notFound("no app named '\(app)' is available to this org", field: "job.app")
-        }
+        try await checkScheduledJob(schedule, org: org)
         switch try await store.create(schedule, now: clock.now()) {
         case .created(let state):
             return JSONResponse.raw(
@@ -48,6 +51,22 @@ extension APIServer {
             throw APIProblem(
                 .unprocessableContent,
                 "this org has \(Schedule.maxPerOrg) schedules, the most it may keep; delete one first", field: "id")
+        }
+    }
+
+    /// A schedule's job passes the checks of `POST /v1/jobs` (`checkAtTheDoor`), each refusal naming `job.<field>`:
+    /// a job every run of which a worker would dead-letter is refused before the schedule is written.
+    func checkScheduledJob(_ schedule: Schedule, org: OrgID) async throws {
+        let body: JobBody
+        do {
+            body = JobBody(
+                job: try PushJob(json: schedule.job, defaultOrg: org), keys: schedule.job.objectValue?.keys ?? [:].keys)
+        } catch {
+            throw APIProblem.badRequest("job.\(error.field)", error.message)
+        }
+        do { _ = try await checkAtTheDoor(body, org: org) } catch var problem as APIProblem {
+            problem.field = "job" + (problem.field.map { ".\($0)" } ?? "")
+            throw problem
         }
     }
 

@@ -44,10 +44,7 @@ extension APIServer {
         guard case .string(let zone)? = o.value("timeZone") else {
             throw APIProblem.badRequest("timeZone", "required: an IANA time zone such as Europe/Berlin")
         }
-        guard !zone.isEmpty, zone.utf8.count <= 64, TimeZone(identifier: zone) != nil else {
-            throw APIProblem.badRequest(
-                "timeZone", "'\(zone.prefix(64))' is not an IANA time zone (such as Europe/Berlin)")
-        }
+        if let problem = IANAZone.problem(zone) { throw APIProblem.badRequest("timeZone", problem) }
         try await store.setZone(org: org, zone)
         return try timeZoneAnswer(org: org, stored: zone)
     }

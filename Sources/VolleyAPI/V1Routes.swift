@@ -90,16 +90,6 @@ extension APIServer {
         let body = try JobBody(data, org: org)
         var job = body.job
         guard job.org == org else { throw APIProblem.badRequest("org", "must be the key's org (\(org)) or left out") }
-        if let recipients = job.recipients, recipients.count > PushJob.maxRecipients {
-            throw APIProblem.badRequest(
-                "recipients", "\(recipients.count) ids; at most \(PushJob.maxRecipients) per job")
-        }
-        if let devices = job.devices, devices.count > PushJob.maxRecipients {
-            throw APIProblem.badRequest("devices", "\(devices.count) devices; at most \(PushJob.maxRecipients) per job")
-        }
-        guard configuration.org(org, mayUse: job.app) else {
-            throw APIProblem.notFound("no app named '\(job.app)' is available to this org", field: "app")
-        }
         let headerKey = request.headers[.idempotencyKey]
         if let headerKey, !Input.isSafeID(headerKey) {
             throw APIProblem.badRequest("Idempotency-Key", "1–128 characters of letters, digits and . _ : -")
@@ -110,31 +100,9 @@ extension APIServer {
         if let headerKey, let id = job.id, id.rawValue != headerKey {
             throw APIProblem.badRequest("id", "differs from the Idempotency-Key header; send one or make them equal")
         }
-        do { try job.validate() } catch let r as JobRejection {
-            if r.field == "throttlePerMinute" {
-                throw APIProblem(.unprocessableContent, r.message, field: "throttlePerMinute")
-            }
-            throw APIProblem.badRequest(r.field ?? "body", r.message)
-        }
-        try await checkSegments(of: job, org: org)
-        // A time the worker would refuse (more than a minute past, beyond `schedule.maxAheadDays`) is refused here.
-        let timing = JobTiming.of(
-            sendAt: job.sendAt, now: clock.now(), maxAheadDays: configuration.scheduleMaxAheadDays, promoted: false)
-        if case .refused(let r) = timing { throw APIProblem(.unprocessableContent, r.message, field: "sendAt") }
         // What every worker would refuse is refused here, before the Idempotency-Key is recorded: a corrected retry
-        // under the same key is then a new job, not a conflict. A templated job is checked with its template's
-        // notification.
-        let checked = try await templatedJob(job, org: org, body: body)
-        if let refusal = notificationCheck.refusal(of: checked) {
-            if let template = job.templateId {
-                throw APIProblem.badRequest(
-                    "templateId",
-                    "template '\(template)', \(Self.field(of: refusal.error, in: body)): \(refusal.platform): "
-                        + refusal.error.message)
-            }
-            throw APIProblem.badRequest(
-                Self.field(of: refusal.error, in: body), "\(refusal.platform): \(refusal.error.message)")
-        }
+        // under the same key is then a new job, not a conflict.
+        let timing = try await checkAtTheDoor(body, org: org)
         let id = job.id ?? headerKey.map(JobID.init) ?? KernelRandom.jobID()
         // The stream entry is the body as sent, with the key's org and the job id added in front when it leaves them
         // out: the worker decodes exactly the bytes decoded and checked here. A body that cannot take them that way
@@ -172,6 +140,49 @@ extension APIServer {
             throw APIProblem(
                 .unprocessableContent, "a different job was already accepted with this id", field: "Idempotency-Key")
         }
+    }
+
+    /// The checks a job passes at the door, before anything is written: `POST /v1/jobs` runs them on its body and
+    /// `POST /v1/schedules` on its `job` (naming `job.<field>`), so a job every worker would dead-letter is refused
+    /// at either. Counts of recipients and devices, the app the org may use, `PushJob.validate`, the segments it
+    /// names, its `sendAt` (more than a minute past, or beyond `schedule.maxAheadDays`), its template, and the
+    /// providers' own preparation of its notification (a templated job's with its template's). Returns when the job
+    /// is sent.
+    func checkAtTheDoor(_ body: JobBody, org: OrgID) async throws -> JobTiming {
+        let job = body.job
+        if let recipients = job.recipients, recipients.count > PushJob.maxRecipients {
+            throw APIProblem.badRequest(
+                "recipients", "\(recipients.count) ids; at most \(PushJob.maxRecipients) per job")
+        }
+        if let devices = job.devices, devices.count > PushJob.maxRecipients {
+            throw APIProblem.badRequest("devices", "\(devices.count) devices; at most \(PushJob.maxRecipients) per job")
+        }
+        guard configuration.org(org, mayUse: job.app) else {
+            throw APIProblem.notFound("no app named '\(job.app)' is available to this org", field: "app")
+        }
+        do { try job.validate() } catch let r as JobRejection {
+            if r.field == "throttlePerMinute" {
+                throw APIProblem(.unprocessableContent, r.message, field: "throttlePerMinute")
+            }
+            throw APIProblem.badRequest(r.field ?? "body", r.message)
+        }
+        try await checkSegments(of: job, org: org)
+        // A time the worker would refuse (more than a minute past, beyond `schedule.maxAheadDays`) is refused here.
+        let timing = JobTiming.of(
+            sendAt: job.sendAt, now: clock.now(), maxAheadDays: configuration.scheduleMaxAheadDays, promoted: false)
+        if case .refused(let r) = timing { throw APIProblem(.unprocessableContent, r.message, field: "sendAt") }
+        let checked = try await templatedJob(job, org: org, body: body)
+        if let refusal = notificationCheck.refusal(of: checked) {
+            if let template = job.templateId {
+                throw APIProblem.badRequest(
+                    "templateId",
+                    "template '\(template)', \(Self.field(of: refusal.error, in: body)): \(refusal.platform): "
+                        + refusal.error.message)
+            }
+            throw APIProblem.badRequest(
+                Self.field(of: refusal.error, in: body), "\(refusal.platform): \(refusal.error.message)")
+        }
+        return timing
     }
 
     /// Where a refused notification's field sits in the job body: under `notification`, except the raw `apns` and
@@ -357,9 +368,7 @@ extension APIServer {
             throw APIProblem.badRequest("locale", "a language tag such as en-US")
         }
         // An IANA zone the system knows (`deliverAtLocalTime` sends at the device's own wall-clock time).
-        if let z = b.timeZone, TimeZone(identifier: z) == nil || z.isEmpty {
-            throw APIProblem.badRequest("timeZone", "an IANA time zone such as Europe/Berlin")
-        }
+        if let z = b.timeZone, let problem = IANAZone.problem(z) { throw APIProblem.badRequest("timeZone", problem) }
         let record = DeviceImportRecord(
             org: claims.org, app: claims.app, user: claims.user, platform: platform, token: DeviceToken(token),
             environment: environment, locale: locale, rsaPublicKey: key?.rsaPublicKey, cipherName: key?.cipherName,

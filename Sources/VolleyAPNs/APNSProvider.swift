@@ -114,7 +114,7 @@ public final class APNSProvider: PushSender, ShellSender, @unchecked Sendable {
     /// A send the app's stop switch and the fleet's pause let through (`sendThroughShell`).
     package func sendFirstAttempt(
         _ apns: APNSPreparedNotification, prepared: any PreparedNotification, to device: Device,
-        receiver: any DeliveryReceiver
+        receiver: any DeliveryReceiver, holdable: Bool
     ) {
         let attempt: Attempt
         do {
@@ -128,24 +128,34 @@ public final class APNSProvider: PushSender, ShellSender, @unchecked Sendable {
         let delivery = PendingDelivery(
             sender: self, prepared: prepared, device: device,
             credential: attempt.authorization?.value, receiver: receiver)
-        attempt.submitter.submit(FanoutRequest(attempt.request, delivery, submitter: attempt.submitter))
+        attempt.submitter.submit(
+            FanoutRequest(attempt.request, delivery, submitter: attempt.submitter, holdingFor: holdable ? self : nil))
     }
 
     /// A fan-out send's first attempt: the transport's request and its delivery. APNs supplies only the decoder.
     final class FanoutRequest: HTTP2PendingRequest, @unchecked Sendable {
         let delivery: PendingDelivery
         let submitter: any HTTP2RequestSubmitter
+        /// The provider whose pause holds the request before it is written; nil: not held again.
+        let holder: APNSProvider?
 
-        init(_ request: HTTP2Request, _ delivery: PendingDelivery, submitter: any HTTP2RequestSubmitter) {
+        init(
+            _ request: HTTP2Request, _ delivery: PendingDelivery, submitter: any HTTP2RequestSubmitter,
+            holdingFor holder: APNSProvider?
+        ) {
             self.delivery = delivery
             self.submitter = submitter
+            self.holder = holder
             super.init(request)
         }
+
+        override var holdsBeforeWriting: Bool { holder?.shell.pausedNow ?? false }
 
         override func complete(_ answer: Result<HTTP2Response, HTTP2Error>) {
             if case .success(let response) = answer, OutcomeTable.isAccepted(status: response.status) {
                 return delivery.accepted()
             }
+            if let holder, case .failure(let e) = answer, e.kind == .held { return holder.sendHeld(delivery) }
             let result = APNSResponseDecoder.decode(answer)
             APNSProvider.retireIfAsked(result, answer, submitter)
             delivery.firstAttemptCompleted(result)

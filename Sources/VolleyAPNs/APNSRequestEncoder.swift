@@ -139,7 +139,9 @@ public struct APNSPreparedNotification: PreparedNotification {
         // OneSignal's 3 days. 0 = deliver once, now or never (APNs does not store it).
         let ttl = try n.effectiveTTL(reason: "BadExpirationDate")
         headers.append(HTTP2Header("apns-expiration", ttl == 0 ? "0" : String(Int(now.timeIntervalSince1970) + ttl)))
-        if let c = n.collapseId {
+        // The job's collapse id, else the worker's own (a resend after an unanswered write then replaces the
+        // first copy on the device): the same for every device of the job, so it rides in the shared fields.
+        if let c = n.displayCollapseId {
             let bytes = c.utf8.count
             guard bytes <= 64 else {
                 throw NotificationError(
@@ -217,10 +219,7 @@ public struct APNSPreparedNotification: PreparedNotification {
         }
     }
 
-    private static func rawIsSilent(_ raw: JSONValue?) -> Bool {
-        guard let aps = raw?["aps"]?.objectValue else { return false }
-        return aps.count == 1 && aps["content-available"] != nil
-    }
+    private static func rawIsSilent(_ raw: JSONValue?) -> Bool { VolleyCore.Notification.apnsPayloadIsSilent(raw) }
 
     /// The body for one device: the payload of its locale, with its message id in front when the push is tracked.
     public func body(for device: Device) -> [UInt8] {

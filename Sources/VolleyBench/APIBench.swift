@@ -124,12 +124,21 @@ public enum APIBench {
             if !api.isRunning || benchNow() > until { throw BenchError("volley api did not start:\n\(api.logTail())") }
             usleep(50_000)
         }
-        // The custom notification action needs its type in the org, or every input answers isSuccess false.
+        // The custom notification action needs its type in the org and the app subscribed to it, or every input
+        // answers isSuccess false.
         _ = try runOnce(
             curl,
             [
                 "-sf", "-X", "PUT", base + "/v1/types/0MLxx0000000001", "-H", "Authorization: Bearer \(key)",
                 "-H", "Content-Type: application/json", "-d", #"{"name":"Bench"}"#,
+            ], directory: dir, name: "curl")
+        _ = try runOnce(
+            curl,
+            [
+                "-sf", "-X", "POST",
+                base + "/services/data/v60.0/connect/notifications/app-settings/organization/0MLxx0000000001",
+                "-H", "Authorization: Bearer \(key)", "-H", "Content-Type: application/json",
+                "-d", #"{"applicationId":"bench_app","enabled":true}"#,
             ], directory: dir, name: "curl")
         /// CPU seconds so far of the API process and of redis-server (nil for one that is gone).
         func cpuNow() -> (api: Double?, redis: Double?) { (api.sample()?.cpuSeconds, redis.child.sample()?.cpuSeconds) }

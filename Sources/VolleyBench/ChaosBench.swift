@@ -18,8 +18,9 @@ import VolleyStore
 /// 3. XADDs one campaign job naming a group of every user, split into shards so every worker sends;
 /// 4. when the mock has accepted `triggerShare` of the devices, injects the fault, holds it `seconds`, ends it;
 /// 5. waits for the campaign's report and for nothing pending, stops the workers (drain), then reads:
-///    the report (accepted, rejected/failed by reason, written and unanswered), the journal (pushes per device at the
-///    provider: duplicates, devices never reached) and the org's quota counters (used and pending, over the run).
+///    the report (accepted, rejected/failed by reason, written and unanswered: `lost`), the journal (pushes per
+///    device at the provider and the collapse identity each carried: duplicates, devices that would show the
+///    notification twice, devices never reached) and the org's quota counters (used and pending, over the run).
 public struct ChaosBench {
     public enum Fault: String, CaseIterable, Sendable, Codable {
         /// `kill -9` the mock; start it again on the same port after `seconds`.
@@ -52,6 +53,8 @@ public struct ChaosBench {
         public var shards = 4
         public var connections = 2
         public var inFlight = 4000
+        /// `worker.unansweredSends` of the workers (nil: the product's default, `resend`).
+        public var unansweredSends: String?
         public var recordBatchSize = 512
         /// `worker.reclaimIdleMs` of the workers: how long a killed worker's entries wait for another. nil: 5,000
         /// for `worker-kill` (the run would otherwise wait a minute for the takeover), the product's default for the
@@ -84,6 +87,8 @@ public struct ChaosBench {
         public var campaign_s: Double
         /// From the campaign's report.
         public var report_devices: Int
+        /// Devices that ended neither accepted nor rejected by the provider: the push never arrived (0 is the goal).
+        public var lost: Int
         public var accepted: Int
         public var rejected: Int
         public var rejected_by_reason: [String: Int]
@@ -100,6 +105,12 @@ public struct ChaosBench {
         /// Pushes beyond the first per device (the provider took the same device's push again).
         public var duplicate_pushes: Int
         public var duplicated_devices: Int
+        /// Devices that got the push more than once without one collapse identity on every copy (`apns-collapse-id`,
+        /// FCM's `android.notification.tag`, else the `mid` an app de-duplicates a data message on): their person
+        /// sees it twice (0 is the goal). Copies under one identity replace each other on the device.
+        public var shown_twice: Int
+        /// `worker.unansweredSends` the workers ran with.
+        public var unanswered_sends: String
         /// Campaign devices the provider never took a push for.
         public var never_reached: Int
         /// Devices the provider took a push for that the report does not count accepted (the answer was lost).
@@ -203,6 +214,7 @@ public struct ChaosBench {
     func startWorker(_ stage: E2EBench.Stage, consumer: String) throws {
         var env = ProcessInfo.processInfo.environment
         env["VOLLEY_LOG_LEVEL"] = "warning"
+        if let u = options.unansweredSends { env["VOLLEY_WORKER_UNANSWERED_SENDS"] = u }
         let w = try BenchChild(
             name: consumer, executable: options.executableDirectory + "/volley",
             arguments: ["worker", "--config", stage.configFile, "--consumer", consumer],
@@ -301,20 +313,23 @@ public struct ChaosBench {
         guard let found = report else { throw BenchError("no report for \(campaign)") }
         let (rep, raw) = found
 
-        let perDevice = try journalCounts(stage.directory)
-        let distinct = perDevice.count
-        let total = perDevice.values.reduce(0, +)
+        let identities = try journalIdentities(stage.directory)
+        let distinct = identities.count
+        let total = identities.values.reduce(0) { $0 + $1.count }
         let unanswered = Self.writtenUnanswered(rep, raw: raw)
         let used = zip(quota1.used, quota0.used).reduce(0) { $0 + $1.0 - $1.1 }
         let pending = zip(quota1.pending, quota0.pending).reduce(0) { $0 + $1.0 - $1.1 }
         return Result(
             fault: o.fault.rawValue, seconds: o.seconds, devices: pop.ios + pop.android, workers: o.workers,
             build: buildName, fault_at_accepted: atFault, fault_held_s: held, campaign_s: campaignSeconds,
-            report_devices: rep.devices, accepted: rep.accepted, rejected: rep.rejected,
+            report_devices: rep.devices, lost: max(0, pop.ios + pop.android - rep.accepted - rep.rejected),
+            accepted: rep.accepted, rejected: rep.rejected,
             rejected_by_reason: rep.rejectedByReason, failed: rep.failed, failed_by_reason: rep.failedByReason,
             written_unanswered: unanswered, failed_other: rep.failed - (unanswered ?? 0),
             provider_pushes: total, provider_devices: distinct, duplicate_pushes: total - distinct,
-            duplicated_devices: perDevice.values.filter { $0 > 1 }.count,
+            duplicated_devices: identities.values.filter { $0.count > 1 }.count,
+            shown_twice: identities.values.filter(Self.showsTwice).count,
+            unanswered_sends: o.unansweredSends ?? UnansweredSends.resend.rawValue,
             never_reached: max(0, pop.ios + pop.android - distinct),
             reached_not_accepted: max(0, distinct - rep.accepted),
             quota_used: used, quota_pending: pending, quota_exact: used == rep.accepted,
@@ -457,8 +472,15 @@ public struct ChaosBench {
         return (used, pending)
     }
 
-    /// Pushes per campaign device from the accept journal (warm-up and probe devices left out).
-    func journalCounts(_ directory: String) throws -> [String: Int] {
+    /// Pushes that show twice on the device: more than one, and not every one under the same identity (`-`: none).
+    static func showsTwice(_ identities: [Substring]) -> Bool {
+        guard identities.count > 1, let first = identities.first, first != "-" else { return identities.count > 1 }
+        return identities.contains { $0 != first }
+    }
+
+    /// The identity of each push per campaign device from the accept journal, in the order the provider took them
+    /// (warm-up and probe devices left out): an APNs line's fourth field (`apns-collapse-id`), an FCM line's third.
+    func journalIdentities(_ directory: String) throws -> [String: [Substring]] {
         guard let data = FileManager.default.contents(atPath: Self.journal(directory)) else {
             throw BenchError("no accept journal at \(Self.journal(directory))")
         }
@@ -469,14 +491,16 @@ public struct ChaosBench {
             campaign.insert(
                 i % 1000 < iosPerMille ? E2EBench.iosToken(i).rawValue : E2EBench.fcmToken(i).rawValue)
         }
-        var counts: [String: Int] = [:]
+        var identities: [String: [Substring]] = [:]
         for line in String(decoding: data, as: UTF8.self).split(separator: "\n") {
             let parts = line.split(separator: " ")
             guard parts.count >= 2 else { continue }
             let token = String(parts[1])
-            if campaign.contains(token) { counts[token, default: 0] += 1 }
+            guard campaign.contains(token) else { continue }
+            let at = parts[0] == "apns" ? 3 : 2
+            identities[token, default: []].append(parts.count > at ? parts[at] : "-")
         }
-        return counts
+        return identities
     }
 
     // MARK: - output
@@ -508,10 +532,11 @@ public struct ChaosBench {
                 "\(n(r.provider_pushes)) pushes to \(n(r.provider_devices)) devices; "
                     + "never reached \(n(r.never_reached)); reached, not reported accepted \(n(r.reached_not_accepted))"
             ),
+            ("lost", "\(n(r.lost)) devices neither accepted nor rejected (unanswered sends: \(r.unanswered_sends))"),
             (
                 "duplicates",
-                "\(n(r.duplicate_pushes)) pushes (\(n(r.duplicated_devices)) devices)"
-                    + (r.duplicate_window.map { " — window \(n($0))" } ?? "")
+                "\(n(r.duplicate_pushes)) pushes (\(n(r.duplicated_devices)) devices), shown twice on "
+                    + "\(n(r.shown_twice)) devices" + (r.duplicate_window.map { " — window \(n($0))" } ?? "")
             ),
             (
                 "quota",

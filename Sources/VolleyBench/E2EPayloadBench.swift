@@ -103,6 +103,8 @@ extension E2EBench {
         }
         let types = RedisNotificationTypeStore(client: settings.client(name: "bench-types", logger: logger))
         try types.setType(org: Self.org, NotificationType(id: Self.benchType, name: "Bench"))
+        // A custom notification reaches only the apps subscribed to its type.
+        try types.setSetting(org: Self.org, app: E2EBench.app, typeID: Self.benchType, enabled: true, pushEnabled: nil)
     }
 
     /// One campaign job, from its XADD until its report is published and nothing is pending: devices per second,

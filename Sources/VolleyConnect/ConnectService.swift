@@ -131,7 +131,7 @@ public final class ConnectService: Sendable {
                         .init(
                             "INVALID_INPUT",
                             "customNotifTypeId: no connected app of this org is subscribed to type '\(typeID)' "
-                                + "(its app settings have enabled: false)", fields: ["customNotifTypeId"])
+                                + "(no app setting of the type says enabled: true)", fields: ["customNotifTypeId"])
                     ]))
                 continue
             }
@@ -250,8 +250,9 @@ public final class ConnectService: Sendable {
         return user
     }
 
-    /// Which notification types the calling app shows: types the org defines and the app has not disabled (its app
-    /// settings), as the worker decides when it stores them. Without an app, types enabled for desktop.
+    /// Which notification types the calling app shows: types the org defines and the app is subscribed to (its app
+    /// settings say `enabled: true`), as the worker decides when it stores them. Without an app, types enabled for
+    /// desktop.
     struct Visibility: Sendable {
         var types: [String: NotificationType]
         var settings: [String: NotificationAppSetting]
@@ -265,7 +266,7 @@ public final class ConnectService: Sendable {
         func shows(_ typeID: String?) -> Bool {
             guard let typeID else { return true } // a plain push stored in-app belongs to every app
             guard let type = types[typeID] else { return false }
-            if app != nil { return settings[typeID]?.enabled != false }
+            if app != nil { return settings[typeID]?.subscribed == true }
             return (orgSettings[typeID] ?? NotificationOrgSetting()).effective(for: type).desktop
         }
     }

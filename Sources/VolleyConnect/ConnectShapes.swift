@@ -111,7 +111,8 @@ public struct ConnectAppSetting: Sendable, Hashable, Encodable {
     /// The app's full-content setting (Volley's own field: one value per app, the same on every type's setting).
     public var fullContentPushNotifications: Bool
 
-    /// enabled defaults to true; pushEnabled to the type's mobile channel as the org left it.
+    /// enabled (the app's subscription to the type) defaults to false; pushEnabled to the type's mobile channel as
+    /// the org left it.
     public init(
         type: NotificationType, app: AppName, setting: NotificationAppSetting?, org: NotificationOrgSetting?,
         appSettings: AppNotificationSettings
@@ -120,7 +121,7 @@ public struct ConnectAppSetting: Sendable, Hashable, Encodable {
         applicationDevName = app.rawValue
         applicationId = app.rawValue
         applicationName = app.rawValue
-        enabled = setting?.enabled ?? true
+        enabled = setting?.subscribed ?? false
         notificationLabel = type.name
         notificationTypeName = type.id
         notificationTypeOrId = type.id

@@ -23,7 +23,7 @@ import VolleyCore
 ///
 /// Hence the padding Volley encrypts with: iOS and `RSA_OAEP_SHA256`: OAEP SHA-256/MGF1-SHA-256 (swift-crypto's
 /// `PKCS1_OAEP_SHA256`); Android and `RSA_OAEP_SHA256`: OAEP SHA-256/MGF1-SHA-1 (OpenSSL, `RSAOAEP+OpenSSL.swift`);
-/// no `cipherName`: PKCS #1 v1.5, which both SDKs fall back to.
+/// no `cipherName`: PKCS #1 v1.5, which both SDKs fall back to. An empty `cipherName` is refused, not read as none.
 ///
 /// Keys of 2048 to 4096 bits are taken: both SDKs generate 2048-bit keys (`kPNEncryptionKeyLength`,
 /// `KeyStoreWrapper.RSA_KEY_LENGTH`), smaller ones are too weak, and larger ones cost the fan-out more per device
@@ -83,9 +83,7 @@ public struct DeviceEncryptionKey: Sendable, CustomStringConvertible {
         -> DeviceKeyMaterial?
     {
         guard let rsaPublicKey, !rsaPublicKey.isEmpty else {
-            if let cipherName, !cipherName.isEmpty, cipherName != Cipher.rsaOAEPSHA256.rawValue {
-                throw .invalidInput("cipherName: must be RSA_OAEP_SHA256 or absent")
-            }
+            _ = try cipher(named: cipherName)
             return nil
         }
         let (_, cipher, _) = try parse(rsaPublicKey: rsaPublicKey, cipherName: cipherName)
@@ -118,12 +116,7 @@ public struct DeviceEncryptionKey: Sendable, CustomStringConvertible {
     private static func parse(rsaPublicKey: String, cipherName: String?) throws(ConnectError) -> (
         _RSA.Encryption.PublicKey, Cipher, [UInt8]
     ) {
-        let cipher: Cipher
-        switch cipherName {
-        case nil, ""?: cipher = .pkcs1v15
-        case Cipher.rsaOAEPSHA256.rawValue?: cipher = .rsaOAEPSHA256
-        default: throw .invalidInput("cipherName: must be RSA_OAEP_SHA256 or absent")
-        }
+        let cipher = try cipher(named: cipherName)
         guard let der = decodeBase64(rsaPublicKey), !der.isEmpty else {
             throw .invalidInput("rsaPublicKey: not base64 (of an X.509 SubjectPublicKeyInfo)")
         }
@@ -142,6 +135,18 @@ public struct DeviceEncryptionKey: Sendable, CustomStringConvertible {
                 "rsaPublicKey: an RSA key of \(key.keySizeInBits) bits; \(minimumBits) to \(maximumBits) are taken")
         }
         return (key, cipher, der)
+    }
+
+    /// The padding a registration's `cipherName` names: `RSA_OAEP_SHA256`, or PKCS #1 v1.5 only when the field is
+    /// absent (or null). An empty string is refused like any other name: it is not how either SDK says "PKCS #1", and
+    /// taking it as absence would silently weaken the padding of a device that meant to ask for OAEP.
+    private static func cipher(named cipherName: String?) throws(ConnectError) -> Cipher {
+        switch cipherName {
+        case nil: return .pkcs1v15
+        case Cipher.rsaOAEPSHA256.rawValue?: return .rsaOAEPSHA256
+        case ""?: throw .invalidInput("cipherName: empty; RSA_OAEP_SHA256, or leave it out for PKCS #1 v1.5")
+        default: throw .invalidInput("cipherName: must be RSA_OAEP_SHA256 or absent")
+        }
     }
 
     /// A DER SEQUENCE whose first element is a SEQUENCE (the AlgorithmIdentifier, RFC 5280 §4.1), not an INTEGER

@@ -26,6 +26,20 @@ public struct SalesforcePushContent: Sendable, Hashable {
     public var sound: String?
     /// Seconds since 1970-01-01 UTC (Android's `timestamp`).
     public var timestamp: Int64
+    /// The notification's `data`: keys for the app, beside the custom keys (none of them one of the payload's own,
+    /// `SalesforcePayloadKeys.reserved`). In clear at the APNs payload's root (JSON values) and in FCM `data`
+    /// (strings: a string as it is, null as "", anything else as its JSON); inside the encrypted `content` when
+    /// the device has a key.
+    public var data: [String: JSONValue]?
+    /// The notification's `url`, as the key `url` beside `data` (over a `url` in `data`).
+    public var url: String?
+    /// APNs `aps.thread-id`; on Android the key `threadId` for the app (as Volley's FCM data carries it), inside
+    /// the encrypted content when the device has a key.
+    public var threadID: String?
+    /// APNs `aps.category` (the actions the app registered); not sent to Android.
+    public var category: String?
+    /// APNs `aps.interruption-level`; not sent to Android.
+    public var interruptionLevel: String?
 
     public init(
         orgID: String, userID: String, notificationID: String, targetID: String, siteID: String? = nil,
@@ -130,19 +144,25 @@ public enum SalesforcePushBuilder {
         }
         let limit = (platform == .ios ? apnsMaxBytes : fcmMaxDataBytes) - reserve
         let texts = Texts(content)
+        let extras = extras(content, platform: platform)
         let secretBytes = key.map { base64Length($0.secretBytes) } ?? 0
         // The custom keys of the untrimmed push, written once: what nearly every push encrypts.
         let fullCut = Cut(alertBody: texts.alertBody.utf8.count, title: texts.title.utf8.count)
-        let fullCustomKeys = key == nil ? [] : customKeys(content, texts.cut(fullCut), platform: platform)
+        let fullCustomKeys =
+            key == nil ? [] : customKeys(content, texts.cut(fullCut), platform: platform, extras: extras)
         func customKeysLength(_ cut: Cut) -> Int {
-            cut == fullCut ? fullCustomKeys.count : customKeys(content, texts.cut(cut), platform: platform).count
+            cut == fullCut
+                ? fullCustomKeys.count
+                : customKeys(content, texts.cut(cut), platform: platform, extras: extras).count
         }
         func size(_ cut: Cut) -> Int {
             let t = texts.cut(cut)
             switch (platform, key != nil) {
-            case (.ios, false): return iosClear(content, t).count
+            case (.ios, false): return iosClear(content, t, extras: extras).count
             case (.android, false):
-                return androidClearData(content, t).reduce(0) { $0 + $1.key.utf8.count + $1.value.utf8.count }
+                return androidClearData(content, t, extras: extras).reduce(0) {
+                    $0 + $1.key.utf8.count + $1.value.utf8.count
+                }
             case (.ios, true):
                 let contentBytes = base64Length(cbcLength(customKeysLength(cut)))
                 return iosEncrypted(content, t, secret: [], content: []).count + secretBytes + contentBytes
@@ -156,7 +176,7 @@ public enum SalesforcePushBuilder {
         let t = texts.cut(cut)
         let payload: SalesforcePush.Payload
         if let key {
-            let json = cut == fullCut ? fullCustomKeys : customKeys(content, t, platform: platform)
+            let json = cut == fullCut ? fullCustomKeys : customKeys(content, t, platform: platform, extras: extras)
             let (secret, ciphertext) = try encrypt(json, key: key)
             switch platform {
             case .ios: payload = .apns(iosEncrypted(content, t, secret: secret, content: ciphertext))
@@ -169,8 +189,8 @@ public enum SalesforcePushBuilder {
             }
         } else {
             switch platform {
-            case .ios: payload = .apns(iosClear(content, t))
-            case .android: payload = .fcmData(androidClearData(content, t))
+            case .ios: payload = .apns(iosClear(content, t, extras: extras))
+            case .android: payload = .fcmData(androidClearData(content, t, extras: extras))
             }
         }
         return SalesforcePush(
@@ -271,10 +291,46 @@ public enum SalesforcePushBuilder {
 
     // MARK: - Payloads (keys written in sorted order, as JSONValue.encoded() writes them)
 
+    /// The keys for the app a push carries beside the custom keys, sorted: the notification's `data`, `url`, and on
+    /// Android `threadId` (iOS has `aps.thread-id`). None of the payload's own keys (refused at the door; skipped
+    /// here, so a custom key is never written twice). Empty, without allocating, for a notification with none.
+    static func extras(_ c: SalesforcePushContent, platform: Platform) -> [(key: String, value: JSONValue)] {
+        let thread = platform == .android ? c.threadID : nil
+        if c.data?.isEmpty != false && c.url == nil && thread == nil { return [] }
+        var all = c.data ?? [:]
+        if let url = c.url { all["url"] = .string(url) }
+        if let thread, all["threadId"] == nil { all["threadId"] = .string(thread) }
+        return all.filter { !SalesforcePayloadKeys.reserved.contains($0.key) }.sorted { $0.key < $1.key }
+            .map { ($0.key, $0.value) }
+    }
+
+    /// A JSON value as FCM `data` carries it: a string as it is, null as "", anything else as its JSON.
+    static func dataString(_ v: JSONValue) -> String {
+        switch v {
+        case .string(let s): return s
+        case .null: return ""
+        default: return v.jsonText
+        }
+    }
+
+    /// `aps`'s own keys besides `alert`, `badge`, `mutable-content` and `sound`, in their sorted places.
+    private static func apsKeys(_ c: SalesforcePushContent, _ w: inout JSONWriter, after: String) {
+        switch after {
+        case "badge":
+            if let v = c.category { w.string("category", v) }
+            if let v = c.interruptionLevel { w.string("interruption-level", v) }
+        default:
+            if let v = c.threadID { w.string("thread-id", v) }
+        }
+    }
+
     /// The custom keys as the compact JSON object `content` encrypts. Android's also holds `alert`, `badge` and
-    /// `timestamp` (the guide's Table 6).
-    static func customKeys(_ c: SalesforcePushContent, _ t: Cutted, platform: Platform) -> [UInt8] {
-        var w = JSONWriter(capacity: 256 + t.alertBody.utf8.count + t.title.utf8.count * 2)
+    /// `timestamp` (the guide's Table 6). The keys for the app (`extras`) go in too: nothing of the notification
+    /// travels in clear.
+    static func customKeys(
+        _ c: SalesforcePushContent, _ t: Cutted, platform: Platform, extras: [(key: String, value: JSONValue)] = []
+    ) -> [UInt8] {
+        var w = JSONWriter(capacity: 256 + t.alertBody.utf8.count + t.title.utf8.count * 2, extras: extras)
         w.open()
         if platform == .android { w.string("alert", t.title) }
         w.string("alertBody", t.alertBody)
@@ -292,8 +348,10 @@ public enum SalesforcePushBuilder {
         return w.out
     }
 
-    static func iosClear(_ c: SalesforcePushContent, _ t: Cutted) -> [UInt8] {
-        var w = JSONWriter(capacity: 320 + t.alertBody.utf8.count * 2 + t.alertTitle.utf8.count * 2)
+    static func iosClear(
+        _ c: SalesforcePushContent, _ t: Cutted, extras: [(key: String, value: JSONValue)] = []
+    ) -> [UInt8] {
+        var w = JSONWriter(capacity: 320 + t.alertBody.utf8.count * 2 + t.alertTitle.utf8.count * 2, extras: extras)
         w.open()
         w.string("alertBody", t.alertBody)
         w.string("alertTitle", t.alertTitle)
@@ -305,7 +363,9 @@ public enum SalesforcePushBuilder {
         w.string("title", t.alertTitle)
         w.close()
         w.number("badge", Int64(c.badge))
+        apsKeys(c, &w, after: "badge")
         w.string("sound", c.sound ?? "default")
+        apsKeys(c, &w, after: "sound")
         w.close()
         if let site = c.siteID { w.string("cid", site) }
         w.string("nid", c.notificationID)
@@ -329,8 +389,10 @@ public enum SalesforcePushBuilder {
         w.string("title", "")
         w.close()
         w.number("badge", Int64(c.badge))
+        apsKeys(c, &w, after: "badge")
         w.number("mutable-content", 1)
         w.string("sound", c.sound ?? "default")
+        apsKeys(c, &w, after: "sound")
         w.close()
         w.base64("content", content)
         w.key("encrypted")
@@ -340,13 +402,16 @@ public enum SalesforcePushBuilder {
         return w.out
     }
 
-    static func androidClearData(_ c: SalesforcePushContent, _ t: Cutted) -> [String: String] {
+    static func androidClearData(
+        _ c: SalesforcePushContent, _ t: Cutted, extras: [(key: String, value: JSONValue)] = []
+    ) -> [String: String] {
         var data: [String: String] = [
             "alert": t.title, "alertBody": t.alertBody, "alertTitle": t.alertTitle, "badge": String(c.badge),
             "nid": c.notificationID, "notifType": c.typeID, "oid": c.orgID, "sid": c.targetID,
             "timestamp": String(c.timestamp), "type": "-1", "uid": c.userID,
         ]
         if let site = c.siteID { data["cid"] = site }
+        for (k, v) in extras { data[k] = dataString(v) }
         return data
     }
 
@@ -387,27 +452,54 @@ public enum SalesforcePushBuilder {
     }
 }
 
-/// Compact JSON written straight into bytes; the caller writes keys in sorted order.
+/// Compact JSON written straight into bytes; the caller writes keys in sorted order. `extras` (sorted) are written
+/// into the outermost object among the caller's keys, each before the first key that sorts after it, their values
+/// by the one JSON writer (`JSONValue.append(to:)`).
 struct JSONWriter {
     var out: [UInt8] = []
     private var first = true
+    private var depth = 0
+    private let extras: [(key: String, value: JSONValue)]
+    private var nextExtra = 0
 
-    init(capacity: Int) { out.reserveCapacity(capacity) }
+    init(capacity: Int, extras: [(key: String, value: JSONValue)] = []) {
+        out.reserveCapacity(capacity)
+        self.extras = extras
+    }
 
     mutating func open() {
         out.append(UInt8(ascii: "{"))
         first = true
+        depth += 1
     }
     mutating func close() {
+        if depth == 1 { writeExtras(before: nil) }
         out.append(UInt8(ascii: "}"))
         first = false
+        depth -= 1
     }
     mutating func key(_ k: String) {
-        if !first { out.append(UInt8(ascii: ",")) }
-        first = false
+        if depth == 1 { writeExtras(before: k) }
+        comma()
         out.append(UInt8(ascii: "\""))
         out.append(contentsOf: k.utf8)
         out.append(contentsOf: "\":".utf8)
+    }
+    private mutating func comma() {
+        if !first { out.append(UInt8(ascii: ",")) }
+        first = false
+    }
+    /// The extras that sort before `k` (all that are left, for nil).
+    private mutating func writeExtras(before k: String?) {
+        while nextExtra < extras.count, k.map({ extras[nextExtra].key < $0 }) ?? true {
+            let (name, value) = extras[nextExtra]
+            nextExtra += 1
+            comma()
+            out.append(UInt8(ascii: "\""))
+            appendJSONStringContent(name, to: &out)
+            out.append(contentsOf: "\":".utf8)
+            value.append(to: &out)
+        }
     }
     mutating func string(_ k: String, _ v: String) {
         key(k)

@@ -136,6 +136,41 @@ public enum CivilTime {
     }
 }
 
+/// The one reading of a time zone's name at Volley's doors (schedules, the org's zone, device registrations, user
+/// attributes): an IANA tz database name in its `Area/Location` form (`Europe/Berlin`, `America/Indiana/Knox`,
+/// `Etc/GMT+5`), or `UTC` or `GMT`, that the system's zone database knows under that very name.
+///
+/// What `TimeZone(identifier:)` takes besides is refused: offsets (`GMT+5`, `UTC+05:00`, which Foundation makes
+/// zones of its own), abbreviations (`PST`, `CET`: Foundation maps some to a city, and the same letters mean different
+/// places), `Factory` (tzdata's zone for "not set yet"), and the tz database's older names outside the areas below
+/// (`US/Pacific`, `Japan`; their `Area/Location` twins are taken). Case matters, as in the tz database.
+public enum IANAZone {
+    /// The tz database's areas (its region files, and `Etc` for the fixed offsets).
+    public static let areas: Set<Substring> = [
+        "Africa", "America", "Antarctica", "Arctic", "Asia", "Atlantic", "Australia", "Europe", "Indian", "Pacific",
+        "Etc",
+    ]
+
+    /// The longest name taken; the tz database's longest is 32 bytes.
+    public static let maxBytes = 64
+
+    /// The zone `name` names, or nil when it is not an IANA zone name the system knows (see the type).
+    public static func named(_ name: String) -> TimeZone? {
+        guard !name.isEmpty, name.utf8.count <= maxBytes else { return nil }
+        if name == "UTC" || name == "GMT" { return TimeZone(identifier: name) }
+        guard let slash = name.firstIndex(of: "/"), areas.contains(name[..<slash]) else { return nil }
+        guard let zone = TimeZone(identifier: name), zone.identifier == name else { return nil }
+        return zone
+    }
+
+    /// The problem to answer for `name`, or nil when `named(_:)` takes it.
+    public static func problem(_ name: String) -> String? {
+        named(name) == nil
+            ? "'\(name.prefix(maxBytes))' is not an IANA time zone; use its Area/Location name (Europe/Berlin) or UTC"
+            : nil
+    }
+}
+
 /// RFC 3339 `date-time` (§5.6), the one form Volley reads and writes instants in: `sendAt`, schedules' `start` and
 /// `end`, sync-hint acks' `upTo`, reports, and the Salesforce routes' dates.
 ///

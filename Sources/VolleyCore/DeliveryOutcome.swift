@@ -82,3 +82,13 @@ public struct NotificationError: Error, Sendable, Hashable, CustomStringConverti
     }
     public var description: String { "\(reason): \(message)" }
 }
+
+/// What becomes of a request written to a provider whose connection died before the answer came (it may have
+/// reached the provider or not; nobody can tell).
+public enum UnansweredSends: String, Sendable, Hashable, CaseIterable {
+    /// Resent on another connection within `worker.providerOutageSeconds`, every push carrying a collapse identity
+    /// so that a second arrival replaces the first on the device: none lost, none shown twice.
+    case resend
+    /// Failed `transport:written-unanswered` (at most once: no device sees it twice, some see it never).
+    case fail
+}

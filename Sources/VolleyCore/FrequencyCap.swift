@@ -298,8 +298,8 @@ public struct FrequencyCaps: Sendable {
     }
 
     /// What `job`'s notification must pass, or nil when no cap applies: the job bypasses them
-    /// (`enableFrequencyCap: false`), its notification is not visible (a silent, background push), or no rule of
-    /// its org applies to its type.
+    /// (`enableFrequencyCap: false`), its notification is not visible (a silent, background push, Volley-shaped or
+    /// a raw payload: `Notification.isVisible`), or no rule of its org applies to its type.
     public func plan(for job: PushJob, notification id: String) throws -> FrequencyCapPlan? {
         if job.enableFrequencyCap == false { return nil }
         let n = job.effectiveNotification
@@ -311,9 +311,31 @@ public struct FrequencyCaps: Sendable {
 }
 
 extension Notification {
-    /// False for a push the user does not see: a silent one (content-available only) or an APNs `background` push.
-    /// Frequency caps count and cap visible pushes only.
-    public var isVisible: Bool { !isSilent && pushType != "background" }
+    /// False for a push the user does not see: a silent one (content-available only), Volley-shaped (`isSilent`)
+    /// or a raw payload (`isRawSilent`: the Connect push resource's, an Apex-style `apns`), or an APNs `background`
+    /// push. Frequency caps count and cap visible pushes only.
+    public var isVisible: Bool { !isSilent && !isRawSilent && pushType != "background" }
+
+    /// True for a silent push given as a raw payload: the notification has no text or image of its own, its raw
+    /// APNs payload is silent (`apnsPayloadIsSilent`, which the APNs encoder sends as `background`), and its raw
+    /// FCM payload, if any, has no notification block (`notification` or `android.notification`), so neither
+    /// platform shows anything. A raw FCM payload alone (no `apns`) is not judged silent: a data message may be
+    /// one the app renders.
+    public var isRawSilent: Bool {
+        guard title == nil, subtitle == nil, body == nil, imageUrl == nil, localized?.isEmpty != false,
+            Self.apnsPayloadIsSilent(apns)
+        else { return false }
+        guard let fcm else { return true }
+        let message = fcm["message"] ?? fcm
+        return message["notification"] == nil && message["android"]?["notification"] == nil
+    }
+
+    /// True when a raw APNs payload is a silent push: its `aps` holds `content-available` and nothing else (no
+    /// alert, sound or badge). The one rule: the APNs encoder sends such a payload as `background` with priority 5.
+    public static func apnsPayloadIsSilent(_ raw: JSONValue?) -> Bool {
+        guard let aps = raw?["aps"]?.objectValue else { return false }
+        return aps.count == 1 && aps["content-available"] != nil
+    }
 }
 
 /// The org's frequency-cap rules as the API reads and replaces them (`/v1/frequency-caps`).

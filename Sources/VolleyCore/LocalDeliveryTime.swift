@@ -144,10 +144,53 @@ public struct LocalTimeWaves: Sendable {
         return Date(timeIntervalSince1970: ms / 1000)
     }
 
-    /// Devices waiting for a later wave.
+    /// The waves of a delivery decided by `gate`.
+    public init(_ gate: LocalTimeGate) {
+        self.init(time: gate.time, reference: gate.reference, fallbackZone: gate.fallbackZone)
+    }
+
+    /// When a recipient is due: at the first of `devices`' instants (the first push the person gets), else, for a
+    /// user without a device, at `time` in the user's zone (`userZone`, the directory's `timeZone`), else in the
+    /// fallback zone. The recipient's inbox entry, unseen count and cap decision are written at this instant.
+    public mutating func due(devices: [Device], userZone: String?) -> Date {
+        var first: Date?
+        for d in devices {
+            let at = due(inZone: d.timeZone) ?? due(inZone: userZone) ?? fallbackDue
+            if first.map({ at < $0 }) ?? true { first = at }
+        }
+        return first ?? due(inZone: userZone) ?? fallbackDue
+    }
+
+    /// Counts recipients without a device into `later` (by their due instant), so a wave is parked for them too:
+    /// their inbox entries are written when it comes.
+    public mutating func waitFor(_ recipients: [Date: Int]) {
+        for (at, n) in recipients { later[at, default: 0] += n }
+    }
+
+    /// Devices (and recipients without one) waiting for a later wave.
     public var waiting: Int { later.values.reduce(0, +) }
     /// The next wave's instant.
     public var nextDue: Date? { later.keys.min() }
+}
+
+/// What the recipient step needs of one delivery of a local-time job: the rule of its due times and the instant the
+/// delivery decides at. With it, each recipient's inbox entry, unseen count and frequency-cap decision are written at
+/// that recipient's wave (`LocalTimeWaves.due(devices:userZone:)`), not at the job's first: no tray shows the
+/// notification before its push. The delivery splits its devices at the same `asOf`, so a device sent by a delivery
+/// always belongs to a recipient that delivery stored.
+public struct LocalTimeGate: Sendable, Hashable {
+    public var time: LocalDeliveryTime
+    public var reference: Date
+    public var fallbackZone: TimeZone
+    /// A recipient or device due at or before this instant is this delivery's.
+    public var asOf: Date
+
+    public init(time: LocalDeliveryTime, reference: Date, fallbackZone: TimeZone, asOf: Date) {
+        self.time = time
+        self.reference = reference
+        self.fallbackZone = fallbackZone
+        self.asOf = asOf
+    }
 }
 
 /// The orgs' default zones set through the API (`/v1/time-zone`), which take the place of the configuration's

@@ -61,6 +61,15 @@ public struct MessageTracking: Sendable, Hashable {
         withUnsafeBytes(of: &digest) { Base64.append($0[0..<8], alphabet: .url, padded: false, to: &out) }
     }
 
+    /// The collapse identity of a job that set none (`Notification.resendCollapseId`): `volley-` and the campaign
+    /// half, 18 ASCII bytes (APNs allows 64). It names the job in its org, so a resent request replaces its own first
+    /// copy on the device and nothing else: the device is implicit (the identity acts on one device's tray), and
+    /// jobs differ by their half (a collision needs two of an org's jobs to share 64 bits of SipHash). A shard
+    /// takes its campaign's (`org`, parent job): the campaign shows under one identity, however it was split.
+    public static func resendCollapseID(org: OrgID, job: JobID) -> String {
+        "volley-" + MessageTracking(org: org, job: job).campaign
+    }
+
     /// The message id of the device with `token`.
     public func messageID(for token: DeviceToken) -> String {
         var out: [UInt8] = []

@@ -70,6 +70,14 @@ public struct Notification: Sendable, Hashable, Codable, JSONReadable, JSONWrita
     /// Raw platform payloads passed through (Apex / Connect REST style).
     public var apns: JSONValue?
     public var fcm: JSONValue?
+    /// The collapse identity a worker gives a push whose job set no `collapseId`, so that a request resent after its
+    /// connection died unanswered replaces the first copy on the device instead of showing beside it (APNs
+    /// `apns-collapse-id`, FCM `android.notification.tag`; `MessageTracking.resendCollapseID`). Set by the worker
+    /// for `worker.unansweredSends: resend`; never read from a job or written into one, and never FCM's
+    /// `collapse_key` (which would change what FCM keeps for an offline device).
+    public var resendCollapseId: String?
+    /// The identity a device shows the push under: the job's `collapseId`, else the worker's `resendCollapseId`.
+    public var displayCollapseId: String? { collapseId ?? resendCollapseId }
 
     public init(
         title: String? = nil, subtitle: String? = nil, body: String? = nil,
@@ -192,16 +200,19 @@ public struct Notification: Sendable, Hashable, Codable, JSONReadable, JSONWrita
         s == "time_sensitive" ? "time-sensitive" : s
     }
 
-    /// `priority` as Volley (`"high"`, `"normal"`) or OneSignal (10 high, 5 normal: APNs's own numbers) spells it.
+    /// `priority` as Volley (`"high"`, `"normal"`) or OneSignal spells it. OneSignal's rule, from its push body
+    /// parameters: "The value of 10 assigns high priority to the notification … Values other than 10 set the
+    /// notification to normal priority". So any whole number is taken, 10 as high and every other as normal (5 is
+    /// APNs's own number for normal); a number with a fraction, or outside a 64-bit integer, is refused naming
+    /// `priority`.
     static func priority(_ o: JSONObjectReader) throws(JSONFieldError) -> Priority? {
         switch o.value("priority") {
         case nil: return nil
         case .number(let n)?:
-            switch n.intValue {
-            case 10?: return .high
-            case 5?: return .normal
-            default: throw o.fault("priority", "high, normal, 10 (high) or 5 (normal)")
+            guard let value = n.intValue else {
+                throw o.fault("priority", "high, normal, or a whole number (OneSignal's: 10 high, any other normal)")
             }
+            return value == 10 ? .high : .normal
         default: return try o.oneOf("priority", Priority.self)
         }
     }

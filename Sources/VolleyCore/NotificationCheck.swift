@@ -27,9 +27,13 @@ public struct NotificationCheck: Sendable {
     }
 
     /// The first refusal of `job`'s notification on the platforms it targets (iOS first), or nil when every
-    /// provider would prepare it.
+    /// provider would prepare it. A job sent as the Salesforce Notification Builder payload is first refused for a
+    /// field that payload cannot carry (`PushJob.salesforcePayloadRefusal`), whatever the providers say.
     public func refusal(of job: PushJob) -> Refusal? {
         let notification = job.effectiveNotification
+        if let e = job.salesforcePayloadRefusal(notification) {
+            return Refusal(platform: Platform.allCases.first(where: job.targets) ?? .ios, error: e)
+        }
         for platform in Platform.allCases where job.targets(platform) {
             do {
                 try prepare(job.app, platform, notification, job.tracking != false)

@@ -16,8 +16,12 @@ public struct NotificationType: Sendable, Hashable, Codable {
     }
 }
 
-/// Salesforce "Notification App Setting" for one (type, app): `enabled` (shown in the app's tray at all) and
-/// `pushEnabled`. Absent values take the defaults: enabled = true, pushEnabled = the type's mobile channel.
+/// Salesforce "Notification App Setting" for one (type, app): `enabled` (the app is subscribed to the type: its
+/// notifications are pushed through the app and shown in its tray) and `pushEnabled`. A custom type reaches only the
+/// apps subscribed to it (the guide: "Notification Builder push notifications require you to subscribe your
+/// connected app to the custom notification types you plan to send"), so `enabled` defaults to false: an app with
+/// no setting for a type, or one that never said `enabled: true`, is not subscribed. `pushEnabled` defaults to the
+/// type's mobile channel.
 public struct NotificationAppSetting: Sendable, Hashable, Codable {
     public var enabled: Bool?
     public var pushEnabled: Bool?
@@ -25,6 +29,9 @@ public struct NotificationAppSetting: Sendable, Hashable, Codable {
         self.enabled = enabled
         self.pushEnabled = pushEnabled
     }
+
+    /// True when the app is subscribed to the type: its setting says `enabled: true`.
+    public var subscribed: Bool { enabled == true }
 }
 
 /// The settings of one app in an org that hold for all its types: Salesforce's connected-app option "Enable full
@@ -79,10 +86,13 @@ public enum DeliveryPolicy: Sendable, Hashable {
     case pushAndInbox
     /// Store in-app only (push disabled for this type and app, or the type has no mobile channel).
     case inboxOnly(reason: String)
-    /// Send nothing: the type is unknown or disabled for this app. Reported `not_enabled`.
+    /// Send nothing: the type is unknown, or the app is not subscribed to it. Reported `not_enabled`, the reason
+    /// in the report's `statusDetail`.
     case notEnabled(reason: String)
 
-    /// Pure decision. A job without a type is a plain push: push and store.
+    /// Pure decision. A job without a type is a plain push: push and store. A typed job goes through its app only
+    /// when the app is subscribed to the type (`NotificationAppSetting.subscribed`); otherwise nothing is pushed
+    /// or stored for it.
     public static func decide(typeID: String?, type: NotificationType?, setting: NotificationAppSetting?, app: AppName)
         -> DeliveryPolicy
     {
@@ -92,6 +102,11 @@ public enum DeliveryPolicy: Sendable, Hashable {
         }
         if setting?.enabled == false {
             return .notEnabled(reason: "notification type '\(typeID)' is disabled for app \(app)")
+        }
+        if setting?.subscribed != true {
+            return .notEnabled(
+                reason: "app \(app) is not subscribed to notification type '\(typeID)' (subscribe it: "
+                    + "volley types app-setting --enabled true, or the app setting's enabled: true)")
         }
         if !type.mobile { return .inboxOnly(reason: "notification type '\(typeID)' has no mobile channel") }
         if setting?.pushEnabled == false {
@@ -114,7 +129,7 @@ public protocol NotificationTypeStore: Sendable {
 
 extension DeliveryPolicy {
     /// True when a type is delivered through `app` at all: the apps an org may use that a custom notification of
-    /// the type goes to. An app is subscribed unless its (type, app) setting says `enabled: false` (the guide's
-    /// "subscribe your connected app to the custom notification type"; `volley types app-setting --enabled`).
-    public static func subscribes(_ setting: NotificationAppSetting?) -> Bool { setting?.enabled != false }
+    /// the type goes to. An app is subscribed when its (type, app) setting says `enabled: true` (the guide's
+    /// "subscribe your connected app to the custom notification type"; `volley types app-setting --enabled true`).
+    public static func subscribes(_ setting: NotificationAppSetting?) -> Bool { setting?.subscribed == true }
 }

@@ -22,6 +22,9 @@ public struct RecipientNeeds: Sendable, Hashable {
     /// The chunks are read only to count what earlier deliveries recorded (a cancelled job's report): nothing is
     /// stored in an inbox and no frequency cap is charged.
     public var countOnly = false
+    /// A local-time job's delivery: the recipients due by its instant are stored and capped now, the others at
+    /// their wave (`LocalTimeGate`); nil for any other job.
+    public var localTime: LocalTimeGate?
     public init(unseenCount: Bool = false, attributes: Bool = false) {
         self.unseenCount = unseenCount
         self.attributes = attributes

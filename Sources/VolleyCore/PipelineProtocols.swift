@@ -229,6 +229,9 @@ public struct DeviceChunk: Sendable {
     public var unknownRecipients: Int
     /// Users of this chunk the org's frequency caps held back (their devices are not in `devices`), named.
     public var cappedUserIDs: [UserID] = []
+    /// A local-time delivery's users of this chunk with nothing to send whose wave is later, by its instant: the
+    /// delivery parks a wave for them (`LocalTimeWaves.waitFor`), which stores their inbox entries.
+    public var usersDueLater: [Date: Int] = [:]
     public init(devices: [Device], users: Int = 0, usersWithoutDevices: Int = 0, unknownRecipients: Int = 0) {
         self.devices = devices
         self.users = users

@@ -57,6 +57,11 @@ package final class ProviderSendShell: Sendable {
         return nil
     }
 
+    /// The fleet's pause is in force now: a send handed to the transport before it began is held as its connection
+    /// is about to write it (`HTTP2PendingRequest.holdsBeforeWriting`), so a 429's Retry-After also holds what each
+    /// worker had already queued. One atomic load while no pause was ever set.
+    package var pausedNow: Bool { pauseGate?.holdSeconds(clock: clock) != nil }
+
     /// A throttling answer pauses the app across the fleet (Retry-After, else exponential back-off with jitter).
     package func answered(_ result: AttemptResult) {
         if let gate = pauseGate, pausingStatuses.contains(result.answer.status) {
@@ -86,10 +91,12 @@ package protocol ShellSender: DeliverySender {
     associatedtype Prepared: PreparedNotification
     var shell: ProviderSendShell { get }
     /// The first attempt of a send the gates let through. `prepared` is `notification` as the engine passed it, for
-    /// the `PendingDelivery` that takes the answer.
+    /// the `PendingDelivery` that takes the answer. `holdable`: its request asks the shell's pause again just before
+    /// it is written (`ProviderSendShell.pausedNow`), and one held there comes back through `sendHeld`; false for a
+    /// send the pause already held once (its hold is bounded by the retry budget, `FleetPauseGate.hold`).
     func sendFirstAttempt(
         _ notification: Prepared, prepared: any PreparedNotification, to device: Device,
-        receiver: any DeliveryReceiver)
+        receiver: any DeliveryReceiver, holdable: Bool)
     /// One request, no retries: what the provider answered, and the credential the request carried.
     func attemptOnce(
         _ notification: Prepared, to device: Device,
@@ -116,7 +123,13 @@ extension ShellSender {
                 sendThroughShell(prepared, to: device, receiver: receiver, heldSince: hold.heldSince)
             }
         }
-        sendFirstAttempt(notification, prepared: prepared, to: device, receiver: receiver)
+        sendFirstAttempt(notification, prepared: prepared, to: device, receiver: receiver, holdable: heldSince == nil)
+    }
+
+    /// A first attempt held as it was about to be written (the transport's `.held`): it waits for the pause like a
+    /// send that met it at the gate, from now.
+    package func sendHeld(_ delivery: PendingDelivery) {
+        sendThroughShell(delivery.prepared, to: delivery.device, receiver: delivery.receiver, heldSince: clock.now())
     }
 
     /// A retry or the resend after a refresh (`DeliveryRun`): it waits for the fleet's pause and budget like a

@@ -37,9 +37,17 @@ public struct Schedule: Sendable, Hashable {
     }
 
     /// Reads a schedule as `POST /v1/schedules` and `volley schedules create` take it: `id`, `job`, `start`,
-    /// `frequency`, `days` (weekly), `timeZone`, `end`. The error names the field (`job.notification.title`,
-    /// `start`, `days[1]`).
+    /// `frequency`, `days` (weekly), `timeZone` (an IANA name, `IANAZone`), `end`. The error names the field
+    /// (`job.notification.title`, `start`, `days[1]`). The job is checked as `PushJob.validate` checks a job, and
+    /// may not fix `sendAt` (each run is sent at its own time); the API adds the checks of `POST /v1/jobs` that need
+    /// its stores and the apps' configuration.
     public init(body: JSONValue, org: OrgID, now: Date) throws(ScheduleError) {
+        try self.init(body: body, org: org, now: now, stored: false)
+    }
+
+    /// `stored`: a definition read back, checked when it was created. It is read by the rules it was created under,
+    /// so a schedule made before a rule was added stays listed and can be deleted.
+    private init(body: JSONValue, org: OrgID, now: Date, stored: Bool) throws(ScheduleError) {
         guard let o = body.objectValue else { throw ScheduleError("body", "expected a JSON object") }
         let known: Set<String> = ["id", "job", "start", "frequency", "days", "timeZone", "end"]
         if let unknown = o.keys.sorted().first(where: { !known.contains($0) }) {
@@ -50,8 +58,8 @@ public struct Schedule: Sendable, Hashable {
         guard let zoneName = o["timeZone"]?.stringValue else {
             throw ScheduleError("timeZone", "required: an IANA time zone such as Europe/Berlin")
         }
-        guard let zone = TimeZone(identifier: zoneName) else {
-            throw ScheduleError("timeZone", "'\(zoneName)' is not an IANA time zone")
+        guard let zone = stored ? TimeZone(identifier: zoneName) : IANAZone.named(zoneName) else {
+            throw ScheduleError("timeZone", IANAZone.problem(zoneName) ?? "'\(zoneName)' is not a time zone")
         }
         guard let startText = o["start"]?.stringValue else {
             throw ScheduleError("start", "required: an RFC 3339 time with an offset (2027-03-01T09:00:00+01:00)")
@@ -88,7 +96,7 @@ public struct Schedule: Sendable, Hashable {
             end = e
         }
         guard let job = o["job"] else { throw ScheduleError("job", "required: the job each run sends") }
-        try Self.check(job: job, org: org)
+        try Self.check(job: job, org: org, stored: stored)
         let recurrence = ScheduleRecurrence(
             start: start, frequency: frequency, days: days, timeZone: zone, end: end)
         guard recurrence.run(onOrAfter: now.addingTimeInterval(-60)) != nil else {
@@ -97,11 +105,18 @@ public struct Schedule: Sendable, Hashable {
         self.init(id: id, org: org, job: job, recurrence: recurrence, createdAt: now)
     }
 
-    /// A template job is what `POST /v1/jobs` takes, without `id` (derived per run) and without another org.
-    static func check(job: JSONValue, org: OrgID) throws(ScheduleError) {
+    /// A template job is what `POST /v1/jobs` takes, without `id` (derived per run), without another org, and
+    /// without `sendAt` (a fixed instant that every run after the first would be refused for, as past).
+    static func check(job: JSONValue, org: OrgID, stored: Bool = false) throws(ScheduleError) {
         guard let members = job.objectValue else { throw ScheduleError("job", "expected a JSON object") }
         for key in ["id", "shard"] where members[key] != nil {
             throw ScheduleError("job.\(key)", "not in a template: each run's id is <schedule>-<run epoch>")
+        }
+        if !stored && members["sendAt"] != nil {
+            throw ScheduleError(
+                "job.sendAt",
+                "not in a schedule's job: each run is sent at its own time (start, frequency, days); a fixed sendAt "
+                    + "would be in the past for every run after it")
         }
         if let other = members["org"]?.stringValue, other != org.rawValue {
             throw ScheduleError("job.org", "must be the schedule's org (\(org)) or left out")
@@ -118,7 +133,7 @@ public struct Schedule: Sendable, Hashable {
             throw ScheduleError("job.\(error.field)", error.message)
         }
         do { try parsed.validate() } catch let r as JobRejection {
-            throw ScheduleError("job", r.message)
+            throw ScheduleError(r.field.map { "job.\($0)" } ?? "job", r.message)
         } catch {
             throw ScheduleError("job", "\(error)")
         }
@@ -144,7 +159,7 @@ public struct Schedule: Sendable, Hashable {
             let createdAt = RFC3339.date(created)
         else { throw ScheduleError("definition", "a stored schedule of org \(org) is not readable") }
         // Stored definitions are read as they were checked; `now` far in the past keeps a finished one readable.
-        var s = try Schedule(body: .object(o), org: org, now: .distantPast)
+        var s = try Schedule(body: .object(o), org: org, now: .distantPast, stored: true)
         s.createdAt = createdAt
         self = s
     }

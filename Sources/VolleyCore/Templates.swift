@@ -113,8 +113,8 @@ public enum UserAttributes {
                     "attributes.\(key): a key is 1–\(maxKeyLength) letters, digits, '_' and '-'")
             } else if value.utf8.count > maxValueBytes {
                 out.append("attributes.\(key): \(value.utf8.count) bytes; at most \(maxValueBytes)")
-            } else if key == LocalTimeWaves.userZoneAttribute, value.isEmpty || TimeZone(identifier: value) == nil {
-                out.append("attributes.\(key): '\(value)' is not an IANA time zone (such as Europe/Berlin)")
+            } else if key == LocalTimeWaves.userZoneAttribute, let problem = IANAZone.problem(value) {
+                out.append("attributes.\(key): \(problem)")
             }
         }
         return out

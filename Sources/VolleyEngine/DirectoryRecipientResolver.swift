@@ -15,6 +15,9 @@ import VolleyCore
 /// none of the user's devices: after the chunk's devices are read, one atomic store call per chunk checks and records
 /// the users that have a device of the job's platforms (a user with none is not counted). A job no cap applies to
 /// makes no such call.
+///
+/// A local-time job's delivery (`RecipientNeeds.localTime`) stores and caps only the users due by its instant, each
+/// at their own wave, and reads the chunk's devices and zones first to know which those are.
 public struct DirectoryRecipientResolver: RecipientResolver {
     public let directory: any DirectoryResolver
     public let inbox: (any InboxStore)?
@@ -177,15 +180,29 @@ public struct DirectoryRecipientResolver: RecipientResolver {
             }
             chunk.users = users.count
             defer { sizer.read(users: users.count, devices: chunk.devices.count) }
+            // A local-time delivery reads the users' devices and zones first: each user is stored and capped at
+            // their own wave (`LocalTimeGate`), so no tray shows the notification hours before its push.
+            var read: [[Device]]?
+            var known: [[String: String]?]?
+            var due: [Bool]?
+            if let gate = needs.localTime, !needs.countOnly {
+                if policy.sendsPush { read = try registry.devices(org: job.org, app: job.app, users: users) }
+                known = try attributes?.attributes(org: job.org, users: users)
+                due = dueUsers(gate, users: users, lists: read, attributes: known, chunk: &chunk)
+            }
             var unseen: [Int]?
             if let inbox, let content {
-                let counts = try inbox.deliver(org: job.org, content: content, to: users)
-                if needs.unseenCount { unseen = counts }
-                inAppStored += users.count
+                let stored = due.map { d in users.indices.compactMap { d[$0] ? users[$0] : nil } } ?? users
+                if !stored.isEmpty {
+                    let counts = try inbox.deliver(org: job.org, content: content, to: stored)
+                    if needs.unseenCount { unseen = due.map { Self.spread(counts, over: $0) } ?? counts }
+                    inAppStored += stored.count
+                }
             }
             guard policy.sendsPush else { return chunk }
-            var lists = try registry.devices(org: job.org, app: job.app, users: users)
-            let held = try capping.map { try applyCaps($0, users: users, lists: &lists, chunk: &chunk) } ?? []
+            var lists = try read ?? registry.devices(org: job.org, app: job.app, users: users)
+            let held =
+                try capping.map { try applyCaps($0, users: users, due: due, lists: &lists, chunk: &chunk) } ?? []
             for (i, (user, list)) in zip(users, lists).enumerated() {
                 if list.isEmpty, held.isEmpty || !held.contains(i) {
                     chunk.usersWithoutDevices += 1
@@ -193,18 +210,60 @@ public struct DirectoryRecipientResolver: RecipientResolver {
                 }
                 chunk.devices.append(contentsOf: list)
             }
-            if !needs.isEmpty { try addRecipientFacts(users: users, lists: lists, unseen: unseen, to: &chunk) }
+            if !needs.isEmpty {
+                try addRecipientFacts(users: users, lists: lists, unseen: unseen, known: known, to: &chunk)
+            }
             return chunk
         }
 
-        /// Asks the caps about the chunk's users that have a device of the job's platforms (one store call), and
-        /// empties the device lists of those a cap holds back; returns their indexes.
+        /// The waves of this delivery (each zone's instant computed once per delivery).
+        private var waves: LocalTimeWaves?
+
+        /// Which of the chunk's users are due by the delivery's instant: a user at the first instant of their
+        /// devices of the job's platforms, or, with none, at their own zone's (`LocalTimeWaves.due(devices:)`).
+        /// A user with nothing to send whose instant is later is counted into `chunk.usersDueLater`, so the
+        /// delivery parks a wave that stores them.
+        private func dueUsers(
+            _ gate: LocalTimeGate, users: [UserID], lists: [[Device]]?, attributes: [[String: String]?]?,
+            chunk: inout DeviceChunk
+        ) -> [Bool] {
+            var w = waves ?? LocalTimeWaves(gate)
+            defer { waves = w }
+            var due: [Bool] = []
+            due.reserveCapacity(users.count)
+            for i in users.indices {
+                var devices = lists.map { i < $0.count ? $0[i] : [] } ?? []
+                if job.platforms?.isEmpty == false { devices = devices.filter { job.targets($0.platform) } }
+                let zone = attributes.flatMap { i < $0.count ? $0[i] : nil }?[LocalTimeWaves.userZoneAttribute]
+                let at = w.due(devices: devices, userZone: zone)
+                due.append(at <= gate.asOf)
+                if at > gate.asOf, devices.isEmpty { chunk.usersDueLater[at, default: 0] += 1 }
+            }
+            return due
+        }
+
+        /// The unseen counts of the users stored (`due`), back in the order of all the chunk's users (0 for the
+        /// others, whose devices this delivery does not send).
+        static func spread(_ counts: [Int], over due: [Bool]) -> [Int] {
+            var out = [Int](repeating: 0, count: due.count)
+            var k = 0
+            for (i, d) in due.enumerated() where d && k < counts.count {
+                out[i] = counts[k]
+                k += 1
+            }
+            return out
+        }
+
+        /// Asks the caps about the chunk's users that have a device of the job's platforms and are due now (one
+        /// store call), and empties the device lists of those a cap holds back; returns their indexes. A local-time
+        /// job's users due later are asked at their wave.
         private func applyCaps(
-            _ capping: (store: any FrequencyCapStore, plan: FrequencyCapPlan), users: [UserID],
+            _ capping: (store: any FrequencyCapStore, plan: FrequencyCapPlan), users: [UserID], due: [Bool]?,
             lists: inout [[Device]], chunk: inout DeviceChunk
         ) throws -> Set<Int> {
             var asked: [Int] = []
-            for (i, list) in lists.enumerated() where list.contains(where: { job.targets($0.platform) }) {
+            for (i, list) in lists.enumerated()
+            where due?[i] != false && list.contains(where: { job.targets($0.platform) }) {
                 asked.append(i)
             }
             if asked.isEmpty { return [] }
@@ -227,19 +286,26 @@ public struct DirectoryRecipientResolver: RecipientResolver {
         /// the inbox answered when it stored the notification (or the current one, for a job that stores none), and
         /// the users' attributes (one round trip per chunk).
         private func addRecipientFacts(
-            users: [UserID], lists: [[Device]], unseen: [Int]?, to chunk: inout DeviceChunk
+            users: [UserID], lists: [[Device]], unseen: [Int]?, known: [[String: String]?]?,
+            to chunk: inout DeviceChunk
         ) throws {
             var withDevices: [UserID] = []
             var counts: [Int] = []
+            var knownAttributes: [[String: String]?] = []
             for (i, (user, list)) in zip(users, lists).enumerated() where !list.isEmpty {
                 withDevices.append(user)
                 if let unseen { counts.append(unseen[i]) }
+                if let known { knownAttributes.append(i < known.count ? known[i] : nil) }
             }
             if withDevices.isEmpty { return }
             if needs.unseenCount, unseen == nil, let inbox {
                 counts = try inbox.unseenCounts(org: job.org, users: withDevices)
             }
-            let attributes = needs.attributes ? try self.attributes?.attributes(org: job.org, users: withDevices) : nil
+            // The attributes a local-time delivery already read for the whole chunk, else one read for these users.
+            let attributes =
+                !needs.attributes
+                ? nil
+                : known != nil ? knownAttributes : try self.attributes?.attributes(org: job.org, users: withDevices)
             chunk.recipients.reserveCapacity(withDevices.count)
             for (i, user) in withDevices.enumerated() {
                 chunk.recipients[user] = RecipientContext(

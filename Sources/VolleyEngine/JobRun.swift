@@ -169,7 +169,15 @@ final class JobRun {
         // A local-time job reads the users' directory attributes too: a user's `timeZone` places the devices that
         // registered none.
         var needs = plan.personal?.needs ?? .none
-        if local != nil { needs.attributes = true }
+        if let local {
+            needs.attributes = true
+            // One instant for the delivery: the recipient step stores and caps the users due by it (each at their
+            // own wave, never before their push), and the chunks' devices are split at it, so every device sent
+            // belongs to a user already stored.
+            needs.localTime = LocalTimeGate(
+                time: local.time, reference: local.reference, fallbackZone: local.fallbackZone,
+                asOf: worker.clock.now())
+        }
         // A job cancelled before this delivery reads its chunks only to count them: no inbox, no cap.
         needs.countOnly = machine.countingOnly
         let cursor = try worker.resolver.cursor(for: cursorJob, session: prefetcher.session, needs: needs)
@@ -199,7 +207,9 @@ final class JobRun {
                         if var waves = local {
                             // A local-time job sends the devices due by now; the others wait for their wave.
                             let due = waves.split(
-                                chunk.devices, recorded: recorded, now: t, recipients: chunk.recipients)
+                                chunk.devices, recorded: recorded, now: needs.localTime?.asOf ?? t,
+                                recipients: chunk.recipients)
+                            waves.waitFor(chunk.usersDueLater)
                             local = waves
                             action = machine.chunkResolved(due.devices, recorded: due.recorded, now: t)
                         } else {
@@ -560,7 +570,13 @@ final class JobRun {
         // round trips, and looked at before a throttle slice and before the first send.
         session.watchSteering(org: job.org, jobs: Self.steeredBy(claim))
         let personal = try worker.personalContent?.plan(for: job, jobID: claim.jobID)
-        let notification = personal?.notification ?? job.effectiveNotification
+        var notification = personal?.notification ?? job.effectiveNotification
+        if worker.configuration.unansweredSends == .resend && notification.collapseId == nil {
+            // Every push of the job shows under one identity, so a send resent after its connection died
+            // unanswered replaces its first copy on the device (the campaign's, for a shard).
+            notification.resendCollapseId = MessageTracking.resendCollapseID(
+                org: job.org, job: job.shard?.parent ?? claim.jobID)
+        }
         let tracking = try messageTracking(for: job, jobID: claim.jobID, notification: notification)
         // The lifetime counts from when the notification was due: a delivery that starts later (a queue, a
         // redelivery, a throttle) gives the providers what is left of it, not the whole `ttl` again.

@@ -30,6 +30,10 @@ public struct WorkerConfiguration: Sendable, Hashable {
     public var chunkSize: Int
     /// `schedule.maxAheadDays`: a job whose `sendAt` is further ahead is dead-lettered.
     public var scheduleMaxAheadDays: Int = 30
+    /// `worker.unansweredSends`: what becomes of a request written to a provider whose connection died before the
+    /// answer. With `.resend` every push carries a collapse identity (`Notification.displayCollapseId`) and the
+    /// transport resends such a request within its outage budget.
+    public var unansweredSends = UnansweredSends.resend
     /// `orgs[].timeZone`: an org's zone for the devices of a `deliverAtLocalTime` job that registered none (else
     /// UTC).
     public var orgTimeZones: [OrgID: TimeZone] = [:]

@@ -6,6 +6,9 @@ import VolleyHTTP2
 public enum FCMMessage {
     /// Data payload limit (keys + values, bytes), checked before sending.
     public static let maxDataBytes = 4096
+    /// What one message may carry to the device, in bytes (FCM: "the maximum payload for both message types is
+    /// 4096 bytes"): its notification blocks and its data, counted by `payloadBytes`.
+    public static let maxPayloadBytes = 4096
 
     /// The `message` object without `token`, for one language variant. `tracked`: each device's `data` will also
     /// carry its message id (`mid`), which counts against the 4 KB.
@@ -53,8 +56,9 @@ public enum FCMMessage {
             if let ch = n.channelId { an["channel_id"] = .string(ch) }
             if let s = n.sound { an["sound"] = .string(s) }
             if let c = n.category { an["click_action"] = .string(c) }
-            // Same meaning as APNs' apns-collapse-id: a newer notification replaces the displayed one.
-            if let c = n.collapseId { an["tag"] = .string(c) }
+            // Same meaning as APNs' apns-collapse-id: a newer notification replaces the displayed one (the job's
+            // collapse id, else the worker's, so a resend after an unanswered write shows once).
+            if let c = n.displayCollapseId { an["tag"] = .string(c) }
             if let i = n.imageUrl { an["image"] = .string(i) }
             if let badge = n.badge { an["notification_count"] = .number(JSONNumber(badge)) }
             if !an.isEmpty { android["notification"] = .object(an) }
@@ -84,7 +88,43 @@ public enum FCMMessage {
                 if d["mid"] != nil { throw reservedMessageIDKey(field: "fcm.data.mid") }
             }
         }
+        try checkPayloadSize(message, tracked: tracked && !n.isSilent, raw: n.fcm != nil)
         return message
+    }
+
+    /// The bytes a message carries to the device: the keys and values of its `notification` and
+    /// `android.notification` blocks and of its `data` (a value that is not a string by its JSON), as FCM's
+    /// 4,096-byte limit counts them; `tracked` adds the message id `mid` each device's `data` will carry. Cheap: no
+    /// encoding, no allocation for string values.
+    static func payloadBytes(_ message: [String: JSONValue], tracked: Bool) -> (notification: Int, data: Int) {
+        func bytes(_ v: JSONValue?) -> Int {
+            guard case .object(let o)? = v else { return 0 }
+            return o.reduce(0) {
+                $0 + $1.key.utf8.count + ($1.value.stringValue?.utf8.count ?? $1.value.encoded().count)
+            }
+        }
+        let notification = bytes(message["notification"]) + bytes(message["android"]?["notification"])
+        return (notification, bytes(message["data"]) + (tracked ? MessageTracking.fcmDataBytes : 0))
+    }
+
+    /// Refuses a message whose notification and data together are over `maxPayloadBytes`, as APNs' payload limit
+    /// is refused (`PayloadTooLarge`), naming the field that holds most of it: `title` or `body` (the
+    /// notification's text), `data`, or `fcm` (a raw FCM payload's notification block). Run where the job is
+    /// prepared, and per device for a notification made for one recipient (a rendered template), where the
+    /// device's outcome is `rejected` with the reason.
+    static func checkPayloadSize(_ message: [String: JSONValue], tracked: Bool, raw: Bool) throws(NotificationError) {
+        let (notification, data) = payloadBytes(message, tracked: tracked)
+        let total = notification + data
+        guard total > maxPayloadBytes else { return }
+        let title = message["notification"]?["title"]?.stringValue?.utf8.count ?? 0
+        let body = message["notification"]?["body"]?.stringValue?.utf8.count ?? 0
+        let field =
+            data >= notification
+            ? "data" : raw && title + body < notification / 2 ? "fcm" : body >= title ? "body" : "title"
+        throw NotificationError(
+            "PayloadTooLarge",
+            "\(field): FCM message is \(total) bytes (notification \(notification), data \(data)), "
+                + "\(total - maxPayloadBytes) bytes over the \(maxPayloadBytes)-byte limit; shorten it", field: field)
     }
 
     /// A data message for one device: `data` as given, the job's delivery options (`android.priority`, `ttl`,
@@ -288,7 +328,9 @@ public struct FCMPreparedNotification: PreparedNotification {
         switch payload {
         case .fcmData(let data):
             message = try FCMMessage.dataMessage(data, options: storage.notification, tracked: tracked)
-        case .notification(let n):
+        case .notification(var n):
+            // A recipient's own notification shows under the job's identity, as the shared one does.
+            if n.resendCollapseId == nil { n.resendCollapseId = storage.notification.resendCollapseId }
             do {
                 message = try FCMMessage.message(
                     for: n, text: n.text(variant: n.variantKey(for: device.locale)), tracked: tracked)

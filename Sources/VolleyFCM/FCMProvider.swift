@@ -141,7 +141,7 @@ public final class FCMProvider: PushSender, ShellSender, @unchecked Sendable {
     /// A send the app's stop switch and the fleet's pause and budget let through (`sendThroughShell`).
     package func sendFirstAttempt(
         _ fcm: FCMPreparedNotification, prepared: any PreparedNotification, to device: Device,
-        receiver: any DeliveryReceiver
+        receiver: any DeliveryReceiver, holdable: Bool
     ) {
         guard let auth = tokens.cachedAuthorization() else {
             return attemptOnce(fcm, to: device) { [self] first, credential in
@@ -156,7 +156,7 @@ public final class FCMProvider: PushSender, ShellSender, @unchecked Sendable {
         let delivery = PendingDelivery(
             sender: self, prepared: prepared, device: device, credential: auth,
             receiver: receiver)
-        transport.submit(FanoutRequest(request, delivery))
+        transport.submit(FanoutRequest(request, delivery, holdingFor: holdable ? self : nil))
     }
 
     private func fields(for authorization: String) -> HTTP2HeaderBlock {
@@ -171,16 +171,22 @@ public final class FCMProvider: PushSender, ShellSender, @unchecked Sendable {
     /// A fan-out send's first attempt: the transport's request and its delivery. FCM supplies only the decoder.
     final class FanoutRequest: HTTP2PendingRequest, @unchecked Sendable {
         let delivery: PendingDelivery
+        /// The provider whose pause holds the request before it is written; nil: not held again.
+        let holder: FCMProvider?
 
-        init(_ request: HTTP2Request, _ delivery: PendingDelivery) {
+        init(_ request: HTTP2Request, _ delivery: PendingDelivery, holdingFor holder: FCMProvider?) {
             self.delivery = delivery
+            self.holder = holder
             super.init(request)
         }
+
+        override var holdsBeforeWriting: Bool { holder?.shell.pausedNow ?? false }
 
         override func complete(_ answer: Result<HTTP2Response, HTTP2Error>) {
             if case .success(let response) = answer, OutcomeTable.isAccepted(status: response.status) {
                 return delivery.accepted()
             }
+            if let holder, case .failure(let e) = answer, e.kind == .held { return holder.sendHeld(delivery) }
             delivery.firstAttemptCompleted(FCMResponseDecoder.decode(answer))
         }
     }

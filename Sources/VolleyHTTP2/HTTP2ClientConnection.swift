@@ -35,6 +35,18 @@ open class HTTP2PendingRequest: @unchecked Sendable {
     /// The request's answer or the transport's failure (after the pool's own resends).
     open func complete(_ result: Result<HTTP2Response, HTTP2Error>) {}
 
+    /// Asked by the connection just before it writes the request: true holds it (it completes with `.held`, never
+    /// written, and the pool does not resend it). A provider's fan-out send answers from its target's pause, so a
+    /// 429's Retry-After also holds what was already handed to the pool. Called on the connection's queue: one
+    /// cheap read.
+    open var holdsBeforeWriting: Bool { false }
+
+    /// It completed held (`holdsBeforeWriting`).
+    final var failedHeld: Bool {
+        if case .failure(let e)? = result { return e.kind == .held }
+        return false
+    }
+
     /// What `result` holds, for the pool's decisions.
     enum Outcome { case pending, succeeded, failedResendable, failed }
 
@@ -44,6 +56,12 @@ open class HTTP2PendingRequest: @unchecked Sendable {
         case .success?: return .succeeded
         case .failure(let e)?: return e.resendIsSafe ? .failedResendable : .failed
         }
+    }
+
+    /// It failed written and unanswered (its connection died before the answer).
+    final var failedUnanswered: Bool {
+        if case .failure(let e)? = result { return e.kind == .writtenUnanswered }
+        return false
     }
 
     /// Records the answer and returns self (for appending to a batch of finished requests).
@@ -238,6 +256,10 @@ package final class HTTP2ClientConnection: HTTP2Channel, HTTP2SessionDelegate, @
             finished.append(p.finished(.failure(HTTP2Error(.connectionReset, resendIsSafe: true, "no session"))))
             return
         }
+        if p.holdsBeforeWriting {
+            finished.append(p.finished(.failure(Self.heldError)))
+            return
+        }
         let stream = ClientStream(p)
         // The stream table retains `stream` until the stream closes, so the body and the request's fields outlive
         // nghttp2's reads of them.
@@ -258,6 +280,8 @@ package final class HTTP2ClientConnection: HTTP2Channel, HTTP2SessionDelegate, @
         streams[sid] = stream
         if streams.count > peakActive { peakActive = streams.count }
     }
+
+    static let heldError = HTTP2Error(.held, resendIsSafe: true, "held before writing: the target is paused")
 
     private func fillFromPending() {
         while !pending.isEmpty && streams.count < limit && canOpenStreams {

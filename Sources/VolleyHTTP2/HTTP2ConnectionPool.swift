@@ -22,9 +22,15 @@ public struct HTTP2PoolStatistics: Sendable, Hashable {
     public var requestsUnreachable = 0
     /// Of the failed: requests written whose connection died before the answer (not resent: at most once).
     public var requestsWrittenUnanswered = 0
+    /// Requests their owner held as they were about to be written (`HTTP2PendingRequest.holdsBeforeWriting`):
+    /// completed `.held`, neither failed nor succeeded.
+    public var requestsHeld = 0
+    /// Of `resends`: requests written whose connection died before the answer, resent (`resendUnanswered`).
+    public var unansweredResends = 0
     /// Connects that failed (the connection closed before it was established).
     public var connectsFailed = 0
-    /// Requests resent after a safe-to-resend failure (refused stream, GOAWAY, never written).
+    /// Requests resent after a safe-to-resend failure (refused stream, GOAWAY, never written), or written and
+    /// unanswered when the pool resends those.
     public var resends = 0
     /// Highest number of streams in flight on any one connection.
     public var peakStreamsPerConnection = 0

@@ -110,8 +110,10 @@ struct HTTP2PoolRequestQueue {
 /// (`providerOutageSeconds` from its submit) is spent: while no connection is ready it stays queued (its queue
 /// deadline does not apply), and when the connection it was on dies or goes away it is resent even past
 /// `maxResends`, since the next try waits for a new connection and its back-off. Past the budget it fails with
-/// `.providerUnreachable` and the last connect error. A request written and not answered is not resent (at most
-/// once): it fails with `.writtenUnanswered`, counted apart.
+/// `.providerUnreachable` and the last connect error. A request written and not answered when its connection dies
+/// fails with `.writtenUnanswered`, counted apart (at most once), unless the pool resends those
+/// (`resendUnanswered`: its requests carry a collapse identity): then it is resent like one never written, within
+/// the same budget.
 struct HTTP2PoolStateMachine<Clock: HTTP2PoolClock, Random: RandomNumberGenerator> {
     typealias ConnectionID = HTTP2PoolConnectionID
     typealias Request = HTTP2PendingRequest
@@ -636,6 +638,7 @@ struct HTTP2PoolStateMachine<Clock: HTTP2PoolClock, Random: RandomNumberGenerato
         let now = connectionLost ? clock.now : .zero
         var unanswered = 0
         var failed = 0
+        var held = 0
         var resend = 0
         var foreign = 0
         // One pass in the common case: nothing to resend, nothing foreign; the batch itself becomes the
@@ -649,12 +652,23 @@ struct HTTP2PoolStateMachine<Clock: HTTP2PoolClock, Random: RandomNumberGenerato
             switch f.outcome {
             case .succeeded:
                 f.custody = .completed
+            case .failedResendable where f.failedHeld:
+                // Its owner holds it (a paused target) and sends it again itself.
+                held += 1
+                f.custody = .completed
             case .failedResendable
             where resendAllowed && (f.resends < configuration.maxResends || (connectionLost && now < f.giveUpAt)):
                 resend += 1
             case .failedResendable:
                 failed += 1
                 f.custody = .completed
+            case .failed
+            where connectionLost && resendAllowed && configuration.resendUnanswered && now < f.giveUpAt
+                && f.failedUnanswered:
+                // Written, and the connection died before the answer: resent as one never written is (the
+                // requests of such a pool carry a collapse identity, so a second arrival replaces the first).
+                resend += 1
+                stats.unansweredResends += 1
             case .failed:
                 failed += 1
                 f.custody = .completed
@@ -669,7 +683,8 @@ struct HTTP2PoolStateMachine<Clock: HTTP2PoolClock, Random: RandomNumberGenerato
         connections[i].reserved -= batch.count - foreign
         stats.requestsFailed += failed
         stats.requestsWrittenUnanswered += unanswered
-        stats.requestsSucceeded += batch.count - foreign - failed - resend
+        stats.requestsHeld += held
+        stats.requestsSucceeded += batch.count - foreign - failed - resend - held
         if resend == 0 && foreign == 0 {
             if a.complete.isEmpty { a.complete = batch } else { a.complete.append(contentsOf: batch) }
             return

@@ -155,6 +155,10 @@ public struct HTTP2Error: Error, Sendable, Hashable, CustomStringConvertible {
         /// The request was written and its connection died before the answer came: it may have reached the
         /// server, so it is not resent (at most once).
         public static let writtenUnanswered = Kind("written-unanswered")
+        /// The request's owner asked, as its connection was about to write it, to hold it
+        /// (`HTTP2PendingRequest.holdsBeforeWriting`: the provider paused its target): never written, not resent by
+        /// the pool; the owner sends it again when the pause ends.
+        public static let held = Kind("held")
     }
     public var kind: Kind
     public var resendIsSafe: Bool
@@ -215,6 +219,11 @@ public struct HTTP2ClientConfiguration: Sendable, Hashable {
     /// over) it stays queued, connects are retried with the back-off above, and it is resent after a refused
     /// stream or a GOAWAY past `maxResends`. Past it the request fails with `.providerUnreachable`.
     public var providerOutageSeconds: Double = 120
+    /// A request written and unanswered when its connection dies (`.writtenUnanswered`) is resent on another
+    /// connection while its outage budget lasts, as one never written is. Only for requests whose second arrival
+    /// does no harm: pushes carrying a collapse identity (`worker.unansweredSends: resend`). Off: such a request
+    /// fails (at most once).
+    public var resendUnanswered = false
 
     public init(
         host: String, port: Int = 443, caFile: String? = nil, clientCertificate: TLSClientCertificate? = nil,

@@ -2,6 +2,7 @@ import ArgumentParser
 import Foundation
 import Logging
 import VolleyBench
+import VolleyCore
 import VolleyService
 
 /// `volley-bench chaos`: one campaign through one fault; prints what was delivered, lost and duplicated, and
@@ -26,6 +27,10 @@ struct BenchChaos: AsyncParsableCommand {
     @Option(help: "Shards the campaign is split into (so every worker sends).") var shards = 4
     @Option(name: .customLong("in-flight"), help: "worker.inFlight.") var inFlight = 4000
     @Option(name: .customLong("record-batch-size"), help: "worker.recordBatchSize.") var recordBatchSize = 512
+    @Option(
+        name: .customLong("unanswered-sends"),
+        help: "worker.unansweredSends: resend (the default) or fail, for sends written and unanswered.")
+    var unansweredSends: String?
     @Option(
         name: .customLong("reclaim-idle-ms"),
         help: ArgumentHelp(
@@ -55,6 +60,9 @@ struct BenchChaos: AsyncParsableCommand {
         if !(trigger > 0 && trigger < 1) { throw ValidationError("--trigger must be between 0 and 1") }
         if shards < 1 { throw ValidationError("--shards must be at least 1") }
         if stormStreams < 1 { throw ValidationError("--storm-streams must be at least 1") }
+        if let u = unansweredSends, UnansweredSends(rawValue: u) == nil {
+            throw ValidationError("--unanswered-sends must be resend or fail")
+        }
     }
 
     func run() async throws {
@@ -70,6 +78,7 @@ struct BenchChaos: AsyncParsableCommand {
         o.shards = shards
         o.inFlight = inFlight
         o.recordBatchSize = recordBatchSize
+        o.unansweredSends = unansweredSends
         o.reclaimIdleMs = reclaimIdleMs
         o.stormStreams = stormStreams
         o.clusterNodeTimeoutMs = clusterNodeTimeoutMs

@@ -50,7 +50,7 @@ struct TypesList: ParsableCommand {
             var line = "\(t.id)  \"\(t.name)\"  mobile \(t.mobile)  desktop \(t.desktop)"
             if let app {
                 let st = settings[t.id]
-                line += "  [\(app): enabled \(st?.enabled ?? true), push \(st?.pushEnabled ?? t.mobile)]"
+                line += "  [\(app): enabled \(st?.subscribed ?? false), push \(st?.pushEnabled ?? t.mobile)]"
             }
             print(line)
         }
@@ -62,9 +62,10 @@ struct TypesAppSetting: ParsableCommand {
         commandName: "app-setting",
         abstract: "Set or reset a (type, app) setting, or the app's full-content push setting.",
         discussion: """
-            A custom notification goes to every app of the org subscribed to its type; --enabled false unsubscribes \
-            the app from the type. --full-content holds for all the app's types (no --type needed): on, a custom \
-            notification's push shows its title and body; off (the default), its title only.
+            A custom notification goes to every app of the org subscribed to its type: --enabled true subscribes \
+            the app to the type (no app is subscribed until then), --enabled false unsubscribes it. --full-content \
+            holds for all the app's types (no --type needed): on, a custom notification's push shows its title and \
+            body; off (the default), its title only.
             """)
     @Option(help: "Volley configuration file (YAML).") var config: String
     @Option(help: "Org id.") var org: String

@@ -47,7 +47,8 @@ struct Worker: AsyncParsableCommand {
         try await WorkerRunner.run(
             configuration: c, settings: settings, metrics: metrics, logger: logger,
             resolver: recipients.resolver(usersPerRead: settings.worker.chunkSize),
-            quota: recipients.quota, personalContent: recipients.personalContent(), fleet: fleet,
+            quota: recipients.quota,
+            personalContent: recipients.personalContent(deviceKeyCacheSize: c.worker.deviceKeyCacheSize), fleet: fleet,
             throttle: recipients.throttle)
     }
 }

@@ -26,13 +26,14 @@ struct InMemoryAPI {
     let timeZones = InMemoryOrgTimeZones()
     /// The users' attributes and the segments counted over them.
     let directory = InMemoryDirectory()
+    let schedules = InMemoryScheduleStore()
     let server: APIServer
 
-    /// `withOptionalStores` false: a process started without the frequency-cap, sync-hint and time-zone stores
-    /// (the schedule store is never given here).
+    /// `withOptionalStores` false: a process started without the frequency-cap, sync-hint, time-zone and schedule
+    /// stores. `notificationCheck`: the providers' preparation the door runs (none: every notification passes).
     init(
         rate: APIConfiguration.RateLimit = .init(requestsPerSecond: 1000, burst: 1000), withOptionalStores: Bool = true,
-        onManualClock: Bool = false
+        onManualClock: Bool = false, notificationCheck: NotificationCheck = .none
     ) {
         credentials = InMemoryCredentialStore(clock: clock, outage: outage)
         templates = InMemoryTemplateStore(outage: outage)
@@ -57,10 +58,12 @@ struct InMemoryAPI {
             stores.syncHints = syncHints
             stores.timeZones = timeZones
             stores.segments = InMemorySegmentStore(directory: directory)
+            stores.schedules = schedules
         }
         server = APIServer(
             configuration: configuration, stores: stores, openAPIDocument: OpenAPIDocument.yaml,
-            logger: Logger(label: "test"), connect: connect, clock: onManualClock ? clock : SystemClock())
+            logger: Logger(label: "test"), connect: connect, notificationCheck: notificationCheck,
+            clock: onManualClock ? clock : SystemClock())
     }
 
     func key(org: OrgID = "orgA", role: APIRole) throws -> String {
@@ -109,6 +112,32 @@ func object(_ text: String) throws -> [String: Any] {
             #expect(try await client.call(.post, "/v1/interactions", token: token, json: body).status != 401)
             api.clock.advance(by: 1)
             #expect(try await client.call(.post, "/v1/interactions", token: token, json: body).status == 401)
+        }
+    }
+
+    /// A job naming a custom notification `type` goes as Salesforce's Notification Builder payload: what it has no
+    /// room for is a 400 at the door naming the field, nothing is queued; what it has room for is accepted.
+    @Test func aCustomNotificationsFieldThePayloadCannotCarryIsA400NamingIt() async throws {
+        let api = InMemoryAPI()
+        let send = try api.key(role: .send)
+        try await api.test { client async throws in
+            let image = try await client.call(
+                .post, "/v1/jobs", token: send,
+                json: #"{"app":"app1","recipients":["005A"],"notification":{"title":"Won","type":"0MLdeal","#
+                    + #""imageUrl":"https://example.com/i.png"}}"#)
+            #expect(image.status == 400, "\(image.text)")
+            #expect(try object(image.text)["field"] as? String == "notification.imageUrl")
+            let clash = try await client.call(
+                .post, "/v1/jobs", token: send,
+                json: #"{"app":"app1","recipients":["005A"],"notification":{"title":"Won","type":"0MLdeal","#
+                    + #""data":{"uid":"x"}}}"#)
+            #expect(try object(clash.text)["field"] as? String == "notification.data.uid")
+            let kept = try await client.call(
+                .post, "/v1/jobs", token: send,
+                json: #"{"app":"app1","recipients":["005A"],"notification":{"title":"Won","type":"0MLdeal","#
+                    + #""data":{"order":"17"},"url":"app://d","threadId":"t","category":"C","#
+                    + #""interruptionLevel":"active","localized":{"fr":{"title":"Gagné"}}}}"#)
+            #expect(kept.status == 202, "\(kept.text)")
         }
     }
 

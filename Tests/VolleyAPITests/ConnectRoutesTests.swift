@@ -131,6 +131,9 @@ private let alice = ConnectCaller(org: "o1", user: "alice", app: "sales")
     defer { h.stop() }
     try await h.types.setType(org: "o1", NotificationType(id: "0ML1", name: "Deal won"))
     try await h.types.setType(org: "o2", NotificationType(id: "0ML2", name: "Other org's"))
+    for app: AppName in ["sales", "field"] {
+        try await h.types.setSetting(org: "o1", app: app, typeID: "0ML1", enabled: true, pushEnabled: nil)
+    }
     let r = await h.call(
         "POST", action,
         body: """
@@ -192,6 +195,7 @@ private let alice = ConnectCaller(org: "o1", user: "alice", app: "sales")
     defer { h.stop() }
     try await h.types.setType(org: "o1", NotificationType(id: "T", name: "Shown"))
     try await h.types.setType(org: "o1", NotificationType(id: "H", name: "Hidden for sales"))
+    try await h.types.setSetting(org: "o1", app: "sales", typeID: "T", enabled: true, pushEnabled: nil)
     try await h.types.setSetting(org: "o1", app: "sales", typeID: "H", enabled: false, pushEnabled: nil)
     for i in 1...4 {
         h.clock.advance(by: 10)
@@ -253,11 +257,15 @@ private let alice = ConnectCaller(org: "o1", user: "alice", app: "sales")
     status = try dict(await h.call("GET", "/connect/notifications/status", caller: alice))
     #expect(status["unreadCount"] as? Int == 1 && status["unseenCount"] as? Int == 0)
     #expect(status["oldestUnread"] as? String == "2027-01-15T08:00:50.000Z")
-    // With the type shown again, its notification counts (unread, but seen by the PATCH before now).
-    try await h.types.resetSetting(org: "o1", app: "sales", typeID: "H")
+    // With the app subscribed to the type again, its notification counts (unread, but seen by the PATCH before
+    // now). A reset setting is no subscription: the type is hidden again.
+    try await h.types.setSetting(org: "o1", app: "sales", typeID: "H", enabled: true, pushEnabled: nil)
     status = try dict(await h.call("GET", "/connect/notifications/status", caller: alice))
     #expect(status["unreadCount"] as? Int == 2 && status["unseenCount"] as? Int == 0)
     #expect(status["oldestUnread"] as? String == "2027-01-15T08:00:30.000Z")
+    try await h.types.resetSetting(org: "o1", app: "sales", typeID: "H")
+    status = try dict(await h.call("GET", "/connect/notifications/status", caller: alice))
+    #expect(status["unreadCount"] as? Int == 1)
     // The other org's inbox is untouched.
     let other = ConnectCaller(org: "o2", user: "alice", app: "other")
     #expect(try dict(await h.call("GET", "/connect/notifications/status", caller: other))["unseenCount"] as? Int == 1)
@@ -275,19 +283,23 @@ private let alice = ConnectCaller(org: "o1", user: "alice", app: "sales")
     var r = await h.call("GET", "/connect/notifications/app-settings/organization", caller: alice)
     var list = try #require(try dict(r)["notificationAppSettings"] as? [[String: Any]])
     #expect(list.count == 1)
-    #expect(list[0]["enabled"] as? Bool == true && list[0]["pushEnabled"] as? Bool == true)
+    // No app is subscribed to a type until its setting says so: enabled defaults to false.
+    #expect(list[0]["enabled"] as? Bool == false && list[0]["pushEnabled"] as? Bool == true)
     #expect(list[0]["applicationId"] as? String == "sales" && list[0]["notificationLabel"] as? String == "Deal won")
     #expect(list[0]["applicationNamespace"] is NSNull)
 
     // Changing settings takes an admin key, which names the app; the app's user may not.
-    #expect(await h.call("POST", one, body: #"{"enabled": "false"}"#, caller: alice).status == 403)
+    #expect(await h.call("POST", one, body: #"{"enabled": "true"}"#, caller: alice).status == 403)
+    r = await h.call("POST", one, body: #"{"enabled": "true", "applicationId": "sales"}"#, caller: backend)
+    #expect(try r.status == 200 && (try dict(r)["enabled"] as? Bool) == true)
+    #expect(try h.types.policy(org: "o1", app: "sales", typeID: "T").sendsPush)
     r = await h.call("POST", one, body: #"{"enabled": "false", "applicationId": "sales"}"#, caller: backend)
     #expect(try r.status == 200 && (try dict(r)["enabled"] as? Bool) == false)
     #expect(try !(try h.types.policy(org: "o1", app: "sales", typeID: "T").storesInbox))
     // Another app's setting is separate; an app of another org is 404; without an app, 400.
     r = await h.call("GET", one, query: ["applicationId": "field"], caller: alice)
     list = try #require(try dict(r)["notificationAppSettings"] as? [[String: Any]])
-    #expect(list.first?["enabled"] as? Bool == true)
+    #expect(list.first?["enabled"] as? Bool == false)
     #expect(await h.call("GET", one, query: ["applicationId": "other"], caller: alice).status == 404)
     #expect(await h.call("GET", one, caller: backend).status == 400)
     #expect(await h.call("GET", "/connect/notifications/app-settings/organization/X", caller: alice).status == 404)
@@ -295,6 +307,8 @@ private let alice = ConnectCaller(org: "o1", user: "alice", app: "sales")
 
     r = await h.call("DELETE", one, query: ["applicationId": "sales"], caller: backend)
     #expect(r.status == 204 && r.body.isEmpty)
+    #expect(try !(try h.types.policy(org: "o1", app: "sales", typeID: "T").storesInbox))
+    r = await h.call("POST", one, body: #"{"enabled": true, "applicationId": "sales"}"#, caller: backend)
     #expect(try h.types.policy(org: "o1", app: "sales", typeID: "T").sendsPush)
 
     // Org settings: defaults from the type; mobile off keeps the tray but stops the push.
@@ -391,13 +405,16 @@ private let alice = ConnectCaller(org: "o1", user: "alice", app: "sales")
 }
 
 @Test(.tags(.unit)) func aCustomNotificationReachesOnlyTheAppsSubscribedToItsType() async throws {
-    let h = try Harness(apps: ["o1": ["sales", "field", "ops"]])
+    let h = try Harness(apps: ["o1": ["sales", "field", "ops", "idle"]])
     defer { h.stop() }
     try await h.types.setType(org: "o1", NotificationType(id: "T", name: "Deal won"))
     try await h.types.setType(org: "o1", NotificationType(id: "Q", name: "Nobody's"))
+    try await h.types.setSetting(org: "o1", app: "sales", typeID: "T", enabled: true, pushEnabled: nil)
     try await h.types.setSetting(org: "o1", app: "field", typeID: "T", enabled: false, pushEnabled: nil)
-    // An app that only turned push off is still subscribed: the worker stores without pushing.
-    try await h.types.setSetting(org: "o1", app: "ops", typeID: "T", enabled: nil, pushEnabled: false)
+    // A subscribed app that turned push off: the worker stores without pushing.
+    try await h.types.setSetting(org: "o1", app: "ops", typeID: "T", enabled: true, pushEnabled: false)
+    // "idle" has no setting for T: not subscribed, so no job goes through it.
+    try await h.types.setSetting(org: "o1", app: "idle", typeID: "Q", enabled: nil, pushEnabled: true)
     for app in ["sales", "field", "ops"] {
         try await h.types.setSetting(org: "o1", app: AppName(app), typeID: "Q", enabled: false, pushEnabled: nil)
     }
@@ -424,6 +441,9 @@ private let alice = ConnectCaller(org: "o1", user: "alice", app: "sales")
     let h = try Harness()
     defer { h.stop() }
     try await h.types.setType(org: "o1", NotificationType(id: "T", name: "Deal won"))
+    for app: AppName in ["sales", "field"] {
+        try await h.types.setSetting(org: "o1", app: app, typeID: "T", enabled: true, pushEnabled: nil)
+    }
     let body = """
         {"inputs": [{"customNotifTypeId": "T", "recipientIds": ["alice"], "title": "Won", "body": "b",
                      "targetId": "x"}]}
@@ -479,6 +499,7 @@ private let alice = ConnectCaller(org: "o1", user: "alice", app: "sales")
     defer { h.stop() }
     try await h.types.setType(org: "o1", NotificationType(id: "T", name: "Deal won"))
     try await h.types.setType(org: "o1", NotificationType(id: "U", name: "Case"))
+    try await h.types.setSetting(org: "o1", app: "sales", typeID: "T", enabled: true, pushEnabled: nil)
     let all = "/connect/notifications/app-settings/organization"
     func settings(_ app: String) async throws -> [[String: Any]] {
         let r = await h.call("GET", all, query: ["applicationId": app], caller: backend)

@@ -50,7 +50,16 @@ private func errors(_ text: String) throws -> [[String: Any]] {
             "cipherName"
         ),
         (#"{"platform":"android","token":"t","cipherName":"RSA_OAEP_SHA1"}"#, "cipherName"),
+        // An empty name is not PKCS #1 v1.5 (which is `cipherName` left out), with a key or without one.
+        (
+            #"{"platform":"android","token":"t","rsaPublicKey":"\#(TestDeviceKeys.rsa2048)","cipherName":""}"#,
+            "cipherName"
+        ),
+        (#"{"platform":"ios","token":"\#(apnsToken)","cipherName":""}"#, "cipherName"),
         (#"{"platform":"android","token":"t","rsaPublicKey":7}"#, "rsaPublicKey"),
+        // A zone by its IANA name only, as every door that takes one.
+        (#"{"platform":"android","token":"t","timeZone":"GMT+5"}"#, "timeZone"),
+        (#"{"platform":"android","token":"t","timeZone":"PST"}"#, "timeZone"),
     ])
     func putDeviceRefusalsNameTheField(json: String, field: String) async throws {
         let api = InMemoryAPI()

@@ -42,7 +42,8 @@ import VolleyTestTags
     }
 
     @Test(arguments: [
-        #"{"timeZone":"Mars/Base"}"#, #"{"timeZone":""}"#, #"{"timeZone":7}"#, #"{}"#, #"{"timeZone":null}"#,
+        #"{"timeZone":"Mars/Base"}"#, #"{"timeZone":"GMT+5"}"#, #"{"timeZone":"PST"}"#, #"{"timeZone":"Factory"}"#,
+        #"{"timeZone":""}"#, #"{"timeZone":7}"#, #"{}"#, #"{"timeZone":null}"#,
         #"{"timeZone":"Europe/Berlin","zone":"x"}"#,
     ])
     func aBadBodyIsA400NamingTheField(_ body: String) async throws {

@@ -20,6 +20,25 @@ func headerValue(_ r: HTTP2Request, _ name: String) -> String? { r.headers.first
         try APNSPreparedNotification(n, jobID: JobID(job), bundleID: "com.example.app", now: now)
     }
 
+    @Test func aJobWithoutCollapseIdShowsUnderTheWorkersIdentityAndTheJobsOwnWins() throws {
+        var n = VolleyCore.Notification(title: "Hi")
+        #expect(
+            headerValue(try prepare(n).request(for: device, authority: "a", authorization: "x"), "apns-collapse-id")
+                == nil)
+        n.resendCollapseId = MessageTracking.resendCollapseID(org: "00Dxx0000001gEF", job: "job-1")
+        let id = try #require(
+            headerValue(try prepare(n).request(for: device, authority: "a", authorization: "x"), "apns-collapse-id"))
+        #expect(id.hasPrefix("volley-") && id.utf8.count == 18)
+        // One identity per job in its org: another job, or the same job id in another org, shows apart.
+        #expect(id == MessageTracking.resendCollapseID(org: "00Dxx0000001gEF", job: "job-1"))
+        #expect(id != MessageTracking.resendCollapseID(org: "00Dxx0000001gEF", job: "job-2"))
+        #expect(id != MessageTracking.resendCollapseID(org: "00Dxx0000002gEF", job: "job-1"))
+        n.collapseId = "score"
+        #expect(
+            headerValue(try prepare(n).request(for: device, authority: "a", authorization: "x"), "apns-collapse-id")
+                == "score")
+    }
+
     @Test func alertHeadersAndPayload() throws {
         let n = VolleyCore.Notification(
             title: "Hi", subtitle: "Sub", body: "Body", sound: "ping.aiff", badge: 3,

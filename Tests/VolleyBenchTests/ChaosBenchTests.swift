@@ -37,8 +37,23 @@ struct ChaosBenchTests {
         #expect(r.reached_not_accepted == r.provider_devices - r.accepted)
         #expect(r.failed_other == r.failed - (r.written_unanswered ?? 0))
         #expect(r.fault_held_s >= 1)
+        // Sends written and unanswered when the mock died were resent under the job's collapse identity (the
+        // default `worker.unansweredSends: resend`): no device lost, none shown twice, whatever was duplicated.
+        #expect(r.unanswered_sends == "resend")
+        #expect(r.lost == r.devices - r.accepted - r.rejected)
+        #expect(r.lost == 0 && r.failed == 0, "\(r.failed_by_reason)")
+        #expect(r.shown_twice == 0 && r.shown_twice <= r.duplicated_devices)
         let table = ChaosBench.table(r)
         #expect(table.contains("provider-kill") && table.contains("quota"))
+    }
+
+    @Test func aDeviceShowsAPushTwiceUnlessEveryCopyCarriedTheFirstOnesIdentity() {
+        #expect(!ChaosBench.showsTwice(["volley-a"]))
+        #expect(!ChaosBench.showsTwice(["volley-a", "volley-a"]))
+        #expect(ChaosBench.showsTwice(["volley-a", "volley-b"]))
+        #expect(ChaosBench.showsTwice(["-", "-"]))
+        #expect(ChaosBench.showsTwice(["volley-a", "-"]))
+        #expect(!ChaosBench.showsTwice(["-"]))
     }
 
     @Test func writtenUnansweredIsReadFromTheReasonOrAField() {

@@ -363,6 +363,17 @@ func actionRecipientLimit(count: Int) throws {
     #expect(!NotificationOrgSetting(mobileEnabled: false).effective(for: type).mobile)
 }
 
+/// A Connect push of a silent payload (`content-available` without an alert) is a silent push to frequency caps, as
+/// a Volley-shaped silent job is: not counted, not capped. One with an alert is visible.
+@Test(.tags(.unit)) func aSilentConnectPushIsNotVisibleToFrequencyCaps() throws {
+    let silent = try ConnectPush.decode(
+        json(#"{"appName": "A", "userIds": ["u"], "payload": "{'aps': {'content-available': 1}, 'k': 'v'}"}"#))
+    #expect(!ConnectPush.job(silent, id: "j", org: "o").effectiveNotification.isVisible)
+    let alert = try ConnectPush.decode(
+        json(#"{"appName": "A", "userIds": ["u"], "payload": "{'aps': {'alert': 'x', 'content-available': 1}}"}"#))
+    #expect(ConnectPush.job(alert, id: "j", org: "o").effectiveNotification.isVisible)
+}
+
 /// The jobs the resources write are jobs the worker takes: no key it does not know, and structurally valid.
 @Test(.tags(.unit)) func writtenJobsPassTheWorkersChecks() throws {
     let input = try parse(

@@ -65,6 +65,11 @@ import VolleyTestTags
             "FIELD_INTEGRITY_EXCEPTION", ["CipherName"]
         ),
         (
+            #"{"ConnectionToken":"t","ServiceType":"androidGcm","ApplicationBundle":"b","#
+                + #""RsaPublicKey":"\#(TestDeviceKeys.rsa2048)","CipherName":""}"#,
+            "FIELD_INTEGRITY_EXCEPTION", ["CipherName"]
+        ),
+        (
             #"{"ConnectionToken":"t","ServiceType":"androidGcm","ApplicationBundle":"b","Colour":"red"}"#,
             "INVALID_FIELD", ["Colour"]
         ),

@@ -52,6 +52,37 @@ struct SalesforcePushDecryptionTests {
         #expect(object == expected)
     }
 
+    /// A custom notification's `data` and `url` (and Android's `threadId`) travel inside the encrypted content, as
+    /// the SDKs hand the decrypted keys to the app; nothing of them is in clear. `aps` keeps what iOS itself needs
+    /// in clear (`thread-id`, `category`, `interruption-level`).
+    @Test(arguments: Platform.allCases)
+    func theNotificationsKeysForTheAppAreInsideTheEncryptedContent(platform: Platform) throws {
+        let sdk = try SalesforceSDKDecryptor.make()
+        defer { sdk.remove() }
+        var c = sample
+        c.data = ["order": .string("A-17"), "count": .number(3)]
+        c.url = "app://deal/17"
+        c.threadID = "deals"
+        c.category = "DEAL"
+        c.interruptionLevel = "time-sensitive"
+        let key = try DeviceEncryptionKey(
+            rsaPublicKey: sdk.publicKeyBase64, cipherName: "RSA_OAEP_SHA256", platform: platform)
+        let push = try SalesforcePushBuilder.build(c, platform: platform, key: key)
+        let (secret, content) = try secretAndContent(push)
+        let (_, object) = try #require(try sdk.decrypt(secret: secret, content: content, platform: platform))
+        #expect(object["order"] == .string("A-17") && object["count"] == .number(3))
+        #expect(object["url"] == .string("app://deal/17") && object["oid"] == .string("00Dxx0000000001"))
+        #expect(object["threadId"] == (platform == .android ? .string("deals") : nil))
+        switch push.payload {
+        case .apns(let bytes):
+            let o = try #require(try JSONValue(parsing: bytes).objectValue)
+            #expect(Set(o.keys) == ["aps", "content", "encrypted", "secret"])
+            #expect(o["aps"]?["thread-id"] == .string("deals") && o["aps"]?["category"] == .string("DEAL"))
+            #expect(o["aps"]?["interruption-level"] == .string("time-sensitive"))
+        case .fcmData(let d): #expect(Set(d.keys) == ["content", "encrypted", "secret"])
+        }
+    }
+
     /// The two OAEP variants really differ: a secret padded for iOS does not open with Android's MGF1-SHA-1, nor
     /// the other way round, so a wrong choice would show.
     @Test func theIOSAndAndroidOAEPPaddingsAreNotInterchangeable() throws {

@@ -163,8 +163,8 @@ struct DeviceEncryptionKeyTests {
 
     @Test func cipherNameOtherThanOAEPSHA256IsRefusedNamingTheField() throws {
         let b64 = try testKeyBase64
-        for name in ["RSA_OAEP", "rsa_oaep_sha256", "PKCS1", "AES"] {
-            #expect(keyError(b64, cipher: name)?.hasPrefix("cipherName:") == true)
+        for name in ["RSA_OAEP", "rsa_oaep_sha256", "PKCS1", "AES", ""] {
+            #expect(keyError(b64, cipher: name)?.hasPrefix("cipherName:") == true, "'\(name)'")
         }
     }
 

@@ -175,6 +175,47 @@ import VolleyTestTags
         #expect(try caps.plan(for: job, notification: "j") == nil)
     }
 
+    /// A raw silent push (an `apns` payload whose `aps` holds only `content-available`, as the Connect push
+    /// resource and Apex-style jobs send) is not visible: neither counted nor capped, as a Volley-shaped silent job
+    /// is not. A raw payload that shows something is counted.
+    @Test func aRawSilentPushGetsNoPlan() throws {
+        let caps = FrequencyCaps(
+            rulebook: FrequencyCapRulebook(
+                configured: [org: try rules([("1h", 1, nil)])], stored: nil, clock: ManualClock()),
+            store: InMemoryFrequencyCaps())
+        let silentAPS: JSONValue = .object(["aps": .object(["content-available": .number(1)]), "sfdc": .string("x")])
+        // The job-level raw payload, and the Connect push's shape (the payload, and its keys as FCM data).
+        var job = PushJob(org: org, app: "app1", recipients: ["u1"], notification: .init(), apns: silentAPS)
+        #expect(job.effectiveNotification.isRawSilent)
+        #expect(try caps.plan(for: job, notification: "j") == nil)
+        job.fcm = .object(["data": .object(["aps": .string(#"{"content-available":1}"#)])])
+        #expect(try caps.plan(for: job, notification: "j") == nil)
+        // Raw payloads inside the notification count the same.
+        job = PushJob(org: org, app: "app1", recipients: ["u1"], notification: .init(apns: silentAPS))
+        #expect(try caps.plan(for: job, notification: "j") == nil)
+        // Visible: an alert, a badge or a sound in `aps`, an FCM notification block, or text of the job's own.
+        for aps: [String: JSONValue] in [
+            ["content-available": .number(1), "alert": .string("Hi")],
+            ["content-available": .number(1), "badge": .number(3)],
+            ["alert": .object(["title": .string("Hi")])], ["sound": .string("default")],
+        ] {
+            job = PushJob(
+                org: org, app: "app1", recipients: ["u1"], notification: .init(), apns: .object(["aps": .object(aps)]))
+            #expect(try caps.plan(for: job, notification: "j") != nil, "\(aps)")
+        }
+        job = PushJob(
+            org: org, app: "app1", recipients: ["u1"], notification: .init(), apns: silentAPS,
+            fcm: .object(["notification": .object(["title": .string("Hi")])]))
+        #expect(try caps.plan(for: job, notification: "j") != nil)
+        job = PushJob(org: org, app: "app1", recipients: ["u1"], notification: .init(title: "Hi"), apns: silentAPS)
+        #expect(try caps.plan(for: job, notification: "j") != nil)
+        // A raw FCM data message alone may be one the app shows: counted.
+        job = PushJob(
+            org: org, app: "app1", recipients: ["u1"], notification: .init(),
+            fcm: .object(["data": .object(["k": .string("v")])]))
+        #expect(try caps.plan(for: job, notification: "j") != nil)
+    }
+
     @Test func enableFrequencyCapIsReadFromAJob() throws {
         let json = try JSONValue(
             parsing: Array(

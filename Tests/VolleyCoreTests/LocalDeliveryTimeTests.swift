@@ -91,8 +91,13 @@ import VolleyTestTags
         #expect(UserAttributes.problems(["timeZone": "Asia/Kolkata"]).isEmpty)
         #expect(
             UserAttributes.problems(["timeZone": "Mars/Base"]) == [
-                "attributes.timeZone: 'Mars/Base' is not an IANA time zone (such as Europe/Berlin)"
+                "attributes.timeZone: 'Mars/Base' is not an IANA time zone; use its Area/Location name "
+                    + "(Europe/Berlin) or UTC"
             ])
+        // The same rule as every door that takes a zone (`IANAZone`): no offsets, abbreviations or `Factory`.
+        for zone in ["GMT+5", "PST", "Factory"] {
+            #expect(UserAttributes.problems(["timeZone": zone]).count == 1, "\(zone)")
+        }
         #expect(UserAttributes.problems(["timeZone": ""]).count == 1)
     }
 }

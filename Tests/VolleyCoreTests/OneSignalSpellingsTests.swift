@@ -24,13 +24,26 @@ import VolleyTestTags
         #expect(try notification(#"{"priority":"high"}"#).priority == .high)
         #expect(try notification(#"{"priority":"normal"}"#).priority == .normal)
         #expect(try notification(#"{}"#).priority == nil)
-        for bad in ["7", "10.5", #""urgent""#, "true"] {
+        for bad in ["10.5", "1e100", #""urgent""#, #""10""#, "true"] {
             do {
                 _ = try notification(#"{"priority":\#(bad)}"#)
                 Issue.record("priority \(bad) was taken")
             } catch let e as JSONFieldError {
                 #expect(e.path == [.key("notification"), .key("priority")], "\(bad)")
             }
+        }
+    }
+
+    /// OneSignal: "The value of 10 assigns high priority …; values other than 10 set the notification to normal
+    /// priority." Every whole number is taken by that rule.
+    @Test(arguments: ["0", "1", "7", "9", "11", "-1", "100", "5.0"])
+    func everyWholeNumberOtherThan10IsNormal(_ number: String) throws {
+        #expect(try notification(#"{"priority":\#(number)}"#).priority == .normal, "\(number)")
+    }
+
+    @Test func tenIsHighHoweverItIsWritten() throws {
+        for ten in ["10", "10.0", "1e1"] {
+            #expect(try notification(#"{"priority":\#(ten)}"#).priority == .high, "\(ten)")
         }
     }
 
@@ -91,8 +104,10 @@ import VolleyTestTags
     }
 
     @Test func subscriptionFollowsTheAppSettingsEnabled() {
-        #expect(DeliveryPolicy.subscribes(nil))
-        #expect(DeliveryPolicy.subscribes(NotificationAppSetting(pushEnabled: false)))
+        #expect(!DeliveryPolicy.subscribes(nil))
+        #expect(!DeliveryPolicy.subscribes(NotificationAppSetting(pushEnabled: false)))
         #expect(!DeliveryPolicy.subscribes(NotificationAppSetting(enabled: false)))
+        #expect(DeliveryPolicy.subscribes(NotificationAppSetting(enabled: true)))
+        #expect(DeliveryPolicy.subscribes(NotificationAppSetting(enabled: true, pushEnabled: false)))
     }
 }

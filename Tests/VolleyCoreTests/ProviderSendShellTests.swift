@@ -49,7 +49,7 @@ import VolleyTestTags
 
         func sendFirstAttempt(
             _ notification: Prepared, prepared: any PreparedNotification, to device: Device,
-            receiver: any DeliveryReceiver
+            receiver: any DeliveryReceiver, holdable: Bool
         ) {
             log.withLock { $0.firstAttempts += 1 }
         }

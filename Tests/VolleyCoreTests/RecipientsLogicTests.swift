@@ -79,10 +79,15 @@ import VolleyTestTags
     arguments: [
         (nil as String?, nil as NotificationType?, nil as NotificationAppSetting?, "push"),
         ("t", nil, nil, "not"),
-        ("t", NotificationType(id: "t", name: "T"), nil, "push"),
+        // An app reaches a custom type's recipients only when subscribed to it (enabled: true).
+        ("t", NotificationType(id: "t", name: "T"), nil, "not"),
+        ("t", NotificationType(id: "t", name: "T"), NotificationAppSetting(), "not"),
+        ("t", NotificationType(id: "t", name: "T"), NotificationAppSetting(enabled: true), "push"),
         ("t", NotificationType(id: "t", name: "T"), NotificationAppSetting(enabled: false), "not"),
-        ("t", NotificationType(id: "t", name: "T"), NotificationAppSetting(pushEnabled: false), "inbox"),
-        ("t", NotificationType(id: "t", name: "T", mobile: false, desktop: true), nil, "inbox"),
+        ("t", NotificationType(id: "t", name: "T"), NotificationAppSetting(pushEnabled: false), "not"),
+        ("t", NotificationType(id: "t", name: "T"), NotificationAppSetting(enabled: true, pushEnabled: false), "inbox"),
+        ("t", NotificationType(id: "t", name: "T", mobile: false, desktop: true), nil, "not"),
+        ("t", NotificationType(id: "t", name: "T", mobile: false, desktop: true), .init(enabled: true), "inbox"),
     ])
 func deliveryPolicy(typeID: String?, type: NotificationType?, setting: NotificationAppSetting?, expected: String) {
     let p = DeliveryPolicy.decide(typeID: typeID, type: type, setting: setting, app: "app")
@@ -90,4 +95,15 @@ func deliveryPolicy(typeID: String?, type: NotificationType?, setting: Notificat
     case (.pushAndInbox, "push"), (.inboxOnly, "inbox"), (.notEnabled, "not"): break
     default: Issue.record("got \(p), expected \(expected)")
     }
+}
+
+/// The report of a job of a type its app is not subscribed to says so, naming the app, the type and the fix.
+@Test(.tags(.unit)) func anUnsubscribedAppsJobIsNotEnabledAndSaysWhy() {
+    let p = DeliveryPolicy.decide(typeID: "t", type: NotificationType(id: "t", name: "T"), setting: nil, app: "sales")
+    guard case .notEnabled(let why) = p else {
+        Issue.record("got \(p)")
+        return
+    }
+    #expect(why.contains("app sales is not subscribed to notification type 't'"))
+    #expect(why.contains("--enabled true"))
 }

@@ -235,6 +235,68 @@ import VolleyTestTags
         #expect(attributes.reads >= 1)
     }
 
+    /// Each recipient's inbox entry, unseen count and frequency-cap decision are written at that recipient's wave,
+    /// not at the job's first: Berlin's user is stored and counted at once, New York's at New York's 09:00, and
+    /// Tokyo's, who has no device, at Tokyo's 09:00 (a wave of its own), so no tray shows the notification hours
+    /// before its push. (Before, the first wave stored all three and counted both users with a device.)
+    @Test func aLocalTimeJobStoresAndCapsEachRecipientAtTheirOwnWave() async throws {
+        let clock = ManualClock(ScheduledTime("2026-11-27T08:00:05Z")!.date)
+        backend.register(
+            org: "org1", app: "app1", user: "berlin",
+            [Device(platform: .ios, token: DeviceToken("tok-b"), user: "berlin", timeZone: "Europe/Berlin")])
+        backend.register(
+            org: "org1", app: "app1", user: "ny",
+            [Device(platform: .ios, token: DeviceToken("tok-ny"), user: "ny", timeZone: "America/New_York")])
+        let attributes = InMemoryUserAttributes()
+        attributes.set(org: "org1", user: "tokyo", ["timeZone": "Asia/Tokyo"])
+        let inbox = FrequencyCapRunTests.RecordingInbox()
+        let caps = InMemoryFrequencyCaps()
+        var resolver = DirectoryRecipientResolver(
+            directory: FrequencyCapRunTests.ListDirectory(), inbox: inbox, types: nil, attributes: attributes,
+            clock: clock)
+        resolver.frequencyCaps = FrequencyCaps(
+            rulebook: FrequencyCapRulebook(
+                configured: ["org1": [try FrequencyCapRule.make(window: "30d", max: 10, type: nil, at: "r")]],
+                stored: nil, clock: clock),
+            store: caps)
+        let ios = FakePushSender(platform: .ios)
+        let c = WorkerConfiguration(
+            consumer: "w1", concurrentJobs: 1, inFlight: 100, blockMillis: 20, reclaimIdleMillis: 60_000,
+            reclaimIntervalMillis: 60_000, recordBatch: 10, chunkSize: 100)
+        let w = PipelineWorker(
+            configuration: c, backend: backend, apps: StaticAppDirectory(["app1": [.ios: ios]]), resolver: resolver,
+            clock: clock)
+        var j = nineOClockJob("morning")
+        j.recipients = ["berlin", "ny", "tokyo"]
+        try backend.enqueue(j)
+        try w.start()
+        defer { w.drain(deadline: 1) }
+        func counted(_ user: UserID) -> Int { caps.history(org: "org1", user: user).sends[nil]?.count ?? 0 }
+
+        try await waitUntil("the first delivery acknowledged") { backend.ackedEntries.count == 1 }
+        #expect(ios.perToken == ["tok-b": 1])
+        #expect(inbox.entries("berlin") == ["morning"] && inbox.entries("ny").isEmpty && inbox.entries("tokyo").isEmpty)
+        #expect(counted("berlin") == 1 && counted("ny") == 0)
+        let newYork = ScheduledTime("2026-11-27T14:00:00Z")!.date
+        let tokyo = ScheduledTime("2026-11-28T00:00:00Z")!.date
+        #expect(Set(backend.parkedJobs.values) == [newYork, tokyo])
+
+        clock.set(newYork)
+        #expect(backend.promote(now: newYork) == 1)
+        try await waitUntil("the New York wave acknowledged") { backend.ackedEntries.count == 2 }
+        #expect(ios.perToken == ["tok-b": 1, "tok-ny": 1] && backend.allReports.isEmpty)
+        #expect(inbox.entries("ny") == ["morning"] && inbox.entries("tokyo").isEmpty)
+        #expect(counted("berlin") == 1 && counted("ny") == 1)
+
+        clock.set(tokyo.addingTimeInterval(0.2))
+        #expect(backend.promote(now: tokyo) == 1)
+        try await waitUntil("the report") { backend.allReports.count == 1 }
+        #expect(inbox.entries("tokyo") == ["morning"] && inbox.entries("berlin") == ["morning"])
+        let r = backend.allReports[0]
+        #expect(r.devices == 2 && r.accepted == 2 && r.inAppStored == 3 && r.noDevices == 1)
+        #expect(counted("berlin") == 1 && counted("ny") == 1 && counted("tokyo") == 0)
+    }
+
     /// The org's zone set through `PUT /v1/time-zone` takes the place of the configuration's: the zoneless device
     /// waits for New York's 09:00 rather than going at Berlin's.
     @Test func theOrgsZoneSetThroughTheAPIReplacesTheConfigurations() async throws {

@@ -58,6 +58,23 @@ private func jsonObject(_ bytes: [UInt8]) -> [String: Any] {
         #expect(((apns?["payload"] as? [String: Any])?["aps"] as? [String: Any])?["alert"] as? String == "ios")
     }
 
+    @Test func theWorkersCollapseIdentityIsTheTagAndNeverTheCollapseKey() throws {
+        var n = VolleyCore.Notification(title: "T")
+        n.resendCollapseId = "volley-AAAAAAAAAAA"
+        let r = try FCMPreparedNotification(n, projectID: "p").request(for: device, authority: "a", authorization: "t")
+        let android = (jsonObject(r.body)["message"] as? [String: Any])?["android"] as? [String: Any]
+        #expect((android?["notification"] as? [String: Any])?["tag"] as? String == "volley-AAAAAAAAAAA")
+        // collapse_key would make FCM keep one message of the key for an offline device: only a job asks for that.
+        #expect(android?["collapse_key"] == nil)
+        // A silent (data) message has no tag; its `mid` is what an app de-duplicates on.
+        var silent = VolleyCore.Notification(data: ["k": .string("v")], contentAvailable: true)
+        silent.resendCollapseId = "volley-AAAAAAAAAAA"
+        let s = try FCMPreparedNotification(silent, projectID: "p").request(
+            for: device, authority: "a", authorization: "t")
+        #expect(
+            ((jsonObject(s.body)["message"] as? [String: Any])?["android"] as? [String: Any])?["notification"] == nil)
+    }
+
     @Test func withoutTTLTheMessageLivesThreeDays() throws {
         let p = try FCMPreparedNotification(VolleyCore.Notification(title: "T"), projectID: "p")
         let r = p.request(for: device, authority: "a", authorization: "Bearer t")
@@ -102,6 +119,39 @@ private func jsonObject(_ bytes: [UInt8]) -> [String: Any] {
             #expect(e.reason == "PayloadTooLarge")
             #expect(e.message.contains("4101 bytes, 5 bytes over the 4096-byte limit"))
         } catch { Issue.record("\(error)") }
+    }
+
+    /// FCM's 4,096 bytes hold for the notification as for data: a message whose notification renders past them is
+    /// refused as an APNs payload over its limit is (`PayloadTooLarge`, naming the field), when the job is
+    /// prepared and per device for a notification made for one recipient. (It used to go out: a 4,724-byte message
+    /// was sent.)
+    @Test func aNotificationPastTheLimitIsRefusedAtPreparationAndPerDevice() throws {
+        let long = VolleyCore.Notification(title: "Hi", body: String(repeating: "b", count: 4_600))
+        #expect {
+            _ = try FCMPreparedNotification(long, projectID: "p")
+        } throws: { e in
+            let e = try #require(e as? NotificationError)
+            return e.reason == "PayloadTooLarge" && e.field == "body" && e.message.hasPrefix("body: FCM message is")
+                && e.message.contains("over the 4096-byte limit")
+        }
+        #expect(throws: NotificationError.self) { try FCMPreparedNotification.check(long) }
+        // Title, body and data together count: each alone fits.
+        let together = VolleyCore.Notification(
+            title: String(repeating: "t", count: 1_500), body: String(repeating: "b", count: 1_500),
+            data: ["k": .string(String(repeating: "v", count: 1_500))])
+        #expect(throws: NotificationError.self) { try FCMPreparedNotification.check(together) }
+        // Per device: the job's notification fits, one recipient's rendering does not.
+        let job = try FCMPreparedNotification(.init(title: "Hi", body: "short"), projectID: "p")
+        #expect {
+            _ = try job.personalized(for: device, with: .notification(long))
+        } throws: { e in
+            let e = try #require(e as? PersonalPayloadError)
+            return e.reason == "PayloadTooLarge" && e.message.hasPrefix("body:")
+        }
+        // At the limit it goes.
+        let fits = VolleyCore.Notification(title: "Hi", body: String(repeating: "b", count: 4_096 - 13))
+        _ = try FCMPreparedNotification(fits, projectID: "p")
+        _ = try job.personalized(for: device, with: .notification(fits))
     }
 
     @Test func theCheckRefusesWhatPreparingRefusesWithTheSameReason() {

@@ -97,9 +97,10 @@ import VolleyTestTags
     }
 
     @Test func theIDCountsAgainstTheDataLimit() throws {
-        // FCM counts data's keys and values: `k` and its value fill it but for the id's room.
+        // FCM counts data's keys and values: `k` and its value fill it but for the id's room. (No title: the
+        // notification's text counts against the same 4,096 bytes.)
         let room = FCMMessage.maxDataBytes - MessageTracking.fcmDataBytes - 1
-        let fits = VolleyCore.Notification(title: "t", data: ["k": .string(String(repeating: "v", count: room))])
+        let fits = VolleyCore.Notification(data: ["k": .string(String(repeating: "v", count: room))])
         _ = try prepare(fits)
         try FCMPreparedNotification.check(fits, tracked: true)
         var over = fits

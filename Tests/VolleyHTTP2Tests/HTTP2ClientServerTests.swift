@@ -229,6 +229,48 @@ struct HTTP2ClientServerTests {
         #expect(stats.connectionsOpened >= 3)
     }
 
+    /// A request whose owner holds it from a given moment (a provider's pause).
+    final class HoldableRequest: HTTP2PendingRequest, @unchecked Sendable {
+        final class Switch: Sendable { let on = Atomic(false) }
+        let id: Int
+        let done: Completions
+        let held: Switch
+        init(_ id: Int, port: Int, done: Completions, held: Switch) {
+            self.id = id
+            self.done = done
+            self.held = held
+            super.init(VolleyHTTP2Tests.request(id, port: port))
+        }
+        override var holdsBeforeWriting: Bool { held.on.load(ordering: .relaxed) }
+        override func complete(_ result: Result<HTTP2Response, HTTP2Error>) { done.record(id, result) }
+    }
+
+    @Test func requestsHeldByTheirOwnerBeforeWritingNeverReachTheServer() async throws {
+        let pki = try TestPKI.get()
+        let h = RecordingHandler(delayMs: 0)
+        let s = try startServer(pki, handler: h, maxStreams: 200)
+        defer { s.server.stop() }
+        let pool = HTTP2ConnectionPool(configuration: clientConfig(pki, port: s.port), logger: testLogger)
+        let done = Completions()
+        let held = HoldableRequest.Switch()
+        // Answered before the hold; then 1,000 handed to the pool while their owner holds them.
+        pool.submit(HoldableRequest(0, port: s.port, done: done, held: held))
+        await done.wait(for: 1)
+        held.on.store(true, ordering: .relaxed)
+        for i in 1...1000 { pool.submit(HoldableRequest(i, port: s.port, done: done, held: held)) }
+        await done.wait(for: 1001)
+        let snap = done.snapshot
+        #expect((try? snap.results[0]?[0].get())?.status == 200)
+        let heldKinds = (1...1000).compactMap { i -> HTTP2Error.Kind? in
+            guard case .failure(let e)? = snap.results[i]?.first else { return nil }
+            return e.kind
+        }
+        #expect(heldKinds.count == 1000 && heldKinds.allSatisfy { $0 == .held })
+        #expect(h.seen.withLock { $0.ids.count } == 1, "a held request reached the server")
+        #expect(pool.statistics.requestsHeld == 1000 && pool.statistics.resends == 0)
+        await shutdown(pool)
+    }
+
     @Test func wrongCAFailsWithVerificationError() async throws {
         let pki = try TestPKI.get()
         let s = try startServer(pki, handler: RecordingHandler())

@@ -43,7 +43,8 @@ struct HTTP2PoolStateMachineTests {
 
     func machine(
         connections: Int = 1, timeout: Double = 10, maxResends: Int = 3, base: Double = 0.1,
-        max: Double = 1.0, random: UInt64 = 0, maxQueued: Int = 100, outage: Double = 120
+        max: Double = 1.0, random: UInt64 = 0, maxQueued: Int = 100, outage: Double = 120,
+        resendUnanswered: Bool = false
     ) -> Machine {
         var configuration = HTTP2ClientConfiguration(
             host: "api.example", connections: connections,
@@ -51,6 +52,7 @@ struct HTTP2PoolStateMachineTests {
             reconnectBaseSeconds: base, reconnectMaxSeconds: max,
             maxQueuedRequests: maxQueued)
         configuration.providerOutageSeconds = outage
+        configuration.resendUnanswered = resendUnanswered
         return Machine(configuration: configuration, clock: clock, random: FixedRandom(value: random))
     }
 
@@ -509,6 +511,53 @@ struct HTTP2PoolStateMachineTests {
         #expect(unwritten.completions.isEmpty && unwritten.custody == .queued)
         #expect(m.statistics.requestsWrittenUnanswered == 1 && m.statistics.requestsFailed == 1)
         #expect(numbers(m.connectionEstablished(a.open[0], maxStreams: 10).start) == [1])
+    }
+
+    @Test func aPoolThatResendsUnansweredResendsAWrittenRequestWithinItsBudgetOnly() {
+        var m = machine(maxResends: 0, outage: 10, resendUnanswered: true)
+        let written = TestRequest(0)
+        let c = m.requestSubmitted(written).open[0]
+        #expect(numbers(m.connectionEstablished(c, maxStreams: 10).start) == [0])
+        let unanswered = HTTP2Error(.writtenUnanswered, resendIsSafe: false, "the peer closed")
+        let a = run(
+            m.connectionClosed(
+                c, error: HTTP2Error.peerClosed, finished: [written.finished(.failure(unanswered))], unstarted: [],
+                peakStreams: 1))
+        // Resent past maxResends (0): it waits for the next connection, counted as an unanswered resend.
+        #expect(written.completions.isEmpty && written.custody == .queued)
+        #expect(m.statistics.unansweredResends == 1 && m.statistics.requestsWrittenUnanswered == 0)
+        let c2 = a.open[0]
+        #expect(numbers(m.connectionEstablished(c2, maxStreams: 10).start) == [0])
+        // Cut again after its budget (10 s from its submit): it fails written and unanswered, as without resends.
+        clock.advance(seconds: 11)
+        run(
+            m.connectionClosed(
+                c2, error: HTTP2Error.peerClosed, finished: [written.finished(.failure(unanswered))], unstarted: [],
+                peakStreams: 1))
+        #expect(written.error?.kind == .writtenUnanswered)
+        #expect(m.statistics.unansweredResends == 1 && m.statistics.requestsWrittenUnanswered == 1)
+    }
+
+    @Test func aRequestItsOwnerHeldBeforeWritingCompletesHeldAndIsNotResent() {
+        // Safe to resend, yet the pool leaves it to its owner, who sends it again when its target's pause ends.
+        var m = machine(maxResends: 3)
+        let r = TestRequest(0)
+        let c = m.requestSubmitted(r).open[0]
+        _ = m.connectionEstablished(c, maxStreams: 10)
+        _ = close(&m, r, on: c, .failure(HTTP2Error(.held, resendIsSafe: true, "held")))
+        #expect(r.error?.kind == .held && r.resends == 0)
+        #expect(m.statistics.requestsHeld == 1 && m.statistics.requestsFailed == 0)
+        #expect(m.statistics.requestsSucceeded == 0 && m.statistics.resends == 0)
+    }
+
+    @Test func aStreamTheServerResetIsNotResentEvenByAPoolThatResendsUnanswered() {
+        // Only a connection's death leaves a written request unanswered; a reset stream is the server's answer.
+        var m = machine(maxResends: 3, resendUnanswered: true)
+        let r = TestRequest(0)
+        let c = m.requestSubmitted(r).open[0]
+        _ = m.connectionEstablished(c, maxStreams: 10)
+        _ = close(&m, r, on: c, .failure(HTTP2Error(.streamReset, resendIsSafe: false, "INTERNAL_ERROR")))
+        #expect(r.error?.kind == .streamReset && m.statistics.unansweredResends == 0)
     }
 
     @Test func aConnectErrorThatSaysTheSettingsAreWrongFailsTheQueueAtOnce() {

@@ -254,7 +254,7 @@ final class RawConnection {
     static let refused: [(notification: String, field: String)] = [
         (#"{"title":"Hi","ttl":-1}"#, "notification.ttl"),
         (#"{"title":"Hi","ttl":2419201}"#, "notification.ttl"),
-        (#"{"title":"Hi","priority":7}"#, "notification.priority"),
+        (#"{"title":"Hi","priority":10.5}"#, "notification.priority"),
         (#"{"title":"\#(String(repeating: "x", count: 5000))"}"#, "notification"),
         (#"{"title":"Hi","pushType":"telegram"}"#, "notification.pushType"),
         (#"{"title":"Hi","relevanceScore":5}"#, "notification.relevanceScore"),
@@ -290,7 +290,7 @@ final class RawConnection {
             "POST", "/v1/jobs", token: send,
             json: #"""
                 {"app":"app1","recipients":["005A"],
-                 "notification":{"title":"Hi","interruptionLevel":"time_sensitive","priority":10,"ttl":2419200}}
+                 "notification":{"title":"Hi","interruptionLevel":"time_sensitive","priority":7,"ttl":2419200}}
                 """#)
         #expect(spelled.status == 202, "\(spelled.text)")
         await api.stop()

@@ -18,6 +18,10 @@ import VolleyTestTags
         let send = try APIServerTests.key(w, org: "orgA", role: .send)
         #expect(
             try await api.call("PUT", "/v1/types/0MLxx1", token: admin, json: #"{"name":"Deal won"}"#).status == 200)
+        let subscribe = try await api.call(
+            "POST", "\(Self.v)/connect/notifications/app-settings/organization/0MLxx1", token: admin,
+            json: #"{"applicationId":"app1","enabled":true}"#)
+        #expect(subscribe.status == 200, "\(subscribe.text)")
         let user = try await APIServerTests.userToken(api, key: send, user: "005A")
         let token = "beef" + String(repeating: "3", count: 60)
         #expect(
@@ -122,10 +126,13 @@ import VolleyTestTags
         let send = try APIServerTests.key(w, org: "orgA", role: .send)
         #expect(
             try await api.call("PUT", "/v1/types/0MLdeal", token: admin, json: #"{"name":"Deal won"}"#).status == 200)
-        let unsubscribe = try await api.call(
-            "POST", "\(Self.v)/connect/notifications/app-settings/organization/0MLdeal", token: admin,
-            json: #"{"applicationId":"app3","enabled":false}"#)
-        #expect(unsubscribe.status == 200, "\(unsubscribe.text)")
+        // app1 and app2 subscribe to the type; app3 has no setting for it, so it is not subscribed.
+        for app in ["app1", "app2"] {
+            let subscribe = try await api.call(
+                "POST", "\(Self.v)/connect/notifications/app-settings/organization/0MLdeal", token: admin,
+                json: #"{"applicationId":"\#(app)","enabled":true}"#)
+            #expect(subscribe.status == 200, "\(subscribe.text)")
+        }
         // Two users, each with an iOS device in every app.
         var tokens: [String: String] = [:] // "user app" → user token
         for (u, user) in ["005A", "005B"].enumerated() {

@@ -46,6 +46,9 @@ import VolleyTestTags
         let types = RedisNotificationTypeStore(client: h.redis.client(name: "types"))
         try types.setType(org: "org1", NotificationType(id: "0MLdeal", name: "Deal won"))
         try types.setType(org: "org1", NotificationType(id: "0MLquiet", name: "Quiet"))
+        for t in ["0MLdeal", "0MLquiet"] {
+            try types.setSetting(org: "org1", app: "app1", typeID: t, enabled: true, pushEnabled: nil)
+        }
         let ids = IDs()
         let jobsClient = h.redis.client(name: "api-jobs")
         let service = ConnectService(

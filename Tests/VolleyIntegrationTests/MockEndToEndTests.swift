@@ -120,7 +120,8 @@ struct MockWorld {
     }
 
     /// From the stream, what the API refuses at the door is a dead letter naming the field: a `ttl` over 28 days
-    /// (the providers' own preparation) and a `priority` that is neither a name nor OneSignal's 10 or 5.
+    /// (the providers' own preparation) and a `priority` that is neither a name nor a whole number (OneSignal's rule:
+    /// 10 high, any other normal).
     @Test func aJobOverTheTTLCapOrWithAnUnknownPriorityIsDeadLettered() async throws {
         let w = try MockWorld()
         defer { w.stop() }
@@ -137,14 +138,14 @@ struct MockWorld {
             "job": #"{"id":"long","org":"org1","app":"app1",\#(devices),"notification":{"title":"x","ttl":2419201}}"#
         ])
         try w.h.producer.enqueueRaw(fields: [
-            "job": #"{"id":"urgent","org":"org1","app":"app1",\#(devices),"notification":{"title":"x","priority":7}}"#
+            "job": #"{"id":"urgent","org":"org1","app":"app1",\#(devices),"notification":{"title":"x","priority":7.5}}"#
         ])
         try await waitUntil("2 dead letters") { ((try? w.h.producer.deadLetters().count) ?? 0) == 2 }
         let dead = try w.h.producer.deadLetters()
         let long = try #require(dead.first { $0["job"]?.contains("2419201") == true })
         #expect(long["reason"] == "invalid-notification")
         #expect(long["detail"]?.contains("ttl 2419201 is over the maximum of 2419200 seconds") == true, "\(long)")
-        let urgent = try #require(dead.first { $0["job"]?.contains("\"priority\":7") == true })
+        let urgent = try #require(dead.first { $0["job"]?.contains("\"priority\":7.5") == true })
         #expect(urgent["detail"]?.contains("notification.priority") == true, "\(urgent)")
         #expect(w.mock.stats().totalRequests == 0)
     }

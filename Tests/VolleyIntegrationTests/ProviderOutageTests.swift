@@ -30,12 +30,14 @@ final class OutageCampaign: Sendable {
     let prepared: any PreparedNotification
     let state: Mutex<State>
 
-    init(devices: Int, window: Int, holdAt: Int, sender: any PushSender) throws {
+    init(devices: Int, window: Int, holdAt: Int, sender: any PushSender, resendCollapseId: String? = nil) throws {
         self.devices = devices
         self.window = window
         self.sender = sender
         state = Mutex(State(limit: holdAt))
-        prepared = try sender.prepare(VolleyCore.Notification(title: "Outage", body: "drill"), jobID: "job-outage")
+        var n = VolleyCore.Notification(title: "Outage", body: "drill")
+        n.resendCollapseId = resendCollapseId
+        prepared = try sender.prepare(n, jobID: "job-outage")
     }
 
     func start() { for _ in 0..<window { sendNext() } }
@@ -72,13 +74,26 @@ final class OutageCampaign: Sendable {
 }
 
 @Suite(.serialized, .tags(.integration)) struct ProviderOutageTests {
-    @Test func aProviderStoppedMidCampaignLosesNoSendThatNeverLeft() async throws {
+    /// What a campaign through a provider stopped and started again gave.
+    struct Run {
+        var outcomes: [Int: [DeliveryOutcome]]
+        var stats: HTTP2PoolStatistics
+        /// APNs pushes the first and the restarted mock accepted, and their duplicates by apns-id.
+        var firstAccepted: Int
+        var secondAccepted: Int
+        var duplicates: Int
+    }
+
+    /// `devices` APNs sends, 300 in flight; the mock stops after 1,000 accepted (the rest held until then), stays
+    /// down through four failed connects and starts again on its port.
+    func campaignThroughAnOutage(devices: Int, resendUnanswered: Bool) async throws -> Run {
         let mock = try MockServerFixture()
         defer { mock.stop() }
         let port = mock.port
         // The pool the provider makes, to watch its connects (the production factory, with the outage budget).
         let made = Mutex<HTTP2ConnectionPool?>(nil)
-        let factory = ProviderTransport.pools(logger: testLogger, providerOutageSeconds: 60)
+        let factory = ProviderTransport.pools(
+            logger: testLogger, providerOutageSeconds: 60, resendUnanswered: resendUnanswered)
         var app = apnsApp(mock)
         app.connections = 2
         let provider = try APNSProvider(
@@ -92,8 +107,9 @@ final class OutageCampaign: Sendable {
         let pool = try #require(made.withLock { $0 })
         #expect(pool.configuration.providerOutageSeconds == 60)
 
-        let devices = 3000
-        let campaign = try OutageCampaign(devices: devices, window: 300, holdAt: 1500, sender: provider)
+        let campaign = try OutageCampaign(
+            devices: devices, window: 300, holdAt: 1500, sender: provider,
+            resendCollapseId: resendUnanswered ? "volley-outage" : nil)
         campaign.start()
         try await waitUntil("1000 pushes at the mock") { mock.stats().acceptedAPNs >= 1000 }
         // Down with sends in flight (those written are cut unanswered), then the rest of the campaign goes out.
@@ -109,8 +125,17 @@ final class OutageCampaign: Sendable {
         try again.start()
         defer { again.stop() }
         try await waitUntil("every device finished", timeout: .seconds(60)) { campaign.finished == devices }
+        let first = mock.stats()
+        let second = again.stats()
+        return Run(
+            outcomes: campaign.outcomes, stats: pool.statistics, firstAccepted: first.acceptedAPNs,
+            secondAccepted: second.acceptedAPNs, duplicates: first.duplicateDeliveries + second.duplicateDeliveries)
+    }
 
-        let outcomes = campaign.outcomes
+    @Test func aProviderStoppedMidCampaignLosesNoSendThatNeverLeft() async throws {
+        let devices = 3000
+        let run = try await campaignThroughAnOutage(devices: devices, resendUnanswered: false)
+        let outcomes = run.outcomes
         #expect(outcomes.count == devices)
         #expect(outcomes.values.allSatisfy { $0.count == 1 }, "a device completed twice")
         var accepted = 0
@@ -128,17 +153,36 @@ final class OutageCampaign: Sendable {
         #expect(other.isEmpty, "\(other.count) other outcomes: \(other.prefix(3))")
         #expect(accepted + unanswered == devices)
         #expect(unanswered <= 300, "at most the sends in flight when the connections were cut")
-        let stats = pool.statistics
+        let stats = run.stats
         #expect(stats.requestsWrittenUnanswered == unanswered)
+        #expect(stats.unansweredResends == 0)
         #expect(stats.requestsUnreachable == 0)
         #expect(stats.connectsFailed >= 4)
         // The restarted mock took the rest, each once; with what the first one accepted, that is every device
         // accepted (a send written and unanswered may have been accepted before the cut, and is then counted here).
-        let first = mock.stats()
-        let second = again.stats()
-        #expect(second.acceptedAPNs > 0)
-        #expect(first.duplicateDeliveries == 0 && second.duplicateDeliveries == 0)
-        #expect(first.acceptedAPNs + second.acceptedAPNs >= accepted)
-        #expect(first.acceptedAPNs + second.acceptedAPNs <= devices)
+        #expect(run.secondAccepted > 0)
+        #expect(run.duplicates == 0)
+        #expect(run.firstAccepted + run.secondAccepted >= accepted)
+        #expect(run.firstAccepted + run.secondAccepted <= devices)
+    }
+
+    @Test func sendsWrittenAndUnansweredWhenTheProviderStoppedAreResentAndNoneFails() async throws {
+        let devices = 3000
+        let run = try await campaignThroughAnOutage(devices: devices, resendUnanswered: true)
+        let outcomes = run.outcomes
+        #expect(outcomes.count == devices)
+        #expect(outcomes.values.allSatisfy { $0.count == 1 }, "a device completed twice")
+        let notAccepted = outcomes.values.compactMap(\.first).filter { $0 != .accepted }
+        #expect(notAccepted.isEmpty, "\(notAccepted.count) not accepted: \(notAccepted.prefix(3))")
+        let stats = run.stats
+        // The cut caught sends on the wire (else this run proved nothing), and each was resent, none failed.
+        #expect(stats.unansweredResends > 0, "the outage cut no written send: \(stats)")
+        #expect(stats.requestsWrittenUnanswered == 0 && stats.requestsFailed == 0)
+        // Every device reached the provider; a second push to one is a resend of a send the first mock had taken
+        // before the cut, under the same collapse identity (the prepared notification's, on every push).
+        let pushes = run.firstAccepted + run.secondAccepted
+        #expect(pushes >= devices)
+        #expect(pushes - devices <= stats.unansweredResends)
+        #expect(run.duplicates == 0)
     }
 }

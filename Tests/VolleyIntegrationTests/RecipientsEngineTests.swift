@@ -94,6 +94,42 @@ import VolleyTestTags
         #expect(try s.inbox.status(org: "org1", user: "user0").unreadCount == 1)
     }
 
+    /// A custom notification reaches an app only when the app is subscribed to its type (the guide: "Notification
+    /// Builder push notifications require you to subscribe your connected app to the custom notification types you
+    /// plan to send"): an app with no setting for the type pushes and stores nothing, and its report says why.
+    @Test func aTypeTheAppIsNotSubscribedToSendsNothing() async throws {
+        let h = try EngineHarness()
+        defer { h.redis.stop() }
+        try h.register(users: 2, devicesPerUser: 1)
+        let s = stores(h, name: "u")
+        try s.types.setType(org: "org1", NotificationType(id: "deal", name: "Deal"))
+        try s.types.setType(org: "org1", NotificationType(id: "ops", name: "Ops"))
+        try s.types.setSetting(org: "org1", app: "app1", typeID: "ops", enabled: true, pushEnabled: nil)
+        let ios = FakePushSender(platform: .ios)
+        let android = FakePushSender(platform: .android)
+        let w = worker(h, s, apps: ["app1": [.ios: ios, .android: android]], consumer: "w1")
+        try w.start()
+        defer { w.drain(deadline: 1) }
+        try h.producer.enqueue(
+            PushJob(
+                id: "unsubscribed", org: "org1", app: "app1", recipients: ["user0", "user1"],
+                notification: VolleyCore.Notification(title: "x", body: "y", type: "deal")))
+        try h.producer.enqueue(
+            PushJob(
+                id: "subscribed", org: "org1", app: "app1", recipients: ["user0", "user1"],
+                notification: VolleyCore.Notification(title: "x", body: "y", type: "ops")))
+        try await waitUntil("the reports of both jobs") {
+            (try? h.report(for: "unsubscribed")) != nil && (try? h.report(for: "subscribed")) != nil
+        }
+        let off = try #require(try h.report(for: "unsubscribed"))
+        #expect(off.status == "not_enabled" && off.devices == 0 && off.inAppStored == 0)
+        #expect(off.statusDetail?.contains("app app1 is not subscribed to notification type 'deal'") == true)
+        let on = try #require(try h.report(for: "subscribed"))
+        #expect(on.status == nil && on.devices == 2 && on.inAppStored == 2)
+        #expect(ios.total + android.total == 2)
+        #expect(try s.inbox.list(org: "org1", user: "user1", size: 10, before: nil).map(\.id) == ["subscribed"])
+    }
+
     @Test func disabledTypeSendsNothingAndPushDisabledStoresInAppOnly() async throws {
         let h = try EngineHarness()
         defer { h.redis.stop() }
@@ -105,7 +141,7 @@ import VolleyTestTags
         try s.types.setType(org: "org1", NotificationType(id: "alert", name: "Alert"))
         try s.types.setType(org: "org1", NotificationType(id: "quiet", name: "Quiet"))
         try s.types.setSetting(org: "org1", app: "app1", typeID: "alert", enabled: false, pushEnabled: nil)
-        try s.types.setSetting(org: "org1", app: "app1", typeID: "quiet", enabled: nil, pushEnabled: false)
+        try s.types.setSetting(org: "org1", app: "app1", typeID: "quiet", enabled: true, pushEnabled: false)
         let ios = FakePushSender(platform: .ios)
         let android = FakePushSender(platform: .android)
         let w = worker(h, s, apps: ["app1": [.ios: ios, .android: android]], consumer: "w1")

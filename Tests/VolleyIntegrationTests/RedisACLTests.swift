@@ -77,6 +77,10 @@ import VolleyTestTags
         #expect(type.status == 200, "\(type.text)")
         #expect(try await api.call("GET", "/v1/types", token: admin).status == 200)
         #expect(try await api.call("GET", "/v1/types/0MLxx1", token: admin).status == 200)
+        let subscribe = try await api.call(
+            "POST", "\(Self.v)/connect/notifications/app-settings/organization/0MLxx1", token: admin,
+            json: #"{"applicationId":"app1","enabled":true}"#)
+        #expect(subscribe.status == 200, "\(subscribe.text)")
         let user = try await APIServerTests.userToken(api, key: send, user: "005A")
         let ios = "beef" + String(repeating: "4", count: 60)
         let spare = "beef" + String(repeating: "5", count: 60)

@@ -49,6 +49,7 @@ import VolleyTestTags
             (0..<4).map { DirectoryRecord(org: "org1", kind: .user, id: RecipientID("user\($0)")) })
         let types = RedisNotificationTypeStore(client: w.redis.client(name: "types"))
         try types.setType(org: "org1", NotificationType(id: "0MLdeal", name: "Deal won"))
+        try types.setSetting(org: "org1", app: "app1", typeID: "0MLdeal", enabled: true, pushEnabled: nil)
         let inbox = RedisInboxStore(client: w.redis.client(name: "inbox"))
         // user0 has an unseen notification already: its badge is 2, the others' 1.
         try inbox.deliver(
@@ -165,6 +166,7 @@ import VolleyTestTags
         ])
         let types = RedisNotificationTypeStore(client: w.redis.client(name: "types"))
         try types.setType(org: "org1", NotificationType(id: "0MLdeal", name: "Deal won"))
+        try types.setSetting(org: "org1", app: "app1", typeID: "0MLdeal", enabled: true, pushEnabled: nil)
         let templates = RedisTemplateStore(client: w.redis.client(name: "templates"))
         _ = try templates.put(
             org: "org1", id: "welcome",

@@ -58,6 +58,41 @@ import VolleyTestTags
         await api.stop()
     }
 
+    /// A schedule's job meets the checks of `POST /v1/jobs` with the providers' own preparation (the encoders the
+    /// workers run): what every run would be dead-lettered for is a 4xx naming `job.<field>`, and nothing is stored.
+    @Test func aScheduleWhoseRunsWouldAllBeDeadLetteredIsRefused() async throws {
+        let w = try MockWorld()
+        defer { w.stop() }
+        let api = try await RunningAPI(configFile: try APIServerTests.config(w))
+        let send = try APIServerTests.key(w, org: "orgA", role: .send)
+        func schedule(_ job: String) -> String {
+            #"{"id":"digest","start":"2030-01-07T09:00:00+01:00","frequency":"daily","timeZone":"Europe/Berlin","#
+                + #""job":\#(job)}"#
+        }
+        var refused = APIHoldsGroundTests.refused.map { bad in
+            (#"{"app":"app1","recipients":["005A"],"notification":\#(bad.notification)}"#, 400, "job." + bad.field)
+        }
+        refused += [
+            (#"{"app":"app1","recipients":["005A"],"templateId":"nowhere"}"#, 404, "job.templateId"),
+            (
+                #"{"app":"app1","recipients":["005A"],"sendAt":"2030-01-07T08:00:00Z","notification":{"title":"Hi"}}"#,
+                400, "job.sendAt"
+            ),
+        ]
+        for (job, status, field) in refused {
+            let answer = try await api.call("POST", "/v1/schedules", token: send, json: schedule(job))
+            #expect(answer.status == status, "\(field): \(answer.text)")
+            #expect(answer.field == field, "\(answer.text)")
+        }
+        let list = try await api.call("GET", "/v1/schedules", token: send)
+        #expect((list.json["schedules"] as? [Any])?.isEmpty == true, "\(list.text)")
+        let fine = try await api.call(
+            "POST", "/v1/schedules", token: send,
+            json: schedule(#"{"app":"app1","recipients":["005A"],"notification":{"title":"Hi","ttl":60}}"#))
+        #expect(fine.status == 201, "\(fine.text)")
+        await api.stop()
+    }
+
     @Test func aScheduleIsListedPausedResumedAndDeleted() async throws {
         let w = try MockWorld()
         defer { w.stop() }

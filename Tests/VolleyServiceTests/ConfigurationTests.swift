@@ -439,3 +439,45 @@ func invalidProviderOutageSecondsStopsStartupNamingTheKey(worker: String, proble
             && text.contains("deliveries.days")
     }
 }
+
+@Test(.tags(.unit)) func unansweredSendsDefaultsToResendAndReachesTheWorkerAndThePools() throws {
+    let base = try VolleyConfiguration.parse(yaml: "redis:\n  url: unix:///tmp/r.sock\n", baseDirectory: nil)
+    #expect(base.worker.unansweredSends == .resend)
+    #expect(try PipelineSettings(base).worker.unansweredSends == .resend)
+    let env = try VolleyConfiguration.parse(
+        yaml: "redis:\n  url: unix:///tmp/r.sock\n", baseDirectory: nil,
+        environment: ["VOLLEY_WORKER_UNANSWERED_SENDS": "fail"])
+    #expect(env.worker.unansweredSends == .fail)
+    #expect(try PipelineSettings(env).worker.unansweredSends == .fail)
+    for resend in [true, false] {
+        let pool = try ProviderTransport.pools(logger: Logger(label: "test"), resendUnanswered: resend)(
+            HTTP2ClientConfiguration(host: "127.0.0.1", port: 21_999))
+        #expect((pool as? HTTP2ConnectionPool)?.configuration.resendUnanswered == resend)
+        pool.shutdown {}
+    }
+    do {
+        _ = try VolleyConfiguration.parse(
+            yaml: "redis:\n  url: unix:///tmp/r.sock\nworker:\n  unansweredSends: retry\n", baseDirectory: nil)
+        Issue.record("expected a ConfigurationError")
+    } catch let e as ConfigurationError {
+        #expect(e.problems == ["worker.unansweredSends: must be resend or fail, got 'retry'"], "\(e.problems)")
+    }
+}
+
+/// `worker.deviceKeyCacheSize`: the worker's parsed device keys (default 10,000), from the file or the environment
+/// like every key, and refused out of range naming the key.
+@Test(.tags(.unit)) func theDeviceKeyCacheSizeIsAWorkerKey() throws {
+    let base = try VolleyConfiguration.parse(yaml: "redis:\n  url: unix:///tmp/r.sock\n", baseDirectory: nil)
+    #expect(base.worker.deviceKeyCacheSize == 10_000)
+    let set = try VolleyConfiguration.parse(
+        yaml: "redis:\n  url: unix:///tmp/r.sock\nworker:\n  deviceKeyCacheSize: 500\n", baseDirectory: nil)
+    #expect(set.worker.deviceKeyCacheSize == 500)
+    let env = try VolleyConfiguration.parse(
+        yaml: "redis:\n  url: unix:///tmp/r.sock\n", baseDirectory: nil,
+        environment: ["VOLLEY_WORKER_DEVICE_KEY_CACHE_SIZE": "2000"])
+    #expect(env.worker.deviceKeyCacheSize == 2_000)
+    #expect(throws: ConfigurationError.self) {
+        try VolleyConfiguration.parse(
+            yaml: "redis:\n  url: unix:///tmp/r.sock\nworker:\n  deviceKeyCacheSize: 1\n", baseDirectory: nil)
+    }
+}

@@ -2,6 +2,7 @@ import Foundation
 import Testing
 import VolleyCore
 import VolleyService
+import VolleyTestDoubles
 import VolleyTestTags
 
 /// Which jobs get the Salesforce Notification Builder payload, and what each recipient's says.
@@ -55,6 +56,77 @@ import VolleyTestTags
         #expect(content.tally.isEmpty)
     }
 
+    /// A `/v1` job naming a type keeps what the Notification Builder payload has room for: each device's
+    /// `localized` texts, `data` and `url` (keys for the app), and on APNs `threadId`, `category` and
+    /// `interruptionLevel`; Android gets `threadId` as a key, as Volley's FCM data carries it. (They used to be
+    /// dropped silently.)
+    @Test func aCustomNotificationKeepsWhatThePayloadHasRoomFor() throws {
+        let n = VolleyCore.Notification(
+            title: "Deal", body: "Acme", localized: ["fr": .init(title: "Affaire", body: "Acme a signé")],
+            data: ["order": .string("A-17"), "count": .number(3)], category: "DEAL", threadId: "deals",
+            interruptionLevel: "time-sensitive", url: "app://deal/17", type: "0MLdeal")
+        let plan = try NotificationContentPlanner(clock: clock, fullContent: { _, _ in true }).plan(
+            for: job(n), jobID: "j1")
+        let content = try #require(plan.content)
+        let french = Device(platform: .ios, token: DeviceToken("t1"), locale: "fr-FR", user: "005u")
+        guard case .apns(let bytes) = try content.payload(for: french, recipient: RecipientContext(unseenCount: 1))
+        else {
+            Issue.record("an iOS device got no APNs payload")
+            return
+        }
+        let o = try #require(try JSONValue(parsing: bytes).objectValue)
+        #expect(o["alertTitle"] == .string("Affaire") && o["alertBody"] == .string("Acme a signé"))
+        #expect(o["order"] == .string("A-17") && o["count"] == .number(3) && o["url"] == .string("app://deal/17"))
+        let aps = try #require(o["aps"]?.objectValue)
+        #expect(aps["thread-id"] == .string("deals") && aps["category"] == .string("DEAL"))
+        #expect(aps["interruption-level"] == .string("time-sensitive"))
+        let android = Device(platform: .android, token: DeviceToken("t2"), locale: "en-US", user: "005u")
+        guard case .fcmData(let data) = try content.payload(for: android, recipient: RecipientContext(unseenCount: 1))
+        else {
+            Issue.record("an Android device got no data message")
+            return
+        }
+        #expect(data["alertTitle"] == "Deal" && data["order"] == "A-17" && data["count"] == "3")
+        #expect(data["url"] == "app://deal/17" && data["threadId"] == "deals")
+    }
+
+    /// What the payload cannot carry is refused, naming the field: an image (at the door by `NotificationCheck`,
+    /// and a job that did not come through the API is dead-lettered), and a `data` key the payload uses itself. A
+    /// plain push (`salesforcePayload: false`) keeps them.
+    @Test func whatThePayloadCannotCarryIsRefusedNamingTheField() throws {
+        let image = job(.init(title: "Deal", imageUrl: "https://x/i.png", type: "0MLdeal"))
+        #expect(image.salesforcePayloadRefusal(image.notification)?.field == "imageUrl")
+        #expect(NotificationCheck.none.refusal(of: image)?.error.field == "imageUrl")
+        #expect {
+            _ = try NotificationContentPlanner(clock: clock).plan(for: image, jobID: "j1")
+        } throws: { e in
+            (e as? JobRejection)?.field == "notification.imageUrl"
+        }
+        let clash = job(.init(title: "Deal", data: ["nid": .string("x")], type: "0MLdeal"))
+        #expect(NotificationCheck.none.refusal(of: clash)?.error.field == "data.nid")
+        var plain = image
+        plain.salesforcePayload = false
+        #expect(NotificationCheck.none.refusal(of: plain) == nil)
+        #expect(NotificationCheck.none.refusal(of: job(.init(title: "Deal", imageUrl: "https://x/i.png"))) == nil)
+    }
+
+    /// A device's key is parsed once per worker, not once per job: the planner's cache is shared by every job (and
+    /// every lane, which share the planner).
+    @Test func aDevicesKeyIsParsedOncePerWorkerNotPerJob() throws {
+        let planner = NotificationContentPlanner(clock: clock)
+        let device = Device(
+            platform: .ios, token: DeviceToken("t1"), user: "005u",
+            encryptionKey: DeviceKeyMaterial(rsaPublicKey: "bm90IGEga2V5", cipherName: "RSA_OAEP_SHA256"))
+        for id in ["j1", "j2", "j3"] {
+            let content = try #require(
+                try planner.plan(for: job(.init(title: "Deal", type: "0MLdeal")), jobID: JobID(id)).content)
+            #expect(throws: PersonalPayloadError.self) {
+                _ = try content.payload(for: device, recipient: RecipientContext(unseenCount: 1))
+            }
+        }
+        #expect(planner.deviceKeys.parses == 1)
+    }
+
     @Test func aDeviceWhoseKeyDoesNotParseGetsNothing() throws {
         let plan = try NotificationContentPlanner(clock: clock).plan(
             for: job(.init(title: "Deal", type: "0MLdeal")), jobID: "j1")
@@ -68,6 +140,24 @@ import VolleyTestTags
         } catch {
             #expect(error.reason == "InvalidDeviceKey")
             #expect(!error.message.contains("bm90IGEga2V5"))
+        }
+    }
+
+    /// A stored key whose `cipherName` is empty (written by hand, or before registration refused it) is not taken as
+    /// PKCS #1 v1.5: the device gets nothing, and the reason names the field.
+    @Test func aStoredEmptyCipherNameIsNotAFallBackToPKCS1() throws {
+        let plan = try NotificationContentPlanner(clock: clock).plan(
+            for: job(.init(title: "Deal", type: "0MLdeal")), jobID: "j1")
+        let content = try #require(plan.content)
+        let device = Device(
+            platform: .android, token: DeviceToken("t1"), user: "005u",
+            encryptionKey: DeviceKeyMaterial(rsaPublicKey: TestDeviceKeys.rsa2048, cipherName: ""))
+        do throws(PersonalPayloadError) {
+            _ = try content.payload(for: device, recipient: RecipientContext(unseenCount: 1))
+            Issue.record("a device with an empty cipherName was sent a payload")
+        } catch {
+            #expect(error.reason == "InvalidDeviceKey")
+            #expect(error.message.contains("cipherName"), "\(error.message)")
         }
     }
 }

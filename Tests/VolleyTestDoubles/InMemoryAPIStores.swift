@@ -579,6 +579,45 @@ public final class InMemoryTemplateStore: TemplateStore, TemplateReader {
     }
 }
 
+/// An org's schedules, as `RedisSchedules` keeps them: created once per id, at most `Schedule.maxPerOrg`.
+public final class InMemoryScheduleStore: ScheduleStore {
+    private let state = Locked<[OrgID: [String: ScheduleState]]>([:])
+    public init() {}
+
+    public func create(_ schedule: Schedule, now: Date) async throws -> ScheduleCreation {
+        state.withLock { all in
+            var schedules = all[schedule.org] ?? [:]
+            if schedules[schedule.id] != nil { return .exists }
+            guard schedules.count < Schedule.maxPerOrg else { return .limitReached }
+            let s = ScheduleState(
+                schedule: schedule, paused: false, nextRunAt: schedule.recurrence.run(onOrAfter: now), lastRunJob: nil)
+            schedules[schedule.id] = s
+            all[schedule.org] = schedules
+            return .created(s)
+        }
+    }
+
+    public func list(org: OrgID) async throws -> [ScheduleState] {
+        state.withLock { ($0[org] ?? [:]).values.sorted { $0.schedule.id < $1.schedule.id } }
+    }
+
+    public func schedule(org: OrgID, id: String) async throws -> ScheduleState? { state.withLock { $0[org]?[id] } }
+
+    public func setPaused(org: OrgID, id: String, paused: Bool, now: Date) async throws -> ScheduleState? {
+        state.withLock { all in
+            guard var s = all[org]?[id] else { return nil }
+            s.paused = paused
+            if !paused { s.nextRunAt = s.schedule.recurrence.run(onOrAfter: now) }
+            all[org]?[id] = s
+            return s
+        }
+    }
+
+    public func delete(org: OrgID, id: String) async throws -> Bool {
+        state.withLock { $0[org]?.removeValue(forKey: id) != nil }
+    }
+}
+
 /// User attributes per org, as the directory import stores them.
 public final class InMemoryUserAttributes: UserAttributeReader {
     private let state = Locked<[OrgID: [UserID: [String: String]]]>([:])

@@ -201,7 +201,7 @@ extension MockEngine {
             if duplicate { c.duplicates += 1 }
         }
         noteAccepted()
-        acceptJournal?.recordAPNs(token: token, apnsID: apnsIDBytes)
+        acceptJournal?.recordAPNs(token: token, apnsID: apnsIDBytes, collapseID: raw.collapseID)
         if config.capturePushes > 0 {
             var headers: [String: String] = [:]
             for (name, value) in [

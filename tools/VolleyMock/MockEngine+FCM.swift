@@ -204,7 +204,7 @@ extension MockEngine {
         }
         if !validateOnly {
             noteAccepted()
-            acceptJournal?.recordFCM(token: target)
+            acceptJournal?.recordFCM(token: target, body: req.body)
         }
         if !validateOnly, config.capturePushes > 0 {
             let token = target.map { String(decoding: $0, as: UTF8.self) } ?? ""

@@ -48,6 +48,11 @@ public struct APISettings: Sendable, Hashable {
             + "connection, always; delete this key"
     ]
     static let sections: Set<String> = ["tls", "rateLimit", "userTokens"]
+    /// The scalar keys of the subsections, which take environment overrides as the section's own keys do
+    /// (`api.rateLimit.burst` ← `VOLLEY_API_RATE_LIMIT_BURST`). `userTokens.keys` is a list: the file's only.
+    static let subsectionKeys: Set<String> = [
+        "tls.certFile", "tls.keyFile", "rateLimit.requestsPerSecond", "rateLimit.burst", "userTokens.maxTTLSeconds",
+    ]
 
     static func read(_ s: [String: Any], _ r: inout ConfigReader) -> APISettings {
         let p = "api"

@@ -150,7 +150,31 @@ enum EnvironmentOverrides {
         return out
     }
 
-    /// Applies overrides for the given schema (section → keys) onto the tree, and returns the names it used.
+    /// Sets `value` at `path` below `node`, making the subsections on the way.
+    /// Keys whose value is a list of scalars: the variable holds the items separated by commas.
+    static let listKeys: Set<String> = ["redis.cluster"]
+
+    private static func set(_ value: Any, at path: ArraySlice<String>, in node: inout [String: Any]) {
+        guard let key = path.first else { return }
+        if path.count == 1 {
+            node[key] = value
+            return
+        }
+        var child = node[key] as? [String: Any] ?? [:]
+        set(value, at: path.dropFirst(), in: &child)
+        node[key] = child
+    }
+
+    /// Every variable name `apply` reads for `schema` (apps' keys aside, which take the app's name).
+    static func names(schema: [String: [String]]) -> Set<String> {
+        Set(
+            schema.flatMap { section, keys in
+                keys.map { envName([section] + $0.split(separator: ".").map(String.init)) }
+            })
+    }
+
+    /// Applies overrides for the given schema (section → keys, a subsection's as `sub.key`) onto the tree, and
+    /// returns the names it used.
     static func apply(
         to tree: inout [String: Any], schema: [String: [String]], appSchema: [String: [String]],
         environment: [String: String]
@@ -160,9 +184,15 @@ enum EnvironmentOverrides {
             var node = tree[section] as? [String: Any] ?? [:]
             var changed = false
             for key in keys {
-                let name = envName([section, key])
+                // A key in a subsection (`tls.certFile` of `api`) is `VOLLEY_API_TLS_CERT_FILE`.
+                let path = key.split(separator: ".").map(String.init)
+                let name = envName([section] + path)
                 if let value = environment[name] {
-                    node[key] = value
+                    // A list of scalars (`redis.cluster`) is given with its items separated by commas.
+                    let listed =
+                        listKeys.contains("\(section).\(key)")
+                        ? value.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) } as Any : value
+                    set(listed, at: path[...], in: &node)
                     changed = true
                     used.append(name)
                 }

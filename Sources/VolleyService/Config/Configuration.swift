@@ -166,6 +166,11 @@ public struct WorkerSettings: Sendable, Hashable {
     /// restarting or failing over) before it fails `transport:provider-unreachable`. 120 s rides out a load
     /// balancer's failover (health checks every 10–30 s, a few failed checks before the switch) with room to spare.
     public var providerOutageSeconds: Double = 120
+    /// A send written and unanswered when its connection dies: resent under a collapse identity, or failed.
+    public var unansweredSends = UnansweredSends.resend
+    /// Parsed device keys the worker keeps for the encrypted path (`DeviceKeyCache`), shared by its lanes: each key
+    /// is parsed once per worker, not per job, and memory holds at most this many.
+    public var deviceKeyCacheSize: Int = 10_000
     public init() {}
 }
 
@@ -264,7 +269,7 @@ extension VolleyConfiguration {
             "stream", "group", "consumer", "deadLetterStream", "reportStream", "batchSize", "blockMs",
             "inFlight", "reclaimIdleMs", "maxDeliveries", "drainSeconds", "recordBatchSize", "shardSize",
             "concurrentJobs", "reclaimIntervalMs", "keepAliveIntervalMs", "chunkSize", "cpuWakeLatencyUs",
-            "streamShards", "providerOutageSeconds",
+            "streamShards", "providerOutageSeconds", "unansweredSends", "deviceKeyCacheSize",
         ],
         "quotas": ["ios", "android"],
         "inbox": ["maxCount", "maxAgeSeconds"],
@@ -277,7 +282,7 @@ extension VolleyConfiguration {
         "metrics": ["enabled", "host", "port", "apiPort"],
         // Every scalar key the API section reads, and the removed ones, whose environment overrides still stop
         // startup by name.
-        "api": (APISettings.keys.union(APISettings.removed.keys)).sorted(),
+        "api": (APISettings.keys.union(APISettings.removed.keys).union(APISettings.subsectionKeys)).sorted(),
     ]
     static let appSchema: [String: [String]] = [
         "apns": [
@@ -372,11 +377,19 @@ extension VolleyConfiguration {
             if let v = r.int(s, "chunkSize", at: p, range: 1...100_000) { c.worker.chunkSize = v }
             if let v = r.int(s, "cpuWakeLatencyUs", at: p, range: 0...1_000_000) { c.worker.cpuWakeLatencyUs = v }
             if let v = r.int(s, "streamShards", at: p, range: 1...1024) { c.worker.streamShards = v }
+            if let v = r.int(s, "deviceKeyCacheSize", at: p, range: 2...10_000_000) { c.worker.deviceKeyCacheSize = v }
             if let v = r.double(s, "providerOutageSeconds", at: p, min: 0.001) {
                 if v > 86_400 {
                     r.problem("\(p).providerOutageSeconds", "must be at most 86400 (one day), got \(v)")
                 } else {
                     c.worker.providerOutageSeconds = v
+                }
+            }
+            if let v = r.string(s, "unansweredSends", at: p) {
+                if let u = UnansweredSends(rawValue: v) {
+                    c.worker.unansweredSends = u
+                } else {
+                    r.problem("\(p).unansweredSends", "must be resend or fail, got '\(v)'")
                 }
             }
             // A shard's name adds its own hash tag (`:{jobs0}`); a tag already in the name would win and put every

@@ -45,6 +45,7 @@ public final class ProviderMetrics: @unchecked Sendable {
     private let inFlightGauges: [PushProvider: Gauge]
     private let connections: [PushProvider: [String: Gauge]]
     private let goAways: [PushProvider: Counter]
+    private let unansweredResends: [PushProvider: Counter]
     private let refreshes: [PushProvider: [String: Counter]]
 
     private struct TrackedPool {
@@ -52,6 +53,8 @@ public final class ProviderMetrics: @unchecked Sendable {
         let pool: Weak<HTTP2ConnectionPool>
         /// GOAWAYs already counted.
         var goAways = 0
+        /// Unanswered requests resent, already counted.
+        var unansweredResends = 0
     }
     /// Token providers seen at the last scrape with what was counted of them. Held strongly while their provider
     /// is current, so a new one can never be mistaken for an old one at the same address.
@@ -93,6 +96,13 @@ public final class ProviderMetrics: @unchecked Sendable {
             uniqueKeysWithValues: PushProvider.allCases.map {
                 ($0, Counter(label: "volley_http2_goaway_total", dimensions: [("provider", $0.rawValue)]))
             })
+        unansweredResends = Dictionary(
+            uniqueKeysWithValues: PushProvider.allCases.map {
+                (
+                    $0,
+                    Counter(label: "volley_http2_unanswered_resends_total", dimensions: [("provider", $0.rawValue)])
+                )
+            })
         refreshes = Dictionary(
             uniqueKeysWithValues: PushProvider.allCases.map { p in
                 (
@@ -127,11 +137,12 @@ public final class ProviderMetrics: @unchecked Sendable {
         }
     }
 
-    /// Refreshes what is read rather than counted: in-flight sends, connections, GOAWAYs, token refreshes.
+    /// Refreshes what is read rather than counted: in-flight sends, connections, GOAWAYs, unanswered requests
+    /// resent, token refreshes.
     /// `senders` are the current providers (a replaced provider's counts stop with it).
     public func refresh(senders: [any PushSender]) {
         for (p, g) in inFlightGauges { g.record(providers[p]?.inFlight.load(ordering: .relaxed) ?? 0) }
-        var goAwayIncrements: [(Counter, Int)] = []
+        var poolIncrements: [(Counter, Int)] = []
         var ready = [PushProvider: Int]()
         var connecting = [PushProvider: Int]()
         var refreshIncrements: [(Counter, Int)] = []
@@ -145,8 +156,11 @@ public final class ProviderMetrics: @unchecked Sendable {
                 connecting[provider, default: 0] += max(
                     0, st.connectionsOpened - st.connectionsClosed - st.connectionsReady)
                 let delta = st.goAwaysReceived - s.pools[i].goAways
-                if delta > 0, let c = goAways[provider] { goAwayIncrements.append((c, delta)) }
+                if delta > 0, let c = goAways[provider] { poolIncrements.append((c, delta)) }
                 s.pools[i].goAways = st.goAwaysReceived
+                let resent = st.unansweredResends - s.pools[i].unansweredResends
+                if resent > 0, let c = unansweredResends[provider] { poolIncrements.append((c, resent)) }
+                s.pools[i].unansweredResends = st.unansweredResends
             }
             var seen: [ObjectIdentifier: TrackedTokens] = [:]
             for sender in senders {
@@ -177,7 +191,7 @@ public final class ProviderMetrics: @unchecked Sendable {
             connections[p]?["ready"]?.record(ready[p] ?? 0)
             connections[p]?["connecting"]?.record(connecting[p] ?? 0)
         }
-        for (c, n) in goAwayIncrements { c.increment(by: n) }
+        for (c, n) in poolIncrements { c.increment(by: n) }
         for (c, n) in refreshIncrements { c.increment(by: n) }
     }
 }

@@ -32,9 +32,8 @@ public enum DeviceCommands {
         if let problem = record.token.formProblem(for: record.platform) {
             throw DeviceRegistrationError(field: "token", message: problem)
         }
-        if let zone = record.timeZone, zone.isEmpty || TimeZone(identifier: zone) == nil {
-            throw DeviceRegistrationError(
-                field: "timeZone", message: "'\(zone)' is not an IANA time zone such as Europe/Berlin")
+        if let zone = record.timeZone, let problem = IANAZone.problem(zone) {
+            throw DeviceRegistrationError(field: "timeZone", message: problem)
         }
         var out = record
         do {

@@ -45,7 +45,8 @@ public final class PipelineApps: AppDirectory, @unchecked Sendable {
             senders: ProviderApps.senders(
                 for: ProviderApps.from(configuration), clock: clock, logger: logger,
                 makeTransport: ProviderTransport.pools(
-                    logger: logger, providerOutageSeconds: configuration.worker.providerOutageSeconds)),
+                    logger: logger, providerOutageSeconds: configuration.worker.providerOutageSeconds,
+                    resendUnanswered: configuration.worker.unansweredSends == .resend)),
             orgs: Dictionary(uniqueKeysWithValues: configuration.apps.map { ($0.name, $0.orgs) }))
     }
 }

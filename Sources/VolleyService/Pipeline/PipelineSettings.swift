@@ -45,6 +45,7 @@ public struct PipelineSettings: Sendable {
             maxDeliveries: w.maxDeliveries, drainDeadlineSeconds: w.drainSeconds,
             recordBatch: w.recordBatchSize, chunkSize: w.chunkSize)
         worker.scheduleMaxAheadDays = config.schedule.maxAheadDays
+        worker.unansweredSends = w.unansweredSends
         for org in config.orgs {
             if let z = org.timeZone.flatMap(TimeZone.init(identifier:)) { worker.orgTimeZones[org.id] = z }
         }

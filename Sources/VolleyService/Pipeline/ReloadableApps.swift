@@ -98,7 +98,8 @@ public final class ReloadableApps: AppDirectory, @unchecked Sendable {
             var c = configuration
             c.apps = toBuild
             let pools = ProviderTransport.pools(
-                logger: logger, providerOutageSeconds: configuration.worker.providerOutageSeconds)
+                logger: logger, providerOutageSeconds: configuration.worker.providerOutageSeconds,
+                resendUnanswered: configuration.worker.unansweredSends == .resend)
             built = ProviderApps.senders(
                 for: ProviderApps.from(c), clock: clock, logger: logger, fleet: fleet,
                 makeTransport: providerMetrics.transportFactory(.apns, pools),

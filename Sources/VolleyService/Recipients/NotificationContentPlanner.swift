@@ -20,19 +20,24 @@ public struct NotificationContentPlanner: PersonalContentPlanner {
     public let clock: any WallClock
     let templates: (any TemplateReader)?
     let fullContent: FullContentSetting
+    /// The worker's parsed device keys, shared by every job and lane (`worker.deviceKeyCacheSize`).
+    public let deviceKeys: DeviceKeyCache
 
     public init(
         clock: any WallClock = SystemClock(), templates: (any TemplateReader)? = nil,
-        fullContent: @escaping FullContentSetting = { _, _ in false }
+        fullContent: @escaping FullContentSetting = { _, _ in false },
+        deviceKeys: DeviceKeyCache = DeviceKeyCache()
     ) {
         self.clock = clock
         self.templates = templates
         self.fullContent = fullContent
+        self.deviceKeys = deviceKeys
     }
 
-    /// True when `job`, whose notification is `n`, is sent with the Salesforce Notification Builder payload.
+    /// True when `job`, whose notification is `n`, is sent with the Salesforce Notification Builder payload
+    /// (`PushJob.sendsSalesforcePayload`).
     public static func sendsSalesforcePayload(_ job: PushJob, notification n: VolleyCore.Notification) -> Bool {
-        job.salesforcePayload != false && n.type != nil && n.apns == nil && n.fcm == nil && !n.isSilent
+        job.sendsSalesforcePayload(n)
     }
 
     /// `sendsSalesforcePayload` for a job's own notification.
@@ -44,46 +49,51 @@ public struct NotificationContentPlanner: PersonalContentPlanner {
         let texts = try TemplateContent.plan(for: job, reader: templates)
         let shared = texts.notification
         guard Self.sendsSalesforcePayload(job, notification: shared) else { return texts }
+        // A field the payload has no room for is refused, never dropped (a job that did not come through the API).
+        if let e = job.salesforcePayloadRefusal(shared) {
+            throw JobRejection(.invalidNotification, e.message, field: e.field.map { "notification.\($0)" })
+        }
         let content = SalesforcePersonalContent(
             job: job, notification: shared, notificationID: job.inboxEntryID(jobID: jobID),
             fullContent: try fullContent(job.org, job.app), timestamp: Int64(clock.now().timeIntervalSince1970),
-            texts: texts.content as? TemplateContent)
+            texts: texts.content as? TemplateContent, keys: deviceKeys)
         return PersonalPlan(notification: shared, content: content)
     }
 }
 
 /// One job's Salesforce Notification Builder pushes: the same notification for every recipient, with each user's
-/// id and unseen count, encrypted per device when the device registered a key. A key is parsed once per delivery
-/// and shared by the lane's sends.
+/// id and unseen count, encrypted per device when the device registered a key. A key is parsed once per worker
+/// (`DeviceKeyCache`, shared by every job and lane), not once per job.
 final class SalesforcePersonalContent: PersonalContent {
     let base: SalesforcePushContent
     /// The recipient's own title and body, for a templated notification.
     let texts: TemplateContent?
+    /// The job's notification when it has `localized` variants: each device gets the texts of its language.
+    let localized: VolleyCore.Notification?
     /// The job's pushes carry a message id (`mid`), which the provider adds after the payload is fitted.
     let tracked: Bool
-    private let keys = Mutex<[KeyID: ParsedKey]>([:])
+    private let keys: DeviceKeyCache
     private let counts = Mutex(PersonalContentTally())
-
-    struct KeyID: Hashable {
-        var material: DeviceKeyMaterial
-        var platform: Platform
-    }
-
-    enum ParsedKey {
-        case key(DeviceEncryptionKey)
-        case invalid(String)
-    }
 
     init(
         job: PushJob, notification n: VolleyCore.Notification, notificationID: String, fullContent: Bool,
-        timestamp: Int64, texts: TemplateContent? = nil
+        timestamp: Int64, texts: TemplateContent? = nil, keys: DeviceKeyCache = DeviceKeyCache()
     ) {
+        self.keys = keys
         self.texts = texts
+        localized = n.localized?.isEmpty == false ? n : nil
         tracked = job.tracking != false
-        base = SalesforcePushContent(
+        var base = SalesforcePushContent(
             orgID: job.org.rawValue, userID: "", notificationID: notificationID, targetID: n.targetId ?? "",
             typeID: n.type ?? "", title: n.title ?? "", body: n.body ?? "", fullContent: fullContent, badge: 0,
             sound: n.sound, timestamp: timestamp)
+        // What else of the notification the payload carries (`PushJob.salesforcePayloadRefusal` refused the rest).
+        base.data = n.data
+        base.url = n.url
+        base.threadID = n.threadId
+        base.category = n.category
+        base.interruptionLevel = n.interruptionLevel
+        self.base = base
     }
 
     var needs: RecipientNeeds { RecipientNeeds(unseenCount: true, attributes: texts?.needs.attributes ?? false) }
@@ -98,14 +108,16 @@ final class SalesforcePersonalContent: PersonalContent {
         var content = base
         content.userID = device.user?.rawValue ?? ""
         content.badge = recipient.unseenCount ?? 0
-        if let texts {
-            let mine = texts.render(recipient)
-            content.title = mine.title ?? ""
-            content.body = mine.body ?? ""
+        // The recipient's own texts (a template's render), in the device's language when the notification has
+        // `localized` variants.
+        if let mine = texts?.render(recipient) ?? localized {
+            let text = mine.text(variant: mine.variantKey(for: device.locale))
+            content.title = text.title ?? ""
+            content.body = text.body ?? ""
         }
         var key: DeviceEncryptionKey?
         if let material = device.encryptionKey {
-            switch parsed(material, platform: device.platform) {
+            switch keys.key(material, platform: device.platform) {
             case .key(let k): key = k
             case .invalid(let why):
                 // The device asked for encrypted pushes: nothing of the content goes to it in clear.
@@ -132,18 +144,4 @@ final class SalesforcePersonalContent: PersonalContent {
         }
     }
 
-    private func parsed(_ material: DeviceKeyMaterial, platform: Platform) -> ParsedKey {
-        let id = KeyID(material: material, platform: platform)
-        if let k = keys.withLock({ $0[id] }) { return k }
-        let k: ParsedKey
-        do {
-            k = .key(
-                try DeviceEncryptionKey(
-                    rsaPublicKey: material.rsaPublicKey, cipherName: material.cipherName, platform: platform))
-        } catch {
-            k = .invalid("the device's registered key does not parse: \(error)")
-        }
-        keys.withLock { $0[id] = k }
-        return k
-    }
 }

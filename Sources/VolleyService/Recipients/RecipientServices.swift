@@ -1,4 +1,5 @@
 import Foundation
+import VolleyConnect
 import VolleyCore
 import VolleyEngine
 import VolleyRedis
@@ -72,11 +73,14 @@ public struct RecipientServices: Sendable {
     }
 
     /// What each recipient's push says: a template rendered per user, the Salesforce Notification Builder payload
-    /// for custom notifications.
-    public func personalContent() -> NotificationContentPlanner {
+    /// for custom notifications, with the worker's one cache of parsed device keys (`deviceKeyCacheSize` of them at
+    /// most, `worker.deviceKeyCacheSize`).
+    public func personalContent(deviceKeyCacheSize: Int = DeviceKeyCache.defaultCapacity) -> NotificationContentPlanner
+    {
         let types = self.types
         return NotificationContentPlanner(
-            clock: clock, templates: templates, fullContent: { try types.fullContent(org: $0, app: $1) })
+            clock: clock, templates: templates, fullContent: { try types.fullContent(org: $0, app: $1) },
+            deviceKeys: DeviceKeyCache(capacity: deviceKeyCacheSize))
     }
 }
 
