@@ -842,7 +842,8 @@ paths:
       operationId: putUserAttributes
       summary: Replace the user's attributes (role admin); `{}` removes them, as a directory import's user record does.
       description: >-
-        At most 32 keys of 1–64 letters, digits, `_` and `-`, each value a string of at most 512 bytes; a fault is
+        At most 32 keys of 1–64 letters, digits, `_` and `-`, each value a string of at most 512 characters
+        (Unicode code points, as `maxLength` counts them: up to 2,048 bytes of UTF-8); a fault is
         a 400 naming the key (`attributes.first_name`).
       requestBody:
         required: true
@@ -890,7 +891,10 @@ paths:
       description: >-
         The notification is read as a job's is, at most 16,384 bytes as compact JSON, and its names are compiled:
         a `{{` without `}}`, an empty or malformed name, an unknown filter or an unquoted fallback is a 400 naming
-        the field (`notification.title`). An org keeps at most 1,000 templates (422 naming `id` beyond).
+        the field (`notification.title`). It is then checked as `POST /v1/jobs` checks a job naming it, rendered
+        without attributes or custom data, for every platform of each app the org may use: what the providers
+        would refuse (a `ttl` over 2,419,200, an `fcm` that is no object, a payload over the limit) is a 400
+        naming the field (`notification.ttl`). An org keeps at most 1,000 templates (422 naming `id` beyond).
       requestBody:
         required: true
         content:
@@ -2790,7 +2794,7 @@ components:
           type: object
           maxProperties: 32
           propertyNames: {pattern: "^[A-Za-z0-9_-]{1,64}$"}
-          additionalProperties: {type: string, maxLength: 128}
+          additionalProperties: {type: string, maxLength: 512}
     ScheduleBody:
       type: object
       additionalProperties: false
@@ -2853,7 +2857,8 @@ components:
         value:
           description: >-
             `eq`, `ne`: a string; `in`: 1–100 strings; `gt`, `lt`: a number, or a string that is one or an RFC 3339
-            time; `exists`, `notExists`: none. Strings are at most 512 bytes.
+            time; `exists`, `notExists`: none. Strings are at most 512 characters (code points), as
+            attribute values are.
           oneOf:
             - {type: string}
             - {type: number}
@@ -2880,7 +2885,7 @@ components:
           properties:
             attribute: {type: string, pattern: "^[A-Za-z0-9_-]{1,64}$"}
             op: {type: string, enum: [eq, ne]}
-            value: {type: string, maxLength: 128}
+            value: {type: string, maxLength: 512}
         - type: object
           additionalProperties: false
           required: [attribute, op, value]
@@ -2891,7 +2896,7 @@ components:
               type: array
               minItems: 1
               maxItems: 100
-              items: {type: string, maxLength: 128}
+              items: {type: string, maxLength: 512}
         - type: object
           additionalProperties: false
           required: [attribute, op]

@@ -90,7 +90,7 @@ extension APIServer {
         if let given = try Input.fields({ () throws(JSONFieldError) in try o.string("id") }), given != id {
             throw APIProblem.badRequest("id", "must match the path's id or be left out")
         }
-        let notification = try Self.templateNotification(o)
+        let notification = try templateNotification(o, org: org)
         let put = try await stores.templates.put(
             org: org, id: id, notification: notification, now: clock.now(), maxCount: StoredTemplate.maxPerOrg)
         switch put {
@@ -107,13 +107,22 @@ extension APIServer {
         }
     }
 
-    /// The body's `notification`, checked as `StoredTemplate.check` does; a fault is a 400 naming its field.
-    static func templateNotification(_ o: JSONObjectReader) throws -> JSONValue {
+    /// The body's `notification`, checked as `StoredTemplate.check` does, then by the providers' own preparation as
+    /// a job naming it is at the door (`NotificationCheck.refusal(ofTemplate:apps:)`, for each app the org may use):
+    /// a notification every job naming it would be refused for (`"ttl": 2419201`, `"fcm": [null]`) is not stored.
+    /// A fault is a 400 naming its field (`notification.ttl`).
+    func templateNotification(_ o: JSONObjectReader, org: OrgID) throws -> JSONValue {
         guard let value = o.value("notification") else {
             throw APIProblem.badRequest("notification", "required: the notification object jobs send")
         }
-        do { _ = try StoredTemplate.check(notification: value) } catch {
+        let template: NotificationTemplate
+        do { template = try StoredTemplate.check(notification: value) } catch {
             throw APIProblem.badRequest(error.field, error.message)
+        }
+        if let refusal = notificationCheck.refusal(ofTemplate: template, apps: configuration.apps(for: org)) {
+            let field = refusal.error.field.map { "notification.\($0)" } ?? "notification"
+            let app = refusal.app.map { "app \($0), " } ?? ""
+            throw APIProblem.badRequest(field, "\(app)\(refusal.platform): \(refusal.error.message)")
         }
         return value
     }

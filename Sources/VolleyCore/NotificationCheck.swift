@@ -20,10 +20,11 @@ public struct NotificationCheck: Sendable {
     /// A check that passes everything: for processes without the apps' configuration.
     public static let none = NotificationCheck { _, _, _, _ in }
 
-    /// A provider's refusal of a job's notification.
+    /// A provider's refusal of a job's notification (or a template's: `app` names the app it was checked for).
     public struct Refusal: Sendable, Hashable {
         public let platform: Platform
         public let error: NotificationError
+        public var app: AppName? = nil
     }
 
     /// The first refusal of `job`'s notification on the platforms it targets (iOS first), or nil when every
@@ -41,6 +42,30 @@ public struct NotificationCheck: Sendable {
                 return Refusal(platform: platform, error: e)
             } catch {
                 return Refusal(platform: platform, error: NotificationError("BadPayload", "\(error)"))
+            }
+        }
+        return nil
+    }
+
+    /// The first refusal of a stored template's notification, as `PUT /v1/templates/{id}` and `volley templates put`
+    /// check it: rendered as the job door renders a templated job's (no user's attributes, no custom data: each
+    /// name its fallback or empty), then prepared for every platform of each of `apps` (the apps the org may use, in
+    /// order), tracked, as a job with the default options naming it would be. A template is tied to no app or
+    /// platform, so what any job naming it with those options would be refused for is refused when it is stored;
+    /// nil when every provider would prepare it, and always with no app (the template's own checks,
+    /// `StoredTemplate.check`, are then all there is).
+    public func refusal(ofTemplate template: NotificationTemplate, apps: [AppName]) -> Refusal? {
+        guard !apps.isEmpty else { return nil }
+        let notification = template.render(attributes: nil).notification
+        for app in apps {
+            for platform in Platform.allCases {
+                do {
+                    try prepare(app, platform, notification, true)
+                } catch let e as NotificationError {
+                    return Refusal(platform: platform, error: e, app: app)
+                } catch {
+                    return Refusal(platform: platform, error: NotificationError("BadPayload", "\(error)"), app: app)
+                }
             }
         }
         return nil

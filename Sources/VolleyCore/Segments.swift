@@ -142,9 +142,11 @@ public struct SegmentFilter: Sendable, Hashable {
         let value = o.value("value")
         func text(_ v: JSONValue, at p: [JSONPathComponent]) throws(JSONFieldError) -> String {
             guard case .string(let s) = v else { throw JSONFieldError(path: p, problem: .expected("a string")) }
-            guard s.utf8.count <= UserAttributes.maxValueBytes else {
+            guard UserAttributes.characters(s) <= UserAttributes.maxValueCharacters else {
                 throw JSONFieldError(
-                    path: p, problem: .expected("at most \(UserAttributes.maxValueBytes) bytes, not \(s.utf8.count)"))
+                    path: p,
+                    problem: .expected(
+                        "at most \(UserAttributes.maxValueCharacters) characters, not \(UserAttributes.characters(s))"))
             }
             return s
         }

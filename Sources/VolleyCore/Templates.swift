@@ -99,8 +99,13 @@ public enum UserAttributes {
     public static let maxCount = 32
     /// Key length: 1–64 of letters, digits, `_` and `-` (so a template can name it).
     public static let maxKeyLength = 64
-    /// Bytes of one value (UTF-8).
-    public static let maxValueBytes = 512
+    /// Characters of one value: Unicode scalars (code points), what JSON Schema's `maxLength` counts, so the OpenAPI
+    /// document states the rule exactly (`é` is one, a flag emoji two). At most 2,048 bytes of UTF-8; every value
+    /// of the 512 bytes earlier releases allowed still passes. Segment filter values share it.
+    public static let maxValueCharacters = 512
+
+    /// A value's length as `maxValueCharacters` counts it.
+    public static func characters(_ value: String) -> Int { value.unicodeScalars.count }
 
     /// Problems with `attributes`, each naming the key (`attributes.first_name`): too many, a key a template
     /// cannot name, a value too long, a `timeZone` (the user's zone for local-time jobs) that is no IANA zone.
@@ -111,8 +116,8 @@ public enum UserAttributes {
             if !isValidKey(key) {
                 out.append(
                     "attributes.\(key): a key is 1–\(maxKeyLength) letters, digits, '_' and '-'")
-            } else if value.utf8.count > maxValueBytes {
-                out.append("attributes.\(key): \(value.utf8.count) bytes; at most \(maxValueBytes)")
+            } else if characters(value) > maxValueCharacters {
+                out.append("attributes.\(key): \(characters(value)) characters; at most \(maxValueCharacters)")
             } else if key == LocalTimeWaves.userZoneAttribute, let problem = IANAZone.problem(value) {
                 out.append("attributes.\(key): \(problem)")
             }

@@ -30,7 +30,8 @@ struct TemplatesPut: ParsableCommand {
         commandName: "put", abstract: "Create or replace a template.",
         discussion: """
             The notification is a job's (title, subtitle, body, localized, url, imageUrl … as JSON), checked as \
-            PUT /v1/templates/{id} checks it: a bad name is refused, naming the field.
+            PUT /v1/templates/{id} checks it: a bad name, or what the providers would refuse for an app the org may \
+            use (a ttl over 28 days, an fcm that is no object), is refused, naming the field.
             """)
     @Option(help: "Volley configuration file (YAML).") var config: String
     @Option(help: "Org id.") var org: String
@@ -51,10 +52,19 @@ struct TemplatesPut: ParsableCommand {
         do { value = try JSONValue(parsing: text) } catch {
             throw ValidationError("the notification is not JSON: \(error)")
         }
-        do { _ = try StoredTemplate.check(notification: value) } catch {
+        let template: NotificationTemplate
+        do { template = try StoredTemplate.check(notification: value) } catch {
             throw ValidationError("\(error.field): \(error.message)")
         }
-        let s = try RecipientServices(configuration: try VolleyConfiguration.load(path: config))
+        let configuration = try VolleyConfiguration.load(path: config)
+        // The providers' preparation, for each app the org may use, as PUT /v1/templates/{id} runs it.
+        let apps = configuration.apps.filter { $0.orgs.allows(OrgID(org)) }.map(\.name)
+        if let refusal = NotificationCheck.providers(configuration.apps).refusal(ofTemplate: template, apps: apps) {
+            let field = refusal.error.field.map { "notification.\($0)" } ?? "notification"
+            let app = refusal.app.map { "app \($0), " } ?? ""
+            throw ValidationError("\(field): \(app)\(refusal.platform): \(refusal.error.message)")
+        }
+        let s = try RecipientServices(configuration: configuration)
         let put = try s.templates.put(
             org: OrgID(org), id: id, notification: value, now: Date(), maxCount: StoredTemplate.maxPerOrg)
         switch put {

@@ -5,6 +5,7 @@ import Testing
 import VolleyCore
 import VolleyTestDoubles
 import VolleyTestTags
+import Yams
 
 @testable import VolleyAPI
 
@@ -85,6 +86,104 @@ import VolleyTestTags
             #expect(try object(answer.text)["field"] as? String == field, "\(answer.text)")
         }
         #expect(try await api.templates.list(org: "orgA").isEmpty)
+    }
+
+    /// The providers' preparation as far as these tests need it, recording what it was asked: the time to live's
+    /// bounds (`effectiveTTL`, what both encoders call) and FCM's refusal of an `fcm` that is no object.
+    final class ProviderStandIn: @unchecked Sendable {
+        let lock = NSLock()
+        var asked: [(app: AppName, platform: Platform, title: String?)] = []
+        lazy var check = NotificationCheck { [unowned self] app, platform, n, _ in
+            self.lock.withLock { self.asked.append((app, platform, n.title)) }
+            _ = try n.effectiveTTL(reason: platform == .ios ? "BadExpirationDate" : "INVALID_ARGUMENT")
+            if platform == .android, let fcm = n.fcm, fcm.objectValue == nil {
+                throw NotificationError(
+                    "INVALID_ARGUMENT", "fcm must be a JSON object (an FCM message)", field: "fcm")
+            }
+        }
+    }
+
+    /// A template every job naming it would be refused for at `POST /v1/jobs` is refused when it is put, with the
+    /// field the job door would name; nothing is stored.
+    @Test(arguments: [
+        (#"{"notification":{"title":"Hi","fcm":[null,null]}}"#, "notification.fcm", "android"),
+        (#"{"notification":{"title":"Hi {{ first_name }}","ttl":2419201}}"#, "notification.ttl", "ios"),
+        (#"{"notification":{"body":"x","ttl":-1}}"#, "notification.ttl", "ios"),
+    ])
+    func aTemplateTheProvidersWouldRefuseIsA400NamingTheField(json: String, field: String, platform: String)
+        async throws
+    {
+        let providers = ProviderStandIn()
+        let api = InMemoryAPI(notificationCheck: providers.check)
+        let admin = try api.key(role: .admin)
+        let send = try api.key(role: .send)
+        try await api.test { client async throws in
+            let answer = try await client.call(.put, "/v1/templates/t1", token: admin, json: json)
+            #expect(answer.status == 400, "\(answer.text)")
+            let problem = try object(answer.text)
+            #expect(problem["field"] as? String == field, "\(answer.text)")
+            #expect((problem["detail"] as? String)?.contains(platform) == true, "\(answer.text)")
+            // The same notification in a job is refused at the door with the same field.
+            let notification = String(json.dropFirst(#"{"notification":"#.count).dropLast())
+            let job = #"{"app":"app1","recipients":["005A"],"notification":\#(notification)}"#
+            let alone = try await client.call(.post, "/v1/jobs", token: send, json: job)
+            #expect(alone.status == 400, "\(alone.text)")
+            #expect(try object(alone.text)["field"] as? String == field, "\(alone.text)")
+        }
+        #expect(try await api.templates.list(org: "orgA").isEmpty)
+    }
+
+    /// A template with names is checked as the job door checks a templated job: rendered without attributes or
+    /// custom data, for every platform of each app the org may use; one the providers prepare is stored.
+    @Test func aTemplateWithNamesTheProvidersPrepareIsStored() async throws {
+        let providers = ProviderStandIn()
+        let api = InMemoryAPI(notificationCheck: providers.check)
+        let admin = try api.key(role: .admin)
+        let send = try api.key(role: .send)
+        try await api.test { client async throws in
+            let created = try await client.call(.put, "/v1/templates/welcome", token: admin, json: Self.body)
+            #expect(created.status == 201, "\(created.text)")
+            let longest = try await client.call(
+                .put, "/v1/templates/long", token: admin,
+                json: #"{"notification":{"title":"Hi {{ first_name }}","ttl":2419200,"fcm":{"data":{"k":"v"}}}}"#)
+            #expect(longest.status == 201, "\(longest.text)")
+            let job = #"{"app":"app1","recipients":["005A"],"templateId":"welcome","customData":{"order":"A-17"}}"#
+            #expect(try await client.call(.post, "/v1/jobs", token: send, json: job).status == 202)
+        }
+        let put = providers.lock.withLock { Array(providers.asked.prefix(4)) }
+        #expect(put.map { "\($0.app) \($0.platform)" } == ["app1 ios", "app1 android", "app2 ios", "app2 android"])
+        #expect(put.allSatisfy { $0.title == "Hi Friend" })
+        #expect(try await api.templates.list(org: "orgA").map(\.id) == ["long", "welcome"])
+    }
+
+    /// An attribute value is at most `UserAttributes.maxValueCharacters` characters counted as the OpenAPI document's
+    /// `maxLength` counts them (Unicode code points, so `é` is one though two bytes), and the document says so.
+    @Test func anAttributeValueIsLimitedInCharactersAsTheDocumentSays() async throws {
+        let limit = UserAttributes.maxValueCharacters
+        let doc = try #require(try Yams.load(yaml: OpenAPIDocument.yaml) as? [String: Any])
+        let schemas = try #require((doc["components"] as? [String: Any])?["schemas"] as? [String: Any])
+        let body = try #require(schemas["UserAttributesBody"] as? [String: Any])
+        let attributes = try #require((body["properties"] as? [String: Any])?["attributes"] as? [String: Any])
+        #expect((attributes["additionalProperties"] as? [String: Any])?["maxLength"] as? Int == limit)
+
+        let api = InMemoryAPI()
+        let admin = try api.key(role: .admin)
+        try await api.test { client async throws in
+            for value in [String(repeating: "é", count: limit), String(repeating: "x", count: limit)] {
+                let put = try await client.call(
+                    .put, "/v1/users/005A/attributes", token: admin, json: #"{"attributes":{"first_name":"\#(value)"}}"#
+                )
+                #expect(put.status == 200, "\(put.text)")
+            }
+            for value in [String(repeating: "é", count: limit + 1), String(repeating: "x", count: limit + 1)] {
+                let over = try await client.call(
+                    .put, "/v1/users/005A/attributes", token: admin, json: #"{"attributes":{"first_name":"\#(value)"}}"#
+                )
+                #expect(over.status == 400, "\(over.text)")
+                #expect(try object(over.text)["field"] as? String == "attributes.first_name", "\(over.text)")
+            }
+        }
+        #expect(try await api.directory.attributes(org: "orgA", user: "005A")?["first_name"]?.count == limit)
     }
 
     @Test func templateIdsAndSizesAreLimited() async throws {

@@ -41,4 +41,18 @@ import VolleyTestTags
         #expect(r.asked.map(\.1) == [.ios, .android])
         #expect(NotificationCheck.none.refusal(of: job(.init(title: "x", ttl: -1))) == nil)
     }
+
+    /// A template is checked for every platform of each app, rendered as the job door renders a templated job's
+    /// (no attributes, no custom data); no app, no check.
+    @Test func aTemplateIsRenderedAndCheckedForEveryPlatformOfEachApp() throws {
+        let r = Recorder()
+        let good = try NotificationTemplate(.init(title: "Hi {{ first_name | 'Friend' }}", ttl: 60))
+        #expect(r.check.refusal(ofTemplate: good, apps: ["a", "b"]) == nil)
+        #expect(r.asked.map { "\($0.0) \($0.1)" } == ["a ios", "a android", "b ios", "b android"])
+
+        let bad = try NotificationTemplate(.init(title: "Hi {{ first_name }}", ttl: -1))
+        let refusal = try #require(r.check.refusal(ofTemplate: bad, apps: ["a", "b"]))
+        #expect(refusal.app == "a" && refusal.platform == .ios && refusal.error.field == "ttl")
+        #expect(r.check.refusal(ofTemplate: bad, apps: []) == nil)
+    }
 }

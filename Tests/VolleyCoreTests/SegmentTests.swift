@@ -70,8 +70,10 @@ import VolleyTestTags
         #expect(fault(#"{"filters":[\#(many)]}"#) == "filters")
         let values = (0...SegmentFilter.maxValues).map { "\"v\($0)\"" }.joined(separator: ",")
         #expect(fault(#"{"filters":[{"attribute":"a","op":"in","value":[\#(values)]}]}"#) == "filters[0].value")
-        let long = String(repeating: "x", count: UserAttributes.maxValueBytes + 1)
+        let long = String(repeating: "x", count: UserAttributes.maxValueCharacters + 1)
         #expect(fault(#"{"filters":[{"attribute":"a","op":"eq","value":"\#(long)"}]}"#) == "filters[0].value")
+        let wide = String(repeating: "é", count: UserAttributes.maxValueCharacters)
+        #expect(fault(#"{"filters":[{"attribute":"a","op":"eq","value":"\#(wide)"}]}"#) == nil)
     }
 
     @Test(

@@ -12,10 +12,15 @@ import VolleyTestTags
             ])
         #expect(UserAttributes.problems(["a.b": "x"]).first?.hasPrefix("attributes.a.b:") == true)
         #expect(UserAttributes.problems([String(repeating: "k", count: 65): "x"]).count == 1)
+        // Characters as JSON Schema's maxLength counts them (code points): 512 of `é` (1,024 bytes) pass, 513 not.
+        #expect(UserAttributes.problems(["k": String(repeating: "é", count: 512)]).isEmpty)
         #expect(
-            UserAttributes.problems(["k": String(repeating: "é", count: 257)]) == [
-                "attributes.k: 514 bytes; at most 512"
+            UserAttributes.problems(["k": String(repeating: "é", count: 513)]) == [
+                "attributes.k: 513 characters; at most 512"
             ])
+        // A flag is one Character but two code points: counted as two, as the OpenAPI document counts it.
+        #expect(UserAttributes.problems(["k": String(repeating: "🇵🇹", count: 256)]).isEmpty)
+        #expect(UserAttributes.problems(["k": String(repeating: "🇵🇹", count: 256) + "x"]).count == 1)
         let many = Dictionary(uniqueKeysWithValues: (0...32).map { ("k\($0)", "v") })
         #expect(UserAttributes.problems(many) == ["attributes: 33 keys; at most 32"])
     }

@@ -39,16 +39,18 @@ public final class RedisClusterFixture: @unchecked Sendable {
         try? FileManager.default.removeItem(at: directory)
     }
 
-    /// Ports p with p and the cluster bus port p + 10000 both free on 127.0.0.1.
+    /// Ports p with p and the cluster bus port p + 10000 both free on 127.0.0.1, both below Linux's ephemeral range
+    /// (32768 and up): the tests' own outgoing connections take ports from that range at any moment, so a pair
+    /// found free there could be taken before the node binds it.
     static func freePorts(_ count: Int) throws -> [Int] {
         var out: [Int] = []
-        var candidate = 20_000 + Int.random(in: 0..<15_000)
+        var candidate = 10_000 + Int.random(in: 0..<12_000)
         var tries = 0
         while out.count < count {
             tries += 1
             if tries > 2_000 { throw RedisError(.connection, "no free port pair for a cluster node") }
             candidate += 1
-            if candidate > 35_000 { candidate = 20_000 }
+            if candidate >= 22_000 { candidate = 10_000 }
             if isFree(candidate), isFree(candidate + 10_000) { out.append(candidate) }
         }
         return out
