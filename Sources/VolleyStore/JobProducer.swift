@@ -21,6 +21,31 @@ public final class JobProducer: @unchecked Sendable {
         try enqueueRaw(fields: ["job": job.jsonText], shard: job.id.map { store.streamShard(of: $0) })
     }
 
+    /// Submits the job as the API does (`APIScripts.submit`): on the job stream shard of its id, with the job record
+    /// `GET /v1/jobs/{id}` reads and a line in the org's job list (`GET /v1/jobs`). The same job submitted again
+    /// (a retry after a lost answer) answers the first entry; another job holding the id is an error. A job
+    /// without an id gets one.
+    public func submit(_ job: PushJob, now: Date) throws -> (entry: StreamEntryID, job: JobID) {
+        var job = job
+        let id = job.id ?? JobID.generated()
+        job.id = id
+        let entry = job.jsonText
+        let shard = store.streamShard(of: id)
+        let submission = APIKeys(prefix: store.prefix).submission(
+            org: job.org, job: id, stream: store.jobStream(shard: shard), digest: APIKeys.digest(entry), entry: entry,
+            createdAt: RFC3339.format(now, .milliseconds), app: job.app.rawValue, ttlSeconds: store.ledgerTTLSeconds)
+        let reply = try client.eval(APIScripts.submit, keys: submission.keys, args: submission.args)
+        try reply.throwIfError("submit job \(id)")
+        let parts = reply.array ?? []
+        if parts.first?.integer == 2 {
+            throw RedisError(.server, "job id \(id) is taken by another job of org \(job.org); give the job another id")
+        }
+        guard parts.count == 2, let e = parts[1].string else {
+            throw RedisError(.unexpectedReply, "submit job \(id) returned \(reply)")
+        }
+        return (StreamEntryID(e, shard: shard), id)
+    }
+
     /// XADDs arbitrary fields (tests use it for malformed jobs) on job stream shard `shard` (nil: round robin).
     @discardableResult
     public func enqueueRaw(fields: [String: String], shard: Int? = nil) throws -> StreamEntryID {

@@ -54,6 +54,17 @@ public struct APIKeys: Sendable {
         "\(prefix):api:job:index:{\(RedisClusterSlot.hashedPart(of: stream))}:\(org.rawValue)"
     }
 
+    /// A stable digest of a job's entry for a submission that has no request body of its own (`volley send`, sync
+    /// hints): equal entries, equal digests, so the same entry submitted again is a replay.
+    static func digest(_ entry: String) -> String {
+        var h: UInt64 = 0xcbf2_9ce4_8422_2325
+        for b in entry.utf8 {
+            h ^= UInt64(b)
+            h = h &* 0x0000_0100_0000_01b3
+        }
+        return "fnv1a64:\(String(h, radix: 16)):\(entry.utf8.count)"
+    }
+
     /// The keys and arguments of `APIScripts.submit` for a job of `org` on `stream`: the record, the stream, the
     /// org's job index; `createdAt` (RFC 3339, as the record keeps it) also scores the job in the index.
     public func submission(

@@ -392,7 +392,7 @@ public final class RedisSyncHintStore: SyncHintIntake, @unchecked Sendable {
             let entry = job.jsonText
             let stream = store.jobStream(for: id)
             let submission = keys.submission(
-                org: org, job: id, stream: stream, digest: Self.digest(entry), entry: entry,
+                org: org, job: id, stream: stream, digest: APIKeys.digest(entry), entry: entry,
                 createdAt: RFC3339.format(now, .milliseconds), app: b.key.app.rawValue,
                 ttlSeconds: store.ledgerTTLSeconds)
             let reply = try redis.with { try $0.eval(APIScripts.submit, keys: submission.keys, args: submission.args) }
@@ -430,16 +430,6 @@ public final class RedisSyncHintStore: SyncHintIntake, @unchecked Sendable {
 
     static func dates(_ list: String?) -> [Date] {
         (list ?? "").split(separator: " ").compactMap { Double($0).map { Date(timeIntervalSince1970: $0 / 1_000) } }
-    }
-
-    /// A stable digest of a push's entry for the idempotent submission (equal entries, equal digests).
-    static func digest(_ entry: String) -> String {
-        var h: UInt64 = 0xcbf2_9ce4_8422_2325
-        for b in entry.utf8 {
-            h ^= UInt64(b)
-            h = h &* 0x0000_0100_0000_01b3
-        }
-        return "fnv1a64:\(String(h, radix: 16)):\(entry.utf8.count)"
     }
 }
 

@@ -1,7 +1,9 @@
 import Foundation
+import Logging
 import Testing
 import VolleyCore
 import VolleyRedis
+import VolleyService
 import VolleyStore
 import VolleyTestDoubles
 import VolleyTestSupport
@@ -30,6 +32,36 @@ import VolleyTestTags
         #expect(a.status == 200, "\(query): \(a.text)")
         let jobs = a.json["jobs"] as? [[String: Any]] ?? []
         return (jobs.compactMap { $0["id"] as? String }, a.json["nextCursor"] as? String)
+    }
+
+    @Test func aJobSentWithVolleySendIsListedAndReadAsAnAPIJobIs() async throws {
+        let w = try MockWorld()
+        defer { w.stop() }
+        let api = try await RunningAPI(configFile: try APIServerTests.config(w))
+        let read = try APIServerTests.key(w, org: "orgA", role: .read)
+        // `volley send` as the command builds and submits it.
+        var options = JobSubmission.Options(org: "orgA", app: "app1")
+        options.tokens = ["ios:" + "beef" + String(repeating: "5", count: 60)]
+        options.title = "From the CLI"
+        options.id = "cli-1"
+        var logger = Logger(label: "send")
+        logger.logLevel = .warning
+        let settings = PipelineSettings(endpoint: w.redis.endpoint, store: w.h.store)
+        let job = try JobSubmission.buildJob(options)
+        let first = try JobSubmission.submit(job, settings: settings, waitSeconds: nil, logger: logger)
+        // The same job again (a retry after a lost answer) is the first entry, not a second one.
+        let again = try JobSubmission.submit(job, settings: settings, waitSeconds: nil, logger: logger)
+        #expect(again.entry == first.entry)
+        #expect(try w.redis.client(name: "len").checked(["XLEN", w.h.store.jobStream(shard: 0)]).integer == 1)
+        #expect(try await Self.page(api, key: read, "?limit=10").ids == ["cli-1"])
+        let one = try await api.call("GET", "/v1/jobs/cli-1", token: read)
+        #expect(one.status == 200, "\(one.text)")
+        // Another job under the same id is refused, naming the id.
+        var other = job
+        other.notification.title = "Something else"
+        #expect(throws: RedisError.self) {
+            try JobSubmission.submit(other, settings: settings, waitSeconds: nil, logger: logger)
+        }
     }
 
     @Test func anOrgsJobsAreListedNewestFirstAPageAtATimeAndFiltered() async throws {

@@ -153,7 +153,8 @@ public enum JobSubmission {
         return job
     }
 
-    /// XADDs the job (with an id: a generated one when none was given, so `--wait` can find the report).
+    /// Submits the job as the API does (`JobProducer.submit`: the stream, the job record, the org's job list), with an
+    /// id: a generated one when none was given, so `--wait` can find the report.
     /// With `waitSeconds`, follows the report stream and returns the job's report (nil on timeout); a Redis that is
     /// failing over meanwhile (`isTransient`) is waited for, with backoff, within the same budget.
     /// `progress`, while waiting: called about once a second with the devices resolved and done so far.
@@ -165,13 +166,15 @@ public enum JobSubmission {
         let id = job.id ?? JobID.generated()
         job.id = id
         let producer = JobProducer(client: settings.client(name: "send", logger: logger), store: settings.store)
-        guard let waitSeconds else { return (try producer.enqueue(job), id, nil) }
+        // Submitted as the API submits: listed at `GET /v1/jobs`, readable at `GET /v1/jobs/{id}`.
+        let now = Date()
+        guard let waitSeconds else { return (try producer.submit(job, now: now).entry, id, nil) }
         let until = Date().addingTimeInterval(waitSeconds)
         var retry = FailoverRetry(until: until, logger: logger)
         let start = try retry.run("read the report stream", reads: true) { try producer.lastReportID() }
-        // The job is sent again only after an answer that says Redis did not run the XADD: a job id makes a
-        // second entry harmless anyway (the worker finds its report or its recorded outcomes).
-        let entry = try retry.run("enqueue the job", reads: false) { try producer.enqueue(job) }
+        // The job is submitted again only after an answer that says Redis did not run the script; a second
+        // submission of the same job would answer the first entry anyway.
+        let entry = try retry.run("enqueue the job", reads: false) { try producer.submit(job, now: now).entry }
         var position = start
         while Date() < until {
             let left = max(1, Int(until.timeIntervalSinceNow * 1000))
