@@ -32,7 +32,8 @@ public final class RedisJobHistory: JobHistoryReader {
         try await lanes.run { client in try self.jobs(client, org: org, query: query) }
     }
 
-    func jobs(_ client: RedisClient, org: OrgID, query: JobListQuery) throws -> JobListPage {
+    /// The same on a blocking client the caller owns (`volley jobs list`).
+    public func jobs(_ client: RedisClient, org: OrgID, query: JobListQuery) throws -> JobListPage {
         let indexes = store.streamShardIndexes.map { keys.jobIndex(org, stream: store.jobStream(shard: $0)) }
         let floor = query.since.map { String(Self.millis($0)) } ?? "-inf"
         let limit = max(1, min(query.limit, JobListQuery.maxLimit))

@@ -6,8 +6,8 @@ import VolleyService
 
 struct Jobs: ParsableCommand {
     static let configuration = CommandConfiguration(
-        abstract: "Jobs on their way: pause, resume or cancel a scheduled or running job.",
-        subcommands: [JobsCancel.self, JobsPause.self, JobsResume.self])
+        abstract: "Jobs on their way: list an org's jobs; pause, resume or cancel a scheduled or running job.",
+        subcommands: [JobsList.self, JobsCancel.self, JobsPause.self, JobsResume.self])
 }
 
 /// The job a `volley jobs` subcommand steers, and the one way they all run.
@@ -26,6 +26,55 @@ struct JobTarget: ParsableArguments {
         let result = try await runBlocking { try change(settings, org, job, logger) }
         print(result.message)
         if !result.done { throw ExitCode(1) }
+    }
+}
+
+struct JobsList: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "list",
+        abstract: "An org's jobs, newest first, as GET /v1/jobs lists them: state, app, created, the report's totals.",
+        discussion: "Exits 1 when the page is empty. --cursor takes the value a page printed after 'more:'.")
+
+    @Option(help: "YAML configuration file.") var config: String
+    @Option(help: "Org id.") var org: String
+    @Option(help: "Only jobs in this state: \(JobListQuery.states.joined(separator: ", ")).") var state: String?
+    @Option(help: "Only jobs created at or after this RFC 3339 time.") var since: String?
+    @Option(help: "At most this many jobs (1–\(JobListQuery.maxLimit)).") var limit = JobListQuery.defaultLimit
+    @Option(help: "The page after the one that printed this cursor.") var cursor: String?
+    @Flag(help: "One JSON object per job, as GET /v1/jobs/{id} answers.") var json = false
+
+    func run() async throws {
+        var query = JobListQuery(limit: limit)
+        guard (1...JobListQuery.maxLimit).contains(limit) else {
+            throw ValidationError("--limit must be from 1 to \(JobListQuery.maxLimit)")
+        }
+        if let state {
+            guard JobListQuery.states.contains(state) else {
+                throw ValidationError("--state must be one of \(JobListQuery.states.joined(separator: ", "))")
+            }
+            query.state = state
+        }
+        if let since {
+            do throws(RFC3339.ParseError) { query.since = try RFC3339.parse(since) } catch {
+                throw ValidationError("--since must be RFC 3339, e.g. 2026-06-25T18:24:31Z: \(error.reason)")
+            }
+        }
+        if let cursor {
+            guard let c = JobListCursor(cursor) else { throw ValidationError("--cursor: not a cursor a page printed") }
+            query.cursor = c
+        }
+        let settings = try PipelineSettings(try loadConfiguration(config))
+        let logger = Logger(label: "volley.jobs")
+        let (org, q) = (OrgID(self.org), query)
+        let page = try await runBlocking {
+            try JobListCommand.list(settings: settings, org: org, query: q, logger: logger)
+        }
+        if json {
+            for j in page.jobs { print(String(decoding: try ReportCoding.encoder.encode(j), as: UTF8.self)) }
+        } else {
+            for l in JobListCommand.text(page) { print(l) }
+        }
+        if page.jobs.isEmpty { throw ExitCode(1) }
     }
 }
 

@@ -54,6 +54,10 @@ import VolleyTestTags
         #expect(again.entry == first.entry)
         #expect(try w.redis.client(name: "len").checked(["XLEN", w.h.store.jobStream(shard: 0)]).integer == 1)
         #expect(try await Self.page(api, key: read, "?limit=10").ids == ["cli-1"])
+        // And `volley jobs list` reads the same list.
+        let listed = try JobListCommand.list(settings: settings, org: "orgA", query: JobListQuery(), logger: logger)
+        #expect(listed.jobs.map(\.id) == ["cli-1"])
+        #expect(JobListCommand.text(listed).dropFirst().first?.hasPrefix("cli-1") == true)
         let one = try await api.call("GET", "/v1/jobs/cli-1", token: read)
         #expect(one.status == 200, "\(one.text)")
         // Another job under the same id is refused, naming the id.
