@@ -474,8 +474,8 @@ public struct ChaosBench {
 
     /// Pushes that show twice on the device: more than one, and not every one under the same identity (`-`: none).
     static func showsTwice(_ identities: [Substring]) -> Bool {
-        guard identities.count > 1, let first = identities.first, first != "-" else { return identities.count > 1 }
-        return identities.contains { $0 != first }
+        guard identities.count > 1 else { return false }
+        return identities[0] == "-" || identities.contains { $0 != identities[0] }
     }
 
     /// The identity of each push per campaign device from the accept journal, in the order the provider took them

@@ -41,9 +41,10 @@ open class HTTP2PendingRequest: @unchecked Sendable {
     /// cheap read.
     open var holdsBeforeWriting: Bool { false }
 
-    /// It completed held (`holdsBeforeWriting`).
-    final var failedHeld: Bool {
-        if case .failure(let e)? = result { return e.kind == .held }
+    /// It completed with a failure of `kind` (`.held`: its owner held it; `.writtenUnanswered`: its connection
+    /// died before the answer).
+    final func failed(_ kind: HTTP2Error.Kind) -> Bool {
+        if case .failure(let e)? = result { return e.kind == kind }
         return false
     }
 
@@ -56,12 +57,6 @@ open class HTTP2PendingRequest: @unchecked Sendable {
         case .success?: return .succeeded
         case .failure(let e)?: return e.resendIsSafe ? .failedResendable : .failed
         }
-    }
-
-    /// It failed written and unanswered (its connection died before the answer).
-    final var failedUnanswered: Bool {
-        if case .failure(let e)? = result { return e.kind == .writtenUnanswered }
-        return false
     }
 
     /// Records the answer and returns self (for appending to a batch of finished requests).

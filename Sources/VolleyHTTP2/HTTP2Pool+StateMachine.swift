@@ -652,7 +652,7 @@ struct HTTP2PoolStateMachine<Clock: HTTP2PoolClock, Random: RandomNumberGenerato
             switch f.outcome {
             case .succeeded:
                 f.custody = .completed
-            case .failedResendable where f.failedHeld:
+            case .failedResendable where f.failed(.held):
                 // Its owner holds it (a paused target) and sends it again itself.
                 held += 1
                 f.custody = .completed
@@ -664,7 +664,7 @@ struct HTTP2PoolStateMachine<Clock: HTTP2PoolClock, Random: RandomNumberGenerato
                 f.custody = .completed
             case .failed
             where connectionLost && resendAllowed && configuration.resendUnanswered && now < f.giveUpAt
-                && f.failedUnanswered:
+                && f.failed(.writtenUnanswered):
                 // Written, and the connection died before the answer: resent as one never written is (the
                 // requests of such a pool carry a collapse identity, so a second arrival replaces the first).
                 resend += 1
@@ -672,7 +672,7 @@ struct HTTP2PoolStateMachine<Clock: HTTP2PoolClock, Random: RandomNumberGenerato
             case .failed:
                 failed += 1
                 f.custody = .completed
-                if case .failure(let e)? = f.result, e.kind == .writtenUnanswered { unanswered += 1 }
+                if f.failed(.writtenUnanswered) { unanswered += 1 }
             case .pending:
                 // A request reported finished without a result: complete it as a failure rather than lose it.
                 failed += 1

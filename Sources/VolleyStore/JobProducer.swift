@@ -34,16 +34,16 @@ public final class JobProducer: @unchecked Sendable {
         let submission = APIKeys(prefix: store.prefix).submission(
             org: job.org, job: id, stream: store.jobStream(shard: shard), digest: APIKeys.digest(entry), entry: entry,
             createdAt: RFC3339.format(now, .milliseconds), app: job.app.rawValue, ttlSeconds: store.ledgerTTLSeconds)
-        let reply = try client.eval(APIScripts.submit, keys: submission.keys, args: submission.args)
-        try reply.throwIfError("submit job \(id)")
-        let parts = reply.array ?? []
-        if parts.first?.integer == 2 {
+        switch try APIScripts.submission(
+            from: client.eval(APIScripts.submit, keys: submission.keys, args: submission.args))
+        {
+        case .accepted(let e) where !e.isEmpty, .replayed(let e) where !e.isEmpty:
+            return (StreamEntryID(e, shard: shard), id)
+        case .conflict:
             throw RedisError(.server, "job id \(id) is taken by another job of org \(job.org); give the job another id")
+        case .accepted, .replayed:
+            throw RedisError(.unexpectedReply, "submit job \(id) answered no entry")
         }
-        guard parts.count == 2, let e = parts[1].string else {
-            throw RedisError(.unexpectedReply, "submit job \(id) returned \(reply)")
-        }
-        return (StreamEntryID(e, shard: shard), id)
     }
 
     /// XADDs arbitrary fields (tests use it for malformed jobs) on job stream shard `shard` (nil: round robin).

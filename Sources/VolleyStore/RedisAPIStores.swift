@@ -209,17 +209,8 @@ public final class RedisJobSubmitter: JobSubmitter, @unchecked Sendable {
             let submission = keys.submission(
                 org: org, job: job, stream: stream, digest: digest, entry: entry, createdAt: createdAt,
                 app: app.rawValue, ttlSeconds: store.ledgerTTLSeconds)
-            let reply = try await redis.eval(APIScripts.submit, keys: submission.keys, args: submission.args)
-            try reply.throwIfError("submit job")
-            guard let parts = reply.array, let code = parts.first?.integer else {
-                throw RedisError(.unexpectedReply, "submit: \(reply)")
-            }
-            let written = parts.count > 1 ? parts[1].string ?? "" : ""
-            switch code {
-            case 0: return .accepted(entry: written)
-            case 1: return .replayed(entry: written)
-            default: return .conflict
-            }
+            return try APIScripts.submission(
+                from: await redis.eval(APIScripts.submit, keys: submission.keys, args: submission.args))
         } catch let e as RedisError {
             throw apiStoreError(e)
         }
@@ -624,6 +615,20 @@ public enum APIScripts {
         end
         return {0, e}
         """)
+
+    /// What `submit` answered: {0, entry} a new job, {1, entry} the same body again, {2} another body under the id.
+    static func submission(from reply: RedisReply) throws -> JobSubmission {
+        try reply.throwIfError("submit job")
+        guard let parts = reply.array, let code = parts.first?.integer else {
+            throw RedisError(.unexpectedReply, "submit: \(reply)")
+        }
+        let written = parts.count > 1 ? parts[1].string ?? "" : ""
+        switch code {
+        case 0: return .accepted(entry: written)
+        case 1: return .replayed(entry: written)
+        default: return .conflict
+        }
+    }
 
     /// `/readyz`: proves Redis answers and runs scripts.
     static let ping = RedisScript("return 1")
