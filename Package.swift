@@ -64,7 +64,8 @@ let package = Package(
         .target(
             name: "VolleyRedis",
             dependencies: [
-                "VolleyCore", "CHiredis",
+                // VolleyHTTP2 for Volley's one TLS stack: Redis over TLS (`rediss://`).
+                "VolleyCore", "CHiredis", "VolleyHTTP2",
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "NIOCore", package: "swift-nio"),
@@ -279,7 +280,7 @@ let package = Package(
             name: "VolleyServiceTests",
             dependencies: [
                 "VolleyTestTags", "VolleyService", "VolleyCore", "VolleyStore", "VolleyHTTP2", "VolleyTestDoubles",
-                .product(name: "Logging", package: "swift-log"),
+                "VolleyTestSupport", .product(name: "Logging", package: "swift-log"),
             ]),
         .testTarget(
             name: "VolleyBenchTests",

@@ -37,7 +37,7 @@ ALLOWED = {
     "VolleyCore": SYSTEM,
     "VolleyHTTP2": IO | {"CNGHTTP2", "COpenSSL", "NIOCore", "VolleyCore"},
     "VolleyHTTP2Server": IO | {"COpenSSL", "VolleyHTTP2"},
-    "VolleyRedis": IO | {"CHiredis", "Crypto", "NIOCore", "NIOPosix", "VolleyCore"},
+    "VolleyRedis": IO | {"CHiredis", "Crypto", "NIOCore", "NIOPosix", "VolleyCore", "VolleyHTTP2"},
     "VolleyStore": IO | {"VolleyCore", "VolleyRedis"},
     "VolleyAPNs": IO | {"Crypto", "VolleyCore", "VolleyHTTP2"},
     "VolleyFCM": IO | {"Crypto", "CryptoExtras", "VolleyCore", "VolleyHTTP2"},
@@ -64,7 +64,8 @@ ALLOWED = {
 C_MODULES = ("CNGHTTP2", "COpenSSL", "CHiredis")
 WRAPPERS = {
     "Sources/VolleyHTTP2/TLS.swift",
-    "Sources/VolleyHTTP2/TLSServerChannelHandler.swift",
+    "Sources/VolleyHTTP2/TLSChannelHandler.swift",
+    "Sources/VolleyHTTP2/TLSClientSession.swift",
     "Sources/VolleyHTTP2/HTTP2Session.swift",
     "Sources/VolleyHTTP2/HTTP2SessionMemory.swift",
     "Sources/VolleyHTTP2/HTTP2Error+C.swift",

@@ -1,5 +1,5 @@
 #ifndef CHIREDIS_SHIM_H
 #define CHIREDIS_SHIM_H
-// hiredis 0.14.1: no TLS, no RESP3. Use the ...Argv calls (the variadic ones do not import).
+// hiredis 0.14.1: Volley uses its reply reader (RESP2) only; sockets and TLS are Volley's own (RedisSocket).
 #include <hiredis/hiredis.h>
 #endif

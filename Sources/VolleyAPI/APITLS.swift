@@ -5,7 +5,7 @@ import NIOCore
 import VolleyHTTP2
 
 /// HTTPS for `volley api` (`api.tls.certFile` / `api.tls.keyFile`): HTTP/1.1 over TLS, ALPN `http/1.1`, on the
-/// same OpenSSL as the worker's connections to the providers (`TLSServerChannelHandler`).
+/// same OpenSSL as the worker's connections to the providers (`TLSChannelHandler`).
 ///
 /// Loaded and checked once at startup, so an unreadable or malformed file, or a key that is not the certificate's,
 /// stops the process with the configuration key named instead of failing every handshake later.
@@ -49,7 +49,7 @@ public struct APITLS: Sendable {
     }
 }
 
-/// A child channel that speaks TLS (`TLSServerChannelHandler`) before its base's handlers.
+/// A child channel that speaks TLS (`TLSChannelHandler`) before its base's handlers.
 struct TLSChildChannel<Base: ServerChildChannel>: ServerChildChannel {
     typealias Value = Base.Value
     let base: Base
@@ -57,7 +57,7 @@ struct TLSChildChannel<Base: ServerChildChannel>: ServerChildChannel {
 
     func setup(channel: any Channel, logger: Logger) -> EventLoopFuture<Value> {
         channel.eventLoop.makeCompletedFuture {
-            try channel.pipeline.syncOperations.addHandler(TLSServerChannelHandler(identity: identity))
+            try channel.pipeline.syncOperations.addHandler(TLSChannelHandler(identity: identity))
         }.flatMap {
             base.setup(channel: channel, logger: logger)
         }

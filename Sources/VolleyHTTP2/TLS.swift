@@ -183,8 +183,10 @@ package final class TLSContext: @unchecked Sendable {
         return c
     }
 
-    /// Client context: TLS 1.2+, ALPN "h2" only, peer verification always on.
-    static func client(caFile: String?, clientCertificate: TLSClientCertificate?) throws(HTTP2Error) -> TLSContext {
+    /// Client context: TLS 1.2+, peer verification always on, ALPN `alpn` (the providers' "h2"; none for Redis).
+    static func client(caFile: String?, clientCertificate: TLSClientCertificate?, alpn protocols: [String] = ["h2"])
+        throws(HTTP2Error) -> TLSContext
+    {
         let c = try base(server: false)
         let ctx = c.pointer
         if let caFile {
@@ -197,9 +199,13 @@ package final class TLSContext: @unchecked Sendable {
             }
         }
         SSL_CTX_set_verify(ctx, SSL_VERIFY_PEER, nil)
-        let alpn: [UInt8] = [2, UInt8(ascii: "h"), UInt8(ascii: "2")]
+        var alpn: [UInt8] = []
+        for p in protocols where !p.isEmpty && p.utf8.count < 256 {
+            alpn.append(UInt8(p.utf8.count))
+            alpn.append(contentsOf: p.utf8)
+        }
         // Returns 0 on success, unlike most OpenSSL calls.
-        guard SSL_CTX_set_alpn_protos(ctx, alpn, UInt32(alpn.count)) == 0 else {
+        guard alpn.isEmpty || SSL_CTX_set_alpn_protos(ctx, alpn, UInt32(alpn.count)) == 0 else {
             throw HTTP2Error.openSSL("Cannot set ALPN", in: .setup)
         }
         if let clientCertificate {
@@ -290,7 +296,7 @@ extension TLSContext {
         return nil
     }
 
-    /// A server context for a NIO channel (`TLSServerChannelHandler`): the chain and key, ALPN `alpnProtocols`.
+    /// A server context for a NIO channel (`TLSChannelHandler`): the chain and key, ALPN `alpnProtocols`.
     package static func nioServer(certificateChainFile: String, privateKeyFile: String, alpnProtocols: [String])
         throws(IdentityProblem) -> TLSContext
     {
@@ -322,14 +328,17 @@ package final class TLSConnection {
     deinit { SSL_free(pointer) }
 
     /// SNI for DNS names only (RFC 6066 §3: no IP literals) and the name/IP checked in the certificate.
-    func setPeerName(_ host: String) throws(HTTP2Error) {
+    func setPeerName(_ host: String) throws(HTTP2Error) { try Self.setPeerName(host, on: pointer) }
+
+    /// As `setPeerName(_:)` for any client `SSL*` (the NIO channel handler's too).
+    static func setPeerName(_ host: String, on ssl: OpaquePointer) throws(HTTP2Error) {
         if isIPLiteral(host) {
-            guard let param = SSL_get0_param(pointer), X509_VERIFY_PARAM_set1_ip_asc(param, host) == 1 else {
+            guard let param = SSL_get0_param(ssl), X509_VERIFY_PARAM_set1_ip_asc(param, host) == 1 else {
                 throw HTTP2Error.openSSL("Cannot verify IP \(host)", in: .setup)
             }
         } else {
-            _ = copenssl_set_tlsext_host_name(pointer, host)
-            guard SSL_set1_host(pointer, host) == 1 else {
+            _ = copenssl_set_tlsext_host_name(ssl, host)
+            guard SSL_set1_host(ssl, host) == 1 else {
                 throw HTTP2Error.openSSL("Cannot verify host \(host)", in: .setup)
             }
         }

@@ -64,8 +64,8 @@ public final class RedisClient: @unchecked Sendable {
         cluster =
             endpoint.isCluster
             ? RedisClusterClient(
-                seeds: endpoint.clusterSeeds, user: endpoint.user, password: endpoint.password, options: options,
-                policy: .init(), name: name, logger: logger, isCancelled: isCancelled) : nil
+                endpoint: endpoint, options: options, policy: .init(), name: name, logger: logger,
+                isCancelled: isCancelled) : nil
     }
 
     /// Connects now (with retries), so configuration errors surface at start.

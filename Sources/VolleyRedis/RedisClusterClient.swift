@@ -10,9 +10,9 @@ import VolleyCore
 /// again as the router decides; one whose node cannot be reached waits (with backoff) for the map to show a new
 /// primary, like a lost single Redis, so in-flight work is not dropped.
 final class RedisClusterClient {
-    let seeds: [RedisClusterNode]
-    let user: String?
-    let password: String?
+    /// The cluster's endpoint: its seeds, and the login and TLS every node's connection uses.
+    let endpoint: RedisEndpoint
+    var seeds: [RedisClusterNode] { endpoint.clusterSeeds }
     let options: RedisClient.Options
     let name: String
     let logger: Logger
@@ -23,12 +23,10 @@ final class RedisClusterClient {
     private(set) var reconnects = 0
 
     init(
-        seeds: [RedisClusterNode], user: String?, password: String?, options: RedisClient.Options,
-        policy: RedisClusterRouter.Policy, name: String, logger: Logger, isCancelled: @escaping @Sendable () -> Bool
+        endpoint: RedisEndpoint, options: RedisClient.Options, policy: RedisClusterRouter.Policy, name: String,
+        logger: Logger, isCancelled: @escaping @Sendable () -> Bool
     ) {
-        self.seeds = seeds
-        self.user = user
-        self.password = password
+        self.endpoint = endpoint
         self.options = options
         self.name = name
         self.logger = logger
@@ -49,7 +47,7 @@ final class RedisClusterClient {
         if let c = connections[node], !c.isBroken { return c }
         connections[node] = nil
         let c = try RedisConnection(
-            endpoint: RedisEndpoint(address: .tcp(host: node.host, port: node.port), user: user, password: password),
+            endpoint: endpoint.node(node),
             connectTimeout: options.connectTimeout, commandTimeout: options.commandTimeout)
         connections[node] = c
         return c

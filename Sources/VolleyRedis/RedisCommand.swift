@@ -78,12 +78,17 @@ public struct RedisCommand: Sendable {
     public func withWireBytes<R>(into scratch: inout [UInt8], _ body: (UnsafeBufferPointer<UInt8>) -> R) -> R {
         scratch.removeAll(keepingCapacity: true)
         scratch.reserveCapacity(self.body.count + 24)
-        scratch.append(UInt8(ascii: "*"))
-        RedisCommand.decimal(count) { scratch.append(contentsOf: $0) }
-        scratch.append(13)
-        scratch.append(10)
-        scratch.append(contentsOf: self.body)
+        appendWireBytes(to: &scratch)
         return scratch.withUnsafeBufferPointer(body)
+    }
+
+    /// Appends the whole command as sent to `bytes`.
+    public func appendWireBytes(to bytes: inout [UInt8]) {
+        bytes.append(UInt8(ascii: "*"))
+        RedisCommand.decimal(count) { bytes.append(contentsOf: $0) }
+        bytes.append(13)
+        bytes.append(10)
+        bytes.append(contentsOf: body)
     }
 
     /// Appends the whole command as sent to `buffer`.

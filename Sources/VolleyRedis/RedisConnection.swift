@@ -1,43 +1,31 @@
 internal import CHiredis
 import Foundation
 
-/// One hiredis `redisContext` (blocking API). Not thread-safe: owned by exactly one thread or serial queue at a time
-/// (the owner never hands it to Swift's cooperative pool, since every call may block for up to `commandTimeout`).
-/// The context is created in `init` and freed with `redisFree` in `deinit`. After any I/O error the context is dead
-/// (`isBroken`); make a new connection (``RedisClient`` does this with backoff).
+/// One blocking connection to Redis: a socket (TCP, unix, or TLS for `rediss://`: `RedisSocket`), commands written
+/// in their wire form, replies parsed by hiredis's reader. Not thread-safe: owned by exactly one thread or serial
+/// queue at a time (the owner never hands it to Swift's cooperative pool, since every call may block for up to
+/// `commandTimeout`). After any I/O error the connection is dead (`isBroken`); make a new one (``RedisClient`` does
+/// this with backoff).
 public final class RedisConnection: @unchecked Sendable {
-    private let ctx: UnsafeMutablePointer<redisContext>
+    private let socket: RedisSocket
+    private let reader: RedisReplyReader
     public let endpoint: RedisEndpoint
     public private(set) var isBroken = false
-    /// Where a command's wire bytes are laid out before hiredis copies them (kept between commands).
-    private var scratch: [UInt8] = []
+    /// Commands appended and not yet written, in wire form.
+    private var outbound: [UInt8] = []
+    /// Where bytes read from the socket land before the reader takes them.
+    private var inbound = [UInt8](repeating: 0, count: 16 * 1024)
+    /// How long one wait for the socket may last (a read's or a write's).
+    private var commandTimeout: Double
 
-    /// Connects, authenticates (`AUTH [user] password`) and selects the database.
+    /// Connects (with TLS when the endpoint has it), authenticates (`AUTH [user] password`) and selects the
+    /// database.
     public init(endpoint: RedisEndpoint, connectTimeout: Double = 2, commandTimeout: Double = 5) throws {
         self.endpoint = endpoint
         _ = RedisConnection.ignoreSIGPIPE
-        let tv = RedisConnection.timeval(connectTimeout)
-        let c: UnsafeMutablePointer<redisContext>?
-        switch endpoint.address {
-        case .tcp(let host, let port): c = redisConnectWithTimeout(host, Int32(port), tv)
-        case .unix(let path): c = redisConnectUnixWithTimeout(path, tv)
-        }
-        guard let c else { throw RedisError(.connection, "cannot allocate a redis context for \(endpoint)") }
-        if c.pointee.err != 0 {
-            let msg = RedisConnection.errstr(c)
-            redisFree(c)
-            throw RedisError(.connection, "connect to \(endpoint): \(msg)")
-        }
-        ctx = c
-        if redisSetTimeout(c, RedisConnection.timeval(commandTimeout)) != REDIS_OK {
-            throw RedisError(.connection, "set timeout on \(endpoint): \(RedisConnection.errstr(c))")
-        }
-        if case .tcp = endpoint.address {
-            // Only for TCP: on a unix socket hiredis 0.14 fails TCP_KEEPIDLE and marks the context broken (EOPNOTSUPP).
-            if redisEnableKeepAlive(c) != REDIS_OK {
-                throw RedisError(.connection, "enable keep-alive on \(endpoint): \(RedisConnection.errstr(c))")
-            }
-        }
+        self.commandTimeout = commandTimeout
+        reader = try RedisReplyReader()
+        socket = try RedisSocket(endpoint: endpoint, timeout: connectTimeout)
         if let password = endpoint.password {
             let args = endpoint.user.map { ["AUTH", $0, password] } ?? ["AUTH", password]
             let r = try command(args)
@@ -57,16 +45,12 @@ public final class RedisConnection: @unchecked Sendable {
         }
     }
 
-    deinit { redisFree(ctx) }
-
-    /// hiredis 0.14 writes with plain write(2): a write to a socket the server closed raises SIGPIPE, which would kill
-    /// the process. Ignore it once per process; the write then fails with EPIPE and the client reconnects.
+    /// A write to a socket the server closed raises SIGPIPE, which would kill the process. Ignore it once per
+    /// process; the write then fails with EPIPE and the client reconnects.
     private static let ignoreSIGPIPE: Void = { _ = signal(SIGPIPE, SIG_IGN) }()
 
-    /// Changes the socket read/write timeout (e.g. longer than an XREADGROUP BLOCK).
-    public func setCommandTimeout(_ seconds: Double) throws {
-        if redisSetTimeout(ctx, RedisConnection.timeval(seconds)) != REDIS_OK { throw brokenError("set timeout") }
-    }
+    /// Changes how long a read or a write may wait (e.g. longer than an XREADGROUP BLOCK).
+    public func setCommandTimeout(_ seconds: Double) throws { commandTimeout = seconds }
 
     /// Runs one command and waits for its reply. Error replies come back as `.error`, not thrown;
     /// thrown errors are connection errors (the connection is then broken).
@@ -115,8 +99,7 @@ public final class RedisConnection: @unchecked Sendable {
         throws
     {
         try pipelineWindows(commands.count, window: window, append: { try append(RedisCommand(commands[$0])) }) {
-            var raw: UnsafeMutableRawPointer?
-            guard redisGetReply(ctx, &raw) == REDIS_OK, let raw else { throw brokenError("read reply") }
+            let raw = try readRawReply()
             defer { freeReplyObject(raw) }
             try visit(RedisRawReply(raw))
         }
@@ -127,8 +110,7 @@ public final class RedisConnection: @unchecked Sendable {
         throws
     {
         try pipelineWindows(commands.count, window: window, append: { try append(commands[$0]) }) {
-            var raw: UnsafeMutableRawPointer?
-            guard redisGetReply(ctx, &raw) == REDIS_OK, let raw else { throw brokenError("read reply") }
+            let raw = try readRawReply()
             defer { freeReplyObject(raw) }
             try visit(RedisRawReply(raw))
         }
@@ -160,29 +142,41 @@ public final class RedisConnection: @unchecked Sendable {
         }
     }
 
-    // MARK: - C calls
+    // MARK: - I/O
 
-    /// Appends the command's wire bytes to hiredis's output buffer (one copy; hiredis does not format it again).
+    /// Appends the command's wire bytes to what the next flush writes.
     private func append(_ command: RedisCommand) throws {
         guard !isBroken else { throw RedisError(.connection, "connection to \(endpoint) is broken") }
-        let rc: Int32 = command.withWireBytes(into: &scratch) { wire in
-            wire.withMemoryRebound(to: CChar.self) { redisAppendFormattedCommand(ctx, $0.baseAddress, $0.count) }
-        }
-        if rc != REDIS_OK { throw brokenError("append command") }
+        command.appendWireBytes(to: &outbound)
     }
 
     private func flush() throws {
-        var done: Int32 = 0
-        while done == 0 {
-            if redisBufferWrite(ctx, &done) != REDIS_OK { throw brokenError("write") }
+        defer { outbound.removeAll(keepingCapacity: true) }
+        do {
+            try outbound.withUnsafeBytes { try socket.write($0, timeout: commandTimeout) }
+        } catch let e as RedisError {
+            throw broken(e)
         }
     }
 
     private func readReply() throws -> RedisReply {
-        var raw: UnsafeMutableRawPointer?
-        guard redisGetReply(ctx, &raw) == REDIS_OK, let raw else { throw brokenError("read reply") }
+        let raw = try readRawReply()
         defer { freeReplyObject(raw) }
         return RedisConnection.decode(raw.assumingMemoryBound(to: redisReply.self))
+    }
+
+    /// The next reply as hiredis's reader built it, reading from the socket until one is whole; the caller frees it.
+    private func readRawReply() throws -> UnsafeMutableRawPointer {
+        guard !isBroken else { throw RedisError(.connection, "connection to \(endpoint) is broken") }
+        do {
+            while true {
+                if let raw = try reader.nextRaw() { return raw }
+                let n = try inbound.withUnsafeMutableBytes { try socket.read(into: $0, timeout: commandTimeout) }
+                try inbound.withUnsafeBytes { try reader.feed(UnsafeRawBufferPointer(rebasing: $0[..<n])) }
+            }
+        } catch let e as RedisError {
+            throw broken(e)
+        }
     }
 
     static func decode(_ r: UnsafeMutablePointer<redisReply>) -> RedisReply {
@@ -216,22 +210,12 @@ public final class RedisConnection: @unchecked Sendable {
         return String(decoding: buf, as: UTF8.self)
     }
 
-    private func brokenError(_ what: String) -> RedisError {
+    /// Marks the connection dead. A reply that is not valid RESP leaves the stream unusable, like a lost
+    /// connection, and is reported as one so that the client reconnects.
+    private func broken(_ e: RedisError) -> RedisError {
         isBroken = true
-        let msg = RedisConnection.errstr(ctx)
-        return RedisError(.connection, "\(what) on \(endpoint): \(msg.isEmpty ? "connection lost" : msg)")
-    }
-
-    private static func errstr(_ c: UnsafeMutablePointer<redisContext>) -> String {
-        withUnsafeBytes(of: c.pointee.errstr) { raw in
-            let bytes = raw.prefix { $0 != 0 }
-            return String(decoding: bytes, as: UTF8.self)
-        }
-    }
-
-    private static func timeval(_ seconds: Double) -> Glibc.timeval {
-        let s = max(0, seconds)
-        return Glibc.timeval(tv_sec: Int(s), tv_usec: Int((s - Double(Int(s))) * 1_000_000))
+        if e.kind == .unexpectedReply { return RedisError(.connection, "read reply on \(endpoint): \(e.message)") }
+        return e
     }
 }
 

@@ -1,8 +1,10 @@
 import Foundation
+import Synchronization
+import VolleyHTTP2
 
 /// Where Redis lives and how to log in: parsed from `redis://[user:pass@]host:port/db`, `redis://:pass@host`,
-/// or `unix:///path/to/sock[?db=N]` (also `unix://[user:pass@]/path`). hiredis 0.14 has no TLS, so `rediss://` is
-/// refused.
+/// `rediss://…` (the same over TLS: `tls` is set, trusting the system store until the configuration says otherwise)
+/// or `unix:///path/to/sock[?db=N]` (also `unix://[user:pass@]/path`).
 public struct RedisEndpoint: Sendable, Hashable, CustomStringConvertible {
     public enum Address: Sendable, Hashable {
         case tcp(host: String, port: Int)
@@ -16,23 +18,34 @@ public struct RedisEndpoint: Sendable, Hashable, CustomStringConvertible {
     /// Seed primaries of a Redis Cluster (`redis.cluster`); empty for a single Redis. With seeds, a `RedisClient`
     /// routes every command by slot and `address` is the first seed.
     public var clusterSeeds: [RedisClusterNode] = []
+    /// TLS on every connection (`rediss://`; on a cluster, to every node); nil for plain TCP or a unix socket.
+    public var tls: RedisTLS?
 
-    public init(address: Address, user: String? = nil, password: String? = nil, database: Int = 0) {
+    public init(
+        address: Address, user: String? = nil, password: String? = nil, database: Int = 0, tls: RedisTLS? = nil
+    ) {
         self.address = address
         self.user = user
         self.password = password
         self.database = database
+        self.tls = tls
     }
 
-    /// A Redis Cluster reached through `seeds` (at least one), logging in as `user`/`password` on every node.
-    /// A cluster has only database 0.
-    public static func cluster(seeds: [RedisClusterNode], user: String? = nil, password: String? = nil)
-        -> RedisEndpoint
-    {
+    /// A Redis Cluster reached through `seeds` (at least one), logging in as `user`/`password` on every node, over
+    /// TLS when `tls` is set. A cluster has only database 0.
+    public static func cluster(
+        seeds: [RedisClusterNode], user: String? = nil, password: String? = nil, tls: RedisTLS? = nil
+    ) -> RedisEndpoint {
         let first = seeds.first ?? RedisClusterNode(host: "127.0.0.1", port: 6379)
-        var e = RedisEndpoint(address: .tcp(host: first.host, port: first.port), user: user, password: password)
+        var e = RedisEndpoint(
+            address: .tcp(host: first.host, port: first.port), user: user, password: password, tls: tls)
         e.clusterSeeds = seeds
         return e
+    }
+
+    /// The same login and TLS on another node (a cluster's primary).
+    public func node(_ node: RedisClusterNode) -> RedisEndpoint {
+        RedisEndpoint(address: .tcp(host: node.host, port: node.port), user: user, password: password, tls: tls)
     }
 
     /// True for a Redis Cluster endpoint.
@@ -47,8 +60,8 @@ public struct RedisEndpoint: Sendable, Hashable, CustomStringConvertible {
         func bad(_ why: String) -> RedisError {
             RedisError(
                 .invalidEndpoint,
-                "redis url '\(RedisEndpoint.redactURL(url))': \(why); expected redis://[user:pass@]host:port/db or "
-                    + "unix:///path/to/sock"
+                "redis url '\(RedisEndpoint.redactURL(url))': \(why); expected redis://[user:pass@]host:port/db, "
+                    + "rediss://… (TLS) or unix:///path/to/sock"
             )
         }
         guard let schemeEnd = url.range(of: "://") else { throw bad("no scheme") }
@@ -88,7 +101,7 @@ public struct RedisEndpoint: Sendable, Hashable, CustomStringConvertible {
             guard rest.hasPrefix("/"), rest.count > 1 else { throw bad("unix socket path must be absolute") }
             guard rest.utf8.count <= 107 else { throw bad("unix socket path longer than 107 bytes") }
             self.init(address: .unix(path: rest), user: user, password: password, database: db)
-        case "redis":
+        case "redis", "rediss":
             var hostPort = rest
             if let slash = rest.firstIndex(of: "/") {
                 hostPort = String(rest[..<slash])
@@ -119,9 +132,9 @@ public struct RedisEndpoint: Sendable, Hashable, CustomStringConvertible {
                 port = p
             }
             if host.isEmpty { host = "127.0.0.1" }
-            self.init(address: .tcp(host: host, port: port), user: user, password: password, database: db)
-        case "rediss":
-            throw bad("TLS (rediss://) is not supported by hiredis 0.14; use stunnel or a local socket")
+            self.init(
+                address: .tcp(host: host, port: port), user: user, password: password, database: db,
+                tls: scheme == "rediss" ? RedisTLS() : nil)
         default:
             throw bad("unknown scheme '\(scheme)'")
         }
@@ -130,9 +143,12 @@ public struct RedisEndpoint: Sendable, Hashable, CustomStringConvertible {
     /// The URL without the password.
     public var description: String {
         let auth = user.map { "\($0):***@" } ?? (password != nil ? ":***@" : "")
-        if isCluster { return "redis-cluster://\(auth)" + clusterSeeds.map(\.description).joined(separator: ",") }
+        let s = tls == nil ? "" : "s"
+        if isCluster {
+            return "redis\(s)-cluster://\(auth)" + clusterSeeds.map(\.description).joined(separator: ",")
+        }
         switch address {
-        case .tcp(let host, let port): return "redis://\(auth)\(host):\(port)/\(database)"
+        case .tcp(let host, let port): return "redis\(s)://\(auth)\(host):\(port)/\(database)"
         case .unix(let path): return "unix://\(auth)\(path)" + (database != 0 ? "?db=\(database)" : "")
         }
     }
@@ -144,4 +160,53 @@ public struct RedisEndpoint: Sendable, Hashable, CustomStringConvertible {
         }
         return String(url[..<schemeEnd.upperBound]) + "***" + String(url[at...])
     }
+}
+
+/// TLS to Redis (`rediss://`): what the client trusts and shows (`redis.tls.caFile`, `certFile`, `keyFile`) and the
+/// name the server's certificate must carry (`redis.tls.serverName`; by default the host connected to). Verification
+/// is always on. The files are read once per process for each set of files, then shared by every connection.
+public struct RedisTLS: Sendable, Hashable {
+    public var files: TLSClientTrust.Files
+    public var serverName: String?
+
+    public init(files: TLSClientTrust.Files = .init(), serverName: String? = nil) {
+        self.files = files
+        self.serverName = serverName
+    }
+
+    /// The name verified in the server's certificate (and sent as SNI) on a connection to `endpoint`.
+    func serverName(for endpoint: RedisEndpoint) -> String {
+        if let serverName { return serverName }
+        switch endpoint.address {
+        case .tcp(let host, _): return host
+        case .unix: return "localhost"
+        }
+    }
+
+    /// The loaded trust; a file that cannot serve is a configuration error naming its `redis.tls` key.
+    public func trust() throws(RedisError) -> TLSClientTrust {
+        try Self.loaded.withLock { cache throws(RedisError) in
+            if let t = cache[files] { return t }
+            let t = try load()
+            cache[files] = t
+            return t
+        }
+    }
+
+    private func load() throws(RedisError) -> TLSClientTrust {
+        do {
+            return try TLSClientTrust(files)
+        } catch {
+            let key =
+                switch error {
+                case .caFile: "caFile"
+                case .certFile: "certFile"
+                case .keyFile: "keyFile"
+                }
+            throw RedisError(.certificate, "redis.tls.\(key): \(error.description)")
+        }
+    }
+
+    /// The trusts loaded so far, by their files.
+    private static let loaded = Mutex<[TLSClientTrust.Files: TLSClientTrust]>([:])
 }

@@ -2,6 +2,7 @@ import Foundation
 import Logging
 import NIOCore
 import NIOPosix
+import VolleyHTTP2
 
 /// Redis calls made on NIO's event loops, each written to a connection owned by the calling event loop and answered
 /// there: a request that runs on an event loop (as `volley api`'s do) reaches Redis and gets its reply without
@@ -126,11 +127,17 @@ private final class Lane: @unchecked Sendable {
         let logger = self.logger
         let handler = NIOLoopBound(
             RedisCallHandler(timeoutSeconds: timeout, denials: denials, logger: logger), eventLoop: eventLoop)
+        let endpoint = self.endpoint
         let bootstrap = ClientBootstrap(group: eventLoop)
             .connectTimeout(.milliseconds(Int64(options.connectTimeout * 1000)))
             .channelOption(.socketOption(.so_keepalive), value: 1)
             .channelInitializer { channel in
                 channel.eventLoop.makeCompletedFuture {
+                    // `rediss://`: TLS under the calls, verifying the server as every Redis connection does.
+                    if let tls = endpoint.tls {
+                        try channel.pipeline.syncOperations.addHandler(
+                            TLSChannelHandler(client: try tls.trust(), serverName: tls.serverName(for: endpoint)))
+                    }
                     try channel.pipeline.syncOperations.addHandler(handler.value)
                 }
             }

@@ -79,6 +79,9 @@ public struct RedisError: Error, Sendable, Hashable, CustomStringConvertible {
         public static let server = Kind(rawValue: "server")
         /// AUTH or SELECT failed: configuration must be fixed.
         public static let authentication = Kind(rawValue: "authentication")
+        /// TLS: the server's certificate did not verify, or the trust's files cannot be read: configuration must
+        /// be fixed (`redis.tls`), so it is not retried.
+        public static let certificate = Kind(rawValue: "tls-certificate")
         /// The endpoint URL is malformed.
         public static let invalidEndpoint = Kind(rawValue: "invalid-endpoint")
         /// The reply did not have the expected shape.

@@ -25,11 +25,17 @@ public final class RedisReplyReader {
     /// The next complete reply, or nil until more bytes arrive. Throws when the bytes are not valid RESP; the
     /// connection cannot be trusted after that.
     public func next() throws -> RedisReply? {
-        var raw: UnsafeMutableRawPointer?
-        if redisReaderGetReply(reader, &raw) != REDIS_OK { throw RedisError(.unexpectedReply, "not valid RESP") }
-        guard let raw else { return nil }
+        guard let raw = try nextRaw() else { return nil }
         defer { freeReplyObject(raw) }
         return RedisConnection.decode(raw.assumingMemoryBound(to: redisReply.self))
+    }
+
+    /// The next complete reply as hiredis built it, or nil until more bytes arrive; the caller frees it with
+    /// `freeReplyObject`.
+    func nextRaw() throws -> UnsafeMutableRawPointer? {
+        var raw: UnsafeMutableRawPointer?
+        if redisReaderGetReply(reader, &raw) != REDIS_OK { throw RedisError(.unexpectedReply, "not valid RESP") }
+        return raw
     }
 }
 

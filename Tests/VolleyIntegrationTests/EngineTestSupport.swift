@@ -12,11 +12,11 @@ struct EngineHarness {
     let producer: JobProducer
     let admin: RedisPipelineSession
 
-    init(persistent: Bool = false, streamShards: Int = 1, redisArguments: [String] = []) throws {
+    init(persistent: Bool = false, streamShards: Int = 1, redisArguments: [String] = [], tls: Bool = false) throws {
         var store = StoreConfiguration()
         store.streamShards = streamShards
         self.store = store
-        redis = try RedisServerFixture(extraArguments: redisArguments, persistent: persistent)
+        redis = try RedisServerFixture(extraArguments: redisArguments, persistent: persistent, tls: tls)
         producer = JobProducer(client: redis.client(name: "producer"), store: store)
         admin = RedisPipelineBackend(
             endpoint: redis.endpoint, store: store, consumer: "admin",

@@ -18,8 +18,12 @@ struct MockWorld {
     let dir: URL
     let local: LocalConfiguration
 
-    init(mockConfig: String? = nil, persistent: Bool = false, redisArguments: [String] = []) throws {
-        h = try EngineHarness(persistent: persistent, redisArguments: redisArguments)
+    /// `redisTLS`: the processes this world configures reach Redis over TLS (`rediss://`, trusting the test CA);
+    /// the test's own clients keep the unix socket.
+    init(mockConfig: String? = nil, persistent: Bool = false, redisArguments: [String] = [], redisTLS: Bool = false)
+        throws
+    {
+        h = try EngineHarness(persistent: persistent, redisArguments: redisArguments, tls: redisTLS)
         redis = h.redis
         mock = try MockServerFixture(configuration: mockConfig)
         dir = FileManager.default.temporaryDirectory.appendingPathComponent("volley-e2e-\(UUID().uuidString.prefix(8))")
@@ -28,7 +32,8 @@ struct MockWorld {
             mockHost: mock.host, mockPort: mock.port, caFile: mock.caFile,
             apnsKeyFile: mock.apnsKeyFile, apnsKeyID: mock.apnsKeyID, apnsTeamID: mock.apnsTeamID,
             apnsTopic: mock.apnsTopic, serviceAccountFile: mock.serviceAccountFile,
-            redisURL: redis.url)
+            redisURL: redis.tlsURL ?? redis.url)
+        if let tls = redis.tls { l.redisTLS = ["caFile": tls.caFile] }
         l.appName = "app1"
         // The integration tests run with the event stream's outcome entries and the delivery history on.
         l.events = ["outcomes": "true"]

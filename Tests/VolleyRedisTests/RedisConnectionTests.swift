@@ -29,8 +29,19 @@ import VolleyTestTags
         #expect(e.database == 3)
     }
 
+    @Test func rediss() throws {
+        let e = try RedisEndpoint(url: "rediss://alice:pw@cache.example.com:6380/2")
+        #expect(e.address == .tcp(host: "cache.example.com", port: 6380))
+        #expect(e.user == "alice" && e.password == "pw" && e.database == 2)
+        // TLS with the system trust store and the URL's host as the name to verify, until the configuration says
+        // otherwise.
+        #expect(e.tls == RedisTLS())
+        #expect(e.description == "rediss://alice:***@cache.example.com:6380/2")
+        #expect(try RedisEndpoint(url: "redis://cache.example.com").tls == nil)
+    }
+
     @Test(arguments: [
-        "localhost:6379", "redis://host:99999", "redis://host/abc", "rediss://host", "unix://relative", "http://x",
+        "localhost:6379", "redis://host:99999", "redis://host/abc", "rediss://host:0", "unix://relative", "http://x",
     ])
     func rejectsMalformed(_ url: String) {
         #expect(throws: RedisError.self) { try RedisEndpoint(url: url) }

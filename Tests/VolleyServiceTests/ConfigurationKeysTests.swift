@@ -1,5 +1,6 @@
 import Foundation
 import Testing
+import VolleyTestSupport
 import VolleyTestTags
 
 @testable import VolleyService
@@ -104,6 +105,8 @@ import VolleyTestTags
         defer { try? FileManager.default.removeItem(at: dir) }
         let pem = dir.appendingPathComponent("api.pem").path
         try "x".write(toFile: pem, atomically: true, encoding: .utf8)
+        // `redis.tls` files are loaded at startup: a real CA and client certificate.
+        let tls = try RedisTestTLS(directory: dir.appendingPathComponent("tls").path)
         let values: [String: String] = [
             "redis.url": "redis://10.0.0.9:6380/1", "redis.connectTimeoutSeconds": "7",
             "redis.commandTimeoutSeconds": "9", "redis.cluster": "10.0.0.1:7000, 10.0.0.2:7000",
@@ -125,11 +128,21 @@ import VolleyTestTags
             "api.redisConnections": "3", "api.keyCacheSeconds": "9", "api.headerTimeoutSeconds": "3.5",
             "api.idleTimeoutSeconds": "11", "api.maxConnections": "123", "api.readinessTimeoutSeconds": "4",
             "api.tasksOnEventLoops": "false", "api.rateLimit.requestsPerSecond": "7", "api.rateLimit.burst": "7",
-            "api.userTokens.maxTTLSeconds": "600",
+            "api.userTokens.maxTTLSeconds": "600", "redis.tls.caFile": tls.caFile,
+            "redis.tls.serverName": "redis.internal", "redis.tls.certFile": tls.clientCertificateFile,
         ]
-        // Set together: a certificate without its key stops startup by design.
-        let pairs: [String: [String: String]] = ["api.tls.certFile": ["api.tls.keyFile": pem], "api.tls.keyFile": [:]]
+        // Set together: a certificate without its key stops startup by design, and `redis.tls` needs rediss://.
+        let rediss = "rediss://10.0.0.9:6380/1"
+        let pairs: [String: [String: String]] = [
+            "api.tls.certFile": ["api.tls.keyFile": pem], "api.tls.keyFile": [:],
+            "redis.tls.caFile": ["redis.url": rediss], "redis.tls.serverName": ["redis.url": rediss],
+            "redis.tls.certFile": ["redis.url": rediss, "redis.tls.keyFile": tls.clientKeyFile],
+            "redis.tls.keyFile": [:],
+        ]
         let defaults = try VolleyConfiguration.parse(yaml: "", baseDirectory: dir)
+        // What a `redis.tls` key changes is told from the same configuration without it.
+        let overTLS = try VolleyConfiguration.parse(
+            yaml: "", baseDirectory: dir, environment: ["VOLLEY_REDIS_URL": rediss])
         for (section, keys) in VolleyConfiguration.schema {
             for key in keys where APISettings.removed[key] == nil || section != "api" {
                 let path = "\(section).\(key)"
@@ -143,7 +156,8 @@ import VolleyTestTags
                     env[EnvironmentOverrides.envName(other.split(separator: ".").map(String.init))] = v
                 }
                 let parsed = try VolleyConfiguration.parse(yaml: "", baseDirectory: dir, environment: env)
-                #expect(Self.dump(parsed) != Self.dump(defaults), "\(env) was not applied")
+                let before = path.hasPrefix("redis.tls.") ? overTLS : defaults
+                #expect(Self.dump(parsed) != Self.dump(before), "\(env) was not applied")
             }
         }
     }

@@ -4,7 +4,8 @@ import VolleyRedis
 /// A real local Redis Cluster: `primaries` primaries and as many replicas (`redis-server --cluster-enabled yes` on
 /// free loopback ports in a fresh temp dir, joined with `redis-cli --cluster create … --cluster-replicas 1`), ready
 /// once every node reports `cluster_state:ok` and the same slot map. Stop it with `stop()` from a `defer` (SIGKILL,
-/// as for `RedisServerFixture`).
+/// as for `RedisServerFixture`). With `tls: true` every node serves TLS only (clients, the cluster bus and
+/// replication), with certificates of a test CA (`tls`).
 public final class RedisClusterFixture: @unchecked Sendable {
     public let directory: URL
     public let ports: [Int]
@@ -13,16 +14,23 @@ public final class RedisClusterFixture: @unchecked Sendable {
 
     /// All nodes, primaries first as created (replicas are assigned by `redis-cli`).
     public var nodes: [RedisClusterNode] { ports.map { RedisClusterNode(host: "127.0.0.1", port: $0) } }
-    /// A cluster endpoint seeded with every node.
-    public var endpoint: RedisEndpoint { .cluster(seeds: nodes) }
+    /// A cluster endpoint seeded with every node (over TLS, trusting the test CA, when started with `tls: true`).
+    public var endpoint: RedisEndpoint { .cluster(seeds: nodes, tls: redisTLS) }
+    /// The test CA and certificates when started with `tls: true`.
+    public let tls: RedisTestTLS?
+    /// The clients' TLS settings: the test CA, the server name its certificates carry.
+    public var redisTLS: RedisTLS? {
+        tls.map { RedisTLS(files: .init(caFile: $0.caFile), serverName: "localhost") }
+    }
     /// The `redis.cluster` seed list.
     public var seedList: [String] { nodes.map(\.description) }
 
-    public init(primaries: Int = 3, nodeTimeoutMillis: Int = 1_000) throws {
+    public init(primaries: Int = 3, nodeTimeoutMillis: Int = 1_000, tls: Bool = false) throws {
         let dir = FileManager.default.temporaryDirectory.appendingPathComponent(
             "volley-cluster-\(UUID().uuidString.prefix(8))")
         try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
         directory = dir
+        self.tls = tls ? try RedisTestTLS(directory: dir.appendingPathComponent("tls").path) : nil
         ports = try Self.freePorts(primaries * 2)
         do {
             for port in ports { try startNode(port, nodeTimeoutMillis: nodeTimeoutMillis) }
@@ -76,15 +84,20 @@ public final class RedisClusterFixture: @unchecked Sendable {
         try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
         let p = Process()
         p.executableURL = URL(fileURLWithPath: RedisServerFixture.redisServerPath())
-        p.arguments = [
-            "--port", String(port), "--bind", "127.0.0.1", "--cluster-enabled", "yes",
-            "--cluster-config-file", dir.appendingPathComponent("nodes.conf").path,
-            "--cluster-node-timeout", String(nodeTimeoutMillis), "--save", "", "--appendonly", "no",
-            // Replicas sync at once (the default waits 5 s for more replicas), and one may take over however long
-            // its link was down: a test kills a primary soon after the cluster formed.
-            "--repl-diskless-sync-delay", "0", "--cluster-replica-validity-factor", "0",
-            "--dir", dir.path, "--logfile", dir.appendingPathComponent("redis.log").path,
-        ]
+        let listen =
+            tls.map {
+                ["--port", "0", "--tls-cluster", "yes", "--tls-replication", "yes"] + $0.serverArguments(port: port)
+            } ?? ["--port", String(port)]
+        p.arguments =
+            listen + [
+                "--bind", "127.0.0.1", "--cluster-enabled", "yes",
+                "--cluster-config-file", dir.appendingPathComponent("nodes.conf").path,
+                "--cluster-node-timeout", String(nodeTimeoutMillis), "--save", "", "--appendonly", "no",
+                // Replicas sync at once (the default waits 5 s for more replicas), and one may take over however long
+                // its link was down: a test kills a primary soon after the cluster formed.
+                "--repl-diskless-sync-delay", "0", "--cluster-replica-validity-factor", "0",
+                "--dir", dir.path, "--logfile", dir.appendingPathComponent("redis.log").path,
+            ]
         p.standardOutput = FileHandle.nullDevice
         p.standardError = FileHandle.nullDevice
         try p.run()
@@ -101,7 +114,8 @@ public final class RedisClusterFixture: @unchecked Sendable {
         let p = Process()
         p.executableURL = URL(fileURLWithPath: Self.redisCLIPath())
         p.arguments =
-            ["--cluster", "create"] + nodes.map(\.description)
+            (tls.map { ["--tls", "--cacert", $0.caFile, "--sni", "localhost"] } ?? [])
+            + ["--cluster", "create"] + nodes.map(\.description)
             + ["--cluster-replicas", String(replicas), "--cluster-yes"]
         let log = directory.appendingPathComponent("create.log")
         FileManager.default.createFile(atPath: log.path, contents: nil)
@@ -110,7 +124,14 @@ public final class RedisClusterFixture: @unchecked Sendable {
         p.standardOutput = handle
         p.standardError = handle
         try p.run()
-        p.waitUntilExit() // redis-cli exits by itself once the nodes joined
+        // redis-cli exits by itself once the nodes joined; nodes that cannot reach each other would keep it waiting.
+        let deadline = Date().addingTimeInterval(60)
+        while p.isRunning, Date() < deadline { usleep(50_000) }
+        if p.isRunning {
+            p.terminate()
+            p.waitUntilExit()
+            throw RedisError(.server, "the nodes did not join within 60 s; see \(log.path) and the nodes' logs")
+        }
         guard p.terminationStatus == 0 else {
             throw RedisError(.server, "redis-cli --cluster create failed; see \(log.path)")
         }
@@ -124,8 +145,10 @@ public final class RedisClusterFixture: @unchecked Sendable {
 
     /// One command on one node (a fresh connection).
     public func command(_ port: Int, _ args: [String]) throws -> RedisReply {
-        try RedisConnection(endpoint: RedisEndpoint(address: .tcp(host: "127.0.0.1", port: port)), connectTimeout: 1)
-            .command(args)
+        try RedisConnection(
+            endpoint: RedisEndpoint(address: .tcp(host: "127.0.0.1", port: port), tls: redisTLS), connectTimeout: 1
+        )
+        .command(args)
     }
 
     /// Waits until every running node says `cluster_state:ok`, every replica's link to its primary is up, and all

@@ -1,7 +1,49 @@
 import Foundation
+import VolleyMock
 import VolleyRedis
 
-/// A real `redis-server` on a unix socket in a fresh temp dir (`--port 0` disables TCP).
+/// A test CA and what it signed, for Redis over TLS: the server certificate names `localhost` and 127.0.0.1; the
+/// client certificate comes from a second CA the servers trust for clients (`tls-auth-clients optional`).
+public struct RedisTestTLS: Sendable {
+    public let caFile: String
+    public let serverCertificateFile: String
+    public let serverKeyFile: String
+    public let clientCAFile: String
+    public let clientCertificateFile: String
+    public let clientKeyFile: String
+
+    /// What a server trusts: the clients' CA, and the servers' CA for a cluster node's connections to the others.
+    public let serverTrustFile: String
+
+    /// Makes a fresh CA and certificates in `directory` (the mock's generator: real X.509, P-256).
+    public init(directory: String) throws {
+        let c = try MockCredentials.loadOrCreate(stateDirectory: directory)
+        serverTrustFile = directory + "/server-trust.pem"
+        let bundle =
+            try String(contentsOfFile: c.clientCAFile, encoding: .utf8)
+            + String(contentsOfFile: c.caFile, encoding: .utf8)
+        try bundle.write(toFile: serverTrustFile, atomically: true, encoding: .utf8)
+        caFile = c.caFile
+        serverCertificateFile = c.serverCertificateFile
+        serverKeyFile = c.serverKeyFile
+        clientCAFile = c.clientCAFile
+        clientCertificateFile = c.clientCertificateFile
+        clientKeyFile = c.clientKeyFile
+    }
+
+    /// redis-server's arguments to serve TLS on `port` with these files.
+    func serverArguments(port: Int) -> [String] {
+        [
+            "--tls-port", String(port), "--tls-cert-file", serverCertificateFile, "--tls-key-file", serverKeyFile,
+            "--tls-ca-cert-file", serverTrustFile, "--tls-auth-clients", "optional",
+            // A cluster node's own connections to the others (bus, replication) show the client certificate.
+            "--tls-client-cert-file", clientCertificateFile, "--tls-client-key-file", clientKeyFile,
+        ]
+    }
+}
+
+/// A real `redis-server` on a unix socket in a fresh temp dir (`--port 0` disables TCP), and with `tls: true` also on
+/// a loopback TLS port signed by a test CA (`tlsEndpoint`, `tls`).
 /// Stop it with `stop()` (SIGKILL: Swift Testing's blocked-signal mask is inherited by children, §35) — call it
 /// from a `defer`, since ARC may end the fixture's life early (§36). `restart()` keeps the socket path, so
 /// clients reconnect to the same endpoint.
@@ -20,16 +62,35 @@ public final class RedisServerFixture: @unchecked Sendable {
     /// (for "Redis restarted mid-job" tests).
     public let persistent: Bool
 
-    public init(extraArguments: [String] = [], persistent: Bool = false) throws {
+    /// The test CA and certificates when started with `tls: true`.
+    public let tls: RedisTestTLS?
+    /// The TLS port when started with `tls: true`.
+    public let tlsPort: Int?
+
+    public init(extraArguments: [String] = [], persistent: Bool = false, tls: Bool = false) throws {
         self.persistent = persistent
         let dir = FileManager.default.temporaryDirectory.appendingPathComponent(
             "volley-redis-\(UUID().uuidString.prefix(8))")
         try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
         directory = dir
         socketPath = dir.appendingPathComponent("r.sock").path
-        self.extraArguments = extraArguments
+        if tls {
+            let material = try RedisTestTLS(directory: dir.appendingPathComponent("tls").path)
+            let port = try RedisClusterFixture.freePorts(1)[0]
+            self.tls = material
+            tlsPort = port
+            // The test's own arguments last: redis-server takes the last of a repeated option.
+            self.extraArguments = material.serverArguments(port: port) + extraArguments
+        } else {
+            self.tls = nil
+            tlsPort = nil
+            self.extraArguments = extraArguments
+        }
         try start()
     }
+
+    /// `rediss://localhost:<tlsPort>` (nil without TLS).
+    public var tlsURL: String? { tlsPort.map { "rediss://localhost:\($0)" } }
 
     deinit {
         stop()

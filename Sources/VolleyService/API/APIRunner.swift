@@ -55,6 +55,7 @@ struct RedisAPIStores {
         let settings = try PipelineSettings(c)
         let endpoint = settings.endpoint
         let options = settings.redisOptions
+        try Self.refuseWhatWillNotHeal(endpoint, options)
         func client(_ name: String) -> RedisClient {
             RedisClient(endpoint: endpoint, options: options, name: name, logger: logger)
         }
@@ -93,6 +94,20 @@ struct RedisAPIStores {
         // No history is kept with `deliveries.days` 0 (the default): the route then answers 501 naming the key.
         if c.deliveries.days > 0 {
             api.deliveries = RedisDeliveryHistory(lanes: lanes, store: settings.store, clock: SystemClock())
+        }
+    }
+
+    /// One connection at startup. A Redis that cannot be reached yet may come (the API starts, `/readyz` answers
+    /// 503 meanwhile), but a server certificate that does not verify (`redis.tls`) or a login Redis refuses
+    /// (`redis.url`) will not get better with retries: they stop startup, naming what to fix.
+    static func refuseWhatWillNotHeal(_ endpoint: RedisEndpoint, _ options: RedisClient.Options) throws {
+        do {
+            _ = try RedisConnection(
+                endpoint: endpoint, connectTimeout: options.connectTimeout, commandTimeout: options.commandTimeout)
+        } catch let e as RedisError where e.kind == .certificate || e.kind == .authentication {
+            throw e
+        } catch {
+            return
         }
     }
 

@@ -123,7 +123,29 @@ public struct RedisSettings: Sendable, Hashable {
     public var cluster: [String] = []
     /// `redis.waitReplicas`: replicas to `WAIT` for after outcome records and acks (0: none).
     public var waitReplicas: Int = 0
+    /// `redis.tls.caFile`, `certFile`, `keyFile` (paths resolved) and `serverName`: how a `rediss://` URL's
+    /// connections verify the server and show a client certificate. Only with `rediss://`.
+    public var tlsCAFile: String?
+    public var tlsServerName: String?
+    public var tlsCertFile: String?
+    public var tlsKeyFile: String?
     public init() {}
+
+    /// The TLS of every connection: set for a `rediss://` URL, nil otherwise.
+    public var tls: RedisTLSSettings? {
+        guard url.lowercased().hasPrefix("rediss://") else { return nil }
+        return RedisTLSSettings(
+            caFile: tlsCAFile, serverName: tlsServerName, certFile: tlsCertFile, keyFile: tlsKeyFile)
+    }
+}
+
+/// `redis.tls`, for a `rediss://` URL: the CA file (nil: the system trust store), the name the server's
+/// certificate must carry (nil: the host connected to) and an optional client certificate and key.
+public struct RedisTLSSettings: Sendable, Hashable {
+    public var caFile: String?
+    public var serverName: String?
+    public var certFile: String?
+    public var keyFile: String?
 }
 
 public struct WorkerSettings: Sendable, Hashable {
@@ -264,7 +286,10 @@ public struct ConfigurationError: Error, CustomStringConvertible, Sendable {
 
 extension VolleyConfiguration {
     static let schema: [String: [String]] = [
-        "redis": ["url", "connectTimeoutSeconds", "commandTimeoutSeconds", "cluster", "waitReplicas"],
+        "redis": [
+            "url", "connectTimeoutSeconds", "commandTimeoutSeconds", "cluster", "waitReplicas", "tls.caFile",
+            "tls.serverName", "tls.certFile", "tls.keyFile",
+        ],
         "worker": [
             "stream", "group", "consumer", "deadLetterStream", "reportStream", "batchSize", "blockMs",
             "inFlight", "reclaimIdleMs", "maxDeliveries", "drainSeconds", "recordBatchSize", "shardSize",
@@ -340,7 +365,8 @@ extension VolleyConfiguration {
         var c = VolleyConfiguration()
 
         if let s = r.section(tree, "redis", at: "") {
-            r.rejectUnknownKeys(s, known: keys("redis"), at: "redis")
+            // The schema's `tls.caFile` … are keys of the `tls` subsection (RedisSettings.readTLS checks them).
+            r.rejectUnknownKeys(s, known: keys("redis").filter { !$0.hasPrefix("tls.") }.union(["tls"]), at: "redis")
             if let v = r.string(s, "url", at: "redis") {
                 if let problem = RedisURLCheck.problem(v) { r.problem("redis.url", problem) } else { c.redis.url = v }
             }
@@ -352,6 +378,7 @@ extension VolleyConfiguration {
             }
             if let v = s["cluster"], !(v is NSNull) { c.redis.cluster = RedisSettings.readSeeds(v, &r) }
             if let v = r.int(s, "waitReplicas", at: "redis", range: 0...16) { c.redis.waitReplicas = v }
+            if let t = r.section(s, "tls", at: "redis") { RedisSettings.readTLS(t, into: &c.redis, &r) }
         }
         if let s = r.section(tree, "worker", at: "") {
             let p = "worker"
@@ -676,7 +703,9 @@ extension VolleyConfiguration {
 /// user or the password.
 enum RedisURLCheck {
     static func problem(_ url: String) -> String? {
-        let shape = "must look like redis://[user:pass@]host:port/db or unix://[user:pass@]/path/to/redis.sock"
+        let shape =
+            "must look like redis://[user:pass@]host:port/db, rediss://… (TLS) or "
+            + "unix://[user:pass@]/path/to/redis.sock"
         let shown = RedisEndpoint.redactURL(url)
         guard let endpoint = try? RedisEndpoint(url: url) else { return "\(shape), got '\(shown)'" }
         if case .tcp = endpoint.address, URL(string: url)?.host?.isEmpty != false {

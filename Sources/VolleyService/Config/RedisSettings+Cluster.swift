@@ -4,7 +4,11 @@ extension RedisSettings {
     /// The endpoint every Redis client of the process uses: `redis.url`, or a Redis Cluster seeded by
     /// `redis.cluster` with `redis.url`'s user and password.
     public func endpoint() throws -> RedisEndpoint {
-        let single = try RedisEndpoint(url: url)
+        var single = try RedisEndpoint(url: url)
+        single.tls = tls.map {
+            RedisTLS(
+                files: .init(caFile: $0.caFile, certFile: $0.certFile, keyFile: $0.keyFile), serverName: $0.serverName)
+        }
         if cluster.isEmpty { return single }
         let seeds = try cluster.enumerated().map { i, seed in
             guard let node = RedisClusterNode(address: seed) else {
@@ -12,7 +16,45 @@ extension RedisSettings {
             }
             return node
         }
-        return .cluster(seeds: seeds, user: single.user, password: single.password)
+        return .cluster(seeds: seeds, user: single.user, password: single.password, tls: single.tls)
+    }
+
+    /// `redis.tls`: the files are checked to be readable and loaded once here, so a file that is not a CA, a
+    /// certificate or its key stops startup naming the key. Only meaningful with a `rediss://` URL: without one the
+    /// keys would do nothing, so they are refused.
+    static func readTLS(_ t: [String: Any], into redis: inout RedisSettings, _ r: inout ConfigReader) {
+        let p = "redis.tls"
+        r.rejectUnknownKeys(t, known: ["caFile", "serverName", "certFile", "keyFile"], at: p)
+        redis.tlsCAFile = r.file(t, "caFile", at: p)
+        redis.tlsCertFile = r.file(t, "certFile", at: p)
+        redis.tlsKeyFile = r.file(t, "keyFile", at: p)
+        if let name = r.string(t, "serverName", at: p) {
+            if name.isEmpty || name.contains(where: { $0.isWhitespace || $0 == "/" }) {
+                r.problem("\(p).serverName", "must be a host name or IP address, got '\(name)'")
+            } else {
+                redis.tlsServerName = name
+            }
+        }
+        guard !t.isEmpty else { return }
+        guard let settings = redis.tls else {
+            r.problem(p, "is set but redis.url is not rediss://: use rediss:// for TLS, or leave redis.tls out")
+            return
+        }
+        do {
+            _ = try RedisTLS(
+                files: .init(caFile: settings.caFile, certFile: settings.certFile, keyFile: settings.keyFile)
+            ).trust()
+        } catch {
+            // The message starts with the key (`redis.tls.caFile: …`).
+            let (key, message) = Self.splitKey(error.message)
+            r.problem(key ?? p, message)
+        }
+    }
+
+    private static func splitKey(_ message: String) -> (String?, String) {
+        guard message.hasPrefix("redis.tls."), let colon = message.firstIndex(of: ":") else { return (nil, message) }
+        let key = String(message[..<colon])
+        return (key, message[message.index(after: colon)...].trimmingCharacters(in: .whitespaces))
     }
 
     /// `redis.cluster`: a list of `host:port` strings, each checked; problems name the entry.

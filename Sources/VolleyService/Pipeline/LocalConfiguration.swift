@@ -13,6 +13,8 @@ public struct LocalConfiguration: Sendable {
     public var apnsTopic: String
     public var serviceAccountFile: String
     public var redisURL: String
+    /// `redis.tls:` keys (name → file or name) for a `rediss://` URL.
+    public var redisTLS: [String: String] = [:]
     /// Extra `worker:` keys (name → YAML scalar).
     public var worker: [String: String] = [:]
     /// `events:` and `deliveries:` keys (none: their defaults).
@@ -83,6 +85,12 @@ public struct LocalConfiguration: Sendable {
                   maxPerMinute: \(fcmMaxPerMinute)
             redis:
               url: \(q(redisURL))
+
+            """
+        if !redisTLS.isEmpty {
+            y += "  tls:\n" + redisTLS.sorted { $0.key < $1.key }.map { "    \($0.key): \(q($0.value))\n" }.joined()
+        }
+        y += """
             log:
               level: \(logLevel)
             quotas:

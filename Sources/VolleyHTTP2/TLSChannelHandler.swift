@@ -3,7 +3,7 @@ import Foundation
 import NIOCore
 
 /// A certificate chain and its key, loaded and checked once, for serving TLS on NIO channels
-/// (`TLSServerChannelHandler`): the same OpenSSL, protocol floor and options as every other TLS connection Volley
+/// (`TLSChannelHandler`): the same OpenSSL, protocol floor and options as every other TLS connection Volley
 /// makes, so the process carries one TLS stack.
 public struct TLSServerIdentity: Sendable {
     let context: TLSContext
@@ -46,13 +46,15 @@ public struct TLSChannelError: Error, Sendable, CustomStringConvertible {
     public let description: String
 }
 
-/// The server side of TLS on a NIO channel: ciphertext in and out on the channel, plaintext to and from the
-/// handlers after it. OpenSSL runs on two memory BIOs, so it never touches the socket: the channel's event loop
-/// owns the `SSL*`, and every call into OpenSSL happens on it.
+/// TLS on a NIO channel, server side (the API's HTTPS) or client side (Redis over TLS from the API's event loops):
+/// ciphertext in and out on the channel, plaintext to and from the handlers after it. OpenSSL runs on two memory
+/// BIOs, so it never touches the socket: the channel's event loop owns the `SSL*`, and every call into OpenSSL
+/// happens on it.
 ///
 /// Plaintext written before the handshake completes is held and encrypted once it does. A close first sends
-/// `close_notify`. A handshake that fails closes the connection; the error goes down the pipeline first.
-public final class TLSServerChannelHandler: ChannelDuplexHandler {
+/// `close_notify`. A handshake that fails closes the connection; the error goes down the pipeline first. The client
+/// side starts the handshake when the channel becomes active and verifies the server's certificate and name.
+public final class TLSChannelHandler: ChannelDuplexHandler {
     public typealias InboundIn = ByteBuffer
     public typealias InboundOut = ByteBuffer
     public typealias OutboundIn = ByteBuffer
@@ -63,6 +65,8 @@ public final class TLSServerChannelHandler: ChannelDuplexHandler {
     private let networkIn: OpaquePointer
     /// Ciphertext for the peer, written by OpenSSL. Owned by `ssl`.
     private let networkOut: OpaquePointer
+    private let isClient: Bool
+    private var handshakeStarted = false
     private var handshakeDone = false
     private var failed = false
     private var shutdownSent = false
@@ -76,8 +80,19 @@ public final class TLSServerChannelHandler: ChannelDuplexHandler {
     /// One record's worth of plaintext at a time (TLS records carry at most 16 KiB).
     private static let readChunk = 16_384
 
-    public init(identity: TLSServerIdentity) throws {
-        guard let ssl = SSL_new(identity.context.pointer) else {
+    /// The server side, showing `identity`.
+    public convenience init(identity: TLSServerIdentity) throws {
+        try self.init(context: identity.context, serverName: nil)
+    }
+
+    /// The client side: the server must show a certificate `trust` verifies, naming `serverName` (a DNS name, also
+    /// sent as SNI, or an IP literal).
+    public convenience init(client trust: TLSClientTrust, serverName: String) throws {
+        try self.init(context: trust.context, serverName: serverName)
+    }
+
+    private init(context: TLSContext, serverName: String?) throws {
+        guard let ssl = SSL_new(context.pointer) else {
             throw TLSChannelError(description: openSSLErrorString("SSL_new failed"))
         }
         guard let rbio = BIO_new(BIO_s_mem()), let wbio = BIO_new(BIO_s_mem()) else {
@@ -87,11 +102,35 @@ public final class TLSServerChannelHandler: ChannelDuplexHandler {
         self.ssl = ssl
         networkIn = rbio
         networkOut = wbio
+        isClient = serverName != nil
         SSL_set_bio(ssl, rbio, wbio)
-        SSL_set_accept_state(ssl)
+        if let serverName {
+            SSL_set_connect_state(ssl)
+            do { try TLSConnection.setPeerName(serverName, on: ssl) } catch {
+                throw TLSChannelError(description: error.message)
+            }
+        } else {
+            SSL_set_accept_state(ssl)
+        }
     }
 
     deinit { SSL_free(ssl) }
+
+    public func handlerAdded(context: ChannelHandlerContext) {
+        if context.channel.isActive { startClientHandshake(context: context) }
+    }
+
+    public func channelActive(context: ChannelHandlerContext) {
+        startClientHandshake(context: context)
+        context.fireChannelActive()
+    }
+
+    /// A client speaks first: its ClientHello goes out as soon as the connection is up.
+    private func startClientHandshake(context: ChannelHandlerContext) {
+        guard isClient, !handshakeStarted else { return }
+        handshakeStarted = true
+        advance(context: context)
+    }
 
     public func channelRead(context: ChannelHandlerContext, data: NIOAny) {
         guard !failed else { return }
@@ -163,7 +202,13 @@ public final class TLSServerChannelHandler: ChannelDuplexHandler {
             } else {
                 let err = SSL_get_error(ssl, rv)
                 guard err == SSL_ERROR_WANT_READ || err == SSL_ERROR_WANT_WRITE else {
-                    fail(context: context, openSSLErrorString("TLS handshake failed"))
+                    let verify = SSL_get_verify_result(ssl)
+                    if verify != X509_V_OK {
+                        ERR_clear_error()
+                        fail(context: context, HTTP2Error.certificateVerification(verify).message)
+                    } else {
+                        fail(context: context, openSSLErrorString("TLS handshake failed"))
+                    }
                     return
                 }
                 sendCiphertext(context: context, promise: nil)
@@ -273,4 +318,4 @@ public final class TLSServerChannelHandler: ChannelDuplexHandler {
 }
 
 @available(*, unavailable)
-extension TLSServerChannelHandler: Sendable {}
+extension TLSChannelHandler: Sendable {}
