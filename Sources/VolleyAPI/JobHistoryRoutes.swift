@@ -94,18 +94,10 @@ extension APIServer {
         guard let status = try await stores.jobStatus.status(org: org, job: JobID(id)) else {
             throw APIProblem.notFound("no job '\(id)' in this org", field: "id")
         }
-        let ledgers = try await history.outcomeLedgers(org: org, job: JobID(id))
         let app = status.app.map(AppName.init)
         let body = ResponseBody { writer in
-            try await writer.write(ByteBuffer(bytes: OutcomeCSV.header))
-            for ledger in ledgers {
-                var position = OutcomeExportPosition.start
-                while true {
-                    let page = try await history.outcomes(org: org, ledger: ledger, app: app, from: position)
-                    if !page.rows.isEmpty { try await writer.write(ByteBuffer(bytes: OutcomeCSV.rows(page.rows))) }
-                    guard let next = page.next else { break }
-                    position = next
-                }
+            try await OutcomeCSV.export(org: org, job: JobID(id), app: app, from: history) { bytes in
+                try await writer.write(ByteBuffer(bytes: bytes))
             }
             try await writer.finish(nil)
         }

@@ -6,8 +6,10 @@ import VolleyService
 
 struct Jobs: ParsableCommand {
     static let configuration = CommandConfiguration(
-        abstract: "Jobs on their way: list an org's jobs; pause, resume or cancel a scheduled or running job.",
-        subcommands: [JobsList.self, JobsCancel.self, JobsPause.self, JobsResume.self])
+        abstract:
+            "Jobs on their way: list an org's jobs; export a job's outcomes; pause, resume or cancel a scheduled or "
+            + "running job.",
+        subcommands: [JobsList.self, JobsOutcomes.self, JobsCancel.self, JobsPause.self, JobsResume.self])
 }
 
 /// The job a `volley jobs` subcommand steers, and the one way they all run.
@@ -75,6 +77,42 @@ struct JobsList: AsyncParsableCommand {
             for l in JobListCommand.text(page) { print(l) }
         }
         if page.jobs.isEmpty { throw ExitCode(1) }
+    }
+}
+
+struct JobsOutcomes: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "outcomes",
+        abstract: "A job's per-device outcomes as CSV (platform,token,user,outcome,reason), as "
+            + "GET /v1/jobs/{id}/outcomes streams them: shards included, tokens shown by their last 8 characters.",
+        discussion: "Written to standard output, or --output FILE. Exits 1 when the org has no such job.")
+
+    @Option(help: "YAML configuration file.") var config: String
+    @Option(help: "Org id.") var org: String
+    @Argument(help: "Job id.") var id: String
+    @Option(help: "Write the CSV to this file instead of standard output.") var output: String?
+
+    func run() async throws {
+        let settings = try PipelineSettings(try loadConfiguration(config))
+        let logger = Logger(label: "volley.jobs")
+        let out: FileHandle
+        if let output {
+            guard FileManager.default.createFile(atPath: output, contents: nil) else {
+                throw ValidationError("--output: cannot create \(output)")
+            }
+            out = try FileHandle(forWritingTo: URL(fileURLWithPath: output))
+        } else {
+            out = FileHandle.standardOutput
+        }
+        defer { if output != nil { try? out.close() } }
+        let found = try await JobOutcomesCommand.export(
+            settings: settings, org: OrgID(org), job: JobID(id), logger: logger
+        ) { bytes in try out.write(contentsOf: bytes) }
+        if !found {
+            FileHandle.standardError.write(Data("no job '\(id)' in org \(org)\n".utf8))
+            if let output { try? FileManager.default.removeItem(atPath: output) }
+            throw ExitCode(1)
+        }
     }
 }
 

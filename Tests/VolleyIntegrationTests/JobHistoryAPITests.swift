@@ -245,6 +245,17 @@ import VolleyTestTags
         }
         #expect(rows.sorted { $0[1] + $0[2] < $1[1] + $1[2] } == expected.sorted { $0[1] + $0[2] < $1[1] + $1[2] })
         #expect(!a.text.contains("beef000000"), "no token in full")
+        // `volley jobs outcomes` writes the same bytes from the same store read.
+        let settings = try PipelineSettings(try VolleyConfiguration.load(path: try w.writeConfig()))
+        var written: [UInt8] = []
+        let found = try await JobOutcomesCommand.export(
+            settings: settings, org: "orgA", job: "csv-1", logger: Logger(label: "test")
+        ) { written += $0 }
+        #expect(found && String(decoding: written, as: UTF8.self) == a.text)
+        let missing = try await JobOutcomesCommand.export(
+            settings: settings, org: "orgC", job: "csv-1", logger: Logger(label: "test")
+        ) { written += $0 }
+        #expect(!missing, "another org's job is not exported")
 
         // The status route answers the same CSV when asked for it by name; JSON otherwise.
         let byAccept = try await api.call("GET", "/v1/jobs/csv-1", token: send, headers: ["Accept": "text/csv"])

@@ -34,3 +34,21 @@ public enum JobListCommand {
         return lines
     }
 }
+
+/// `volley jobs outcomes`: a job's per-device outcomes as CSV, the same rows `GET /v1/jobs/{id}/outcomes` streams
+/// (one store read, one writer: `OutcomeCSV.export`), written a ledger page at a time.
+public enum JobOutcomesCommand {
+    /// Writes the export of `job` to `write`; false (nothing written) when `org` has no such job.
+    public static func export(
+        settings: PipelineSettings, org: OrgID, job: JobID, logger: Logger, write: ([UInt8]) async throws -> Void
+    ) async throws -> Bool {
+        let client = settings.client(name: "jobs-outcomes", logger: logger)
+        let lanes = SerialLanes(count: 1, label: "volley.jobs.outcomes") { _ in client }
+        guard
+            let status = try await RedisJobStatusReader(lanes: lanes, store: settings.store).status(org: org, job: job)
+        else { return false }
+        let history = RedisJobHistory(lanes: lanes, store: settings.store)
+        try await OutcomeCSV.export(org: org, job: job, app: status.app.map(AppName.init), from: history, write: write)
+        return true
+    }
+}
