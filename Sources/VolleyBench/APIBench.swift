@@ -115,15 +115,9 @@ public enum APIBench {
             apiExtra: "  userTokens:\n    keys: [{id: bench, secret: \"\(secret)\"}]\n")
         let volley = volleyExecutablePath()
         let key = try createKey(volley: volley, config: config, org: "00Dxx0000001gEF", role: "admin", dir: dir)
-        let api = try BenchChild(
-            name: "volley api", executable: volley, arguments: ["api", "--config", config], logFile: dir + "/api.log")
+        let api = try startAPI(volley: volley, config: config, port: port, dir: dir, curl: curl)
         defer { api.stop(grace: 5) }
         let base = "http://127.0.0.1:\(port)"
-        let until = benchNow() + 30
-        while (try? runOnce(curl, ["-sf", base + "/livez"], directory: dir, name: "curl")) == nil {
-            if !api.isRunning || benchNow() > until { throw BenchError("volley api did not start:\n\(api.logTail())") }
-            usleep(50_000)
-        }
         // The custom notification action needs its type in the org and the app subscribed to it, or every input
         // answers isSuccess false.
         _ = try runOnce(
@@ -184,6 +178,22 @@ public enum APIBench {
         return APIBenchResult(
             connections: o.connections, durationSeconds: o.durationSeconds, rows: rows,
             jobsOverLivez: (livez ?? 0) > 0 ? (jobs ?? 0) / (livez ?? 1) : nil, jobsOverLivezAPICPU: cpuRatio)
+    }
+
+    /// Starts `volley api --config config` (logging to `api.log` in `dir`) and returns once `/livez` on `port`
+    /// answers; stops it and throws when it does not within 30 s.
+    static func startAPI(volley: String, config: String, port: Int, dir: String, curl: String) throws -> BenchChild {
+        let api = try BenchChild(
+            name: "volley-api", executable: volley, arguments: ["api", "--config", config], logFile: dir + "/api.log")
+        let until = benchNow() + 30
+        while (try? runOnce(curl, ["-sf", "http://127.0.0.1:\(port)/livez"], directory: dir, name: "curl")) == nil {
+            if !api.isRunning || benchNow() > until {
+                api.stop(grace: 5)
+                throw BenchError("volley api did not start:\n\(api.logTail())")
+            }
+            usleep(50_000)
+        }
+        return api
     }
 
     /// wrk's summary: `Requests/sec:`, the `--latency` percentiles, non-2xx and socket errors.

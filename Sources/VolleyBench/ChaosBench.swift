@@ -136,102 +136,33 @@ public struct ChaosBench {
         self.logger = logger
     }
 
-    var e2eOptions: E2EBench.Options {
+    /// The stage, faults and readings this bench shares with `volley-bench soak`.
+    var rig: FaultRig {
         let o = options
-        var e = E2EBench.Options()
-        e.devices = o.devices
-        e.iosShare = o.iosShare
-        e.devicesPerUser = o.devicesPerUser
-        e.workers = o.workers
-        e.connections = o.connections
-        e.inFlight = o.inFlight
-        e.recordBatchSize = o.recordBatchSize
-        e.reclaimIdleMs = o.reclaimIdleMs ?? (o.fault == .workerKill ? 5000 : nil)
-        e.probes = 1
-        let users = (o.devices + max(1, o.devicesPerUser) - 1) / max(1, o.devicesPerUser)
-        e.shardSize = max(1, (users + max(1, o.shards) - 1) / max(1, o.shards))
-        e.workDirectory = o.workDirectory
-        e.keep = o.keep
-        e.progress = o.progress
-        return e
+        return FaultRig(
+            devices: o.devices, iosShare: o.iosShare, devicesPerUser: o.devicesPerUser, workers: o.workers,
+            shards: o.shards, connections: o.connections, inFlight: o.inFlight, recordBatchSize: o.recordBatchSize,
+            reclaimIdleMs: o.reclaimIdleMs ?? (o.fault == .workerKill ? 5000 : nil), unansweredSends: o.unansweredSends,
+            stormStreams: o.stormStreams, clusterNodeTimeoutMs: o.clusterNodeTimeoutMs,
+            executableDirectory: o.executableDirectory, workDirectory: o.workDirectory, keep: o.keep,
+            progress: o.progress, logger: logger)
     }
 
-    var buildName: String {
-        let dir = options.executableDirectory
-        if dir.hasSuffix("/release") || dir.contains("/release/") { return "release" }
-        if dir.hasSuffix("/debug") || dir.contains("/debug/") { return "debug" }
-        return "unknown"
-    }
-
-    func say(_ s: String) { if options.progress { stderrLine(s + "\n") } }
-
-    // MARK: - stage
-
-    /// Redis (or a cluster), the mock with its journal, and the configuration.
-    func makeStage(_ bench: E2EBench) throws -> E2EBench.Stage {
-        let o = options
-        let dir =
-            o.workDirectory
-            ?? (NSTemporaryDirectory() + "volley-chaos-\(getpid())-\(Int(Date().timeIntervalSince1970))")
-        try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
-        var redis: BenchRedis?
-        var cluster: BenchRedisCluster?
-        let target: RedisTarget
-        if o.fault == .clusterPrimaryKill {
-            let c = try BenchRedisCluster(
-                directory: dir + "/cluster", primaries: 3, replicas: 1, nodeTimeoutMs: o.clusterNodeTimeoutMs)
-            cluster = c
-            target = .cluster(seeds: c.seeds)
-        } else {
-            let r = try BenchRedis(directory: dir, appendOnly: o.fault == .redisRestart)
-            redis = r
-            target = .single(url: r.url)
-        }
-        let mock: BenchMock
-        do {
-            mock = try BenchMock(
-                directory: dir, configJSON: mockConfigJSON(latencyMs: 0, maxStreams: 1000),
-                acceptJournal: Self.journal(dir),
-                executableDirectory: o.executableDirectory)
-        } catch {
-            redis?.stop()
-            cluster?.stop()
-            throw error
-        }
-        let configFile = dir + "/volley.yaml"
-        let stage = E2EBench.Stage(
-            directory: dir, redis: redis, mock: mock, redisURL: target.url, endpoints: mock.endpoints,
-            control: MockControl(endpoints: mock.endpoints, logger: logger), configFile: configFile, keep: o.keep)
-        stage.cluster = cluster
-        try bench.yaml(endpoints: mock.endpoints, redis: target).write(
-            toFile: configFile, atomically: true, encoding: .utf8)
-        return stage
-    }
-
-    /// The mock's accept journal in the run's folder (every mock of the run appends to it).
-    static func journal(_ directory: String) -> String { directory + "/accepted.journal" }
-
-    func startWorker(_ stage: E2EBench.Stage, consumer: String) throws {
-        var env = ProcessInfo.processInfo.environment
-        env["VOLLEY_LOG_LEVEL"] = "warning"
-        if let u = options.unansweredSends { env["VOLLEY_WORKER_UNANSWERED_SENDS"] = u }
-        let w = try BenchChild(
-            name: consumer, executable: options.executableDirectory + "/volley",
-            arguments: ["worker", "--config", stage.configFile, "--consumer", consumer],
-            logFile: stage.directory + "/\(consumer).log", environment: env)
-        stage.workers.append(w)
-    }
+    func say(_ s: String) { rig.say(s) }
 
     // MARK: - run
 
     public func run(command: String) throws -> Result {
-        let bench = E2EBench(options: e2eOptions, logger: logger)
-        let stage = try makeStage(bench)
+        let rig = rig
+        let bench = E2EBench(options: rig.e2eOptions, logger: logger)
+        let stage = try rig.makeStage(
+            bench, name: "volley-chaos", cluster: options.fault == .clusterPrimaryKill,
+            appendOnly: options.fault == .redisRestart)
         defer { stage.stop() }
-        return try run(stage: stage, bench: bench, command: command)
+        return try run(stage: stage, bench: bench, rig: rig, command: command)
     }
 
-    func run(stage: E2EBench.Stage, bench: E2EBench, command: String) throws -> Result {
+    func run(stage: E2EBench.Stage, bench: E2EBench, rig: FaultRig, command: String) throws -> Result {
         let o = options
         let config = try VolleyConfiguration.load(path: stage.configFile)
         let settings = try PipelineSettings(config)
@@ -241,24 +172,25 @@ public struct ChaosBench {
 
         say("chaos \(o.fault.rawValue) \(o.seconds) s: loading \(grouped(Double(o.devices))) devices…")
         let (pop, _) = try bench.load(stage: stage, settings: settings)
-        for i in 0..<o.workers { try startWorker(stage, consumer: "bench-\(i)") }
+        for i in 0..<o.workers { try rig.startWorker(stage, consumer: "bench-\(i)") }
         try bench.warmUp(stage: stage, producer: producer, client: client)
 
         let hour = QuotaHour(containing: Date())
         let hours = [hour, QuotaHour(index: hour.index + 1)]
-        let quota0 = try quota(client, hours: hours)
+        let quota0 = try FaultRig.quota(client, hours: hours)
         try stage.control.resetStats()
         let campaign = "chaos-\(UUID().uuidString.prefix(8).lowercased())"
         let json = try bench.job(id: campaign, users: [E2EBench.campaignGroup.rawValue])
         say("\(o.workers) worker(s) warm; campaign \(campaign): \(grouped(Double(pop.ios + pop.android))) devices")
-        let journalStart = Self.fileSize(Self.journal(stage.directory))
+        let journal = FaultRig.journal(stage.directory)
+        let journalStart = FaultRig.fileSize(journal)
         let t0 = benchNow()
         _ = try client.checked(["XADD", settings.store.jobStream(for: JobID(campaign)), "*", "job", json])
 
         // Trigger: the mock has accepted the share of the campaign. Read from the journal's new lines (a stat and a
         // read of what was appended): the mock's stats endpoint answers late while it is busy with the campaign.
         let trigger = max(1, Int((Double(o.devices) * o.triggerShare).rounded()))
-        let watch = try JournalWatch(path: Self.journal(stage.directory), from: journalStart)
+        let watch = try JournalWatch(path: journal, from: journalStart)
         var atFault = 0
         while true {
             atFault = watch.linesAppended()
@@ -274,7 +206,9 @@ public struct ChaosBench {
         }
         say("fault \(o.fault.rawValue) at \(atFault) accepted, for \(o.seconds) s…")
         let f0 = benchNow()
-        try inject(stage)
+        let injected = try rig.begin(o.fault, stage)
+        usleep(UInt32(max(0, o.seconds) * 1_000_000))
+        try rig.end(injected, stage, replacement: "bench-replacement")
         let held = benchNow() - f0
         say(String(format: "fault over after %.1f s; waiting for the report…", held))
 
@@ -290,7 +224,7 @@ public struct ChaosBench {
             if !stage.workers.contains(where: \.isRunning) {
                 throw BenchError("every worker exited; logs in \(stage.directory) (use --keep)")
             }
-            if report == nil { report = try? findReport(client, settings.store, job: campaign) }
+            if report == nil { report = try? FaultRig.findReport(client, settings.store, job: campaign) }
             if report != nil, (try? producer.pendingCount()) == 0 { break }
             if benchNow() - t0 > o.timeoutSeconds {
                 throw BenchError(
@@ -309,103 +243,31 @@ public struct ChaosBench {
         let campaignSeconds = benchNow() - t0
         // Outcomes and quota settle before a worker exits (drain): read the quota after.
         stage.stopWorkers()
-        let quota1 = try quota(client, hours: hours)
+        let quota = try FaultRig.quota(client, hours: hours).since(quota0)
         guard let found = report else { throw BenchError("no report for \(campaign)") }
         let (rep, raw) = found
 
-        let identities = try journalIdentities(stage.directory)
-        let distinct = identities.count
-        let total = identities.values.reduce(0) { $0 + $1.count }
+        let seen = FaultRig.JournalTally(
+            try FaultRig.identities(journal: journal, from: 0, to: nil, of: rig.campaignTokens()))
         let unanswered = Self.writtenUnanswered(rep, raw: raw)
-        let used = zip(quota1.used, quota0.used).reduce(0) { $0 + $1.0 - $1.1 }
-        let pending = zip(quota1.pending, quota0.pending).reduce(0) { $0 + $1.0 - $1.1 }
         return Result(
             fault: o.fault.rawValue, seconds: o.seconds, devices: pop.ios + pop.android, workers: o.workers,
-            build: buildName, fault_at_accepted: atFault, fault_held_s: held, campaign_s: campaignSeconds,
+            build: rig.buildName, fault_at_accepted: atFault, fault_held_s: held, campaign_s: campaignSeconds,
             report_devices: rep.devices, lost: max(0, pop.ios + pop.android - rep.accepted - rep.rejected),
             accepted: rep.accepted, rejected: rep.rejected,
             rejected_by_reason: rep.rejectedByReason, failed: rep.failed, failed_by_reason: rep.failedByReason,
             written_unanswered: unanswered, failed_other: rep.failed - (unanswered ?? 0),
-            provider_pushes: total, provider_devices: distinct, duplicate_pushes: total - distinct,
-            duplicated_devices: identities.values.filter { $0.count > 1 }.count,
-            shown_twice: identities.values.filter(Self.showsTwice).count,
+            provider_pushes: seen.pushes, provider_devices: seen.devices, duplicate_pushes: seen.duplicatePushes,
+            duplicated_devices: seen.duplicatedDevices, shown_twice: seen.shownTwice,
             unanswered_sends: o.unansweredSends ?? UnansweredSends.resend.rawValue,
-            never_reached: max(0, pop.ios + pop.android - distinct),
-            reached_not_accepted: max(0, distinct - rep.accepted),
-            quota_used: used, quota_pending: pending, quota_exact: used == rep.accepted,
+            never_reached: max(0, pop.ios + pop.android - seen.devices),
+            reached_not_accepted: max(0, seen.devices - rep.accepted),
+            quota_used: quota.used, quota_pending: quota.pending, quota_exact: quota.used == rep.accepted,
             duplicate_window: o.fault == .workerKill ? o.inFlight + o.recordBatchSize : nil, worker_exits: exited,
             command: command)
     }
 
-    // MARK: - faults
-
-    /// Injects the fault, holds it `seconds`, and ends it. Returns when the fault is over (the service may still be
-    /// recovering).
-    func inject(_ stage: E2EBench.Stage) throws {
-        let o = options
-        let hold = UInt32(max(0, o.seconds) * 1_000_000)
-        switch o.fault {
-        case .providerKill:
-            guard let mock = stage.mock else { throw BenchError("provider-kill needs the mock the run started") }
-            kill(mock.child.pid, SIGKILL)
-            mock.child.process.waitUntilExit()
-            usleep(hold)
-            stage.mock = try BenchMock(
-                directory: stage.directory, configJSON: mockConfigJSON(latencyMs: 0, maxStreams: 1000),
-                port: stage.endpoints.port, acceptJournal: Self.journal(stage.directory),
-                executableDirectory: o.executableDirectory, logName: "mock.restarted.log")
-        case .providerGoAway:
-            try stage.control.configure("{\"goAwayAfterStreams\":\(o.stormStreams)}")
-            usleep(hold)
-            try stage.control.configure("{\"goAwayAfterStreams\":0}")
-        case .providerReset:
-            try stage.control.configure("{\"resetAfterStreams\":\(o.stormStreams)}")
-            usleep(hold)
-            try stage.control.configure("{\"resetAfterStreams\":0}")
-        case .redisStop:
-            guard let redis = stage.redis else { throw BenchError("redis-stop needs the Redis the run started") }
-            kill(redis.child.pid, SIGSTOP)
-            usleep(hold)
-            kill(redis.child.pid, SIGCONT)
-        case .redisRestart:
-            guard let redis = stage.redis else { throw BenchError("redis-restart needs the Redis the run started") }
-            redis.shutDown()
-            usleep(hold)
-            try redis.start()
-        case .workerKill:
-            guard let victim = stage.workers.first(where: { $0.isRunning }) else {
-                throw BenchError("worker-kill: no worker running")
-            }
-            kill(victim.pid, SIGKILL)
-            victim.process.waitUntilExit()
-            stage.workers.removeAll { $0 === victim }
-            usleep(hold)
-            try startWorker(stage, consumer: "bench-replacement")
-        case .clusterPrimaryKill:
-            guard let cluster = stage.cluster else {
-                throw BenchError("cluster-primary-kill needs the cluster the run started")
-            }
-            let key = RecipientKeys(org: E2EBench.org).quotaLimits
-            let port = try cluster.primary(for: key)
-            say("  killing primary 127.0.0.1:\(port) (serves the org's slot)")
-            cluster.kill9(port: port)
-            usleep(hold)
-            // The node has no persistence: back before its replica took over, it would serve its slots empty.
-            let until = benchNow() + 60
-            while (try? cluster.primary(for: key)) == port || (try? cluster.primary(for: key)) == nil {
-                if benchNow() > until { throw BenchError("no replica took over from 127.0.0.1:\(port) in 60 s") }
-                usleep(100_000)
-            }
-            say("  a replica took over; restarting 127.0.0.1:\(port)")
-            try cluster.restart(port: port)
-        }
-    }
-
     // MARK: - readings
-
-    static func fileSize(_ path: String) -> UInt64 {
-        ((try? FileManager.default.attributesOfItem(atPath: path))?[.size] as? NSNumber)?.uint64Value ?? 0
-    }
 
     /// Counts the lines appended to the journal since `from` (a byte offset), reading only what is new.
     final class JournalWatch {
@@ -428,24 +290,6 @@ public struct ChaosBench {
         }
     }
 
-    /// The campaign's report as published (typed, and as raw JSON for fields this build does not know).
-    func findReport(_ client: RedisClient, _ store: StoreConfiguration, job: String) throws -> (
-        JobReport, [String: Any]
-    )? {
-        for stream in store.reportStreams {
-            for e in try client.checked(["XRANGE", stream, "-", "+"]).array ?? [] {
-                guard let entry = e.array, entry.count == 2,
-                    let json = entry[1].fieldPairs.first(where: { $0.0 == "report" })?.1,
-                    let rep = try? ReportCoding.decoder.decode(JobReport.self, from: Data(json.utf8)),
-                    rep.job.rawValue == job
-                else { continue }
-                let raw = (try? JSONSerialization.jsonObject(with: Data(json.utf8)) as? [String: Any]) ?? [:]
-                return (rep, raw)
-            }
-        }
-        return nil
-    }
-
     /// Written and unanswered: the failure reason `transport:written-unanswered`, or a report field naming
     /// "unanswered"; nil when the report has neither.
     static func writtenUnanswered(_ rep: JobReport, raw: [String: Any]) -> Int? {
@@ -456,51 +300,10 @@ public struct ChaosBench {
         return nil
     }
 
-    /// `used` and `pending` of the org's quota per platform and hour (the campaign's hour and the next one).
-    func quota(_ client: RedisClient, hours: [QuotaHour]) throws -> (used: [Int], pending: [Int]) {
-        let keys = RecipientKeys(org: E2EBench.org)
-        var used: [Int] = []
-        var pending: [Int] = []
-        for hour in hours {
-            for p in [Platform.ios, Platform.android] {
-                let v = try client.checked(["HMGET", keys.quota(p, hour), "used", "pending"]).array ?? []
-                used.append(v.first.flatMap { $0.integer.map(Int.init) ?? $0.string.flatMap { Int($0) } } ?? 0)
-                pending.append(
-                    v.count > 1 ? (v[1].integer.map(Int.init) ?? v[1].string.flatMap { Int($0) } ?? 0) : 0)
-            }
-        }
-        return (used, pending)
-    }
-
     /// Pushes that show twice on the device: more than one, and not every one under the same identity (`-`: none).
     static func showsTwice(_ identities: [Substring]) -> Bool {
         guard identities.count > 1 else { return false }
         return identities[0] == "-" || identities.contains { $0 != identities[0] }
-    }
-
-    /// The identity of each push per campaign device from the accept journal, in the order the provider took them
-    /// (warm-up and probe devices left out): an APNs line's fourth field (`apns-collapse-id`), an FCM line's third.
-    func journalIdentities(_ directory: String) throws -> [String: [Substring]] {
-        guard let data = FileManager.default.contents(atPath: Self.journal(directory)) else {
-            throw BenchError("no accept journal at \(Self.journal(directory))")
-        }
-        var campaign = Set<String>()
-        campaign.reserveCapacity(options.devices)
-        let iosPerMille = Int((options.iosShare * 1000).rounded())
-        for i in 0..<options.devices {
-            campaign.insert(
-                i % 1000 < iosPerMille ? E2EBench.iosToken(i).rawValue : E2EBench.fcmToken(i).rawValue)
-        }
-        var identities: [String: [Substring]] = [:]
-        for line in String(decoding: data, as: UTF8.self).split(separator: "\n") {
-            let parts = line.split(separator: " ")
-            guard parts.count >= 2 else { continue }
-            let token = String(parts[1])
-            guard campaign.contains(token) else { continue }
-            let at = parts[0] == "apns" ? 3 : 2
-            identities[token, default: []].append(parts.count > at ? parts[at] : "-")
-        }
-        return identities
     }
 
     // MARK: - output
@@ -548,5 +351,336 @@ public struct ChaosBench {
         rows.append(("command", r.command))
         let w = rows.map(\.0.count).max() ?? 0
         return rows.map { $0.0.padding(toLength: w, withPad: " ", startingAt: 0) + "  " + $0.1 }.joined(separator: "\n")
+    }
+}
+
+/// What the fault benches share: `volley-bench chaos` (one campaign through one fault) and `volley-bench soak` (many
+/// campaigns through faults on a timetable). The stage, whose mock writes an accept journal; workers started as
+/// consumers of their own; each fault begun and ended; and the readings that say what reached the provider and what
+/// the org's quota counted.
+struct FaultRig: Sendable {
+    var devices: Int
+    var iosShare: Double
+    var devicesPerUser: Int
+    var workers: Int
+    /// Shards each campaign is split into (`worker.shardSize` is set from it), so that every worker sends.
+    var shards: Int
+    var connections: Int
+    var inFlight: Int
+    var recordBatchSize: Int
+    /// `worker.reclaimIdleMs` of the workers (nil: the product's default).
+    var reclaimIdleMs: Int?
+    /// `worker.unansweredSends` of the workers (nil: the product's default, `resend`).
+    var unansweredSends: String?
+    /// Requests per connection before the GOAWAY or reset of a storm.
+    var stormStreams: Int
+    var clusterNodeTimeoutMs: Int
+    var executableDirectory: String
+    var workDirectory: String?
+    var keep: Bool
+    var progress: Bool
+    /// Probe users (`t<i>`, one iOS device each) registered beside the campaign population.
+    var probes = 1
+    let logger: Logger
+
+    /// The campaign population (the `e2e` bench's: users `u<i>` in one group) and the workers' settings.
+    var e2eOptions: E2EBench.Options {
+        var e = E2EBench.Options()
+        e.devices = devices
+        e.iosShare = iosShare
+        e.devicesPerUser = devicesPerUser
+        e.workers = workers
+        e.connections = connections
+        e.inFlight = inFlight
+        e.recordBatchSize = recordBatchSize
+        e.reclaimIdleMs = reclaimIdleMs
+        e.probes = probes
+        let users = (devices + max(1, devicesPerUser) - 1) / max(1, devicesPerUser)
+        e.shardSize = max(1, (users + max(1, shards) - 1) / max(1, shards))
+        e.workDirectory = workDirectory
+        e.keep = keep
+        e.progress = progress
+        return e
+    }
+
+    /// `debug` or `release`: the build of the `volley` executable the workers run.
+    var buildName: String {
+        let dir = executableDirectory
+        if dir.hasSuffix("/release") || dir.contains("/release/") { return "release" }
+        if dir.hasSuffix("/debug") || dir.contains("/debug/") { return "debug" }
+        return "unknown"
+    }
+
+    func say(_ s: String) { if progress { stderrLine(s + "\n") } }
+
+    // MARK: - stage
+
+    /// Redis (one server, append-only with `appendOnly`, or a cluster of 3 primaries with one replica each), the
+    /// mock with its journal, and the configuration: the `e2e` bench's, then `extraYAML` (sections of its own).
+    func makeStage(
+        _ bench: E2EBench, name: String, cluster: Bool, appendOnly: Bool, extraYAML: String = ""
+    ) throws -> E2EBench.Stage {
+        let dir =
+            workDirectory ?? (NSTemporaryDirectory() + "\(name)-\(getpid())-\(Int(Date().timeIntervalSince1970))")
+        try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
+        var redis: BenchRedis?
+        var redisCluster: BenchRedisCluster?
+        let target: RedisTarget
+        if cluster {
+            let c = try BenchRedisCluster(
+                directory: dir + "/cluster", primaries: 3, replicas: 1, nodeTimeoutMs: clusterNodeTimeoutMs)
+            redisCluster = c
+            target = .cluster(seeds: c.seeds)
+        } else {
+            let r = try BenchRedis(directory: dir, appendOnly: appendOnly)
+            redis = r
+            target = .single(url: r.url)
+        }
+        let mock: BenchMock
+        do {
+            mock = try startMock(directory: dir)
+        } catch {
+            redis?.stop()
+            redisCluster?.stop()
+            throw error
+        }
+        let configFile = dir + "/volley.yaml"
+        let stage = E2EBench.Stage(
+            directory: dir, redis: redis, mock: mock, redisURL: target.url, endpoints: mock.endpoints,
+            control: MockControl(endpoints: mock.endpoints, logger: logger), configFile: configFile, keep: keep)
+        stage.cluster = redisCluster
+        do {
+            try (bench.yaml(endpoints: mock.endpoints, redis: target) + extraYAML).write(
+                toFile: configFile, atomically: true, encoding: .utf8)
+        } catch {
+            stage.stop()
+            throw error
+        }
+        return stage
+    }
+
+    /// The mock's accept journal in the run's folder (every mock of the run appends to it).
+    static func journal(_ directory: String) -> String { directory + "/accepted.journal" }
+
+    /// A mock answering at once, appending to the run's journal; on `port` (0: a free one).
+    func startMock(directory: String, port: Int = 0, logName: String = "mock.log") throws -> BenchMock {
+        try BenchMock(
+            directory: directory, configJSON: mockConfigJSON(latencyMs: 0, maxStreams: 1000), port: port,
+            acceptJournal: Self.journal(directory), executableDirectory: executableDirectory, logName: logName)
+    }
+
+    /// A `volley worker` reading as `consumer`, logging to `<consumer>.log` in the run's folder.
+    func startWorker(_ stage: E2EBench.Stage, consumer: String) throws {
+        var env = ProcessInfo.processInfo.environment
+        env["VOLLEY_LOG_LEVEL"] = "warning"
+        if let u = unansweredSends { env["VOLLEY_WORKER_UNANSWERED_SENDS"] = u }
+        let w = try BenchChild(
+            name: consumer, executable: executableDirectory + "/volley",
+            arguments: ["worker", "--config", stage.configFile, "--consumer", consumer],
+            logFile: stage.directory + "/\(consumer).log", environment: env)
+        stage.workers.append(w)
+    }
+
+    // MARK: - faults
+
+    /// A fault begun and not yet ended: what `end` needs, and what was done (`detail`).
+    struct Injected: Sendable {
+        var fault: ChaosBench.Fault
+        var detail: String
+        /// `cluster-primary-kill`: the node killed.
+        var clusterPort: Int?
+    }
+
+    /// Begins the fault (the first half of each `ChaosBench.Fault`'s description).
+    func begin(_ fault: ChaosBench.Fault, _ stage: E2EBench.Stage) throws -> Injected {
+        switch fault {
+        case .providerKill:
+            guard let mock = stage.mock else { throw BenchError("provider-kill needs the mock the run started") }
+            kill(mock.child.pid, SIGKILL)
+            mock.child.process.waitUntilExit()
+            return Injected(fault: fault, detail: "kill -9 volley-mock (pid \(mock.child.pid))")
+        case .providerGoAway:
+            try stage.control.configure("{\"goAwayAfterStreams\":\(stormStreams)}")
+            return Injected(fault: fault, detail: "GOAWAY after \(stormStreams) requests per connection")
+        case .providerReset:
+            try stage.control.configure("{\"resetAfterStreams\":\(stormStreams)}")
+            return Injected(fault: fault, detail: "TCP reset at request \(stormStreams) of every connection")
+        case .redisStop:
+            guard let redis = stage.redis else { throw BenchError("redis-stop needs the Redis the run started") }
+            kill(redis.child.pid, SIGSTOP)
+            return Injected(fault: fault, detail: "SIGSTOP redis-server")
+        case .redisRestart:
+            guard let redis = stage.redis else { throw BenchError("redis-restart needs the Redis the run started") }
+            redis.shutDown()
+            return Injected(fault: fault, detail: "redis-server shut down")
+        case .workerKill:
+            // The most recently started worker: the first ones run the whole run, so their memory can be followed.
+            guard let victim = stage.workers.last(where: { $0.isRunning }) else {
+                throw BenchError("worker-kill: no worker running")
+            }
+            kill(victim.pid, SIGKILL)
+            victim.process.waitUntilExit()
+            stage.workers.removeAll { $0 === victim }
+            return Injected(fault: fault, detail: "kill -9 \(victim.name) (pid \(victim.pid))")
+        case .clusterPrimaryKill:
+            guard let cluster = stage.cluster else {
+                throw BenchError("cluster-primary-kill needs the cluster the run started")
+            }
+            let port = try cluster.primary(for: RecipientKeys(org: E2EBench.org).quotaLimits)
+            say("  killing primary 127.0.0.1:\(port) (serves the org's slot)")
+            cluster.kill9(port: port)
+            return Injected(
+                fault: fault, detail: "kill -9 primary 127.0.0.1:\(port) (serves the org's slot)", clusterPort: port)
+        }
+    }
+
+    /// Ends a fault `begin` started: the provider, Redis or a worker (as `replacement`) back. Returns when the fault
+    /// is over (the service may still be recovering).
+    func end(_ injected: Injected, _ stage: E2EBench.Stage, replacement: String) throws {
+        switch injected.fault {
+        case .providerKill:
+            stage.mock = try startMock(
+                directory: stage.directory, port: stage.endpoints.port, logName: "mock.restarted.log")
+        case .providerGoAway:
+            try stage.control.configure("{\"goAwayAfterStreams\":0}")
+        case .providerReset:
+            try stage.control.configure("{\"resetAfterStreams\":0}")
+        case .redisStop:
+            if let redis = stage.redis { kill(redis.child.pid, SIGCONT) }
+        case .redisRestart:
+            try stage.redis?.start()
+        case .workerKill:
+            try startWorker(stage, consumer: replacement)
+        case .clusterPrimaryKill:
+            guard let cluster = stage.cluster, let port = injected.clusterPort else { return }
+            let key = RecipientKeys(org: E2EBench.org).quotaLimits
+            // The node has no persistence: back before its replica took over, it would serve its slots empty.
+            let until = benchNow() + 60
+            while (try? cluster.primary(for: key)) == port || (try? cluster.primary(for: key)) == nil {
+                if benchNow() > until { throw BenchError("no replica took over from 127.0.0.1:\(port) in 60 s") }
+                usleep(100_000)
+            }
+            say("  a replica took over; restarting 127.0.0.1:\(port)")
+            try cluster.restart(port: port)
+        }
+    }
+
+    // MARK: - readings
+
+    static func fileSize(_ path: String) -> UInt64 {
+        ((try? FileManager.default.attributesOfItem(atPath: path))?[.size] as? NSNumber)?.uint64Value ?? 0
+    }
+
+    /// A job's report as published (typed, and as raw JSON for fields this build does not know).
+    static func findReport(_ client: RedisClient, _ store: StoreConfiguration, job: String) throws -> (
+        JobReport, [String: Any]
+    )? {
+        for stream in store.reportStreams {
+            for e in try client.checked(["XRANGE", stream, "-", "+"]).array ?? [] {
+                guard let entry = e.array, entry.count == 2,
+                    let json = entry[1].fieldPairs.first(where: { $0.0 == "report" })?.1,
+                    let rep = try? ReportCoding.decoder.decode(JobReport.self, from: Data(json.utf8)),
+                    rep.job.rawValue == job
+                else { continue }
+                let raw = (try? JSONSerialization.jsonObject(with: Data(json.utf8)) as? [String: Any]) ?? [:]
+                return (rep, raw)
+            }
+        }
+        return nil
+    }
+
+    /// The org's quota counters per platform and hour, `used` and `pending`, in one order for every reading.
+    struct QuotaReading: Sendable, Hashable {
+        var used: [Int]
+        var pending: [Int]
+
+        /// What was added since `earlier` (a reading of the same hours), summed.
+        func since(_ earlier: QuotaReading) -> (used: Int, pending: Int) {
+            (
+                zip(used, earlier.used).reduce(0) { $0 + $1.0 - $1.1 },
+                zip(pending, earlier.pending).reduce(0) { $0 + $1.0 - $1.1 }
+            )
+        }
+    }
+
+    /// `used` and `pending` of the org's quota per platform and hour of `hours`.
+    static func quota(_ client: RedisClient, hours: [QuotaHour]) throws -> QuotaReading {
+        let keys = RecipientKeys(org: E2EBench.org)
+        var reading = QuotaReading(used: [], pending: [])
+        for hour in hours {
+            for p in [Platform.ios, Platform.android] {
+                let v = try client.checked(["HMGET", keys.quota(p, hour), "used", "pending"]).array ?? []
+                reading.used.append(v.first.flatMap { $0.integer.map(Int.init) ?? $0.string.flatMap { Int($0) } } ?? 0)
+                reading.pending.append(
+                    v.count > 1 ? (v[1].integer.map(Int.init) ?? v[1].string.flatMap { Int($0) } ?? 0) : 0)
+            }
+        }
+        return reading
+    }
+
+    /// The campaign population's device tokens (what `E2EBench.load` registers for `devices` and `iosShare`).
+    func campaignTokens() -> Set<String> {
+        var tokens = Set<String>()
+        tokens.reserveCapacity(devices)
+        let iosPerMille = Int((iosShare * 1000).rounded())
+        for i in 0..<devices {
+            tokens.insert(i % 1000 < iosPerMille ? E2EBench.iosToken(i).rawValue : E2EBench.fcmToken(i).rawValue)
+        }
+        return tokens
+    }
+
+    /// The identities of the pushes to `tokens` in the journal's bytes `from` up to `to` (nil: its end).
+    static func identities(journal path: String, from: UInt64, to: UInt64?, of tokens: Set<String>) throws -> [String:
+        [Substring]]
+    {
+        guard let handle = FileHandle(forReadingAtPath: path) else {
+            throw BenchError("no accept journal at \(path)")
+        }
+        defer { try? handle.close() }
+        try handle.seek(toOffset: from)
+        let data: Data?
+        if let to {
+            data = to > from ? try handle.read(upToCount: Int(to - from)) : nil
+        } else {
+            data = try handle.readToEnd()
+        }
+        return identities(lines: String(decoding: data ?? Data(), as: UTF8.self), of: tokens)
+    }
+
+    /// The identity of each push per device of `tokens` in journal lines, in the order the provider took them
+    /// (other devices left out): an APNs line's fourth field (`apns-collapse-id`), an FCM line's third.
+    static func identities(lines: String, of tokens: Set<String>) -> [String: [Substring]] {
+        var identities: [String: [Substring]] = [:]
+        for line in lines.split(separator: "\n") {
+            let parts = line.split(separator: " ")
+            guard parts.count >= 2 else { continue }
+            let token = String(parts[1])
+            guard tokens.contains(token) else { continue }
+            let at = parts[0] == "apns" ? 3 : 2
+            identities[token, default: []].append(parts.count > at ? parts[at] : "-")
+        }
+        return identities
+    }
+
+    /// What the provider took, per device, from the identities of its pushes.
+    struct JournalTally: Sendable, Hashable {
+        var pushes = 0
+        var devices = 0
+        /// Pushes beyond the first per device.
+        var duplicatePushes: Int { pushes - devices }
+        var duplicatedDevices = 0
+        /// Devices that got copies without one identity on every one (`ChaosBench.showsTwice`).
+        var shownTwice = 0
+
+        init() {}
+
+        init(_ identities: [String: [Substring]]) {
+            devices = identities.count
+            for list in identities.values {
+                pushes += list.count
+                if list.count > 1 { duplicatedDevices += 1 }
+                if ChaosBench.showsTwice(list) { shownTwice += 1 }
+            }
+        }
     }
 }

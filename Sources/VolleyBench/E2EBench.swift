@@ -305,6 +305,7 @@ public struct E2EBench {
               enabled: \(o.metricsEnabled)
               host: 127.0.0.1
               port: 0
+              apiPort: 0
 
             """
     }

@@ -22,16 +22,23 @@ public struct BenchError: Error, CustomStringConvertible, Sendable {
     return Double(ts.tv_sec) + Double(ts.tv_nsec) / 1e9
 }
 
-/// What /proc says about one process: CPU seconds (user + system) and resident set sizes.
+/// What /proc says about one process: CPU seconds (user + system), resident set sizes, threads and open files.
 public struct ProcessSample: Sendable, Hashable, Codable {
     public var cpuSeconds: Double
     public var rssMB: Double
     /// VmHWM: the peak resident set size over the process's life.
     public var peakRSSMB: Double
+    /// VmRSS as the kernel gives it, in kB.
+    public var rssKB: Int
+    /// `Threads:` of /proc/<pid>/status.
+    public var threads: Int
+    /// Entries of /proc/<pid>/fd: the open file descriptors (sockets, pipes and files alike).
+    public var fds: Int
 
     static let ticksPerSecond = Double(sysconf(Int32(_SC_CLK_TCK)))
 
-    /// Reads /proc/<pid>/stat (utime + stime) and /proc/<pid>/status (VmRSS, VmHWM). nil when the process is gone.
+    /// Reads /proc/<pid>/stat (utime + stime), /proc/<pid>/status (VmRSS, VmHWM, Threads) and counts
+    /// /proc/<pid>/fd. nil when the process is gone.
     public static func read(pid: Int32) -> ProcessSample? {
         guard let stat = try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8),
             let close = stat.lastIndex(of: ")")
@@ -41,16 +48,28 @@ public struct ProcessSample: Sendable, Hashable, Codable {
         guard rest.count > 13, let ut = Double(rest[11]), let st = Double(rest[12]) else { return nil }
         var rss = 0.0
         var hwm = 0.0
+        var threads = 0.0
         if let status = try? String(contentsOfFile: "/proc/\(pid)/status", encoding: .utf8) {
             for line in status.split(separator: "\n") {
-                if line.hasPrefix("VmRSS:") { rss = kb(line) } else if line.hasPrefix("VmHWM:") { hwm = kb(line) }
+                if line.hasPrefix("VmRSS:") {
+                    rss = number(line)
+                } else if line.hasPrefix("VmHWM:") {
+                    hwm = number(line)
+                } else if line.hasPrefix("Threads:") {
+                    threads = number(line)
+                }
             }
         }
-        return ProcessSample(cpuSeconds: (ut + st) / ticksPerSecond, rssMB: rss / 1024, peakRSSMB: hwm / 1024)
+        let fds = (try? FileManager.default.contentsOfDirectory(atPath: "/proc/\(pid)/fd").count) ?? 0
+        return ProcessSample(
+            cpuSeconds: (ut + st) / ticksPerSecond, rssMB: rss / 1024, peakRSSMB: hwm / 1024, rssKB: Int(rss),
+            threads: Int(threads), fds: fds)
     }
 
-    private static func kb(_ line: Substring) -> Double {
-        Double(line.split(separator: " ", omittingEmptySubsequences: true).dropFirst().first ?? "0") ?? 0
+    /// The number after a status line's label (`VmRSS:\t   1234 kB` → 1234, `Threads:\t29` → 29): the label ends
+    /// with a tab, and the number may be padded with spaces.
+    static func number(_ line: Substring) -> Double {
+        Double(line.split(whereSeparator: { $0 == " " || $0 == "\t" }).dropFirst().first ?? "0") ?? 0
     }
 }
 

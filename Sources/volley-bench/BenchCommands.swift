@@ -15,7 +15,8 @@ struct VolleyBenchCommand: AsyncParsableCommand {
         version: VolleyVersion.current,
         subcommands: [
             BenchTransport.self, BenchServe.self, BenchE2E.self, BenchAPI.self, BenchChaos.self, BenchHints.self,
-            BenchSchedule.self, BenchThrottle.self, BenchInteractions.self, BenchSegments.self,
+            BenchSchedule.self, BenchThrottle.self, BenchInteractions.self, BenchSegments.self, BenchSoak.self,
+            BenchSteer.self,
         ])
 }
 

@@ -78,3 +78,49 @@ struct BenchThrottle: ParsableCommand {
         try printResult(r, json: json) { ThrottleBench.table(r) }
     }
 }
+
+struct BenchSteer: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "steer",
+        abstract: "A throttled campaign cancelled, and another paused and resumed, on a fleet: what went after each.",
+        discussion: """
+            Starts redis-server, volley-mock and --workers `volley worker` processes and registers --devices devices. \
+            Cancels a job at --rate a minute --cancel-after seconds after its first push and counts the pushes after \
+            the answer (goal: at most one throttle slice); then pauses a second job --pause-after seconds in for \
+            --pause-for seconds, resumes it, and counts the pushes while paused, duplicates and each minute against \
+            the rate. Takes about devices / rate minutes plus the pause.
+            """)
+
+    @Option(help: "Devices per campaign.") var devices = 10_000
+    @Option(help: "throttlePerMinute of both campaigns.") var rate = 600
+    @Option(help: "Worker processes.") var workers = 2
+    @Option(name: .customLong("cancel-after"), help: "Seconds after the first push to cancel.") var cancelAfter = 5.0
+    @Option(name: .customLong("pause-after"), help: "Seconds after the first push to pause.") var pauseAfter = 60.0
+    @Option(name: .customLong("pause-for"), help: "Seconds the job stays paused.") var pauseFor = 60.0
+    @Flag(help: "Keep the work folder (logs, config).") var keep = false
+    @Flag(help: "Print one JSON object.") var json = false
+
+    func validate() throws {
+        guard devices >= 1, (1...6_000_000).contains(rate), workers >= 1 else {
+            throw ValidationError("--devices and --workers at least 1, --rate from 1 to 6,000,000")
+        }
+        guard cancelAfter >= 0, pauseAfter >= 0, pauseFor >= 0 else {
+            throw ValidationError("--cancel-after, --pause-after and --pause-for: seconds, not negative")
+        }
+    }
+
+    func run() throws {
+        var o = SteerBenchOptions()
+        o.devices = devices
+        o.rate = rate
+        o.workers = workers
+        o.cancelAfter = cancelAfter
+        o.pauseAfter = pauseAfter
+        o.pauseFor = pauseFor
+        o.keep = keep
+        var logger = Logger(label: "volley.bench")
+        logger.logLevel = .warning
+        let r = try SteerBench.run(o, command: CommandLine.arguments.joined(separator: " "), logger: logger)
+        try printResult(r, json: json) { SteerBench.table(r) }
+    }
+}
