@@ -22,7 +22,7 @@ public enum JobCancelCommand {
         case .marked:
             return (
                 true,
-                "job \(job) marked cancelled: a worker sends nothing more of it after the chunk it is on, and its "
+                "job \(job) marked cancelled: a worker sends nothing more of it after the sends it has started, and its "
                     + "report says status cancelled (a job not read yet sends nothing)"
             )
         }
