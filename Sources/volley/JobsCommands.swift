@@ -119,7 +119,9 @@ struct JobsOutcomes: AsyncParsableCommand {
 struct JobsCancel: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "cancel",
-        abstract: "Cancel a job: a scheduled one sends nothing, a running one stops before its next send (what it started still ends).",
+        abstract:
+            "Cancel a job: a scheduled one sends nothing, a running one stops before its next send (what it "
+            + "started still ends).",
         discussion:
             "The job's report (volley send --wait, GET /v1/jobs/{id}) then says status cancelled with what went. "
             + "Exits 1 when the job had finished already.")

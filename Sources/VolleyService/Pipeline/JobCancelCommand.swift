@@ -22,8 +22,8 @@ public enum JobCancelCommand {
         case .marked:
             return (
                 true,
-                "job \(job) marked cancelled: a worker sends nothing more of it after the sends it has started, and its "
-                    + "report says status cancelled (a job not read yet sends nothing)"
+                "job \(job) marked cancelled: a worker sends nothing more of it after the sends it has started, "
+                    + "and its report says status cancelled (a job not read yet sends nothing)"
             )
         }
     }
