@@ -89,10 +89,10 @@ import VolleyTestTags
         print("FCM sends per 100 ms after the 429: \(arrivals.prefix(45))")
         // The throttled worker stops as soon as it reads the 429, the others when its announcement arrives; what each
         // worker had already handed to its connections and not yet written is held there too (not only what comes
-        // next). Alone, the last sends arrive within 0.2 s; with the rest of the suite on the same two cores the
-        // workers read their answers later (one run: 139 sends in 0.5–0.6 s), so the test holds them to 1 s: from
-        // then on, nothing arrives until the Retry-After has passed.
-        #expect(arrivals[10..<30].reduce(0, +) == 0, "sends during the pause: \(arrivals.prefix(35))")
+        // next). From half a second after the 429 nothing arrives until the Retry-After has passed (measured on
+        // 197865f: the last sends within 0.2–0.3 s, alone and with the integration lane and a soak on the same
+        // two cores).
+        #expect(arrivals[5..<30].reduce(0, +) == 0, "sends during the pause: \(arrivals.prefix(35))")
         // And sending resumed afterwards.
         #expect(arrivals[30...].reduce(0, +) > 0)
     }
