@@ -99,8 +99,8 @@ import VolleyTestTags
         #expect(mixed[2] == .string("1"))
     }
 
-    /// Commands are sent in their wire form as built here (hiredis appends the bytes, it does not format them): the
-    /// server must read back every byte of binary-looking, empty, multi-byte and CRLF-carrying arguments.
+    /// Commands are sent in their wire form as built here (the connection writes the bytes, nothing formats them):
+    /// the server must read back every byte of binary-looking, empty, multi-byte and CRLF-carrying arguments.
     @Test func sendsArgumentsByteExact() throws {
         let redis = try RedisServerFixture()
         defer { redis.stop() }
@@ -148,6 +148,24 @@ import VolleyTestTags
         #expect(Set(seen[0].dropFirst(6).split(separator: ",")) == ["a", "1", "b", "two"])
         #expect(seen[1...] == ["array:", "array:x,nil", "error:WRONGTYPE", "string:x"])
         #expect(decoded[3].errorMessage?.hasPrefix("WRONGTYPE") == true)
+    }
+
+    /// A server that stops answering fails the call once a wait passes the command timeout, whether the connection
+    /// was reading a reply or writing a command, and the connection is broken (its client makes a new one).
+    @Test func aSilentServerFailsTheCallWithinTheCommandTimeout() throws {
+        let redis = try RedisServerFixture()
+        defer { redis.stop() }
+        let c = try RedisConnection(endpoint: redis.endpoint, connectTimeout: 1, commandTimeout: 0.3)
+        #expect(try c.command(["PING"]) == .status("PONG"))
+        redis.pause()
+        defer { redis.resume() }
+        let started = ContinuousClock.now
+        let error = try #require(throws: RedisError.self) { _ = try c.command(["PING"]) }
+        let waited = ContinuousClock.now - started
+        #expect(error.kind == .connection && error.message.contains("timed out"), "\(error)")
+        #expect(waited >= .milliseconds(250) && waited < .seconds(5), "\(waited)")
+        #expect(c.isBroken)
+        #expect(throws: RedisError.self) { _ = try c.command(["PING"]) }
     }
 
     @Test func reconnectsAfterServerRestart() throws {
