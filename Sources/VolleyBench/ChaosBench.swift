@@ -164,11 +164,7 @@ public struct ChaosBench {
 
     func run(stage: E2EBench.Stage, bench: E2EBench, rig: FaultRig, command: String) throws -> Result {
         let o = options
-        let config = try VolleyConfiguration.load(path: stage.configFile)
-        let settings = try PipelineSettings(config)
-        let client = settings.client(name: "bench", logger: logger)
-        let producer = JobProducer(
-            client: settings.client(name: "bench-reports", logger: logger), store: settings.store)
+        let (settings, client, producer) = try stage.clients(logger: logger)
 
         say("chaos \(o.fault.rawValue) \(o.seconds) s: loading \(grouped(Double(o.devices))) devices…")
         let (pop, _) = try bench.load(stage: stage, settings: settings)
@@ -622,11 +618,13 @@ struct FaultRig: Sendable {
     func campaignTokens() -> Set<String> {
         var tokens = Set<String>()
         tokens.reserveCapacity(devices)
-        let iosPerMille = Int((iosShare * 1000).rounded())
-        for i in 0..<devices {
-            tokens.insert(i % 1000 < iosPerMille ? E2EBench.iosToken(i).rawValue : E2EBench.fcmToken(i).rawValue)
-        }
+        for i in 0..<devices { tokens.insert(campaignToken(i)) }
         return tokens
+    }
+
+    /// The token of the population's device `i`.
+    func campaignToken(_ i: Int) -> String {
+        i % 1000 < Int((iosShare * 1000).rounded()) ? E2EBench.iosToken(i).rawValue : E2EBench.fcmToken(i).rawValue
     }
 
     /// The identities of the pushes to `tokens` in the journal's bytes `from` up to `to` (nil: its end).

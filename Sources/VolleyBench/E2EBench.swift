@@ -198,6 +198,16 @@ public struct E2EBench {
             stopRedis()
             if !keep { try? FileManager.default.removeItem(atPath: directory) }
         }
+
+        /// The run's configuration read as the workers read it, a client for the bench's own commands and a
+        /// producer (on a client of its own) for jobs and reports.
+        func clients(logger: Logger) throws -> (settings: PipelineSettings, client: RedisClient, producer: JobProducer)
+        {
+            let settings = try PipelineSettings(try VolleyConfiguration.load(path: configFile))
+            let producer = JobProducer(
+                client: settings.client(name: "bench-reports", logger: logger), store: settings.store)
+            return (settings, settings.client(name: "bench", logger: logger), producer)
+        }
     }
 
     // MARK: - stage
@@ -633,11 +643,7 @@ public struct E2EBench {
     /// Runs the whole benchmark on a stage made by `makeStage()` (kept running for `--compare`).
     public func run(stage: Stage, command: String) throws -> Result {
         let o = options
-        let config = try VolleyConfiguration.load(path: stage.configFile)
-        let settings = try PipelineSettings(config)
-        let client = settings.client(name: "bench", logger: logger)
-        let producer = JobProducer(
-            client: settings.client(name: "bench-reports", logger: logger), store: settings.store)
+        let (settings, client, producer) = try stage.clients(logger: logger)
 
         if o.progress {
             stderrLine(

@@ -87,11 +87,7 @@ public enum ScheduleBench {
         defer { stage.stop() }
         // Every accepted push is kept with its time: the warm-up's, and both phases'.
         try stage.control.configure(#"{"capturePushes": \#(2 * o.dueJobs + 10_000)}"#)
-        let config = try VolleyConfiguration.load(path: stage.configFile)
-        let settings = try PipelineSettings(config)
-        let client = settings.client(name: "bench", logger: logger)
-        let producer = JobProducer(
-            client: settings.client(name: "bench-reports", logger: logger), store: settings.store)
+        let (settings, client, producer) = try stage.clients(logger: logger)
         let session = RedisPipelineSession(client: client, store: settings.store, consumer: "bench", logger: logger)
         // The warm-up user's two devices.
         try session.register([

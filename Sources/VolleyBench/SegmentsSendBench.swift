@@ -43,10 +43,7 @@ extension SegmentsBench {
         let bench = E2EBench(options: rig.e2eOptions, logger: logger)
         let stage = try rig.makeStage(bench, name: "volley-bench-segments-send", cluster: false, appendOnly: false)
         defer { stage.stop() }
-        let settings = try PipelineSettings(try VolleyConfiguration.load(path: stage.configFile))
-        let client = settings.client(name: "bench", logger: logger)
-        let producer = JobProducer(
-            client: settings.client(name: "bench-reports", logger: logger), store: settings.store)
+        let (settings, client, producer) = try stage.clients(logger: logger)
         let org = E2EBench.org
 
         stderrLine("registering \(users) users with one device each, and their attributes…\n")
@@ -79,10 +76,6 @@ extension SegmentsBench {
         // What the attributes say, and the tokens of those users' devices.
         let matching = (0..<users).filter { attributes($0) == ["plan": "gold", "city": "Berlin"] }
         let tokens = rig.campaignTokens()
-        let iosPerMille = 600
-        func token(_ i: Int) -> String {
-            i % 1000 < iosPerMille ? E2EBench.iosToken(i).rawValue : E2EBench.fcmToken(i).rawValue
-        }
 
         try bench.startWorkers(stage: stage, count: workers)
         try bench.warmUp(stage: stage, producer: producer, client: client)
@@ -113,11 +106,11 @@ extension SegmentsBench {
         }
         stderrLine("job gold-berlin: \(matching.count) matching users…\n")
         let (report, reached) = try sendAndRead("segment-gold-berlin", exclude: nil)
-        let expected = Set(matching.map(token))
+        let expected = Set(matching.map(rig.campaignToken))
         let kept = matching.filter { $0 >= cut }
         stderrLine("job gold-berlin less early: \(kept.count) users…\n")
         let (_, reachedLess) = try sendAndRead("segment-gold-berlin-less-early", exclude: [.segment(early.id)])
-        let expectedLess = Set(kept.map(token))
+        let expectedLess = Set(kept.map(rig.campaignToken))
         return SegmentsSendResult(
             users: users, register_seconds: registerSeconds, segment_count: count, job_audience: report.users,
             job_accepted: reached.count, job_exact: reached == expected, exclude_expected: expectedLess.count,

@@ -259,11 +259,7 @@ public struct SoakBench {
             extraYAML: Self.extraYAML(apiPort: apiPort, secret: secret))
         defer { stage.stop() }
 
-        let config = try VolleyConfiguration.load(path: stage.configFile)
-        let settings = try PipelineSettings(config)
-        let client = settings.client(name: "bench", logger: logger)
-        let producer = JobProducer(
-            client: settings.client(name: "bench-reports", logger: logger), store: settings.store)
+        let (settings, client, producer) = try stage.clients(logger: logger)
         say(
             "soak \(o.minutes) min: \(o.cluster ? "Redis Cluster" : "redis-server"), \(o.workers) worker(s); loading "
                 + "\(grouped(Double(o.devices))) devices…")

@@ -63,27 +63,10 @@ public struct SteerBenchResult: Sendable, Codable, Hashable {
 public enum SteerBench {
     public static func run(_ o: SteerBenchOptions, command: String, logger: Logger) throws -> SteerBenchResult {
         guard let throttle = ThrottleRate(perMinute: o.rate) else { throw BenchError("--rate: 1 to 6,000,000") }
-        var e2e = E2EBench.Options()
         // Both campaigns name the same group; the second is a new job, so every device is due again.
-        e2e.devices = o.devices
-        e2e.iosShare = 0.6
-        e2e.devicesPerUser = min(200, max(1, o.devices / 64))
-        e2e.workers = o.workers
-        e2e.keep = o.keep
-        e2e.progress = false
-        e2e.metricsEnabled = false
-        e2e.shardSize = max(100, o.devices / (2 * o.workers))
-        let bench = E2EBench(options: e2e, logger: logger)
-        let stage = try bench.makeStage()
+        let (bench, stage, settings, client, producer) = try ThrottleBench.fleet(
+            devices: o.devices, workers: o.workers, keep: o.keep, logger: logger)
         defer { stage.stop() }
-        let config = try VolleyConfiguration.load(path: stage.configFile)
-        let settings = try PipelineSettings(config)
-        let client = settings.client(name: "bench", logger: logger)
-        let producer = JobProducer(
-            client: settings.client(name: "bench-reports", logger: logger), store: settings.store)
-        _ = try bench.load(stage: stage, settings: settings)
-        try bench.startWorkers(stage: stage, count: o.workers)
-        try bench.warmUp(stage: stage, producer: producer, client: client)
         func accepted() throws -> Int { try stage.control.counts().accepted }
         func duplicates() throws -> Int { (try stage.control.statsJSON()["duplicate_deliveries"] as? Int) ?? 0 }
         func add(_ id: String) throws {

@@ -65,29 +65,40 @@ public enum ThrottleBench {
             max_minute_deviation_pct: out.map(\.max_minute_deviation_pct).max() ?? 0, command: command)
     }
 
-    static func one(rate: Int, _ o: ThrottleBenchOptions, logger: Logger) throws -> ThrottleBenchRate {
-        let devices = rate * o.minutes + max(1, rate / 6)
+    /// A fleet for throttled group campaigns (`throttle`, `steer`): redis-server, the mock, `devices` devices in
+    /// users of up to 200 in the campaign group, `workers` warmed-up workers, and shard jobs of half a worker's share
+    /// of the campaign, so every worker has a part to send. The stage is the caller's to stop.
+    static func fleet(devices: Int, workers: Int, keep: Bool, logger: Logger) throws -> (
+        bench: E2EBench, stage: E2EBench.Stage, settings: PipelineSettings, client: RedisClient, producer: JobProducer
+    ) {
         var e2e = E2EBench.Options()
         e2e.devices = devices
         e2e.iosShare = 0.6
         e2e.devicesPerUser = min(200, max(1, devices / 64))
-        e2e.workers = o.workers
-        e2e.keep = o.keep
+        e2e.workers = workers
+        e2e.keep = keep
         e2e.progress = false
         e2e.metricsEnabled = false
-        // Shard jobs of an eighth of the campaign, so every worker has a part to send.
-        e2e.shardSize = max(100, devices / (2 * o.workers))
+        e2e.shardSize = max(100, devices / (2 * workers))
         let bench = E2EBench(options: e2e, logger: logger)
         let stage = try bench.makeStage()
+        do {
+            let (settings, client, producer) = try stage.clients(logger: logger)
+            _ = try bench.load(stage: stage, settings: settings)
+            try bench.startWorkers(stage: stage, count: workers)
+            try bench.warmUp(stage: stage, producer: producer, client: client)
+            return (bench, stage, settings, client, producer)
+        } catch {
+            stage.stop()
+            throw error
+        }
+    }
+
+    static func one(rate: Int, _ o: ThrottleBenchOptions, logger: Logger) throws -> ThrottleBenchRate {
+        let devices = rate * o.minutes + max(1, rate / 6)
+        let (bench, stage, settings, client, _) = try fleet(
+            devices: devices, workers: o.workers, keep: o.keep, logger: logger)
         defer { stage.stop() }
-        let config = try VolleyConfiguration.load(path: stage.configFile)
-        let settings = try PipelineSettings(config)
-        let client = settings.client(name: "bench", logger: logger)
-        let producer = JobProducer(
-            client: settings.client(name: "bench-reports", logger: logger), store: settings.store)
-        _ = try bench.load(stage: stage, settings: settings)
-        try bench.startWorkers(stage: stage, count: o.workers)
-        try bench.warmUp(stage: stage, producer: producer, client: client)
         let base = try stage.control.counts().accepted
 
         var job = PushJob(
