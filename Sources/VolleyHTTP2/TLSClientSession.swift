@@ -31,6 +31,15 @@ public final class TLSClientTrust: Sendable, Hashable, CustomStringConvertible {
             case .caFile(let m), .certFile(let m), .keyFile(let m): m
             }
         }
+
+        /// The property of `Files` at fault: `caFile`, `certFile` or `keyFile`.
+        public var file: String {
+            switch self {
+            case .caFile: "caFile"
+            case .certFile: "certFile"
+            case .keyFile: "keyFile"
+            }
+        }
     }
 
     public let files: Files

@@ -185,25 +185,20 @@ public struct RedisTLS: Sendable, Hashable {
 
     /// The loaded trust; a file that cannot serve is a configuration error naming its `redis.tls` key.
     public func trust() throws(RedisError) -> TLSClientTrust {
-        try Self.loaded.withLock { cache throws(RedisError) in
-            if let t = cache[files] { return t }
-            let t = try load()
-            cache[files] = t
-            return t
+        do {
+            return try loadedTrust()
+        } catch {
+            throw RedisError(.certificate, "redis.tls.\(error.file): \(error.description)")
         }
     }
 
-    private func load() throws(RedisError) -> TLSClientTrust {
-        do {
-            return try TLSClientTrust(files)
-        } catch {
-            let key =
-                switch error {
-                case .caFile: "caFile"
-                case .certFile: "certFile"
-                case .keyFile: "keyFile"
-                }
-            throw RedisError(.certificate, "redis.tls.\(key): \(error.description)")
+    /// The trust the files make, read once per process for each set of files.
+    public func loadedTrust() throws(TLSClientTrust.Failure) -> TLSClientTrust {
+        try Self.loaded.withLock { cache throws(TLSClientTrust.Failure) in
+            if let t = cache[files] { return t }
+            let t = try TLSClientTrust(files)
+            cache[files] = t
+            return t
         }
     }
 

@@ -39,8 +39,8 @@ final class RedisSocket {
         while true {
             switch session.handshake() {
             case .done: return
-            case .wantRead: try wait(POLLIN, until: deadline, "TLS handshake")
-            case .wantWrite: try wait(POLLOUT, until: deadline, "TLS handshake")
+            case .wantRead: try wait(POLLIN, until: deadline, "TLS handshake with")
+            case .wantWrite: try wait(POLLOUT, until: deadline, "TLS handshake with")
             case .closed:
                 close(fd)
                 throw RedisError(.connection, "TLS handshake with \(endpoint): the server closed the connection")
@@ -67,26 +67,11 @@ final class RedisSocket {
         guard let base = bytes.baseAddress else { return }
         var done = 0
         while done < bytes.count {
-            if let tls {
-                switch tls.write(base + done, bytes.count - done) {
-                case .done(let n): done += n
-                case .wantWrite: try wait(POLLOUT, timeout: timeout, "write")
-                case .wantRead: try wait(POLLIN, timeout: timeout, "write")
-                case .closed: throw RedisError(.connection, "write to \(endpoint): the server closed the connection")
-                case .rejectedCertificate(let why), .failed(let why):
-                    throw RedisError(.connection, "write to \(endpoint): \(why)")
-                }
-            } else {
-                let n = Glibc.write(fd, base + done, bytes.count - done)
-                if n > 0 {
-                    done += n
-                } else if n < 0, errno == EAGAIN || errno == EWOULDBLOCK {
-                    try wait(POLLOUT, timeout: timeout, "write")
-                } else if n < 0, errno == EINTR {
-                    continue
-                } else {
-                    throw RedisError(.connection, "write to \(endpoint): \(Self.errorText(n == 0 ? EPIPE : errno))")
-                }
+            let rest = base + done
+            let count = bytes.count - done
+            done += try transfer("write to", timeout: timeout) {
+                if let tls { return tls.write(rest, count) }
+                return Self.plain(Glibc.write(fd, rest, count), blocked: .wantWrite)
             }
         }
     }
@@ -94,26 +79,37 @@ final class RedisSocket {
     /// Reads what has arrived (at least one byte) into `buffer`, waiting at most `timeout` seconds for it.
     func read(into buffer: UnsafeMutableRawBufferPointer, timeout: Double) throws -> Int {
         guard let base = buffer.baseAddress, buffer.count > 0 else { return 0 }
+        return try transfer("read from", timeout: timeout) {
+            if let tls { return tls.read(base, buffer.count) }
+            return Self.plain(Glibc.read(fd, base, buffer.count), blocked: .wantRead)
+        }
+    }
+
+    /// Runs `attempt` until it moves bytes, waiting for the socket as it asks (at most `timeout` seconds a wait);
+    /// the end of the stream and any error are a connection error, `what` the endpoint.
+    private func transfer(_ what: String, timeout: Double, _ attempt: () -> TLSClientSession.Step) throws -> Int {
         while true {
-            if let tls {
-                switch tls.read(base, buffer.count) {
-                case .done(let n): return n
-                case .wantRead: try wait(POLLIN, timeout: timeout, "read")
-                case .wantWrite: try wait(POLLOUT, timeout: timeout, "read")
-                case .closed: throw RedisError(.connection, "read from \(endpoint): the server closed the connection")
-                case .rejectedCertificate(let why), .failed(let why):
-                    throw RedisError(.connection, "read from \(endpoint): \(why)")
-                }
-            } else {
-                let n = Glibc.read(fd, base, buffer.count)
-                if n > 0 { return n }
-                if n == 0 { throw RedisError(.connection, "read from \(endpoint): the server closed the connection") }
-                if errno == EAGAIN || errno == EWOULDBLOCK {
-                    try wait(POLLIN, timeout: timeout, "read")
-                } else if errno != EINTR {
-                    throw RedisError(.connection, "read from \(endpoint): \(Self.errorText(errno))")
-                }
+            switch attempt() {
+            case .done(0): continue // interrupted: at once again
+            case .done(let n): return n
+            case .wantRead: try wait(POLLIN, timeout: timeout, what)
+            case .wantWrite: try wait(POLLOUT, timeout: timeout, what)
+            case .closed: throw RedisError(.connection, "\(what) \(endpoint): the server closed the connection")
+            case .rejectedCertificate(let why), .failed(let why):
+                throw RedisError(.connection, "\(what) \(endpoint): \(why)")
             }
+        }
+    }
+
+    /// A plain read(2) or write(2) result as the TLS session states it: bytes, the wait a full or empty socket
+    /// needs (`blocked`), the end of the stream, or the error; an interrupted call is tried again at once.
+    private static func plain(_ n: Int, blocked: TLSClientSession.Step) -> TLSClientSession.Step {
+        if n > 0 { return .done(n) }
+        if n == 0 { return .closed }
+        switch errno {
+        case EAGAIN, EWOULDBLOCK: return blocked
+        case EINTR: return .done(0)
+        default: return .failed(errorText(errno))
         }
     }
 
@@ -124,7 +120,7 @@ final class RedisSocket {
     }
 
     private func wait(_ events: Int32, until deadline: Double, _ what: String) throws {
-        try Self.poll(fd, events, until: deadline) { "\(what) on \(endpoint): \($0)" }
+        try Self.poll(fd, events, until: deadline) { "\(what) \(endpoint): \($0)" }
     }
 
     /// Waits until `fd` is ready for `events` or `deadline` (monotonic seconds) passes.

@@ -5,10 +5,7 @@ extension RedisSettings {
     /// `redis.cluster` with `redis.url`'s user and password.
     public func endpoint() throws -> RedisEndpoint {
         var single = try RedisEndpoint(url: url)
-        single.tls = tls.map {
-            RedisTLS(
-                files: .init(caFile: $0.caFile, certFile: $0.certFile, keyFile: $0.keyFile), serverName: $0.serverName)
-        }
+        single.tls = tls?.redisTLS
         if cluster.isEmpty { return single }
         let seeds = try cluster.enumerated().map { i, seed in
             guard let node = RedisClusterNode(address: seed) else {
@@ -41,20 +38,10 @@ extension RedisSettings {
             return
         }
         do {
-            _ = try RedisTLS(
-                files: .init(caFile: settings.caFile, certFile: settings.certFile, keyFile: settings.keyFile)
-            ).trust()
+            _ = try settings.redisTLS.loadedTrust()
         } catch {
-            // The message starts with the key (`redis.tls.caFile: …`).
-            let (key, message) = Self.splitKey(error.message)
-            r.problem(key ?? p, message)
+            r.problem("\(p).\(error.file)", error.description)
         }
-    }
-
-    private static func splitKey(_ message: String) -> (String?, String) {
-        guard message.hasPrefix("redis.tls."), let colon = message.firstIndex(of: ":") else { return (nil, message) }
-        let key = String(message[..<colon])
-        return (key, message[message.index(after: colon)...].trimmingCharacters(in: .whitespaces))
     }
 
     /// `redis.cluster`: a list of `host:port` strings, each checked; problems name the entry.
@@ -74,5 +61,12 @@ extension RedisSettings {
         }
         if list.isEmpty { r.problem("redis.cluster", "must name at least one seed, or be left out") }
         return out
+    }
+}
+
+extension RedisTLSSettings {
+    /// What every connection of a `rediss://` URL verifies and shows.
+    var redisTLS: RedisTLS {
+        RedisTLS(files: .init(caFile: caFile, certFile: certFile, keyFile: keyFile), serverName: serverName)
     }
 }
