@@ -123,12 +123,13 @@ public final class RedisClusterFixture: @unchecked Sendable {
         defer { try? handle.close() }
         p.standardOutput = handle
         p.standardError = handle
+        let exited = DispatchSemaphore(value: 0)
+        p.terminationHandler = { _ in exited.signal() }
         try p.run()
         // redis-cli exits by itself once the nodes joined; nodes that cannot reach each other would keep it waiting.
-        let deadline = Date().addingTimeInterval(60)
-        while p.isRunning, Date() < deadline { usleep(50_000) }
-        if p.isRunning {
-            p.terminate()
+        // SIGKILL, since children inherit the test process's blocked signals (see `RedisServerFixture`).
+        if exited.wait(timeout: .now() + 60) == .timedOut {
+            Glibc.kill(p.processIdentifier, SIGKILL)
             p.waitUntilExit()
             throw RedisError(.server, "the nodes did not join within 60 s; see \(log.path) and the nodes' logs")
         }
