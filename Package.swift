@@ -34,6 +34,8 @@ let package = Package(
             url: "https://github.com/hummingbird-project/hummingbird", from: "2.0.0", traits: ["FullFoundation"]),
         .package(url: "https://github.com/apple/swift-nio", from: "2.81.0"),
         .package(url: "https://github.com/apple/swift-atomics.git", from: "1.2.0"),
+        // The console's pages (`/console`): logic-less templates that escape every value.
+        .package(url: "https://github.com/hummingbird-project/swift-mustache", from: "2.0.0"),
     ],
     targets: [
         // C libraries: one system-library target each, module map + shim.h for what Swift cannot call.
@@ -137,12 +139,14 @@ let package = Package(
                 .product(name: "Prometheus", package: "swift-prometheus"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ]),
-        // The HTTP API (`volley api`): routes from openapi/volley.yaml, API keys, user tokens, rate limits, tenancy.
+        // The HTTP API (`volley api`): routes from openapi/volley.yaml, API keys, user tokens, rate limits, tenancy;
+        // the console's pages under /console.
         .target(
             name: "VolleyAPI",
             dependencies: [
                 "VolleyCore", "VolleyConnect", "VolleyHTTP2",
                 .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "Mustache", package: "swift-mustache"),
                 .product(name: "HummingbirdCore", package: "hummingbird"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),

@@ -45,7 +45,7 @@ ALLOWED = {
     "VolleyObservability": IO | {"Hummingbird", "Metrics", "Prometheus", "ServiceLifecycle"},
     "VolleyConnect": IO | {"COpenSSL", "Crypto", "CryptoExtras", "VolleyCore"},
     "VolleyAPI": IO | {"Crypto", "Hummingbird", "Metrics", "ServiceLifecycle", "VolleyConnect", "VolleyCore",
-                       "VolleyHTTP2", "HummingbirdCore", "NIOCore", "NIOPosix", "Atomics"},
+                       "VolleyHTTP2", "HummingbirdCore", "NIOCore", "NIOPosix", "Atomics", "Mustache"},
     "VolleyService": IO | {"Metrics", "Prometheus", "ServiceLifecycle", "Yams", "NIOPosix", "VolleyCore", "VolleyHTTP2",
                            "VolleyRedis", "VolleyStore", "VolleyAPNs", "VolleyFCM", "VolleyEngine",
                            "VolleyObservability", "VolleyAPI", "VolleyConnect"},

@@ -56,6 +56,20 @@ public struct APIConfiguration: Sendable {
         }
     }
 
+    /// `console`: the web console under `/console`.
+    public var console = Console()
+
+    public struct Console: Sendable, Hashable {
+        /// `console.enabled`: off by default.
+        public var enabled = false
+        /// `console.sessionHours`, in seconds.
+        public var sessionSeconds: Double = 8 * 3600
+        public init(enabled: Bool = false, sessionSeconds: Double = 8 * 3600) {
+            self.enabled = enabled
+            self.sessionSeconds = sessionSeconds
+        }
+    }
+
     public init() {}
 
     /// The bucket every credential gets.

@@ -22,6 +22,8 @@ public enum APICaller: Sendable, Hashable {
 public struct APIRequestContext: RequestContext {
     public var coreContext: CoreRequestContextStorage
     public var caller: APICaller?
+    /// Under `/console`: the session and the posted form (`ConsoleMiddleware`).
+    var consoleRequest: ConsoleRequest?
 
     public init(source: Source) {
         coreContext = .init(source: source)

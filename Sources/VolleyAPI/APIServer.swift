@@ -28,6 +28,9 @@ public final class APIServer: Sendable {
     let notificationCheck: NotificationCheck
     /// The API's clock (what `now` is for the handlers that take one).
     let clock: any WallClock
+    /// The console's sessions and pages (`console.enabled`).
+    let consoleSessions: ConsoleSessions
+    let consolePages: ConsolePages
 
     /// Sends one notification to one device and says what the provider answered (`volley test-push`).
     public typealias TestPushHandler = @Sendable (TestPushInput) async -> TestPushAnswer
@@ -47,9 +50,13 @@ public final class APIServer: Sendable {
         public var json: Data
         /// True when the provider accepted it (or a dry run passed): the quota charge stands.
         public var delivered: Bool
-        public init(json: Data, delivered: Bool) {
+        /// True when the provider said the token is dead (`remove-token`): it leaves the registry, as a job's
+        /// would.
+        public var tokenDead: Bool
+        public init(json: Data, delivered: Bool, tokenDead: Bool = false) {
             self.json = json
             self.delivered = delivered
+            self.tokenDead = tokenDead
         }
     }
 
@@ -116,6 +123,18 @@ public final class APIServer: Sendable {
         self.openAPIDocument = openAPIDocument
         self.testPush = testPush
         signer = UserTokenSigner(keys: configuration.userTokenKeys)
+        consoleSessions = ConsoleSessions(
+            userTokenKeys: configuration.userTokenKeys, lifetime: configuration.console.sessionSeconds)
+        consolePages = ConsolePages()
+        if configuration.console.enabled {
+            for problem in consolePages.problems { logger.error("console: template \(problem)") }
+            if !consoleSessions.shared {
+                let why =
+                    "sessions are signed with a key of this process's own and end when it restarts; set "
+                    + "api.userTokens.keys to share them between API processes"
+                logger.notice("console: \(why)")
+            }
+        }
     }
 
     /// Makes NIO's event loops Swift Concurrency's global executor for this process, so a request's handler runs on
@@ -151,6 +170,7 @@ public final class APIServer: Sendable {
         let v1 = router.group("/v1").add(middleware: auth)
         addV1Routes(v1)
         if let connect { addConnectRoutes(router, auth: auth, connect) }
+        if configuration.console.enabled { addConsoleRoutes(router, auth: auth) }
         // Hummingbird names a request's route by the same path description, and a request no route takes "NotFound".
         metrics.prime(endpoints: Set(router.routes.map(\.path.description) + ["NotFound"]))
         return router

@@ -7,7 +7,7 @@ import VolleyCore
 /// per-device outcomes as CSV, streamed a ledger page at a time). Read with a send, read or admin key, as
 /// `GET /v1/jobs/{id}` is; every read stays inside the key's org.
 extension APIServer {
-    private func jobHistory() throws -> any JobHistoryReader {
+    func jobHistory() throws -> any JobHistoryReader {
         guard let history = stores.jobHistory else { throw APIProblem.startedWithout("a job history store") }
         return history
     }

@@ -86,11 +86,36 @@ extension APIServer {
     func createJob(_ request: Request, _ context: APIRequestContext) async throws -> Response {
         let org = try context.key(APIRole.senders)
         let data = try await body(request)
+        let accepted = try await acceptJob(data, org: org, headerKey: request.headers[.idempotencyKey])
+        var headers: HTTPFields = [.location: "/v1/jobs/\(accepted.id)"]
+        if accepted.replayed { headers[.idempotentReplayed] = "true" }
+        var members: [(String, JSONResponse.Member)] = [
+            ("entry", .text(accepted.entry)), ("id", .text(accepted.id.rawValue)), ("state", .text("queued")),
+        ]
+        if let due = accepted.dueAt {
+            // A worker parks it until then. Members in key order.
+            members = [("dueAt", .text(ScheduledTime.utcText(due)))] + members
+            members[3].1 = .text("scheduled")
+        }
+        return JSONResponse.raw(JSONResponse.object(members), status: .accepted, headers: headers)
+    }
+
+    /// A job accepted onto the job stream (or the same body replayed under its id).
+    struct AcceptedJob {
+        var id: JobID
+        var entry: String
+        var replayed: Bool
+        /// When it is sent, for a job with a `sendAt` later than now.
+        var dueAt: Date?
+    }
+
+    /// Checks a job body as `POST /v1/jobs` does and puts it on the job stream: the one path for the API's route and
+    /// the console's New campaign page. Throws the problem naming the field at fault.
+    func acceptJob(_ data: Data, org: OrgID, headerKey: String?) async throws -> AcceptedJob {
         guard !data.isEmpty else { throw APIProblem.badRequest("body", "the request needs a JSON object body") }
         let body = try JobBody(data, org: org)
         var job = body.job
         guard job.org == org else { throw APIProblem.badRequest("org", "must be the key's org (\(org)) or left out") }
-        let headerKey = request.headers[.idempotencyKey]
         if let headerKey, !Input.isSafeID(headerKey) {
             throw APIProblem.badRequest("Idempotency-Key", "1–128 characters of letters, digits and . _ : -")
         }
@@ -122,20 +147,11 @@ extension APIServer {
         let submission = try await stores.jobs.submit(
             org: org, job: id, app: job.app, digest: digest, entry: entry,
             createdAt: RFC3339.format(clock.now(), .milliseconds))
+        var dueAt: Date?
+        if case .later(let due) = timing { dueAt = due }
         switch submission {
-        case .accepted(let entry), .replayed(let entry):
-            var headers: HTTPFields = [.location: "/v1/jobs/\(id)"]
-            if case .replayed = submission { headers[.idempotentReplayed] = "true" }
-            var members: [(String, JSONResponse.Member)] = [
-                ("entry", .text(entry)), ("id", .text(id.rawValue)), ("state", .text("queued")),
-            ]
-            if case .later(let due) = timing {
-                // A worker parks it until then. Members in key order.
-                members = [("dueAt", .text(ScheduledTime.utcText(due)))] + members
-                members[3].1 = .text("scheduled")
-            }
-            let answer = JSONResponse.object(members)
-            return JSONResponse.raw(answer, status: .accepted, headers: headers)
+        case .accepted(let entry): return AcceptedJob(id: id, entry: entry, replayed: false, dueAt: dueAt)
+        case .replayed(let entry): return AcceptedJob(id: id, entry: entry, replayed: true, dueAt: dueAt)
         case .conflict:
             throw APIProblem(
                 .unprocessableContent, "a different job was already accepted with this id", field: "Idempotency-Key")
@@ -212,18 +228,47 @@ extension APIServer {
     /// 404 for a job the org does not have, 409 (problem+json) for one that has finished or was dead-lettered.
     func cancelJob(_ context: APIRequestContext) async throws -> Response {
         let org = try context.key(APIRole.senders)
-        let id = try parameter(context, "id")
+        let status = try await steer(org: org, id: try parameter(context, "id"), .cancel)
+        return JSONResponse.raw(try ReportCoding.encoder.encode(status))
+    }
+
+    /// What a sender may do to a job that is queued, scheduled or running.
+    enum Steering: String, Sendable {
+        case pause, resume, cancel
+    }
+
+    /// Pauses, resumes or cancels job `id` of `org`: the job's status after it, or the problem (404 for a job the org
+    /// does not have, 409 for one the action cannot change). The one path for the API's routes and the console.
+    func steer(org: OrgID, id: String, _ action: Steering) async throws -> JobStatus {
         guard Input.isJobID(id) else { throw APIProblem.notFound("no job '\(id)' in this org", field: "id") }
-        switch try await stores.jobStatus.cancel(org: org, job: JobID(id), now: clock.now()) {
-        case .unknown: throw APIProblem.notFound("no job '\(id)' in this org", field: "id")
-        case .finished(let status):
-            throw APIProblem(
-                .conflict, "job '\(id)' has finished (\(status.state)): nothing left to cancel", field: "id")
-        case .cancelled(var status):
-            Self.jobsSteered["cancel"]?.increment()
-            status.id = id
-            return JSONResponse.raw(try ReportCoding.encoder.encode(status))
+        let job = JobID(id)
+        let now = clock.now()
+        var status: JobStatus
+        if action == .cancel {
+            switch try await stores.jobStatus.cancel(org: org, job: job, now: now) {
+            case .unknown: throw APIProblem.notFound("no job '\(id)' in this org", field: "id")
+            case .finished(let s):
+                throw APIProblem(
+                    .conflict, "job '\(id)' has finished (\(s.state)): nothing left to cancel", field: "id")
+            case .cancelled(let s): status = s
+            }
+        } else {
+            let pause = action == .pause
+            let answer =
+                pause
+                ? try await stores.jobStatus.pause(org: org, job: job, now: now)
+                : try await stores.jobStatus.resume(org: org, job: job, now: now)
+            switch answer {
+            case .unknown: throw APIProblem.notFound("no job '\(id)' in this org", field: "id")
+            case .refused(let s):
+                let why = pause ? "nothing left to pause" : "it is not paused"
+                throw APIProblem(.conflict, "job '\(id)' is \(s.state): \(why)", field: "id")
+            case .changed(let s): status = s
+            }
         }
+        Self.jobsSteered[action.rawValue]?.increment()
+        status.id = id
+        return status
     }
 
     /// `volley_jobs_steered_total{action}`: jobs paused, resumed and cancelled through the API (a total: no job or
@@ -238,22 +283,8 @@ extension APIServer {
     /// that is not paused).
     func steerJob(_ context: APIRequestContext, pause: Bool) async throws -> Response {
         let org = try context.key(APIRole.senders)
-        let id = try parameter(context, "id")
-        guard Input.isJobID(id) else { throw APIProblem.notFound("no job '\(id)' in this org", field: "id") }
-        let answer =
-            pause
-            ? try await stores.jobStatus.pause(org: org, job: JobID(id), now: clock.now())
-            : try await stores.jobStatus.resume(org: org, job: JobID(id), now: clock.now())
-        switch answer {
-        case .unknown: throw APIProblem.notFound("no job '\(id)' in this org", field: "id")
-        case .refused(let status):
-            let why = pause ? "nothing left to pause" : "it is not paused"
-            throw APIProblem(.conflict, "job '\(id)' is \(status.state): \(why)", field: "id")
-        case .changed(var status):
-            Self.jobsSteered[pause ? "pause" : "resume"]?.increment()
-            status.id = id
-            return JSONResponse.raw(try ReportCoding.encoder.encode(status))
-        }
+        let status = try await steer(org: org, id: try parameter(context, "id"), pause ? .pause : .resume)
+        return JSONResponse.raw(try ReportCoding.encoder.encode(status))
     }
 
     /// The debug events of a job of the caller's org (`volley events` over HTTP). A job the org does not know
@@ -519,7 +550,12 @@ extension APIServer {
 
     func postTestPush(_ request: Request, _ context: APIRequestContext) async throws -> Response {
         let org = try context.key(APIRole.senders)
-        let data = try await body(request)
+        return JSONResponse.raw(try await sendTestPush(try await body(request), org: org))
+    }
+
+    /// Checks a test push as `POST /v1/test-push` takes it, charges the hour's quota, sends it and answers what the
+    /// provider said (`volley test-push --json`'s shape): the one path for the route and the console's page.
+    func sendTestPush(_ data: Data, org: OrgID) async throws -> Data {
         let o = try Input.object(data)
         try Input.rejectUnknownKeys(
             o.members.keys, known: ["app", "platform", "token", "environment", "notification", "dryRun"], at: "")
@@ -545,6 +581,9 @@ extension APIServer {
         guard let testPush else {
             throw APIProblem.startedWithout("provider credentials")
         }
+        if let problem = DeviceToken(b.token).formProblem(for: b.platform) {
+            throw APIProblem.badRequest("token", problem)
+        }
         let dryRun = b.dryRun ?? false
         let quota = stores.quota
         let platform = b.platform
@@ -569,6 +608,10 @@ extension APIServer {
             try await quota.settle(
                 org: org, platform: platform, delivered: delivered ? 1 : 0, refunded: delivered ? 0 : 1)
         }
-        return JSONResponse.raw(answer.json)
+        if answer.tokenDead {
+            _ = try await stores.devices.remove(
+                org: org, app: AppName(b.app), platform: platform, token: DeviceToken(b.token))
+        }
+        return answer.json
     }
 }

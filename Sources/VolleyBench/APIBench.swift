@@ -99,16 +99,9 @@ public enum APIBench {
     }
 
     public static func run(_ o: APIBenchOptions, logger: Logger) throws -> APIBenchResult {
-        guard let wrk = which("wrk") else { throw BenchError("wrk not found: apt-get install -y wrk") }
-        guard let curl = which("curl") else { throw BenchError("curl not found: apt-get install -y curl") }
-        let dir = FileManager.default.temporaryDirectory.appendingPathComponent(
-            "volley-bench-api-\(UUID().uuidString.prefix(8))"
-        ).path
-        try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
-        defer { try? FileManager.default.removeItem(atPath: dir) }
-        let redis = try BenchRedis(directory: dir)
-        defer { redis.stop() }
-        let port = try freePort()
+        let rig = try APIBenchRig(name: "api")
+        defer { rig.close() }
+        let (wrk, curl, dir, redis, port) = (rig.wrk, rig.curl, rig.dir, rig.redis, rig.port)
         let secret = Data((0..<32).map { _ in UInt8.random(in: 0...255) }).base64EncodedString()
         let config = try writeConfig(
             dir: dir, redisURL: redis.url, port: port,
@@ -272,5 +265,41 @@ public enum APIBench {
             lines.append("livez / job POST, API CPU per request: \(String(format: "%.2f", ratio))")
         }
         return lines.joined(separator: "\n")
+    }
+}
+
+/// What the benches of `volley api` share: wrk and curl found, a scratch folder with a redis-server in it, and a
+/// free port for the API. `close()` stops Redis and removes the folder.
+struct APIBenchRig {
+    let wrk: String
+    let curl: String
+    let dir: String
+    let redis: BenchRedis
+    let port: Int
+
+    init(name: String) throws {
+        guard let wrk = which("wrk") else { throw BenchError("wrk not found: apt-get install -y wrk") }
+        guard let curl = which("curl") else { throw BenchError("curl not found: apt-get install -y curl") }
+        let dir = FileManager.default.temporaryDirectory.appendingPathComponent(
+            "volley-bench-\(name)-\(UUID().uuidString.prefix(8))"
+        ).path
+        try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
+        do { redis = try BenchRedis(directory: dir) } catch {
+            try? FileManager.default.removeItem(atPath: dir)
+            throw error
+        }
+        do { port = try APIBench.freePort() } catch {
+            redis.stop()
+            try? FileManager.default.removeItem(atPath: dir)
+            throw error
+        }
+        self.wrk = wrk
+        self.curl = curl
+        self.dir = dir
+    }
+
+    func close() {
+        redis.stop()
+        try? FileManager.default.removeItem(atPath: dir)
     }
 }

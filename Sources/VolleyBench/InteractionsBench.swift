@@ -47,16 +47,9 @@ public enum InteractionsBench {
     static let job = "bench-campaign"
 
     public static func run(_ o: InteractionsBenchOptions, logger: Logger) throws -> InteractionsBenchResult {
-        guard let wrk = which("wrk") else { throw BenchError("wrk not found: apt-get install -y wrk") }
-        guard let curl = which("curl") else { throw BenchError("curl not found: apt-get install -y curl") }
-        let dir = FileManager.default.temporaryDirectory.appendingPathComponent(
-            "volley-bench-interactions-\(UUID().uuidString.prefix(8))"
-        ).path
-        try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
-        defer { try? FileManager.default.removeItem(atPath: dir) }
-        let redis = try BenchRedis(directory: dir)
-        defer { redis.stop() }
-        let port = try APIBench.freePort()
+        let rig = try APIBenchRig(name: "interactions")
+        defer { rig.close() }
+        let (wrk, curl, dir, redis, port) = (rig.wrk, rig.curl, rig.dir, rig.redis, rig.port)
         let config = try APIBench.writeConfig(dir: dir, redisURL: redis.url, port: port)
         let volley = volleyExecutablePath()
         let key = try APIBench.createKey(volley: volley, config: config, org: org, role: "send", dir: dir)

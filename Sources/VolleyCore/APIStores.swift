@@ -199,6 +199,12 @@ public struct JobCounts: Sendable, Encodable, Equatable {
         public var minute: String
         public var accepted: Int64
         public var opened: Int64
+
+        public init(minute: String, accepted: Int64, opened: Int64) {
+            self.minute = minute
+            self.accepted = accepted
+            self.opened = opened
+        }
     }
 
     public init() {}
@@ -289,6 +295,10 @@ public protocol DeviceStore: Sendable {
         -> Bool
     /// The user's devices in `app`.
     func devices(org: OrgID, app: AppName, user: UserID) async throws -> [DeviceRecord]
+    /// Removes a token whoever holds it (its provider said it is dead); false when it was not registered.
+    func remove(org: OrgID, app: AppName, platform: Platform, token: DeviceToken) async throws -> Bool
+    /// The `limit` devices of `app` registered (or registered again) most recently, newest first.
+    func recent(org: OrgID, app: AppName, limit: Int) async throws -> [DeviceRecord]
 }
 
 /// An org's custom notification types, its channel switches per type, and each app's settings per type.

@@ -61,6 +61,26 @@ extension RedisPipelineSession {
             .sorted(by: DeviceRecord.newestFirst)
     }
 
+    /// The `limit` devices of (org, app) registered most recently, newest first: the last-seen index (every
+    /// registration writes its time), each member's owner from the token index, then the owner's record.
+    public func recentRecords(org: OrgID, app: AppName, limit: Int) throws -> [DeviceRecord] {
+        guard limit > 0 else { return [] }
+        let fields =
+            (try client.checked(["ZRANGE", store.lastSeenKey(org, app), "0", String(limit - 1), "REV"]).array
+            ?? []).compactMap(\.string)
+        guard !fields.isEmpty else { return [] }
+        let owners = try client.checked(["HMGET", store.tokenIndexKey(org, app)] + fields).array ?? []
+        var commands: [[String]] = []
+        for (field, owner) in zip(fields, owners) {
+            guard let user = owner.string else { continue }
+            commands.append(["HGET", store.deviceKey(org, app, UserID(user)), field])
+        }
+        return try client.pipeline(commands, window: 64).compactMap { reply in
+            guard let json = try reply.throwIfError("recent devices").string else { return nil }
+            return try? DeviceRecord.decoder.decode(DeviceRecord.self, from: Data(json.utf8))
+        }
+    }
+
     /// Walks every user with devices in (org, app), `pageSize` users at a time (SSCAN), calling `visit` per page.
     public func forEachUserPage(
         org: OrgID, app: AppName, pageSize: Int = 500,

@@ -448,6 +448,16 @@ public final class RedisDeviceStore: DeviceStore {
     public func devices(org: OrgID, app: AppName, user: UserID) async throws -> [DeviceRecord] {
         try await lanes.run { client in try self.session(client).records(org: org, app: app, user: user) }
     }
+
+    public func remove(org: OrgID, app: AppName, platform: Platform, token: DeviceToken) async throws -> Bool {
+        try await lanes.run { client in
+            try self.session(client).unregister(org: org, app: app, platform: platform, token: token)
+        }
+    }
+
+    public func recent(org: OrgID, app: AppName, limit: Int) async throws -> [DeviceRecord] {
+        try await lanes.run { client in try self.session(client).recentRecords(org: org, app: app, limit: limit) }
+    }
 }
 
 /// `RedisNotificationTypeStore` (the worker's types and settings) on its own serial queue.

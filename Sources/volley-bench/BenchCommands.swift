@@ -16,7 +16,7 @@ struct VolleyBenchCommand: AsyncParsableCommand {
         subcommands: [
             BenchTransport.self, BenchServe.self, BenchE2E.self, BenchAPI.self, BenchChaos.self, BenchHints.self,
             BenchSchedule.self, BenchThrottle.self, BenchInteractions.self, BenchSegments.self, BenchSoak.self,
-            BenchSteer.self,
+            BenchSteer.self, BenchConsole.self,
         ])
 }
 
@@ -176,6 +176,27 @@ struct BenchAPI: ParsableCommand {
         o.rounds = rounds
         let r = try APIBench.run(o, logger: Logger(label: "volley.bench"))
         try printResult(r, json: json) { APIBench.table(r) }
+    }
+}
+
+/// `volley-bench console`: the console's Campaigns page with 10,000 campaigns, and the cost of a live refresh.
+struct BenchConsole: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "console",
+        abstract: "The console's Campaigns page over N campaigns (ms, bytes) and the API's CPU per live refresh.")
+
+    @Option(help: "Campaigns in the org.") var jobs = 10_000
+    @Option(name: .customLong("page-loads"), help: "Campaigns page loads measured.") var pageLoads = 20
+    @Option(help: "Seconds of wrk on the live refresh.") var duration = 5
+    @Flag(help: "Print one JSON object.") var json = false
+
+    func run() throws {
+        var o = ConsoleBenchOptions()
+        o.jobs = max(1, jobs)
+        o.pageLoads = max(1, pageLoads)
+        o.durationSeconds = max(1, duration)
+        let r = try ConsoleBench.run(o, logger: Logger(label: "volley.bench"))
+        try printResult(r, json: json) { ConsoleBench.table(r) }
     }
 }
 

@@ -33,7 +33,8 @@ struct InMemoryAPI {
     /// stores. `notificationCheck`: the providers' preparation the door runs (none: every notification passes).
     init(
         rate: APIConfiguration.RateLimit = .init(requestsPerSecond: 1000, burst: 1000), withOptionalStores: Bool = true,
-        onManualClock: Bool = false, notificationCheck: NotificationCheck = .none
+        onManualClock: Bool = false, notificationCheck: NotificationCheck = .none, console: Bool = false,
+        testPush: APIServer.TestPushHandler? = nil
     ) {
         credentials = InMemoryCredentialStore(clock: clock, outage: outage)
         templates = InMemoryTemplateStore(outage: outage)
@@ -46,6 +47,7 @@ struct InMemoryAPI {
             "orgB": (try? FrequencyWindow(parsing: "1d")).map { [FrequencyCapRule(window: $0, max: 5)] } ?? []
         ]
         configuration.orgTimeZones = ["orgB": "Asia/Kolkata"]
+        configuration.console.enabled = console
         let connect = ConnectService(
             types: types, inbox: inbox, jobs: jobs, devices: devices,
             options: .init(apps: { $0 == "orgA" ? ["app1", "app2"] : ["app2"] }, clock: clock),
@@ -59,10 +61,11 @@ struct InMemoryAPI {
             stores.timeZones = timeZones
             stores.segments = InMemorySegmentStore(directory: directory)
             stores.schedules = schedules
+            stores.jobHistory = jobs
         }
         server = APIServer(
             configuration: configuration, stores: stores, openAPIDocument: OpenAPIDocument.yaml,
-            logger: Logger(label: "test"), connect: connect, notificationCheck: notificationCheck,
+            logger: Logger(label: "test"), testPush: testPush, connect: connect, notificationCheck: notificationCheck,
             clock: onManualClock ? clock : SystemClock())
     }
 

@@ -121,6 +121,7 @@ import VolleyTestTags
             "quotas.ios": "7", "quotas.android": "7", "inbox.maxCount": "7", "inbox.maxAgeSeconds": "77",
             "devices.staleAfterDays": "7", "events.enabled": "false", "events.outcomes": "true",
             "events.maxLength": "7777", "events.maxAgeSeconds": "7777", "deliveries.days": "3",
+            "console.enabled": "true", "console.sessionHours": "2",
             "syncHints.minIntervalSeconds": "7", "syncHints.maxPerHour": "7", "syncHints.maxRecordIds": "7",
             "schedule.maxAheadDays": "7", "log.level": "debug", "log.format": "json", "metrics.enabled": "false",
             "metrics.host": "10.0.0.7", "metrics.port": "9999", "metrics.apiPort": "9998",

@@ -89,6 +89,8 @@ public final class InMemoryJobs: JobSubmitter, JobStatusReader {
     private struct Record {
         var digest: String
         var status: JobStatus
+        /// Submission order: the list's "created at" (newest first) without reading clocks.
+        var order: Int64 = 0
     }
     private struct State {
         var entries: [Entry] = []
@@ -119,8 +121,9 @@ public final class InMemoryJobs: JobSubmitter, JobStatusReader {
                 return r.digest == digest ? .replayed(entry: r.status.entry ?? "") : .conflict
             }
             let id = s.add(entry)
-            s.records[Self.key(org, job)] = Record(
-                digest: digest, status: JobStatus(state: "queued", entry: id, app: app.rawValue, createdAt: createdAt))
+            var status = JobStatus(state: "queued", entry: id, app: app.rawValue, createdAt: createdAt)
+            status.id = job.rawValue
+            s.records[Self.key(org, job)] = Record(digest: digest, status: status, order: Int64(s.next))
             return .accepted(entry: id)
         }
     }
@@ -171,6 +174,14 @@ public final class InMemoryJobs: JobSubmitter, JobStatusReader {
             r.status.state = "queued"
             s.records[Self.key(org, job)] = r
             return .changed(r.status)
+        }
+    }
+
+    /// Sets a job's live counts, as a worker's outcomes would (tests of the pages that show them).
+    public func setCounts(org: OrgID, job: JobID, jobState: String, counts: JobCounts?) {
+        state.withLock { s in
+            s.records[Self.key(org, job)]?.status.state = jobState
+            s.records[Self.key(org, job)]?.status.counts = counts
         }
     }
 
@@ -247,6 +258,21 @@ public final class InMemoryDevices: DeviceStore {
         return devices.withLock { all in
             all.filter { $0.key.org == org && $0.key.app == app && $0.value.user == user }.map(\.value)
                 .sorted(by: DeviceRecord.newestFirst)
+        }
+    }
+
+    public func remove(org: OrgID, app: AppName, platform: Platform, token: DeviceToken) async throws -> Bool {
+        try outage.check()
+        let key = Key(org: org, app: app, platform: platform, token: token)
+        return devices.withLock { $0.removeValue(forKey: key) != nil }
+    }
+
+    public func recent(org: OrgID, app: AppName, limit: Int) async throws -> [DeviceRecord] {
+        try outage.check()
+        return devices.withLock { all in
+            Array(
+                all.filter { $0.key.org == org && $0.key.app == app }.map(\.value).sorted(by: DeviceRecord.newestFirst)
+                    .prefix(limit))
         }
     }
 }
@@ -644,4 +670,33 @@ public final class InMemoryOrgTimeZones: OrgTimeZoneRepository {
     public func zone(org: OrgID) async throws -> String? { state.withLock { $0[org] } }
     public func setZone(org: OrgID, _ zone: String) async throws { state.withLock { $0[org] = zone } }
     public func removeZone(org: OrgID) async throws -> Bool { state.withLock { $0.removeValue(forKey: org) != nil } }
+}
+
+/// The job list, newest first, as `RedisJobHistory` answers it; no ledger is kept, so an export has no rows.
+extension InMemoryJobs: JobHistoryReader {
+    public func jobs(org: OrgID, query: JobListQuery) async throws -> JobListPage {
+        try outage.check()
+        return state.withLock { s in
+            let prefix = "\(org.rawValue)\u{1}"
+            var all = s.records.filter { $0.key.hasPrefix(prefix) }.map(\.value)
+                .filter { query.state == nil || $0.status.state == query.state }
+                .sorted { ($0.order, $0.status.id) > ($1.order, $1.status.id) }
+            if let c = query.cursor {
+                all = all.filter { ($0.order, $0.status.id) < (c.createdAtMillis, c.job.rawValue) }
+            }
+            let page = Array(all.prefix(query.limit))
+            let next =
+                all.count > query.limit
+                ? page.last.map { JobListCursor(createdAtMillis: $0.order, job: JobID($0.status.id)) } : nil
+            return JobListPage(jobs: page.map(\.status), next: next)
+        }
+    }
+
+    public func outcomeLedgers(org: OrgID, job: JobID) async throws -> [JobID] { [job] }
+
+    public func outcomes(org: OrgID, ledger: JobID, app: AppName?, from position: OutcomeExportPosition)
+        async throws -> OutcomeExportPage
+    {
+        OutcomeExportPage(rows: [], next: nil)
+    }
 }

@@ -32,7 +32,9 @@ public enum APIRunner {
             let encoder = JSONEncoder()
             encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
             let json = (try? encoder.encode(result)) ?? Data("{}".utf8)
-            return APIServer.TestPushAnswer(json: json, delivered: result.accepted)
+            return APIServer.TestPushAnswer(
+                json: json, delivered: result.accepted,
+                tokenDead: result.outcome == OutcomeDecision.removeToken.rawValue)
         }
         let stores = try RedisAPIStores(configuration: c, logger: logger)
         return APIServer(

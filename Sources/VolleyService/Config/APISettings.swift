@@ -156,6 +156,7 @@ extension VolleyConfiguration {
         for org in orgs { if let zone = org.timeZone { c.orgTimeZones[org.id] = zone } }
         c.syncHints = syncHints
         c.scheduleMaxAheadDays = schedule.maxAheadDays
+        c.console = .init(enabled: console.enabled, sessionSeconds: console.sessionHours * 3600)
         return c
     }
 }

@@ -26,6 +26,8 @@ public struct VolleyConfiguration: Sendable {
     public var metrics: MetricsSettings = .init()
     /// The HTTP API process (`volley api`).
     public var api: APISettings = .init()
+    /// `console`: the web console `volley api` serves under `/console` (docs/console.md).
+    public var console: ConsoleSettings = .init()
     /// `orgs[]`: settings per org (its time zone, its frequency caps).
     public var orgs: [OrgSettings] = []
     /// Where the file was read from (nil when built in code).
@@ -237,6 +239,15 @@ public struct DeliverySettings: Sendable, Hashable {
     public init() {}
 }
 
+/// `console`: the web console under `/console` on the API's port.
+public struct ConsoleSettings: Sendable, Hashable {
+    /// `console.enabled`: serve the console (off by default: a deployment opts in).
+    public var enabled = false
+    /// `console.sessionHours`: how long a sign-in lasts before the console asks for the key again.
+    public var sessionHours = 8.0
+    public init() {}
+}
+
 /// The device registry's hygiene.
 public struct DeviceSettings: Sendable, Hashable {
     /// `devices.staleAfterDays`: workers remove devices not registered again for this many days (FCM treats a token
@@ -301,6 +312,7 @@ extension VolleyConfiguration {
         "devices": ["staleAfterDays"],
         "events": ["enabled", "outcomes", "maxLength", "maxAgeSeconds"],
         "deliveries": ["days"],
+        "console": ["enabled", "sessionHours"],
         "syncHints": ["minIntervalSeconds", "maxPerHour", "maxRecordIds"],
         "schedule": ["maxAheadDays"],
         "log": ["level", "format"],
@@ -471,6 +483,17 @@ extension VolleyConfiguration {
         if let s = r.section(tree, "deliveries", at: "") {
             r.rejectUnknownKeys(s, known: keys("deliveries"), at: "deliveries")
             if let v = r.int(s, "days", at: "deliveries", range: 0...90) { c.deliveries.days = v }
+        }
+        if let s = r.section(tree, "console", at: "") {
+            r.rejectUnknownKeys(s, known: keys("console"), at: "console")
+            if let v = r.bool(s, "enabled", at: "console") { c.console.enabled = v }
+            if let v = r.double(s, "sessionHours", at: "console", min: 0.05) {
+                if v > 168 {
+                    r.problem("console.sessionHours", "at most 168 (a week)")
+                } else {
+                    c.console.sessionHours = v
+                }
+            }
         }
         if let s = r.section(tree, "syncHints", at: "") {
             let p = "syncHints"
