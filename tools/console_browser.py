@@ -328,6 +328,14 @@ def steps(run, stack):
     assert page.locator("img[src=x]").count() == 0 and not dialogs, "markup ran"
     run.check_page(page, "new-campaign-error")
 
+    # A preview renders the names for the chosen user and sends nothing.
+    page.goto("/console/jobs/new")
+    page.fill("#jobTitle", "Hi {{ first_name | 'Friend' }}")
+    page.fill("#previewUser", "c1")
+    page.click("#preview")
+    expect(page.locator("#preview-title")).to_have_text("Hi Friend")
+    run.check_page(page, "new-campaign-preview")
+
     # A throttled campaign from the New campaign page: watched, paused, resumed, cancelled.
     page.goto("/console/jobs/new")
     page.fill("#users", " ".join(f"c{i}" for i in range(200)))

@@ -141,7 +141,18 @@ extension APIServer {
     /// Answers the job with that notification in place, for the provider check; the stream entry keeps
     /// `templateId`, and the worker reads the template again when it runs.
     func templatedJob(_ job: PushJob, org: OrgID, body: JobBody) async throws -> PushJob {
-        guard let id = job.templateId else { return job }
+        guard job.templateId != nil, let template = try await storedTemplate(of: job, org: org, body: body) else {
+            return job
+        }
+        var checked = job
+        checked.notification = template.render(attributes: nil).notification
+        return checked
+    }
+
+    /// The stored template a job names in `templateId`, compiled with the job's `customData` bound; nil for a job
+    /// without one. A template the org does not have, or that no longer reads, is a problem naming `templateId`.
+    func storedTemplate(of job: PushJob, org: OrgID, body: JobBody) async throws -> NotificationTemplate? {
+        guard let id = job.templateId else { return nil }
         if body.keys.contains("notification") {
             throw APIProblem.badRequest("notification", "give either templateId or a notification, not both")
         }
@@ -156,8 +167,20 @@ extension APIServer {
         } catch {
             throw APIProblem.badRequest("templateId", "the stored template no longer compiles: \(error)")
         }
-        var checked = job
-        checked.notification = template.binding(customData: job.customData).render(attributes: nil).notification
-        return checked
+        return template.binding(customData: job.customData)
+    }
+
+    /// What `user` would be shown by a job: its template (stored, or its own texts when they hold names) rendered
+    /// with the user's attributes, as a worker renders it; the job's notification when nothing in it is personal.
+    func preview(of job: PushJob, org: OrgID, body: JobBody, user: UserID) async throws -> VolleyCore.Notification {
+        var template = try await storedTemplate(of: job, org: org, body: body)
+        if template == nil {
+            do { template = try TemplateContent.compile(job.notification, customData: job.customData) } catch {
+                throw APIProblem.badRequest("notification", "\(error)")
+            }
+        }
+        guard let template else { return job.notification }
+        let attributes = try await stores.attributes.attributes(org: org, user: user)
+        return template.render(attributes: attributes).notification
     }
 }

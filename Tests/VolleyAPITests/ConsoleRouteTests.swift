@@ -300,6 +300,34 @@ import VolleyTestTags
         }
     }
 
+    @Test func aPreviewShowsWhatTheChosenUserWouldSeeAndSendsNothing() async throws {
+        let api = InMemoryAPI(console: true)
+        let key = try api.key(role: .admin)
+        try await api.test { client in
+            let template = #"{"notification":{"title":"Hi {{ first_name | 'Friend' }}","body":"<b>{{ city }}</b>"}}"#
+            #expect(try await client.call(.put, "/v1/templates/hello", token: key, json: template).status == 201)
+            let attributes = #"{"attributes":{"first_name":"Ada","city":"Berlin"}}"#
+            #expect(try await client.call(.put, "/v1/users/005A/attributes", token: key, json: attributes).status < 300)
+            let browser = Browser(client)
+            try await browser.signIn(key)
+            let before = api.jobs.entries.count
+            let page = try await browser.post(
+                "/console/jobs/new", from: "/console/jobs/new",
+                [("app", "app1"), ("templateId", "hello"), ("previewUser", "005A"), ("action", "preview")])
+            #expect(page.status == 200)
+            #expect(page.text.contains(#"<dd id="preview-title">Hi Ada</dd>"#))
+            #expect(page.text.contains(#"<dd id="preview-body">&lt;b&gt;Berlin&lt;/b&gt;</dd>"#))
+            let stranger = try await browser.post(
+                "/console/jobs/new", from: "/console/jobs/new",
+                [
+                    ("app", "app1"), ("jobTitle", "Hi {{ first_name | 'Friend' }}"), ("previewUser", "nobody"),
+                    ("action", "preview"),
+                ])
+            #expect(stranger.text.contains(#"<dd id="preview-title">Hi Friend</dd>"#))
+            #expect(api.jobs.entries.count == before, "a preview sends nothing")
+        }
+    }
+
     @Test func theStaticFilesAnswerNotModifiedToTheirETag() async throws {
         try await InMemoryAPI(console: true).test { client in
             let first = try await client.execute(uri: "/console/static/console.css", method: .get)

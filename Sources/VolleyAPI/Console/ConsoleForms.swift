@@ -4,7 +4,8 @@ import VolleyCore
 /// The New campaign form as a job body for `acceptJob`: the page checks nothing the API would not; its fields map
 /// onto the job's keys, and a problem's field maps back onto the form's input (`field(for:)`).
 enum ConsoleJobForm {
-    static func job(from f: ConsoleForm) throws -> String {
+    /// `previewFor`: the user a preview renders for, who is the audience when the form names none yet.
+    static func job(from f: ConsoleForm, previewFor: String? = nil) throws -> String {
         var job: [String: JSONValue] = [:]
         guard let app = f.text("app") else { throw APIProblem.badRequest("app", "choose the app to send through") }
         job["app"] = .string(app)
@@ -15,6 +16,7 @@ enum ConsoleJobForm {
         for user in (f["users"] ?? "").split(whereSeparator: { $0 == "," || $0.isWhitespace }) {
             recipients.append(.string(String(user)))
         }
+        if recipients.isEmpty, let previewFor { recipients.append(.string(previewFor)) }
         guard !recipients.isEmpty else {
             throw APIProblem.badRequest("recipients", "choose an audience: user ids, a segment or everyone")
         }
@@ -60,6 +62,7 @@ enum ConsoleJobForm {
         case "deliverAtLocalTime": return "localTime"
         case "throttlePerMinute": return "throttle"
         case "id", "Idempotency-Key": return "jobId"
+        case "previewUser": return "previewUser"
         case "notification":
             if field.hasPrefix("notification.title") { return "jobTitle" }
             if field.hasPrefix("notification.data") { return "data" }

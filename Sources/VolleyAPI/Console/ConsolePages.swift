@@ -224,7 +224,7 @@ public struct ConsolePages: Sendable {
             "users": f["users"] ?? "", "everyone": f.checked("everyone"), "jobTitle": f["jobTitle"] ?? "",
             "body": f["body"] ?? "", "data": f["data"] ?? "", "sendAt": f["sendAt"] ?? "",
             "localTime": f["localTime"] ?? "", "throttle": f["throttle"] ?? "",
-            "bypassCap": f.checked("bypassCap"), "jobId": f["jobId"] ?? "",
+            "bypassCap": f.checked("bypassCap"), "jobId": f["jobId"] ?? "", "previewUser": f["previewUser"] ?? "",
         ]
     }
 

@@ -179,7 +179,10 @@ extension APIServer {
 
     // MARK: - new campaign
 
-    func newJobPage(_ context: APIRequestContext, form: ConsoleForm?, problem: APIProblem?) async throws -> Response {
+    func newJobPage(
+        _ context: APIRequestContext, form: ConsoleForm?, problem: APIProblem?,
+        preview: (user: String, shown: VolleyCore.Notification)? = nil
+    ) async throws -> Response {
         let org = try context.key(APIRole.senders)
         let form = form ?? ConsoleForm()
         let segments = (try? await stores.segments?.list(org: org)) ?? nil
@@ -188,6 +191,14 @@ extension APIServer {
             form, apps: configuration.apps(for: org).map(\.rawValue),
             segments: (segments ?? []).map(\.id.rawValue).sorted(), templates: templates.map(\.id).sorted())
         values["title"] = "New campaign"
+        if let preview {
+            // Names of their own: a missing value in a section would be looked up in the page's (its `title`).
+            values["preview"] = true
+            values["previewFor"] = preview.user
+            values["previewTitle"] = preview.shown.title
+            values["previewSubtitle"] = preview.shown.subtitle
+            values["previewBody"] = preview.shown.body
+        }
         if let problem {
             values["error"] = problem.detail
             values["err_" + ConsoleJobForm.input(for: problem.field ?? "body")] = problem.detail
@@ -198,11 +209,27 @@ extension APIServer {
     func postNewJob(_ context: APIRequestContext) async throws -> Response {
         let org = try context.key(APIRole.senders)
         let form = context.console.form
+        if form["action"] == "preview" { return try await previewNewJob(context, org: org, form: form) }
         do {
             let body = try ConsoleJobForm.job(from: form)
             let accepted = try await acceptJob(Data(body.utf8), org: org, headerKey: nil)
             return Response.redirect(
                 to: "/console/jobs/\(ConsolePages.pathEscape(accepted.id.rawValue))", type: .normal)
+        } catch let p as APIProblem {
+            return try await newJobPage(context, form: form, problem: p)
+        }
+    }
+
+    /// The New campaign form again, with what the chosen user would be shown (nothing is sent).
+    func previewNewJob(_ context: APIRequestContext, org: OrgID, form: ConsoleForm) async throws -> Response {
+        do {
+            guard let user = form.text("previewUser"), Input.isSafeID(user) else {
+                throw APIProblem.badRequest("previewUser", "the user id to preview for")
+            }
+            let text = try ConsoleJobForm.job(from: form, previewFor: user)
+            let body = try JobBody(Data(text.utf8), org: org)
+            let shown = try await preview(of: body.job, org: org, body: body, user: UserID(user))
+            return try await newJobPage(context, form: form, problem: nil, preview: (user, shown))
         } catch let p as APIProblem {
             return try await newJobPage(context, form: form, problem: p)
         }

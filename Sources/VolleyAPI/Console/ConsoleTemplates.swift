@@ -223,6 +223,18 @@ enum ConsoleTemplates {
         <option value="{{name}}"{{#selected}} selected{{/selected}}>{{name}}</option>{{/templates}}</select>
         {{#err_templateId}}<p class="field-error">{{err_templateId}}</p>{{/err_templateId}}
         </fieldset>
+        <fieldset><legend>Preview</legend>
+        <label for="previewUser">As this user would see it (their attributes fill the template's names)</label>
+        <input id="previewUser" name="previewUser" value="{{previewUser}}">
+        {{#err_previewUser}}<p class="field-error">{{err_previewUser}}</p>{{/err_previewUser}}
+        <button type="submit" name="action" value="preview" id="preview">Preview</button>
+        {{#preview}}<section class="card result" id="preview-result" aria-live="polite">
+        <h2>What {{previewFor}} would see</h2>
+        <dl><dt>Title</dt><dd id="preview-title">{{previewTitle}}</dd>
+        {{#previewSubtitle}}<dt>Subtitle</dt><dd>{{previewSubtitle}}</dd>{{/previewSubtitle}}
+        <dt>Body</dt><dd id="preview-body">{{previewBody}}</dd></dl>
+        </section>{{/preview}}
+        </fieldset>
         <fieldset><legend>When and how fast</legend>
         <label for="sendAt">Send at (RFC 3339, such as 2026-12-01T09:00:00Z; empty: now)</label>
         <input id="sendAt" name="sendAt" value="{{sendAt}}">
