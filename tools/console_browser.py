@@ -179,6 +179,11 @@ def ios_token(prefix, n):
     return prefix + format(n, "x").rjust(64 - len(prefix), "0")
 
 
+def search_token(i):
+    """The test-push search's devices: tails no campaign device's token has."""
+    return ios_token("a5", 0xA5A500 + i)
+
+
 class Run:
     def __init__(self, stack, browser):
         self.stack = stack
@@ -235,8 +240,8 @@ def main():
                               stdout=subprocess.DEVNULL)
         stack.register("send", "udead", "ios", ios_token("dead", 1))
         for i in range(7):
-            stack.register("send", f"search{i}", "ios", ios_token("a5", i))
-        stack.register("other", "borg", "ios", ios_token("b0b0", 1))
+            stack.register("send", f"search{i}", "ios", search_token(i))
+        stack.register("other", "borg", "ios", ios_token("b0b0", 0xB0B0B1))
         with sync_playwright() as p:
             browser = p.chromium.launch(executable_path=CHROMIUM, headless=True,
                                         args=["--no-sandbox", "--disable-dev-shm-usage"])
@@ -266,9 +271,9 @@ def steps(run, stack):
     expect(picks).to_have_count(5)
     listed = page.locator("fieldset").first.inner_text()
     for i in range(2, 7):
-        assert ios_token("a5", i)[-8:] in listed, listed
-    assert "b0b0" not in listed and ios_token("b0b0", 1)[-8:] not in listed, listed
-    assert ios_token("a5", 6) not in page.content(), "a whole token in the page"
+        assert search_token(i)[-8:] in listed, listed
+    assert ios_token("b0b0", 0xB0B0B1)[-8:] not in listed, listed
+    assert search_token(6) not in page.content(), "a whole token in the page"
     run.check_page(page, "test-push")
     # A user's devices.
     page.fill("#search", "search3")
@@ -300,6 +305,12 @@ def steps(run, stack):
     page.goto("/console/devices?user=search1&app=app1")
     expect(page.locator("table.devices tbody tr")).to_have_count(1)
     run.check_page(page, "devices")
+    # By the token's last characters, within the org: orgA's device, never orgB's.
+    page.goto("/console/devices?app=app1&suffix=" + search_token(3)[-8:])
+    expect(page.locator("table.matches tbody tr")).to_have_count(1)
+    expect(page.locator("table.matches")).to_contain_text("search3")
+    page.goto("/console/devices?app=app1&suffix=" + ios_token("b0b0", 0xB0B0B1)[-8:])
+    expect(page.locator("#no-matches")).to_be_visible()
 
     # An FCM dry run: the mock sees validate_only.
     before = stack.mock_stats().get("fcm_validate_only", 0)

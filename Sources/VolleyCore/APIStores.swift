@@ -299,6 +299,20 @@ public protocol DeviceStore: Sendable {
     func remove(org: OrgID, app: AppName, platform: Platform, token: DeviceToken) async throws -> Bool
     /// The `limit` devices of `app` registered (or registered again) most recently, newest first.
     func recent(org: OrgID, app: AppName, limit: Int) async throws -> [DeviceRecord]
+    /// Up to `limit` devices of `app` whose token ends with `suffix` (a support lookup by the characters a user
+    /// reads off a log or a delivery history). It reads the app's token index a page at a time, at most
+    /// `DeviceLookup.maxScanned` tokens: a suffix found past them is not found.
+    func withTokenSuffix(org: OrgID, app: AppName, suffix: String, limit: Int) async throws -> [DeviceRecord]
+}
+
+/// The bounds of a lookup by token suffix.
+public enum DeviceLookup {
+    /// The shortest suffix searched for (shorter ones match too many tokens to mean one device).
+    public static let minSuffix = 6
+    /// Tokens read at most per lookup.
+    public static let maxScanned = 1_000_000
+    /// Tokens read per step.
+    public static let pageSize = 1_000
 }
 
 /// An org's custom notification types, its channel switches per type, and each app's settings per type.

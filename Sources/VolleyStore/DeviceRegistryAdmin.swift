@@ -81,6 +81,39 @@ extension RedisPipelineSession {
         }
     }
 
+    /// Up to `limit` devices of (org, app) whose token ends with `suffix`: the token index read with `HSCAN … MATCH
+    /// *:*<suffix>` a page at a time, at most `DeviceLookup.maxScanned` fields, then each owner's record. The
+    /// suffix's glob characters are escaped, so it matches as written.
+    public func records(org: OrgID, app: AppName, tokenSuffix suffix: String, limit: Int) throws -> [DeviceRecord] {
+        guard limit > 0, !suffix.isEmpty else { return [] }
+        var escaped = ""
+        for c in suffix {
+            if "*?[]\\".contains(c) { escaped.append("\\") }
+            escaped.append(c)
+        }
+        let index = store.tokenIndexKey(org, app)
+        var cursor = "0"
+        var scanned = 0
+        var owners: [(field: String, user: String)] = []
+        repeat {
+            let r = try client.checked([
+                "HSCAN", index, cursor, "MATCH", "*:*" + escaped, "COUNT", String(DeviceLookup.pageSize),
+            ])
+            guard let parts = r.array, parts.count == 2 else {
+                throw RedisError(.unexpectedReply, "HSCAN returned \(r)")
+            }
+            cursor = parts[0].string ?? "0"
+            let flat = (parts[1].array ?? []).compactMap(\.string)
+            for i in stride(from: 0, to: flat.count - 1, by: 2) { owners.append((flat[i], flat[i + 1])) }
+            scanned += DeviceLookup.pageSize
+        } while cursor != "0" && owners.count < limit && scanned < DeviceLookup.maxScanned
+        let commands = owners.prefix(limit).map { ["HGET", store.deviceKey(org, app, UserID($0.user)), $0.field] }
+        return try client.pipeline(Array(commands), window: 64).compactMap { reply in
+            guard let json = try reply.throwIfError("devices by token suffix").string else { return nil }
+            return try? DeviceRecord.decoder.decode(DeviceRecord.self, from: Data(json.utf8))
+        }
+    }
+
     /// Walks every user with devices in (org, app), `pageSize` users at a time (SSCAN), calling `visit` per page.
     public func forEachUserPage(
         org: OrgID, app: AppName, pageSize: Int = 500,

@@ -458,6 +458,12 @@ public final class RedisDeviceStore: DeviceStore {
     public func recent(org: OrgID, app: AppName, limit: Int) async throws -> [DeviceRecord] {
         try await lanes.run { client in try self.session(client).recentRecords(org: org, app: app, limit: limit) }
     }
+
+    public func withTokenSuffix(org: OrgID, app: AppName, suffix: String, limit: Int) async throws -> [DeviceRecord] {
+        try await lanes.run { client in
+            try self.session(client).records(org: org, app: app, tokenSuffix: suffix, limit: limit)
+        }
+    }
 }
 
 /// `RedisNotificationTypeStore` (the worker's types and settings) on its own serial queue.

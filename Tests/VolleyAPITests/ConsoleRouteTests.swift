@@ -328,6 +328,26 @@ import VolleyTestTags
         }
     }
 
+    @Test func devicesAreFoundByTheirTokensLastCharactersAndAShortSuffixIsRefused() async throws {
+        let api = InMemoryAPI(console: true)
+        let key = try api.key(role: .read)
+        let token = String(repeating: "c", count: 56) + "1a2b3c4d"
+        try await api.devices.register(
+            DeviceImportRecord(org: "orgA", app: "app1", user: "005Z", platform: .ios, token: DeviceToken(token)),
+            now: Date())
+        try await api.test { client in
+            let browser = Browser(client)
+            try await browser.signIn(key)
+            let found = try await browser.go(.get, "/console/devices?suffix=1a2b3c4d&app=app1")
+            #expect(found.status == 200)
+            #expect(found.text.contains(#"<a href="/console/devices?user=005Z&amp;app=app1">005Z</a>"#))
+            #expect(!found.text.contains(token))
+            let none = try await browser.go(.get, "/console/devices?suffix=99999999&app=app1")
+            #expect(none.text.contains("No device's token ends so."))
+            #expect(try await browser.go(.get, "/console/devices?suffix=3c4d&app=app1").status == 400)
+        }
+    }
+
     @Test func theStaticFilesAnswerNotModifiedToTheirETag() async throws {
         try await InMemoryAPI(console: true).test { client in
             let first = try await client.execute(uri: "/console/static/console.css", method: .get)

@@ -251,3 +251,34 @@ import VolleyTestTags
     #expect(try session.unregister(org: "o", app: "a", platform: .android, token: DeviceToken("new-1")))
     #expect(try redis.client().checked(["ZSCORE", seen, "android:new-1"]).string == nil)
 }
+
+/// The console's lookups on the registry: the newest registrations of an app (the last-seen index, newest first),
+/// and the devices whose token ends with what a user typed, glob characters matched as written, another app's and
+/// another org's never.
+@Test(.tags(.integration)) func theNewestDevicesAndATokenSuffixAreFoundInTheAppsOwnIndex() throws {
+    let redis = try RedisServerFixture()
+    defer { redis.stop() }
+    let session = RedisPipelineSession(
+        client: redis.client(), store: StoreConfiguration(), consumer: "t", logger: Logger(label: "test"))
+    func record(_ org: OrgID, _ app: AppName, _ user: String, _ platform: Platform, _ token: String)
+        -> DeviceImportRecord
+    {
+        DeviceImportRecord(org: org, app: app, user: UserID(user), platform: platform, token: DeviceToken(token))
+    }
+    let base = Date(timeIntervalSince1970: 1_800_000_000)
+    for i in 0..<4 {
+        let token = String(repeating: "a", count: 56) + String(format: "%08x", i)
+        try session.register([record("o", "app", "u\(i)", .ios, token)], now: base.addingTimeInterval(Double(i)))
+    }
+    try session.register(
+        [record("o", "app", "star", .android, "fcm-tok*en[1]"), record("o", "other", "x", .ios, "ffff00000003")],
+        now: base.addingTimeInterval(10))
+    try session.register([record("p", "app", "y", .ios, "eeee00000003")], now: base.addingTimeInterval(11))
+    let newest = try session.recentRecords(org: "o", app: "app", limit: 3)
+    #expect(newest.map(\.user.rawValue) == ["star", "u3", "u2"])
+    let byTail = try session.records(org: "o", app: "app", tokenSuffix: "00000003", limit: 5)
+    #expect(byTail.map(\.user.rawValue) == ["u3"])
+    #expect(try session.records(org: "o", app: "app", tokenSuffix: "tok*en[1]", limit: 5).map(\.user) == ["star"])
+    #expect(try session.records(org: "o", app: "app", tokenSuffix: "*", limit: 5).isEmpty)
+    #expect(try session.records(org: "o", app: "app", tokenSuffix: "ffffffff", limit: 5).isEmpty)
+}

@@ -267,6 +267,15 @@ public final class InMemoryDevices: DeviceStore {
         return devices.withLock { $0.removeValue(forKey: key) != nil }
     }
 
+    public func withTokenSuffix(org: OrgID, app: AppName, suffix: String, limit: Int) async throws -> [DeviceRecord] {
+        try outage.check()
+        return devices.withLock { all in
+            Array(
+                all.filter { $0.key.org == org && $0.key.app == app && $0.key.token.rawValue.hasSuffix(suffix) }
+                    .map(\.value).sorted(by: DeviceRecord.newestFirst).prefix(limit))
+        }
+    }
+
     public func recent(org: OrgID, app: AppName, limit: Int) async throws -> [DeviceRecord] {
         try outage.check()
         return devices.withLock { all in

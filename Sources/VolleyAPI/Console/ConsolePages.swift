@@ -197,6 +197,7 @@ public struct ConsolePages: Sendable {
             "platform": d.platform.rawValue, "token": redacted(d.token.rawValue), "user": d.user.rawValue, "app": app,
             "environment": d.environment?.rawValue ?? "", "registeredAt": RFC3339.format(d.registeredAt),
             "lastSeenAt": RFC3339.format(d.lastSeenAt), "keyRegistered": d.rsaPublicKey != nil,
+            "userHref": "/console/devices?user=\(queryEscape(d.user.rawValue))&app=\(queryEscape(app))",
             // A picked device is sent to by its id in the form (platform and user), never by a token in the page.
             "pick": pickable ? "\(d.platform.rawValue):\(d.user.rawValue):\(tokenSuffix(d.token.rawValue))" : "",
         ]

@@ -316,10 +316,25 @@ extension APIServer {
         let apps = configuration.apps(for: org).map(\.rawValue)
         let app = parameters.get("app").flatMap { $0.isEmpty ? nil : $0 } ?? apps.first ?? ""
         let user = parameters.get("user").flatMap { $0.isEmpty ? nil : $0 }
+        let suffix = parameters.get("suffix").flatMap { $0.isEmpty ? nil : $0 }
         var values: [String: Any] = [
-            "title": "Devices", "user": user ?? "",
+            "title": "Devices", "user": user ?? "", "suffix": suffix ?? "",
             "apps": apps.map { ["name": $0, "selected": $0 == app] as [String: Any] },
         ]
+        if let suffix {
+            guard suffix.count >= DeviceLookup.minSuffix, suffix.count <= 64 else {
+                throw APIProblem.badRequest(
+                    "suffix", "the token's last \(DeviceLookup.minSuffix) to 64 characters")
+            }
+            guard configuration.org(org, mayUse: AppName(app)) else {
+                throw APIProblem.notFound("no app named '\(app)' is available to this org", field: "app")
+            }
+            let found = try await stores.devices.withTokenSuffix(
+                org: org, app: AppName(app), suffix: suffix, limit: 20)
+            values["matches"] = found.map { ConsolePages.deviceRow($0, app: app, pickable: false) }
+            values["matchesEmpty"] = found.isEmpty
+            values["suffixSearched"] = true
+        }
         if let user {
             guard Input.isSafeID(user) else {
                 throw APIProblem.badRequest("user", "a user id: letters, digits and . _ : -")

@@ -333,11 +333,24 @@ enum ConsoleTemplates {
         <form method="get" action="/console/devices" class="filters">
         <label for="user">User id</label>
         <input id="user" name="user" value="{{user}}">
+        <label for="suffix">or the token's last characters</label>
+        <input id="suffix" name="suffix" value="{{suffix}}">
         <label for="app">App</label>
         <select id="app" name="app">{{#apps}}<option value="{{name}}"{{#selected}} selected{{/selected}}>{{name}}
         </option>{{/apps}}</select>
         <button type="submit">Show</button>
         </form>
+        {{#suffixSearched}}
+        <h2>Tokens ending in {{suffix}}</h2>
+        {{#matchesEmpty}}<p id="no-matches">No device's token ends so.</p>{{/matchesEmpty}}
+        {{#has_matches}}<table class="matches"><thead><tr><th scope="col">Platform</th><th scope="col">Token</th>
+        <th scope="col">User</th><th scope="col">Environment</th><th scope="col">Registered</th>
+        <th scope="col">Last seen</th></tr></thead><tbody>
+        {{#matches}}<tr><td>{{platform}}</td><td><code>{{token}}</code></td>
+        <td><a href="{{userHref}}">{{user}}</a></td><td>{{environment}}</td>
+        <td>{{registeredAt}}</td><td>{{lastSeenAt}}</td></tr>{{/matches}}
+        </tbody></table>{{/has_matches}}
+        {{/suffixSearched}}
         {{#searched}}
         <h2>Devices of {{user}}</h2>
         {{#devicesEmpty}}<p id="no-devices">No device registered.</p>{{/devicesEmpty}}
