@@ -14,7 +14,7 @@ extension APIServer {
         v1.get("/segments/:id/count") { _, context in try await self.countSegment(context) }
     }
 
-    private func segmentStore() throws -> any SegmentStore {
+    func segmentStore() throws -> any SegmentStore {
         guard let store = stores.segments else { throw APIProblem.startedWithout("a segment store") }
         return store
     }
@@ -46,19 +46,26 @@ extension APIServer {
     func putSegment(_ request: Request, _ context: APIRequestContext) async throws -> Response {
         let org = try context.key([.admin])
         let raw = try parameter(context, "id")
+        let (segment, created) = try await saveSegment(org: org, id: raw, body: try await body(request))
+        return JSONResponse.raw(
+            segment.json.encoded(), status: created ? .created : .ok,
+            headers: created ? [.location: "/v1/segments/\(raw)"] : [:])
+    }
+
+    /// Checks a segment body as `PUT /v1/segments/{id}` takes it and stores it: the one path for the route and the
+    /// console. Answers the stored segment and whether it is new.
+    func saveSegment(org: OrgID, id raw: String, body data: Data) async throws -> (Segment, created: Bool) {
         let id = SegmentID(raw)
         guard id.isValid else { throw APIProblem.badRequest("id", "1–128 characters of letters, digits and . _ : -") }
-        let o = try Input.object(try await body(request))
+        let o = try Input.object(data)
         try Input.rejectUnknownKeys(o.members.keys, known: Segment.bodyKeys, at: "")
         if let given = try Input.fields({ () throws(JSONFieldError) in try o.string("id") }), given != raw {
             throw APIProblem.badRequest("id", "must match the path's id or be left out")
         }
         let segment = try Input.fields { () throws(JSONFieldError) in try Segment(id: id, json: .object(o.members)) }
         switch try await segmentStore().put(org: org, segment, maxCount: Segment.maxPerOrg) {
-        case .created(let s):
-            return JSONResponse.raw(s.json.encoded(), status: .created, headers: [.location: "/v1/segments/\(id)"])
-        case .replaced(let s):
-            return JSONResponse.raw(s.json.encoded())
+        case .created(let s): return (s, true)
+        case .replaced(let s): return (s, false)
         case .limitReached:
             throw APIProblem(
                 .unprocessableContent,

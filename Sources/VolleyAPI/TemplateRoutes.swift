@@ -85,7 +85,19 @@ extension APIServer {
     func putTemplate(_ request: Request, _ context: APIRequestContext) async throws -> Response {
         let org = try context.key([.admin])
         let id = try templateID(context)
-        let o = try Input.object(try await body(request))
+        let (template, created) = try await saveTemplate(org: org, id: id, body: try await body(request))
+        return JSONResponse.raw(
+            Self.templateJSON(template).encoded(), status: created ? .created : .ok,
+            headers: created ? [.location: "/v1/templates/\(id)"] : [:])
+    }
+
+    /// Checks a template body (`{"notification": …}`) as `PUT /v1/templates/{id}` takes it and stores it: the one
+    /// path for the route and the console. Answers the stored template and whether it is new.
+    func saveTemplate(org: OrgID, id: String, body data: Data) async throws -> (StoredTemplate, created: Bool) {
+        guard StoredTemplate.isValidID(id) else {
+            throw APIProblem.badRequest("id", "1–128 characters of letters, digits and . _ : -")
+        }
+        let o = try Input.object(data)
         try Input.rejectUnknownKeys(o.members.keys, known: ["id", "notification"], at: "")
         if let given = try Input.fields({ () throws(JSONFieldError) in try o.string("id") }), given != id {
             throw APIProblem.badRequest("id", "must match the path's id or be left out")
@@ -94,11 +106,8 @@ extension APIServer {
         let put = try await stores.templates.put(
             org: org, id: id, notification: notification, now: clock.now(), maxCount: StoredTemplate.maxPerOrg)
         switch put {
-        case .created(let t):
-            return JSONResponse.raw(
-                Self.templateJSON(t).encoded(), status: .created, headers: [.location: "/v1/templates/\(id)"])
-        case .replaced(let t):
-            return JSONResponse.raw(Self.templateJSON(t).encoded())
+        case .created(let t): return (t, true)
+        case .replaced(let t): return (t, false)
         case .limitReached:
             throw APIProblem(
                 .unprocessableContent,

@@ -296,7 +296,7 @@ import VolleyTestTags
             #expect(page.text.contains("18446744073709551617"))
             #expect(page.text.contains(#"<a href="/console/library?count=gold">count</a>"#))
             let counted = try await browser.go(.get, "/console/library?count=gold")
-            #expect(counted.text.contains(#"data-segment="gold">0<"#))
+            #expect(counted.text.contains(#"data-segment="gold">0"#))
         }
     }
 
@@ -345,6 +345,50 @@ import VolleyTestTags
             let none = try await browser.go(.get, "/console/devices?suffix=99999999&app=app1")
             #expect(none.text.contains("No device's token ends so."))
             #expect(try await browser.go(.get, "/console/devices?suffix=3c4d&app=app1").status == 400)
+        }
+    }
+
+    @Test func anAdminSavesAndDeletesTemplatesAndSegmentsThroughTheAPIsChecksAndAReadKeyCannot() async throws {
+        let api = InMemoryAPI(console: true)
+        let admin = try api.key(role: .admin)
+        let reader = try api.key(role: .read)
+        try await api.test { client in
+            let browser = Browser(client)
+            try await browser.signIn(admin)
+            let saved = try await browser.post(
+                "/console/library/templates", from: "/console/library",
+                [("id", "welcome"), ("body", #"{"notification":{"title":"Hi {{ first_name }}","body":"b"}}"#)])
+            #expect(saved.status == 303)
+            #expect(try await api.templates.template(org: "orgA", id: "welcome") != nil)
+            // A fault comes back beside the form, the body as typed, nothing stored.
+            let refused = try await browser.post(
+                "/console/library/segments", from: "/console/library",
+                [
+                    ("id", "gold"),
+                    ("body", #"{"match":"all","filters":[{"attribute":"plan","op":"near","value":"x"}]}"#),
+                ])
+            #expect(refused.status == 400)
+            #expect(refused.text.contains(#"id="segment-error""#))
+            #expect(refused.text.contains("filters[0].op"))
+            #expect(refused.text.contains("&quot;near&quot;"))
+            let segment = try await browser.post(
+                "/console/library/segments", from: "/console/library",
+                [("id", "gold"), ("body", SegmentRoutesTests.goldBerlin)])
+            #expect(segment.status == 303)
+            let edit = try await browser.go(.get, "/console/library?segment=gold")
+            #expect(edit.text.contains(#"<input id="segment-id" name="id" value="gold">"#))
+            let deleted = try await browser.post(
+                "/console/library/templates/welcome/delete", from: "/console/library", [])
+            #expect(deleted.status == 303)
+            #expect(try await api.templates.template(org: "orgA", id: "welcome") == nil)
+
+            let other = Browser(client)
+            try await other.signIn(reader)
+            let page = try await other.go(.get, "/console/library")
+            #expect(!page.text.contains(#"id="segment-form""#))
+            let denied = try await other.post(
+                "/console/library/segments/gold/delete", from: "/console/library", [])
+            #expect(denied.status == 403)
         }
     }
 

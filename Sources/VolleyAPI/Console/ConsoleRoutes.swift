@@ -33,6 +33,13 @@ extension APIServer {
         console.get("/devices") { request, context in try await self.devicesPage(request, context) }
         console.get("/health") { _, context in try await self.healthPage(context) }
         console.get("/library") { request, context in try await self.libraryPage(request, context) }
+        console.post("/library/templates") { request, context in try await self.saveLibrary(request, context, .template)
+        }
+        console.post("/library/segments") { request, context in try await self.saveLibrary(request, context, .segment) }
+        console.post("/library/templates/:id/delete") { _, context in
+            try await self.deleteLibrary(context, .template)
+        }
+        console.post("/library/segments/:id/delete") { _, context in try await self.deleteLibrary(context, .segment) }
     }
 
     // MARK: - sign-in
@@ -358,11 +365,54 @@ extension APIServer {
 
     /// The org's templates, segments (with a count on demand), recurring schedules and notification types, as
     /// their `/v1` reads answer them.
-    func libraryPage(_ request: Request, _ context: APIRequestContext) async throws -> Response {
+    /// What the library's forms edit: a template (`PUT /v1/templates/{id}`'s body) or a segment (`/v1/segments`').
+    enum LibraryItem: String, Sendable {
+        case template, segment
+    }
+
+    /// Saves a template or a segment from the library's form (`id`, `body` as the API's PUT takes it), through the
+    /// same function as its `/v1` route; an admin key's. A problem comes back beside the form.
+    func saveLibrary(_ request: Request, _ context: APIRequestContext, _ item: LibraryItem) async throws -> Response {
+        let org = try context.key([.admin])
+        let form = context.console.form
+        let id = form.text("id") ?? ""
+        let body = Data((form["body"] ?? "").utf8)
+        do {
+            switch item {
+            case .template: _ = try await saveTemplate(org: org, id: id, body: body)
+            case .segment: _ = try await saveSegment(org: org, id: id, body: body)
+            }
+        } catch let p as APIProblem {
+            return try await libraryPage(request, context, editing: (item, id, form["body"] ?? "", p))
+        }
+        return Response.redirect(to: "/console/library", type: .normal)
+    }
+
+    func deleteLibrary(_ context: APIRequestContext, _ item: LibraryItem) async throws -> Response {
+        let org = try context.key([.admin])
+        let id = try parameter(context, "id")
+        let deleted: Bool
+        switch item {
+        case .template:
+            guard StoredTemplate.isValidID(id) else { throw APIProblem.notFound("no template '\(id)' in this org") }
+            deleted = try await stores.templates.delete(org: org, id: id)
+        case .segment: deleted = try await segmentStore().delete(org: org, id: SegmentID(id))
+        }
+        guard deleted else { throw APIProblem.notFound("no \(item.rawValue) '\(id)' in this org", field: "id") }
+        return Response.redirect(to: "/console/library", type: .normal)
+    }
+
+    func libraryPage(
+        _ request: Request, _ context: APIRequestContext,
+        editing: (item: LibraryItem, id: String, body: String, problem: APIProblem?)? = nil
+    ) async throws -> Response {
         let org = try context.key([.send, .read, .admin])
         let templates = try await stores.templates.list(org: org).sorted { $0.id < $1.id }.map {
-            ["id": $0.id, "updatedAt": RFC3339.format($0.updatedAt), "notification": $0.notification.jsonText]
-                as [String: Any]
+            [
+                "id": $0.id, "updatedAt": RFC3339.format($0.updatedAt), "notification": $0.notification.jsonText,
+                "editHref": "/console/library?template=" + ConsolePages.queryEscape($0.id),
+                "deleteAction": "/console/library/templates/" + ConsolePages.pathEscape($0.id) + "/delete",
+            ] as [String: Any]
         }
         let counted = request.uri.queryParameters.get("count")
         var segments: [[String: Any]] = []
@@ -371,6 +421,9 @@ extension APIServer {
                 var row: [String: Any] = [
                     "id": segment.id.rawValue, "definition": segment.json.jsonText,
                     "countHref": "/console/library?count=" + ConsolePages.queryEscape(segment.id.rawValue),
+                    "editHref": "/console/library?segment=" + ConsolePages.queryEscape(segment.id.rawValue),
+                    "deleteAction": "/console/library/segments/" + ConsolePages.pathEscape(segment.id.rawValue)
+                        + "/delete",
                 ]
                 if segment.id.rawValue == counted { row["count"] = try await store.count(org: org, id: segment.id) }
                 segments.append(row)
@@ -388,12 +441,32 @@ extension APIServer {
         let types = try await stores.types.types(org: org).sorted { $0.id < $1.id }.map {
             ["id": $0.id, "name": $0.name, "mobile": $0.mobile, "desktop": $0.desktop] as [String: Any]
         }
+        var values: [String: Any] = [
+            "title": "Templates, segments, schedules and types", "templates": templates, "segments": segments,
+            "schedules": schedules ?? [], "types": types,
+        ]
+        if case .key(_, _, .admin) = context.caller { values["isAdmin"] = true }
+        // The forms: what was posted (with its problem), or the item `?template=` / `?segment=` names, as stored.
+        let parameters = request.uri.queryParameters
+        if let editing {
+            values[editing.item.rawValue + "Id"] = editing.id
+            values[editing.item.rawValue + "Body"] = editing.body
+            values[editing.item.rawValue + "Error"] = editing.problem.map { p in
+                p.field.map { "\($0): \(p.detail)" } ?? p.detail
+            }
+        } else if let id = parameters.get("template"), StoredTemplate.isValidID(id),
+            let t = try await stores.templates.template(org: org, id: id)
+        {
+            values["templateId"] = id
+            values["templateBody"] = JSONValue.object(["notification": t.notification]).jsonText
+        } else if let id = parameters.get("segment"), let store = stores.segments,
+            let segment = try await store.segment(org: org, id: SegmentID(id))
+        {
+            values["segmentId"] = id
+            values["segmentBody"] = segment.json.jsonText
+        }
         return consolePages.render(
-            "library",
-            [
-                "title": "Templates, segments, schedules and types", "templates": templates, "segments": segments,
-                "schedules": schedules ?? [], "types": types,
-            ], context: context)
+            "library", values, context: context, status: editing?.problem?.status ?? .ok)
     }
 
     func healthPage(_ context: APIRequestContext) async throws -> Response {

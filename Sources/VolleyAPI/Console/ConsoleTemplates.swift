@@ -380,39 +380,65 @@ enum ConsoleTemplates {
 
     static let library = """
         {{> head}}
-        <p class="hint">Edited through the API (<code>/v1/templates</code>, <code>/v1/segments</code>,
-        <code>/v1/schedules</code>, <code>/v1/types</code>); shown here as those reads answer.</p>
+        <p class="hint">As the <code>/v1/templates</code>, <code>/v1/segments</code>, <code>/v1/schedules</code> and
+        <code>/v1/types</code> reads answer them{{#isAdmin}}; templates and segments are saved through the same checks
+        as the API's PUT{{/isAdmin}}.</p>
         <h2>Templates</h2>
         {{^has_templates}}<p>None.</p>{{/has_templates}}
         {{#has_templates}}<table><thead><tr><th scope="col">Template</th><th scope="col">Updated</th>
-        <th scope="col">Notification</th></tr></thead><tbody>
+        <th scope="col">Notification</th>{{#isAdmin}}<th scope="col">Change</th>{{/isAdmin}}</tr></thead><tbody>
         {{#templates}}<tr><th scope="row">{{id}}</th><td>{{updatedAt}}</td><td><code>{{notification}}</code></td>
-        </tr>{{/templates}}
+        {{#isAdmin}}<td><a href="{{editHref}}">Edit</a>
+        <form method="post" action="{{deleteAction}}" data-confirm="Delete this template?">
+        <input type="hidden" name="csrf" value="{{csrf}}"><button type="submit" class="danger">Delete</button></form>
+        </td>{{/isAdmin}}</tr>{{/templates}}
         </tbody></table>{{/has_templates}}
+        {{#isAdmin}}<form method="post" action="/console/library/templates" class="card" id="template-form">
+        <h3>Save a template</h3>
+        {{#templateError}}<p class="error" role="alert" id="template-error">{{templateError}}</p>{{/templateError}}
+        <input type="hidden" name="csrf" value="{{csrf}}">
+        <label for="template-id">Template id</label>
+        <input id="template-id" name="id" value="{{templateId}}">
+        <label for="template-body">Body, as <code>PUT /v1/templates/{id}</code> takes it</label>
+        <textarea id="template-body" name="body" rows="5">{{templateBody}}</textarea>
+        <button type="submit" id="template-save">Save template</button>
+        </form>{{/isAdmin}}
         <h2>Segments</h2>
         {{^has_segments}}<p>None.</p>{{/has_segments}}
         {{#has_segments}}<table><thead><tr><th scope="col">Segment</th><th scope="col">Definition</th>
-        <th scope="col">Users now</th></tr></thead><tbody>
+        <th scope="col">Users now</th>{{#isAdmin}}<th scope="col">Change</th>{{/isAdmin}}</tr></thead><tbody>
         {{#segments}}<tr><th scope="row">{{id}}</th><td><code>{{definition}}</code></td>
-        <td class="n" data-segment="{{id}}">{{#count}}{{count}}{{/count}}{{^count}}<a href="{{countHref}}">count</a>
-        {{/count}}</td></tr>{{/segments}}
+        <td class="n" data-segment="{{id}}">{{#count}}{{count}}{{/count}}
+        {{^count}}<a href="{{countHref}}">count</a>{{/count}}</td>{{#isAdmin}}<td><a href="{{editHref}}">Edit</a>
+        <form method="post" action="{{deleteAction}}" data-confirm="Delete this segment?">
+        <input type="hidden" name="csrf" value="{{csrf}}"><button type="submit" class="danger">Delete</button></form>
+        </td>{{/isAdmin}}</tr>{{/segments}}
         </tbody></table>{{/has_segments}}
+        {{#isAdmin}}<form method="post" action="/console/library/segments" class="card" id="segment-form">
+        <h3>Save a segment</h3>
+        {{#segmentError}}<p class="error" role="alert" id="segment-error">{{segmentError}}</p>{{/segmentError}}
+        <input type="hidden" name="csrf" value="{{csrf}}">
+        <label for="segment-id">Segment id</label>
+        <input id="segment-id" name="id" value="{{segmentId}}">
+        <label for="segment-body">Definition, as <code>PUT /v1/segments/{id}</code> takes it</label>
+        <textarea id="segment-body" name="body" rows="4">{{segmentBody}}</textarea>
+        <button type="submit" id="segment-save">Save segment</button>
+        </form>{{/isAdmin}}
         <h2>Recurring schedules</h2>
         {{^has_schedules}}<p>None.</p>{{/has_schedules}}
         {{#has_schedules}}<table><thead><tr><th scope="col">Schedule</th><th scope="col">Paused</th>
         <th scope="col">Next run</th><th scope="col">Last run</th><th scope="col">Definition</th></tr></thead><tbody>
         {{#schedules}}<tr><th scope="row">{{id}}</th><td>{{#paused}}paused{{/paused}}{{^paused}}no{{/paused}}</td>
-        <td>{{nextRunAt}}</td>
-        <td>{{#lastRunHref}}<a href="{{lastRunHref}}">{{lastRunJob}}</a>{{/lastRunHref}}</td><td><code>{{definition}}
-        </code></td></tr>{{/schedules}}
+        <td>{{nextRunAt}}</td><td>{{#lastRunHref}}<a href="{{lastRunHref}}">{{lastRunJob}}</a>{{/lastRunHref}}</td>
+        <td><code>{{definition}}</code></td></tr>{{/schedules}}
         </tbody></table>{{/has_schedules}}
         <h2>Notification types</h2>
         {{^has_types}}<p>None.</p>{{/has_types}}
         {{#has_types}}<table><thead><tr><th scope="col">Type</th><th scope="col">Name</th><th scope="col">Mobile</th>
         <th scope="col">Desktop</th></tr></thead><tbody>
-        {{#types}}<tr><th scope="row">{{id}}</th><td>{{name}}</td><td>
-        {{#mobile}}yes{{/mobile}}{{^mobile}}no{{/mobile}}</td><td>
-        {{#desktop}}yes{{/desktop}}{{^desktop}}no{{/desktop}}</td></tr>{{/types}}
+        {{#types}}<tr><th scope="row">{{id}}</th><td>{{name}}</td>
+        <td>{{#mobile}}yes{{/mobile}}{{^mobile}}no{{/mobile}}</td>
+        <td>{{#desktop}}yes{{/desktop}}{{^desktop}}no{{/desktop}}</td></tr>{{/types}}
         </tbody></table>{{/has_types}}
         {{> foot}}
         """
