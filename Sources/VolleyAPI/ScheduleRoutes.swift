@@ -87,13 +87,19 @@ extension APIServer {
 
     func pauseSchedule(_ context: APIRequestContext, paused: Bool) async throws -> Response {
         let org = try context.key(APIRole.senders)
-        let id = try parameter(context, "id")
+        let s = try await setSchedulePaused(org: org, id: try parameter(context, "id"), paused: paused)
+        return JSONResponse.raw(s.json.encoded())
+    }
+
+    /// Pauses or resumes schedule `id` of `org` (404 for one the org does not have): the one path for the route and
+    /// the console's library.
+    func setSchedulePaused(org: OrgID, id: String, paused: Bool) async throws -> ScheduleState {
         guard StoredTemplate.isValidID(id),
             let s = try await scheduleStore().setPaused(org: org, id: id, paused: paused, now: clock.now())
         else {
             throw APIProblem.notFound("no schedule '\(id)' in this org", field: "id")
         }
-        return JSONResponse.raw(s.json.encoded())
+        return s
     }
 
     func deleteSchedule(_ context: APIRequestContext) async throws -> Response {

@@ -392,6 +392,28 @@ import VolleyTestTags
         }
     }
 
+    @Test func aScheduleIsPausedAndResumedFromTheLibrary() async throws {
+        let api = InMemoryAPI(console: true)
+        let key = try api.key(role: .send)
+        try await api.test { client in
+            let created = try await client.call(
+                .post, "/v1/schedules", token: key,
+                json: ScheduleRoutesTests.schedule(job: ScheduleRoutesTests.job(#"{"title":"Hi"}"#)))
+            #expect(created.status == 201)
+            let browser = Browser(client)
+            try await browser.signIn(key)
+            let paused = try await browser.post("/console/library/schedules/digest/pause", from: "/console/library", [])
+            #expect(paused.status == 303)
+            #expect(try await api.schedules.schedule(org: "orgA", id: "digest")?.paused == true)
+            let page = try await browser.go(.get, "/console/library")
+            #expect(page.text.contains(#"action="/console/library/schedules/digest/resume""#))
+            _ = try await browser.post("/console/library/schedules/digest/resume", from: "/console/library", [])
+            #expect(try await api.schedules.schedule(org: "orgA", id: "digest")?.paused == false)
+            let unknown = try await browser.post("/console/library/schedules/none/pause", from: "/console/library", [])
+            #expect(unknown.status == 404)
+        }
+    }
+
     @Test func theStaticFilesAnswerNotModifiedToTheirETag() async throws {
         try await InMemoryAPI(console: true).test { client in
             let first = try await client.execute(uri: "/console/static/console.css", method: .get)

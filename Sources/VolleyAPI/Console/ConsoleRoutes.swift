@@ -40,6 +40,13 @@ extension APIServer {
             try await self.deleteLibrary(context, .template)
         }
         console.post("/library/segments/:id/delete") { _, context in try await self.deleteLibrary(context, .segment) }
+        for paused in [true, false] {
+            console.post("/library/schedules/:id/\(paused ? "pause" : "resume")") { _, context in
+                let org = try context.key(APIRole.senders)
+                _ = try await self.setSchedulePaused(org: org, id: try self.parameter(context, "id"), paused: paused)
+                return Response.redirect(to: "/console/library", type: .normal)
+            }
+        }
     }
 
     // MARK: - sign-in
@@ -436,6 +443,8 @@ extension APIServer {
                 "lastRunJob": s.lastRunJob?.rawValue ?? "",
                 "lastRunHref": s.lastRunJob.map { "/console/jobs/" + ConsolePages.pathEscape($0.rawValue) } ?? "",
                 "definition": s.json.jsonText,
+                "steerAction": "/console/library/schedules/" + ConsolePages.pathEscape(s.schedule.id)
+                    + (s.paused ? "/resume" : "/pause"),
             ]
         }
         let types = try await stores.types.types(org: org).sorted { $0.id < $1.id }.map {

@@ -428,7 +428,9 @@ enum ConsoleTemplates {
         {{^has_schedules}}<p>None.</p>{{/has_schedules}}
         {{#has_schedules}}<table><thead><tr><th scope="col">Schedule</th><th scope="col">Paused</th>
         <th scope="col">Next run</th><th scope="col">Last run</th><th scope="col">Definition</th></tr></thead><tbody>
-        {{#schedules}}<tr><th scope="row">{{id}}</th><td>{{#paused}}paused{{/paused}}{{^paused}}no{{/paused}}</td>
+        {{#schedules}}<tr><th scope="row">{{id}}</th><td>{{#paused}}paused{{/paused}}{{^paused}}no{{/paused}}
+        {{#canSend}}<form method="post" action="{{steerAction}}"><input type="hidden" name="csrf" value="{{csrf}}">
+        <button type="submit">{{#paused}}Resume{{/paused}}{{^paused}}Pause{{/paused}}</button></form>{{/canSend}}</td>
         <td>{{nextRunAt}}</td><td>{{#lastRunHref}}<a href="{{lastRunHref}}">{{lastRunJob}}</a>{{/lastRunHref}}</td>
         <td><code>{{definition}}</code></td></tr>{{/schedules}}
         </tbody></table>{{/has_schedules}}
