@@ -36,22 +36,22 @@ final class RedisSocket {
             throw RedisError(.connection, "TLS to \(endpoint): \(error)")
         }
         tls = session
+        // From here the socket is whole: a throw deinitializes it, and `deinit` closes the fd, once. (Closing it here
+        // too closed it twice, and the second close could take the fd number another thread had just been given:
+        // an API test's listening socket, in a parallel run beside a refused TLS connection.)
         while true {
             switch session.handshake() {
             case .done: return
             case .wantRead: try wait(POLLIN, until: deadline, "TLS handshake with")
             case .wantWrite: try wait(POLLOUT, until: deadline, "TLS handshake with")
             case .closed:
-                close(fd)
                 throw RedisError(.connection, "TLS handshake with \(endpoint): the server closed the connection")
             case .rejectedCertificate(let why):
-                close(fd)
                 throw RedisError(
                     .certificate,
                     "TLS to \(endpoint): \(why) (server name \(settings.serverName(for: endpoint))); check "
                         + "redis.tls.caFile and redis.tls.serverName")
             case .failed(let why):
-                close(fd)
                 throw RedisError(.connection, "TLS handshake with \(endpoint): \(why)")
             }
         }
