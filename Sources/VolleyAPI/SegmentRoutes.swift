@@ -76,11 +76,15 @@ extension APIServer {
     /// Deletes a segment. Jobs already queued that name it report it as an unknown recipient (`segment:<id>`).
     func deleteSegment(_ context: APIRequestContext) async throws -> Response {
         let org = try context.key([.admin])
-        let id = try segmentID(context)
-        guard try await segmentStore().delete(org: org, id: id) else {
+        try await removeSegment(org: org, id: try segmentID(context))
+        return JSONResponse.noContent()
+    }
+
+    /// Deletes segment `id` of `org` (404 when the org has none): the route's and the console's one path.
+    func removeSegment(org: OrgID, id: SegmentID) async throws {
+        guard id.isValid, try await segmentStore().delete(org: org, id: id) else {
             throw APIProblem.notFound("no segment '\(id)' in this org", field: "id")
         }
-        return JSONResponse.noContent()
     }
 
     /// `{"id", "users"}`: the active users the segment matches now, as a job naming it alone would reach them.

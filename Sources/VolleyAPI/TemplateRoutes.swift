@@ -138,11 +138,15 @@ extension APIServer {
 
     func deleteTemplate(_ context: APIRequestContext) async throws -> Response {
         let org = try context.key([.admin])
-        let id = try parameter(context, "id")
+        try await removeTemplate(org: org, id: try parameter(context, "id"))
+        return JSONResponse.noContent()
+    }
+
+    /// Deletes template `id` of `org` (404 when the org has none): the route's and the console's one path.
+    func removeTemplate(org: OrgID, id: String) async throws {
         guard StoredTemplate.isValidID(id), try await stores.templates.delete(org: org, id: id) else {
             throw APIProblem.notFound("no template '\(id)' in this org", field: "id")
         }
-        return JSONResponse.noContent()
     }
 
     /// A templated job at the door: the template must exist in the key's org, and the notification it renders

@@ -215,13 +215,18 @@ extension APIServer {
     func getJob(_ request: Request, _ context: APIRequestContext) async throws -> Response {
         if OutcomeCSV.prefersCSV(accept: request.headers[.accept]) { return try await exportOutcomes(request, context) }
         let org = try context.key([.send, .read, .admin])
-        let id = try parameter(context, "id")
-        guard Input.isJobID(id) else { throw APIProblem.notFound("no job '\(id)' in this org", field: "id") }
-        guard var status = try await stores.jobStatus.status(org: org, job: JobID(id)) else {
+        let status = try await jobStatus(org: org, id: try parameter(context, "id"))
+        return JSONResponse.raw(try ReportCoding.encoder.encode(status))
+    }
+
+    /// Job `id` of `org` as `GET /v1/jobs/{id}` answers it (the console's pages read it here too); 404 for a job the
+    /// org does not have.
+    func jobStatus(org: OrgID, id: String) async throws -> JobStatus {
+        guard Input.isJobID(id), var status = try await stores.jobStatus.status(org: org, job: JobID(id)) else {
             throw APIProblem.notFound("no job '\(id)' in this org", field: "id")
         }
         status.id = id
-        return JSONResponse.raw(try ReportCoding.encoder.encode(status))
+        return status
     }
 
     /// Cancels a job of the send key's org: 200 with the job's status (`cancelled`; `dueAt` when it was scheduled),

@@ -70,13 +70,16 @@ extension RedisPipelineSession {
             ?? []).compactMap(\.string)
         guard !fields.isEmpty else { return [] }
         let owners = try client.checked(["HMGET", store.tokenIndexKey(org, app)] + fields).array ?? []
-        var commands: [[String]] = []
-        for (field, owner) in zip(fields, owners) {
-            guard let user = owner.string else { continue }
-            commands.append(["HGET", store.deviceKey(org, app, UserID(user)), field])
-        }
+        let owned = zip(fields, owners).compactMap { field, owner in owner.string.map { (field, $0) } }
+        return try records(org: org, app: app, owned: owned)
+    }
+
+    /// The records of registry fields (`platform:token`) and their owners, in their order; a field whose record is
+    /// gone or unreadable is left out.
+    private func records(org: OrgID, app: AppName, owned: [(field: String, user: String)]) throws -> [DeviceRecord] {
+        let commands = owned.map { ["HGET", store.deviceKey(org, app, UserID($0.user)), $0.field] }
         return try client.pipeline(commands, window: 64).compactMap { reply in
-            guard let json = try reply.throwIfError("recent devices").string else { return nil }
+            guard let json = try reply.throwIfError("device records").string else { return nil }
             return try? DeviceRecord.decoder.decode(DeviceRecord.self, from: Data(json.utf8))
         }
     }
@@ -107,11 +110,7 @@ extension RedisPipelineSession {
             for i in stride(from: 0, to: flat.count - 1, by: 2) { owners.append((flat[i], flat[i + 1])) }
             scanned += DeviceLookup.pageSize
         } while cursor != "0" && owners.count < limit && scanned < DeviceLookup.maxScanned
-        let commands = owners.prefix(limit).map { ["HGET", store.deviceKey(org, app, UserID($0.user)), $0.field] }
-        return try client.pipeline(Array(commands), window: 64).compactMap { reply in
-            guard let json = try reply.throwIfError("devices by token suffix").string else { return nil }
-            return try? DeviceRecord.decoder.decode(DeviceRecord.self, from: Data(json.utf8))
-        }
+        return try records(org: org, app: app, owned: Array(owners.prefix(limit)))
     }
 
     /// Walks every user with devices in (org, app), `pageSize` users at a time (SSCAN), calling `visit` per page.

@@ -117,45 +117,38 @@ public struct ConsolePages: Sendable {
 
     /// The counts a campaign's page shows, each with the path of its value in `GET /v1/jobs/{id}`'s answer (the
     /// live refresh reads the same paths).
-    static let countRows: [(label: String, path: String, help: String)] = [
-        ("Audience", "counts.audience", "devices with an outcome and users skipped so far"),
-        ("Accepted", "counts.accepted", "the provider took the push"),
-        ("Rejected", "counts.rejected", "the provider refused it for good (below, by reason)"),
-        ("Failed", "counts.failed", "not delivered after retries (below, by reason)"),
-        ("Over quota", "counts.quotaExceeded", "the org's hourly quota was used up"),
-        ("Expired", "counts.expired", "its time to live ran out before it could go"),
-        ("Capped", "counts.capped", "held by a frequency cap"),
-        ("No device", "counts.noDevice", "the user has no device in this app"),
-        ("Tokens removed", "counts.tokensRemoved", "dead tokens taken out of the registry"),
-        ("Opened", "opened", "the app reported the push opened"),
-        ("Dismissed", "dismissed", "the app reported it dismissed"),
+    static let countRows: [(label: String, path: String, help: String, value: @Sendable (JobStatus) -> Int64)] = [
+        (
+            "Audience", "counts.audience", "devices with an outcome and users skipped so far",
+            { $0.counts?.audience ?? 0 }
+        ),
+        ("Accepted", "counts.accepted", "the provider took the push", { $0.counts?.accepted ?? 0 }),
+        (
+            "Rejected", "counts.rejected", "the provider refused it for good (below, by reason)",
+            { $0.counts?.rejected ?? 0 }
+        ),
+        ("Failed", "counts.failed", "not delivered after retries (below, by reason)", { $0.counts?.failed ?? 0 }),
+        ("Over quota", "counts.quotaExceeded", "the org's hourly quota was used up", { $0.counts?.quotaExceeded ?? 0 }),
+        ("Expired", "counts.expired", "its time to live ran out before it could go", { $0.counts?.expired ?? 0 }),
+        ("Capped", "counts.capped", "held by a frequency cap", { $0.counts?.capped ?? 0 }),
+        ("No device", "counts.noDevice", "the user has no device in this app", { $0.counts?.noDevice ?? 0 }),
+        (
+            "Tokens removed", "counts.tokensRemoved", "dead tokens taken out of the registry",
+            { $0.counts?.tokensRemoved ?? 0 }
+        ),
+        ("Opened", "opened", "the app reported the push opened", { Int64($0.opened ?? 0) }),
+        ("Dismissed", "dismissed", "the app reported it dismissed", { Int64($0.dismissed ?? 0) }),
     ]
 
     static func jobDetail(_ s: JobStatus, events: [DebugEvent]) -> [String: Any] {
         let c = s.counts ?? JobCounts()
-        func value(_ path: String) -> Int64 {
-            switch path {
-            case "counts.audience": c.audience
-            case "counts.accepted": c.accepted
-            case "counts.rejected": c.rejected
-            case "counts.failed": c.failed
-            case "counts.quotaExceeded": c.quotaExceeded
-            case "counts.expired": c.expired
-            case "counts.capped": c.capped
-            case "counts.noDevice": c.noDevice
-            case "counts.tokensRemoved": c.tokensRemoved
-            case "opened": Int64(s.opened ?? 0)
-            case "dismissed": Int64(s.dismissed ?? 0)
-            default: 0
-            }
-        }
         let final = ["done", "cancelled", "dead-lettered"].contains(s.state)
         var values: [String: Any] = [
             "id": s.id, "idPath": pathEscape(s.id), "state": s.state, "final": final, "live": !final,
             "canPause": ["queued", "running", "scheduled"].contains(s.state), "canResume": s.state == "paused",
             "canCancel": !final,
             "counts": countRows.map {
-                ["label": $0.label, "path": $0.path, "help": $0.help, "value": value($0.path)] as [String: Any]
+                ["label": $0.label, "path": $0.path, "help": $0.help, "value": $0.value(s)] as [String: Any]
             },
             "progressValue": finished(c), "progressMax": max(c.audience, finished(c)),
         ]
